@@ -1,0 +1,332 @@
+//! The decision document (DESIGN §4): what every cluster answered for one workflow, which
+//! cluster was chosen, and why everything else was not. Field names are stable; fields may be
+//! added, never renamed. Maps keep workflow order (volumes, jobs) or answer order (clusters).
+
+use indexmap::IndexMap;
+
+use crate::model::{AccessModes, ReclaimPolicy, Resources, VolumeMode};
+use crate::size::ByteSize;
+
+/// One reason a candidate was rejected or a request failed: a stable code plus human text.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Reason {
+    /// Stable machine code, e.g. `annotation_mismatch` (see [`codes`]).
+    pub code: String,
+    /// What happened, for people, e.g. "annotation tier=slow, volume wants tier=fast".
+    pub message: String,
+}
+
+impl Reason {
+    /// A reason with `code` and `message`.
+    pub fn new(code: &str, message: impl Into<String>) -> Self {
+        Reason { code: code.to_string(), message: message.into() }
+    }
+}
+
+/// Stable reason codes. Each names the rule (and seed) it comes from.
+pub mod codes {
+    /// seed 000: provisioner status is not READY.
+    pub const NOT_READY: &str = "not_ready";
+    /// seed 000: a requested annotation key is absent.
+    pub const ANNOTATION_MISSING: &str = "annotation_missing";
+    /// seed 000: a requested annotation has another value.
+    pub const ANNOTATION_MISMATCH: &str = "annotation_mismatch";
+    /// seed 000: the user's groups lack the permission for the operation.
+    pub const PERMISSION_DENIED: &str = "permission_denied";
+    /// seed 000: a named provisioner does not exist.
+    pub const NO_SUCH_PROVISIONER: &str = "no_such_provisioner";
+    /// seed 000: no provisioner holds a volume with that name.
+    pub const NO_SUCH_VOLUME: &str = "no_such_volume";
+    /// seed 000: several provisioners hold a volume with that name (add `use:`).
+    pub const AMBIGUOUS_VOLUME: &str = "ambiguous_volume";
+    /// seed 000: no provisioner passed every check.
+    pub const NO_PROVISIONER: &str = "no_provisioner";
+    /// seed 001: volume smaller than the request.
+    pub const CAPACITY: &str = "capacity";
+    /// seed 001: volume lacks a requested access mode.
+    pub const ACCESS_MODES: &str = "access_modes";
+    /// seed 001: volume mode differs.
+    pub const VOLUME_MODE: &str = "volume_mode";
+    /// seed 001: volume labels fail the claim's selector.
+    pub const SELECTOR: &str = "selector";
+    /// seed 001: volume class differs from the claim's.
+    pub const CLASS_MISMATCH: &str = "class_mismatch";
+    /// seed 001: volume is not Available (bound, released, failed, pending).
+    pub const NOT_AVAILABLE: &str = "not_available";
+    /// seed 001: volume is pre-bound to another claim.
+    pub const CLAIMED_BY_OTHER: &str = "claimed_by_other";
+    /// seed 001: volume is being deleted.
+    pub const BEING_DELETED: &str = "being_deleted";
+    /// fedvol: volume is held by another request's reservation.
+    pub const RESERVED: &str = "reserved";
+    /// seed 001: a claim's `volumeName` names another volume.
+    pub const VOLUME_NAME: &str = "volume_name";
+    /// seed 001: provisioning refused (unknown parameter, selector, mode, size).
+    pub const PROVISIONING_REFUSED: &str = "provisioning_refused";
+    /// seed 001: no class given and no default class, or class "" (no dynamic provisioning).
+    pub const NO_DYNAMIC_PROVISIONING: &str = "no_dynamic_provisioning";
+    /// seed 001: the claim's class has no provisioner definition and nothing binds.
+    pub const NO_SUCH_CLASS: &str = "no_such_class";
+    /// seed 002: zone not assigned to the workflow's project.
+    pub const NOT_IN_PROJECT: &str = "not_in_project";
+    /// seed 002: the project is unknown in this cluster.
+    pub const NO_SUCH_PROJECT: &str = "no_such_project";
+    /// seed 002: zone has no powered-on host.
+    pub const NO_POWERED_ON_HOST: &str = "no_powered_on_host";
+    /// seed 002: zone over a project limit.
+    pub const PROJECT_LIMIT: &str = "project_limit";
+    /// seed 002: image profile does not allow the job's image.
+    pub const IMAGE_PROFILE: &str = "image_profile";
+    /// seed 002: no flavor fits the job.
+    pub const FLAVOR_PROFILE: &str = "flavor_profile";
+    /// seed 002: a mounted volume's storage is not reachable from the zone.
+    pub const STORAGE_UNREACHABLE: &str = "storage_unreachable";
+    /// seed 002: host is powered off.
+    pub const POWERED_OFF: &str = "powered_off";
+    /// seed 002: a hard constraint fails on host ∪ zone tags.
+    pub const HARD_CONSTRAINT: &str = "hard_constraint";
+    /// seed 002: affinity to another job's host not met.
+    pub const AFFINITY: &str = "affinity";
+    /// seed 002: anti-affinity violated.
+    pub const ANTI_AFFINITY: &str = "anti_affinity";
+    /// seed 002: not enough hosts for a multi-host job.
+    pub const MULTI_HOST: &str = "multi_host";
+    /// seed 002: host lacks a required network.
+    pub const NETWORK: &str = "network";
+    /// seed 002: a node-local volume pins the job to another host.
+    pub const PINNED_ELSEWHERE: &str = "pinned_elsewhere";
+    /// seed 002: not enough free cpu / memory / instances / devices.
+    pub const INSUFFICIENT: &str = "insufficient";
+    /// seed 002: no zone has a host left after the filters.
+    pub const NO_ZONE: &str = "no_zone";
+    /// fedvol: a volume the job mounts could not be resolved.
+    pub const VOLUME_UNRESOLVED: &str = "volume_unresolved";
+    /// fedvol: the cluster is not in the workflow's list / lost the ranking.
+    pub const NOT_CHOSEN: &str = "not_chosen";
+    /// fedvol: the cluster found no feasible placement.
+    pub const INFEASIBLE: &str = "infeasible";
+}
+
+/// How a volume request was resolved (DESIGN §2 step 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// `use: <provisioner>`.
+    Named,
+    /// `name:` without `use:`.
+    ByName,
+    /// Annotation/permission selection.
+    Automatic,
+    /// A Kubernetes claim.
+    Claim,
+}
+
+/// What the chosen volume is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// An Available existing volume is bound (seed 001).
+    Bind,
+    /// A new volume is provisioned (seed 001).
+    Provision,
+    /// A named persistent volume is used as it is (seed 000).
+    Existing,
+}
+
+/// A new volume the cluster would provision.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct NewVolume {
+    /// Deterministic name (the same request never creates two).
+    pub name: String,
+    /// Its provisioner / storage class.
+    pub provisioner: String,
+    /// Capacity in bytes (>= the request).
+    pub capacity: ByteSize,
+    /// Access modes.
+    pub access_modes: AccessModes,
+    /// Volume mode.
+    pub volume_mode: VolumeMode,
+    /// Labels (satisfying the claim's selector).
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// Annotations, including `pv.kubernetes.io/provisioned-by` and the storage class.
+    pub annotations: std::collections::BTreeMap<String, String>,
+    /// Reclaim policy from the provisioner.
+    pub reclaim_policy: ReclaimPolicy,
+    /// True for an ephemeral (per-workflow) volume.
+    pub ephemeral: bool,
+    /// The host a node-local volume lives on (set by placement).
+    pub host: Option<String>,
+}
+
+/// One cluster's answer for one volume.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct VolumeDecision {
+    /// How it was resolved.
+    pub mode: Mode,
+    /// The provisioner chosen, if any.
+    pub provisioner: Option<String>,
+    /// The bound, existing or new volume's name.
+    pub volume: Option<String>,
+    /// Bind, provision or existing.
+    pub action: Option<Action>,
+    /// Why it could not be resolved.
+    pub error: Option<Reason>,
+    /// Automatic mode: how many provisioners passed every check (seed 000: the first wins).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passed: Option<usize>,
+    /// The volume to create, for `provision`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_volume: Option<NewVolume>,
+}
+
+/// One cluster's answer for one job.
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct JobDecision {
+    /// Chosen zone.
+    pub zone: Option<String>,
+    /// Chosen host (the first, for multi-host jobs).
+    pub host: Option<String>,
+    /// Why no placement was found.
+    pub error: Option<Reason>,
+    /// Every host of a multi-host job, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
+    /// Soft constraints met by the chosen zone ∪ host.
+    #[serde(default)]
+    pub soft_matched: u32,
+}
+
+/// A rejected candidate with **every** reason it failed.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Rejection {
+    /// Candidate name (provisioner, volume, zone or host).
+    pub candidate: String,
+    /// All reasons, not just the first.
+    pub reasons: Vec<Reason>,
+}
+
+/// What one named funnel stage did for one subject.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StageTrace {
+    /// Stage name, e.g. `provisioner.annotations` or `host.hard_constraints`.
+    pub stage: String,
+    /// The volume or job the stage ran for.
+    pub subject: String,
+    /// Candidates that entered the stage.
+    pub considered: usize,
+    /// Candidates that left it.
+    pub passed: usize,
+    /// The others, each with all its reasons.
+    pub rejected: Vec<Rejection>,
+}
+
+/// Capacity a plan holds on one host.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HostAllocation {
+    /// Zone of the host.
+    pub zone: String,
+    /// Host name.
+    pub host: String,
+    /// Job it is for.
+    pub job: String,
+    /// Amounts (cpu, memory, instances, devices).
+    pub resources: Resources,
+}
+
+/// How a cluster answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClusterStatus {
+    /// The agent answered within the deadline.
+    Answered,
+    /// No answer by the deadline.
+    TimedOut,
+    /// Known dead or no responders; not waited for.
+    Unreachable,
+    /// The agent answered with an error.
+    Error,
+}
+
+/// One cluster's part of the decision.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ClusterDecision {
+    /// How the cluster answered.
+    pub status: ClusterStatus,
+    /// Time from request to answer, milliseconds.
+    pub elapsed_ms: f64,
+    /// The inventory version the answer used.
+    pub inventory_version: Option<String>,
+    /// True when every volume resolved and every job was placed.
+    pub feasible: bool,
+    /// Per volume, in workflow order.
+    pub volumes: IndexMap<String, VolumeDecision>,
+    /// Per placed job, in workflow order.
+    pub jobs: IndexMap<String, JobDecision>,
+    /// Every stage's record.
+    pub trace: Vec<StageTrace>,
+    /// Error for status `error` (or a cluster-level failure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Reason>,
+    /// Soft constraints met, summed over jobs (cluster choice).
+    #[serde(default)]
+    pub soft_matched: u32,
+    /// Cluster load in [0, 1]: allocated / capacity of cpu and memory, the larger (cluster choice).
+    #[serde(default)]
+    pub load: f64,
+    /// True when a volume requested by name exists here (cluster choice).
+    #[serde(default)]
+    pub holds_named_volume: bool,
+    /// Host capacity the plan needs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allocations: Vec<HostAllocation>,
+}
+
+impl ClusterDecision {
+    /// An answer-less slot (timed out, unreachable, error) with `elapsed_ms`.
+    pub fn without_answer(status: ClusterStatus, elapsed_ms: f64, error: Option<Reason>) -> Self {
+        ClusterDecision {
+            status,
+            elapsed_ms,
+            inventory_version: None,
+            feasible: false,
+            volumes: IndexMap::new(),
+            jobs: IndexMap::new(),
+            trace: Vec::new(),
+            error,
+            soft_matched: 0,
+            load: 0.0,
+            holds_named_volume: false,
+            allocations: Vec::new(),
+        }
+    }
+}
+
+/// One step of the cross-cluster choice, with the clusters it dropped and why.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ChoiceStep {
+    /// Rule name, e.g. `feasible`, `workflow_order`, `named_volume`, `soft_constraints`,
+    /// `least_loaded`, `seeded_random`.
+    pub rule: String,
+    /// Clusters still in the running after the rule.
+    pub kept: Vec<String>,
+    /// Clusters the rule dropped, each with its reason.
+    pub dropped: Vec<Rejection>,
+}
+
+/// The whole decision document.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Decision {
+    /// Idempotency key of the request.
+    pub request_id: String,
+    /// Workflow name.
+    pub workflow: String,
+    /// Seed for every random choice (replayable).
+    pub seed: u64,
+    /// The cluster chosen, or null when nothing fits.
+    pub chosen_cluster: Option<String>,
+    /// Every cluster's slot, in the order asked.
+    pub clusters: IndexMap<String, ClusterDecision>,
+    /// The cross-cluster choice, rule by rule.
+    #[serde(default)]
+    pub choice: Vec<ChoiceStep>,
+}

@@ -1,0 +1,90 @@
+//! The selection funnel (DESIGN §2): pure and deterministic. Given one cluster's inventory, its
+//! live state and a request, it resolves every volume (seeds 000 and 001) and places every job
+//! that mounts volumes (seed 002), recording each named stage's rejections.
+
+pub mod placement;
+pub mod trace;
+pub mod volume;
+
+use std::collections::BTreeMap;
+
+use crate::decision::{ClusterDecision, ClusterStatus};
+use crate::model::{Inventory, Workflow};
+
+pub use trace::{run_filter, seed_from_request_id, seeded_pick};
+
+/// Identifies one persistent volume: its provisioner (storage class; `None` = no class) and name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+pub struct VolumeId {
+    /// Provisioner / storage class, `None` for a classless volume.
+    pub provisioner: Option<String>,
+    /// Volume name.
+    pub name: String,
+}
+
+/// One placement request as a cluster sees it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PlanRequest {
+    /// Idempotency key.
+    pub request_id: String,
+    /// The workflow.
+    pub workflow: Workflow,
+    /// The user's identity.
+    pub user: String,
+    /// The user's groups (for seed 000 permission checks).
+    pub groups: Vec<String>,
+    /// Seed for every random choice.
+    pub seed: u64,
+}
+
+/// Live state the inventory files do not show: volumes held by other requests' reservations.
+/// (Committed allocations and volumes are merged into the [`Inventory`] by the agent before
+/// planning, so the funnel sees one consistent snapshot.)
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct ClusterState {
+    /// Volumes reserved by a request, with that request's id.
+    pub reserved_volumes: BTreeMap<VolumeId, String>,
+}
+
+/// Runs the whole funnel for one cluster and returns its part of the decision document.
+///
+/// `elapsed_ms` is left at 0 (the caller times the call). Never panics on any inventory or
+/// workflow the parsers accept.
+pub fn plan_cluster(inv: &Inventory, state: &ClusterState, req: &PlanRequest) -> ClusterDecision {
+    let mut trace = Vec::new();
+    let volumes = volume::resolve_volumes(inv, state, req, &mut trace);
+    let placed = placement::place_jobs(inv, req, &volumes, &mut trace);
+    let feasible = volumes.values().all(|v| v.error.is_none()) && placed.jobs.values().all(|j| j.error.is_none());
+    let holds_named_volume = volumes.values().any(|v| v.action == Some(crate::decision::Action::Existing));
+    ClusterDecision {
+        status: ClusterStatus::Answered,
+        elapsed_ms: 0.0,
+        inventory_version: Some(inv.version.clone()),
+        feasible,
+        volumes,
+        jobs: placed.jobs,
+        trace,
+        error: None,
+        soft_matched: placed.soft_matched,
+        load: cluster_load(inv),
+        holds_named_volume,
+        allocations: placed.allocations,
+    }
+}
+
+/// Cluster load in [0, 1]: over all powered-on hosts, the larger of allocated/capacity for cpu
+/// and for memory (0 for a cluster with no capacity).
+pub fn cluster_load(inv: &Inventory) -> f64 {
+    let (mut cpu_cap, mut cpu_alloc, mut mem_cap, mut mem_alloc) = (0u128, 0u128, 0u128, 0u128);
+    for h in inv.zones.iter().flat_map(|z| &z.hosts) {
+        if h.power != crate::model::PowerState::On {
+            continue;
+        }
+        cpu_cap += u128::from(h.capacity.cpu);
+        cpu_alloc += u128::from(h.allocated.cpu);
+        mem_cap += h.capacity.memory.0;
+        mem_alloc += h.allocated.memory.0;
+    }
+    let ratio = |a: u128, c: u128| if c == 0 { 0.0 } else { (a as f64 / c as f64).min(1.0) };
+    ratio(cpu_alloc, cpu_cap).max(ratio(mem_alloc, mem_cap))
+}

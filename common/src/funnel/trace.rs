@@ -1,0 +1,105 @@
+//! The machinery every funnel stage shares: running a named filter over candidates while
+//! recording **every** reason each rejected candidate failed, and seeded randomness.
+
+use crate::decision::{Reason, Rejection, StageTrace};
+
+/// Runs one named filter stage.
+///
+/// `check` is called once per candidate and pushes every reason the candidate fails (an empty
+/// list means it passes). The stage's record (considered, passed, rejections with all reasons)
+/// is appended to `trace`. Candidates keep their order. Returns the survivors.
+pub fn run_filter<T>(
+    trace: &mut Vec<StageTrace>,
+    stage: &str,
+    subject: &str,
+    candidates: Vec<T>,
+    name: impl Fn(&T) -> String,
+    mut check: impl FnMut(&T, &mut Vec<Reason>),
+) -> Vec<T> {
+    let considered = candidates.len();
+    let mut passed = Vec::with_capacity(considered);
+    let mut rejected = Vec::new();
+    let mut reasons = Vec::new();
+    for c in candidates {
+        reasons.clear();
+        check(&c, &mut reasons);
+        if reasons.is_empty() {
+            passed.push(c);
+        } else {
+            rejected.push(Rejection { candidate: name(&c), reasons: std::mem::take(&mut reasons) });
+        }
+    }
+    trace.push(StageTrace {
+        stage: stage.to_string(),
+        subject: subject.to_string(),
+        considered,
+        passed: passed.len(),
+        rejected,
+    });
+    passed
+}
+
+/// FNV-1a 64-bit hash: stable across Rust versions and platforms (unlike `DefaultHasher`).
+pub fn fnv1a(data: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in data {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// SplitMix64 finaliser: spreads the bits of `x` (used to derive choices from a seed).
+pub fn mix64(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// Deterministic "random" index in `0..n` for the choice named `context` under `seed`
+/// (DESIGN §2: randomness only from the request's seed, so decisions replay exactly).
+/// Returns 0 when `n` is 0 or 1.
+pub fn seeded_pick(seed: u64, context: &str, n: usize) -> usize {
+    if n <= 1 {
+        return 0;
+    }
+    (mix64(seed ^ fnv1a(context.as_bytes())) % n as u64) as usize
+}
+
+/// The default seed of a request: derived from its id.
+pub fn seed_from_request_id(request_id: &str) -> u64 {
+    mix64(fnv1a(request_id.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decision::Reason;
+
+    #[test]
+    fn filter_records_all_reasons() {
+        let mut trace = Vec::new();
+        let out = run_filter(&mut trace, "s", "v", vec![1, 2, 3, 4], |n| n.to_string(), |n, r| {
+            if n % 2 == 0 {
+                r.push(Reason::new("even", "is even"));
+                r.push(Reason::new("small", "is small"));
+            }
+        });
+        assert_eq!(out, vec![1, 3]);
+        assert_eq!(trace[0].considered, 4);
+        assert_eq!(trace[0].passed, 2);
+        assert_eq!(trace[0].rejected[0].reasons.len(), 2);
+    }
+
+    #[test]
+    fn picks_are_stable_and_in_range() {
+        for n in 1..20 {
+            let a = seeded_pick(42, "zone:job-a", n);
+            assert_eq!(a, seeded_pick(42, "zone:job-a", n));
+            assert!(a < n);
+        }
+        assert_eq!(seed_from_request_id("r-1"), seed_from_request_id("r-1"));
+        assert_ne!(seed_from_request_id("r-1"), seed_from_request_id("r-2"));
+    }
+}

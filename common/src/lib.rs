@@ -1,0 +1,9 @@
+//! fedvol-common: the model, strict file formats, the selection funnel and the decision
+//! document shared by the agent, the coordinator and the `fedvol` CLI. No I/O beyond reading
+//! the files it is asked to parse.
+
+pub mod decision;
+pub mod funnel;
+pub mod model;
+pub mod size;
+pub mod yaml;

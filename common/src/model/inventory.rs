@@ -1,0 +1,341 @@
+//! One cluster's inventory: provisioners, existing volumes, projects, cloud zones and hosts.
+//!
+//! Built by `format::inventory` from fedvol's YAML/JSON and from Kubernetes `StorageClass` /
+//! `PersistentVolume` documents. Order matters: provisioners keep inventory order because seed 000
+//! selects the **first** passing provisioner.
+
+use std::collections::BTreeMap;
+
+use super::k8s::{AccessModes, ClaimRef, NodeAffinity, ReclaimPolicy, VolumeMode, VolumePhase};
+use super::policy::Permissions;
+use super::tags::Tag;
+use crate::size::ByteSize;
+
+/// Where a definition came from, for messages (`inventory.yaml:12`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct Origin {
+    /// The file as given by the user.
+    pub file: String,
+    /// 1-based line of the definition.
+    pub line: usize,
+}
+
+/// A whole cluster's inventory snapshot.
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct Inventory {
+    /// The cluster's name (a NATS subject token: letters, digits, `-`, `_`).
+    pub cluster: String,
+    /// Provisioners in inventory order (fedvol definitions first, then StorageClasses in file order).
+    pub provisioners: Vec<Provisioner>,
+    /// Existing persistent volumes, in inventory order.
+    pub volumes: Vec<PersistentVolume>,
+    /// Projects with their zone assignments. Empty means: every zone belongs to every project,
+    /// with the zone's own `priority` and no limits.
+    pub projects: Vec<Project>,
+    /// Cloud zones with their hosts.
+    pub zones: Vec<Zone>,
+    /// Content hash of the files the inventory was read from (hex, 16 chars).
+    pub version: String,
+}
+
+/// Lifecycle status of a provisioner (seed 000 "Status check": only READY ones are selected).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ProvisionerStatus {
+    /// Usable (the default).
+    #[default]
+    Ready,
+    /// Turned off by an administrator.
+    Disabled,
+    /// Broken.
+    Error,
+    /// Being set up.
+    Provisioning,
+}
+
+impl ProvisionerStatus {
+    /// The spelling used in files and messages (`READY`...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProvisionerStatus::Ready => "READY",
+            ProvisionerStatus::Disabled => "DISABLED",
+            ProvisionerStatus::Error => "ERROR",
+            ProvisionerStatus::Provisioning => "PROVISIONING",
+        }
+    }
+}
+
+/// How a provisioner creates storage.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Driver {
+    /// An NFS export; volumes are directories below `target` (`server:/export/path`).
+    Nfs {
+        /// `server:/export` as in seed 000 (`nfs-fast:/export/nvme`).
+        target: String,
+        /// Where the export is mounted on the agent's host, when it is (for real directory creation).
+        mount: Option<String>,
+    },
+    /// A directory on the host(s); `local: true` makes volumes node-local (they pin their host).
+    Hostpath {
+        /// Base directory.
+        path: String,
+        /// Node-local storage: a volume lives on one host and pins every job that mounts it.
+        local: bool,
+    },
+    /// An AWS EFS file system.
+    Efs {
+        /// The file system id, e.g. `fs-12345678`.
+        file_system_id: String,
+    },
+    /// An out-of-tree provisioner named `vendor/name` (seed 001), reached over NATS; Kubernetes
+    /// StorageClasses map here with their `provisioner` and `parameters`.
+    External {
+        /// The provisioner's name, e.g. `ebs.csi.aws.com` or `example.com/nfs`.
+        provisioner: String,
+        /// Opaque parameters passed to the provisioner (never logged if they look secret).
+        parameters: BTreeMap<String, String>,
+    },
+}
+
+impl Driver {
+    /// The driver kind as written in files (`nfs`, `hostpath`, `efs`, `external`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Driver::Nfs { .. } => "nfs",
+            Driver::Hostpath { .. } => "hostpath",
+            Driver::Efs { .. } => "efs",
+            Driver::External { .. } => "external",
+        }
+    }
+
+    /// True for node-local storage (hostpath with `local: true`).
+    pub fn is_node_local(&self) -> bool {
+        matches!(self, Driver::Hostpath { local: true, .. })
+    }
+}
+
+/// Where a provisioner's storage can be reached from (DESIGN §3 `zones`/`segment`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct Reachability {
+    /// Zones that can reach the storage; empty = no zone restriction.
+    pub zones: Vec<String>,
+    /// A network segment; when set, only zones in the same segment reach the storage.
+    pub segment: Option<String>,
+}
+
+impl Reachability {
+    /// True when a zone named `zone` in `segment` can reach this storage.
+    pub fn reaches(&self, zone: &str, segment: Option<&str>) -> bool {
+        (self.zones.is_empty() || self.zones.iter().any(|z| z == zone))
+            && (self.segment.is_none() || self.segment.as_deref() == segment)
+    }
+}
+
+/// A storage provisioner (seed 000) or Kubernetes StorageClass (seed 001); one storage class.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Provisioner {
+    /// Name; also the storage class name volumes refer to.
+    pub name: String,
+    /// Free text.
+    pub description: Option<String>,
+    /// How storage is created.
+    pub driver: Driver,
+    /// Opaque key/value strings matched exactly by workflow volume annotations (seed 000).
+    pub annotations: BTreeMap<String, String>,
+    /// Group policies; StorageClasses get [`Permissions::open`].
+    pub permissions: Permissions,
+    /// Only READY provisioners are selected.
+    pub status: ProvisionerStatus,
+    /// Default storage class for claims with no class (`storageclass.kubernetes.io/is-default-class`).
+    pub default: bool,
+    /// Reclaim policy given to volumes it provisions (default Delete).
+    pub reclaim_policy: ReclaimPolicy,
+    /// Which zones reach its storage.
+    pub reachability: Reachability,
+    /// Labels its provisioned volumes carry; a claim selector is satisfiable only by these
+    /// (seed 001: a provisioner refuses selectors it does not understand).
+    pub labels: BTreeMap<String, String>,
+    /// Largest volume it can provision, if bounded (bytes).
+    pub max_volume_size: Option<ByteSize>,
+    /// Free bytes left in its backing store, if known (hostpath/nfs check free space).
+    pub free_bytes: Option<ByteSize>,
+    /// Volume modes it can provision (default: Filesystem only; StorageClasses: both).
+    pub volume_modes: Vec<VolumeMode>,
+    /// True when defined by a Kubernetes StorageClass.
+    pub from_storage_class: bool,
+    /// Where it was defined.
+    pub origin: Origin,
+}
+
+/// An existing persistent volume known to the cluster.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PersistentVolume {
+    /// Name, unique within its provisioner (storage class).
+    pub name: String,
+    /// Its provisioner / storage class; `None` = no class (Kubernetes unset or "").
+    pub provisioner: Option<String>,
+    /// Capacity in bytes.
+    pub capacity: ByteSize,
+    /// Access modes it supports.
+    pub access_modes: AccessModes,
+    /// Filesystem or Block.
+    pub volume_mode: VolumeMode,
+    /// Labels, matched by claim selectors.
+    pub labels: BTreeMap<String, String>,
+    /// Annotations (e.g. `pv.kubernetes.io/provisioned-by`).
+    pub annotations: BTreeMap<String, String>,
+    /// Lifecycle phase.
+    pub phase: VolumePhase,
+    /// The claim it is bound or pre-bound to.
+    pub claim_ref: Option<ClaimRef>,
+    /// What happens when it is released.
+    pub reclaim_policy: ReclaimPolicy,
+    /// `metadata.deletionTimestamp` is set: never bound.
+    pub being_deleted: bool,
+    /// Hosts it can be used from (node-local volumes).
+    pub node_affinity: Option<NodeAffinity>,
+    /// Where it was defined.
+    pub origin: Origin,
+}
+
+/// Per-project limits inside one zone (seed 002 "Filter by capacity").
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct ProjectLimits {
+    /// Most instances (job nodes) the project may run in the zone.
+    pub instances: Option<u64>,
+    /// Most memory, bytes.
+    pub memory: Option<ByteSize>,
+    /// Most CPU cores.
+    pub cpu: Option<u64>,
+    /// Most storage, bytes.
+    pub storage: Option<ByteSize>,
+}
+
+/// What a project already uses in one zone (same units as [`ProjectLimits`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct ProjectUsage {
+    /// Instances running.
+    pub instances: u64,
+    /// Memory in use, bytes.
+    pub memory: ByteSize,
+    /// CPU cores in use.
+    pub cpu: u64,
+    /// Storage in use, bytes.
+    pub storage: ByteSize,
+}
+
+/// One zone assigned to a project.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ZoneAssignment {
+    /// The zone's name (must exist in the inventory).
+    pub zone: String,
+    /// Lower number = preferred (seed 002 "select the one with highest priority").
+    pub priority: i64,
+    /// Limits for this project in this zone.
+    pub limits: ProjectLimits,
+    /// Current usage by this project in this zone.
+    pub usage: ProjectUsage,
+}
+
+/// A project and the zones it may use.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Project {
+    /// Project name (workflows name it in `project:`).
+    pub name: String,
+    /// Zones in assignment order.
+    pub zones: Vec<ZoneAssignment>,
+}
+
+/// Host selection strategy of a zone (seed 002 step 3.8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum PlacementPolicy {
+    /// Seeded random among fitting hosts.
+    #[default]
+    Default,
+    /// The most loaded host that fits.
+    Binpack,
+    /// The least used host.
+    Spread,
+    /// The host with the most free memory.
+    SpreadMemory,
+}
+
+/// A flavor (instance size) a zone offers; with flavors defined, a job must fit one.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Flavor {
+    /// Flavor name, e.g. `large`.
+    pub name: String,
+    /// CPU cores.
+    pub cpu: u64,
+    /// Memory, bytes.
+    pub memory: ByteSize,
+}
+
+/// A cloud zone: capability tags, policy, profiles and hosts.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Zone {
+    /// Zone name.
+    pub name: String,
+    /// Capability tags (united with each host's tags for hard constraints).
+    pub tags: Vec<Tag>,
+    /// Host selection strategy.
+    pub placement_policy: PlacementPolicy,
+    /// Priority used when no project assignment gives one (lower = preferred).
+    pub priority: i64,
+    /// Network segment, for storage reachability.
+    pub segment: Option<String>,
+    /// Image profile: allowed image URI prefixes (`docker://nvcr.io/`); empty = any image.
+    pub images: Vec<String>,
+    /// Flavor profile; empty = no flavor restriction.
+    pub flavors: Vec<Flavor>,
+    /// Storage profile: provisioners explicitly reachable from this zone in addition to their
+    /// own reachability; empty = rely on the provisioners' reachability only.
+    pub storage: Vec<String>,
+    /// Hosts in inventory order.
+    pub hosts: Vec<Host>,
+    /// Where it was defined.
+    pub origin: Origin,
+}
+
+/// Power state of a host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum PowerState {
+    /// Running (the default).
+    #[default]
+    On,
+    /// Powered off.
+    Off,
+}
+
+/// Amounts of compute: total capacity or allocation.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct Resources {
+    /// CPU cores.
+    pub cpu: u64,
+    /// Memory, bytes.
+    pub memory: ByteSize,
+    /// Instances (job nodes).
+    pub instances: u64,
+    /// Devices by name, e.g. `nvidia.com/gpu: 8`.
+    pub devices: BTreeMap<String, u64>,
+}
+
+/// A host (compute node) in a zone.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Host {
+    /// Host name, unique in the cluster.
+    pub name: String,
+    /// Power state; only ON hosts are used.
+    pub power: PowerState,
+    /// Capability tags.
+    pub tags: Vec<Tag>,
+    /// Total capacity.
+    pub capacity: Resources,
+    /// Already allocated (from the file; the agent adds its own allocations on top).
+    pub allocated: Resources,
+    /// Networks the host is attached to.
+    pub networks: Vec<String>,
+}

@@ -1,0 +1,114 @@
+//! Group access policies on provisioners (seed 000: "group permission check").
+
+use std::collections::BTreeSet;
+
+/// Who may perform one operation on a provisioner. Default-deny: an absent policy is `Deny`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AccessPolicy {
+    /// Nobody (the default when the field is absent).
+    #[default]
+    Deny,
+    /// Every user (`all`).
+    All,
+    /// Members of these groups.
+    Groups(BTreeSet<String>),
+}
+
+impl AccessPolicy {
+    /// True when a user with `groups` is allowed.
+    pub fn allows(&self, groups: &[String]) -> bool {
+        match self {
+            AccessPolicy::Deny => false,
+            AccessPolicy::All => true,
+            AccessPolicy::Groups(g) => groups.iter().any(|x| g.contains(x)),
+        }
+    }
+
+    /// Short text for messages: `nobody`, `all`, or `groups [a, b]`.
+    pub fn describe(&self) -> String {
+        match self {
+            AccessPolicy::Deny => "nobody".into(),
+            AccessPolicy::All => "all".into(),
+            AccessPolicy::Groups(g) => format!("groups [{}]", g.iter().cloned().collect::<Vec<_>>().join(", ")),
+        }
+    }
+}
+
+/// The operation a volume request needs permission for (seed 000).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Operation {
+    /// Use an existing persistent volume.
+    Access,
+    /// Create a per-workflow ephemeral volume.
+    Ephemeral,
+    /// Create a new persistent volume.
+    Create,
+}
+
+impl Operation {
+    /// The policy field's name in the inventory (`access`, `ephemeral`, `create`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Access => "access",
+            Operation::Ephemeral => "ephemeral",
+            Operation::Create => "create",
+        }
+    }
+}
+
+/// The three policies of one provisioner. `create` implies `access` and `ephemeral` (seed 000 as
+/// fedvol's DESIGN §2 reads it).
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct Permissions {
+    /// May use existing persistent volumes.
+    pub access: AccessPolicy,
+    /// May create new persistent volumes (implies the other two).
+    pub create: AccessPolicy,
+    /// May create ephemeral volumes.
+    pub ephemeral: AccessPolicy,
+}
+
+impl Permissions {
+    /// Everyone may do everything (used for Kubernetes StorageClasses, which carry no group policy).
+    pub fn open() -> Self {
+        Permissions { access: AccessPolicy::All, create: AccessPolicy::All, ephemeral: AccessPolicy::All }
+    }
+
+    /// True when a user in `groups` may perform `op`.
+    pub fn allows(&self, op: Operation, groups: &[String]) -> bool {
+        match op {
+            Operation::Create => self.create.allows(groups),
+            Operation::Access => self.access.allows(groups) || self.create.allows(groups),
+            Operation::Ephemeral => self.ephemeral.allows(groups) || self.create.allows(groups),
+        }
+    }
+
+    /// The policy consulted first for `op` (for messages).
+    pub fn policy(&self, op: Operation) -> &AccessPolicy {
+        match op {
+            Operation::Access => &self.access,
+            Operation::Create => &self.create,
+            Operation::Ephemeral => &self.ephemeral,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_deny_and_create_implies() {
+        let g = vec!["physics".to_string()];
+        let mut p = Permissions::default();
+        assert!(!p.allows(Operation::Ephemeral, &g));
+        p.create = AccessPolicy::Groups(["physics".to_string()].into());
+        assert!(p.allows(Operation::Ephemeral, &g));
+        assert!(p.allows(Operation::Access, &g));
+        assert!(!p.allows(Operation::Access, &["chem".to_string()]));
+        p.ephemeral = AccessPolicy::All;
+        assert!(p.allows(Operation::Ephemeral, &[]));
+    }
+}

@@ -1,0 +1,192 @@
+//! A workflow as the funnel sees it: volume requests and the jobs that mount them.
+//!
+//! Built by `format::workflow` from a Fuzzfile (v1 or v4, every field of the schema parsed or
+//! knowingly ignored) or from a Kubernetes PersistentVolumeClaim (a one-volume workflow).
+//! v1 `reference: volume://...` volumes are translated to v4 meaning here, so the funnel only
+//! knows v4: `volume://<scope>/ephemeral` → `use: ephemeral`; `volume://<scope>/persistent/<n>`
+//! → `use: persistent`, `name: <n>`.
+
+use std::collections::BTreeMap;
+
+use super::k8s::{AccessModes, LabelSelector, VolumeMode};
+use super::tags::Constraint;
+use crate::size::ByteSize;
+
+/// Which format the workflow was written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkflowFormat {
+    /// Fuzzfile `version: v1` (reference-based volumes).
+    FuzzfileV1,
+    /// Fuzzfile `version: v4` (provisioner-based volumes).
+    FuzzfileV4,
+    /// A Kubernetes PersistentVolumeClaim document.
+    KubernetesClaim,
+}
+
+/// A whole workflow.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Workflow {
+    /// Name: the file's stem for Fuzzfiles, the claim's name for a PVC.
+    pub name: String,
+    /// Source format.
+    pub format: WorkflowFormat,
+    /// Volume requests in file order.
+    pub volumes: Vec<VolumeRequest>,
+    /// Jobs and services in file order (jobs first, then services).
+    pub jobs: Vec<Job>,
+    /// fedvol addition: the project whose zones jobs may use (default: `default`).
+    pub project: Option<String>,
+    /// fedvol addition: preferred clusters, most preferred first.
+    pub clusters: Vec<String>,
+    /// Workflow-level annotations (kept, not used for volume selection).
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// One volume the workflow needs.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct VolumeRequest {
+    /// The volume's key in the workflow (what mounts refer to).
+    pub key: String,
+    /// What is asked for.
+    pub source: VolumeSource,
+    /// Access modes the request needs (Fuzzfile volumes: RWO, or RWX when a multinode job or
+    /// several jobs that may run on different hosts mount it).
+    pub access_modes: AccessModes,
+    /// 1-based line of the definition.
+    pub line: usize,
+}
+
+/// The two request shapes.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum VolumeSource {
+    /// A Fuzzfile volume (seed 000 resolution).
+    Fuzzball(FuzzballVolume),
+    /// A Kubernetes claim (seed 001 binding and provisioning).
+    Claim(Claim),
+}
+
+/// A Fuzzfile volume in v4 terms.
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct FuzzballVolume {
+    /// `use:`: a provisioner name, `ephemeral` or `persistent`.
+    pub use_: Option<String>,
+    /// `name:`: an existing (or to-be-created persistent) volume's name.
+    pub name: Option<String>,
+    /// `size:`, bytes. Not a selection criterion (seed 000); used for binding and provisioning.
+    pub size: Option<ByteSize>,
+    /// `annotations:` requested of the provisioner (exact match, seed 000).
+    pub annotations: BTreeMap<String, String>,
+    /// The original v1 `reference:` text, if any.
+    pub reference: Option<String>,
+}
+
+/// The storage class a claim asks for (Kubernetes distinguishes unset from "").
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClaimClass {
+    /// `storageClassName` absent: the default class applies if one is marked default, else
+    /// it behaves like `Empty`.
+    Unset,
+    /// `storageClassName: ""`: only volumes with no class; no dynamic provisioning.
+    Empty,
+    /// A named class.
+    Named(String),
+}
+
+/// A persistent volume claim (seed 001).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Claim {
+    /// Namespace (`default` when absent).
+    pub namespace: String,
+    /// Claim name.
+    pub name: String,
+    /// Claim uid, if the document has one.
+    pub uid: Option<String>,
+    /// Requested class.
+    pub class: ClaimClass,
+    /// Requested access modes.
+    pub access_modes: AccessModes,
+    /// Requested volume mode (unset = Filesystem).
+    pub volume_mode: VolumeMode,
+    /// `resources.requests.storage`, bytes.
+    pub request: ByteSize,
+    /// Label selector, if any.
+    pub selector: Option<LabelSelector>,
+    /// `spec.volumeName`: the only volume this claim may bind.
+    pub volume_name: Option<String>,
+    /// `dataSource`/`dataSourceRef` as `Kind/name`, passed to the provisioner.
+    pub data_source: Option<String>,
+}
+
+/// Job or service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobKind {
+    /// A batch job.
+    Job,
+    /// A long-running service.
+    Service,
+}
+
+/// A mount of a workflow volume into a job.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Mount {
+    /// The volume's key in the workflow.
+    pub volume: String,
+    /// Absolute path inside the container.
+    pub path: String,
+}
+
+/// fedvol addition: same-host and different-host rules between jobs of one workflow (seed 002
+/// steps 3.3 and 3.4).
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct Affinity {
+    /// Jobs this job must share a host with.
+    pub with: Vec<String>,
+    /// Jobs this job must not share a host with.
+    pub apart_from: Vec<String>,
+}
+
+/// What one node of a job needs.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct JobResources {
+    /// CPU cores per node (default 1).
+    pub cpu: u64,
+    /// Memory per node, bytes (after `by-core` multiplication).
+    pub memory: ByteSize,
+    /// Devices per node, e.g. `nvidia.com/gpu: 1`.
+    pub devices: BTreeMap<String, u64>,
+    /// The job wants its nodes to itself.
+    pub exclusive: bool,
+    /// Fuzzfile `resource.annotations`: hard requirements on host tags (key = value).
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// A job or service that may need placement.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Job {
+    /// The job's key in the workflow.
+    pub name: String,
+    /// Job or service.
+    pub kind: JobKind,
+    /// Image URI (`docker://...`, `oras://...`).
+    pub image: Option<String>,
+    /// Mounts, including those inherited from `defaults`.
+    pub mounts: Vec<Mount>,
+    /// Per-node resources.
+    pub resources: JobResources,
+    /// Number of hosts (multinode `nodes`, default 1).
+    pub nodes: u64,
+    /// Jobs this one waits for (`depends-on` names, else `requires`).
+    pub depends_on: Vec<String>,
+    /// fedvol addition: hard/soft tag constraints.
+    pub constraints: Vec<Constraint>,
+    /// fedvol addition: affinity rules.
+    pub affinity: Affinity,
+    /// fedvol addition: networks every host of the job must be attached to.
+    pub networks: Vec<String>,
+    /// 1-based line of the definition.
+    pub line: usize,
+}

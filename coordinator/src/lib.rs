@@ -1,0 +1,1 @@
+//! fedvol coordinator library.
