@@ -3,6 +3,7 @@
 //! the files it is asked to parse.
 
 pub mod decision;
+pub mod format;
 pub mod funnel;
 pub mod model;
 pub mod size;
