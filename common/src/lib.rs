@@ -3,8 +3,10 @@
 //! the files it is asked to parse.
 
 pub mod decision;
+pub mod explain;
 pub mod format;
 pub mod funnel;
 pub mod model;
+pub mod offline;
 pub mod size;
 pub mod yaml;

@@ -1,1 +1,5 @@
-//! fedvol coordinator library.
+//! fedvol-coordinator: the `fedvol` CLI (offline planning and validation today; the
+//! coordinator daemon's federation logic joins it in later issues) and decision rendering.
+
+pub mod cli;
+pub mod render;

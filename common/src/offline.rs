@@ -1,0 +1,34 @@
+//! Planning without a network (`fedvol plan`): run every given cluster's funnel locally, then
+//! the coordinator's cross-cluster choice, and assemble the decision document (DESIGN §4).
+
+use std::time::Instant;
+
+use indexmap::IndexMap;
+
+use crate::choice::choose_cluster;
+use crate::decision::Decision;
+use crate::funnel::{ClusterState, PlanRequest, plan_cluster};
+use crate::model::Inventory;
+
+/// Plans `req` against each inventory (one per cluster, in the order given; each cluster with an
+/// empty [`ClusterState`]) and chooses a cluster. `elapsed_ms` of each slot is the funnel's
+/// wall time in milliseconds. Cluster names must be unique (the caller checks).
+pub fn plan_locally(inventories: &[Inventory], req: &PlanRequest) -> Decision {
+    let state = ClusterState::default();
+    let mut clusters = IndexMap::new();
+    for inv in inventories {
+        let start = Instant::now();
+        let mut d = plan_cluster(inv, &state, req);
+        d.elapsed_ms = start.elapsed().as_secs_f64() * 1000.0;
+        clusters.insert(inv.cluster.clone(), d);
+    }
+    let (chosen, choice) = choose_cluster(&req.workflow, &clusters, req.seed);
+    Decision {
+        request_id: req.request_id.clone(),
+        workflow: req.workflow.name.clone(),
+        seed: req.seed,
+        chosen_cluster: chosen,
+        clusters,
+        choice,
+    }
+}

@@ -1,0 +1,74 @@
+//! The `fedvol` command line: argument parsing and dispatch. Each subcommand lives in its own
+//! module and returns an [`ExitCode`]-compatible status (DESIGN §4: 0 when a cluster was chosen,
+//! 2 when nothing fits, 1 on bad input).
+
+pub mod check;
+pub mod plan;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use fedvol_common::yaml::Diagnostics;
+
+use crate::render::Output;
+
+/// Exit status: a cluster was chosen / the files are valid.
+pub const EXIT_OK: u8 = 0;
+/// Exit status: bad input (unreadable or invalid files, bad flags).
+pub const EXIT_BAD_INPUT: u8 = 1;
+/// Exit status: the input is valid but no cluster can place the workflow.
+pub const EXIT_NO_FIT: u8 = 2;
+
+/// fedvol places workflow volumes across a federation of clusters.
+#[derive(Debug, Parser)]
+#[command(name = "fedvol", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// `fedvol` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Plan a workflow offline against cluster inventories and print the decision document.
+    Plan(plan::PlanArgs),
+    /// Validate inventories and workflows; print every problem with file:line:column.
+    Check(check::CheckArgs),
+}
+
+/// Options shared by commands that print a document.
+#[derive(Debug, clap::Args)]
+pub struct OutputArgs {
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Table, env = "FEDVOL_OUTPUT")]
+    pub output: Output,
+}
+
+/// Prints every diagnostic to stderr, one per line, prefixed with `error: `.
+pub fn print_diagnostics(d: &Diagnostics) {
+    for x in &d.0 {
+        eprintln!("error: {x}");
+    }
+}
+
+/// Prints notices (skipped documents and the like) to stderr, prefixed with `notice: `.
+pub fn print_notices(n: &[fedvol_common::yaml::Diagnostic]) {
+    for x in n {
+        eprintln!("notice: {x}");
+    }
+}
+
+/// A file argument as the user wrote it, for messages.
+pub fn label(p: &PathBuf) -> String {
+    p.display().to_string()
+}
+
+/// Parses the command line and runs it; returns the process exit status.
+pub fn run() -> u8 {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Plan(a) => plan::run(&a),
+        Command::Check(a) => check::run(&a),
+    }
+}

@@ -1,0 +1,99 @@
+//! `fedvol plan`: run each given cluster's funnel locally plus the cross-cluster choice, and
+//! print the decision document (DESIGN §4). No network is involved.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use fedvol_common::format::load_inventory;
+use fedvol_common::format::load_workflow;
+use fedvol_common::funnel::{PlanRequest, seed_from_request_id, trace::fnv1a};
+use fedvol_common::offline::plan_locally;
+
+use super::{EXIT_BAD_INPUT, EXIT_NO_FIT, EXIT_OK, OutputArgs, print_diagnostics, print_notices};
+use crate::render::{Output, table, yaml};
+
+/// Arguments of `fedvol plan`.
+#[derive(Debug, clap::Args)]
+pub struct PlanArgs {
+    /// A cluster inventory (repeat once per cluster). Kubernetes StorageClass/PV files work too.
+    #[arg(short = 'i', long = "inventory", required = true, value_name = "FILE")]
+    pub inventories: Vec<PathBuf>,
+    /// The user the workflow runs as.
+    #[arg(short = 'u', long, default_value = "anonymous", env = "FEDVOL_USER")]
+    pub user: String,
+    /// A group of the user (repeat for several); used by provisioner access policies.
+    #[arg(short = 'g', long = "group", value_name = "GROUP")]
+    pub groups: Vec<String>,
+    /// Seed for every random choice (default: derived from the request id).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Request id (default: derived from the workflow file's content, so plans are repeatable).
+    #[arg(long)]
+    pub request_id: Option<String>,
+    /// Output format.
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// The workflow: a Fuzzfile (v1 or v4) or a file of Kubernetes PersistentVolumeClaims.
+    #[arg(value_name = "WORKFLOW")]
+    pub workflow: PathBuf,
+}
+
+/// Runs `fedvol plan`; returns 0 when a cluster was chosen, 2 when none fits, 1 on bad input.
+pub fn run(a: &PlanArgs) -> u8 {
+    let mut bad = false;
+    let mut inventories = Vec::new();
+    let mut names = BTreeSet::new();
+    for p in &a.inventories {
+        match load_inventory(p) {
+            Ok(l) => {
+                print_notices(&l.notices);
+                if !names.insert(l.value.cluster.clone()) {
+                    eprintln!(
+                        "error: {}: cluster `{}` is given twice; each --inventory must be a different cluster",
+                        p.display(),
+                        l.value.cluster
+                    );
+                    bad = true;
+                }
+                inventories.push(l.value);
+            }
+            Err(d) => {
+                print_diagnostics(&d);
+                bad = true;
+            }
+        }
+    }
+    let workflow = match load_workflow(&a.workflow) {
+        Ok(l) => {
+            print_notices(&l.notices);
+            Some(l.value)
+        }
+        Err(d) => {
+            print_diagnostics(&d);
+            None
+        }
+    };
+    let (Some(workflow), false) = (workflow, bad) else {
+        return EXIT_BAD_INPUT;
+    };
+    let request_id = a.request_id.clone().unwrap_or_else(|| {
+        let bytes = std::fs::read(&a.workflow).unwrap_or_default();
+        format!("plan-{:016x}", fnv1a(&bytes))
+    });
+    let seed = a.seed.unwrap_or_else(|| seed_from_request_id(&request_id));
+    let req = PlanRequest { request_id, workflow, user: a.user.clone(), groups: a.groups.clone(), seed };
+    let decision = plan_locally(&inventories, &req);
+    let printed = match a.output.output {
+        Output::Table => Ok(table::render(&decision)),
+        Output::Json => serde_json::to_string_pretty(&decision).map(|s| s + "\n"),
+        Output::Yaml => yaml::render(&decision),
+    };
+    match printed {
+        Ok(s) => print!("{s}"),
+        Err(e) => {
+            eprintln!("error: cannot render the decision: {e}");
+            return EXIT_BAD_INPUT;
+        }
+    }
+    if decision.chosen_cluster.is_some() { EXIT_OK } else { EXIT_NO_FIT }
+}
