@@ -9,4 +9,5 @@ pub mod funnel;
 pub mod model;
 pub mod offline;
 pub mod size;
+pub mod synth;
 pub mod yaml;
