@@ -30,6 +30,8 @@ mod volume;
 #[cfg(test)]
 mod tests;
 
+use std::collections::BTreeSet;
+
 use self::mount::MountForm;
 use self::resolve::{Header, VolumeDraft};
 use self::shapes::{NameRef, name_list};
@@ -126,16 +128,16 @@ fn header(ctx: &mut Ctx, r: &mut MapReader<'_>) -> Header {
         h.project = ctx.nonempty_string(n, "project");
     }
     if let Some(n) = r.take("clusters") {
-        let names = name_list(ctx, n, "clusters");
-        for (i, c) in names.iter().enumerate() {
-            if names[..i].iter().any(|p| p.name == c.name) {
+        let mut seen = BTreeSet::new();
+        for c in name_list(ctx, n, "clusters") {
+            if !seen.insert(c.name.clone()) {
                 ctx.error(
                     c.span,
                     "clusters",
                     format!("cluster `{}` is listed twice", c.name),
                 );
             } else {
-                h.clusters.push(c.name.clone());
+                h.clusters.push(c.name);
             }
         }
     }
@@ -154,12 +156,11 @@ fn for_each_entry(
     let Some(mut r) = ctx.map(node, field) else {
         return;
     };
-    let mut seen: Vec<&str> = Vec::new();
+    let mut seen: BTreeSet<&str> = BTreeSet::new();
     for (key, value) in r.rest() {
-        if seen.contains(&key.name.as_str()) {
+        if !seen.insert(&key.name) {
             continue;
         }
-        seen.push(&key.name);
         f(
             ctx,
             NameRef {

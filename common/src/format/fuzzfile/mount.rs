@@ -8,6 +8,8 @@
 //! A mount written in the other version's form is refused with a message saying which form the
 //! file's version expects.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use super::shapes::{NameRef, abs_path, name_ref};
 use crate::yaml::{Ctx, Key, Node, Value, join};
 
@@ -48,7 +50,13 @@ pub(super) fn mounts(ctx: &mut Ctx, node: &Node, field: &str, form: MountForm) -
         return Vec::new();
     };
     let mut out: Vec<MountRef> = Vec::new();
+    let mut keys: BTreeSet<&str> = BTreeSet::new();
+    let mut paths: BTreeMap<String, String> = BTreeMap::new();
     for (key, value) in r.rest() {
+        // A repeated key is reported by the map reader; only its first entry counts.
+        if !keys.insert(&key.name) {
+            continue;
+        }
         let f = join(field, &key.name);
         let looks_v1 = value.get("location").is_some();
         let entry = match form {
@@ -58,17 +66,15 @@ pub(super) fn mounts(ctx: &mut Ctx, node: &Node, field: &str, form: MountForm) -
             MountForm::Unknown => v4_mount(ctx, key, value, &f),
         };
         let Some(m) = entry else { continue };
-        if let Some(prev) = out.iter().find(|p| p.path == m.path) {
-            ctx.error(
-                key.span,
-                &f,
-                format!(
-                    "path `{}` is already used by the mount of volume `{}`",
-                    m.path, prev.volume.name
-                ),
+        if let Some(prev) = paths.get(&m.path) {
+            let msg = format!(
+                "path `{}` is already used by the mount of volume `{prev}`",
+                m.path
             );
+            ctx.error(key.span, &f, msg);
             continue;
         }
+        paths.insert(m.path.clone(), m.volume.name.clone());
         out.push(m);
     }
     r.finish(ctx);

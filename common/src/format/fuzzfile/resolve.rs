@@ -14,7 +14,7 @@
 //!   or by two or more jobs/services, which may land on different hosts, needs ReadWriteMany;
 //!   otherwise ReadWriteOnce.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::defaults::Defaults;
 use super::job::JobDraft;
@@ -74,10 +74,11 @@ pub(super) fn assemble(
         .iter()
         .map(|d| build_job(d, defaults, &volume_keys))
         .collect();
+    let users = volume_users(&jobs);
     let volumes = volumes
         .into_iter()
         .map(|v| VolumeRequest {
-            access_modes: access_modes(&v.key.name, &jobs),
+            access_modes: access_modes(users.get(v.key.name.as_str())),
             line: v.key.span.line,
             key: v.key.name,
             source: VolumeSource::Fuzzball(v.source),
@@ -125,14 +126,16 @@ fn job_kinds(ctx: &mut Ctx, drafts: &[JobDraft]) -> BTreeMap<String, JobKind> {
         if let Some(prev) = kinds.insert(d.name.name.clone(), d.kind)
             && prev != d.kind
         {
+            let msg = format!(
+                "`{}` is the name of both a job and a service; \
+                 jobs and services share one namespace",
+                d.name.name
+            );
             ctx.error(
-                    d.name.span,
-                    &format!("{}.{}", section(d.kind), d.name.name),
-                    format!(
-                        "`{}` is the name of both a job and a service; jobs and services share one namespace",
-                        d.name.name
-                    ),
-                );
+                d.name.span,
+                &format!("{}.{}", section(d.kind), d.name.name),
+                msg,
+            );
         }
     }
     kinds
@@ -213,10 +216,11 @@ fn build_job(d: &JobDraft, defaults: &Defaults, volume_keys: &[&str]) -> Job {
         &defaults.for_kind(d.kind).mounts,
         &defaults.all.mounts,
     ];
+    let mut keys: BTreeSet<&str> = BTreeSet::new();
     let mut merged: Vec<&MountRef> = Vec::new();
     for level in levels {
         for m in level {
-            if !merged.iter().any(|e| e.key == m.key) {
+            if keys.insert(&m.key) {
                 merged.push(m);
             }
         }
@@ -264,16 +268,28 @@ fn build_job(d: &JobDraft, defaults: &Defaults, volume_keys: &[&str]) -> Job {
     }
 }
 
-/// ReadWriteMany when `volume` is mounted by a multinode job or by two or more jobs/services,
-/// else ReadWriteOnce.
-fn access_modes(volume: &str, jobs: &[Job]) -> AccessModes {
-    let users: Vec<&Job> = jobs
-        .iter()
-        .filter(|j| j.mounts.iter().any(|m| m.volume == volume))
-        .collect();
-    if users.len() >= 2 || users.iter().any(|j| j.nodes > 1) {
-        AccessModes::of(&[AccessMode::ReadWriteMany])
-    } else {
-        AccessModes::of(&[AccessMode::ReadWriteOnce])
+/// For each mounted volume: how many jobs/services mount it, and whether one of them is
+/// multinode.
+fn volume_users(jobs: &[Job]) -> BTreeMap<&str, (usize, bool)> {
+    let mut users: BTreeMap<&str, (usize, bool)> = BTreeMap::new();
+    for j in jobs {
+        let mine: BTreeSet<&str> = j.mounts.iter().map(|m| m.volume.as_str()).collect();
+        for v in mine {
+            let e = users.entry(v).or_default();
+            e.0 += 1;
+            e.1 |= j.nodes > 1;
+        }
+    }
+    users
+}
+
+/// ReadWriteMany when the volume is mounted by two or more jobs/services or by a multinode
+/// job, else ReadWriteOnce (also for a volume nobody mounts).
+fn access_modes(users: Option<&(usize, bool)>) -> AccessModes {
+    match users {
+        Some(&(count, multinode)) if count >= 2 || multinode => {
+            AccessModes::of(&[AccessMode::ReadWriteMany])
+        }
+        _ => AccessModes::of(&[AccessMode::ReadWriteOnce]),
     }
 }

@@ -733,10 +733,16 @@ services:
 }
 
 #[test]
-fn duplicate_keys_are_reported_and_the_first_entry_is_kept() {
+fn duplicate_keys_are_reported_once_and_the_first_entry_is_kept() {
     let d = errs("version: v4\njobs:\n  a: {}\n  a: {}\n");
     let m = find(&d, "duplicate key");
     assert_eq!((m.line, m.field.as_str()), (4, "jobs.a"));
+    assert_eq!(d.len(), 1, "{d:#?}");
+    let d = errs(
+        "version: v4\nvolumes: {x: {}, y: {}}\njobs:\n  a:\n    mounts:\n      /d: x\n      /d: y\n",
+    );
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!((d[0].line, d[0].message.as_str()), (7, "duplicate key"));
 }
 
 // ---------------------------------------------------------------- dangling references
@@ -1096,4 +1102,98 @@ fn decode_fuzzfile_reports_into_the_callers_context() {
         decode_fuzzfile(&mut ctx, "named", &docs[0]).is_none(),
         "no usable version"
     );
+}
+
+#[test]
+fn json_fuzzfiles_and_camel_case_aliases_are_accepted() {
+    let w = ok(r#"{"version": "v4",
+ "volumes": {"x": {"use": "ephemeral"}},
+ "jobs": {"a": {
+   "image": {"uri": "oras://r/i.sif", "decryptionSecret": "secret://user/key"},
+   "mounts": {"/d": "x"},
+   "multinode": {"nodes": 2, "implementation": "mpich", "procsPerNode": 4},
+   "network": {"isolated": false, "exposeTcp": [22], "exposeUdp": [53]},
+   "resource": {"cpu": {"cores": 2}, "memory": {"size": "1GiB", "byCore": true}}}}}"#);
+    let a = job(&w, "a");
+    assert_eq!(a.nodes, 2);
+    assert_eq!(a.resources.memory.0, 2 << 30);
+    assert_eq!(
+        w.volumes[0].access_modes,
+        rwx(),
+        "mounted by a multinode job"
+    );
+    let d = errs(
+        r#"{"version": "v4", "jobs": {"a": {"multinode": {"procs-per-node": 1, "procsPerNode": 1}}}}"#,
+    );
+    assert_eq!(
+        find(&d, "another spelling").field,
+        "jobs.a.multinode.procsPerNode"
+    );
+}
+
+#[test]
+fn without_a_valid_version_other_problems_are_still_reported() {
+    let d = errs(
+        "version: v5\nvolumes:\n  data: {}\njobs:\n  a:\n    mounts:\n      data: {location: /data}\n      dta: {location: /dta}\n  b:\n    mounts:\n      /x: data\n    cwd: x\n",
+    );
+    find(&d, "expected one of v1, v4");
+    assert_eq!(find(&d, "volume `dta`").line, 8);
+    find(&d, "absolute path");
+    assert_eq!(
+        d.len(),
+        3,
+        "both mount forms are read when the version is unknown: {d:#?}"
+    );
+}
+
+mod no_panic {
+    use super::*;
+    use proptest::prelude::*;
+
+    const SAMPLE: &str = r#"version: v4
+volumes:
+  data: {use: ephemeral, size: 0.5GiB, annotations: {tier: fast}}
+defaults:
+  job:
+    mounts: {/data: data}
+    resource: {cpu: {cores: 2}, memory: {size: 1GB, by-core: true}}
+jobs:
+  a:
+    depends-on: [{name: s, status: RUNNING}]
+    affinity: {with: [s]}
+    constraints: ["gpu:soft"]
+services:
+  s: {mounts: {/x: {volume: data}}}
+"#;
+
+    #[test]
+    fn sample_is_valid() {
+        let w = ok(SAMPLE);
+        assert_eq!(w.volumes[0].access_modes, rwx());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Any text gets an answer (a workflow or diagnostics), never a panic.
+        #[test]
+        fn arbitrary_text(text in "[ a-z0-9:{}\\[\\],\\-/.!#\"'|>\\n]{0,200}") {
+            let _ = parse_fuzzfile("p.yaml", "p", &text);
+        }
+
+        /// A valid file with a slice cut out or a byte replaced still never panics, and every
+        /// diagnostic has a real position.
+        #[test]
+        fn damaged_sample(start in 0usize..SAMPLE.len(), len in 0usize..40, byte in 32u8..127) {
+            let mut t = SAMPLE.to_string();
+            let end = (start + len).min(t.len());
+            t.replace_range(start..end, "");
+            if start < t.len() {
+                t.replace_range(start..start + 1, &(byte as char).to_string());
+            }
+            if let Err(d) = parse_fuzzfile("p.yaml", "p", &t) {
+                prop_assert!(d.0.iter().all(|x| x.line >= 1 && x.col >= 1));
+            }
+        }
+    }
 }
