@@ -195,14 +195,14 @@ impl Ctx {
 
     /// Reads a whole number in `min..=max`. Plain integers only (`12`, `-3`, `0x10` is refused).
     pub fn int(&mut self, node: &Node, field: &str, min: i128, max: i128) -> Option<i128> {
-        if let Value::Scalar(s, ScalarStyle::Plain) = &node.value {
-            if let Ok(v) = s.replace('_', "").parse::<i128>() {
-                if v < min || v > max {
-                    self.error(node.span, field, format!("expected a whole number from {min} to {max}, found {v}"));
-                    return None;
-                }
-                return Some(v);
+        if let Value::Scalar(s, ScalarStyle::Plain) = &node.value
+            && let Ok(v) = s.replace('_', "").parse::<i128>()
+        {
+            if v < min || v > max {
+                self.error(node.span, field, format!("expected a whole number from {min} to {max}, found {v}"));
+                return None;
             }
+            return Some(v);
         }
         self.error(node.span, field, format!("expected a whole number, found {}", describe(node)));
         None
@@ -359,12 +359,10 @@ impl<'n> MapReader<'n> {
 
     /// Reports unknown keys (with a "did you mean" hint from the known ones) and duplicate keys.
     pub fn finish(self, ctx: &mut Ctx) {
-        let mut seen: Vec<&str> = Vec::new();
+        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::with_capacity(self.entries.len());
         for (i, (k, _)) in self.entries.iter().enumerate() {
-            if seen.contains(&k.name.as_str()) {
+            if !seen.insert(k.name.as_str()) {
                 ctx.error(k.span, &join(&self.field, &k.name), "duplicate key");
-            } else {
-                seen.push(&k.name);
             }
             if !self.used[i] && !self.open {
                 let msg = if self.known.is_empty() {
