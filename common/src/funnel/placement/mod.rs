@@ -18,6 +18,8 @@ mod select;
 mod zones;
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod testkit;
 #[cfg(test)]
 mod tests;
