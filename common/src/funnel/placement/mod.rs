@@ -2,10 +2,10 @@
 //! placed, in workflow order, within the workflow's project, through named stages that each
 //! record every rejected zone or host with all its reasons:
 //!
-//! `zone.project` → `zone.power` → `zone.limits` → `zone.profiles` (modules [`zones`]) →
+//! `zone.project` → `zone.power` → `zone.limits` → `zone.profiles` (module `zones`) →
 //! `host.power` → `host.hard_constraints` → `host.affinity` → `host.anti_affinity` →
-//! `host.network` → `host.storage` → `host.capacity` (module [`hosts`]) → `host.multi_host`
-//! (hosts picked by the zone's placement policy) → `zone.choice` (module [`select`]).
+//! `host.network` → `host.storage` → `host.capacity` (module `hosts`) → `host.multi_host`
+//! (hosts picked by the zone's placement policy) → `zone.choice` (module `select`).
 //!
 //! Jobs placed earlier in the same workflow count: their capacity on hosts (when they may run
 //! concurrently), their usage against project limits, the new volumes whose storage they
