@@ -99,6 +99,14 @@ pub mod codes {
     pub const INSUFFICIENT: &str = "insufficient";
     /// seed 002: no zone has a host left after the filters.
     pub const NO_ZONE: &str = "no_zone";
+    /// seed 001/002: an existing persistent volume's node affinity excludes the host.
+    pub const NODE_AFFINITY: &str = "node_affinity";
+    /// seed 002 step 4: the zone lost the zone choice to one with a lower priority number.
+    pub const LOWER_PRIORITY: &str = "lower_priority";
+    /// seed 002 step 4.1: the zone lost the zone choice on soft constraints matched.
+    pub const FEWER_SOFT_MATCHES: &str = "fewer_soft_matches";
+    /// seed 002 step 4.1: the zone tied and lost the seeded random draw.
+    pub const SEEDED_DRAW: &str = "seeded_draw";
     /// fedvol: a volume the job mounts could not be resolved.
     pub const VOLUME_UNRESOLVED: &str = "volume_unresolved";
     /// fedvol: the cluster is not in the workflow's list / lost the ranking.

@@ -2,6 +2,7 @@
 //! document shared by the agent, the coordinator and the `fedvol` CLI. No I/O beyond reading
 //! the files it is asked to parse.
 
+pub mod choice;
 pub mod decision;
 pub mod explain;
 pub mod format;

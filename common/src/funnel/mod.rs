@@ -52,8 +52,14 @@ pub struct ClusterState {
 /// workflow the parsers accept.
 pub fn plan_cluster(inv: &Inventory, state: &ClusterState, req: &PlanRequest) -> ClusterDecision {
     let mut trace = Vec::new();
-    let volumes = volume::resolve_volumes(inv, state, req, &mut trace);
+    let mut volumes = volume::resolve_volumes(inv, state, req, &mut trace);
     let placed = placement::place_jobs(inv, req, &volumes, &mut trace);
+    // A node-local new volume is created on the host of the first job that mounts it.
+    for (key, host) in &placed.volume_hosts {
+        if let Some(nv) = volumes.get_mut(key).and_then(|v| v.new_volume.as_mut()) {
+            nv.host = Some(host.clone());
+        }
+    }
     let feasible = volumes.values().all(|v| v.error.is_none()) && placed.jobs.values().all(|j| j.error.is_none());
     let holds_named_volume = volumes.values().any(|v| v.action == Some(crate::decision::Action::Existing));
     ClusterDecision {

@@ -1,0 +1,456 @@
+//! The cross-cluster choice: which of the clusters that answered a plan request gets the
+//! workflow. Used by `fedvol plan` and by the coordinator. Pure and deterministic: the same
+//! answers and seed give the same cluster.
+//!
+//! Rules, in order, each recorded as a [`ChoiceStep`] naming the clusters it dropped and why:
+//! 1. `feasible`: only clusters that answered and found a feasible placement (`infeasible`).
+//! 2. `workflow_order`: the workflow's `clusters:` list; a listed cluster ranks by its position,
+//!    unlisted clusters rank after every listed one (`not_chosen`).
+//! 3. `named_volume`: clusters that hold a volume the workflow requests by name, if any does.
+//! 4. `soft_constraints`: the most soft constraints matched (seed 002 step 4.1, across
+//!    clusters).
+//! 5. `least_loaded`: the lowest load.
+//! 6. `seeded_random`: `seeded_pick(seed, "cluster", n)` over the remaining clusters in answer
+//!    order.
+
+use indexmap::IndexMap;
+
+use crate::decision::{ChoiceStep, ClusterDecision, ClusterStatus, Reason, Rejection, codes};
+use crate::funnel::seeded_pick;
+use crate::model::Workflow;
+
+/// Chooses the cluster for `workflow` among `clusters` (answer slots in the order asked).
+///
+/// Returns the chosen cluster (or `None` when no cluster answered with a feasible placement)
+/// and the steps taken. When nothing is feasible only the `feasible` step is returned;
+/// otherwise all six steps are, each with the clusters it kept and those it dropped with a
+/// reason (`infeasible` for the first step, `not_chosen` for the others).
+pub fn choose_cluster(
+    workflow: &Workflow,
+    clusters: &IndexMap<String, ClusterDecision>,
+    seed: u64,
+) -> (Option<String>, Vec<ChoiceStep>) {
+    let all: Vec<(&str, &ClusterDecision)> =
+        clusters.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let mut steps = Vec::new();
+
+    let (kept, step) = apply("feasible", all, |(_, c)| {
+        let reasons = infeasibility(c);
+        if reasons.is_empty() {
+            Ok(())
+        } else {
+            Err(reasons)
+        }
+    });
+    steps.push(step);
+    if kept.is_empty() {
+        return (None, steps);
+    }
+
+    let rank = |name: &str| workflow.clusters.iter().position(|c| c == name);
+    let leader = kept
+        .iter()
+        .filter_map(|(n, _)| rank(n).map(|r| (r, *n)))
+        .min();
+    let (kept, step) = apply("workflow_order", kept, |(n, _)| match (leader, rank(n)) {
+        (None, _) => Ok(()),
+        (Some((best, _)), Some(r)) if r == best => Ok(()),
+        (Some((best, lead)), mine) => {
+            let mine = mine.map_or("not listed".to_string(), |r| {
+                format!("listed {}", ordinal(r + 1))
+            });
+            Err(vec![not_chosen(format!(
+                "{mine} in clusters:, {lead} is listed {}",
+                ordinal(best + 1)
+            ))])
+        }
+    });
+    steps.push(step);
+
+    let holder = kept
+        .iter()
+        .find(|(_, c)| c.holds_named_volume)
+        .map(|(n, _)| *n);
+    let (kept, step) = apply("named_volume", kept, |(_, c)| match holder {
+        Some(h) if !c.holds_named_volume => Err(vec![not_chosen(format!(
+            "holds no volume the workflow requests by name; {h} does"
+        ))]),
+        _ => Ok(()),
+    });
+    steps.push(step);
+
+    let best_soft = kept.iter().map(|(_, c)| c.soft_matched).max().unwrap_or(0);
+    let soft_lead = kept
+        .iter()
+        .find(|(_, c)| c.soft_matched == best_soft)
+        .map_or("", |(n, _)| *n);
+    let (kept, step) = apply("soft_constraints", kept, |(_, c)| {
+        if c.soft_matched < best_soft {
+            Err(vec![not_chosen(format!(
+                "soft constraints matched {} < {best_soft} ({soft_lead})",
+                c.soft_matched
+            ))])
+        } else {
+            Ok(())
+        }
+    });
+    steps.push(step);
+
+    let best_load = kept
+        .iter()
+        .map(|(_, c)| c.load)
+        .min_by(f64::total_cmp)
+        .unwrap_or(0.0);
+    let load_lead = kept
+        .iter()
+        .find(|(_, c)| c.load.total_cmp(&best_load).is_eq())
+        .map_or("", |(n, _)| *n);
+    let (kept, step) = apply("least_loaded", kept, |(_, c)| {
+        if c.load.total_cmp(&best_load).is_gt() {
+            let (a, b) = loads(c.load, best_load);
+            Err(vec![not_chosen(format!("load {a} > {b} ({load_lead})"))])
+        } else {
+            Ok(())
+        }
+    });
+    steps.push(step);
+
+    let n = kept.len();
+    let winner = kept
+        .get(seeded_pick(seed, "cluster", n))
+        .map(|(w, _)| w.to_string());
+    let w = winner.clone().unwrap_or_default();
+    let (_, step) = apply("seeded_random", kept, |(name, _)| {
+        if *name == w {
+            Ok(())
+        } else {
+            Err(vec![not_chosen(format!(
+                "tied with {} other cluster(s); the seeded draw (seed {seed}) chose {w}",
+                n.saturating_sub(1)
+            ))])
+        }
+    });
+    steps.push(step);
+    (winner, steps)
+}
+
+/// Runs one rule: keeps the clusters `check` accepts and records the others with its reasons.
+fn apply<'a>(
+    rule: &str,
+    cands: Vec<(&'a str, &'a ClusterDecision)>,
+    check: impl Fn(&(&'a str, &'a ClusterDecision)) -> Result<(), Vec<Reason>>,
+) -> (Vec<(&'a str, &'a ClusterDecision)>, ChoiceStep) {
+    let mut kept = Vec::new();
+    let mut dropped = Vec::new();
+    for c in cands {
+        match check(&c) {
+            Ok(()) => kept.push(c),
+            Err(reasons) => dropped.push(Rejection {
+                candidate: c.0.to_string(),
+                reasons,
+            }),
+        }
+    }
+    let step = ChoiceStep {
+        rule: rule.to_string(),
+        kept: kept.iter().map(|(n, _)| n.to_string()).collect(),
+        dropped,
+    };
+    (kept, step)
+}
+
+fn not_chosen(msg: String) -> Reason {
+    Reason::new(codes::NOT_CHOSEN, msg)
+}
+
+/// Every reason a cluster's answer cannot be used (empty when it can): no answer, an error, or
+/// each volume and job that failed.
+fn infeasibility(c: &ClusterDecision) -> Vec<Reason> {
+    let bad = |msg: String| Reason::new(codes::INFEASIBLE, msg);
+    let detail = c
+        .error
+        .as_ref()
+        .map(|e| format!(": {}: {}", e.code, e.message))
+        .unwrap_or_default();
+    match c.status {
+        ClusterStatus::TimedOut => {
+            return vec![bad(format!("did not answer within the deadline{detail}"))];
+        }
+        ClusterStatus::Unreachable => return vec![bad(format!("unreachable{detail}"))],
+        ClusterStatus::Error => return vec![bad(format!("answered with an error{detail}"))],
+        ClusterStatus::Answered => {}
+    }
+    if c.feasible {
+        return Vec::new();
+    }
+    let mut out: Vec<Reason> = Vec::new();
+    if let Some(e) = &c.error {
+        out.push(bad(format!("{}: {}", e.code, e.message)));
+    }
+    for (k, v) in &c.volumes {
+        if let Some(e) = &v.error {
+            out.push(bad(format!("volume `{k}`: {}: {}", e.code, e.message)));
+        }
+    }
+    for (k, j) in &c.jobs {
+        if let Some(e) = &j.error {
+            out.push(bad(format!("job `{k}`: {}: {}", e.code, e.message)));
+        }
+    }
+    if out.is_empty() {
+        out.push(bad("found no feasible placement".to_string()));
+    }
+    out
+}
+
+/// Two loads as text, with enough decimals to show they differ.
+fn loads(a: f64, b: f64) -> (String, String) {
+    for digits in 2..=6 {
+        let (x, y) = (format!("{a:.digits$}"), format!("{b:.digits$}"));
+        if x != y {
+            return (x, y);
+        }
+    }
+    (format!("{a}"), format!("{b}"))
+}
+
+/// `1st`, `2nd`, `3rd`, `4th`, `11th`, `21st`...
+fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decision::JobDecision;
+    use crate::model::WorkflowFormat;
+
+    fn wf(clusters: &[&str]) -> Workflow {
+        Workflow {
+            name: "wf".into(),
+            format: WorkflowFormat::FuzzfileV4,
+            volumes: Vec::new(),
+            jobs: Vec::new(),
+            project: None,
+            clusters: clusters.iter().map(|c| c.to_string()).collect(),
+            annotations: Default::default(),
+        }
+    }
+
+    fn answer(soft: u32, load: f64, named: bool) -> ClusterDecision {
+        let mut c = ClusterDecision::without_answer(ClusterStatus::Answered, 1.0, None);
+        c.feasible = true;
+        c.soft_matched = soft;
+        c.load = load;
+        c.holds_named_volume = named;
+        c
+    }
+
+    fn set(items: Vec<(&str, ClusterDecision)>) -> IndexMap<String, ClusterDecision> {
+        items.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+    }
+
+    fn step<'a>(steps: &'a [ChoiceStep], rule: &str) -> &'a ChoiceStep {
+        steps.iter().find(|s| s.rule == rule).unwrap()
+    }
+
+    #[test]
+    fn only_answered_feasible_clusters() {
+        let mut infeasible = answer(5, 0.0, true);
+        infeasible.feasible = false;
+        infeasible.jobs.insert(
+            "train".into(),
+            JobDecision {
+                error: Some(Reason::new(codes::NO_ZONE, "no zone")),
+                ..Default::default()
+            },
+        );
+        let cs = set(vec![
+            (
+                "slow",
+                ClusterDecision::without_answer(ClusterStatus::TimedOut, 5000.0, None),
+            ),
+            (
+                "down",
+                ClusterDecision::without_answer(ClusterStatus::Unreachable, 0.0, None),
+            ),
+            ("full", infeasible),
+            ("ok", answer(0, 0.9, false)),
+        ]);
+        let (chosen, steps) = choose_cluster(&wf(&[]), &cs, 1);
+        assert_eq!(chosen.as_deref(), Some("ok"));
+        let f = step(&steps, "feasible");
+        assert_eq!(f.kept, vec!["ok"]);
+        assert_eq!(f.dropped.len(), 3);
+        assert!(
+            f.dropped
+                .iter()
+                .all(|d| d.reasons[0].code == codes::INFEASIBLE)
+        );
+        let full = f.dropped.iter().find(|d| d.candidate == "full").unwrap();
+        assert!(
+            full.reasons[0].message.contains("job `train`: no_zone"),
+            "{:?}",
+            full
+        );
+        assert_eq!(steps.len(), 6);
+    }
+
+    #[test]
+    fn nothing_feasible_gives_none() {
+        let cs = set(vec![(
+            "slow",
+            ClusterDecision::without_answer(ClusterStatus::TimedOut, 5000.0, None),
+        )]);
+        let (chosen, steps) = choose_cluster(&wf(&[]), &cs, 1);
+        assert_eq!(chosen, None);
+        assert_eq!(steps.len(), 1);
+        assert!(steps[0].dropped[0].reasons[0].message.contains("deadline"));
+        let (chosen, steps) = choose_cluster(&wf(&[]), &IndexMap::new(), 1);
+        assert_eq!((chosen, steps.len()), (None, 1));
+    }
+
+    #[test]
+    fn workflow_order_beats_everything_after_it() {
+        // cluster-c is better on every later rule but listed after cluster-a.
+        let cs = set(vec![
+            ("cluster-c", answer(9, 0.0, true)),
+            ("cluster-b", answer(9, 0.0, true)),
+            ("cluster-a", answer(0, 0.9, false)),
+        ]);
+        let (chosen, steps) = choose_cluster(&wf(&["cluster-a", "x", "cluster-c"]), &cs, 7);
+        assert_eq!(chosen.as_deref(), Some("cluster-a"));
+        let s = step(&steps, "workflow_order");
+        let c = s
+            .dropped
+            .iter()
+            .find(|d| d.candidate == "cluster-c")
+            .unwrap();
+        assert_eq!(c.reasons[0].code, codes::NOT_CHOSEN);
+        assert_eq!(
+            c.reasons[0].message,
+            "listed 3rd in clusters:, cluster-a is listed 1st"
+        );
+        let b = s
+            .dropped
+            .iter()
+            .find(|d| d.candidate == "cluster-b")
+            .unwrap();
+        assert_eq!(
+            b.reasons[0].message,
+            "not listed in clusters:, cluster-a is listed 1st"
+        );
+    }
+
+    #[test]
+    fn unlisted_clusters_rank_after_listed_and_tie_among_themselves() {
+        let cs = set(vec![
+            ("p", answer(0, 0.5, false)),
+            ("q", answer(0, 0.2, false)),
+        ]);
+        // Only an infeasible-or-absent cluster is listed: all feasible ones are unlisted, tie.
+        let (chosen, steps) = choose_cluster(&wf(&["gone"]), &cs, 3);
+        assert!(step(&steps, "workflow_order").dropped.is_empty());
+        assert_eq!(
+            chosen.as_deref(),
+            Some("q"),
+            "least loaded wins after the tie"
+        );
+    }
+
+    #[test]
+    fn named_volume_holder_preferred() {
+        let cs = set(vec![
+            ("a", answer(5, 0.0, false)),
+            ("b", answer(0, 0.9, true)),
+        ]);
+        let (chosen, steps) = choose_cluster(&wf(&[]), &cs, 3);
+        assert_eq!(chosen.as_deref(), Some("b"));
+        let s = step(&steps, "named_volume");
+        assert_eq!(s.dropped[0].candidate, "a");
+        assert!(s.dropped[0].reasons[0].message.contains("b does"));
+    }
+
+    #[test]
+    fn most_soft_constraints_then_least_load() {
+        let cs = set(vec![
+            ("a", answer(1, 0.1, false)),
+            ("b", answer(3, 0.9, false)),
+            ("c", answer(3, 0.72, false)),
+        ]);
+        let (chosen, steps) = choose_cluster(&wf(&[]), &cs, 3);
+        assert_eq!(chosen.as_deref(), Some("c"));
+        let s = step(&steps, "soft_constraints");
+        assert_eq!(
+            s.dropped[0].reasons[0].message,
+            "soft constraints matched 1 < 3 (b)"
+        );
+        let l = step(&steps, "least_loaded");
+        assert_eq!(l.dropped[0].candidate, "b");
+        assert_eq!(l.dropped[0].reasons[0].message, "load 0.90 > 0.72 (c)");
+    }
+
+    #[test]
+    fn close_loads_show_enough_digits() {
+        let cs = set(vec![
+            ("a", answer(0, 0.3101, false)),
+            ("b", answer(0, 0.31, false)),
+        ]);
+        let (chosen, steps) = choose_cluster(&wf(&[]), &cs, 3);
+        assert_eq!(chosen.as_deref(), Some("b"));
+        assert_eq!(
+            step(&steps, "least_loaded").dropped[0].reasons[0].message,
+            "load 0.3101 > 0.3100 (b)"
+        );
+    }
+
+    #[test]
+    fn seeded_random_breaks_full_ties_reproducibly() {
+        let cs = set((0..4)
+            .map(|i| (["w", "x", "y", "z"][i], answer(1, 0.5, false)))
+            .collect());
+        let mut seen = std::collections::BTreeSet::new();
+        for seed in 0..64 {
+            let (a, steps) = choose_cluster(&wf(&[]), &cs, seed);
+            let (b, _) = choose_cluster(&wf(&[]), &cs, seed);
+            assert_eq!(a, b, "same seed, same answer");
+            let s = step(&steps, "seeded_random");
+            assert_eq!(s.kept, vec![a.clone().unwrap()]);
+            assert_eq!(s.dropped.len(), 3);
+            assert!(
+                s.dropped[0].reasons[0]
+                    .message
+                    .contains(&format!("seed {seed}"))
+            );
+            seen.insert(a.unwrap());
+        }
+        assert!(seen.len() > 1, "different seeds reach different clusters");
+        let expected = ["w", "x", "y", "z"][seeded_pick(9, "cluster", 4)];
+        assert_eq!(
+            choose_cluster(&wf(&[]), &cs, 9).0.as_deref(),
+            Some(expected)
+        );
+    }
+
+    #[test]
+    fn ordinals() {
+        let got: Vec<String> = [1, 2, 3, 4, 11, 12, 13, 21, 22, 101, 111]
+            .iter()
+            .map(|n| ordinal(*n))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st",
+                "111th"
+            ]
+        );
+    }
+}

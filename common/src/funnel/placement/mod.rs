@@ -1,0 +1,257 @@
+//! Job placement (seed 002, DESIGN §2 "Placement"): every job or service that mounts volumes is
+//! placed, in workflow order, within the workflow's project, through named stages that each
+//! record every rejected zone or host with all its reasons:
+//!
+//! `zone.project` → `zone.power` → `zone.limits` → `zone.profiles` (module `zones`) →
+//! `host.power` → `host.hard_constraints` → `host.affinity` → `host.anti_affinity` →
+//! `host.network` → `host.storage` → `host.capacity` (module `hosts`) → `host.multi_host`
+//! (hosts picked by the zone's placement policy) → `zone.choice` (module `select`).
+//!
+//! Jobs placed earlier in the same workflow count: their capacity on hosts (when they may run
+//! concurrently), their usage against project limits, the new volumes whose storage they
+//! counted, the node-local volumes they pinned, and affinity rules naming them.
+
+mod hosts;
+mod ledger;
+mod needs;
+mod select;
+mod zones;
+
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod testkit;
+#[cfg(test)]
+mod tests;
+
+use indexmap::IndexMap;
+
+use super::PlanRequest;
+use crate::decision::{HostAllocation, JobDecision, Reason, StageTrace, VolumeDecision, codes};
+use crate::model::Inventory;
+
+use ledger::{Ledger, PlacedJob};
+use needs::{Dependencies, JobNeeds};
+
+/// The outcome of placing every job that mounts volumes.
+#[derive(Debug, Clone, Default)]
+pub struct Placement {
+    /// Per job that mounts volumes, in workflow order: its zone and host(s), or why none.
+    pub jobs: IndexMap<String, JobDecision>,
+    /// Capacity held on hosts: one entry per host per placed job, resources per node.
+    pub allocations: Vec<HostAllocation>,
+    /// Soft constraints met, summed over placed jobs.
+    pub soft_matched: u32,
+    /// Node-local new volumes (hostpath `local: true`): workflow volume key → the host of the
+    /// first job that mounts it (where the volume will be created; `NewVolume.host`).
+    pub volume_hosts: IndexMap<String, String>,
+}
+
+/// What every stage of one job's placement reads.
+pub(crate) struct JobCtx<'a> {
+    /// The seed for random choices.
+    pub seed: u64,
+    /// What the job needs.
+    pub needs: &'a JobNeeds<'a>,
+    /// What this workflow placed before it.
+    pub ledger: &'a Ledger,
+    /// Which jobs may run at the same time.
+    pub deps: &'a Dependencies,
+}
+
+impl JobCtx<'_> {
+    /// The job's name (the trace subject).
+    pub fn job(&self) -> &str {
+        &self.needs.job.name
+    }
+
+    /// True when the job named `other` may run at the same time as this one.
+    pub fn concurrent(&self, other: &str) -> bool {
+        self.deps.concurrent(self.job(), other)
+    }
+}
+
+/// Places every job that mounts volumes (seed 002), in workflow order, appending each stage's
+/// record to `trace`.
+///
+/// - A job that mounts a volume that failed to resolve (or that the workflow does not define)
+///   gets error `volume_unresolved` and is not placed.
+/// - A workflow project (default `default`) unknown to an inventory that defines projects gives
+///   every job error `no_such_project`.
+/// - A job no zone can take gets error `no_zone` with a one-line summary naming the stage that
+///   rejected the last candidates.
+///
+/// Deterministic for a fixed `req.seed`; never panics.
+pub fn place_jobs(
+    inv: &Inventory,
+    req: &PlanRequest,
+    volumes: &IndexMap<String, VolumeDecision>,
+    trace: &mut Vec<StageTrace>,
+) -> Placement {
+    let wf = &req.workflow;
+    let deps = Dependencies::new(&wf.jobs);
+    let project = wf.project.as_deref().unwrap_or("default");
+    let mut ledger = Ledger::default();
+    let mut out = Placement::default();
+    for job in wf.jobs.iter().filter(|j| needs::takes_part(j)) {
+        let decision = match needs::job_needs(inv, job, volumes) {
+            Err(reason) => JobDecision {
+                error: Some(reason),
+                ..JobDecision::default()
+            },
+            Ok(needs) => {
+                let ctx = JobCtx {
+                    seed: req.seed,
+                    needs: &needs,
+                    ledger: &ledger,
+                    deps: &deps,
+                };
+                match place_one(trace, inv, &ctx, project) {
+                    Err(reason) => JobDecision {
+                        error: Some(reason),
+                        ..JobDecision::default()
+                    },
+                    Ok(chosen) => {
+                        let d = JobDecision {
+                            zone: Some(chosen.zone.clone()),
+                            host: chosen.hosts.first().cloned(),
+                            error: None,
+                            hosts: chosen.hosts.clone(),
+                            soft_matched: chosen.soft,
+                        };
+                        record(&mut ledger, &needs, chosen);
+                        d
+                    }
+                }
+            }
+        };
+        out.soft_matched = out.soft_matched.saturating_add(decision.soft_matched);
+        out.jobs.insert(job.name.clone(), decision);
+    }
+    out.allocations = ledger.allocations();
+    out.volume_hosts = ledger
+        .pins
+        .iter()
+        .map(|(k, (_, h))| (k.clone(), h.clone()))
+        .collect();
+    out
+}
+
+/// Where one job goes.
+struct Chosen {
+    zone: String,
+    hosts: Vec<String>,
+    soft: u32,
+}
+
+/// Runs every stage for one job. Errors: `no_such_project` or `no_zone`.
+fn place_one(
+    trace: &mut Vec<StageTrace>,
+    inv: &Inventory,
+    ctx: &JobCtx<'_>,
+    project: &str,
+) -> Result<Chosen, Reason> {
+    let job = ctx.job();
+    let zs = zones::project(trace, inv, job, project)?;
+    let zs = nonempty(zs, trace, job)?;
+    let zs = nonempty(zones::power(trace, job, zs), trace, job)?;
+    let zs = nonempty(zones::limits(trace, ctx, zs), trace, job)?;
+    let zs = nonempty(zones::profiles(trace, ctx, zs), trace, job)?;
+    let hs = hosts::candidates(&zs);
+    let stages: [HostStage; 7] = [
+        hosts::power,
+        hosts::hard_constraints,
+        hosts::affinity,
+        hosts::anti_affinity,
+        hosts::network,
+        hosts::storage,
+        hosts::capacity,
+    ];
+    let mut hs = nonempty(hs, trace, job)?;
+    for stage in stages {
+        hs = nonempty(stage(trace, ctx, hs), trace, job)?;
+    }
+    let picks = nonempty(select::multi_host(trace, ctx, &zs, &hs), trace, job)?;
+    let (pick, soft) = select::choose_zone(trace, ctx, picks).ok_or_else(|| no_zone(trace, job))?;
+    Ok(Chosen {
+        zone: pick.zone.zone.name.clone(),
+        hosts: pick.hosts.iter().map(|h| h.name.clone()).collect(),
+        soft,
+    })
+}
+
+/// A host filter stage.
+type HostStage = for<'z, 'a> fn(
+    &mut Vec<StageTrace>,
+    &JobCtx<'_>,
+    Vec<hosts::HostCand<'z, 'a>>,
+) -> Vec<hosts::HostCand<'z, 'a>>;
+
+/// Passes `v` on, or stops with `no_zone` when the last stage left nothing.
+fn nonempty<T>(v: Vec<T>, trace: &[StageTrace], job: &str) -> Result<Vec<T>, Reason> {
+    if v.is_empty() {
+        Err(no_zone(trace, job))
+    } else {
+        Ok(v)
+    }
+}
+
+/// The `no_zone` error: one line naming the stage that left no candidate and its most common
+/// reason code.
+fn no_zone(trace: &[StageTrace], job: &str) -> Reason {
+    let last = trace.iter().rev().find(|t| t.subject == job);
+    let msg = match last {
+        None => format!("no zone can run job `{job}`"),
+        Some(t) if t.considered == 0 => {
+            format!(
+                "no zone can run job `{job}`: no candidate reached stage {} (the cluster has no zones)",
+                t.stage
+            )
+        }
+        Some(t) => {
+            let mut counts: IndexMap<&str, usize> = IndexMap::new();
+            for r in t.rejected.iter().flat_map(|r| &r.reasons) {
+                *counts.entry(r.code.as_str()).or_insert(0) += 1;
+            }
+            let top = counts.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)));
+            let top = top
+                .map(|(c, n)| format!("; most common reason: {c} ({n}x)"))
+                .unwrap_or_default();
+            format!(
+                "no zone can run job `{job}`: stage {} rejected all {} remaining candidates{top} (see the trace)",
+                t.stage, t.considered
+            )
+        }
+    };
+    Reason::new(codes::NO_ZONE, msg)
+}
+
+/// Enters a placed job into the ledger: its hosts, the new volumes whose storage it counted, and
+/// the node-local volumes it pins.
+fn record(ledger: &mut Ledger, needs: &JobNeeds<'_>, chosen: Chosen) {
+    let mut storage = 0u128;
+    for m in &needs.mounts {
+        if m.decision.new_volume.is_some() && ledger.counted.insert(m.key.to_string()) {
+            storage = storage.saturating_add(m.new_bytes());
+        }
+        if m.is_node_local_new()
+            && !ledger.pins.contains_key(m.key)
+            && let Some(h) = chosen.hosts.first()
+        {
+            ledger
+                .pins
+                .insert(m.key.to_string(), (chosen.zone.clone(), h.clone()));
+        }
+    }
+    let job = needs.job;
+    ledger.placed.push(PlacedJob {
+        name: job.name.clone(),
+        zone: chosen.zone,
+        hosts: chosen.hosts,
+        per_node: needs.per_node.clone(),
+        exclusive: needs.exclusive(),
+        with: job.affinity.with.clone(),
+        apart_from: job.affinity.apart_from.clone(),
+        storage,
+    });
+}

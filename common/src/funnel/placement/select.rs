@@ -1,0 +1,292 @@
+//! Choosing (seed 002 steps 3.5, 3.8, 4 and 4.1): hosts within each zone by the zone's placement
+//! policy (enough of them, sharing a network, for a multi-host job), then one zone among those
+//! that still have hosts: lowest priority number, then most soft constraints matched, then a
+//! seeded random draw.
+
+use crate::decision::{Reason, StageTrace, codes};
+use crate::funnel::{run_filter, seeded_pick};
+use crate::model::{Host, PlacementPolicy, Tag};
+
+use super::JobCtx;
+use super::hosts::HostCand;
+use super::ledger::add;
+use super::zones::ZoneCand;
+
+/// A zone with the hosts the job would use there.
+#[derive(Debug, Clone)]
+pub(crate) struct ZonePick<'z, 'a> {
+    /// The zone.
+    pub zone: &'z ZoneCand<'a>,
+    /// Chosen hosts, one per node, best first.
+    pub hosts: Vec<&'a Host>,
+}
+
+/// Load of a host in [0, 1]: the larger of cpu and memory allocated / capacity, counting the
+/// inventory's allocations and every earlier job of this workflow on it (a resource with no
+/// capacity counts as full when anything is allocated, else empty); and its free memory bytes.
+fn metrics(ctx: &JobCtx<'_>, zone: &str, host: &Host) -> (f64, u128) {
+    let (mut used, _) = ctx.ledger.host_use(zone, &host.name, |_| true);
+    add(&mut used, &host.allocated);
+    let ratio = |a: u128, c: u128| match (a, c) {
+        (0, _) => 0.0,
+        (_, 0) => 1.0,
+        (a, c) => (a as f64 / c as f64).min(1.0),
+    };
+    let cap = &host.capacity;
+    let load = ratio(used.cpu.into(), cap.cpu.into()).max(ratio(used.memory.0, cap.memory.0));
+    (load, cap.memory.0.saturating_sub(used.memory.0))
+}
+
+/// Orders a zone's fitting hosts by its placement policy, best first (seed 002 step 3.8):
+/// BINPACK most loaded first, SPREAD least loaded first, SPREAD_MEMORY most free memory first
+/// (ties keep inventory order), DEFAULT a seeded random order whose first element is
+/// `seeded_pick(seed, "host:<job>:<zone>", n)` and each next one is drawn from the rest with
+/// context `host:<job>:<zone>:<i>`.
+pub(crate) fn rank_hosts<'a>(
+    ctx: &JobCtx<'_>,
+    zone: &ZoneCand<'a>,
+    hosts: Vec<&'a Host>,
+) -> Vec<&'a Host> {
+    let z = zone.zone;
+    let mut keyed: Vec<(f64, u128, &'a Host)> = hosts
+        .into_iter()
+        .map(|h| {
+            let (load, free) = metrics(ctx, &z.name, h);
+            (load, free, h)
+        })
+        .collect();
+    match z.placement_policy {
+        PlacementPolicy::Binpack => keyed.sort_by(|a, b| b.0.total_cmp(&a.0)),
+        PlacementPolicy::Spread => keyed.sort_by(|a, b| a.0.total_cmp(&b.0)),
+        PlacementPolicy::SpreadMemory => keyed.sort_by_key(|k| std::cmp::Reverse(k.1)),
+        PlacementPolicy::Default => {
+            let mut out = Vec::with_capacity(keyed.len());
+            let mut i = 0usize;
+            while !keyed.is_empty() {
+                let context = if i == 0 {
+                    format!("host:{}:{}", ctx.job(), z.name)
+                } else {
+                    format!("host:{}:{}:{i}", ctx.job(), z.name)
+                };
+                let k = seeded_pick(ctx.seed, &context, keyed.len()).min(keyed.len() - 1);
+                out.push(keyed.remove(k));
+                i += 1;
+            }
+            keyed = out;
+        }
+    }
+    keyed.into_iter().map(|(_, _, h)| h).collect()
+}
+
+/// The networks a host is on for multi-host purposes: its declared ones, or one implicit
+/// default network (`None`) shared by every host that declares none.
+fn nets(h: &Host) -> Vec<Option<&str>> {
+    if h.networks.is_empty() {
+        vec![None]
+    } else {
+        h.networks.iter().map(|n| Some(n.as_str())).collect()
+    }
+}
+
+fn net_name(n: Option<&str>) -> String {
+    n.map_or_else(
+        || "the default network".to_string(),
+        |n| format!("network `{n}`"),
+    )
+}
+
+/// Takes `n` hosts from `ranked` (policy order) that share a network: the first network, in
+/// order of first appearance among the ranked hosts, with at least `n` hosts gives its best `n`.
+///
+/// Errors: text saying how many hosts fit and how many share a network at most.
+fn take_sharing<'a>(zone: &str, ranked: &[&'a Host], n: u64) -> Result<Vec<&'a Host>, String> {
+    if n <= 1 {
+        return ranked
+            .first()
+            .map(|h| vec![*h])
+            .ok_or_else(|| format!("zone `{zone}` has no fitting host"));
+    }
+    if (ranked.len() as u64) < n {
+        return Err(format!(
+            "zone `{zone}` has {} fitting hosts, the job needs {n}",
+            ranked.len()
+        ));
+    }
+    let mut order: Vec<Option<&str>> = Vec::new();
+    for h in ranked {
+        for net in nets(h) {
+            if !order.contains(&net) {
+                order.push(net);
+            }
+        }
+    }
+    let mut best: Option<(Option<&str>, usize)> = None;
+    for net in order {
+        let group: Vec<&'a Host> = ranked
+            .iter()
+            .copied()
+            .filter(|h| nets(h).contains(&net))
+            .collect();
+        if group.len() as u64 >= n {
+            return Ok(group.into_iter().take(n as usize).collect());
+        }
+        if best.is_none_or(|(_, k)| group.len() > k) {
+            best = Some((net, group.len()));
+        }
+    }
+    let (net, k) = best.unwrap_or((None, 0));
+    Err(format!(
+        "zone `{zone}` has {} fitting hosts but at most {k} share a network ({}), the job needs {n}",
+        ranked.len(),
+        net_name(net)
+    ))
+}
+
+/// Stage 3.5 (`host.multi_host`): for every zone with at least one fitting host, picks the
+/// job's hosts by the zone's placement policy; a zone without `nodes` fitting hosts that share
+/// a network is rejected.
+pub(crate) fn multi_host<'z, 'a>(
+    trace: &mut Vec<StageTrace>,
+    ctx: &JobCtx<'_>,
+    zones: &'z [ZoneCand<'a>],
+    hosts: &[HostCand<'z, 'a>],
+) -> Vec<ZonePick<'z, 'a>> {
+    let cands: Vec<ZonePick<'z, 'a>> = zones
+        .iter()
+        .filter_map(|z| {
+            let fitting: Vec<&'a Host> = hosts
+                .iter()
+                .filter(|c| std::ptr::eq(c.zone, z))
+                .map(|c| c.host)
+                .collect();
+            (!fitting.is_empty()).then(|| ZonePick {
+                zone: z,
+                hosts: rank_hosts(ctx, z, fitting),
+            })
+        })
+        .collect();
+    let n = ctx.needs.nodes;
+    let mut chosen: Vec<Vec<&'a Host>> = Vec::new();
+    let survivors = run_filter(
+        trace,
+        "host.multi_host",
+        ctx.job(),
+        cands,
+        |p| p.zone.zone.name.clone(),
+        |p, r| match take_sharing(&p.zone.zone.name, &p.hosts, n) {
+            Ok(h) => chosen.push(h),
+            Err(msg) => r.push(Reason::new(codes::MULTI_HOST, msg)),
+        },
+    );
+    survivors
+        .into_iter()
+        .zip(chosen)
+        .map(|(p, hosts)| ZonePick {
+            zone: p.zone,
+            hosts,
+        })
+        .collect()
+}
+
+/// Soft constraints of the job that hold on the zone's tags united with the tags of each chosen
+/// host (for a multi-host job, on every one of them).
+pub(crate) fn soft_matched(ctx: &JobCtx<'_>, pick: &ZonePick<'_, '_>) -> u32 {
+    let count = ctx
+        .needs
+        .soft()
+        .filter(|c| {
+            pick.hosts.iter().all(|h| {
+                let tags: Vec<&Tag> = pick.zone.zone.tags.iter().chain(&h.tags).collect();
+                c.holds(tags)
+            })
+        })
+        .count();
+    u32::try_from(count).unwrap_or(u32::MAX)
+}
+
+/// Stage 4 (`zone.choice`): among zones that still have hosts, the lowest priority number wins;
+/// ties go to the most soft constraints matched (seed 002 step 4.1), then to
+/// `seeded_pick(seed, "zone:<job>", n)` over the remaining zones in inventory order. Every other
+/// zone is recorded with the reason it lost. Returns the winner and its soft-constraint count.
+pub(crate) fn choose_zone<'z, 'a>(
+    trace: &mut Vec<StageTrace>,
+    ctx: &JobCtx<'_>,
+    picks: Vec<ZonePick<'z, 'a>>,
+) -> Option<(ZonePick<'z, 'a>, u32)> {
+    let scored: Vec<(ZonePick<'z, 'a>, u32)> = picks
+        .into_iter()
+        .map(|p| {
+            let s = soft_matched(ctx, &p);
+            (p, s)
+        })
+        .collect();
+    let best_prio = scored.iter().map(|(p, _)| p.zone.priority).min()?;
+    let prio_leader = scored
+        .iter()
+        .find(|(p, _)| p.zone.priority == best_prio)?
+        .0
+        .zone
+        .zone
+        .name
+        .clone();
+    let best_soft = scored
+        .iter()
+        .filter(|(p, _)| p.zone.priority == best_prio)
+        .map(|(_, s)| *s)
+        .max()?;
+    let soft_leader = scored
+        .iter()
+        .find(|(p, s)| p.zone.priority == best_prio && *s == best_soft)?
+        .0
+        .zone
+        .zone
+        .name
+        .clone();
+    let tied: Vec<&str> = scored
+        .iter()
+        .filter(|(p, s)| p.zone.priority == best_prio && *s == best_soft)
+        .map(|(p, _)| p.zone.zone.name.as_str())
+        .collect();
+    let winner = tied
+        .get(seeded_pick(
+            ctx.seed,
+            &format!("zone:{}", ctx.job()),
+            tied.len(),
+        ))?
+        .to_string();
+    let n_tied = tied.len();
+    let seed = ctx.seed;
+    let mut kept = run_filter(
+        trace,
+        "zone.choice",
+        ctx.job(),
+        scored,
+        |(p, _)| p.zone.zone.name.clone(),
+        |(p, s), r| {
+            let name = &p.zone.zone.name;
+            if p.zone.priority > best_prio {
+                r.push(Reason::new(
+                    codes::LOWER_PRIORITY,
+                    format!(
+                        "priority {} > {best_prio} of zone `{prio_leader}`",
+                        p.zone.priority
+                    ),
+                ));
+            } else if *s < best_soft {
+                r.push(Reason::new(
+                    codes::FEWER_SOFT_MATCHES,
+                    format!("soft constraints matched {s} < {best_soft} of zone `{soft_leader}`"),
+                ));
+            } else if *name != winner {
+                r.push(Reason::new(
+                codes::SEEDED_DRAW,
+                format!(
+                    "tied with {} other zone(s) on priority {best_prio} and {best_soft} soft matches; the seeded draw (seed {seed}) chose zone `{winner}`",
+                    n_tied - 1
+                ),
+            ));
+            }
+        },
+    );
+    kept.pop()
+}
