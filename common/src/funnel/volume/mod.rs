@@ -26,6 +26,8 @@ pub mod named;
 pub mod provision;
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod testkit;
 
 use std::collections::BTreeMap;
