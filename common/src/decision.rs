@@ -164,6 +164,10 @@ pub struct NewVolume {
     pub ephemeral: bool,
     /// The host a node-local volume lives on (set by placement).
     pub host: Option<String>,
+    /// The claim the new volume is bound to from birth (seed 001: a provisioned PV's claimRef
+    /// MUST point to the claim that led to its creation); `None` for Fuzzball volumes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_ref: Option<crate::model::ClaimRef>,
 }
 
 /// One cluster's answer for one volume.
