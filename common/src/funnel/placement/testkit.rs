@@ -230,6 +230,7 @@ pub fn provisioned(prov: &str, name: &str, size: u128) -> VolumeDecision {
             reclaim_policy: ReclaimPolicy::Delete,
             ephemeral: true,
             host: None,
+            claim_ref: None,
         }),
     }
 }
