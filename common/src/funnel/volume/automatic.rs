@@ -22,7 +22,7 @@ use crate::model::{FuzzballVolume, Operation, Provisioner, VolumeRequest};
 
 use super::by_name::{self, Search};
 use super::provision::{self, NewName};
-use super::{Ctx, Need, bind_then_provision, checks, failed, stages};
+use super::{Ctx, Need, provision_new, checks, failed, stages};
 
 /// Resolves an automatic volume (mode `automatic`).
 pub(crate) fn resolve(
@@ -65,7 +65,7 @@ pub(crate) fn resolve(
             NewName::Requested(n.to_string()),
             trace,
         ),
-        None => bind_then_provision(ctx, mode, &need, p, op, trace),
+        None => provision_new(ctx, mode, &need, p, op, trace),
     };
     d.passed = Some(passed);
     d

@@ -252,9 +252,14 @@ pub(crate) fn failed(mode: Mode, provisioner: Option<&str>, error: Reason) -> Vo
     }
 }
 
-/// Fuzzball requests without a name (seed 001 applied to seed 000's chosen provisioner): bind an
-/// Available volume of provisioner `p` that fits, else provision a new one for operation `op`.
-pub(crate) fn bind_then_provision(
+/// Fuzzball requests without a name: provision a new volume on seed 000's chosen provisioner `p`
+/// for operation `op`.
+///
+/// Fuzzball volumes never bind another Available persistent volume (only claims do, seed 001):
+/// a nameless ephemeral or scratch request would otherwise capture someone's named dataset, and
+/// completing the workflow would then apply the reclaim policy to it. A retry of the same
+/// request finds its own deterministically named volume again (see [`provision::decide`]).
+pub(crate) fn provision_new(
     ctx: &Ctx<'_>,
     mode: Mode,
     need: &Need<'_>,
@@ -262,20 +267,8 @@ pub(crate) fn bind_then_provision(
     op: Operation,
     trace: &mut Vec<StageTrace>,
 ) -> VolumeDecision {
-    let outcome = bind::bind(ctx, need, Some(&p.name), None, trace);
-    if let Some(vol) = outcome.volume {
-        return bound(mode, vol);
-    }
     let name = provision::generated_name(&ctx.inv.cluster, &ctx.req.request_id, need.key);
-    provision::decide(
-        ctx,
-        mode,
-        need,
-        p,
-        op,
-        provision::NewName::Generated(name),
-        trace,
-    )
+    provision::decide(ctx, mode, need, p, op, provision::NewName::Generated(name), trace)
 }
 
 /// Records a stage with exactly one candidate whose reasons were computed beforehand (the
@@ -362,12 +355,12 @@ mod tests {
     #[test]
     fn a_volume_bound_by_one_workflow_volume_is_not_bound_again() {
         let inv = inventory("a")
-            .provisioner(prov("std", nfs()).ephemeral_all())
+            .provisioner(prov("std", nfs()).ephemeral_all().create_all())
             .volume(pv("pv-1", Some("std"), gib(10)))
             .build();
         let wf = workflow(vec![
-            fb_volume("one", FbSpec::default()),
-            fb_volume("two", FbSpec::default()),
+            claim_volume("one", claim("one").class_named("std").size(gib(1))),
+            claim_volume("two", claim("two").class_named("std").size(gib(1))),
         ]);
         let mut trace = Vec::new();
         let out = resolve_volumes(

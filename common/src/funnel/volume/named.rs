@@ -20,7 +20,7 @@ use crate::model::{FuzzballVolume, Operation, VolumeRequest};
 use crate::yaml::closest;
 
 use super::provision::{self, NewName};
-use super::{Ctx, Need, bind_then_provision, by_name, checks, failed, single, stages};
+use super::{Ctx, Need, provision_new, by_name, checks, failed, single, stages};
 
 /// Resolves `use: <provisioner>` (mode `named`).
 pub(crate) fn resolve(
@@ -76,7 +76,7 @@ pub(crate) fn resolve(
             NewName::Requested(n.to_string()),
             trace,
         ),
-        (None, _) => bind_then_provision(ctx, mode, &need, p, op, trace),
+        (None, _) => provision_new(ctx, mode, &need, p, op, trace),
     }
 }
 
