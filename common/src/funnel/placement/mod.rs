@@ -4,7 +4,7 @@
 //!
 //! `zone.project` → `zone.power` → `zone.limits` → `zone.profiles` (module `zones`) →
 //! `host.power` → `host.hard_constraints` → `host.affinity` → `host.anti_affinity` →
-//! `host.network` → `host.storage` → `host.capacity` (module `hosts`) → `host.multi_host`
+//! `host.network` → `host.storage` → `host.capacity` (module `hosts`) → `zone.multi_host`
 //! (hosts picked by the zone's placement policy) → `zone.choice` (module `select`).
 //!
 //! Jobs placed earlier in the same workflow count: their capacity on hosts (when they may run

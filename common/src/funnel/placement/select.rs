@@ -142,7 +142,7 @@ fn take_sharing<'a>(zone: &str, ranked: &[&'a Host], n: u64) -> Result<Vec<&'a H
     ))
 }
 
-/// Stage 3.5 (`host.multi_host`): for every zone with at least one fitting host, picks the
+/// Stage 3.5 (`zone.multi_host`): for every zone with at least one fitting host, picks the
 /// job's hosts by the zone's placement policy; a zone without `nodes` fitting hosts that share
 /// a network is rejected.
 pub(crate) fn multi_host<'z, 'a>(
@@ -169,7 +169,7 @@ pub(crate) fn multi_host<'z, 'a>(
     let mut chosen: Vec<Vec<&'a Host>> = Vec::new();
     let survivors = run_filter(
         trace,
-        "host.multi_host",
+        "zone.multi_host",
         ctx.job(),
         cands,
         |p| p.zone.zone.name.clone(),

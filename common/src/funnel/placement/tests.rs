@@ -596,12 +596,12 @@ fn multi_host_jobs_need_enough_hosts_in_one_zone_sharing_a_network() {
     hosts.sort();
     assert_eq!(hosts, ["o1", "o3", "o4"], "the hosts on n1");
     assert_eq!(d.host.as_deref(), Some(d.hosts[0].as_str()));
-    let two = reasons(&trace, "host.multi_host", "mpi", "two");
+    let two = reasons(&trace, "zone.multi_host", "mpi", "two");
     assert!(
         two[0].code == codes::MULTI_HOST
             && two[0].message.contains("2 fitting hosts, the job needs 3")
     );
-    let split = reasons(&trace, "host.multi_host", "mpi", "split");
+    let split = reasons(&trace, "zone.multi_host", "mpi", "split");
     assert!(
         split[0].message.contains("at most 2 share a network"),
         "{}",
@@ -1040,7 +1040,7 @@ fn stages_run_in_order_and_stop_when_nothing_is_left() {
             "host.network",
             "host.storage",
             "host.capacity",
-            "host.multi_host",
+            "zone.multi_host",
             "zone.choice"
         ]
     );
