@@ -159,11 +159,11 @@ impl fmt::Display for ByteSize {
         const DEC: [&str; 6] = ["KB", "MB", "GB", "TB", "PB", "EB"];
         for i in (0..6).rev() {
             let b = 1024u128.pow(i as u32 + 1);
-            if v % b == 0 {
+            if v.is_multiple_of(b) {
                 return write!(f, "{}{}", v / b, BIN[i]);
             }
             let d = 1000u128.pow(i as u32 + 1);
-            if v % d == 0 {
+            if v.is_multiple_of(d) {
                 return write!(f, "{}{}", v / d, DEC[i]);
             }
         }

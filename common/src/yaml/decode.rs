@@ -195,14 +195,14 @@ impl Ctx {
 
     /// Reads a whole number in `min..=max`. Plain integers only (`12`, `-3`, `0x10` is refused).
     pub fn int(&mut self, node: &Node, field: &str, min: i128, max: i128) -> Option<i128> {
-        if let Value::Scalar(s, ScalarStyle::Plain) = &node.value {
-            if let Ok(v) = s.replace('_', "").parse::<i128>() {
-                if v < min || v > max {
-                    self.error(node.span, field, format!("expected a whole number from {min} to {max}, found {v}"));
-                    return None;
-                }
-                return Some(v);
+        if let Value::Scalar(s, ScalarStyle::Plain) = &node.value
+            && let Ok(v) = s.replace('_', "").parse::<i128>()
+        {
+            if v < min || v > max {
+                self.error(node.span, field, format!("expected a whole number from {min} to {max}, found {v}"));
+                return None;
             }
+            return Some(v);
         }
         self.error(node.span, field, format!("expected a whole number, found {}", describe(node)));
         None
