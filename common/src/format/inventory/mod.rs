@@ -170,6 +170,8 @@ pub fn parse_inventory(
         &mut errors,
         &mut notes,
     );
+    sort_by_position(label, &mut errors);
+    sort_by_position(label, &mut notes);
     if errors.is_empty() {
         Ok(Loaded {
             value: inventory,
@@ -178,4 +180,19 @@ pub fn parse_inventory(
     } else {
         Err(Diagnostics(errors))
     }
+}
+
+#[cfg(test)]
+mod tests;
+
+/// Orders diagnostics by file (in order of first appearance: the main file, then includes),
+/// then line and column, so that users read them top to bottom.
+fn sort_by_position(main: &str, diags: &mut [crate::yaml::Diagnostic]) {
+    let mut files: Vec<String> = vec![main.to_string()];
+    for d in diags.iter() {
+        if !files.contains(&d.file) {
+            files.push(d.file.clone());
+        }
+    }
+    diags.sort_by_key(|d| (files.iter().position(|f| *f == d.file), d.line, d.col));
 }
