@@ -595,6 +595,10 @@ fn bad_values_are_errors() {
         ),
         ("provisioners: {}\n", "missing required field `cluster`"),
         (
+            "cluster: c\nvolumes:\n  v: {provisioner: p}\n",
+            "volume name is unique only within its provisioner",
+        ),
+        (
             "cluster: c\n---\ncluster: d\n",
             "a second inventory document",
         ),

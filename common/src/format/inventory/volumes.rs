@@ -30,6 +30,15 @@ pub(crate) struct VolumeDef {
 /// Retain) and `host`.
 pub(crate) fn decode_volumes(ctx: &mut Ctx, node: &Node, field: &str) -> Vec<VolumeDef> {
     let mut out = Vec::new();
+    if node.as_map().is_some() {
+        ctx.error_hint(
+            node.span,
+            field,
+            "expected a list, found a mapping",
+            "volumes is a list, since a volume name is unique only within its provisioner: - {name: ..., provisioner: ...}",
+        );
+        return out;
+    }
     for (i, item) in ctx.seq(node, field).unwrap_or_default().iter().enumerate() {
         if let Some(v) = decode_volume(ctx, item, &format!("{field}[{i}]")) {
             out.push(v);
