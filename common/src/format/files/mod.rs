@@ -1,0 +1,197 @@
+//! Reading files (DESIGN §3): classifying what a file holds, loading cluster inventories (with
+//! their `include:`s) and workflows (Fuzzfiles or Kubernetes PersistentVolumeClaims), with the
+//! notices (skipped documents and the like) that loading produced.
+
+mod claims;
+mod classify;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+pub use claims::claims_workflow;
+pub(crate) use classify::load_docs;
+pub use classify::{FileKind, classify};
+
+use crate::format::fuzzfile::parse_fuzzfile;
+use crate::format::inventory::{IncludedFile, parse_inventory};
+use crate::format::kube::notice;
+use crate::model::{Inventory, Workflow};
+use crate::yaml::{Diagnostic, Diagnostics, Limits, LoadError, Span};
+
+/// A parsed value and the notices produced while reading it (informational, not errors: e.g.
+/// "skipped Deployment `fio`").
+#[derive(Debug, Clone, PartialEq)]
+pub struct Loaded<T> {
+    /// The parsed value.
+    pub value: T,
+    /// Notices in file order, each naming file, line and column.
+    pub notices: Vec<Diagnostic>,
+}
+
+/// The largest file fedvol reads, in bytes ([`Limits::max_bytes`], 64 MiB).
+pub fn max_file_bytes() -> usize {
+    Limits::default().max_bytes
+}
+
+fn file_error(label: &str, message: String) -> Diagnostics {
+    Diagnostics(vec![notice(label, Span { line: 1, col: 1 }, "", message)])
+}
+
+/// Turns a YAML load error into diagnostics for `label`.
+pub(crate) fn load_error(label: &str, e: &LoadError) -> Diagnostics {
+    Diagnostics(vec![notice(
+        label,
+        e.span,
+        "",
+        format!("invalid YAML: {}", e.message),
+    )])
+}
+
+/// The error for an unrendered template, pointing at its first `{{`.
+pub(crate) fn template_error(label: &str, span: Span) -> Diagnostics {
+    let mut d = notice(
+        label,
+        span,
+        "",
+        "this file is an unrendered template: `{{ ... }}` is a template action, not YAML fedvol can use",
+    );
+    d.hint = Some("render the template with its values first and pass the result".to_string());
+    Diagnostics(vec![d])
+}
+
+/// Reads a text file, refusing files over [`max_file_bytes`] and non-UTF-8 content. Errors name
+/// the file and the operating system's error.
+pub fn read_text(path: &Path) -> Result<String, Diagnostics> {
+    let label = path.display().to_string();
+    read_text_msg(path).map_err(|m| file_error(&label, m))
+}
+
+fn read_text_msg(path: &Path) -> Result<String, String> {
+    let limit = max_file_bytes();
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read file: {e}"))?;
+    let mut bytes = Vec::new();
+    file.take(limit as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read file: {e}"))?;
+    if bytes.len() > limit {
+        return Err(format!(
+            "file is larger than the limit of {} MiB",
+            limit >> 20
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "file is not UTF-8 text (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
+fn stem_of(path: &Path) -> String {
+    let name = path
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    // `x.fz.yaml` → `x`; `inventory.yaml` → `inventory`.
+    let base = name.split('.').next().unwrap_or("");
+    if base.is_empty() {
+        name
+    } else {
+        base.to_string()
+    }
+}
+
+/// Loads one cluster's inventory from `path` (a fedvol inventory, optionally with Kubernetes
+/// documents, or a file of Kubernetes StorageClasses / PersistentVolumes whose cluster is
+/// named after the file stem), resolving `include:` paths relative to the file's directory.
+/// Errors: unreadable or oversized files, templates, YAML errors, and every format or reference
+/// error (see [`parse_inventory`]).
+pub fn load_inventory(path: &Path) -> Result<Loaded<Inventory>, Diagnostics> {
+    let text = read_text(path)?;
+    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    parse_inventory_at(
+        &path.display().to_string(),
+        &stem_of(path),
+        &text,
+        Some(&base),
+    )
+}
+
+/// Parses an inventory from text; `label` names it in messages (and its stem names the
+/// cluster when the text has no `cluster:`); `base_dir` resolves `include:` paths (with `None`,
+/// an `include:` is an error).
+pub fn parse_inventory_str(
+    label: &str,
+    text: &str,
+    base_dir: Option<&Path>,
+) -> Result<Loaded<Inventory>, Diagnostics> {
+    parse_inventory_at(label, &stem_of(Path::new(label)), text, base_dir)
+}
+
+fn parse_inventory_at(
+    label: &str,
+    stem: &str,
+    text: &str,
+    base_dir: Option<&Path>,
+) -> Result<Loaded<Inventory>, Diagnostics> {
+    let kind = classify(label, text)?;
+    match kind {
+        FileKind::Workflow => {
+            return Err(file_error(
+                label,
+                "this is a workflow (Fuzzfile), not a cluster inventory".into(),
+            ));
+        }
+        FileKind::Template => {
+            return Err(template_error(
+                label,
+                crate::format::template::find_template(text).unwrap_or(Span { line: 1, col: 1 }),
+            ));
+        }
+        FileKind::Inventory | FileKind::KubernetesInventory | FileKind::KubernetesClaims => {}
+    }
+    let mut read_include = |p: &str| -> Result<IncludedFile, String> {
+        let Some(base) = base_dir else {
+            return Err(
+                "includes need the inventory's location; load the inventory from a file".into(),
+            );
+        };
+        let full: PathBuf = base.join(p);
+        let text = read_text_msg(&full)?;
+        Ok(IncludedFile {
+            label: full.display().to_string(),
+            text,
+        })
+    };
+    parse_inventory(label, text, stem, &mut read_include)
+}
+
+/// Loads a workflow from `path`: a Fuzzfile (named after the file stem) or a file of
+/// PersistentVolumeClaims (see [`claims_workflow`]). Errors: unreadable or oversized files,
+/// templates, YAML errors, inventories, and every format error.
+pub fn load_workflow(path: &Path) -> Result<Loaded<Workflow>, Diagnostics> {
+    let text = read_text(path)?;
+    parse_workflow_str(&path.display().to_string(), &stem_of(path), &text)
+}
+
+/// Parses a workflow from text; `name` names a Fuzzfile (which has no name field) and a file of
+/// several claims. A Fuzzfile goes to [`parse_fuzzfile`]; claims to [`claims_workflow`].
+pub fn parse_workflow_str(
+    label: &str,
+    name: &str,
+    text: &str,
+) -> Result<Loaded<Workflow>, Diagnostics> {
+    match classify(label, text)? {
+        FileKind::Workflow => parse_fuzzfile(label, name, text).map(|w| Loaded { value: w, notices: Vec::new() }),
+        FileKind::KubernetesClaims => claims_workflow(label, name, text),
+        FileKind::Template => Err(template_error(label, crate::format::template::find_template(text).unwrap_or(Span { line: 1, col: 1 }))),
+        FileKind::Inventory => Err(file_error(label, "this is a cluster inventory, not a workflow".into())),
+        FileKind::KubernetesInventory => Err(file_error(
+            label,
+            "this file holds StorageClasses / PersistentVolumes but no PersistentVolumeClaim: it is a cluster inventory, not a workflow".into(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests;
