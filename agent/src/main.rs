@@ -1,1 +1,4 @@
-fn main() { eprintln!("fedvol-agent: not built yet (issue 3)"); std::process::exit(1); }
+fn main() {
+    eprintln!("fedvol-agent: not built yet (issue 3)");
+    std::process::exit(1);
+}

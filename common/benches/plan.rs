@@ -14,7 +14,14 @@ fn plan(c: &mut Criterion) {
     let mut g = c.benchmark_group("plan_cluster");
     g.sample_size(20);
     for hosts in [1_000usize, 10_000, 100_000] {
-        let inv = cluster("bench", SynthSizes { hosts, provisioners: 20, volumes: 100_000 });
+        let inv = cluster(
+            "bench",
+            SynthSizes {
+                hosts,
+                provisioners: 20,
+                volumes: 100_000,
+            },
+        );
         let req = PlanRequest {
             request_id: "bench-1".into(),
             workflow: workflow(2, 10),
@@ -24,7 +31,10 @@ fn plan(c: &mut Criterion) {
         };
         let state = ClusterState::default();
         // Sanity: the plan must succeed, or the figure would measure an early exit.
-        assert!(plan_cluster(&inv, &state, &req).feasible, "synthetic plan must be feasible");
+        assert!(
+            plan_cluster(&inv, &state, &req).feasible,
+            "synthetic plan must be feasible"
+        );
         g.throughput(Throughput::Elements(hosts as u64));
         g.bench_with_input(BenchmarkId::new("hosts", hosts), &inv, |b, inv| {
             b.iter(|| black_box(plan_cluster(black_box(inv), &state, &req)))

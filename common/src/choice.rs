@@ -30,17 +30,12 @@ pub fn choose_cluster(
     clusters: &IndexMap<String, ClusterDecision>,
     seed: u64,
 ) -> (Option<String>, Vec<ChoiceStep>) {
-    let all: Vec<(&str, &ClusterDecision)> =
-        clusters.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let all: Vec<(&str, &ClusterDecision)> = clusters.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let mut steps = Vec::new();
 
     let (kept, step) = apply("feasible", all, |(_, c)| {
         let reasons = infeasibility(c);
-        if reasons.is_empty() {
-            Ok(())
-        } else {
-            Err(reasons)
-        }
+        if reasons.is_empty() { Ok(()) } else { Err(reasons) }
     });
     steps.push(step);
     if kept.is_empty() {
@@ -48,17 +43,12 @@ pub fn choose_cluster(
     }
 
     let rank = |name: &str| workflow.clusters.iter().position(|c| c == name);
-    let leader = kept
-        .iter()
-        .filter_map(|(n, _)| rank(n).map(|r| (r, *n)))
-        .min();
+    let leader = kept.iter().filter_map(|(n, _)| rank(n).map(|r| (r, *n))).min();
     let (kept, step) = apply("workflow_order", kept, |(n, _)| match (leader, rank(n)) {
         (None, _) => Ok(()),
         (Some((best, _)), Some(r)) if r == best => Ok(()),
         (Some((best, lead)), mine) => {
-            let mine = mine.map_or("not listed".to_string(), |r| {
-                format!("listed {}", ordinal(r + 1))
-            });
+            let mine = mine.map_or("not listed".to_string(), |r| format!("listed {}", ordinal(r + 1)));
             Err(vec![not_chosen(format!(
                 "{mine} in clusters:, {lead} is listed {}",
                 ordinal(best + 1)
@@ -67,10 +57,7 @@ pub fn choose_cluster(
     });
     steps.push(step);
 
-    let holder = kept
-        .iter()
-        .find(|(_, c)| c.holds_named_volume)
-        .map(|(n, _)| *n);
+    let holder = kept.iter().find(|(_, c)| c.holds_named_volume).map(|(n, _)| *n);
     let (kept, step) = apply("named_volume", kept, |(_, c)| match holder {
         Some(h) if !c.holds_named_volume => Err(vec![not_chosen(format!(
             "holds no volume the workflow requests by name; {h} does"
@@ -96,11 +83,7 @@ pub fn choose_cluster(
     });
     steps.push(step);
 
-    let best_load = kept
-        .iter()
-        .map(|(_, c)| c.load)
-        .min_by(f64::total_cmp)
-        .unwrap_or(0.0);
+    let best_load = kept.iter().map(|(_, c)| c.load).min_by(f64::total_cmp).unwrap_or(0.0);
     let load_lead = kept
         .iter()
         .find(|(_, c)| c.load.total_cmp(&best_load).is_eq())
@@ -116,9 +99,7 @@ pub fn choose_cluster(
     steps.push(step);
 
     let n = kept.len();
-    let winner = kept
-        .get(seeded_pick(seed, "cluster", n))
-        .map(|(w, _)| w.to_string());
+    let winner = kept.get(seeded_pick(seed, "cluster", n)).map(|(w, _)| w.to_string());
     let w = winner.clone().unwrap_or_default();
     let (_, step) = apply("seeded_random", kept, |(name, _)| {
         if *name == w {
@@ -289,17 +270,9 @@ mod tests {
         let f = step(&steps, "feasible");
         assert_eq!(f.kept, vec!["ok"]);
         assert_eq!(f.dropped.len(), 3);
-        assert!(
-            f.dropped
-                .iter()
-                .all(|d| d.reasons[0].code == codes::INFEASIBLE)
-        );
+        assert!(f.dropped.iter().all(|d| d.reasons[0].code == codes::INFEASIBLE));
         let full = f.dropped.iter().find(|d| d.candidate == "full").unwrap();
-        assert!(
-            full.reasons[0].message.contains("job `train`: no_zone"),
-            "{:?}",
-            full
-        );
+        assert!(full.reasons[0].message.contains("job `train`: no_zone"), "{:?}", full);
         assert_eq!(steps.len(), 6);
     }
 
@@ -328,49 +301,25 @@ mod tests {
         let (chosen, steps) = choose_cluster(&wf(&["cluster-a", "x", "cluster-c"]), &cs, 7);
         assert_eq!(chosen.as_deref(), Some("cluster-a"));
         let s = step(&steps, "workflow_order");
-        let c = s
-            .dropped
-            .iter()
-            .find(|d| d.candidate == "cluster-c")
-            .unwrap();
+        let c = s.dropped.iter().find(|d| d.candidate == "cluster-c").unwrap();
         assert_eq!(c.reasons[0].code, codes::NOT_CHOSEN);
-        assert_eq!(
-            c.reasons[0].message,
-            "listed 3rd in clusters:, cluster-a is listed 1st"
-        );
-        let b = s
-            .dropped
-            .iter()
-            .find(|d| d.candidate == "cluster-b")
-            .unwrap();
-        assert_eq!(
-            b.reasons[0].message,
-            "not listed in clusters:, cluster-a is listed 1st"
-        );
+        assert_eq!(c.reasons[0].message, "listed 3rd in clusters:, cluster-a is listed 1st");
+        let b = s.dropped.iter().find(|d| d.candidate == "cluster-b").unwrap();
+        assert_eq!(b.reasons[0].message, "not listed in clusters:, cluster-a is listed 1st");
     }
 
     #[test]
     fn unlisted_clusters_rank_after_listed_and_tie_among_themselves() {
-        let cs = set(vec![
-            ("p", answer(0, 0.5, false)),
-            ("q", answer(0, 0.2, false)),
-        ]);
+        let cs = set(vec![("p", answer(0, 0.5, false)), ("q", answer(0, 0.2, false))]);
         // Only an infeasible-or-absent cluster is listed: all feasible ones are unlisted, tie.
         let (chosen, steps) = choose_cluster(&wf(&["gone"]), &cs, 3);
         assert!(step(&steps, "workflow_order").dropped.is_empty());
-        assert_eq!(
-            chosen.as_deref(),
-            Some("q"),
-            "least loaded wins after the tie"
-        );
+        assert_eq!(chosen.as_deref(), Some("q"), "least loaded wins after the tie");
     }
 
     #[test]
     fn named_volume_holder_preferred() {
-        let cs = set(vec![
-            ("a", answer(5, 0.0, false)),
-            ("b", answer(0, 0.9, true)),
-        ]);
+        let cs = set(vec![("a", answer(5, 0.0, false)), ("b", answer(0, 0.9, true))]);
         let (chosen, steps) = choose_cluster(&wf(&[]), &cs, 3);
         assert_eq!(chosen.as_deref(), Some("b"));
         let s = step(&steps, "named_volume");
@@ -388,10 +337,7 @@ mod tests {
         let (chosen, steps) = choose_cluster(&wf(&[]), &cs, 3);
         assert_eq!(chosen.as_deref(), Some("c"));
         let s = step(&steps, "soft_constraints");
-        assert_eq!(
-            s.dropped[0].reasons[0].message,
-            "soft constraints matched 1 < 3 (b)"
-        );
+        assert_eq!(s.dropped[0].reasons[0].message, "soft constraints matched 1 < 3 (b)");
         let l = step(&steps, "least_loaded");
         assert_eq!(l.dropped[0].candidate, "b");
         assert_eq!(l.dropped[0].reasons[0].message, "load 0.90 > 0.72 (c)");
@@ -399,10 +345,7 @@ mod tests {
 
     #[test]
     fn close_loads_show_enough_digits() {
-        let cs = set(vec![
-            ("a", answer(0, 0.3101, false)),
-            ("b", answer(0, 0.31, false)),
-        ]);
+        let cs = set(vec![("a", answer(0, 0.3101, false)), ("b", answer(0, 0.31, false))]);
         let (chosen, steps) = choose_cluster(&wf(&[]), &cs, 3);
         assert_eq!(chosen.as_deref(), Some("b"));
         assert_eq!(
@@ -424,19 +367,12 @@ mod tests {
             let s = step(&steps, "seeded_random");
             assert_eq!(s.kept, vec![a.clone().unwrap()]);
             assert_eq!(s.dropped.len(), 3);
-            assert!(
-                s.dropped[0].reasons[0]
-                    .message
-                    .contains(&format!("seed {seed}"))
-            );
+            assert!(s.dropped[0].reasons[0].message.contains(&format!("seed {seed}")));
             seen.insert(a.unwrap());
         }
         assert!(seen.len() > 1, "different seeds reach different clusters");
         let expected = ["w", "x", "y", "z"][seeded_pick(9, "cluster", 4)];
-        assert_eq!(
-            choose_cluster(&wf(&[]), &cs, 9).0.as_deref(),
-            Some(expected)
-        );
+        assert_eq!(choose_cluster(&wf(&[]), &cs, 9).0.as_deref(), Some(expected));
     }
 
     #[test]
@@ -448,8 +384,7 @@ mod tests {
         assert_eq!(
             got,
             [
-                "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st",
-                "111th"
+                "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st", "111th"
             ]
         );
     }

@@ -19,7 +19,10 @@ pub struct Reason {
 impl Reason {
     /// A reason with `code` and `message`.
     pub fn new(code: &str, message: impl Into<String>) -> Self {
-        Reason { code: code.to_string(), message: message.into() }
+        Reason {
+            code: code.to_string(),
+            message: message.into(),
+        }
     }
 }
 

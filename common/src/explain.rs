@@ -42,9 +42,17 @@ pub fn stage_summary(t: &StageTrace) -> String {
     }
     let mut parts: Vec<(&str, usize)> = counts.into_iter().collect();
     parts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-    let detail = parts.iter().map(|(c, n)| format!("{n} {}", code_words(c))).collect::<Vec<_>>().join(", ");
+    let detail = parts
+        .iter()
+        .map(|(c, n)| format!("{n} {}", code_words(c)))
+        .collect::<Vec<_>>()
+        .join(", ");
     let head = format!("{}/{} {} available", t.passed, t.considered, candidate_noun(&t.stage));
-    if detail.is_empty() { head } else { format!("{head}: {detail}") }
+    if detail.is_empty() {
+        head
+    } else {
+        format!("{head}: {detail}")
+    }
 }
 
 /// The stages that stopped a subject: every stage that rejected candidates and let none
@@ -77,6 +85,9 @@ mod tests {
                 rej("e", &["not_ready"]),
             ],
         };
-        assert_eq!(stage_summary(&t), "0/5 provisioners available: 3 annotation mismatch, 3 not READY");
+        assert_eq!(
+            stage_summary(&t),
+            "0/5 provisioners available: 3 annotation mismatch, 3 not READY"
+        );
     }
 }

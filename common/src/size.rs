@@ -30,7 +30,9 @@ pub enum SizeError {
     #[error("`{0}` is negative; sizes must be zero or more")]
     Negative(String),
     /// The unit is not one fedvol knows.
-    #[error("unknown unit `{unit}` in `{text}`; expected B, KB, MB, GB, TB, PB, EB, KiB..EiB (any case) or Kubernetes Ki, Mi, Gi, Ti, Pi, Ei, k, M, G, T, P, E, m")]
+    #[error(
+        "unknown unit `{unit}` in `{text}`; expected B, KB, MB, GB, TB, PB, EB, KiB..EiB (any case) or Kubernetes Ki, Mi, Gi, Ti, Pi, Ei, k, M, G, T, P, E, m"
+    )]
     UnknownUnit {
         /// The whole text.
         text: String,
@@ -89,7 +91,11 @@ fn unit_factor(unit: &str) -> Option<(u128, u128)> {
             if !(-30..=38).contains(&exp) {
                 return None;
             }
-            return Some(if exp >= 0 { (10u128.pow(exp as u32), 1) } else { (1, 10u128.pow((-exp) as u32)) });
+            return Some(if exp >= 0 {
+                (10u128.pow(exp as u32), 1)
+            } else {
+                (1, 10u128.pow((-exp) as u32))
+            });
         }
     };
     Some((f, 1))
@@ -109,7 +115,9 @@ impl ByteSize {
             b'+' => (1, &t[1..]),
             _ => (1, t),
         };
-        let num_end = body.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(body.len());
+        let num_end = body
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(body.len());
         let (num, unit) = body.split_at(num_end);
         let unit = unit.trim_start();
         if num.is_empty() || num == "." || num.matches('.').count() > 1 {
@@ -125,13 +133,19 @@ impl ByteSize {
         if sign < 0 && mantissa != 0 {
             return Err(SizeError::Negative(text.to_string()));
         }
-        let (num_f, den_f) = unit_factor(unit)
-            .ok_or_else(|| SizeError::UnknownUnit { text: text.to_string(), unit: unit.to_string() })?;
+        let (num_f, den_f) = unit_factor(unit).ok_or_else(|| SizeError::UnknownUnit {
+            text: text.to_string(),
+            unit: unit.to_string(),
+        })?;
         let frac_den = 10u128
             .checked_pow(frac_part.len() as u32)
             .ok_or_else(|| SizeError::TooLarge(text.to_string()))?;
-        let top = mantissa.checked_mul(num_f).ok_or_else(|| SizeError::TooLarge(text.to_string()))?;
-        let bottom = frac_den.checked_mul(den_f).ok_or_else(|| SizeError::TooLarge(text.to_string()))?;
+        let top = mantissa
+            .checked_mul(num_f)
+            .ok_or_else(|| SizeError::TooLarge(text.to_string()))?;
+        let bottom = frac_den
+            .checked_mul(den_f)
+            .ok_or_else(|| SizeError::TooLarge(text.to_string()))?;
         Ok(ByteSize(top.div_ceil(bottom)))
     }
 

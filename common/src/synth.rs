@@ -31,7 +31,10 @@ pub fn cluster(name: &str, s: SynthSizes) -> Inventory {
             Provisioner {
                 name: format!("prov-{i}"),
                 description: None,
-                driver: Driver::Nfs { target: format!("nfs-{i}:/export"), mount: None },
+                driver: Driver::Nfs {
+                    target: format!("nfs-{i}:/export"),
+                    mount: None,
+                },
                 annotations: BTreeMap::from([("tier".to_string(), if fast { "fast" } else { "slow" }.to_string())]),
                 permissions: Permissions::open(),
                 status: ProvisionerStatus::Ready,
@@ -61,7 +64,11 @@ pub fn cluster(name: &str, s: SynthSizes) -> Inventory {
             volume_mode: VolumeMode::Filesystem,
             labels: BTreeMap::new(),
             annotations: BTreeMap::new(),
-            phase: if i % 5 == 0 { VolumePhase::Bound } else { VolumePhase::Available },
+            phase: if i % 5 == 0 {
+                VolumePhase::Bound
+            } else {
+                VolumePhase::Available
+            },
             claim_ref: None,
             reclaim_policy: ReclaimPolicy::Retain,
             being_deleted: false,
@@ -71,15 +78,32 @@ pub fn cluster(name: &str, s: SynthSizes) -> Inventory {
         .collect();
     let per_zone = 1000usize;
     let nzones = s.hosts.div_ceil(per_zone).max(1);
-    let policies = [PlacementPolicy::Binpack, PlacementPolicy::Spread, PlacementPolicy::SpreadMemory, PlacementPolicy::Default];
+    let policies = [
+        PlacementPolicy::Binpack,
+        PlacementPolicy::Spread,
+        PlacementPolicy::SpreadMemory,
+        PlacementPolicy::Default,
+    ];
     let zones = (0..nzones)
         .map(|z| {
             let hosts = (z * per_zone..((z + 1) * per_zone).min(s.hosts))
                 .map(|h| Host {
                     name: format!("host-{h}"),
                     power: if h % 10 == 9 { PowerState::Off } else { PowerState::On },
-                    tags: if h % 7 == 0 { vec![Tag { key: "gpu".into(), value: None }] } else { Vec::new() },
-                    capacity: Resources { cpu: 64, memory: ByteSize(256 * GIB), instances: 16, devices: BTreeMap::new() },
+                    tags: if h % 7 == 0 {
+                        vec![Tag {
+                            key: "gpu".into(),
+                            value: None,
+                        }]
+                    } else {
+                        Vec::new()
+                    },
+                    capacity: Resources {
+                        cpu: 64,
+                        memory: ByteSize(256 * GIB),
+                        instances: 16,
+                        devices: BTreeMap::new(),
+                    },
                     allocated: Resources {
                         cpu: (h as u64 * 13) % 64,
                         memory: ByteSize(GIB * ((h as u128 * 31) % 256)),
@@ -91,7 +115,10 @@ pub fn cluster(name: &str, s: SynthSizes) -> Inventory {
                 .collect();
             Zone {
                 name: format!("zone-{z}"),
-                tags: vec![Tag { key: "region".into(), value: Some(format!("r{}", z % 3)) }],
+                tags: vec![Tag {
+                    key: "region".into(),
+                    value: Some(format!("r{}", z % 3)),
+                }],
                 placement_policy: policies[z % policies.len()],
                 priority: 1 + z as i64,
                 segment: None,
@@ -103,7 +130,14 @@ pub fn cluster(name: &str, s: SynthSizes) -> Inventory {
             }
         })
         .collect();
-    Inventory { cluster: name.to_string(), provisioners, volumes, projects: Vec::new(), zones, version: format!("synth-{}-{}-{}", s.hosts, s.provisioners, s.volumes) }
+    Inventory {
+        cluster: name.to_string(),
+        provisioners,
+        volumes,
+        projects: Vec::new(),
+        zones,
+        version: format!("synth-{}-{}-{}", s.hosts, s.provisioners, s.volumes),
+    }
 }
 
 /// A workflow with one automatic `tier: fast` volume of `size_gib` GiB and `jobs` independent
@@ -122,7 +156,11 @@ pub fn workflow(jobs: usize, size_gib: u128) -> Workflow {
                 annotations: BTreeMap::from([("tier".to_string(), "fast".to_string())]),
                 reference: None,
             }),
-            access_modes: AccessModes::of(&[if jobs > 1 { AccessMode::ReadWriteMany } else { AccessMode::ReadWriteOnce }]),
+            access_modes: AccessModes::of(&[if jobs > 1 {
+                AccessMode::ReadWriteMany
+            } else {
+                AccessMode::ReadWriteOnce
+            }]),
             line: 1,
         }],
         jobs: (0..jobs)
@@ -130,14 +168,31 @@ pub fn workflow(jobs: usize, size_gib: u128) -> Workflow {
                 name: format!("job-{j}"),
                 kind: JobKind::Job,
                 image: Some("docker://alpine:3".into()),
-                mounts: vec![Mount { volume: "scratch".into(), path: "/scratch".into() }],
-                resources: JobResources { cpu: 8, memory: ByteSize(32 * GIB), ..Default::default() },
+                mounts: vec![Mount {
+                    volume: "scratch".into(),
+                    path: "/scratch".into(),
+                }],
+                resources: JobResources {
+                    cpu: 8,
+                    memory: ByteSize(32 * GIB),
+                    ..Default::default()
+                },
                 nodes: 1,
                 depends_on: Vec::new(),
                 constraints: if j == 0 {
                     vec![
-                        Constraint { negated: true, key: "maintenance".into(), value: None, strength: Strength::Hard },
-                        Constraint { negated: false, key: "gpu".into(), value: None, strength: Strength::Soft },
+                        Constraint {
+                            negated: true,
+                            key: "maintenance".into(),
+                            value: None,
+                            strength: Strength::Hard,
+                        },
+                        Constraint {
+                            negated: false,
+                            key: "gpu".into(),
+                            value: None,
+                            strength: Strength::Soft,
+                        },
                     ]
                 } else {
                     Vec::new()

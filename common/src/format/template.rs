@@ -63,23 +63,14 @@ mod tests {
 
     #[test]
     fn columns_count_characters_not_bytes() {
-        assert_eq!(
-            find_template("é: «{{.X}}»\n"),
-            Some(Span { line: 1, col: 5 })
-        );
+        assert_eq!(find_template("é: «{{.X}}»\n"), Some(Span { line: 1, col: 5 }));
     }
 
     #[test]
     fn plain_yaml_and_comments_are_not_templates() {
         assert_eq!(find_template("version: v1\njobs:\n  a: {}\n"), None);
-        assert_eq!(
-            find_template("# render with {{ .Values }} first\nversion: v4\n"),
-            None
-        );
-        assert_eq!(
-            find_template("  # {{ nested comment }}\nversion: v4\n"),
-            None
-        );
+        assert_eq!(find_template("# render with {{ .Values }} first\nversion: v4\n"), None);
+        assert_eq!(find_template("  # {{ nested comment }}\nversion: v4\n"), None);
         // Unclosed braces are not an action.
         assert_eq!(find_template("a: '{{ not closed'\n"), None);
         // Flow mappings never produce `{{` next to each other in valid fedvol YAML.

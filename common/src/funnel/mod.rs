@@ -61,7 +61,9 @@ pub fn plan_cluster(inv: &Inventory, state: &ClusterState, req: &PlanRequest) ->
         }
     }
     let feasible = volumes.values().all(|v| v.error.is_none()) && placed.jobs.values().all(|j| j.error.is_none());
-    let holds_named_volume = volumes.values().any(|v| v.action == Some(crate::decision::Action::Existing));
+    let holds_named_volume = volumes
+        .values()
+        .any(|v| v.action == Some(crate::decision::Action::Existing));
     ClusterDecision {
         status: ClusterStatus::Answered,
         elapsed_ms: 0.0,

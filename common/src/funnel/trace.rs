@@ -26,7 +26,10 @@ pub fn run_filter<T>(
         if reasons.is_empty() {
             passed.push(c);
         } else {
-            rejected.push(Rejection { candidate: name(&c), reasons: std::mem::take(&mut reasons) });
+            rejected.push(Rejection {
+                candidate: name(&c),
+                reasons: std::mem::take(&mut reasons),
+            });
         }
     }
     trace.push(StageTrace {
@@ -80,12 +83,19 @@ mod tests {
     #[test]
     fn filter_records_all_reasons() {
         let mut trace = Vec::new();
-        let out = run_filter(&mut trace, "s", "v", vec![1, 2, 3, 4], |n| n.to_string(), |n, r| {
-            if n % 2 == 0 {
-                r.push(Reason::new("even", "is even"));
-                r.push(Reason::new("small", "is small"));
-            }
-        });
+        let out = run_filter(
+            &mut trace,
+            "s",
+            "v",
+            vec![1, 2, 3, 4],
+            |n| n.to_string(),
+            |n, r| {
+                if n % 2 == 0 {
+                    r.push(Reason::new("even", "is even"));
+                    r.push(Reason::new("small", "is small"));
+                }
+            },
+        );
         assert_eq!(out, vec![1, 3]);
         assert_eq!(trace[0].considered, 4);
         assert_eq!(trace[0].passed, 2);

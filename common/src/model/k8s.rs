@@ -27,12 +27,19 @@ impl AccessMode {
 
     /// Parses `ReadWriteOnce` or `RWO` (and the other three).
     pub fn parse(s: &str) -> Option<AccessMode> {
-        Self::ALL.iter().find(|(_, long, short)| *long == s || *short == s).map(|(m, ..)| *m)
+        Self::ALL
+            .iter()
+            .find(|(_, long, short)| *long == s || *short == s)
+            .map(|(m, ..)| *m)
     }
 
     /// The short name (`RWO`, `ROX`, `RWX`, `RWOP`).
     pub fn short(self) -> &'static str {
-        Self::ALL.iter().find(|(m, ..)| *m == self).map(|(_, _, s)| *s).unwrap_or("?")
+        Self::ALL
+            .iter()
+            .find(|(m, ..)| *m == self)
+            .map(|(_, _, s)| *s)
+            .unwrap_or("?")
     }
 
     fn bit(self) -> u8 {
@@ -78,7 +85,11 @@ impl AccessModes {
 
     /// The modes in the set, in the canonical order.
     pub fn modes(self) -> Vec<AccessMode> {
-        AccessMode::ALL.iter().map(|(m, ..)| *m).filter(|m| self.contains(*m)).collect()
+        AccessMode::ALL
+            .iter()
+            .map(|(m, ..)| *m)
+            .filter(|m| self.contains(*m))
+            .collect()
     }
 
     /// Short form such as `RWO,RWX` (`-` when empty).
@@ -187,10 +198,17 @@ impl LabelRequirement {
             SelectorOperator::Exists => v.is_some(),
             SelectorOperator::DoesNotExist => v.is_none(),
             SelectorOperator::Gt | SelectorOperator::Lt => {
-                let (Some(v), Some(bound)) = (v.and_then(|v| v.parse::<i64>().ok()), self.values.first().and_then(|b| b.parse::<i64>().ok())) else {
+                let (Some(v), Some(bound)) = (
+                    v.and_then(|v| v.parse::<i64>().ok()),
+                    self.values.first().and_then(|b| b.parse::<i64>().ok()),
+                ) else {
                     return false;
                 };
-                if self.operator == SelectorOperator::Gt { v > bound } else { v < bound }
+                if self.operator == SelectorOperator::Gt {
+                    v > bound
+                } else {
+                    v < bound
+                }
             }
         }
     }

@@ -73,7 +73,11 @@ pub struct Permissions {
 impl Permissions {
     /// Everyone may do everything (used for Kubernetes StorageClasses, which carry no group policy).
     pub fn open() -> Self {
-        Permissions { access: AccessPolicy::All, create: AccessPolicy::All, ephemeral: AccessPolicy::All }
+        Permissions {
+            access: AccessPolicy::All,
+            create: AccessPolicy::All,
+            ephemeral: AccessPolicy::All,
+        }
     }
 
     /// True when a user in `groups` may perform `op`.

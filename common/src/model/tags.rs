@@ -23,7 +23,10 @@ impl Tag {
         if k.is_empty() {
             return Err(format!("`{s}` is not a tag; expected key or key:value"));
         }
-        Ok(Tag { key: k.to_string(), value: v })
+        Ok(Tag {
+            key: k.to_string(),
+            value: v,
+        })
     }
 }
 
@@ -76,10 +79,14 @@ impl Constraint {
         } else {
             (body, Strength::Hard)
         };
-        let tag = Tag::parse(body).map_err(|_| {
-            format!("`{s}` is not a constraint; expected [!]key[:value][:hard|:soft]")
-        })?;
-        Ok(Constraint { negated, key: tag.key, value: tag.value, strength })
+        let tag =
+            Tag::parse(body).map_err(|_| format!("`{s}` is not a constraint; expected [!]key[:value][:hard|:soft]"))?;
+        Ok(Constraint {
+            negated,
+            key: tag.key,
+            value: tag.value,
+            strength,
+        })
     }
 
     /// True when the constraint holds for the set of `tags` (zone tags ∪ host tags).

@@ -61,7 +61,11 @@ impl fmt::Display for Diagnostics {
 
 /// Joins a parent field path and a child key: `join("a.b", "c") == "a.b.c"`.
 pub fn join(parent: &str, key: &str) -> String {
-    if parent.is_empty() { key.to_string() } else { format!("{parent}.{key}") }
+    if parent.is_empty() {
+        key.to_string()
+    } else {
+        format!("{parent}.{key}")
+    }
 }
 
 /// The closest candidate to `word` (Jaro-Winkler similarity >= 0.8), for "did you mean" hints.
@@ -85,7 +89,10 @@ pub struct Ctx {
 impl Ctx {
     /// A context for the file named `file` (as the user gave it).
     pub fn new(file: impl Into<String>) -> Self {
-        Ctx { file: file.into(), diags: Vec::new() }
+        Ctx {
+            file: file.into(),
+            diags: Vec::new(),
+        }
     }
 
     /// The file name this context reports against.
@@ -125,7 +132,11 @@ impl Ctx {
 
     /// Ends decoding: `Ok(value)` when nothing was recorded, else every diagnostic.
     pub fn finish<T>(self, value: T) -> Result<T, Diagnostics> {
-        if self.diags.is_empty() { Ok(value) } else { Err(Diagnostics(self.diags)) }
+        if self.diags.is_empty() {
+            Ok(value)
+        } else {
+            Err(Diagnostics(self.diags))
+        }
     }
 
     /// Takes the diagnostics collected so far (for merging several files' results).
@@ -140,7 +151,11 @@ impl Ctx {
             Value::Map(entries) => Some(MapReader::new(entries, node.span, field)),
             _ if node.is_null() => Some(MapReader::new(&[], node.span, field)),
             _ => {
-                self.error(node.span, field, format!("expected a mapping, found {}", node.kind_name()));
+                self.error(
+                    node.span,
+                    field,
+                    format!("expected a mapping, found {}", node.kind_name()),
+                );
                 None
             }
         }
@@ -164,7 +179,11 @@ impl Ctx {
         match &node.value {
             Value::Scalar(s, _) if !node.is_null() => Some(s.clone()),
             _ => {
-                self.error(node.span, field, format!("expected a string, found {}", node.kind_name()));
+                self.error(
+                    node.span,
+                    field,
+                    format!("expected a string, found {}", node.kind_name()),
+                );
                 None
             }
         }
@@ -189,7 +208,11 @@ impl Ctx {
                 _ => {}
             }
         }
-        self.error(node.span, field, format!("expected true or false, found {}", describe(node)));
+        self.error(
+            node.span,
+            field,
+            format!("expected true or false, found {}", describe(node)),
+        );
         None
     }
 
@@ -199,12 +222,20 @@ impl Ctx {
             && let Ok(v) = s.replace('_', "").parse::<i128>()
         {
             if v < min || v > max {
-                self.error(node.span, field, format!("expected a whole number from {min} to {max}, found {v}"));
+                self.error(
+                    node.span,
+                    field,
+                    format!("expected a whole number from {min} to {max}, found {v}"),
+                );
                 return None;
             }
             return Some(v);
         }
-        self.error(node.span, field, format!("expected a whole number, found {}", describe(node)));
+        self.error(
+            node.span,
+            field,
+            format!("expected a whole number, found {}", describe(node)),
+        );
         None
     }
 
@@ -282,7 +313,14 @@ pub struct MapReader<'n> {
 
 impl<'n> MapReader<'n> {
     fn new(entries: &'n [(Key, Node)], span: Span, field: &str) -> Self {
-        MapReader { entries, span, field: field.to_string(), known: Vec::new(), used: vec![false; entries.len()], open: false }
+        MapReader {
+            entries,
+            span,
+            field: field.to_string(),
+            known: Vec::new(),
+            used: vec![false; entries.len()],
+            open: false,
+        }
     }
 
     /// Where the mapping starts.
@@ -398,7 +436,10 @@ mod tests {
         assert_eq!((d.line, d.col), (2, 1));
         assert_eq!(d.field, "volumes.scratch.anotations");
         assert_eq!(d.hint.as_deref(), Some("did you mean `annotations`?"));
-        assert!(d.to_string().starts_with("wf.yaml:2:1: volumes.scratch.anotations: unknown field"));
+        assert!(
+            d.to_string()
+                .starts_with("wf.yaml:2:1: volumes.scratch.anotations: unknown field")
+        );
     }
 
     #[test]

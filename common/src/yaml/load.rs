@@ -24,7 +24,11 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_nodes: 2_000_000, max_depth: 64, max_bytes: 64 << 20 }
+        Limits {
+            max_nodes: 2_000_000,
+            max_depth: 64,
+            max_bytes: 64 << 20,
+        }
     }
 }
 
@@ -40,12 +44,24 @@ pub struct LoadError {
 
 fn span_of(m: &Marker) -> Span {
     // yaml-rust2 reports 1-based lines and 0-based columns.
-    Span { line: m.line(), col: m.col() + 1 }
+    Span {
+        line: m.line(),
+        col: m.col() + 1,
+    }
 }
 
 enum Frame {
-    Seq { span: Span, anchor: usize, items: Vec<Node> },
-    Map { span: Span, anchor: usize, entries: Vec<(Key, Node)>, pending_key: Option<Key> },
+    Seq {
+        span: Span,
+        anchor: usize,
+        items: Vec<Node>,
+    },
+    Map {
+        span: Span,
+        anchor: usize,
+        entries: Vec<(Key, Node)>,
+        pending_key: Option<Key>,
+    },
 }
 
 struct Builder {
@@ -68,7 +84,10 @@ fn count_nodes(n: &Node) -> usize {
 impl Builder {
     fn fail(&mut self, span: Span, message: impl Into<String>) {
         if self.error.is_none() {
-            self.error = Some(LoadError { span, message: message.into() });
+            self.error = Some(LoadError {
+                span,
+                message: message.into(),
+            });
         }
     }
 
@@ -94,10 +113,17 @@ impl Builder {
         match self.stack.last_mut() {
             None => self.docs.push(node),
             Some(Frame::Seq { items, .. }) => items.push(node),
-            Some(Frame::Map { entries, pending_key, .. }) => match pending_key.take() {
+            Some(Frame::Map {
+                entries, pending_key, ..
+            }) => match pending_key.take() {
                 Some(k) => entries.push((k, node)),
                 None => match node.value {
-                    Value::Scalar(s, _) => *pending_key = Some(Key { name: s, span: node.span }),
+                    Value::Scalar(s, _) => {
+                        *pending_key = Some(Key {
+                            name: s,
+                            span: node.span,
+                        })
+                    }
                     _ => {
                         let span = node.span;
                         self.fail(span, "a mapping key must be a plain value, not a list or mapping");
@@ -123,28 +149,60 @@ impl MarkedEventReceiver for Builder {
                     TScalarStyle::Plain => ScalarStyle::Plain,
                     _ => ScalarStyle::Quoted,
                 };
-                self.push_value(Node { span, value: Value::Scalar(text, style) }, anchor);
+                self.push_value(
+                    Node {
+                        span,
+                        value: Value::Scalar(text, style),
+                    },
+                    anchor,
+                );
             }
             Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
                 if !self.bump(1, span) {
                     return;
                 }
                 if self.stack.len() >= self.limits.max_depth {
-                    self.fail(span, format!("nesting deeper than {} levels; refusing it", self.limits.max_depth));
+                    self.fail(
+                        span,
+                        format!("nesting deeper than {} levels; refusing it", self.limits.max_depth),
+                    );
                     return;
                 }
                 let frame = if matches!(ev, Event::SequenceStart(..)) {
-                    Frame::Seq { span, anchor, items: Vec::new() }
+                    Frame::Seq {
+                        span,
+                        anchor,
+                        items: Vec::new(),
+                    }
                 } else {
-                    Frame::Map { span, anchor, entries: Vec::new(), pending_key: None }
+                    Frame::Map {
+                        span,
+                        anchor,
+                        entries: Vec::new(),
+                        pending_key: None,
+                    }
                 };
                 self.stack.push(frame);
             }
             Event::SequenceEnd | Event::MappingEnd => {
                 let Some(frame) = self.stack.pop() else { return };
                 let (node, anchor) = match frame {
-                    Frame::Seq { span, anchor, items } => (Node { span, value: Value::Seq(items) }, anchor),
-                    Frame::Map { span, anchor, entries, .. } => (Node { span, value: Value::Map(entries) }, anchor),
+                    Frame::Seq { span, anchor, items } => (
+                        Node {
+                            span,
+                            value: Value::Seq(items),
+                        },
+                        anchor,
+                    ),
+                    Frame::Map {
+                        span, anchor, entries, ..
+                    } => (
+                        Node {
+                            span,
+                            value: Value::Map(entries),
+                        },
+                        anchor,
+                    ),
                 };
                 self.push_value(node, anchor);
             }
@@ -177,17 +235,31 @@ pub fn load_documents(text: &str, limits: Limits) -> Result<Vec<Node>, LoadError
     if text.len() > limits.max_bytes {
         return Err(LoadError {
             span: Span { line: 1, col: 1 },
-            message: format!("file is {} bytes, more than the limit of {} bytes", text.len(), limits.max_bytes),
+            message: format!(
+                "file is {} bytes, more than the limit of {} bytes",
+                text.len(),
+                limits.max_bytes
+            ),
         });
     }
-    let mut b = Builder { limits, stack: Vec::new(), docs: Vec::new(), anchors: HashMap::new(), nodes: 0, error: None };
+    let mut b = Builder {
+        limits,
+        stack: Vec::new(),
+        docs: Vec::new(),
+        anchors: HashMap::new(),
+        nodes: 0,
+        error: None,
+    };
     let mut parser = Parser::new_from_str(text);
     let res = parser.load(&mut b, true);
     if let Some(e) = b.error {
         return Err(e);
     }
     if let Err(e) = res {
-        return Err(LoadError { span: span_of(e.marker()), message: e.info().to_string() });
+        return Err(LoadError {
+            span: span_of(e.marker()),
+            message: e.info().to_string(),
+        });
     }
     Ok(b.docs)
 }
@@ -211,14 +283,20 @@ mod tests {
     fn multi_document_and_quoting() {
         let docs = load_documents("---\na: '1'\n---\nb: 1\n", Limits::default()).unwrap();
         assert_eq!(docs.len(), 2);
-        assert_eq!(docs[0].get("a").unwrap().value, Value::Scalar("1".into(), ScalarStyle::Quoted));
+        assert_eq!(
+            docs[0].get("a").unwrap().value,
+            Value::Scalar("1".into(), ScalarStyle::Quoted)
+        );
     }
 
     #[test]
     fn alias_bomb_is_refused() {
         let mut s = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
         for i in 1..12 {
-            s.push_str(&format!("a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n", p = i - 1));
+            s.push_str(&format!(
+                "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n",
+                p = i - 1
+            ));
         }
         let err = load_documents(&s, Limits::default()).unwrap_err();
         assert!(err.message.contains("alias expansion limit"), "{err}");

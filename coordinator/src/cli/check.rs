@@ -1,7 +1,7 @@
 //! `fedvol check`: validate inventories and workflows without planning. Every problem in every
 //! file is printed with file:line:column, field and a hint; exit 1 when any file is invalid.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use fedvol_common::format::{FileKind, classify, load_inventory, load_workflow};
 use fedvol_common::yaml::{Diagnostic, Diagnostics};
@@ -16,7 +16,7 @@ pub struct CheckArgs {
     pub files: Vec<PathBuf>,
 }
 
-fn unreadable(p: &PathBuf, e: &std::io::Error) -> Diagnostics {
+fn unreadable(p: &Path, e: &std::io::Error) -> Diagnostics {
     Diagnostics(vec![Diagnostic {
         file: label(p),
         line: 0,
@@ -28,7 +28,7 @@ fn unreadable(p: &PathBuf, e: &std::io::Error) -> Diagnostics {
 }
 
 /// Checks one file; prints its verdict line to stdout and problems to stderr; true when valid.
-fn check_one(p: &PathBuf) -> bool {
+fn check_one(p: &Path) -> bool {
     let text = match std::fs::read_to_string(p) {
         Ok(t) => t,
         Err(e) => {

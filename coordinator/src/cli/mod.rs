@@ -5,8 +5,6 @@
 pub mod check;
 pub mod plan;
 
-use std::path::PathBuf;
-
 use clap::{Parser, Subcommand};
 use fedvol_common::yaml::Diagnostics;
 
@@ -60,7 +58,7 @@ pub fn print_notices(n: &[fedvol_common::yaml::Diagnostic]) {
 }
 
 /// A file argument as the user wrote it, for messages.
-pub fn label(p: &PathBuf) -> String {
+pub fn label(p: &std::path::Path) -> String {
     p.display().to_string()
 }
 

@@ -81,7 +81,13 @@ pub fn run(a: &PlanArgs) -> u8 {
         format!("plan-{:016x}", fnv1a(&bytes))
     });
     let seed = a.seed.unwrap_or_else(|| seed_from_request_id(&request_id));
-    let req = PlanRequest { request_id, workflow, user: a.user.clone(), groups: a.groups.clone(), seed };
+    let req = PlanRequest {
+        request_id,
+        workflow,
+        user: a.user.clone(),
+        groups: a.groups.clone(),
+        seed,
+    };
     let decision = plan_locally(&inventories, &req);
     let printed = match a.output.output {
         Output::Table => Ok(table::render(&decision)),
@@ -95,5 +101,9 @@ pub fn run(a: &PlanArgs) -> u8 {
             return EXIT_BAD_INPUT;
         }
     }
-    if decision.chosen_cluster.is_some() { EXIT_OK } else { EXIT_NO_FIT }
+    if decision.chosen_cluster.is_some() {
+        EXIT_OK
+    } else {
+        EXIT_NO_FIT
+    }
 }

@@ -9,7 +9,9 @@ use fedvol_common::explain::{failed_stages, stage_summary};
 
 fn new_table(header: &[&str]) -> Table {
     let mut t = Table::new();
-    t.load_preset(UTF8_BORDERS_ONLY).set_content_arrangement(ContentArrangement::Dynamic).set_header(header.to_vec());
+    t.load_preset(UTF8_BORDERS_ONLY)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_header(header.to_vec());
     t
 }
 
@@ -69,22 +71,39 @@ fn cluster_summary(c: &ClusterDecision) -> (String, String) {
         })
         .collect::<Vec<_>>()
         .join("\n");
-    (if vols.is_empty() { "-".into() } else { vols }, if jobs.is_empty() { "-".into() } else { jobs })
+    (
+        if vols.is_empty() { "-".into() } else { vols },
+        if jobs.is_empty() { "-".into() } else { jobs },
+    )
 }
 
 /// Renders the whole decision for a terminal.
 pub fn render(d: &Decision) -> String {
     let mut out = String::new();
-    out.push_str(&format!("workflow: {}   request: {}   seed: {}\n", d.workflow, d.request_id, d.seed));
+    out.push_str(&format!(
+        "workflow: {}   request: {}   seed: {}\n",
+        d.workflow, d.request_id, d.seed
+    ));
     match &d.chosen_cluster {
         Some(c) => out.push_str(&format!("chosen cluster: {c}\n\n")),
         None => out.push_str("chosen cluster: none (no cluster can place this workflow)\n\n"),
     }
 
-    let mut t = new_table(&["CLUSTER", "STATUS", "FEASIBLE", "VOLUMES", "JOBS (zone/host)", "ELAPSED"]);
+    let mut t = new_table(&[
+        "CLUSTER",
+        "STATUS",
+        "FEASIBLE",
+        "VOLUMES",
+        "JOBS (zone/host)",
+        "ELAPSED",
+    ]);
     for (name, c) in &d.clusters {
         let (vols, jobs) = cluster_summary(c);
-        let marker = if d.chosen_cluster.as_deref() == Some(name) { format!("{name} *") } else { name.clone() };
+        let marker = if d.chosen_cluster.as_deref() == Some(name) {
+            format!("{name} *")
+        } else {
+            name.clone()
+        };
         t.add_row(vec![
             marker,
             status(c.status).to_string(),
@@ -118,7 +137,10 @@ pub fn render(d: &Decision) -> String {
                     dash(v.provisioner.as_deref()),
                     dash(v.volume.as_deref()),
                     action(v.action).to_string(),
-                    v.error.as_ref().map(|e| e.message.clone()).unwrap_or_else(|| "-".into()),
+                    v.error
+                        .as_ref()
+                        .map(|e| e.message.clone())
+                        .unwrap_or_else(|| "-".into()),
                 ]);
             }
             out.push_str(&vt.to_string());
@@ -127,12 +149,19 @@ pub fn render(d: &Decision) -> String {
         if !c.jobs.is_empty() {
             let mut jt = new_table(&["JOB", "ZONE", "HOST", "ERROR"]);
             for (k, j) in &c.jobs {
-                let host = if j.hosts.len() > 1 { j.hosts.join(",") } else { dash(j.host.as_deref()) };
+                let host = if j.hosts.len() > 1 {
+                    j.hosts.join(",")
+                } else {
+                    dash(j.host.as_deref())
+                };
                 jt.add_row(vec![
                     k.clone(),
                     dash(j.zone.as_deref()),
                     host,
-                    j.error.as_ref().map(|e| e.message.clone()).unwrap_or_else(|| "-".into()),
+                    j.error
+                        .as_ref()
+                        .map(|e| e.message.clone())
+                        .unwrap_or_else(|| "-".into()),
                 ]);
             }
             out.push_str(&jt.to_string());
@@ -144,7 +173,12 @@ pub fn render(d: &Decision) -> String {
             for st in failed {
                 out.push_str(&format!("  - {} [{}]: {}\n", st.subject, st.stage, stage_summary(st)));
                 for r in &st.rejected {
-                    let reasons = r.reasons.iter().map(|x| x.message.as_str()).collect::<Vec<_>>().join("; ");
+                    let reasons = r
+                        .reasons
+                        .iter()
+                        .map(|x| x.message.as_str())
+                        .collect::<Vec<_>>()
+                        .join("; ");
                     out.push_str(&format!("      {}: {}\n", r.candidate, reasons));
                 }
             }
@@ -160,7 +194,12 @@ pub fn render(d: &Decision) -> String {
             } else {
                 out.push_str(", dropped:\n");
                 for r in &step.dropped {
-                    let reasons = r.reasons.iter().map(|x| x.message.as_str()).collect::<Vec<_>>().join("; ");
+                    let reasons = r
+                        .reasons
+                        .iter()
+                        .map(|x| x.message.as_str())
+                        .collect::<Vec<_>>()
+                        .join("; ");
                     out.push_str(&format!("      {}: {}\n", r.candidate, reasons));
                 }
             }

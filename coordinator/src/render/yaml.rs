@@ -1,7 +1,7 @@
 //! YAML output for `-o yaml`: JSON values re-emitted through yaml-rust2's emitter.
 
-use yaml_rust2::yaml::{Hash, Yaml};
 use yaml_rust2::YamlEmitter;
+use yaml_rust2::yaml::{Hash, Yaml};
 
 fn to_yaml(v: &serde_json::Value) -> Yaml {
     match v {

@@ -16,11 +16,7 @@ use crate::yaml::{Ctx, Diagnostics, Span};
 /// PersistentVolume documents beside the claims, and every other kind, are skipped with a
 /// notice. Errors: a claim's own errors, two claims with the same name, a document without
 /// `kind`, and a file with no claim at all.
-pub fn claims_workflow(
-    label: &str,
-    fallback_name: &str,
-    text: &str,
-) -> Result<Loaded<Workflow>, Diagnostics> {
+pub fn claims_workflow(label: &str, fallback_name: &str, text: &str) -> Result<Loaded<Workflow>, Diagnostics> {
     let docs = load_docs(label, text)?;
     let mut ctx = Ctx::new(label);
     let mut notes = Vec::new();

@@ -95,12 +95,7 @@ fn classify_docs(label: &str, docs: &[Node]) -> Result<FileKind, Diagnostics> {
             "",
             "cannot tell what this document is: it has no `kind` (Kubernetes), `version` (Fuzzfile) or `cluster` (inventory)",
         ),
-        None if others.is_empty() => notice(
-            label,
-            Span { line: 1, col: 1 },
-            "",
-            "the file holds no document",
-        ),
+        None if others.is_empty() => notice(label, Span { line: 1, col: 1 }, "", "the file holds no document"),
         None => notice(
             label,
             Span { line: 1, col: 1 },

@@ -39,12 +39,7 @@ fn file_error(label: &str, message: String) -> Diagnostics {
 
 /// Turns a YAML load error into diagnostics for `label`.
 pub(crate) fn load_error(label: &str, e: &LoadError) -> Diagnostics {
-    Diagnostics(vec![notice(
-        label,
-        e.span,
-        "",
-        format!("invalid YAML: {}", e.message),
-    )])
+    Diagnostics(vec![notice(label, e.span, "", format!("invalid YAML: {}", e.message))])
 }
 
 /// The error for an unrendered template, pointing at its first `{{`.
@@ -74,10 +69,7 @@ fn read_text_msg(path: &Path) -> Result<String, String> {
         .read_to_end(&mut bytes)
         .map_err(|e| format!("cannot read file: {e}"))?;
     if bytes.len() > limit {
-        return Err(format!(
-            "file is larger than the limit of {} MiB",
-            limit >> 20
-        ));
+        return Err(format!("file is larger than the limit of {} MiB", limit >> 20));
     }
     String::from_utf8(bytes).map_err(|e| {
         format!(
@@ -94,11 +86,7 @@ fn stem_of(path: &Path) -> String {
         .unwrap_or_default();
     // `x.fz.yaml` → `x`; `inventory.yaml` → `inventory`.
     let base = name.split('.').next().unwrap_or("");
-    if base.is_empty() {
-        name
-    } else {
-        base.to_string()
-    }
+    if base.is_empty() { name } else { base.to_string() }
 }
 
 /// Loads one cluster's inventory from `path` (a fedvol inventory, optionally with Kubernetes
@@ -109,22 +97,13 @@ fn stem_of(path: &Path) -> String {
 pub fn load_inventory(path: &Path) -> Result<Loaded<Inventory>, Diagnostics> {
     let text = read_text(path)?;
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    parse_inventory_at(
-        &path.display().to_string(),
-        &stem_of(path),
-        &text,
-        Some(&base),
-    )
+    parse_inventory_at(&path.display().to_string(), &stem_of(path), &text, Some(&base))
 }
 
 /// Parses an inventory from text; `label` names it in messages (and its stem names the
 /// cluster when the text has no `cluster:`); `base_dir` resolves `include:` paths (with `None`,
 /// an `include:` is an error).
-pub fn parse_inventory_str(
-    label: &str,
-    text: &str,
-    base_dir: Option<&Path>,
-) -> Result<Loaded<Inventory>, Diagnostics> {
+pub fn parse_inventory_str(label: &str, text: &str, base_dir: Option<&Path>) -> Result<Loaded<Inventory>, Diagnostics> {
     parse_inventory_at(label, &stem_of(Path::new(label)), text, base_dir)
 }
 
@@ -152,9 +131,7 @@ fn parse_inventory_at(
     }
     let mut read_include = |p: &str| -> Result<IncludedFile, String> {
         let Some(base) = base_dir else {
-            return Err(
-                "includes need the inventory's location; load the inventory from a file".into(),
-            );
+            return Err("includes need the inventory's location; load the inventory from a file".into());
         };
         let full: PathBuf = base.join(p);
         let text = read_text_msg(&full)?;
@@ -176,11 +153,7 @@ pub fn load_workflow(path: &Path) -> Result<Loaded<Workflow>, Diagnostics> {
 
 /// Parses a workflow from text; `name` names a Fuzzfile (which has no name field) and a file of
 /// several claims. A Fuzzfile goes to [`parse_fuzzfile`]; claims to [`claims_workflow`].
-pub fn parse_workflow_str(
-    label: &str,
-    name: &str,
-    text: &str,
-) -> Result<Loaded<Workflow>, Diagnostics> {
+pub fn parse_workflow_str(label: &str, name: &str, text: &str) -> Result<Loaded<Workflow>, Diagnostics> {
     match classify(label, text)? {
         FileKind::Workflow => parse_fuzzfile(label, name, text).map(|w| Loaded { value: w, notices: Vec::new() }),
         FileKind::KubernetesClaims => claims_workflow(label, name, text),

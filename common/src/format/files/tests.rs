@@ -8,11 +8,7 @@ use crate::model::{ClaimClass, VolumeSource, WorkflowFormat};
 use crate::yaml::{Limits, load_documents};
 
 fn real_k8s_dir() -> PathBuf {
-    Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/real-inputs/k8s"
-    ))
-    .to_path_buf()
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/real-inputs/k8s")).to_path_buf()
 }
 
 fn real_k8s_files() -> Vec<PathBuf> {
@@ -45,11 +41,7 @@ fn kinds_in(path: &Path) -> (usize, usize, usize, usize) {
 #[test]
 fn every_real_manifest_loads_by_its_kinds() {
     let files = real_k8s_files();
-    assert!(
-        files.len() >= 40,
-        "expected the real manifests, found {}",
-        files.len()
-    );
+    assert!(files.len() >= 40, "expected the real manifests, found {}", files.len());
     let (mut inventories, mut workflows) = (0, 0);
     for path in &files {
         let (sc, pv, pvc, other) = kinds_in(path);
@@ -68,18 +60,8 @@ fn every_real_manifest_loads_by_its_kinds() {
             assert!(inv.value.provisioners.iter().all(|p| p.from_storage_class));
             assert_eq!(inv.value.version.len(), 16);
             // every skipped document (claims and other kinds) gives exactly one notice
-            let skipped = inv
-                .notices
-                .iter()
-                .filter(|n| n.message.starts_with("skipped"))
-                .count();
-            assert_eq!(
-                skipped,
-                pvc + other,
-                "{}: {:?}",
-                path.display(),
-                inv.notices
-            );
+            let skipped = inv.notices.iter().filter(|n| n.message.starts_with("skipped")).count();
+            assert_eq!(skipped, pvc + other, "{}: {:?}", path.display(), inv.notices);
             inventories += 1;
         } else {
             let err = load_inventory(path).unwrap_err();
@@ -111,10 +93,7 @@ fn every_real_manifest_loads_by_its_kinds() {
             workflows += 1;
         } else {
             let err = load_workflow(path).unwrap_err();
-            assert!(
-                err.to_string().contains("no PersistentVolumeClaim"),
-                "{err}"
-            );
+            assert!(err.to_string().contains("no PersistentVolumeClaim"), "{err}");
         }
     }
     assert!(
@@ -129,10 +108,7 @@ fn real(name: &str) -> PathBuf {
 
 #[test]
 fn skipped_kinds_are_named_with_file_and_line() {
-    let inv = load_inventory(&real(
-        "local-path-provisioner__deploy__local-path-storage.yaml",
-    ))
-    .unwrap();
+    let inv = load_inventory(&real("local-path-provisioner__deploy__local-path-storage.yaml")).unwrap();
     assert_eq!(inv.value.provisioners.len(), 1);
     assert_eq!(inv.value.provisioners[0].name, "local-path");
     let kinds: Vec<&str> = [
@@ -161,10 +137,7 @@ fn skipped_kinds_are_named_with_file_and_line() {
         inv.notices[6]
     );
     // cluster named after the file stem, sanitised to a subject token
-    assert_eq!(
-        inv.value.cluster,
-        "local-path-provisioner__deploy__local-path-storage"
-    );
+    assert_eq!(inv.value.cluster, "local-path-provisioner__deploy__local-path-storage");
 }
 
 #[test]
@@ -184,11 +157,9 @@ fn claim_workflows_from_real_files() {
     assert_eq!(c.namespace, "default");
     assert_eq!(wf.volumes[0].line, 15);
 
-    let wf = load_workflow(&real(
-        "kubernetes-examples__AI__model-serving-tensorflow__pvc.yaml",
-    ))
-    .unwrap()
-    .value;
+    let wf = load_workflow(&real("kubernetes-examples__AI__model-serving-tensorflow__pvc.yaml"))
+        .unwrap()
+        .value;
     let VolumeSource::Claim(c) = &wf.volumes[0].source else {
         panic!()
     };
@@ -200,10 +171,7 @@ fn claim_workflows_from_real_files() {
     let VolumeSource::Claim(c) = &wf.volumes[0].source else {
         panic!()
     };
-    assert_eq!(
-        c.data_source.as_deref(),
-        Some("VolumeSnapshot/new-snapshot-demo")
-    );
+    assert_eq!(c.data_source.as_deref(), Some("VolumeSnapshot/new-snapshot-demo"));
     assert_eq!(c.class, ClaimClass::Named("csi-hostpath-sc".into()));
 
     // a claim beside a Pod: the Pod is skipped with a notice
@@ -257,10 +225,7 @@ fn classification() {
     let e = c("kind: Deployment\n---\nkind: Service\n").unwrap_err();
     assert!(e.0[0].message.contains("only Deployment, Service"), "{e}");
     let e = c("volumes: {}\n").unwrap_err();
-    assert!(
-        e.0[0].message.contains("cannot tell what this document is"),
-        "{e}"
-    );
+    assert!(e.0[0].message.contains("cannot tell what this document is"), "{e}");
     assert!(e.0[0].hint.as_deref().unwrap().contains("cluster"));
     assert!(c("").unwrap_err().0[0].message.contains("no document"));
     let e = c("a: [1, 2\n").unwrap_err();
@@ -291,10 +256,7 @@ fn real_fuzzfiles_classify_as_workflows_or_templates() {
         } else {
             // Fuzzfiles are handed to the Fuzzfile parser unchanged
             let via_files = parse_workflow_str(&name, "wf", &text).map(|l| l.value);
-            assert_eq!(
-                via_files,
-                crate::format::fuzzfile::parse_fuzzfile(&name, "wf", &text)
-            );
+            assert_eq!(via_files, crate::format::fuzzfile::parse_fuzzfile(&name, "wf", &text));
         }
         n += 1;
     }
@@ -303,12 +265,7 @@ fn real_fuzzfiles_classify_as_workflows_or_templates() {
 
 #[test]
 fn template_error_points_at_the_action() {
-    let e = parse_inventory_str(
-        "inv.yaml",
-        "cluster: c\nprovisioners:\n  p: {{ .Values.p }}\n",
-        None,
-    )
-    .unwrap_err();
+    let e = parse_inventory_str("inv.yaml", "cluster: c\nprovisioners:\n  p: {{ .Values.p }}\n", None).unwrap_err();
     assert_eq!((e.0[0].line, e.0[0].col), (3, 6));
     assert!(e.0[0].message.contains("unrendered template"));
 }
@@ -326,10 +283,7 @@ fn claims_files_as_workflows() {
         claim("b")
     );
     let wf = parse_workflow_str("pair.yaml", "pair", &text).unwrap();
-    assert_eq!(
-        wf.value.name, "pair",
-        "several claims: named after the file"
-    );
+    assert_eq!(wf.value.name, "pair", "several claims: named after the file");
     let keys: Vec<&str> = wf.value.volumes.iter().map(|v| v.key.as_str()).collect();
     assert_eq!(keys, ["a", "b"]);
     assert_eq!(wf.value.volumes[1].line, 6);
@@ -337,26 +291,21 @@ fn claims_files_as_workflows() {
     assert!(wf.notices[0].message.contains("StorageClass `s`"));
     assert_eq!(wf.notices[0].line, 11);
 
-    let e = parse_workflow_str(
-        "dup.yaml",
-        "dup",
-        &format!("{}---\n{}", claim("a"), claim("a")),
-    )
-    .unwrap_err();
+    let e = parse_workflow_str("dup.yaml", "dup", &format!("{}---\n{}", claim("a"), claim("a"))).unwrap_err();
     assert!(e.0[0].message.contains("already defined at line 1"), "{e}");
     assert_eq!(e.0[0].line, 6);
 
-    let e = parse_workflow_str(
-        "bad.yaml",
-        "bad",
-        &format!("{}---\nversionx: 1\n", claim("a")),
-    )
-    .unwrap_err();
+    let e = parse_workflow_str("bad.yaml", "bad", &format!("{}---\nversionx: 1\n", claim("a"))).unwrap_err();
     assert!(e.0[0].message.contains("no `kind`"), "{e}");
 
     let e = parse_workflow_str("inv.yaml", "inv", "cluster: c\n").unwrap_err();
     assert!(e.0[0].message.contains("cluster inventory, not a workflow"));
-    let e = parse_workflow_str("sc.yaml", "sc", "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: s}\nprovisioner: a.io/b\n").unwrap_err();
+    let e = parse_workflow_str(
+        "sc.yaml",
+        "sc",
+        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: s}\nprovisioner: a.io/b\n",
+    )
+    .unwrap_err();
     assert!(e.0[0].message.contains("no PersistentVolumeClaim"));
     // every error of every claim is reported
     let e = parse_workflow_str("two.yaml", "two", "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: a}\nspec: {accessModes: [RWO], resources: {requests: {storage: 1Gi}}}\n---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: b}\nspec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1GB}}}\n").unwrap_err();
@@ -390,10 +339,7 @@ fn unreadable_and_oversized_files_are_clear_errors() {
     let f = std::fs::File::create(&big).unwrap();
     f.set_len(max_file_bytes() as u64 + 1).unwrap();
     let e = load_inventory(&big).unwrap_err();
-    assert!(
-        e.0[0].message.contains("larger than the limit of 64 MiB"),
-        "{e}"
-    );
+    assert!(e.0[0].message.contains("larger than the limit of 64 MiB"), "{e}");
     let bin = dir.join("bin.yaml");
     std::fs::write(&bin, b"cluster: c\n\xff\xfe").unwrap();
     let e = load_inventory(&bin).unwrap_err();
@@ -418,15 +364,14 @@ fn load_inventory_resolves_includes_next_to_the_file() {
     let inv = load_inventory(&dir.join("cluster.yaml")).unwrap().value;
     assert_eq!(inv.provisioners[0].name, "gold");
     assert!(inv.provisioners[0].default);
-    assert!(
-        inv.provisioners[0]
-            .origin
-            .file
-            .ends_with("k8s/classes.yaml")
-    );
+    assert!(inv.provisioners[0].origin.file.ends_with("k8s/classes.yaml"));
     // changing an included file changes the version
     let before = inv.version.clone();
-    std::fs::write(dir.join("k8s/classes.yaml"), "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: gold}\nprovisioner: a.io/b\n").unwrap();
+    std::fs::write(
+        dir.join("k8s/classes.yaml"),
+        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: gold}\nprovisioner: a.io/b\n",
+    )
+    .unwrap();
     let inv = load_inventory(&dir.join("cluster.yaml")).unwrap().value;
     assert_ne!(inv.version, before);
     assert!(!inv.provisioners[0].default);

@@ -14,9 +14,7 @@ use super::mount::{MountForm, MountRef, mounts};
 use super::network::{job_network, service_network};
 use super::resource::resource;
 use super::service::{autoscaler, dynamic_config, probe};
-use super::shapes::{
-    I64_MAX, NameRef, abs_path, env_list, name_list, name_ref, policy, take_aliased, uri,
-};
+use super::shapes::{I64_MAX, NameRef, abs_path, env_list, name_list, name_ref, policy, take_aliased, uri};
 use crate::model::{Constraint, JobKind, JobResources};
 use crate::yaml::{Ctx, Node};
 
@@ -184,9 +182,7 @@ pub(super) fn job(
 /// any case), `procs-per-node` (alias `procsPerNode`, >= 1). Returns `nodes` when given.
 fn multinode(ctx: &mut Ctx, node: &Node, field: &str) -> Option<u64> {
     let mut r = ctx.map(node, field)?;
-    let nodes = r
-        .take("nodes")
-        .and_then(|n| ctx.int(n, &r.path("nodes"), 1, I64_MAX));
+    let nodes = r.take("nodes").and_then(|n| ctx.int(n, &r.path("nodes"), 1, I64_MAX));
     if let Some(n) = r.take("implementation") {
         ctx.one_of(
             n,
@@ -206,9 +202,7 @@ fn task_array(ctx: &mut Ctx, node: &Node, field: &str) {
     let Some(mut r) = ctx.map(node, field) else {
         return;
     };
-    let start = r
-        .take("start")
-        .and_then(|n| ctx.int(n, &r.path("start"), 0, I64_MAX));
+    let start = r.take("start").and_then(|n| ctx.int(n, &r.path("start"), 0, I64_MAX));
     let end_node = r.take("end");
     let end = end_node.and_then(|n| ctx.int(n, &r.path("end"), 0, I64_MAX));
     if let (Some(s), Some(e), Some(at)) = (start, end, end_node)
@@ -238,9 +232,7 @@ fn dependencies(ctx: &mut Ctx, node: &Node, field: &str) -> Vec<Dependency> {
         let Some(mut r) = ctx.map(item, &f) else {
             continue;
         };
-        let target = r
-            .require(ctx, "name")
-            .and_then(|n| name_ref(ctx, n, &r.path("name")));
+        let target = r.require(ctx, "name").and_then(|n| name_ref(ctx, n, &r.path("name")));
         let running = r
             .take("status")
             .and_then(|n| ctx.one_of(n, &r.path("status"), &["FINISHED", "RUNNING"]))

@@ -131,11 +131,7 @@ fn header(ctx: &mut Ctx, r: &mut MapReader<'_>) -> Header {
         let mut seen = BTreeSet::new();
         for c in name_list(ctx, n, "clusters") {
             if !seen.insert(c.name.clone()) {
-                ctx.error(
-                    c.span,
-                    "clusters",
-                    format!("cluster `{}` is listed twice", c.name),
-                );
+                ctx.error(c.span, "clusters", format!("cluster `{}` is listed twice", c.name));
             } else {
                 h.clusters.push(c.name);
             }
@@ -147,12 +143,7 @@ fn header(ctx: &mut Ctx, r: &mut MapReader<'_>) -> Header {
 /// Calls `f` for each entry of a name-keyed mapping (`volumes`, `jobs`, `services`) in file
 /// order, with the key, the value and the entry's field path. A repeated key is reported (by
 /// the map reader) and only its first entry is used.
-fn for_each_entry(
-    ctx: &mut Ctx,
-    node: &Node,
-    field: &str,
-    mut f: impl FnMut(&mut Ctx, NameRef, &Node, &str),
-) {
+fn for_each_entry(ctx: &mut Ctx, node: &Node, field: &str, mut f: impl FnMut(&mut Ctx, NameRef, &Node, &str)) {
     let Some(mut r) = ctx.map(node, field) else {
         return;
     };

@@ -26,8 +26,7 @@ pub(super) enum MountForm {
 }
 
 const V1_FORM: &str = "version v1 expects `<volume>: {location: <absolute path>}`";
-const V4_FORM: &str =
-    "version v4 expects `<absolute path>: {volume: <volume>}` or `<absolute path>: <volume>`";
+const V4_FORM: &str = "version v4 expects `<absolute path>: {volume: <volume>}` or `<absolute path>: <volume>`";
 
 /// One mount as written: the mapping key (volume name in v1, path in v4; inheritance from
 /// `defaults` merges by this key), the volume it names and the path inside the container.
@@ -67,10 +66,7 @@ pub(super) fn mounts(ctx: &mut Ctx, node: &Node, field: &str, form: MountForm) -
         };
         let Some(m) = entry else { continue };
         if let Some(prev) = paths.get(&m.path) {
-            let msg = format!(
-                "path `{}` is already used by the mount of volume `{prev}`",
-                m.path
-            );
+            let msg = format!("path `{}` is already used by the mount of volume `{prev}`", m.path);
             ctx.error(key.span, &f, msg);
             continue;
         }
@@ -163,10 +159,7 @@ fn v4_mount(ctx: &mut Ctx, key: &Key, value: &Node, field: &str) -> Option<Mount
         ctx.error(
             key.span,
             field,
-            format!(
-                "mount key `{}` is not an absolute path; {V4_FORM}",
-                key.name
-            ),
+            format!("mount key `{}` is not an absolute path; {V4_FORM}", key.name),
         );
         return None;
     }

@@ -38,10 +38,7 @@ pub(super) fn service_network(ctx: &mut Ctx, node: &Node, field: &str) {
             let Some(mut p) = ctx.map(item, &format!("{f}[{i}]")) else {
                 continue;
             };
-            if let Some(name) = p
-                .take("name")
-                .and_then(|n| ctx.nonempty_string(n, &p.path("name")))
-            {
+            if let Some(name) = p.take("name").and_then(|n| ctx.nonempty_string(n, &p.path("name"))) {
                 port_names.push(name);
             }
             if let Some(n) = p.require(ctx, "port") {
@@ -67,9 +64,7 @@ pub(super) fn service_network(ctx: &mut Ctx, node: &Node, field: &str) {
                 if let Some(name) = ctx.nonempty_string(n, &pf)
                     && !port_names.contains(&name)
                 {
-                    let msg = format!(
-                        "endpoint names port `{name}`, which is not among this service's `ports`"
-                    );
+                    let msg = format!("endpoint names port `{name}`, which is not among this service's `ports`");
                     match crate::yaml::closest(&name, port_names.iter().map(String::as_str)) {
                         Some(c) => ctx.error_hint(n.span, &pf, msg, format!("did you mean `{c}`?")),
                         None => ctx.error(n.span, &pf, msg),
@@ -87,11 +82,7 @@ pub(super) fn service_network(ctx: &mut Ctx, node: &Node, field: &str) {
                 ctx.one_of(n, &e.path("type"), &["subdomain", "path"]);
             }
             if let Some(n) = e.take("scope") {
-                ctx.one_of(
-                    n,
-                    &e.path("scope"),
-                    &["user", "group", "organization", "public"],
-                );
+                ctx.one_of(n, &e.path("scope"), &["user", "group", "organization", "public"]);
             }
             e.finish(ctx);
         }

@@ -21,8 +21,8 @@ use super::job::JobDraft;
 use super::mount::MountRef;
 use super::shapes::NameRef;
 use crate::model::{
-    AccessMode, AccessModes, Affinity, FuzzballVolume, Job, JobKind, JobResources, Mount,
-    VolumeRequest, VolumeSource, Workflow, WorkflowFormat,
+    AccessMode, AccessModes, Affinity, FuzzballVolume, Job, JobKind, JobResources, Mount, VolumeRequest, VolumeSource,
+    Workflow, WorkflowFormat,
 };
 use crate::yaml::{Ctx, closest};
 
@@ -70,10 +70,7 @@ pub(super) fn assemble(
     for d in &drafts {
         check_job_refs(ctx, d, &kinds);
     }
-    let jobs: Vec<Job> = drafts
-        .iter()
-        .map(|d| build_job(d, defaults, &volume_keys))
-        .collect();
+    let jobs: Vec<Job> = drafts.iter().map(|d| build_job(d, defaults, &volume_keys)).collect();
     let users = volume_users(&jobs);
     let volumes = volumes
         .into_iter()
@@ -131,11 +128,7 @@ fn job_kinds(ctx: &mut Ctx, drafts: &[JobDraft]) -> BTreeMap<String, JobKind> {
                  jobs and services share one namespace",
                 d.name.name
             );
-            ctx.error(
-                d.name.span,
-                &format!("{}.{}", section(d.kind), d.name.name),
-                msg,
-            );
+            ctx.error(d.name.span, &format!("{}.{}", section(d.kind), d.name.name), msg);
         }
     }
     kinds
@@ -190,11 +183,7 @@ fn check_target(
     kinds: &BTreeMap<String, JobKind>,
 ) -> Option<JobKind> {
     if target.name == owner.name.name {
-        ctx.error(
-            target.span,
-            field,
-            format!("`{}` refers to itself", target.name),
-        );
+        ctx.error(target.span, field, format!("`{}` refers to itself", target.name));
         return None;
     }
     if let Some(kind) = kinds.get(&target.name) {
@@ -211,11 +200,7 @@ fn check_target(
 /// Builds the model job: merged mounts (see the module docs; dangling ones left out), the
 /// inherited resource, and names.
 fn build_job(d: &JobDraft, defaults: &Defaults, volume_keys: &[&str]) -> Job {
-    let levels = [
-        &d.mounts,
-        &defaults.for_kind(d.kind).mounts,
-        &defaults.all.mounts,
-    ];
+    let levels = [&d.mounts, &defaults.for_kind(d.kind).mounts, &defaults.all.mounts];
     let mut keys: BTreeSet<&str> = BTreeSet::new();
     let mut merged: Vec<&MountRef> = Vec::new();
     for level in levels {
@@ -245,10 +230,7 @@ fn build_job(d: &JobDraft, defaults: &Defaults, volume_keys: &[&str]) -> Job {
     let depends_on = if d.depends_on.is_empty() {
         d.requires.iter().map(|r| r.name.clone()).collect()
     } else {
-        d.depends_on
-            .iter()
-            .map(|dep| dep.target.name.clone())
-            .collect()
+        d.depends_on.iter().map(|dep| dep.target.name.clone()).collect()
     };
     Job {
         name: d.name.name.clone(),
@@ -287,9 +269,7 @@ fn volume_users(jobs: &[Job]) -> BTreeMap<&str, (usize, bool)> {
 /// job, else ReadWriteOnce (also for a volume nobody mounts).
 fn access_modes(users: Option<&(usize, bool)>) -> AccessModes {
     match users {
-        Some(&(count, multinode)) if count >= 2 || multinode => {
-            AccessModes::of(&[AccessMode::ReadWriteMany])
-        }
+        Some(&(count, multinode)) if count >= 2 || multinode => AccessModes::of(&[AccessMode::ReadWriteMany]),
         _ => AccessModes::of(&[AccessMode::ReadWriteOnce]),
     }
 }

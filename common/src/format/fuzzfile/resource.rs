@@ -48,9 +48,7 @@ pub(super) fn resource(ctx: &mut Ctx, node: &Node, field: &str) -> Option<JobRes
         out.exclusive = ctx.bool(n, &r.path("exclusive")).unwrap_or(false);
     }
     if let Some(n) = r.take("annotations") {
-        out.annotations = ctx
-            .string_map(n, &r.path("annotations"))
-            .unwrap_or_default();
+        out.annotations = ctx.string_map(n, &r.path("annotations")).unwrap_or_default();
     }
     r.finish(ctx);
     Some(out)
@@ -59,9 +57,7 @@ pub(super) fn resource(ctx: &mut Ctx, node: &Node, field: &str) -> Option<JobRes
 /// Reads `cpu`; returns the cores (when `cores` is given and valid).
 fn cpu(ctx: &mut Ctx, node: &Node, field: &str) -> Option<u64> {
     let mut r = ctx.map(node, field)?;
-    let cores = r
-        .take("cores")
-        .and_then(|n| ctx.int(n, &r.path("cores"), 1, I64_MAX));
+    let cores = r.take("cores").and_then(|n| ctx.int(n, &r.path("cores"), 1, I64_MAX));
     if let Some(n) = r.take("affinity") {
         ctx.one_of(n, &r.path("affinity"), &["NUMA", "SOCKET", "CORE"]);
     }

@@ -107,19 +107,13 @@ pub(super) fn autoscaler(ctx: &mut Ctx, node: &Node, field: &str) {
     if let Some(n) = r.take("replicas")
         && let Some(mut rep) = ctx.map(n, &r.path("replicas"))
     {
-        let min = rep
-            .take("min")
-            .and_then(|x| ctx.int(x, &rep.path("min"), 0, I32_MAX));
+        let min = rep.take("min").and_then(|x| ctx.int(x, &rep.path("min"), 0, I32_MAX));
         let max_node = rep.take("max");
         let max = max_node.and_then(|x| ctx.int(x, &rep.path("max"), 0, I32_MAX));
         if let (Some(lo), Some(hi), Some(at)) = (min, max, max_node)
             && lo > hi
         {
-            ctx.error(
-                at.span,
-                &rep.path("max"),
-                format!("max ({hi}) is below min ({lo})"),
-            );
+            ctx.error(at.span, &rep.path("max"), format!("max ({hi}) is below min ({lo})"));
         }
         rep.finish(ctx);
     }

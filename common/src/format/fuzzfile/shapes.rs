@@ -36,9 +36,7 @@ pub(super) fn take_aliased<'n>(
         ctx.error(
             dup.span,
             &r.path(alias),
-            format!(
-                "`{alias}` is another spelling of `{key}`, which is also set; keep only `{key}`"
-            ),
+            format!("`{alias}` is another spelling of `{key}`, which is also set; keep only `{key}`"),
         );
     }
     a.or(b)
@@ -46,10 +44,8 @@ pub(super) fn take_aliased<'n>(
 
 /// Reads a non-empty string together with its position.
 pub(super) fn name_ref(ctx: &mut Ctx, node: &Node, field: &str) -> Option<NameRef> {
-    ctx.nonempty_string(node, field).map(|name| NameRef {
-        name,
-        span: node.span,
-    })
+    ctx.nonempty_string(node, field)
+        .map(|name| NameRef { name, span: node.span })
 }
 
 /// Reads a list of non-empty names (job names, network names...) with their positions. Items
@@ -313,11 +309,7 @@ mod tests {
         assert_eq!(parse_duration("0"), Ok(0));
         assert_eq!(parse_duration(".5s"), Ok(500_000_000));
         assert!(parse_duration("10").unwrap_err().contains("without a unit"));
-        assert!(
-            parse_duration("10min")
-                .unwrap_err()
-                .contains("unknown unit `min`")
-        );
+        assert!(parse_duration("10min").unwrap_err().contains("unknown unit `min`"));
         assert!(parse_duration("-5m").unwrap_err().contains("negative"));
         assert!(parse_duration("").is_err());
         assert!(parse_duration("h").is_err());

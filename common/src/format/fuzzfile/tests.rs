@@ -99,10 +99,7 @@ fn rwx() -> AccessModes {
 
 #[test]
 fn every_plain_real_fuzzfile_parses() {
-    let plain: Vec<_> = real_files()
-        .into_iter()
-        .filter(|(_, t)| !t.contains("{{"))
-        .collect();
+    let plain: Vec<_> = real_files().into_iter().filter(|(_, t)| !t.contains("{{")).collect();
     assert_eq!(
         plain.len(),
         10,
@@ -131,11 +128,7 @@ fn real_files_mean_what_they_say() {
         "v1 `name:` (a copy of the key) is ignored beside a reference"
     );
     assert_eq!(vol.reference.as_deref(), Some("volume://user/ephemeral"));
-    assert_eq!(
-        blast.volumes[0].access_modes,
-        rwx(),
-        "five jobs share the volume"
-    );
+    assert_eq!(blast.volumes[0].access_modes, rwx(), "five jobs share the volume");
     assert_eq!(blast.volumes[0].line, 3);
     let names: Vec<&str> = blast.jobs.iter().map(|j| j.name.as_str()).collect();
     assert_eq!(
@@ -157,17 +150,11 @@ fn real_files_mean_what_they_say() {
 
     let mpi = get("__mpich-hello-world.fz.yaml");
     assert_eq!(job(&mpi, "mpi-hello-world").nodes, 2);
-    assert_eq!(
-        job(&mpi, "mpi-hello-world").resources.memory.0,
-        1_000_000_000
-    );
+    assert_eq!(job(&mpi, "mpi-hello-world").resources.memory.0, 1_000_000_000);
 
     let lammps = get("__lammps-gpu-ngc.yaml");
     assert_eq!(
-        job(&lammps, "run-lammps")
-            .resources
-            .devices
-            .get("nvidia.com/gpu"),
+        job(&lammps, "run-lammps").resources.devices.get("nvidia.com/gpu"),
         Some(&1)
     );
     assert_eq!(lammps.volumes[0].access_modes, RWO, "one single-node job");
@@ -178,10 +165,7 @@ fn real_files_mean_what_they_say() {
 
 #[test]
 fn every_real_template_is_refused_with_the_template_diagnostic() {
-    let templates: Vec<_> = real_files()
-        .into_iter()
-        .filter(|(_, t)| t.contains("{{"))
-        .collect();
+    let templates: Vec<_> = real_files().into_iter().filter(|(_, t)| t.contains("{{")).collect();
     assert_eq!(
         templates.len(),
         53,
@@ -192,11 +176,7 @@ fn every_real_template_is_refused_with_the_template_diagnostic() {
         assert_eq!(d.len(), 1, "{name}: one diagnostic, got {d:#?}");
         let d = &d[0];
         assert_eq!(d.file, *name);
-        assert!(
-            d.message.contains("unrendered Go template"),
-            "{name}: {}",
-            d.message
-        );
+        assert!(d.message.contains("unrendered Go template"), "{name}: {}", d.message);
         assert!(d.message.contains("values"), "{name}: {}", d.message);
         let line = text.lines().nth(d.line - 1).unwrap();
         let rest: String = line.chars().skip(d.col - 1).collect();
@@ -257,10 +237,7 @@ fn crudely_rendered_templates_use_only_known_keys_and_shapes() {
             }
         }
     }
-    assert!(
-        loaded >= 50,
-        "only {loaded} crudely rendered templates loaded as YAML"
-    );
+    assert!(loaded >= 50, "only {loaded} crudely rendered templates loaded as YAML");
 }
 
 // ---------------------------------------------------------------- templates, YAML, documents
@@ -334,10 +311,7 @@ fn v4_mapping_and_scalar_mount_forms() {
     let w = ok(
         "version: v4\nvolumes:\n  data: {use: ephemeral}\n  home: {name: homes}\njobs:\n  a:\n    mounts:\n      /data:\n        volume: data\n      /home/user: home\n",
     );
-    assert_eq!(
-        mounts(&w, "a"),
-        [pair("data", "/data"), pair("home", "/home/user")]
-    );
+    assert_eq!(mounts(&w, "a"), [pair("data", "/data"), pair("home", "/home/user")]);
     assert_eq!(fuzz(&w, "home").name.as_deref(), Some("homes"));
 }
 
@@ -366,14 +340,13 @@ fn wrong_mount_form_for_the_version_says_which_form_is_expected() {
     );
     assert_eq!((d[1].line, d[1].col), (10, 7));
     // v1 form in a v4 file.
-    let d = errs(
-        "version: v4\nvolumes:\n  data: {}\njobs:\n  a:\n    mounts:\n      data:\n        location: /data\n",
-    );
+    let d = errs("version: v4\nvolumes:\n  data: {}\njobs:\n  a:\n    mounts:\n      data:\n        location: /data\n");
     assert_eq!(d.len(), 1, "{d:#?}");
     assert!(d[0].message.contains("is the v1 mount form"), "{}", d[0]);
-    assert!(d[0].message.contains(
-        "version v4 expects `<absolute path>: {volume: <volume>}` or `<absolute path>: <volume>`"
-    ));
+    assert!(
+        d[0].message
+            .contains("version v4 expects `<absolute path>: {volume: <volume>}` or `<absolute path>: <volume>`")
+    );
     assert_eq!((d[0].line, d[0].col), (7, 7));
     // A v4 key that is not a path.
     let d = errs("version: v4\nvolumes:\n  data: {}\njobs:\n  a:\n    mounts:\n      data: data\n");
@@ -426,10 +399,7 @@ jobs:
 services:
   web: {}
 "#);
-    assert_eq!(
-        mounts(&w, "plain"),
-        [pair("home", "/home"), pair("shared", "/shared")]
-    );
+    assert_eq!(mounts(&w, "plain"), [pair("home", "/home"), pair("shared", "/shared")]);
     assert_eq!(
         job(&w, "plain").resources.cpu,
         4,
@@ -441,15 +411,9 @@ services:
         "the whole resource comes from one level"
     );
     // The job's own `/home` wins over the inherited one (same key).
-    assert_eq!(
-        mounts(&w, "custom"),
-        [pair("own", "/home"), pair("shared", "/shared")]
-    );
+    assert_eq!(mounts(&w, "custom"), [pair("own", "/home"), pair("shared", "/shared")]);
     assert_eq!(job(&w, "custom").resources.cpu, 16);
-    assert_eq!(
-        mounts(&w, "web"),
-        [pair("svc", "/svc"), pair("shared", "/shared")]
-    );
+    assert_eq!(mounts(&w, "web"), [pair("svc", "/svc"), pair("shared", "/shared")]);
     assert_eq!(
         job(&w, "web").resources.cpu,
         2,
@@ -516,18 +480,12 @@ jobs:
 "#);
     let a = &job(&w, "a").resources;
     assert_eq!(a.cpu, 4);
-    assert_eq!(
-        a.memory.0,
-        4 * 512 * 1024 * 1024,
-        "by-core multiplies by the cores"
-    );
+    assert_eq!(a.memory.0, 4 * 512 * 1024 * 1024, "by-core multiplies by the cores");
     assert_eq!(a.devices.get("nvidia.com/gpu"), Some(&2));
     assert_eq!(a.devices.get("cerebras.net/wse2"), Some(&1));
     assert!(a.exclusive);
     assert_eq!(
-        a.annotations
-            .get("nvidia.com/gpu.model")
-            .map(String::as_str),
+        a.annotations.get("nvidia.com/gpu.model").map(String::as_str),
         Some("NVIDIA H100")
     );
     assert_eq!(job(&w, "b").resources.memory.0, 512 << 20);
@@ -537,13 +495,10 @@ jobs:
 
 #[test]
 fn by_core_camel_case_alias_multiplies_too() {
-    let w = ok(
-        "version: v4\njobs:\n  a:\n    resource:\n      cpu: {cores: 3}\n      memory: {size: 1GB, byCore: true}\n",
-    );
+    let w =
+        ok("version: v4\njobs:\n  a:\n    resource:\n      cpu: {cores: 3}\n      memory: {size: 1GB, byCore: true}\n");
     assert_eq!(job(&w, "a").resources.memory.0, 3_000_000_000);
-    let d = errs(
-        "version: v4\njobs:\n  a:\n    resource:\n      memory: {size: 1GB, by-core: true, byCore: true}\n",
-    );
+    let d = errs("version: v4\njobs:\n  a:\n    resource:\n      memory: {size: 1GB, by-core: true, byCore: true}\n");
     find(&d, "`byCore` is another spelling of `by-core`");
 }
 
@@ -587,20 +542,14 @@ volumes:
     reference: volume://group/persistent/ollama-models
 "#);
     let s = fuzz(&w, "scratch");
-    assert_eq!(
-        (s.use_.as_deref(), s.name.as_deref()),
-        (Some("ephemeral"), None)
-    );
+    assert_eq!((s.use_.as_deref(), s.name.as_deref()), (Some("ephemeral"), None));
     assert_eq!(s.reference.as_deref(), Some("volume://user/ephemeral"));
     let m = fuzz(&w, "models");
     assert_eq!(
         (m.use_.as_deref(), m.name.as_deref()),
         (Some("persistent"), Some("ollama-models"))
     );
-    assert_eq!(
-        m.reference.as_deref(),
-        Some("volume://group/persistent/ollama-models")
-    );
+    assert_eq!(m.reference.as_deref(), Some("volume://group/persistent/ollama-models"));
     assert_eq!(w.volumes[1].line, 8);
 }
 
@@ -611,14 +560,8 @@ fn bad_references_say_what_is_expected() {
     );
     let m = find(&d, "is not a volume reference");
     assert!(m.message.contains("volume://<scope>/ephemeral"), "{m}");
-    assert!(
-        m.message.contains("volume://<scope>/persistent/<name>"),
-        "{m}"
-    );
-    assert_eq!(
-        (m.line, m.col, m.field.as_str()),
-        (4, 16, "volumes.a.reference")
-    );
+    assert!(m.message.contains("volume://<scope>/persistent/<name>"), "{m}");
+    assert_eq!((m.line, m.col, m.field.as_str()), (4, 16, "volumes.a.reference"));
     assert_eq!(find(&d, "keep one").line, 7);
 }
 
@@ -673,10 +616,7 @@ volumes:
         find(&d, "missing required field `destination`").field,
         "volumes.a.ingress[0]"
     );
-    assert_eq!(
-        find(&d, "expected a mapping, found a string").field,
-        "volumes.b"
-    );
+    assert_eq!(find(&d, "expected a mapping, found a string").field, "volumes.b");
     assert_eq!(d.len(), 6, "{d:#?}");
 }
 
@@ -684,9 +624,7 @@ volumes:
 
 #[test]
 fn unknown_keys_get_a_hint_and_a_position() {
-    let d = errs(
-        "version: v4\njobs:\n  a:\n    image: {uri: docker://alpine}\n    resorce:\n      cpu: {cores: 1}\n",
-    );
+    let d = errs("version: v4\njobs:\n  a:\n    image: {uri: docker://alpine}\n    resorce:\n      cpu: {cores: 1}\n");
     assert_eq!(d.len(), 1, "{d:#?}");
     let m = &d[0];
     assert_eq!((m.line, m.col, m.field.as_str()), (5, 5, "jobs.a.resorce"));
@@ -738,9 +676,7 @@ fn duplicate_keys_are_reported_once_and_the_first_entry_is_kept() {
     let m = find(&d, "duplicate key");
     assert_eq!((m.line, m.field.as_str()), (4, "jobs.a"));
     assert_eq!(d.len(), 1, "{d:#?}");
-    let d = errs(
-        "version: v4\nvolumes: {x: {}, y: {}}\njobs:\n  a:\n    mounts:\n      /d: x\n      /d: y\n",
-    );
+    let d = errs("version: v4\nvolumes: {x: {}, y: {}}\njobs:\n  a:\n    mounts:\n      /d: x\n      /d: y\n");
     assert_eq!(d.len(), 1, "{d:#?}");
     assert_eq!((d[0].line, d[0].message.as_str()), (7, "duplicate key"));
 }
@@ -771,22 +707,13 @@ jobs:
 "#,
     );
     let m = find(&d, "volume `dta`");
-    assert_eq!(
-        (m.line, m.col, m.field.as_str()),
-        (10, 11, "jobs.a.mounts./d")
-    );
+    assert_eq!((m.line, m.col, m.field.as_str()), (10, 11, "jobs.a.mounts./d"));
     assert_eq!(m.hint.as_deref(), Some("did you mean `data`?"));
     let m = find(&d, "volume `cache`");
     assert_eq!((m.line, m.field.as_str()), (6, "defaults.mounts./cache"));
     let m = find(&d, "`prep` is not a job or service");
-    assert_eq!(
-        (m.line, m.col, m.field.as_str()),
-        (12, 15, "jobs.a.depends-on")
-    );
-    assert_eq!(
-        find(&d, "`nobody` is not a job or service").field,
-        "jobs.a.requires"
-    );
+    assert_eq!((m.line, m.col, m.field.as_str()), (12, 15, "jobs.a.depends-on"));
+    assert_eq!(find(&d, "`nobody` is not a job or service").field, "jobs.a.requires");
     assert_eq!(
         find(&d, "`ghost` is not a job or service").field,
         "jobs.a.affinity.with"
@@ -821,10 +748,7 @@ services:
             ("server", JobKind::Service)
         ]
     );
-    assert_eq!(
-        w.jobs.iter().map(|j| j.line).collect::<Vec<_>>(),
-        [3, 8, 9, 12]
-    );
+    assert_eq!(w.jobs.iter().map(|j| j.line).collect::<Vec<_>>(), [3, 8, 9, 12]);
 }
 
 #[test]
@@ -871,14 +795,8 @@ jobs:
     preemptible: 1
 "#,
     );
-    assert_eq!(
-        find(&d, "expected a mapping, found a string").field,
-        "jobs.a.image"
-    );
-    assert_eq!(
-        find(&d, "expected a list, found a string").field,
-        "jobs.a.command"
-    );
+    assert_eq!(find(&d, "expected a mapping, found a string").field, "jobs.a.image");
+    assert_eq!(find(&d, "expected a list, found a string").field, "jobs.a.command");
     assert_eq!(find(&d, "`NAME=value`").field, "jobs.a.env[0]");
     assert_eq!(find(&d, "absolute path").field, "jobs.a.cwd");
     assert_eq!(
@@ -886,30 +804,14 @@ jobs:
         "jobs.a.multinode.nodes"
     );
     assert_eq!(
-        find(
-            &d,
-            "expected a whole number from 1 to 9223372036854775807, found 0"
-        )
-        .field,
+        find(&d, "expected a whole number from 1 to 9223372036854775807, found 0").field,
         "jobs.a.multinode.procs-per-node"
     );
     assert_eq!(find(&d, "before start").field, "jobs.a.task-array.end");
-    assert_eq!(
-        find(&d, "from 1 to 200").field,
-        "jobs.a.task-array.concurrency"
-    );
-    assert_eq!(
-        find(&d, "Go duration").field,
-        "jobs.a.policy.timeout.execute"
-    );
-    assert_eq!(
-        find(&d, "on-node-fault, never").field,
-        "jobs.a.policy.restart"
-    );
-    assert_eq!(
-        find(&d, "from 1 to 65535").field,
-        "jobs.a.network.expose-tcp[1]"
-    );
+    assert_eq!(find(&d, "from 1 to 200").field, "jobs.a.task-array.concurrency");
+    assert_eq!(find(&d, "Go duration").field, "jobs.a.policy.timeout.execute");
+    assert_eq!(find(&d, "on-node-fault, never").field, "jobs.a.policy.restart");
+    assert_eq!(find(&d, "from 1 to 65535").field, "jobs.a.network.expose-tcp[1]");
     assert_eq!(
         find(&d, "expected true or false, found `1`").field,
         "jobs.a.preemptible"
@@ -960,14 +862,8 @@ services:
         find(&d, "endpoint names port `htp`").hint.as_deref(),
         Some("did you mean `http`?")
     );
-    find(
-        &d,
-        "exactly one of exec, http-get, tcp-socket, grpc; found none",
-    );
-    assert_eq!(
-        find(&d, "unknown field `task-array`").field,
-        "services.web.task-array"
-    );
+    find(&d, "exactly one of exec, http-get, tcp-socket, grpc; found none");
+    assert_eq!(find(&d, "unknown field `task-array`").field, "services.web.task-array");
     find(&d, "below min");
     assert_eq!(d.len(), 4, "{d:#?}");
 }
@@ -977,10 +873,7 @@ fn top_level_fields_are_checked() {
     let w = ok(
         "version: v4\nannotations: {topology: rack}\nfiles:\n  a.py: |\n    print(1)\npreemptible: true\ncompleted: {status: done}\n",
     );
-    assert_eq!(
-        w.annotations.get("topology").map(String::as_str),
-        Some("rack")
-    );
+    assert_eq!(w.annotations.get("topology").map(String::as_str), Some("rack"));
     let d = errs("version: v4\nannotations: [a]\nfiles: {a: [1]}\npreemptible: yes\n");
     assert_eq!(d.len(), 3, "{d:#?}");
 }
@@ -1007,10 +900,7 @@ services:
     assert_eq!(w.clusters, ["east", "west"]);
     let t = job(&w, "train");
     assert_eq!(
-        t.constraints
-            .iter()
-            .map(|c| c.to_string())
-            .collect::<Vec<_>>(),
+        t.constraints.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
         ["gpu:a100", "!maintenance", "ssd:soft"]
     );
     assert_eq!(t.constraints[2].strength, crate::model::Strength::Soft);
@@ -1036,19 +926,10 @@ jobs:
     assert_eq!(find(&d, "expected a string, found a list").field, "project");
     assert_eq!(find(&d, "listed twice").line, 3);
     let m = find(&d, "not a constraint");
-    assert_eq!(
-        (m.line, m.col, m.field.as_str()),
-        (6, 26, "jobs.a.constraints[1]")
-    );
+    assert_eq!((m.line, m.col, m.field.as_str()), (6, 26, "jobs.a.constraints[1]"));
     find(&d, "also listed under `with`");
-    assert_eq!(
-        find(&d, "unknown field `near`").field,
-        "jobs.a.affinity.near"
-    );
-    assert_eq!(
-        find(&d, "expected a list, found a string").field,
-        "jobs.a.networks"
-    );
+    assert_eq!(find(&d, "unknown field `near`").field, "jobs.a.affinity.near");
+    assert_eq!(find(&d, "expected a list, found a string").field, "jobs.a.networks");
     assert_eq!(d.len(), 6, "{d:#?}");
 }
 
@@ -1072,20 +953,8 @@ jobs:
     mounts:
       /pair: {volume: pair}
 "#);
-    let modes: Vec<(&str, AccessModes)> = w
-        .volumes
-        .iter()
-        .map(|v| (v.key.as_str(), v.access_modes))
-        .collect();
-    assert_eq!(
-        modes,
-        [
-            ("solo", RWO),
-            ("multi", rwx()),
-            ("pair", rwx()),
-            ("idle", RWO)
-        ]
-    );
+    let modes: Vec<(&str, AccessModes)> = w.volumes.iter().map(|v| (v.key.as_str(), v.access_modes)).collect();
+    assert_eq!(modes, [("solo", RWO), ("multi", rwx()), ("pair", rwx()), ("idle", RWO)]);
     assert_eq!(job(&w, "mpi").nodes, 4);
 }
 
@@ -1117,18 +986,9 @@ fn json_fuzzfiles_and_camel_case_aliases_are_accepted() {
     let a = job(&w, "a");
     assert_eq!(a.nodes, 2);
     assert_eq!(a.resources.memory.0, 2 << 30);
-    assert_eq!(
-        w.volumes[0].access_modes,
-        rwx(),
-        "mounted by a multinode job"
-    );
-    let d = errs(
-        r#"{"version": "v4", "jobs": {"a": {"multinode": {"procs-per-node": 1, "procsPerNode": 1}}}}"#,
-    );
-    assert_eq!(
-        find(&d, "another spelling").field,
-        "jobs.a.multinode.procsPerNode"
-    );
+    assert_eq!(w.volumes[0].access_modes, rwx(), "mounted by a multinode job");
+    let d = errs(r#"{"version": "v4", "jobs": {"a": {"multinode": {"procs-per-node": 1, "procsPerNode": 1}}}}"#);
+    assert_eq!(find(&d, "another spelling").field, "jobs.a.multinode.procsPerNode");
 }
 
 #[test]

@@ -14,22 +14,17 @@ use crate::size::ByteSize;
 use crate::yaml::{Ctx, Node};
 
 /// What a v1 reference should look like, for error messages.
-const REFERENCE_FORMS: &str =
-    "expected `volume://<scope>/ephemeral` or `volume://<scope>/persistent/<name>`";
+const REFERENCE_FORMS: &str = "expected `volume://<scope>/ephemeral` or `volume://<scope>/persistent/<name>`";
 
 /// Translates a v1 `volume://` reference to `(use, name)`. Errors name the expected forms.
 pub(super) fn parse_reference(text: &str) -> Result<(String, Option<String>), String> {
-    let parts: Option<Vec<&str>> = text
-        .strip_prefix("volume://")
-        .map(|rest| rest.split('/').collect());
+    let parts: Option<Vec<&str>> = text.strip_prefix("volume://").map(|rest| rest.split('/').collect());
     match parts.as_deref() {
         Some([scope, "ephemeral"]) if !scope.is_empty() => Ok(("ephemeral".to_string(), None)),
         Some([scope, "persistent", name]) if !scope.is_empty() && !name.is_empty() => {
             Ok(("persistent".to_string(), Some((*name).to_string())))
         }
-        _ => Err(format!(
-            "`{text}` is not a volume reference; {REFERENCE_FORMS}"
-        )),
+        _ => Err(format!("`{text}` is not a volume reference; {REFERENCE_FORMS}")),
     }
 }
 
@@ -85,9 +80,7 @@ pub(super) fn volume(ctx: &mut Ctx, node: &Node, field: &str) -> Option<Fuzzball
         }
     }
     if let Some(n) = r.take("annotations") {
-        v.annotations = ctx
-            .string_map(n, &r.path("annotations"))
-            .unwrap_or_default();
+        v.annotations = ctx.string_map(n, &r.path("annotations")).unwrap_or_default();
     }
     for key in ["ingress", "egress"] {
         if let Some(n) = r.take(key) {
@@ -128,10 +121,7 @@ mod tests {
             "user/ephemeral",
         ] {
             let e = parse_reference(bad).unwrap_err();
-            assert!(
-                e.contains("volume://<scope>/persistent/<name>"),
-                "{bad}: {e}"
-            );
+            assert!(e.contains("volume://<scope>/persistent/<name>"), "{bad}: {e}");
         }
     }
 }

@@ -7,8 +7,7 @@ use super::doc::FedvolDoc;
 use super::kubernetes::KubeItems;
 use crate::format::kube::{HOSTNAME_LABEL, notice};
 use crate::model::{
-    AccessMode, AccessModes, Driver, Inventory, LabelRequirement, NodeAffinity, Provisioner,
-    SelectorOperator,
+    AccessMode, AccessModes, Driver, Inventory, LabelRequirement, NodeAffinity, Provisioner, SelectorOperator,
 };
 use crate::yaml::{Diagnostic, Span};
 
@@ -20,13 +19,11 @@ fn at(line: usize) -> Span {
 /// shared hostpath) offer RWO, ROX and RWX; node-local hostpath and external storage RWO.
 fn natural_modes(driver: Option<&Driver>) -> AccessModes {
     match driver {
-        Some(Driver::Nfs { .. } | Driver::Efs { .. } | Driver::Hostpath { local: false, .. }) => {
-            AccessModes::of(&[
-                AccessMode::ReadWriteOnce,
-                AccessMode::ReadOnlyMany,
-                AccessMode::ReadWriteMany,
-            ])
-        }
+        Some(Driver::Nfs { .. } | Driver::Efs { .. } | Driver::Hostpath { local: false, .. }) => AccessModes::of(&[
+            AccessMode::ReadWriteOnce,
+            AccessMode::ReadOnlyMany,
+            AccessMode::ReadWriteMany,
+        ]),
         _ => AccessModes::of(&[AccessMode::ReadWriteOnce]),
     }
 }
@@ -49,24 +46,13 @@ pub(crate) fn assemble(
     errors: &mut Vec<Diagnostic>,
     notes: &mut Vec<Diagnostic>,
 ) -> Inventory {
-    let mut err = |file: &str, span: Span, field: &str, msg: String| {
-        errors.push(notice(file, span, field, msg))
-    };
+    let mut err = |file: &str, span: Span, field: &str, msg: String| errors.push(notice(file, span, field, msg));
 
     // Provisioners: names must be unique across fedvol definitions and StorageClasses.
-    let mut provisioners: Vec<Provisioner> = fedvol
-        .provisioners
-        .iter()
-        .map(|d| d.provisioner.clone())
-        .collect();
+    let mut provisioners: Vec<Provisioner> = fedvol.provisioners.iter().map(|d| d.provisioner.clone()).collect();
     let mut where_defined: BTreeMap<String, String> = provisioners
         .iter()
-        .map(|p| {
-            (
-                p.name.clone(),
-                format!("{}:{}", p.origin.file, p.origin.line),
-            )
-        })
+        .map(|p| (p.name.clone(), format!("{}:{}", p.origin.file, p.origin.line)))
         .collect();
     for key in &fedvol.provisioner_keys {
         where_defined
@@ -119,10 +105,7 @@ pub(crate) fn assemble(
                     main_file,
                     *span,
                     &format!("zones.{}.storage", z.zone.name),
-                    format!(
-                        "zone `{}` lists provisioner `{p}`, which is not defined",
-                        z.zone.name
-                    ),
+                    format!("zone `{}` lists provisioner `{p}`, which is not defined", z.zone.name),
                 );
             }
         }
@@ -162,10 +145,7 @@ pub(crate) fn assemble(
                     main_file,
                     *span,
                     &field,
-                    format!(
-                        "project `{}` is assigned zone `{}` twice",
-                        p.project.name, a.zone
-                    ),
+                    format!("project `{}` is assigned zone `{}` twice", p.project.name, a.zone),
                 );
             }
         }
@@ -175,12 +155,7 @@ pub(crate) fn assemble(
             .iter()
             .filter(|p| p.from_storage_class && !p.reachability.zones.is_empty())
         {
-            if !p
-                .reachability
-                .zones
-                .iter()
-                .any(|z| zone_names.contains(z.as_str()))
-            {
+            if !p.reachability.zones.iter().any(|z| zone_names.contains(z.as_str())) {
                 notes.push(notice(
                     &p.origin.file,
                     at(p.origin.line),
@@ -218,10 +193,7 @@ pub(crate) fn assemble(
                         main_file,
                         *span,
                         "volumes.host",
-                        format!(
-                            "volume `{}` is pinned to host `{h}`, which no zone lists",
-                            v.name
-                        ),
+                        format!("volume `{}` is pinned to host `{h}`, which no zone lists", v.name),
                     );
                 }
                 v.node_affinity = Some(NodeAffinity {
@@ -270,10 +242,7 @@ pub(crate) fn assemble(
                 &v.origin.file,
                 at(v.origin.line),
                 "metadata.name",
-                format!(
-                    "PersistentVolume `{}` is already defined at {first}",
-                    v.name
-                ),
+                format!("PersistentVolume `{}` is already defined at {first}", v.name),
             );
             continue;
         }

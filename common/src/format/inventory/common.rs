@@ -18,19 +18,11 @@ pub(crate) fn is_object_name(s: &str) -> bool {
 
 /// True for a NATS subject token as fedvol uses them: letters, digits, `-`, `_`.
 pub fn is_subject_token(s: &str) -> bool {
-    !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+    !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
 }
 
 /// Checks an object name at `span`; reports and returns false when it is not one.
-pub(crate) fn check_object_name(
-    ctx: &mut Ctx,
-    span: Span,
-    field: &str,
-    what: &str,
-    name: &str,
-) -> bool {
+pub(crate) fn check_object_name(ctx: &mut Ctx, span: Span, field: &str, what: &str, name: &str) -> bool {
     if is_object_name(name) {
         return true;
     }

@@ -30,14 +30,7 @@ pub(crate) struct FedvolDoc {
 }
 
 /// Top-level keys of a fedvol inventory document.
-pub const TOP_LEVEL_KEYS: [&str; 6] = [
-    "cluster",
-    "include",
-    "provisioners",
-    "volumes",
-    "projects",
-    "zones",
-];
+pub const TOP_LEVEL_KEYS: [&str; 6] = ["cluster", "include", "provisioners", "volumes", "projects", "zones"];
 
 /// Decodes one fedvol inventory document. `cluster` is required and must be a NATS subject
 /// token (letters, digits, `-`, `_`); every other section is optional.
@@ -52,7 +45,13 @@ pub(crate) fn decode_fedvol_doc(ctx: &mut Ctx, doc: &Node) -> FedvolDoc {
         if is_subject_token(&c) {
             out.cluster = Some((c, n.span));
         } else {
-            ctx.error(n.span, "cluster", format!("`{c}` is not a valid cluster name; use letters, digits, `-` and `_` (it is a NATS subject token)"));
+            ctx.error(
+                n.span,
+                "cluster",
+                format!(
+                    "`{c}` is not a valid cluster name; use letters, digits, `-` and `_` (it is a NATS subject token)"
+                ),
+            );
         }
     }
     if let Some(n) = r.take("include") {

@@ -66,7 +66,13 @@ pub(crate) fn read_documents(
                     notes.push(skipped_notice(ctx.file(), doc, &api, &kind, "a claim is a workflow, not part of a cluster inventory; load the file as a workflow to plan it"));
                 }
                 DocKind::List | DocKind::Other => {
-                    notes.push(skipped_notice(ctx.file(), doc, &api, &kind, "fedvol reads only StorageClass and PersistentVolume documents in an inventory"));
+                    notes.push(skipped_notice(
+                        ctx.file(),
+                        doc,
+                        &api,
+                        &kind,
+                        "fedvol reads only StorageClass and PersistentVolume documents in an inventory",
+                    ));
                 }
             },
             None if doc.as_map().is_none() => {

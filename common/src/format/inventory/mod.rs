@@ -81,11 +81,7 @@ pub fn cluster_name_from_stem(stem: &str) -> String {
         })
         .collect();
     let s = s.trim_matches('-').to_string();
-    if s.is_empty() {
-        "cluster".to_string()
-    } else {
-        s
-    }
+    if s.is_empty() { "cluster".to_string() } else { s }
 }
 
 /// Parses an inventory whose main file is `label` with `text`.
@@ -140,11 +136,7 @@ pub fn parse_inventory(
     }
     let digest = hasher.finalize();
     let version: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
-    if fedvol.is_none()
-        && kube.class_names.is_empty()
-        && kube.volumes.is_empty()
-        && errors.is_empty()
-    {
+    if fedvol.is_none() && kube.class_names.is_empty() && kube.volumes.is_empty() && errors.is_empty() {
         let why = if kube.claims > 0 {
             "it holds PersistentVolumeClaims only: load it as a workflow"
         } else {

@@ -46,10 +46,7 @@ pub(crate) fn decode_projects(ctx: &mut Ctx, node: &Node, field: &str) -> Vec<Pr
             }
         }
         pr.finish(ctx);
-        out.push(ProjectDef {
-            project,
-            zone_spans,
-        });
+        out.push(ProjectDef { project, zone_spans });
     }
     r.finish(ctx);
     out
@@ -71,12 +68,8 @@ fn assignment(ctx: &mut Ctx, node: &Node, field: &str) -> Option<(ZoneAssignment
         if let Some(mut l) = ctx.map(n, &f) {
             limits.instances = opt_u64(ctx, l.take("instances"), &join(&f, "instances"));
             limits.cpu = opt_u64(ctx, l.take("cpu"), &join(&f, "cpu"));
-            limits.memory = l
-                .take("memory")
-                .and_then(|m| size(ctx, m, &join(&f, "memory")));
-            limits.storage = l
-                .take("storage")
-                .and_then(|m| size(ctx, m, &join(&f, "storage")));
+            limits.memory = l.take("memory").and_then(|m| size(ctx, m, &join(&f, "memory")));
+            limits.storage = l.take("storage").and_then(|m| size(ctx, m, &join(&f, "storage")));
             l.finish(ctx);
         }
     }
@@ -84,8 +77,7 @@ fn assignment(ctx: &mut Ctx, node: &Node, field: &str) -> Option<(ZoneAssignment
     if let Some(n) = r.take("usage") {
         let f = r.path("usage");
         if let Some(mut u) = ctx.map(n, &f) {
-            usage.instances =
-                opt_u64(ctx, u.take("instances"), &join(&f, "instances")).unwrap_or(0);
+            usage.instances = opt_u64(ctx, u.take("instances"), &join(&f, "instances")).unwrap_or(0);
             usage.cpu = opt_u64(ctx, u.take("cpu"), &join(&f, "cpu")).unwrap_or(0);
             usage.memory = u
                 .take("memory")

@@ -8,8 +8,7 @@ use std::collections::BTreeSet;
 use super::common::{RESERVED_PROVISIONER_NAMES, check_object_name, positioned_list};
 use crate::format::kube::fields::{is_qualified_name, size};
 use crate::model::{
-    AccessPolicy, Driver, Origin, Permissions, Provisioner, ProvisionerStatus, Reachability,
-    ReclaimPolicy, VolumeMode,
+    AccessPolicy, Driver, Origin, Permissions, Provisioner, ProvisionerStatus, Reachability, ReclaimPolicy, VolumeMode,
 };
 use crate::yaml::{Ctx, Key, Node, Span, join};
 
@@ -24,11 +23,7 @@ pub(crate) struct ProvisionerDef {
 
 /// Reads the `provisioners` map. Returns the definitions that decoded cleanly and every key
 /// (so that references to a provisioner with errors are not reported a second time).
-pub(crate) fn decode_provisioners(
-    ctx: &mut Ctx,
-    node: &Node,
-    field: &str,
-) -> (Vec<ProvisionerDef>, Vec<String>) {
+pub(crate) fn decode_provisioners(ctx: &mut Ctx, node: &Node, field: &str) -> (Vec<ProvisionerDef>, Vec<String>) {
     let mut defs = Vec::new();
     let mut keys: Vec<String> = Vec::new();
     let Some(mut r) = ctx.map(node, field) else {
@@ -47,12 +42,7 @@ pub(crate) fn decode_provisioners(
     (defs, keys)
 }
 
-fn decode_provisioner(
-    ctx: &mut Ctx,
-    key: &Key,
-    node: &Node,
-    field: &str,
-) -> Option<ProvisionerDef> {
+fn decode_provisioner(ctx: &mut Ctx, key: &Key, node: &Node, field: &str) -> Option<ProvisionerDef> {
     let errs = ctx.error_count();
     if check_object_name(ctx, key.span, field, "provisioner", &key.name)
         && RESERVED_PROVISIONER_NAMES.contains(&key.name.as_str())
@@ -159,21 +149,16 @@ fn decode_provisioner(
             line: key.span.line,
         },
     };
-    Some(ProvisionerDef {
-        provisioner,
-        zone_refs,
-    })
+    Some(ProvisionerDef { provisioner, zone_refs })
 }
 
 /// Reads `Delete`, `Retain` or `Recycle` (any case).
 pub(crate) fn reclaim_policy(ctx: &mut Ctx, node: &Node, field: &str) -> Option<ReclaimPolicy> {
-    Some(
-        match ctx.one_of(node, field, &["Delete", "Retain", "Recycle"])? {
-            "Retain" => ReclaimPolicy::Retain,
-            "Recycle" => ReclaimPolicy::Recycle,
-            _ => ReclaimPolicy::Delete,
-        },
-    )
+    Some(match ctx.one_of(node, field, &["Delete", "Retain", "Recycle"])? {
+        "Retain" => ReclaimPolicy::Retain,
+        "Recycle" => ReclaimPolicy::Recycle,
+        _ => ReclaimPolicy::Delete,
+    })
 }
 
 /// Reads an access policy: `all`, or a list of group names (an empty list means nobody).
@@ -191,10 +176,7 @@ fn policy(ctx: &mut Ctx, node: &Node, field: &str) -> Option<AccessPolicy> {
         return None;
     }
     let groups = ctx.string_list(node, field)?;
-    let set: BTreeSet<String> = groups
-        .into_iter()
-        .filter(|g| !g.trim().is_empty())
-        .collect();
+    let set: BTreeSet<String> = groups.into_iter().filter(|g| !g.trim().is_empty()).collect();
     Some(if set.is_empty() {
         AccessPolicy::Deny
     } else {
@@ -211,11 +193,7 @@ fn volume_modes(ctx: &mut Ctx, node: &Node, field: &str) -> Option<Vec<VolumeMod
             _ => VolumeMode::Filesystem,
         };
         if out.contains(&mode) {
-            ctx.error(
-                item.span,
-                &format!("{field}[{i}]"),
-                "volume mode listed twice",
-            );
+            ctx.error(item.span, &format!("{field}[{i}]"), "volume mode listed twice");
             return None;
         }
         out.push(mode);
@@ -237,13 +215,9 @@ fn volume_modes(ctx: &mut Ctx, node: &Node, field: &str) -> Option<Vec<VolumeMod
 fn driver(ctx: &mut Ctx, node: &Node, field: &str) -> Option<Driver> {
     let errs = ctx.error_count();
     let mut r = ctx.map(node, field)?;
-    let ty = r.require(ctx, "type").and_then(|n| {
-        ctx.one_of(
-            n,
-            &join(field, "type"),
-            &["nfs", "hostpath", "efs", "external"],
-        )
-    });
+    let ty = r
+        .require(ctx, "type")
+        .and_then(|n| ctx.one_of(n, &join(field, "type"), &["nfs", "hostpath", "efs", "external"]));
     let Some(ty) = ty else {
         // Without a known type the other keys cannot be judged; only the type is reported.
         return None;
@@ -255,9 +229,7 @@ fn driver(ctx: &mut Ctx, node: &Node, field: &str) -> Option<Driver> {
                 let s = ctx.nonempty_string(n, &f)?;
                 match s.split_once(':') {
                     Some((server, path))
-                        if !server.is_empty()
-                            && !server.contains(char::is_whitespace)
-                            && path.starts_with('/') =>
+                        if !server.is_empty() && !server.contains(char::is_whitespace) && path.starts_with('/') =>
                     {
                         Some(s)
                     }
@@ -292,11 +264,7 @@ fn driver(ctx: &mut Ctx, node: &Node, field: &str) -> Option<Driver> {
                 let f = join(field, "fileSystemId");
                 let s = ctx.nonempty_string(n, &f)?;
                 let hex = s.strip_prefix("fs-").unwrap_or("");
-                if hex.len() >= 8
-                    && hex
-                        .chars()
-                        .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
-                {
+                if hex.len() >= 8 && hex.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()) {
                     Some(s)
                 } else {
                     ctx.error_hint(
@@ -317,7 +285,12 @@ fn driver(ctx: &mut Ctx, node: &Node, field: &str) -> Option<Driver> {
                 if is_qualified_name(&s.to_ascii_lowercase()) {
                     Some(s)
                 } else {
-                    ctx.error_hint(n.span, &f, format!("`{s}` is not a provisioner name"), "expected vendor/name such as example.com/nfs, or a CSI driver name such as ebs.csi.aws.com");
+                    ctx.error_hint(
+                        n.span,
+                        &f,
+                        format!("`{s}` is not a provisioner name"),
+                        "expected vendor/name such as example.com/nfs, or a CSI driver name such as ebs.csi.aws.com",
+                    );
                     None
                 }
             });
@@ -332,11 +305,7 @@ fn driver(ctx: &mut Ctx, node: &Node, field: &str) -> Option<Driver> {
         }
     };
     r.finish(ctx);
-    if ctx.error_count() > errs {
-        None
-    } else {
-        driver
-    }
+    if ctx.error_count() > errs { None } else { driver }
 }
 
 fn absolute_path(ctx: &mut Ctx, node: &Node, field: &str) -> Option<String> {

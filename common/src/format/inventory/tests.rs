@@ -6,8 +6,8 @@ use sha2::{Digest, Sha256};
 
 use crate::format::files::{Loaded, parse_inventory_str};
 use crate::model::{
-    AccessMode, AccessModes, AccessPolicy, Driver, Inventory, Operation, PlacementPolicy,
-    PowerState, ProvisionerStatus, ReclaimPolicy, Tag, VolumeMode, VolumePhase,
+    AccessMode, AccessModes, AccessPolicy, Driver, Inventory, Operation, PlacementPolicy, PowerState,
+    ProvisionerStatus, ReclaimPolicy, Tag, VolumeMode, VolumePhase,
 };
 use crate::yaml::Diagnostics;
 
@@ -115,19 +115,11 @@ fn parse(text: &str) -> Result<Loaded<Inventory>, Diagnostics> {
 }
 
 fn errors(text: &str) -> Vec<String> {
-    parse(text)
-        .unwrap_err()
-        .0
-        .iter()
-        .map(|d| d.to_string())
-        .collect()
+    parse(text).unwrap_err().0.iter().map(|d| d.to_string()).collect()
 }
 
 fn real_inputs() -> &'static Path {
-    Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/real-inputs"
-    ))
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/real-inputs"))
 }
 
 #[test]
@@ -157,34 +149,17 @@ fn full_inventory_in_seed_syntax() {
             mount: None
         }
     );
-    assert_eq!(
-        fast.annotations.get("tier").map(String::as_str),
-        Some("fast")
-    );
-    assert_eq!(
-        fast.annotations.get("region").map(String::as_str),
-        Some("us-west")
-    );
+    assert_eq!(fast.annotations.get("tier").map(String::as_str), Some("fast"));
+    assert_eq!(fast.annotations.get("region").map(String::as_str), Some("us-west"));
     assert_eq!(fast.permissions.access, AccessPolicy::All);
     assert_eq!(fast.permissions.ephemeral, AccessPolicy::All);
-    assert_eq!(
-        fast.permissions.create,
-        AccessPolicy::Deny,
-        "absent policy = nobody"
-    );
-    assert!(
-        !fast
-            .permissions
-            .allows(Operation::Create, &["anyone".into()])
-    );
+    assert_eq!(fast.permissions.create, AccessPolicy::Deny, "absent policy = nobody");
+    assert!(!fast.permissions.allows(Operation::Create, &["anyone".into()]));
     assert_eq!(fast.status, ProvisionerStatus::Ready);
     assert_eq!(fast.reclaim_policy, ReclaimPolicy::Delete);
     assert_eq!(fast.volume_modes, vec![VolumeMode::Filesystem]);
     assert!(!fast.default && !fast.from_storage_class);
-    assert_eq!(
-        (fast.origin.file.as_str(), fast.origin.line),
-        ("inv.yaml", 3)
-    );
+    assert_eq!((fast.origin.file.as_str(), fast.origin.line), ("inv.yaml", 3));
 
     let work = &inv.provisioners[1];
     assert_eq!(
@@ -202,9 +177,7 @@ fn full_inventory_in_seed_syntax() {
         AccessPolicy::Groups(["admins".to_string(), "archivists".to_string()].into())
     );
     assert!(
-        archive
-            .permissions
-            .allows(Operation::Ephemeral, &["admins".into()]),
+        archive.permissions.allows(Operation::Ephemeral, &["admins".into()]),
         "create implies ephemeral"
     );
     assert_eq!(archive.reclaim_policy, ReclaimPolicy::Retain);
@@ -219,10 +192,7 @@ fn full_inventory_in_seed_syntax() {
         }
     );
     assert_eq!(tier.status, ProvisionerStatus::Disabled);
-    assert_eq!(
-        tier.volume_modes,
-        vec![VolumeMode::Filesystem, VolumeMode::Block]
-    );
+    assert_eq!(tier.volume_modes, vec![VolumeMode::Filesystem, VolumeMode::Block]);
     assert_eq!(tier.max_volume_size.map(|b| b.0), Some(2 << 40));
     assert_eq!(tier.free_bytes.map(|b| b.0), Some(1_500_000_000_000));
 
@@ -256,9 +226,7 @@ fn full_inventory_in_seed_syntax() {
     );
     let pinned = v1.node_affinity.as_ref().unwrap();
     assert!(pinned.matches(&[("kubernetes.io/hostname".to_string(), "east-1".to_string())].into()));
-    assert!(
-        !pinned.matches(&[("kubernetes.io/hostname".to_string(), "east-2".to_string())].into())
-    );
+    assert!(!pinned.matches(&[("kubernetes.io/hostname".to_string(), "east-2".to_string())].into()));
     let v2 = &inv.volumes[2];
     assert_eq!(
         v2.access_modes,
@@ -291,10 +259,7 @@ fn full_inventory_in_seed_syntax() {
         east.tags,
         vec![Tag::parse("gpu:a100").unwrap(), Tag::parse("ssd").unwrap()]
     );
-    assert_eq!(
-        (east.placement_policy, east.priority),
-        (PlacementPolicy::Binpack, 1)
-    );
+    assert_eq!((east.placement_policy, east.priority), (PlacementPolicy::Binpack, 1));
     assert_eq!(east.images, vec!["docker://nvcr.io/"]);
     assert_eq!(east.flavors[0].memory.0, 128 << 30);
     assert_eq!(east.storage, vec!["fast-tier"]);
@@ -305,11 +270,7 @@ fn full_inventory_in_seed_syntax() {
     );
     assert_eq!(h1.capacity.devices.get("nvidia.com/gpu"), Some(&4));
     assert_eq!(
-        (
-            h1.allocated.cpu,
-            h1.allocated.memory.0,
-            h1.allocated.instances
-        ),
+        (h1.allocated.cpu, h1.allocated.memory.0, h1.allocated.instances),
         (8, 32 << 30, 1)
     );
     assert_eq!(h1.networks, vec!["ib0"]);
@@ -354,10 +315,8 @@ fn kubernetes_documents_in_the_same_file_follow_fedvol_provisioners() {
 
 #[test]
 fn includes_join_the_cluster_and_the_version() {
-    let sc =
-        "k8s/aws-ebs-csi-driver__examples__kubernetes__storageclass__manifests__storageclass.yaml";
-    let pv =
-        "k8s/aws-ebs-csi-driver__examples__kubernetes__static-provisioning__manifests__pv.yaml";
+    let sc = "k8s/aws-ebs-csi-driver__examples__kubernetes__storageclass__manifests__storageclass.yaml";
+    let pv = "k8s/aws-ebs-csi-driver__examples__kubernetes__static-provisioning__manifests__pv.yaml";
     let mixed = "k8s/lvm-localpv__deploy__sample__fio.yaml";
     let text = format!(
         "cluster: k\ninclude: [{sc}, {pv}, {mixed}]\nprovisioners:\n  local:\n    driver: {{type: hostpath, path: /data}}\n    access: all\nzones:\n  us-east-2c:\n    storage: [ebs-sc]\n"
@@ -392,12 +351,7 @@ fn includes_join_the_cluster_and_the_version() {
     for p in [sc, pv, mixed] {
         h.update(std::fs::read(real_inputs().join(p)).unwrap());
     }
-    let hex: String = h
-        .finalize()
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hex: String = h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect();
     assert_eq!(inv.version, hex);
 }
 
@@ -413,10 +367,7 @@ fn include_problems_are_errors_at_the_include_entry() {
     )
     .unwrap_err();
     assert_eq!(e.0[0].line, 3);
-    assert!(
-        e.0[0].message.contains("cannot include `missing.yaml`"),
-        "{e}"
-    );
+    assert!(e.0[0].message.contains("cannot include `missing.yaml`"), "{e}");
     assert!(e.0[0].message.contains("No such file"), "{e}");
     // an included file may not be an inventory itself
     let e = parse_inventory_str(
@@ -427,7 +378,12 @@ fn include_problems_are_errors_at_the_include_entry() {
     .unwrap_err();
     assert!(e.0[0].message.contains("Kubernetes manifests only"), "{e}");
     // an included template is refused as such
-    let e = parse_inventory_str("inv.yaml", "cluster: k\ninclude: [fuzzfiles/ciq-fuzzball-catalog__applications__printer__template.yaml]\n", Some(real_inputs())).unwrap_err();
+    let e = parse_inventory_str(
+        "inv.yaml",
+        "cluster: k\ninclude: [fuzzfiles/ciq-fuzzball-catalog__applications__printer__template.yaml]\n",
+        Some(real_inputs()),
+    )
+    .unwrap_err();
     assert!(e.0[0].message.contains("unrendered template"), "{e}");
 }
 
@@ -459,16 +415,21 @@ fn duplicates_are_errors() {
             .any(|e| e.starts_with("inv.yaml:7:3: provisioners.p2: duplicate key")),
         "{errs:#?}"
     );
-    assert!(errs.iter().any(|e| e.starts_with("inv.yaml:12:5: volumes.name: volume `v` of provisioner `ebs-sc` is already defined at inv.yaml:10")), "{errs:#?}");
     assert!(
-        errs.iter().any(|e| e
-            .starts_with("inv.yaml:17:20: zones.b.hosts: host `h1` is already listed in zone `a`")),
+        errs.iter().any(|e| e.starts_with(
+            "inv.yaml:12:5: volumes.name: volume `v` of provisioner `ebs-sc` is already defined at inv.yaml:10"
+        )),
         "{errs:#?}"
     );
     assert!(
-        errs.iter().any(|e| e.starts_with(
-            "inv.yaml:19:1: metadata.name: provisioner `ebs-sc` is already defined at inv.yaml:3"
-        )),
+        errs.iter()
+            .any(|e| e.starts_with("inv.yaml:17:20: zones.b.hosts: host `h1` is already listed in zone `a`")),
+        "{errs:#?}"
+    );
+    assert!(
+        errs.iter()
+            .any(|e| e
+                .starts_with("inv.yaml:19:1: metadata.name: provisioner `ebs-sc` is already defined at inv.yaml:3")),
         "{errs:#?}"
     );
     // duplicate PersistentVolume names (cluster-scoped in Kubernetes)
@@ -498,10 +459,7 @@ fn unknown_keys_get_hints_with_line_and_column_and_errors_are_collected() {
         Some("did you mean `access`?")
     );
     let d = find("provisioners.p.ephemeral");
-    assert_eq!(
-        d.hint.as_deref(),
-        Some("for a single group write `[physics]`")
-    );
+    assert_eq!(d.hint.as_deref(), Some("for a single group write `[physics]`"));
     assert_eq!(
         find("provisioners.p.status").hint.as_deref(),
         Some("did you mean `READY`?")
@@ -517,11 +475,7 @@ fn unknown_keys_get_hints_with_line_and_column_and_errors_are_collected() {
             .message
             .contains("missing required field `memory`")
     );
-    assert!(
-        find("volumes[0].size")
-            .message
-            .contains("unknown unit `XB`")
-    );
+    assert!(find("volumes[0].size").message.contains("unknown unit `XB`"));
     assert!(
         find("volumes[1].accessModes[0]")
             .message
@@ -585,10 +539,7 @@ fn bad_values_are_errors() {
             "not a valid volume name",
         ),
         ("cluster: c\nzones:\n  z: {tags: [\":x\"]}\n", "not a tag"),
-        (
-            "cluster: c\nzones:\n  z: {priority: high}\n",
-            "whole number",
-        ),
+        ("cluster: c\nzones:\n  z: {priority: high}\n", "whole number"),
         (
             "cluster: c\nprojects:\n  p: {zones: [{priority: 1}]}\n",
             "missing required field `zone`",
@@ -598,10 +549,7 @@ fn bad_values_are_errors() {
             "cluster: c\nvolumes:\n  v: {provisioner: p}\n",
             "volume name is unique only within its provisioner",
         ),
-        (
-            "cluster: c\n---\ncluster: d\n",
-            "a second inventory document",
-        ),
+        ("cluster: c\n---\ncluster: d\n", "a second inventory document"),
     ];
     for (text, want) in cases {
         let e = parse(text).unwrap_err();
@@ -623,12 +571,7 @@ fn json_inventory_works_through_the_same_loader() {
     );
     assert_eq!(inv.zones[0].priority, 3);
     assert_eq!(inv.volumes[0].capacity.0, 10_000_000_000);
-    let e = parse_inventory_str(
-        "inv.json",
-        r#"{"cluster": "c", "zones": {"z": {"prority": 1}}}"#,
-        None,
-    )
-    .unwrap_err();
+    let e = parse_inventory_str("inv.json", r#"{"cluster": "c", "zones": {"z": {"prority": 1}}}"#, None).unwrap_err();
     assert_eq!(e.0[0].hint.as_deref(), Some("did you mean `priority`?"));
     assert_eq!((e.0[0].line, e.0[0].col), (1, 34));
 }
@@ -636,9 +579,7 @@ fn json_inventory_works_through_the_same_loader() {
 #[test]
 fn kubernetes_only_file_is_an_inventory_named_after_the_file() {
     let text = "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: s}\nprovisioner: a.io/b\n";
-    let inv = parse_inventory_str("dir/My Cluster.v2.yaml", text, None)
-        .unwrap()
-        .value;
+    let inv = parse_inventory_str("dir/My Cluster.v2.yaml", text, None).unwrap().value;
     assert_eq!(inv.cluster, "My-Cluster");
     assert!(inv.zones.is_empty() && inv.projects.is_empty());
     let e = parse_inventory_str("claims.yaml", "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: c}\nspec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}\n", None).unwrap_err();
@@ -650,10 +591,6 @@ fn storage_class_zones_unknown_to_the_inventory_give_a_notice() {
     let text = "cluster: c\nzones:\n  z1: {}\n---\napiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: s}\nprovisioner: a.io/b\nallowedTopologies:\n- matchLabelExpressions:\n  - {key: topology.kubernetes.io/zone, values: [us-east-2c]}\n";
     let loaded = parse(text).unwrap();
     assert_eq!(loaded.notices.len(), 1);
-    assert!(
-        loaded.notices[0]
-            .message
-            .contains("no zone reaches its storage")
-    );
+    assert!(loaded.notices[0].message.contains("no zone reaches its storage"));
     assert_eq!(loaded.notices[0].line, 5);
 }

@@ -55,10 +55,9 @@ fn decode_volume(ctx: &mut Ctx, node: &Node, field: &str) -> Option<VolumeDef> {
         let s = ctx.nonempty_string(n, &f)?;
         check_object_name(ctx, n.span, &f, "volume", &s).then_some(s)
     });
-    let provisioner = r.require(ctx, "provisioner").and_then(|n| {
-        ctx.nonempty_string(n, &r.path("provisioner"))
-            .map(|s| (s, n.span))
-    });
+    let provisioner = r
+        .require(ctx, "provisioner")
+        .and_then(|n| ctx.nonempty_string(n, &r.path("provisioner")).map(|s| (s, n.span)));
     let capacity = r
         .take("size")
         .and_then(|n| size(ctx, n, &r.path("size")))
@@ -96,13 +95,9 @@ fn decode_volume(ctx: &mut Ctx, node: &Node, field: &str) -> Option<VolumeDef> {
         },
         None => VolumePhase::Available,
     };
-    let claim = r
-        .take("claimRef")
-        .and_then(|n| claim_ref(ctx, n, &r.path("claimRef")));
+    let claim = r.take("claimRef").and_then(|n| claim_ref(ctx, n, &r.path("claimRef")));
     let reclaim = match r.take("reclaimPolicy") {
-        Some(n) => {
-            reclaim_policy(ctx, n, &r.path("reclaimPolicy")).unwrap_or(ReclaimPolicy::Retain)
-        }
+        Some(n) => reclaim_policy(ctx, n, &r.path("reclaimPolicy")).unwrap_or(ReclaimPolicy::Retain),
         None => ReclaimPolicy::Retain,
     };
     let host = r

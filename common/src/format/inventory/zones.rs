@@ -42,13 +42,7 @@ pub(crate) fn decode_zones(ctx: &mut Ctx, node: &Node, field: &str) -> (Vec<Zone
     (out, keys)
 }
 
-fn decode_zone(
-    ctx: &mut Ctx,
-    name: &str,
-    key_span: Span,
-    node: &Node,
-    field: &str,
-) -> Option<ZoneDef> {
+fn decode_zone(ctx: &mut Ctx, name: &str, key_span: Span, node: &Node, field: &str) -> Option<ZoneDef> {
     let errs = ctx.error_count();
     let mut r = ctx.map(node, field)?;
     let zone_tags = r
@@ -70,14 +64,7 @@ fn decode_zone(
     };
     let priority = r
         .take("priority")
-        .and_then(|n| {
-            ctx.int(
-                n,
-                &join(field, "priority"),
-                i64::MIN as i128,
-                i64::MAX as i128,
-            )
-        })
+        .and_then(|n| ctx.int(n, &join(field, "priority"), i64::MIN as i128, i64::MAX as i128))
         .unwrap_or(0) as i64;
     let segment = r
         .take("segment")
@@ -141,12 +128,8 @@ fn flavor(ctx: &mut Ctx, node: &Node, field: &str) -> Option<Flavor> {
     let name = r
         .require(ctx, "name")
         .and_then(|n| ctx.nonempty_string(n, &r.path("name")));
-    let cpu = r
-        .require(ctx, "cpu")
-        .and_then(|n| ctx.u64(n, &r.path("cpu")));
-    let memory = r
-        .require(ctx, "memory")
-        .and_then(|n| size(ctx, n, &r.path("memory")));
+    let cpu = r.require(ctx, "cpu").and_then(|n| ctx.u64(n, &r.path("cpu")));
+    let memory = r.require(ctx, "memory").and_then(|n| size(ctx, n, &r.path("memory")));
     r.finish(ctx);
     Some(Flavor {
         name: name?,
@@ -211,10 +194,8 @@ fn resources(ctx: &mut Ctx, node: &Node, field: &str, is_capacity: bool) -> Opti
     let mut r = ctx.map(node, field)?;
     let (cpu, memory) = if is_capacity {
         (
-            r.require(ctx, "cpu")
-                .and_then(|n| ctx.u64(n, &r.path("cpu"))),
-            r.require(ctx, "memory")
-                .and_then(|n| size(ctx, n, &r.path("memory"))),
+            r.require(ctx, "cpu").and_then(|n| ctx.u64(n, &r.path("cpu"))),
+            r.require(ctx, "memory").and_then(|n| size(ctx, n, &r.path("memory"))),
         )
     } else {
         (

@@ -115,11 +115,7 @@ fn resources(ctx: &mut Ctx, node: &Node, field: &str) -> Option<ByteSize> {
                 q.finish(ctx);
             }
         }
-        None => ctx.error(
-            node.span,
-            field,
-            "missing required field `requests` (with `storage`)",
-        ),
+        None => ctx.error(node.span, field, "missing required field `requests` (with `storage`)"),
     }
     if let Some(lim) = r.take("limits") {
         let f = r.path("limits");

@@ -7,12 +7,7 @@ use crate::yaml::{Ctx, Node, closest};
 
 /// Reads one of `choices`, compared case-sensitively as the Kubernetes API does (`Retain`, not
 /// `retain`); a near miss gets a "did you mean" hint.
-pub(crate) fn exact_one_of(
-    ctx: &mut Ctx,
-    node: &Node,
-    field: &str,
-    choices: &[&'static str],
-) -> Option<&'static str> {
+pub(crate) fn exact_one_of(ctx: &mut Ctx, node: &Node, field: &str, choices: &[&'static str]) -> Option<&'static str> {
     let s = ctx.string(node, field)?;
     if let Some(c) = choices.iter().find(|c| **c == s) {
         return Some(c);
@@ -35,16 +30,9 @@ pub(crate) fn quantity(ctx: &mut Ctx, node: &Node, field: &str) -> Option<ByteSi
         let hint = if let Some(base) = stripped.strip_suffix(['i', 'I']) {
             format!("Kubernetes writes binary units without the B, e.g. `{base}i`")
         } else {
-            format!(
-                "Kubernetes writes decimal units without the B, e.g. `{stripped}`, or binary ones as Ki, Mi, Gi"
-            )
+            format!("Kubernetes writes decimal units without the B, e.g. `{stripped}`, or binary ones as Ki, Mi, Gi")
         };
-        ctx.error_hint(
-            node.span,
-            field,
-            format!("`{s}` is not a Kubernetes quantity"),
-            hint,
-        );
+        ctx.error_hint(node.span, field, format!("`{s}` is not a Kubernetes quantity"), hint);
         return None;
     }
     match ByteSize::parse(t) {
@@ -71,12 +59,7 @@ pub(crate) fn size(ctx: &mut Ctx, node: &Node, field: &str) -> Option<ByteSize> 
 /// Reads a list of access modes. `short` also admits `RWO`/`ROX`/`RWX`/`RWOP` (fedvol files);
 /// Kubernetes documents use the long names only. Kubernetes rules: at least one mode, and
 /// `ReadWriteOncePod` cannot be combined with another mode.
-pub(crate) fn access_modes(
-    ctx: &mut Ctx,
-    node: &Node,
-    field: &str,
-    short: bool,
-) -> Option<AccessModes> {
+pub(crate) fn access_modes(ctx: &mut Ctx, node: &Node, field: &str, short: bool) -> Option<AccessModes> {
     let items = ctx.seq(node, field)?;
     let mut modes = Vec::new();
     let mut ok = true;
@@ -194,10 +177,18 @@ pub(crate) fn check_labels(
 ) {
     for (k, v) in labels {
         if !is_qualified_name(k) {
-            ctx.error(node.span, field, format!("`{k}` is not a valid label key; expected [prefix/]name with letters, digits, `-`, `_`, `.`"));
+            ctx.error(
+                node.span,
+                field,
+                format!("`{k}` is not a valid label key; expected [prefix/]name with letters, digits, `-`, `_`, `.`"),
+            );
         }
         if !is_label_value(v) {
-            ctx.error(node.span, field, format!("label `{k}` has invalid value `{v}`; expected at most 63 letters, digits, `-`, `_`, `.`"));
+            ctx.error(
+                node.span,
+                field,
+                format!("label `{k}` has invalid value `{v}`; expected at most 63 letters, digits, `-`, `_`, `.`"),
+            );
         }
     }
 }
@@ -214,9 +205,7 @@ mod tests {
         assert!(!is_dns_subdomain("-x"));
         assert!(is_qualified_name("ebs.csi.aws.com"));
         assert!(is_qualified_name("kubernetes.io/gce-pd"));
-        assert!(is_qualified_name(
-            "k8s-sigs.io/nfs-subdir-external-provisioner"
-        ));
+        assert!(is_qualified_name("k8s-sigs.io/nfs-subdir-external-provisioner"));
         assert!(!is_qualified_name("a/b/c"));
         assert!(!is_qualified_name("/x"));
         assert!(!is_qualified_name("has space"));

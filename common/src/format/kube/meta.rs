@@ -40,19 +40,10 @@ const KNOWN_UNUSED: &[&str] = &[
 /// Reads `metadata` of a document starting at `doc_span`. `metadata.name` is required (fedvol
 /// needs a fixed name; `generateName` alone is refused). `namespaced` says whether the kind is
 /// namespaced (PVC) or cluster-scoped (StorageClass, PV), for validating `namespace`.
-pub(crate) fn read_meta(
-    ctx: &mut Ctx,
-    node: Option<&Node>,
-    doc_span: Span,
-    namespaced: bool,
-) -> Meta {
+pub(crate) fn read_meta(ctx: &mut Ctx, node: Option<&Node>, doc_span: Span, namespaced: bool) -> Meta {
     let mut meta = Meta::default();
     let Some(node) = node else {
-        ctx.error(
-            doc_span,
-            "metadata",
-            "missing required field `metadata` (with `name`)",
-        );
+        ctx.error(doc_span, "metadata", "missing required field `metadata` (with `name`)");
         return meta;
     };
     let Some(mut r) = ctx.map(node, "metadata") else {

@@ -18,8 +18,7 @@ mod storage_class;
 pub use claim::decode_claim;
 pub use pv::{VOLUME_SOURCES, decode_persistent_volume};
 pub use storage_class::{
-    BETA_DEFAULT_CLASS_ANNOTATION, DEFAULT_CLASS_ANNOTATION, ZONE_TOPOLOGY_KEYS,
-    decode_storage_class,
+    BETA_DEFAULT_CLASS_ANNOTATION, DEFAULT_CLASS_ANNOTATION, ZONE_TOPOLOGY_KEYS, decode_storage_class,
 };
 
 pub(crate) use pv::claim_ref;
@@ -86,13 +85,7 @@ pub fn notice(file: &str, span: Span, field: &str, message: impl Into<String>) -
 
 /// The notice for a document of a kind fedvol does not read here: names the kind, the object's
 /// name when it has one, and why it is skipped.
-pub fn skipped_notice(
-    file: &str,
-    doc: &Node,
-    api_version: &str,
-    kind: &str,
-    why: &str,
-) -> Diagnostic {
+pub fn skipped_notice(file: &str, doc: &Node, api_version: &str, kind: &str, why: &str) -> Diagnostic {
     let name = doc
         .get("metadata")
         .and_then(|m| m.get("name"))
@@ -106,12 +99,7 @@ pub fn skipped_notice(
     } else {
         format!(" ({api_version})")
     };
-    notice(
-        file,
-        doc.span,
-        "kind",
-        format!("skipped {what}{api}: {why}"),
-    )
+    notice(file, doc.span, "kind", format!("skipped {what}{api}: {why}"))
 }
 
 /// Flattens the documents of a file: `kind: List` documents (`kubectl get -o yaml` output) are
@@ -129,8 +117,7 @@ fn push_expanded<'n>(ctx: &mut Ctx, doc: &'n Node, out: &mut Vec<&'n Node>, dept
     if doc.is_null() {
         return;
     }
-    let is_list =
-        kind_of(doc).is_some_and(|(api, kind)| DocKind::of(&kind) == DocKind::List && api == "v1");
+    let is_list = kind_of(doc).is_some_and(|(api, kind)| DocKind::of(&kind) == DocKind::List && api == "v1");
     if !is_list || depth > 4 {
         out.push(doc);
         return;
@@ -150,13 +137,7 @@ fn push_expanded<'n>(ctx: &mut Ctx, doc: &'n Node, out: &mut Vec<&'n Node>, dept
 
 /// Declares `apiVersion` and `kind` known and checks that `apiVersion` is one of `allowed` for
 /// `kind` (e.g. a PersistentVolume must be `v1`).
-pub(crate) fn check_api_version(
-    ctx: &mut Ctx,
-    r: &mut MapReader<'_>,
-    doc: &Node,
-    kind: &str,
-    allowed: &[&str],
-) {
+pub(crate) fn check_api_version(ctx: &mut Ctx, r: &mut MapReader<'_>, doc: &Node, kind: &str, allowed: &[&str]) {
     r.take("kind");
     match r.take("apiVersion") {
         Some(n) => {
@@ -166,20 +147,14 @@ pub(crate) fn check_api_version(
                 ctx.error(
                     n.span,
                     "apiVersion",
-                    format!(
-                        "a {kind} has apiVersion {}, found `{v}`",
-                        allowed.join(" or ")
-                    ),
+                    format!("a {kind} has apiVersion {}, found `{v}`", allowed.join(" or ")),
                 );
             }
         }
         None => ctx.error(
             doc.span,
             "apiVersion",
-            format!(
-                "missing required field `apiVersion` ({})",
-                allowed.join(" or ")
-            ),
+            format!("missing required field `apiVersion` ({})", allowed.join(" or ")),
         ),
     }
 }

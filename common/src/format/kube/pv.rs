@@ -50,11 +50,7 @@ pub const VOLUME_SOURCES: &[&str] = &[
 ///
 /// `notes` is unused today and kept for symmetry with the other decoders. Errors go to `ctx`;
 /// `None` when the document has any.
-pub fn decode_persistent_volume(
-    ctx: &mut Ctx,
-    doc: &Node,
-    notes: &mut Vec<Diagnostic>,
-) -> Option<PersistentVolume> {
+pub fn decode_persistent_volume(ctx: &mut Ctx, doc: &Node, notes: &mut Vec<Diagnostic>) -> Option<PersistentVolume> {
     let _ = notes;
     let errs = ctx.error_count();
     let mut r = ctx.map(doc, "")?;
@@ -140,10 +136,7 @@ pub fn decode_persistent_volume(
             ctx.error(
                 spec.span,
                 "spec",
-                format!(
-                    "only one volume source may be given, found {}",
-                    sources.join(", ")
-                ),
+                format!("only one volume source may be given, found {}", sources.join(", ")),
             );
         }
     }
@@ -191,9 +184,7 @@ pub(crate) fn claim_ref(ctx: &mut Ctx, node: &Node, field: &str) -> Option<Claim
     let namespace = r
         .take("namespace")
         .and_then(|n| ctx.nonempty_string(n, &format!("{field}.namespace")));
-    let uid = r
-        .take("uid")
-        .and_then(|n| ctx.string(n, &format!("{field}.uid")));
+    let uid = r.take("uid").and_then(|n| ctx.string(n, &format!("{field}.uid")));
     if let Some(n) = r.take("kind")
         && let Some(k) = ctx.string(n, &format!("{field}.kind"))
         && k != "PersistentVolumeClaim"

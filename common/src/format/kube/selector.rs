@@ -9,12 +9,7 @@ use crate::yaml::{Ctx, Node};
 /// means).
 pub(crate) const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 
-fn operator(
-    ctx: &mut Ctx,
-    node: &Node,
-    field: &str,
-    allow_numeric: bool,
-) -> Option<SelectorOperator> {
+fn operator(ctx: &mut Ctx, node: &Node, field: &str, allow_numeric: bool) -> Option<SelectorOperator> {
     let choices: &[&'static str] = if allow_numeric {
         &["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
     } else {
@@ -68,8 +63,7 @@ fn requirement(
         Some(s)
     });
     let op_node = r.require(ctx, "operator");
-    let op =
-        op_node.and_then(|n| operator(ctx, n, &r.path("operator"), allow_numeric && !fields_form));
+    let op = op_node.and_then(|n| operator(ctx, n, &r.path("operator"), allow_numeric && !fields_form));
     let values_node = r.take("values");
     let values = match values_node {
         Some(v) => ctx.string_list(v, &r.path("values")).unwrap_or_default(),
@@ -84,11 +78,7 @@ fn requirement(
             if values.is_empty() {
                 ctx.error(at, &vf, "operator In/NotIn needs at least one value");
             } else if fields_form && values.len() != 1 {
-                ctx.error(
-                    at,
-                    &vf,
-                    "a metadata.name field selector takes exactly one value",
-                );
+                ctx.error(at, &vf, "a metadata.name field selector takes exactly one value");
             }
             for v in &values {
                 if !fields_form && !is_label_value(v) {
@@ -173,11 +163,7 @@ pub(crate) fn node_affinity(ctx: &mut Ctx, node: &Node, field: &str) -> Option<N
 fn node_selector_terms(ctx: &mut Ctx, node: &Node, field: &str) -> Vec<Vec<LabelRequirement>> {
     let items = ctx.seq(node, field).unwrap_or_default();
     if items.is_empty() {
-        ctx.error(
-            node.span,
-            field,
-            "at least one node selector term is required",
-        );
+        ctx.error(node.span, field, "at least one node selector term is required");
     }
     let mut terms = Vec::new();
     for (i, term) in items.iter().enumerate() {
@@ -233,11 +219,7 @@ pub(crate) struct TopologyRequirement {
 /// Reads StorageClass `allowedTopologies`: a list of terms, each with `matchLabelExpressions`
 /// (`{key, values}`, values required). Returned flattened; the caller decides what each key
 /// means.
-pub(crate) fn allowed_topologies(
-    ctx: &mut Ctx,
-    node: &Node,
-    field: &str,
-) -> Option<Vec<TopologyRequirement>> {
+pub(crate) fn allowed_topologies(ctx: &mut Ctx, node: &Node, field: &str) -> Option<Vec<TopologyRequirement>> {
     let errs = ctx.error_count();
     let mut out = Vec::new();
     for (i, term) in ctx.seq(node, field).unwrap_or_default().iter().enumerate() {
@@ -261,11 +243,7 @@ pub(crate) fn allowed_topologies(
                 if let Some(v) = &values
                     && v.is_empty()
                 {
-                    ctx.error(
-                        item.span,
-                        &format!("{xf}.values"),
-                        "at least one value is required",
-                    );
+                    ctx.error(item.span, &format!("{xf}.values"), "at least one value is required");
                 }
                 x.finish(ctx);
                 if let (Some(key), Some(values)) = (key, values) {

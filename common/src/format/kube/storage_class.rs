@@ -8,8 +8,7 @@ use super::meta::read_meta;
 use super::selector::allowed_topologies;
 use super::{check_api_version, notice};
 use crate::model::{
-    Driver, Origin, Permissions, Provisioner, ProvisionerStatus, Reachability, ReclaimPolicy,
-    VolumeMode,
+    Driver, Origin, Permissions, Provisioner, ProvisionerStatus, Reachability, ReclaimPolicy, VolumeMode,
 };
 use crate::yaml::{Ctx, Diagnostic, Node};
 
@@ -18,10 +17,7 @@ pub const DEFAULT_CLASS_ANNOTATION: &str = "storageclass.kubernetes.io/is-defaul
 /// The beta spelling of [`DEFAULT_CLASS_ANNOTATION`], still honoured.
 pub const BETA_DEFAULT_CLASS_ANNOTATION: &str = "storageclass.beta.kubernetes.io/is-default-class";
 /// Topology label keys that name a cloud zone (current and legacy spelling).
-pub const ZONE_TOPOLOGY_KEYS: [&str; 2] = [
-    "topology.kubernetes.io/zone",
-    "failure-domain.beta.kubernetes.io/zone",
-];
+pub const ZONE_TOPOLOGY_KEYS: [&str; 2] = ["topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone"];
 
 /// Decodes one `StorageClass` document into a provisioner, by Kubernetes' rules:
 /// - `provisioner` (required, a qualified name such as `ebs.csi.aws.com` or
@@ -38,11 +34,7 @@ pub const ZONE_TOPOLOGY_KEYS: [&str; 2] = [
 /// both volume modes and `from_storage_class: true`; its annotations are the object's
 /// annotations (matched by workflow volume annotations, seed 000). Errors go to `ctx`; `None`
 /// when the document has any.
-pub fn decode_storage_class(
-    ctx: &mut Ctx,
-    doc: &Node,
-    notes: &mut Vec<Diagnostic>,
-) -> Option<Provisioner> {
+pub fn decode_storage_class(ctx: &mut Ctx, doc: &Node, notes: &mut Vec<Diagnostic>) -> Option<Provisioner> {
     let errs = ctx.error_count();
     let mut r = ctx.map(doc, "")?;
     check_api_version(
@@ -79,12 +71,7 @@ pub fn decode_storage_class(
         ctx.bool(n, "allowVolumeExpansion");
     }
     if let Some(n) = r.take("volumeBindingMode") {
-        exact_one_of(
-            ctx,
-            n,
-            "volumeBindingMode",
-            &["Immediate", "WaitForFirstConsumer"],
-        );
+        exact_one_of(ctx, n, "volumeBindingMode", &["Immediate", "WaitForFirstConsumer"]);
     }
     let mut zones: Vec<String> = Vec::new();
     if let Some(n) = r.take("allowedTopologies") {
@@ -129,10 +116,7 @@ pub fn decode_storage_class(
         status: ProvisionerStatus::Ready,
         default: is_default,
         reclaim_policy,
-        reachability: Reachability {
-            zones,
-            segment: None,
-        },
+        reachability: Reachability { zones, segment: None },
         labels: BTreeMap::new(),
         max_volume_size: None,
         free_bytes: None,

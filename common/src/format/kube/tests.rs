@@ -2,8 +2,8 @@
 
 use super::*;
 use crate::model::{
-    AccessMode, AccessModes, ClaimClass, Driver, PersistentVolume, Provisioner, ReclaimPolicy,
-    SelectorOperator, VolumeMode, VolumePhase,
+    AccessMode, AccessModes, ClaimClass, Driver, PersistentVolume, Provisioner, ReclaimPolicy, SelectorOperator,
+    VolumeMode, VolumePhase,
 };
 use crate::yaml::{Diagnostics, Limits, load_documents};
 
@@ -53,10 +53,7 @@ fn storage_class_defaults_and_driver() {
     assert_eq!(p.reclaim_policy, ReclaimPolicy::Delete);
     assert!(!p.default);
     assert!(p.from_storage_class);
-    assert_eq!(
-        p.volume_modes,
-        vec![VolumeMode::Filesystem, VolumeMode::Block]
-    );
+    assert_eq!(p.volume_modes, vec![VolumeMode::Filesystem, VolumeMode::Block]);
     assert!(p.permissions.allows(crate::model::Operation::Create, &[]));
     assert_eq!(p.origin.line, 1);
     assert!(p.reachability.zones.is_empty());
@@ -83,30 +80,22 @@ fn storage_class_rules() {
     let retain = sc(&format!("{SC}provisioner: a.io/b\nreclaimPolicy: Retain\n")).unwrap();
     assert_eq!(retain.reclaim_policy, ReclaimPolicy::Retain);
     // Recycle is not allowed on a StorageClass; the wrong case gets a hint
-    let e = sc(&format!(
-        "{SC}provisioner: a.io/b\nreclaimPolicy: Recycle\n"
-    ))
-    .unwrap_err();
+    let e = sc(&format!("{SC}provisioner: a.io/b\nreclaimPolicy: Recycle\n")).unwrap_err();
     assert!(e.0[0].message.contains("Delete, Retain"), "{e}");
     let e = sc(&format!("{SC}provisioner: a.io/b\nreclaimPolicy: retain\n")).unwrap_err();
     assert_eq!(e.0[0].hint.as_deref(), Some("did you mean `Retain`?"));
-    let e = sc(&format!(
-        "{SC}provisioner: a.io/b\nvolumeBindingMode: Later\n"
-    ))
-    .unwrap_err();
+    let e = sc(&format!("{SC}provisioner: a.io/b\nvolumeBindingMode: Later\n")).unwrap_err();
     assert_eq!(e.0[0].field, "volumeBindingMode");
     let e = sc(SC).unwrap_err();
-    assert!(
-        e.0[0]
-            .message
-            .contains("missing required field `provisioner`")
-    );
+    assert!(e.0[0].message.contains("missing required field `provisioner`"));
     let e = sc(&format!("{SC}provisioner: not a name\n")).unwrap_err();
     assert!(e.0[0].message.contains("not a valid provisioner name"));
-    let e = sc("apiVersion: v1\nkind: StorageClass\nmetadata: {name: a}\nprovisioner: a.io/b\n")
-        .unwrap_err();
+    let e = sc("apiVersion: v1\nkind: StorageClass\nmetadata: {name: a}\nprovisioner: a.io/b\n").unwrap_err();
     assert!(e.0[0].message.contains("storage.k8s.io/v1"), "{e}");
-    assert!(sc("apiVersion: storage.k8s.io/v1beta1\nkind: StorageClass\nmetadata: {name: a}\nprovisioner: a.io/b\n").is_ok());
+    assert!(
+        sc("apiVersion: storage.k8s.io/v1beta1\nkind: StorageClass\nmetadata: {name: a}\nprovisioner: a.io/b\n")
+            .is_ok()
+    );
 }
 
 #[test]
@@ -118,10 +107,7 @@ fn unknown_storage_class_field_has_hint_and_position() {
     assert_eq!(e.0.len(), 2, "{e}");
     let unknown = e.0.iter().find(|d| d.field == "reclaimPolicey").unwrap();
     assert_eq!((unknown.line, unknown.col), (6, 1));
-    assert_eq!(
-        unknown.hint.as_deref(),
-        Some("did you mean `reclaimPolicy`?")
-    );
+    assert_eq!(unknown.hint.as_deref(), Some("did you mean `reclaimPolicy`?"));
     assert!(e.0.iter().any(|d| d.field == "allowVolumeExpansion"));
 }
 
@@ -138,7 +124,10 @@ fn allowed_topologies_zones_and_notice_for_other_keys() {
     assert_eq!(notes.len(), 1);
     assert!(notes[0].message.contains("kubernetes.io/hostname"));
     assert_eq!(notes[0].line, 13);
-    let e = sc(&format!("{SC}provisioner: a.io/b\nallowedTopologies:\n- matchLabelExpressions:\n  - key: k\n    values: []\n")).unwrap_err();
+    let e = sc(&format!(
+        "{SC}provisioner: a.io/b\nallowedTopologies:\n- matchLabelExpressions:\n  - key: k\n    values: []\n"
+    ))
+    .unwrap_err();
     assert!(e.0[0].message.contains("at least one value"));
 }
 
@@ -232,10 +221,7 @@ fn pre_bound_volume_without_phase_stays_available() {
 fn persistent_volume_rules() {
     let base = "spec:\n  capacity: {storage: 1Gi}\n  accessModes: [ReadWriteOnce]\n";
     let e = pv(&format!("{PV}{base}")).unwrap_err();
-    assert!(
-        e.0[0].message.contains("a volume source is required"),
-        "{e}"
-    );
+    assert!(e.0[0].message.contains("a volume source is required"), "{e}");
     let e = pv(&format!(
         "{PV}{base}  nfs: {{server: s, path: /}}\n  hostPath: {{path: /x}}\n"
     ))
@@ -247,25 +233,26 @@ fn persistent_volume_rules() {
     assert_eq!(d.field, "spec.hostpath");
     assert_eq!(d.hint.as_deref(), Some("did you mean `hostPath`?"));
     assert_eq!((d.line, d.col), (8, 3));
-    let e = pv(&format!("{PV}spec:\n  capacity: {{storage: 10GB}}\n  accessModes: [ReadWriteOnce]\n  nfs: {{server: s, path: /}}\n")).unwrap_err();
+    let e = pv(&format!(
+        "{PV}spec:\n  capacity: {{storage: 10GB}}\n  accessModes: [ReadWriteOnce]\n  nfs: {{server: s, path: /}}\n"
+    ))
+    .unwrap_err();
     assert!(e.0[0].message.contains("not a Kubernetes quantity"));
     assert!(e.0[0].hint.as_deref().unwrap().contains("10G"));
     let e = pv(&format!("{PV}spec:\n  capacity: {{storage: 1Gi, cpu: 2}}\n  accessModes: [ReadWriteOnce]\n  nfs: {{server: s, path: /}}\n")).unwrap_err();
     assert_eq!(e.0[0].field, "spec.capacity.cpu");
     let e = pv(&format!("{PV}spec:\n  capacity: {{storage: 1Gi}}\n  accessModes: [ReadWriteOncePod, ReadOnlyMany]\n  nfs: {{server: s, path: /}}\n")).unwrap_err();
-    assert!(
-        e.0[0]
-            .message
-            .contains("ReadWriteOncePod cannot be combined")
-    );
-    let e = pv(&format!("{PV}spec:\n  capacity: {{storage: 1Gi}}\n  accessModes: [RWO]\n  nfs: {{server: s, path: /}}\n")).unwrap_err();
+    assert!(e.0[0].message.contains("ReadWriteOncePod cannot be combined"));
+    let e = pv(&format!(
+        "{PV}spec:\n  capacity: {{storage: 1Gi}}\n  accessModes: [RWO]\n  nfs: {{server: s, path: /}}\n"
+    ))
+    .unwrap_err();
     assert!(e.0[0].message.contains("unknown access mode `RWO`"));
     let e = pv(&format!("{PV}{base}  nfs: {{server: s, path: /}}\n  nodeAffinity:\n    required:\n      nodeSelectorTerms:\n      - {{}}\n")).unwrap_err();
     assert!(e.0[0].message.contains("empty node selector term"), "{e}");
     let e = pv(&format!("{PV}{base}  nfs: {{server: s, path: /}}\n  nodeAffinity:\n    required:\n      nodeSelectorTerms:\n      - matchExpressions: [{{key: cores, operator: Gt, values: [a]}}]\n")).unwrap_err();
     assert!(e.0[0].message.contains("Gt/Lt"), "{e}");
-    let e = pv("apiVersion: v1\nkind: PersistentVolume\nmetadata:\n  name: Bad_Name\nspec: {}\n")
-        .unwrap_err();
+    let e = pv("apiVersion: v1\nkind: PersistentVolume\nmetadata:\n  name: Bad_Name\nspec: {}\n").unwrap_err();
     assert!(e.0.iter().any(|d| d.field == "metadata.name"), "{e}");
 }
 
@@ -274,20 +261,13 @@ const PVC: &str = "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  nam
 #[test]
 fn claim_class_unset_empty_named_and_beta() {
     let body = "spec:\n  accessModes: [ReadWriteOnce]\n  resources: {requests: {storage: 8Gi}}\n";
+    assert_eq!(claim(&format!("{PVC}{body}")).unwrap().class, ClaimClass::Unset);
     assert_eq!(
-        claim(&format!("{PVC}{body}")).unwrap().class,
-        ClaimClass::Unset
-    );
-    assert_eq!(
-        claim(&format!("{PVC}{body}  storageClassName: \"\"\n"))
-            .unwrap()
-            .class,
+        claim(&format!("{PVC}{body}  storageClassName: \"\"\n")).unwrap().class,
         ClaimClass::Empty
     );
     assert_eq!(
-        claim(&format!("{PVC}{body}  storageClassName: gold\n"))
-            .unwrap()
-            .class,
+        claim(&format!("{PVC}{body}  storageClassName: gold\n")).unwrap().class,
         ClaimClass::Named("gold".into())
     );
     let beta = |v: &str| {
@@ -307,23 +287,14 @@ fn claim_fields() {
         "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: data\n  namespace: ml\n  uid: abc\nspec:\n  accessModes: [ReadWriteMany]\n  volumeMode: Block\n  volumeName: pv-9\n  volumeAttributesClassName: silver\n  resources:\n    requests: {storage: 1500M}\n    limits: {storage: 2G}\n  selector:\n    matchLabels: {tier: gold}\n    matchExpressions:\n    - {key: region, operator: NotIn, values: [east]}\n    - {key: ssd, operator: Exists}\n  dataSource: {kind: PersistentVolumeClaim, name: old}\n  dataSourceRef: {apiGroup: snapshot.storage.k8s.io, kind: VolumeSnapshot, name: snap-1}\nstatus:\n  phase: Pending\n",
     )
     .unwrap();
-    assert_eq!(
-        (c.namespace.as_str(), c.uid.as_deref()),
-        ("ml", Some("abc"))
-    );
-    assert_eq!(
-        c.access_modes,
-        AccessModes::of(&[AccessMode::ReadWriteMany])
-    );
+    assert_eq!((c.namespace.as_str(), c.uid.as_deref()), ("ml", Some("abc")));
+    assert_eq!(c.access_modes, AccessModes::of(&[AccessMode::ReadWriteMany]));
     assert_eq!(c.volume_mode, VolumeMode::Block);
     assert_eq!(c.request.0, 1_500_000_000);
     assert_eq!(c.volume_name.as_deref(), Some("pv-9"));
     assert_eq!(c.data_source.as_deref(), Some("VolumeSnapshot/snap-1"));
     let sel = c.selector.unwrap();
-    assert_eq!(
-        sel.match_labels.get("tier").map(String::as_str),
-        Some("gold")
-    );
+    assert_eq!(sel.match_labels.get("tier").map(String::as_str), Some("gold"));
     assert_eq!(sel.match_expressions[0].operator, SelectorOperator::NotIn);
     assert_eq!(sel.match_expressions[1].operator, SelectorOperator::Exists);
 }
@@ -340,10 +311,7 @@ fn claim_rules() {
     ))
     .unwrap_err();
     assert!(e.0[0].message.contains("`storage`"), "{e}");
-    let e = claim(&format!(
-        "{PVC}spec:\n  resources: {{requests: {{storage: 1Gi}}}}\n"
-    ))
-    .unwrap_err();
+    let e = claim(&format!("{PVC}spec:\n  resources: {{requests: {{storage: 1Gi}}}}\n")).unwrap_err();
     assert!(e.0[0].message.contains("accessModes"), "{e}");
     let sel = |expr: &str| {
         claim(&format!(
@@ -369,10 +337,7 @@ fn claim_rules() {
     let e = sel("{key: a, operator: in, values: [x]}").unwrap_err();
     assert_eq!(e.0[0].hint.as_deref(), Some("did you mean `In`?"));
     let e = claim(&format!("{PVC}spec:\n  accessModes: [ReadWriteOnce]\n  resources: {{requests: {{storage: 1Gi}}}}\n  storageClass: gold\n")).unwrap_err();
-    assert_eq!(
-        e.0[0].hint.as_deref(),
-        Some("did you mean `storageClassName`?")
-    );
+    assert_eq!(e.0[0].hint.as_deref(), Some("did you mean `storageClassName`?"));
 }
 
 #[test]
@@ -400,14 +365,8 @@ fn kind_of_and_lists() {
     assert!(ctx.is_ok());
     let kinds: Vec<Option<(String, String)>> = flat.iter().map(|d| kind_of(d)).collect();
     assert_eq!(kinds[0], Some(("v1".into(), "ConfigMap".into())));
-    assert_eq!(
-        kinds[1],
-        Some(("storage.k8s.io/v1".into(), "StorageClass".into()))
-    );
+    assert_eq!(kinds[1], Some(("storage.k8s.io/v1".into(), "StorageClass".into())));
     assert_eq!(kinds[2], None);
-    assert_eq!(
-        DocKind::of("PersistentVolumeClaim"),
-        DocKind::PersistentVolumeClaim
-    );
+    assert_eq!(DocKind::of("PersistentVolumeClaim"), DocKind::PersistentVolumeClaim);
     assert_eq!(DocKind::of("persistentvolume"), DocKind::Other);
 }

@@ -37,12 +37,7 @@ impl HostCand<'_, '_> {
 pub(crate) fn candidates<'z, 'a>(zones: &'z [ZoneCand<'a>]) -> Vec<HostCand<'z, 'a>> {
     zones
         .iter()
-        .flat_map(|z| {
-            z.zone
-                .hosts
-                .iter()
-                .map(move |h| HostCand { zone: z, host: h })
-        })
+        .flat_map(|z| z.zone.hosts.iter().map(move |h| HostCand { zone: z, host: h }))
         .collect()
 }
 
@@ -52,21 +47,14 @@ pub(crate) fn power<'z, 'a>(
     ctx: &JobCtx<'_>,
     hosts: Vec<HostCand<'z, 'a>>,
 ) -> Vec<HostCand<'z, 'a>> {
-    run_filter(
-        trace,
-        "host.power",
-        ctx.job(),
-        hosts,
-        HostCand::name,
-        |c, r| {
-            if c.host.power != PowerState::On {
-                r.push(Reason::new(
-                    codes::POWERED_OFF,
-                    format!("host `{}` is powered off", c.host.name),
-                ));
-            }
-        },
-    )
+    run_filter(trace, "host.power", ctx.job(), hosts, HostCand::name, |c, r| {
+        if c.host.power != PowerState::On {
+            r.push(Reason::new(
+                codes::POWERED_OFF,
+                format!("host `{}` is powered off", c.host.name),
+            ));
+        }
+    })
 }
 
 /// Stage 3.2 (`host.hard_constraints`): every hard constraint of the job and every resource
@@ -117,11 +105,7 @@ pub(crate) fn hard_constraints<'z, 'a>(
 
 /// `k:v, k:w` for the tags with key `k`, or `no tag k`.
 fn tags_with_key(tags: &[&Tag], key: &str) -> String {
-    let found: Vec<String> = tags
-        .iter()
-        .filter(|t| t.key == key)
-        .map(|t| t.to_string())
-        .collect();
+    let found: Vec<String> = tags.iter().filter(|t| t.key == key).map(|t| t.to_string()).collect();
     if found.is_empty() {
         format!("no tag `{key}`")
     } else {
@@ -131,11 +115,7 @@ fn tags_with_key(tags: &[&Tag], key: &str) -> String {
 
 /// The placed jobs tied to this job by a rule: those this job names in its own list, and those
 /// whose list names this job (rules are symmetric).
-fn partners<'l>(
-    ctx: &'l JobCtx<'_>,
-    own: &[String],
-    theirs: impl Fn(&PlacedJob) -> &[String],
-) -> Vec<&'l PlacedJob> {
+fn partners<'l>(ctx: &'l JobCtx<'_>, own: &[String], theirs: impl Fn(&PlacedJob) -> &[String]) -> Vec<&'l PlacedJob> {
     let me = ctx.job();
     ctx.ledger
         .placed
@@ -152,27 +132,16 @@ pub(crate) fn affinity<'z, 'a>(
     hosts: Vec<HostCand<'z, 'a>>,
 ) -> Vec<HostCand<'z, 'a>> {
     let with = partners(ctx, &ctx.needs.job.affinity.with, |p| &p.with);
-    run_filter(
-        trace,
-        "host.affinity",
-        ctx.job(),
-        hosts,
-        HostCand::name,
-        |c, r| {
-            for p in &with {
-                if !p.on(c.zone_name(), &c.host.name) {
-                    r.push(Reason::new(
-                        codes::AFFINITY,
-                        format!(
-                            "must share a host with job `{}`, which runs on {}",
-                            p.name,
-                            where_(p)
-                        ),
-                    ));
-                }
+    run_filter(trace, "host.affinity", ctx.job(), hosts, HostCand::name, |c, r| {
+        for p in &with {
+            if !p.on(c.zone_name(), &c.host.name) {
+                r.push(Reason::new(
+                    codes::AFFINITY,
+                    format!("must share a host with job `{}`, which runs on {}", p.name, where_(p)),
+                ));
             }
-        },
-    )
+        }
+    })
 }
 
 /// Stage 3.4 (`host.anti_affinity`): the host must not run any already placed job this job must
@@ -183,26 +152,16 @@ pub(crate) fn anti_affinity<'z, 'a>(
     hosts: Vec<HostCand<'z, 'a>>,
 ) -> Vec<HostCand<'z, 'a>> {
     let apart = partners(ctx, &ctx.needs.job.affinity.apart_from, |p| &p.apart_from);
-    run_filter(
-        trace,
-        "host.anti_affinity",
-        ctx.job(),
-        hosts,
-        HostCand::name,
-        |c, r| {
-            for p in &apart {
-                if p.on(c.zone_name(), &c.host.name) {
-                    r.push(Reason::new(
-                        codes::ANTI_AFFINITY,
-                        format!(
-                            "must not share a host with job `{}`, which runs on this host",
-                            p.name
-                        ),
-                    ));
-                }
+    run_filter(trace, "host.anti_affinity", ctx.job(), hosts, HostCand::name, |c, r| {
+        for p in &apart {
+            if p.on(c.zone_name(), &c.host.name) {
+                r.push(Reason::new(
+                    codes::ANTI_AFFINITY,
+                    format!("must not share a host with job `{}`, which runs on this host", p.name),
+                ));
             }
-        },
-    )
+        }
+    })
 }
 
 fn where_(p: &PlacedJob) -> String {
@@ -220,28 +179,21 @@ pub(crate) fn network<'z, 'a>(
     hosts: Vec<HostCand<'z, 'a>>,
 ) -> Vec<HostCand<'z, 'a>> {
     let wanted = &ctx.needs.job.networks;
-    run_filter(
-        trace,
-        "host.network",
-        ctx.job(),
-        hosts,
-        HostCand::name,
-        |c, r| {
-            for n in wanted {
-                if !c.host.networks.contains(n) {
-                    let have = if c.host.networks.is_empty() {
-                        "none".to_string()
-                    } else {
-                        c.host.networks.join(", ")
-                    };
-                    r.push(Reason::new(
-                        codes::NETWORK,
-                        format!("host is not attached to network `{n}` (attached: {have})"),
-                    ));
-                }
+    run_filter(trace, "host.network", ctx.job(), hosts, HostCand::name, |c, r| {
+        for n in wanted {
+            if !c.host.networks.contains(n) {
+                let have = if c.host.networks.is_empty() {
+                    "none".to_string()
+                } else {
+                    c.host.networks.join(", ")
+                };
+                r.push(Reason::new(
+                    codes::NETWORK,
+                    format!("host is not attached to network `{n}` (attached: {have})"),
+                ));
             }
-        },
-    )
+        }
+    })
 }
 
 /// The labels a persistent volume's node affinity is matched against: the host's tags
@@ -261,15 +213,7 @@ pub(crate) fn host_labels(zone: &Zone, host: &Host) -> BTreeMap<String, String> 
 fn describe_affinity(a: &NodeAffinity) -> String {
     a.terms
         .iter()
-        .map(|t| {
-            format!(
-                "({})",
-                t.iter()
-                    .map(|r| r.describe())
-                    .collect::<Vec<_>>()
-                    .join(" and ")
-            )
-        })
+        .map(|t| format!("({})", t.iter().map(|r| r.describe()).collect::<Vec<_>>().join(" and ")))
         .collect::<Vec<_>>()
         .join(" or ")
 }
@@ -283,18 +227,12 @@ pub(crate) fn storage<'z, 'a>(
     hosts: Vec<HostCand<'z, 'a>>,
 ) -> Vec<HostCand<'z, 'a>> {
     let needs = ctx.needs;
-    run_filter(
-        trace,
-        "host.storage",
-        ctx.job(),
-        hosts,
-        HostCand::name,
-        |c, r| {
-            for m in &needs.mounts {
-                if let Some((pv, Some(na))) = m.pv.map(|pv| (pv, pv.node_affinity.as_ref()))
-                    && !na.matches(&host_labels(c.zone.zone, c.host))
-                {
-                    r.push(Reason::new(
+    run_filter(trace, "host.storage", ctx.job(), hosts, HostCand::name, |c, r| {
+        for m in &needs.mounts {
+            if let Some((pv, Some(na))) = m.pv.map(|pv| (pv, pv.node_affinity.as_ref()))
+                && !na.matches(&host_labels(c.zone.zone, c.host))
+            {
+                r.push(Reason::new(
                     codes::NODE_AFFINITY,
                     format!(
                         "volume `{}`: persistent volume `{}` is usable only from hosts matching {}",
@@ -303,21 +241,23 @@ pub(crate) fn storage<'z, 'a>(
                         describe_affinity(na)
                     ),
                 ));
-                }
-                if !m.is_node_local_new() {
-                    continue;
-                }
-                if let Some((z, h)) = ctx.ledger.pins.get(m.key)
-                    && (z != c.zone_name() || h != &c.host.name)
-                {
-                    r.push(Reason::new(
-                    codes::PINNED_ELSEWHERE,
-                    format!("volume `{}` is node-local and lives on {z}/{h}, placed there by an earlier job", m.key),
-                ));
-                }
             }
-        },
-    )
+            if !m.is_node_local_new() {
+                continue;
+            }
+            if let Some((z, h)) = ctx.ledger.pins.get(m.key)
+                && (z != c.zone_name() || h != &c.host.name)
+            {
+                r.push(Reason::new(
+                    codes::PINNED_ELSEWHERE,
+                    format!(
+                        "volume `{}` is node-local and lives on {z}/{h}, placed there by an earlier job",
+                        m.key
+                    ),
+                ));
+            }
+        }
+    })
 }
 
 /// What a host has left for a job: capacity − allocated − what concurrent earlier jobs of this
@@ -331,14 +271,8 @@ pub(crate) struct Free {
 
 /// Computes [`Free`] for `host` of `zone` as seen by the job of `ctx`, and the concurrent jobs
 /// of this workflow on it.
-pub(crate) fn usage<'l>(
-    ctx: &'l JobCtx<'_>,
-    zone: &str,
-    host: &Host,
-) -> (Free, Vec<&'l PlacedJob>) {
-    let (workflow, holders) = ctx
-        .ledger
-        .host_use(zone, &host.name, |p| ctx.concurrent(&p.name));
+pub(crate) fn usage<'l>(ctx: &'l JobCtx<'_>, zone: &str, host: &Host) -> (Free, Vec<&'l PlacedJob>) {
+    let (workflow, holders) = ctx.ledger.host_use(zone, &host.name, |p| ctx.concurrent(&p.name));
     let mut used = host.allocated.clone();
     add(&mut used, &workflow);
     (Free { used, workflow }, holders)
@@ -355,117 +289,94 @@ pub(crate) fn capacity<'z, 'a>(
     hosts: Vec<HostCand<'z, 'a>>,
 ) -> Vec<HostCand<'z, 'a>> {
     let need = &ctx.needs.per_node;
-    run_filter(
-        trace,
-        "host.capacity",
-        ctx.job(),
-        hosts,
-        HostCand::name,
-        |c, r| {
-            let h = c.host;
-            let (free, holders) = usage(ctx, c.zone_name(), h);
-            let (cap, alloc, wf, used) = (&h.capacity, &h.allocated, &free.workflow, &free.used);
-            let mut short = |what: &str,
-                             need: u128,
-                             cap: u128,
-                             alloc: u128,
-                             wf: u128,
-                             used: u128,
-                             f: &dyn Fn(u128) -> String| {
+    run_filter(trace, "host.capacity", ctx.job(), hosts, HostCand::name, |c, r| {
+        let h = c.host;
+        let (free, holders) = usage(ctx, c.zone_name(), h);
+        let (cap, alloc, wf, used) = (&h.capacity, &h.allocated, &free.workflow, &free.used);
+        let mut short =
+            |what: &str, need: u128, cap: u128, alloc: u128, wf: u128, used: u128, f: &dyn Fn(u128) -> String| {
                 let left = cap.saturating_sub(used);
                 if need > left {
                     r.push(Reason::new(
-                    codes::INSUFFICIENT,
-                    format!(
-                        "{what}: needs {}, {} free (capacity {}, allocated {}, this workflow {})",
-                        f(need),
-                        f(left),
-                        f(cap),
-                        f(alloc),
-                        f(wf)
-                    ),
-                ));
+                        codes::INSUFFICIENT,
+                        format!(
+                            "{what}: needs {}, {} free (capacity {}, allocated {}, this workflow {})",
+                            f(need),
+                            f(left),
+                            f(cap),
+                            f(alloc),
+                            f(wf)
+                        ),
+                    ));
                 }
             };
-            let cores = |v: u128| format!("{v} cores");
-            let bytes = |v: u128| ByteSize(v).to_string();
-            let count = |v: u128| v.to_string();
-            short(
-                "cpu",
-                need.cpu.into(),
-                cap.cpu.into(),
-                alloc.cpu.into(),
-                wf.cpu.into(),
-                used.cpu.into(),
-                &cores,
+        let cores = |v: u128| format!("{v} cores");
+        let bytes = |v: u128| ByteSize(v).to_string();
+        let count = |v: u128| v.to_string();
+        short(
+            "cpu",
+            need.cpu.into(),
+            cap.cpu.into(),
+            alloc.cpu.into(),
+            wf.cpu.into(),
+            used.cpu.into(),
+            &cores,
+        );
+        short(
+            "memory",
+            need.memory.0,
+            cap.memory.0,
+            alloc.memory.0,
+            wf.memory.0,
+            used.memory.0,
+            &bytes,
+        );
+        if cap.instances > 0 {
+            let (n, c, a, w, u) = (
+                need.instances,
+                cap.instances,
+                alloc.instances,
+                wf.instances,
+                used.instances,
             );
+            short("instances", n.into(), c.into(), a.into(), w.into(), u.into(), &count);
+        }
+        for (d, n) in need.devices.iter().filter(|(_, n)| **n > 0) {
+            let get = |m: &BTreeMap<String, u64>| u128::from(m.get(d).copied().unwrap_or(0));
+            let what = format!("device {d}");
             short(
-                "memory",
-                need.memory.0,
-                cap.memory.0,
-                alloc.memory.0,
-                wf.memory.0,
-                used.memory.0,
-                &bytes,
+                &what,
+                (*n).into(),
+                get(&cap.devices),
+                get(&alloc.devices),
+                get(&wf.devices),
+                get(&used.devices),
+                &count,
             );
-            if cap.instances > 0 {
-                let (n, c, a, w, u) = (
-                    need.instances,
-                    cap.instances,
-                    alloc.instances,
-                    wf.instances,
-                    used.instances,
-                );
-                short(
-                    "instances",
-                    n.into(),
-                    c.into(),
-                    a.into(),
-                    w.into(),
-                    u.into(),
-                    &count,
-                );
+        }
+        if ctx.needs.exclusive() && !is_empty(used) {
+            let mut parts = Vec::new();
+            if !is_empty(alloc) {
+                parts.push(format!("allocated {}", describe(alloc)));
             }
-            for (d, n) in need.devices.iter().filter(|(_, n)| **n > 0) {
-                let get = |m: &BTreeMap<String, u64>| u128::from(m.get(d).copied().unwrap_or(0));
-                let what = format!("device {d}");
-                short(
-                    &what,
-                    (*n).into(),
-                    get(&cap.devices),
-                    get(&alloc.devices),
-                    get(&wf.devices),
-                    get(&used.devices),
-                    &count,
-                );
+            for p in &holders {
+                parts.push(format!("job `{}` of this workflow", p.name));
             }
-            if ctx.needs.exclusive() && !is_empty(used) {
-                let mut parts = Vec::new();
-                if !is_empty(alloc) {
-                    parts.push(format!("allocated {}", describe(alloc)));
-                }
-                for p in &holders {
-                    parts.push(format!("job `{}` of this workflow", p.name));
-                }
-                r.push(Reason::new(
-                    codes::INSUFFICIENT,
-                    format!(
-                        "exclusive job needs a host with nothing allocated; host has {}",
-                        parts.join(", ")
-                    ),
-                ));
-            }
-            for p in holders.iter().filter(|p| p.exclusive) {
-                r.push(Reason::new(
-                    codes::INSUFFICIENT,
-                    format!(
-                        "host is held exclusively by job `{}` of this workflow",
-                        p.name
-                    ),
-                ));
-            }
-        },
-    )
+            r.push(Reason::new(
+                codes::INSUFFICIENT,
+                format!(
+                    "exclusive job needs a host with nothing allocated; host has {}",
+                    parts.join(", ")
+                ),
+            ));
+        }
+        for p in holders.iter().filter(|p| p.exclusive) {
+            r.push(Reason::new(
+                codes::INSUFFICIENT,
+                format!("host is held exclusively by job `{}` of this workflow", p.name),
+            ));
+        }
+    })
 }
 
 /// Non-zero parts of `r`, e.g. `cpu 4 cores, memory 8GiB, device nvidia.com/gpu 1`.

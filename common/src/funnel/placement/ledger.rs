@@ -51,12 +51,7 @@ pub(crate) struct Ledger {
 impl Ledger {
     /// Sum of what placed jobs accepted by `keep` hold on `host` of `zone`, and the names of
     /// those jobs.
-    pub fn host_use(
-        &self,
-        zone: &str,
-        host: &str,
-        keep: impl Fn(&PlacedJob) -> bool,
-    ) -> (Resources, Vec<&PlacedJob>) {
+    pub fn host_use(&self, zone: &str, host: &str, keep: impl Fn(&PlacedJob) -> bool) -> (Resources, Vec<&PlacedJob>) {
         let mut sum = Resources::default();
         let mut jobs = Vec::new();
         for p in self.placed.iter().filter(|p| p.on(zone, host) && keep(p)) {
@@ -73,9 +68,7 @@ impl Ledger {
             let n = p.hosts.len() as u64;
             out.0 = out.0.saturating_add(n);
             out.1 = out.1.saturating_add(p.per_node.cpu.saturating_mul(n));
-            out.2 = out
-                .2
-                .saturating_add(p.per_node.memory.0.saturating_mul(u128::from(n)));
+            out.2 = out.2.saturating_add(p.per_node.memory.0.saturating_mul(u128::from(n)));
         }
         out
     }

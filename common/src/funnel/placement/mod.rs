@@ -129,11 +129,7 @@ pub fn place_jobs(
         out.jobs.insert(job.name.clone(), decision);
     }
     out.allocations = ledger.allocations();
-    out.volume_hosts = ledger
-        .pins
-        .iter()
-        .map(|(k, (_, h))| (k.clone(), h.clone()))
-        .collect();
+    out.volume_hosts = ledger.pins.iter().map(|(k, (_, h))| (k.clone(), h.clone())).collect();
     out
 }
 
@@ -145,12 +141,7 @@ struct Chosen {
 }
 
 /// Runs every stage for one job. Errors: `no_such_project` or `no_zone`.
-fn place_one(
-    trace: &mut Vec<StageTrace>,
-    inv: &Inventory,
-    ctx: &JobCtx<'_>,
-    project: &str,
-) -> Result<Chosen, Reason> {
+fn place_one(trace: &mut Vec<StageTrace>, inv: &Inventory, ctx: &JobCtx<'_>, project: &str) -> Result<Chosen, Reason> {
     let job = ctx.job();
     let zs = zones::project(trace, inv, job, project)?;
     let zs = nonempty(zs, trace, job)?;
@@ -181,19 +172,12 @@ fn place_one(
 }
 
 /// A host filter stage.
-type HostStage = for<'z, 'a> fn(
-    &mut Vec<StageTrace>,
-    &JobCtx<'_>,
-    Vec<hosts::HostCand<'z, 'a>>,
-) -> Vec<hosts::HostCand<'z, 'a>>;
+type HostStage =
+    for<'z, 'a> fn(&mut Vec<StageTrace>, &JobCtx<'_>, Vec<hosts::HostCand<'z, 'a>>) -> Vec<hosts::HostCand<'z, 'a>>;
 
 /// Passes `v` on, or stops with `no_zone` when the last stage left nothing.
 fn nonempty<T>(v: Vec<T>, trace: &[StageTrace], job: &str) -> Result<Vec<T>, Reason> {
-    if v.is_empty() {
-        Err(no_zone(trace, job))
-    } else {
-        Ok(v)
-    }
+    if v.is_empty() { Err(no_zone(trace, job)) } else { Ok(v) }
 }
 
 /// The `no_zone` error: one line naming the stage that left no candidate and its most common
@@ -238,9 +222,7 @@ fn record(ledger: &mut Ledger, needs: &JobNeeds<'_>, chosen: Chosen) {
             && !ledger.pins.contains_key(m.key)
             && let Some(h) = chosen.hosts.first()
         {
-            ledger
-                .pins
-                .insert(m.key.to_string(), (chosen.zone.clone(), h.clone()));
+            ledger.pins.insert(m.key.to_string(), (chosen.zone.clone(), h.clone()));
         }
     }
     let job = needs.job;

@@ -6,9 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use indexmap::IndexMap;
 
 use crate::decision::{Action, Reason, VolumeDecision, codes};
-use crate::model::{
-    Constraint, Inventory, Job, PersistentVolume, Provisioner, Resources, Strength,
-};
+use crate::model::{Constraint, Inventory, Job, PersistentVolume, Provisioner, Resources, Strength};
 
 /// One workflow volume a job mounts, with what the volume funnel decided for it.
 #[derive(Debug, Clone)]
@@ -33,16 +31,12 @@ impl Mounted<'_> {
     /// True for a new volume on node-local storage (hostpath with `local: true`): it will live
     /// on the host of the first job that mounts it and pins every later job to that host.
     pub fn is_node_local_new(&self) -> bool {
-        self.decision.action == Some(Action::Provision)
-            && self.provisioner.is_some_and(|p| p.driver.is_node_local())
+        self.decision.action == Some(Action::Provision) && self.provisioner.is_some_and(|p| p.driver.is_node_local())
     }
 
     /// Bytes of storage a new volume adds to the project's usage (0 for existing volumes).
     pub fn new_bytes(&self) -> u128 {
-        self.decision
-            .new_volume
-            .as_ref()
-            .map_or(0, |n| n.capacity.0)
+        self.decision.new_volume.as_ref().map_or(0, |n| n.capacity.0)
     }
 }
 
@@ -62,18 +56,12 @@ pub(crate) struct JobNeeds<'a> {
 impl<'a> JobNeeds<'a> {
     /// The job's hard constraints (seed 002 step 3.2).
     pub fn hard(&self) -> impl Iterator<Item = &'a Constraint> {
-        self.job
-            .constraints
-            .iter()
-            .filter(|c| c.strength == Strength::Hard)
+        self.job.constraints.iter().filter(|c| c.strength == Strength::Hard)
     }
 
     /// The job's soft constraints (seed 002 step 4.1).
     pub fn soft(&self) -> impl Iterator<Item = &'a Constraint> {
-        self.job
-            .constraints
-            .iter()
-            .filter(|c| c.strength == Strength::Soft)
+        self.job.constraints.iter().filter(|c| c.strength == Strength::Soft)
     }
 
     /// The job wants its hosts to itself (`resource.exclusive`).
@@ -92,10 +80,7 @@ impl<'a> JobNeeds<'a> {
         (
             self.nodes,
             self.per_node.cpu.saturating_mul(self.nodes),
-            self.per_node
-                .memory
-                .0
-                .saturating_mul(u128::from(self.nodes)),
+            self.per_node.memory.0.saturating_mul(u128::from(self.nodes)),
         )
     }
 }

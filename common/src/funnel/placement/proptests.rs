@@ -143,11 +143,7 @@ fn build(zones: &[ZoneSpec], jobs: &[JobSpec], with_projects: bool) -> (Inventor
             .map(|h| {
                 n += 1;
                 with(host(&format!("h{n}"), h.cpu, h.mem), |x| {
-                    x.power = if h.off {
-                        PowerState::Off
-                    } else {
-                        PowerState::On
-                    };
+                    x.power = if h.off { PowerState::Off } else { PowerState::On };
                     x.allocated.cpu = h.alloc.0;
                     x.allocated.memory = gib(h.alloc.1);
                     x.capacity.instances = h.instances;
@@ -175,11 +171,7 @@ fn build(zones: &[ZoneSpec], jobs: &[JobSpec], with_projects: bool) -> (Inventor
     if with_projects {
         // Zones with all three tags stay outside the project.
         let zone_names: Vec<String> = (0..zones.len()).map(|zi| format!("z{zi}")).collect();
-        let members: Vec<(usize, &ZoneSpec)> = zones
-            .iter()
-            .enumerate()
-            .filter(|(_, z)| z.tags != 7)
-            .collect();
+        let members: Vec<(usize, &ZoneSpec)> = zones.iter().enumerate().filter(|(_, z)| z.tags != 7).collect();
         let assigned: Vec<(&str, i64)> = members
             .iter()
             .map(|(zi, z)| (zone_names[*zi].as_str(), z.priority))
@@ -235,11 +227,7 @@ fn build(zones: &[ZoneSpec], jobs: &[JobSpec], with_projects: bool) -> (Inventor
 /// Independent transitive closure: `dep[a][b]` when job a waits for job b.
 fn closure(jobs: &[Job]) -> Vec<Vec<bool>> {
     let n = jobs.len();
-    let idx: BTreeMap<&str, usize> = jobs
-        .iter()
-        .enumerate()
-        .map(|(i, j)| (j.name.as_str(), i))
-        .collect();
+    let idx: BTreeMap<&str, usize> = jobs.iter().enumerate().map(|(i, j)| (j.name.as_str(), i)).collect();
     let mut dep = vec![vec![false; n]; n];
     for (a, j) in jobs.iter().enumerate() {
         for d in &j.depends_on {
@@ -260,19 +248,12 @@ fn closure(jobs: &[Job]) -> Vec<Vec<bool>> {
     dep
 }
 
-fn check_capacity(
-    inv: &Inventory,
-    jobs: &[Job],
-    allocs: &[HostAllocation],
-) -> Result<(), TestCaseError> {
+fn check_capacity(inv: &Inventory, jobs: &[Job], allocs: &[HostAllocation]) -> Result<(), TestCaseError> {
     let dep = closure(jobs);
     let idx = |name: &str| jobs.iter().position(|j| j.name == name).unwrap();
     let mut by_host: BTreeMap<(&str, &str), Vec<&HostAllocation>> = BTreeMap::new();
     for a in allocs {
-        by_host
-            .entry((a.zone.as_str(), a.host.as_str()))
-            .or_default()
-            .push(a);
+        by_host.entry((a.zone.as_str(), a.host.as_str())).or_default().push(a);
     }
     for ((z, h), list) in by_host {
         let host = inv
@@ -285,10 +266,7 @@ fn check_capacity(
         let n = list.len();
         prop_assert!(n <= 12);
         for mask in 1u32..(1 << n) {
-            let members: Vec<&HostAllocation> = (0..n)
-                .filter(|i| mask & (1 << i) != 0)
-                .map(|i| list[i])
-                .collect();
+            let members: Vec<&HostAllocation> = (0..n).filter(|i| mask & (1 << i) != 0).map(|i| list[i]).collect();
             let concurrent = members.iter().enumerate().all(|(x, a)| {
                 members.iter().skip(x + 1).all(|b| {
                     let (ia, ib) = (idx(&a.job), idx(&b.job));
@@ -311,14 +289,7 @@ fn check_capacity(
                 gpu += m.resources.devices.get("gpu").copied().unwrap_or(0);
             }
             let cap = &host.capacity;
-            prop_assert!(
-                cpu <= cap.cpu,
-                "cpu over on {}/{}: {} > {}",
-                z,
-                h,
-                cpu,
-                cap.cpu
-            );
+            prop_assert!(cpu <= cap.cpu, "cpu over on {}/{}: {} > {}", z, h, cpu, cap.cpu);
             prop_assert!(mem <= cap.memory.0, "memory over on {}/{}", z, h);
             prop_assert!(
                 cap.instances == 0 || inst <= cap.instances,
@@ -327,15 +298,11 @@ fn check_capacity(
                 h
             );
             prop_assert!(gpu <= cap.devices["gpu"], "gpus over on {}/{}", z, h);
-            let exclusive = members
-                .iter()
-                .any(|m| jobs[idx(&m.job)].resources.exclusive);
+            let exclusive = members.iter().any(|m| jobs[idx(&m.job)].resources.exclusive);
             if exclusive {
                 prop_assert!(members.len() == 1, "exclusive job shares {}/{}", z, h);
                 let a = &host.allocated;
-                prop_assert!(
-                    a.cpu == 0 && a.memory.0 == 0 && a.instances == 0 && a.devices["gpu"] == 0
-                );
+                prop_assert!(a.cpu == 0 && a.memory.0 == 0 && a.instances == 0 && a.devices["gpu"] == 0);
             }
         }
     }

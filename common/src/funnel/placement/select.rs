@@ -42,11 +42,7 @@ fn metrics(ctx: &JobCtx<'_>, zone: &str, host: &Host) -> (f64, u128) {
 /// (ties keep inventory order), DEFAULT a seeded random order whose first element is
 /// `seeded_pick(seed, "host:<job>:<zone>", n)` and each next one is drawn from the rest with
 /// context `host:<job>:<zone>:<i>`.
-pub(crate) fn rank_hosts<'a>(
-    ctx: &JobCtx<'_>,
-    zone: &ZoneCand<'a>,
-    hosts: Vec<&'a Host>,
-) -> Vec<&'a Host> {
+pub(crate) fn rank_hosts<'a>(ctx: &JobCtx<'_>, zone: &ZoneCand<'a>, hosts: Vec<&'a Host>) -> Vec<&'a Host> {
     let z = zone.zone;
     let mut keyed: Vec<(f64, u128, &'a Host)> = hosts
         .into_iter()
@@ -89,10 +85,7 @@ fn nets(h: &Host) -> Vec<Option<&str>> {
 }
 
 fn net_name(n: Option<&str>) -> String {
-    n.map_or_else(
-        || "the default network".to_string(),
-        |n| format!("network `{n}`"),
-    )
+    n.map_or_else(|| "the default network".to_string(), |n| format!("network `{n}`"))
 }
 
 /// Takes `n` hosts from `ranked` (policy order) that share a network: the first network, in
@@ -122,11 +115,7 @@ fn take_sharing<'a>(zone: &str, ranked: &[&'a Host], n: u64) -> Result<Vec<&'a H
     }
     let mut best: Option<(Option<&str>, usize)> = None;
     for net in order {
-        let group: Vec<&'a Host> = ranked
-            .iter()
-            .copied()
-            .filter(|h| nets(h).contains(&net))
-            .collect();
+        let group: Vec<&'a Host> = ranked.iter().copied().filter(|h| nets(h).contains(&net)).collect();
         if group.len() as u64 >= n {
             return Ok(group.into_iter().take(n as usize).collect());
         }
@@ -181,10 +170,7 @@ pub(crate) fn multi_host<'z, 'a>(
     survivors
         .into_iter()
         .zip(chosen)
-        .map(|(p, hosts)| ZonePick {
-            zone: p.zone,
-            hosts,
-        })
+        .map(|(p, hosts)| ZonePick { zone: p.zone, hosts })
         .collect()
 }
 
@@ -248,11 +234,7 @@ pub(crate) fn choose_zone<'z, 'a>(
         .map(|(p, _)| p.zone.zone.name.as_str())
         .collect();
     let winner = tied
-        .get(seeded_pick(
-            ctx.seed,
-            &format!("zone:{}", ctx.job()),
-            tied.len(),
-        ))?
+        .get(seeded_pick(ctx.seed, &format!("zone:{}", ctx.job()), tied.len()))?
         .to_string();
     let n_tied = tied.len();
     let seed = ctx.seed;
@@ -267,10 +249,7 @@ pub(crate) fn choose_zone<'z, 'a>(
             if p.zone.priority > best_prio {
                 r.push(Reason::new(
                     codes::LOWER_PRIORITY,
-                    format!(
-                        "priority {} > {best_prio} of zone `{prio_leader}`",
-                        p.zone.priority
-                    ),
+                    format!("priority {} > {best_prio} of zone `{prio_leader}`", p.zone.priority),
                 ));
             } else if *s < best_soft {
                 r.push(Reason::new(

@@ -289,10 +289,7 @@ pub fn reasons(trace: &[StageTrace], st: &str, job: &str, candidate: &str) -> Ve
 
 /// The codes of [`reasons`].
 pub fn codes_of(trace: &[StageTrace], st: &str, job: &str, candidate: &str) -> Vec<String> {
-    reasons(trace, st, job, candidate)
-        .into_iter()
-        .map(|r| r.code)
-        .collect()
+    reasons(trace, st, job, candidate).into_iter().map(|r| r.code).collect()
 }
 
 /// (zone, host) chosen for `job`, panicking with its error when not placed.

@@ -22,18 +22,8 @@ fn only_jobs_that_mount_volumes_are_placed_and_unresolved_volumes_block() {
     let (p, trace) = run(&i, &r, &v);
     assert_eq!(p.jobs.keys().collect::<Vec<_>>(), ["mounts", "broken"]);
     assert_eq!(placed(&p, "mounts"), ("a", "h1"));
-    assert_eq!(
-        error_code(&p, "broken").as_deref(),
-        Some(codes::VOLUME_UNRESOLVED)
-    );
-    assert!(
-        p.jobs["broken"]
-            .error
-            .as_ref()
-            .unwrap()
-            .message
-            .contains("`bad`")
-    );
+    assert_eq!(error_code(&p, "broken").as_deref(), Some(codes::VOLUME_UNRESOLVED));
+    assert!(p.jobs["broken"].error.as_ref().unwrap().message.contains("`bad`"));
     assert!(
         trace.iter().all(|t| t.subject != "broken"),
         "an unresolved job runs no stage"
@@ -46,10 +36,7 @@ fn only_jobs_that_mount_volumes_are_placed_and_unresolved_volumes_block() {
 fn mount_of_undefined_volume_is_unresolved() {
     let i = inv(vec![zone("a", vec![host("h1", 8, 32)])]);
     let (p, _) = run(&i, &req(vec![job("j", &["ghost"])], 1), &data());
-    assert_eq!(
-        error_code(&p, "j").as_deref(),
-        Some(codes::VOLUME_UNRESOLVED)
-    );
+    assert_eq!(error_code(&p, "j").as_deref(), Some(codes::VOLUME_UNRESOLVED));
 }
 
 // ---- stage 1: zones of the project ------------------------------------------------------
@@ -68,15 +55,8 @@ fn zones_outside_the_project_are_filtered() {
     let mut r = req(vec![job("j", &["data"])], 1);
     r.workflow.project = Some("research".into());
     let (p, trace) = run(&i, &r, &data());
-    assert_eq!(
-        placed(&p, "j").0,
-        "c",
-        "priority 1 from the project's assignment wins"
-    );
-    assert_eq!(
-        codes_of(&trace, "zone.project", "j", "a"),
-        [codes::NOT_IN_PROJECT]
-    );
+    assert_eq!(placed(&p, "j").0, "c", "priority 1 from the project's assignment wins");
+    assert_eq!(codes_of(&trace, "zone.project", "j", "a"), [codes::NOT_IN_PROJECT]);
     assert_eq!(stage(&trace, "zone.project", "j").passed, 2);
 
     // The default project is `default`.
@@ -93,18 +73,8 @@ fn unknown_project_is_an_error() {
     r.workflow.project = Some("nope".into());
     let (p, trace) = run(&i, &r, &data());
     assert_eq!(error_code(&p, "j").as_deref(), Some(codes::NO_SUCH_PROJECT));
-    assert!(
-        p.jobs["j"]
-            .error
-            .as_ref()
-            .unwrap()
-            .message
-            .contains("research")
-    );
-    assert_eq!(
-        codes_of(&trace, "zone.project", "j", "a"),
-        [codes::NO_SUCH_PROJECT]
-    );
+    assert!(p.jobs["j"].error.as_ref().unwrap().message.contains("research"));
+    assert_eq!(codes_of(&trace, "zone.project", "j", "a"), [codes::NO_SUCH_PROJECT]);
 }
 
 #[test]
@@ -132,10 +102,7 @@ fn zones_without_powered_on_hosts_are_filtered() {
     ]);
     let (p, trace) = run(&i, &req(vec![job("j", &["data"])], 1), &data());
     assert_eq!(placed(&p, "j").0, "lit");
-    assert_eq!(
-        codes_of(&trace, "zone.power", "j", "dark"),
-        [codes::NO_POWERED_ON_HOST]
-    );
+    assert_eq!(codes_of(&trace, "zone.power", "j", "dark"), [codes::NO_POWERED_ON_HOST]);
     assert_eq!(
         codes_of(&trace, "zone.power", "j", "empty"),
         [codes::NO_POWERED_ON_HOST]
@@ -204,19 +171,12 @@ fn instance_limit_counts_nodes_and_concurrent_jobs_of_the_workflow() {
         },
     );
     // Two concurrent jobs of 1 node each fit (1 + 1 + 1 = 3); a third concurrent one does not.
-    let jobs = vec![
-        job("a", &["data"]),
-        job("b", &["data"]),
-        job("c", &["data"]),
-    ];
+    let jobs = vec![job("a", &["data"]), job("b", &["data"]), job("c", &["data"])];
     let (p, trace) = run(&i, &req(jobs, 1), &data());
     assert_eq!(placed(&p, "a").0, "a");
     assert_eq!(placed(&p, "b").0, "a");
     assert_eq!(placed(&p, "c").0, "b");
-    assert_eq!(
-        codes_of(&trace, "zone.limits", "c", "a"),
-        [codes::PROJECT_LIMIT]
-    );
+    assert_eq!(codes_of(&trace, "zone.limits", "c", "a"), [codes::PROJECT_LIMIT]);
     // When c waits for b, they never run together: c fits in zone a again.
     let jobs = vec![
         job("a", &["data"]),
@@ -226,11 +186,7 @@ fn instance_limit_counts_nodes_and_concurrent_jobs_of_the_workflow() {
     let (p, _) = run(&i, &req(jobs, 1), &data());
     assert_eq!(placed(&p, "c").0, "a");
     // A 3-node job alone exceeds 1 + 3 > 3.
-    let (p, _) = run(
-        &i,
-        &req(vec![with(job("m", &["data"]), |j| j.nodes = 3)], 1),
-        &data(),
-    );
+    let (p, _) = run(&i, &req(vec![with(job("m", &["data"]), |j| j.nodes = 3)], 1), &data());
     assert_eq!(placed(&p, "m").0, "b");
 }
 
@@ -252,17 +208,12 @@ fn storage_limit_counts_each_new_volume_once() {
     ];
     let (p, trace) = run(&i, &req(jobs, 1), &v);
     assert_eq!(placed(&p, "first").0, "a");
-    assert_eq!(
-        placed(&p, "second").0,
-        "a",
-        "scratch was already counted by `first`"
-    );
+    assert_eq!(placed(&p, "second").0, "a", "scratch was already counted by `first`");
     assert_eq!(placed(&p, "third").0, "b", "10GiB + 10GiB > 15GiB");
     let rs = reasons(&trace, "zone.limits", "third", "a");
     assert_eq!(rs.len(), 1);
     assert!(
-        rs[0].message.starts_with("storage:")
-            && rs[0].message.contains("this workflow 10GiB + job 10GiB"),
+        rs[0].message.starts_with("storage:") && rs[0].message.contains("this workflow 10GiB + job 10GiB"),
         "{}",
         rs[0].message
     );
@@ -283,10 +234,7 @@ fn image_profile() {
     ]);
     let (p, trace) = run(&i, &req(vec![job("j", &["data"])], 1), &data());
     assert_eq!(placed(&p, "j").0, "any");
-    assert_eq!(
-        codes_of(&trace, "zone.profiles", "j", "nv"),
-        [codes::IMAGE_PROFILE]
-    );
+    assert_eq!(codes_of(&trace, "zone.profiles", "j", "nv"), [codes::IMAGE_PROFILE]);
     let r = req(
         vec![with(job("j", &["data"]), |j| {
             j.image = Some("docker://nvcr.io/nvidia/pytorch:24.01".into())
@@ -322,11 +270,7 @@ fn flavor_profile() {
     assert_eq!(placed(&p, "j").0, "large");
     let rs = reasons(&trace, "zone.profiles", "j", "small");
     assert_eq!(rs[0].code, codes::FLAVOR_PROFILE);
-    assert!(
-        rs[0].message.contains("small 2 cores/4GiB"),
-        "{}",
-        rs[0].message
-    );
+    assert!(rs[0].message.contains("small 2 cores/4GiB"), "{}", rs[0].message);
 }
 
 #[test]
@@ -361,10 +305,7 @@ fn storage_profile_reports_each_unreachable_volume() {
     );
     seg.reachability.segment = Some("s-west".into());
     i.provisioners.extend([fast, seg]);
-    let v = vols(vec![
-        ("a", existing("fast", "a")),
-        ("b", existing("seg", "b")),
-    ]);
+    let v = vols(vec![("a", existing("fast", "a")), ("b", existing("seg", "b"))]);
     let (p, trace) = run(&i, &req(vec![job("j", &["a", "b"])], 1), &v);
     assert_eq!(
         placed(&p, "j").0,
@@ -391,10 +332,7 @@ fn powered_off_hosts_are_filtered() {
     )]);
     let (p, trace) = run(&i, &req(vec![job("j", &["data"])], 1), &data());
     assert_eq!(placed(&p, "j"), ("a", "h2"));
-    assert_eq!(
-        codes_of(&trace, "host.power", "j", "a/h1"),
-        [codes::POWERED_OFF]
-    );
+    assert_eq!(codes_of(&trace, "host.power", "j", "a/h1"), [codes::POWERED_OFF]);
 }
 
 // ---- stage 3.2: hard constraints on host ∪ zone tags --------------------------------------
@@ -414,9 +352,7 @@ fn hard_constraints_hold_on_the_union_of_host_and_zone_tags() {
         ),
         zone(
             "us",
-            vec![with(host("gpu-us", 8, 32), |h| {
-                h.tags = tags(&["gpu:a100"])
-            })],
+            vec![with(host("gpu-us", 8, 32), |h| h.tags = tags(&["gpu:a100"]))],
         ),
     ]);
     let j = with(job("j", &["data"]), |j| {
@@ -501,10 +437,7 @@ fn a_rejected_host_lists_all_failing_constraints() {
 
 fn three_hosts(policy: PlacementPolicy) -> Inventory {
     inv(vec![with(
-        zone(
-            "a",
-            vec![host("h1", 8, 32), host("h2", 8, 32), host("h3", 8, 32)],
-        ),
+        zone("a", vec![host("h1", 8, 32), host("h2", 8, 32), host("h3", 8, 32)]),
         |z| z.placement_policy = policy,
     )])
 }
@@ -520,10 +453,7 @@ fn affinity_puts_jobs_together_both_ways() {
     let (p, trace) = run(&i, &req(jobs, 1), &data());
     assert_eq!(placed(&p, "b").1, placed(&p, "a").1);
     assert_eq!(stage(&trace, "host.affinity", "b").passed, 1);
-    assert_eq!(
-        codes_of(&trace, "host.affinity", "b", "a/h2"),
-        [codes::AFFINITY]
-    );
+    assert_eq!(codes_of(&trace, "host.affinity", "b", "a/h2"), [codes::AFFINITY]);
     // Declared on the earlier job only.
     let jobs = vec![
         with(job("a", &["data"]), |j| j.affinity.with = strs(&["b"])),
@@ -539,9 +469,7 @@ fn anti_affinity_keeps_jobs_apart_both_ways() {
     // Binpack alone would stack `b` on `a`'s host.
     let jobs = vec![
         job("a", &["data"]),
-        with(job("b", &["data"]), |j| {
-            j.affinity.apart_from = strs(&["a"])
-        }),
+        with(job("b", &["data"]), |j| j.affinity.apart_from = strs(&["a"])),
     ];
     let (p, trace) = run(&i, &req(jobs, 1), &data());
     let ha = placed(&p, "a").1;
@@ -551,19 +479,13 @@ fn anti_affinity_keeps_jobs_apart_both_ways() {
         [codes::ANTI_AFFINITY]
     );
     let jobs = vec![
-        with(job("a", &["data"]), |j| {
-            j.affinity.apart_from = strs(&["b"])
-        }),
+        with(job("a", &["data"]), |j| j.affinity.apart_from = strs(&["b"])),
         job("b", &["data"]),
     ];
     let (p, _) = run(&i, &req(jobs, 1), &data());
     assert_ne!(placed(&p, "b").1, placed(&p, "a").1);
     // Without the rule, binpack stacks them.
-    let (p, _) = run(
-        &i,
-        &req(vec![job("a", &["data"]), job("b", &["data"])], 1),
-        &data(),
-    );
+    let (p, _) = run(&i, &req(vec![job("a", &["data"]), job("b", &["data"])], 1), &data());
     assert_eq!(placed(&p, "b").1, placed(&p, "a").1);
 }
 
@@ -597,10 +519,7 @@ fn multi_host_jobs_need_enough_hosts_in_one_zone_sharing_a_network() {
     assert_eq!(hosts, ["o1", "o3", "o4"], "the hosts on n1");
     assert_eq!(d.host.as_deref(), Some(d.hosts[0].as_str()));
     let two = reasons(&trace, "zone.multi_host", "mpi", "two");
-    assert!(
-        two[0].code == codes::MULTI_HOST
-            && two[0].message.contains("2 fitting hosts, the job needs 3")
-    );
+    assert!(two[0].code == codes::MULTI_HOST && two[0].message.contains("2 fitting hosts, the job needs 3"));
     let split = reasons(&trace, "zone.multi_host", "mpi", "split");
     assert!(
         split[0].message.contains("at most 2 share a network"),
@@ -613,11 +532,7 @@ fn multi_host_jobs_need_enough_hosts_in_one_zone_sharing_a_network() {
 #[test]
 fn hosts_without_networks_share_the_default_network() {
     let i = inv(vec![zone("a", vec![host("h1", 8, 32), host("h2", 8, 32)])]);
-    let (p, _) = run(
-        &i,
-        &req(vec![with(job("mpi", &["data"]), |j| j.nodes = 2)], 1),
-        &data(),
-    );
+    let (p, _) = run(&i, &req(vec![with(job("mpi", &["data"]), |j| j.nodes = 2)], 1), &data());
     assert_eq!(p.jobs["mpi"].hosts.len(), 2);
 }
 
@@ -625,11 +540,7 @@ fn hosts_without_networks_share_the_default_network() {
 fn each_node_of_a_multi_host_job_must_fit() {
     let i = inv(vec![zone(
         "a",
-        vec![
-            host("big1", 8, 32),
-            host("small", 2, 32),
-            host("big2", 8, 32),
-        ],
+        vec![host("big1", 8, 32), host("small", 2, 32), host("big2", 8, 32)],
     )]);
     let j = with(sized("mpi", &["data"], 4, 4), |j| j.nodes = 2);
     let (p, trace) = run(&i, &req(vec![j], 1), &data());
@@ -691,11 +602,7 @@ fn node_local_volume_pins_later_jobs_to_its_host() {
     );
     // Shared (non-local) new volumes pin nothing.
     let v = vols(vec![("scratch", provisioned("nfs", "scratch", 1))]);
-    let (p, _) = run(
-        &i,
-        &req(vec![job("a", &["scratch"]), job("b", &["scratch"])], 1),
-        &v,
-    );
+    let (p, _) = run(&i, &req(vec![job("a", &["scratch"]), job("b", &["scratch"])], 1), &v);
     assert!(p.volume_hosts.is_empty());
     assert_ne!(placed(&p, "a").1, placed(&p, "b").1);
 }
@@ -728,11 +635,7 @@ fn persistent_volume_node_affinity_limits_hosts() {
         being_deleted: false,
         node_affinity: Some(NodeAffinity {
             terms: vec![
-                vec![req_of(
-                    "kubernetes.io/hostname",
-                    SelectorOperator::In,
-                    &["elsewhere"],
-                )],
+                vec![req_of("kubernetes.io/hostname", SelectorOperator::In, &["elsewhere"])],
                 vec![
                     req_of("disk", SelectorOperator::In, &["ssd"]),
                     req_of("rack", SelectorOperator::Exists, &[]),
@@ -748,9 +651,7 @@ fn persistent_volume_node_affinity_limits_hosts() {
     let rs = reasons(&trace, "host.storage", "j", "z1/h1");
     assert_eq!(rs[0].code, codes::NODE_AFFINITY);
     assert!(
-        rs[0]
-            .message
-            .contains("kubernetes.io/hostname in (elsewhere)"),
+        rs[0].message.contains("kubernetes.io/hostname in (elsewhere)"),
         "{}",
         rs[0].message
     );
@@ -765,19 +666,11 @@ fn independent_jobs_share_a_host_only_if_both_fit() {
     let (p, trace) = run(&i, &req(jobs, 1), &data());
     assert_eq!(placed(&p, "a"), ("a", "h1"));
     assert_eq!(error_code(&p, "b").as_deref(), Some(codes::NO_ZONE));
-    assert!(
-        p.jobs["b"]
-            .error
-            .as_ref()
-            .unwrap()
-            .message
-            .contains("host.capacity")
-    );
+    assert!(p.jobs["b"].error.as_ref().unwrap().message.contains("host.capacity"));
     let rs = reasons(&trace, "host.capacity", "b", "a/h1");
     assert_eq!(rs.len(), 1);
     assert!(
-        rs[0].message.contains("cpu: needs 6 cores, 2 cores free")
-            && rs[0].message.contains("this workflow 6 cores"),
+        rs[0].message.contains("cpu: needs 6 cores, 2 cores free") && rs[0].message.contains("this workflow 6 cores"),
         "{}",
         rs[0].message
     );
@@ -790,9 +683,7 @@ fn dependent_jobs_reuse_the_same_capacity() {
     let jobs = vec![
         sized("a", &["data"], 6, 8),
         job("mid", &[]),
-        with(sized("b", &["data"], 6, 8), |j| {
-            j.depends_on = strs(&["mid"])
-        }),
+        with(sized("b", &["data"], 6, 8), |j| j.depends_on = strs(&["mid"])),
     ];
     let mut r = req(jobs, 1);
     r.workflow.jobs[1].depends_on = strs(&["a"]);
@@ -815,29 +706,16 @@ fn a_rejected_host_lists_every_insufficient_resource() {
     });
     let (_, trace) = run(&i, &req(vec![j], 1), &data());
     let rs = reasons(&trace, "host.capacity", "j", "a/h");
-    let what: Vec<&str> = rs
-        .iter()
-        .map(|r| r.message.split(':').next().unwrap())
-        .collect();
-    assert_eq!(
-        what,
-        ["cpu", "memory", "instances", "device nvidia.com/gpu"]
-    );
+    let what: Vec<&str> = rs.iter().map(|r| r.message.split(':').next().unwrap()).collect();
+    assert_eq!(what, ["cpu", "memory", "instances", "device nvidia.com/gpu"]);
     assert!(rs.iter().all(|r| r.code == codes::INSUFFICIENT));
-    assert!(
-        rs[1].message.contains("needs 8GiB, 4GiB free"),
-        "{}",
-        rs[1].message
-    );
+    assert!(rs[1].message.contains("needs 8GiB, 4GiB free"), "{}", rs[1].message);
 }
 
 #[test]
 fn exclusive_jobs_need_idle_hosts_and_keep_them() {
     let i = inv(vec![with(
-        zone(
-            "a",
-            vec![loaded("busy", 64, 256, 1, 1), host("idle", 64, 256)],
-        ),
+        zone("a", vec![loaded("busy", 64, 256, 1, 1), host("idle", 64, 256)]),
         |z| z.placement_policy = PlacementPolicy::Binpack,
     )]);
     let jobs = vec![
@@ -846,10 +724,7 @@ fn exclusive_jobs_need_idle_hosts_and_keep_them() {
     ];
     let (p, trace) = run(&i, &req(jobs, 1), &data());
     assert_eq!(placed(&p, "x").1, "idle");
-    assert_eq!(
-        codes_of(&trace, "host.capacity", "x", "a/busy"),
-        [codes::INSUFFICIENT]
-    );
+    assert_eq!(codes_of(&trace, "host.capacity", "x", "a/busy"), [codes::INSUFFICIENT]);
     assert_eq!(placed(&p, "y").1, "busy", "idle is held exclusively by x");
     assert!(
         reasons(&trace, "host.capacity", "y", "a/idle")[0]
@@ -922,15 +797,10 @@ fn default_policy_is_seeded_random_over_fitting_hosts() {
 
 #[test]
 fn policies_count_earlier_jobs_of_the_workflow() {
-    let i = inv(vec![with(
-        zone("a", vec![host("h1", 8, 32), host("h2", 8, 32)]),
-        |z| z.placement_policy = PlacementPolicy::Spread,
-    )]);
-    let (p, _) = run(
-        &i,
-        &req(vec![job("a", &["data"]), job("b", &["data"])], 1),
-        &data(),
-    );
+    let i = inv(vec![with(zone("a", vec![host("h1", 8, 32), host("h2", 8, 32)]), |z| {
+        z.placement_policy = PlacementPolicy::Spread
+    })]);
+    let (p, _) = run(&i, &req(vec![job("a", &["data"]), job("b", &["data"])], 1), &data());
     assert_eq!((placed(&p, "a").1, placed(&p, "b").1), ("h1", "h2"));
 }
 
@@ -953,22 +823,15 @@ fn zone_with_lowest_priority_number_wins() {
 #[test]
 fn equal_priority_goes_to_most_soft_constraints_on_zone_and_host_tags() {
     let i = inv(vec![
-        with(zone("plain", vec![host("p1", 8, 32)]), |z| {
-            z.tags = tags(&["ssd"])
-        }),
+        with(zone("plain", vec![host("p1", 8, 32)]), |z| z.tags = tags(&["ssd"])),
         with(
-            zone(
-                "rich",
-                vec![with(host("r1", 8, 32), |h| h.tags = tags(&["gpu"]))],
-            ),
+            zone("rich", vec![with(host("r1", 8, 32), |h| h.tags = tags(&["gpu"]))]),
             |z| z.tags = tags(&["ssd"]),
         ),
         with(
             zone(
                 "far",
-                vec![with(host("f1", 8, 32), |h| {
-                    h.tags = tags(&["gpu", "ssd", "fast"])
-                })],
+                vec![with(host("f1", 8, 32), |h| h.tags = tags(&["gpu", "ssd", "fast"]))],
             ),
             |z| z.priority = 1,
         ),
@@ -1007,12 +870,7 @@ fn full_ties_are_broken_by_a_seeded_draw() {
         assert_eq!(z, format!("z{}", seeded_pick(seed, "zone:j", 4)));
         let choice = stage(&t1, "zone.choice", "j");
         assert_eq!((choice.considered, choice.passed), (4, 1));
-        assert!(
-            choice
-                .rejected
-                .iter()
-                .all(|r| r.reasons[0].code == codes::SEEDED_DRAW)
-        );
+        assert!(choice.rejected.iter().all(|r| r.reasons[0].code == codes::SEEDED_DRAW));
         seen.insert(z);
     }
     assert!(seen.len() > 1, "different seeds reach different zones");
@@ -1056,12 +914,5 @@ fn stages_run_in_order_and_stop_when_nothing_is_left() {
     );
     assert!(!e.message.contains('\n'));
     let (p, _) = run(&inv(vec![]), &req(vec![job("j", &["data"])], 1), &data());
-    assert!(
-        p.jobs["j"]
-            .error
-            .as_ref()
-            .unwrap()
-            .message
-            .contains("no zones")
-    );
+    assert!(p.jobs["j"].error.as_ref().unwrap().message.contains("no zones"));
 }

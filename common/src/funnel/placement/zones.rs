@@ -90,10 +90,7 @@ pub(crate) fn project<'a>(
             if c.assignment.is_none() {
                 r.push(Reason::new(
                     codes::NOT_IN_PROJECT,
-                    format!(
-                        "zone `{}` is not assigned to project `{project}`",
-                        c.zone.name
-                    ),
+                    format!("zone `{}` is not assigned to project `{project}`", c.zone.name),
                 ));
             }
         },
@@ -101,11 +98,7 @@ pub(crate) fn project<'a>(
 }
 
 /// Stage 2.1 (`zone.power`): drops zones with no powered-on host.
-pub(crate) fn power<'a>(
-    trace: &mut Vec<StageTrace>,
-    job: &str,
-    zones: Vec<ZoneCand<'a>>,
-) -> Vec<ZoneCand<'a>> {
+pub(crate) fn power<'a>(trace: &mut Vec<StageTrace>, job: &str, zones: Vec<ZoneCand<'a>>) -> Vec<ZoneCand<'a>> {
     run_filter(
         trace,
         "zone.power",
@@ -114,10 +107,7 @@ pub(crate) fn power<'a>(
         |c| c.zone.name.clone(),
         |c, r| {
             let hosts = &c.zone.hosts;
-            if !hosts
-                .iter()
-                .any(|h| h.power == crate::model::PowerState::On)
-            {
+            if !hosts.iter().any(|h| h.power == crate::model::PowerState::On) {
                 let msg = if hosts.is_empty() {
                     format!("zone `{}` has no hosts", c.zone.name)
                 } else {
@@ -138,11 +128,7 @@ pub(crate) fn power<'a>(
 /// (instances, memory bytes, cpu cores, storage bytes). Storage is the size of the new volumes
 /// this job mounts that no earlier job of the workflow has counted. Every exceeded limit is
 /// reported.
-pub(crate) fn limits<'a>(
-    trace: &mut Vec<StageTrace>,
-    ctx: &JobCtx<'_>,
-    zones: Vec<ZoneCand<'a>>,
-) -> Vec<ZoneCand<'a>> {
+pub(crate) fn limits<'a>(trace: &mut Vec<StageTrace>, ctx: &JobCtx<'_>, zones: Vec<ZoneCand<'a>>) -> Vec<ZoneCand<'a>> {
     let (inst, cpu, mem) = ctx.needs.totals();
     let storage = ctx
         .needs
@@ -164,28 +150,24 @@ pub(crate) fn limits<'a>(
             let (l, u) = (&a.limits, &a.usage);
             let num = |v: u128| v.to_string();
             let bytes = |v: u128| ByteSize(v).to_string();
-            let mut check = |what: &str,
-                             limit: Option<u128>,
-                             used: u128,
-                             wf: u128,
-                             job: u128,
-                             fmt: &dyn Fn(u128) -> String| {
-                let Some(limit) = limit else { return };
-                let total = used.saturating_add(wf).saturating_add(job);
-                if total > limit {
-                    r.push(Reason::new(
-                    codes::PROJECT_LIMIT,
-                    format!(
-                        "{what}: project uses {} + this workflow {} + job {} = {} > limit {} in zone `{zone}`",
-                        fmt(used),
-                        fmt(wf),
-                        fmt(job),
-                        fmt(total),
-                        fmt(limit)
-                    ),
-                ));
-                }
-            };
+            let mut check =
+                |what: &str, limit: Option<u128>, used: u128, wf: u128, job: u128, fmt: &dyn Fn(u128) -> String| {
+                    let Some(limit) = limit else { return };
+                    let total = used.saturating_add(wf).saturating_add(job);
+                    if total > limit {
+                        r.push(Reason::new(
+                            codes::PROJECT_LIMIT,
+                            format!(
+                                "{what}: project uses {} + this workflow {} + job {} = {} > limit {} in zone `{zone}`",
+                                fmt(used),
+                                fmt(wf),
+                                fmt(job),
+                                fmt(total),
+                                fmt(limit)
+                            ),
+                        ));
+                    }
+                };
             check(
                 "instances",
                 l.instances.map(u128::from),
@@ -195,22 +177,8 @@ pub(crate) fn limits<'a>(
                 &num,
             );
             check("memory", l.memory.map(|m| m.0), u.memory.0, wm, mem, &bytes);
-            check(
-                "cpu",
-                l.cpu.map(u128::from),
-                u.cpu.into(),
-                wc.into(),
-                cpu.into(),
-                &num,
-            );
-            check(
-                "storage",
-                l.storage.map(|s| s.0),
-                u.storage.0,
-                ws,
-                storage,
-                &bytes,
-            );
+            check("cpu", l.cpu.map(u128::from), u.cpu.into(), wc.into(), cpu.into(), &num);
+            check("storage", l.storage.map(|s| s.0), u.storage.0, ws, storage, &bytes);
         },
     )
 }

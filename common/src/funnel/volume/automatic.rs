@@ -22,7 +22,7 @@ use crate::model::{FuzzballVolume, Operation, Provisioner, VolumeRequest};
 
 use super::by_name::{self, Search};
 use super::provision::{self, NewName};
-use super::{Ctx, Need, provision_new, checks, failed, stages};
+use super::{Ctx, Need, checks, failed, provision_new, stages};
 
 /// Resolves an automatic volume (mode `automatic`).
 pub(crate) fn resolve(
@@ -56,15 +56,7 @@ pub(crate) fn resolve(
     };
     let need = Need::fuzzball(v, fb);
     let mut d = match name {
-        Some(n) => provision::decide(
-            ctx,
-            mode,
-            &need,
-            p,
-            op,
-            NewName::Requested(n.to_string()),
-            trace,
-        ),
+        Some(n) => provision::decide(ctx, mode, &need, p, op, NewName::Requested(n.to_string()), trace),
         None => provision_new(ctx, mode, &need, p, op, trace),
     };
     d.passed = Some(passed);
@@ -170,11 +162,7 @@ mod tests {
     /// Seed 000's fast-tier / standard-tier inventory.
     fn tiers() -> Inventory {
         inventory("a")
-            .provisioner(
-                prov("fast-tier", hostpath())
-                    .annotate("tier", "fast")
-                    .ephemeral_all(),
-            )
+            .provisioner(prov("fast-tier", hostpath()).annotate("tier", "fast").ephemeral_all())
             .provisioner(
                 prov("standard-tier", nfs())
                     .annotate("tier", "standard")
@@ -186,11 +174,7 @@ mod tests {
 
     #[test]
     fn annotations_pick_the_tier() {
-        let (d, trace) = resolve_one(
-            &tiers(),
-            fb_volume("scratch", fast(&[("tier", "fast")])),
-            &[],
-        );
+        let (d, trace) = resolve_one(&tiers(), fb_volume("scratch", fast(&[("tier", "fast")])), &[]);
         assert_eq!(d.mode, Mode::Automatic);
         assert_eq!(
             (d.provisioner.as_deref(), d.action, d.passed),
@@ -200,21 +184,14 @@ mod tests {
             rejected_codes(&trace, stages::ANNOTATIONS, "standard-tier"),
             [codes::ANNOTATION_MISMATCH]
         );
-        let (d, _) = resolve_one(
-            &tiers(),
-            fb_volume("scratch", fast(&[("tier", "standard")])),
-            &[],
-        );
+        let (d, _) = resolve_one(&tiers(), fb_volume("scratch", fast(&[("tier", "standard")])), &[]);
         assert_eq!(d.provisioner.as_deref(), Some("standard-tier"));
     }
 
     #[test]
     fn no_annotations_takes_the_first_passing_and_counts_all_that_passed() {
         let (d, trace) = resolve_one(&tiers(), fb_volume("scratch", FbSpec::default()), &[]);
-        assert_eq!(
-            (d.provisioner.as_deref(), d.passed),
-            (Some("fast-tier"), Some(2))
-        );
+        assert_eq!((d.provisioner.as_deref(), d.passed), (Some("fast-tier"), Some(2)));
         assert_eq!(stage(&trace, stages::ANNOTATIONS).passed, 2);
     }
 
@@ -246,11 +223,7 @@ mod tests {
     #[test]
     fn purpose_work_workspace_selects_work_storage() {
         let inv = inventory("a")
-            .provisioner(
-                prov("work-storage", nfs())
-                    .annotate("purpose", "work")
-                    .ephemeral_all(),
-            )
+            .provisioner(prov("work-storage", nfs()).annotate("purpose", "work").ephemeral_all())
             .provisioner(
                 prov("archive-storage", nfs())
                     .annotate("purpose", "archive")
@@ -297,14 +270,12 @@ mod tests {
         let err = d.error.expect("none");
         assert_eq!(err.code, codes::NO_PROVISIONER);
         assert_eq!(d.passed, Some(0));
-        assert!(err.message.contains(
-            "`broken`: not_ready, annotation_missing, annotation_mismatch, permission_denied"
-        ));
-        assert!(err.message.contains("`ok`: annotation_missing"));
-        assert_eq!(
-            rejected_codes(&trace, stages::STATUS, "broken"),
-            [codes::NOT_READY]
+        assert!(
+            err.message
+                .contains("`broken`: not_ready, annotation_missing, annotation_mismatch, permission_denied")
         );
+        assert!(err.message.contains("`ok`: annotation_missing"));
+        assert_eq!(rejected_codes(&trace, stages::STATUS, "broken"), [codes::NOT_READY]);
         assert_eq!(
             rejected_codes(&trace, stages::ANNOTATIONS, "broken"),
             [codes::ANNOTATION_MISSING, codes::ANNOTATION_MISMATCH]
@@ -327,16 +298,10 @@ mod tests {
                     .status(ProvisionerStatus::Provisioning),
             )
             .provisioner(prov("no-policy", nfs()))
-            .provisioner(
-                prov("creators", nfs())
-                    .create(AccessPolicy::Groups(["physics".to_string()].into())),
-            )
+            .provisioner(prov("creators", nfs()).create(AccessPolicy::Groups(["physics".to_string()].into())))
             .build();
         let (d, _) = resolve_one(&inv, fb_volume("s", FbSpec::default()), &["physics"]);
-        assert_eq!(
-            (d.provisioner.as_deref(), d.passed),
-            (Some("creators"), Some(1))
-        );
+        assert_eq!((d.provisioner.as_deref(), d.passed), (Some("creators"), Some(1)));
         let (d, trace) = resolve_one(&inv, fb_volume("s", FbSpec::default()), &["chem"]);
         assert_eq!(d.error.expect("denied").code, codes::NO_PROVISIONER);
         assert_eq!(
@@ -385,8 +350,7 @@ mod tests {
         );
         assert!(trace.iter().all(|t| t.stage != stages::STATUS));
         let mut inv2 = inv.clone();
-        inv2.volumes
-            .push(pv("my-archive", Some("pers"), gib(1)).into());
+        inv2.volumes.push(pv("my-archive", Some("pers"), gib(1)).into());
         let (d, _) = resolve_one(&inv2, fb_volume("results", spec()), &[]);
         assert_eq!(d.error.expect("ambiguous").code, codes::AMBIGUOUS_VOLUME);
     }
@@ -403,11 +367,7 @@ mod tests {
             )
             .build();
         let b = inventory("cluster-b")
-            .provisioner(
-                prov("slow-storage", nfs())
-                    .annotate("tier", "slow")
-                    .ephemeral_all(),
-            )
+            .provisioner(prov("slow-storage", nfs()).annotate("tier", "slow").ephemeral_all())
             .provisioner(
                 prov("fast-storage", efs("fs-12345678"))
                     .annotate("tier", "fast")
@@ -431,10 +391,7 @@ mod tests {
             da.new_volume.expect("a").annotations[provision::PROVISIONED_BY],
             "hostpath"
         );
-        assert_eq!(
-            db.new_volume.expect("b").annotations[provision::PROVISIONED_BY],
-            "efs"
-        );
+        assert_eq!(db.new_volume.expect("b").annotations[provision::PROVISIONED_BY], "efs");
         assert_ne!(da.volume, db.volume, "names include the cluster");
     }
 }

@@ -93,10 +93,7 @@ pub(crate) fn bind<'a>(
         ),
         _ => None,
     };
-    BindOutcome {
-        volume,
-        named_reasons,
-    }
+    BindOutcome { volume, named_reasons }
 }
 
 /// `"fast"` or `(none)`, for messages.
@@ -145,19 +142,13 @@ fn match_reasons(
     if v.capacity < need.size {
         out.push(Reason::new(
             codes::CAPACITY,
-            format!(
-                "capacity {} is smaller than the requested {}",
-                v.capacity, need.size
-            ),
+            format!("capacity {} is smaller than the requested {}", v.capacity, need.size),
         ));
     }
     if v.volume_mode != need.volume_mode {
         out.push(Reason::new(
             codes::VOLUME_MODE,
-            format!(
-                "volume mode {:?}, request wants {:?}",
-                v.volume_mode, need.volume_mode
-            ),
+            format!("volume mode {:?}, request wants {:?}", v.volume_mode, need.volume_mode),
         ));
     }
     if !v.access_modes.is_superset_of(need.access_modes) {
@@ -224,10 +215,7 @@ mod tests {
             .volume(pv("other-class", Some("slow"), gib(5)))
             .build();
         let (d, trace) = bind_claim(&inv, claim("c").class_named("fast").size(gib(5)));
-        assert_eq!(
-            (d.action, d.volume.as_deref()),
-            (Some(Action::Bind), Some("snug-1"))
-        );
+        assert_eq!((d.action, d.volume.as_deref()), (Some(Action::Bind), Some("snug-1")));
         assert_eq!(d.provisioner.as_deref(), Some("fast"));
         assert_eq!(
             rejected_codes(&trace, stages::BINDING_CANDIDATES, "other-class"),
@@ -242,16 +230,12 @@ mod tests {
 
     #[test]
     fn capacity_is_exact_bytes() {
-        let inv = class_fast()
-            .volume(pv("exact", Some("fast"), gib(5)))
-            .build();
+        let inv = class_fast().volume(pv("exact", Some("fast"), gib(5))).build();
         let (d, _) = bind_claim(&inv, claim("c").class_named("fast").size(gib(5)));
         assert_eq!(d.volume.as_deref(), Some("exact"));
         let (d, _) = bind_claim(
             &inv,
-            claim("c")
-                .class_named("fast")
-                .size(crate::size::ByteSize(gib(5).0 + 1)),
+            claim("c").class_named("fast").size(crate::size::ByteSize(gib(5).0 + 1)),
         );
         assert_eq!(d.action, Some(Action::Provision));
     }
@@ -264,23 +248,14 @@ mod tests {
             .volume(pv("rwx-only", Some("fast"), gib(5)).modes(&[RWX]))
             .build();
         // RWO group (1 mode) beats the smaller RWO+RWX volume (2 modes).
-        let (d, trace) = bind_claim(
-            &inv,
-            claim("c").class_named("fast").size(gib(5)).modes(&[RWO]),
-        );
+        let (d, trace) = bind_claim(&inv, claim("c").class_named("fast").size(gib(5)).modes(&[RWO]));
         assert_eq!(d.volume.as_deref(), Some("rwo-big"));
         assert_eq!(
             rejected_codes(&trace, stages::BINDING_MATCH, "rwx-only"),
             [codes::ACCESS_MODES]
         );
         // A claim for RWO+RWX can only use the superset.
-        let (d, _) = bind_claim(
-            &inv,
-            claim("c")
-                .class_named("fast")
-                .size(gib(5))
-                .modes(&[RWO, RWX]),
-        );
+        let (d, _) = bind_claim(&inv, claim("c").class_named("fast").size(gib(5)).modes(&[RWO, RWX]));
         assert_eq!(d.volume.as_deref(), Some("rwo-rwx-small"));
     }
 
@@ -343,23 +318,11 @@ mod tests {
             .volume(pv("other", Some("fast"), gib(9)).label("tier", "gold"))
             .build();
         let gold = selector(&[("tier", "gold")], vec![]);
-        let (d, trace) = bind_claim(
-            &inv,
-            claim("c")
-                .class_named("fast")
-                .size(gib(5))
-                .selector(gold.clone()),
-        );
+        let (d, trace) = bind_claim(&inv, claim("c").class_named("fast").size(gib(5)).selector(gold.clone()));
         assert_eq!(d.volume.as_deref(), Some("other"));
-        assert_eq!(
-            rejected_codes(&trace, stages::BINDING_MATCH, "mine"),
-            [codes::CAPACITY]
-        );
+        assert_eq!(rejected_codes(&trace, stages::BINDING_MATCH, "mine"), [codes::CAPACITY]);
         // The selector does not apply to the administrator's explicit pre-binding.
-        let (d, _) = bind_claim(
-            &inv,
-            claim("c").class_named("fast").size(gib(1)).selector(gold),
-        );
+        let (d, _) = bind_claim(&inv, claim("c").class_named("fast").size(gib(1)).selector(gold));
         assert_eq!(d.volume.as_deref(), Some("mine"));
     }
 
@@ -376,13 +339,7 @@ mod tests {
             rejected_codes(&trace, stages::BINDING_MATCH, "small"),
             [codes::VOLUME_NAME]
         );
-        let (d, _) = bind_claim(
-            &inv,
-            claim("c")
-                .class_named("fast")
-                .volume_name("tiny")
-                .size(gib(2)),
-        );
+        let (d, _) = bind_claim(&inv, claim("c").class_named("fast").volume_name("tiny").size(gib(2)));
         let err = d.error.expect("tiny is too small");
         assert_eq!(err.code, codes::CAPACITY);
         assert_eq!(d.action, None);
@@ -402,48 +359,33 @@ mod tests {
             .volume(pv("bare", Some("fast"), gib(7)))
             .build();
         let pick = |exprs: Vec<crate::model::LabelRequirement>| {
-            bind_claim(
-                &inv,
-                claim("c")
-                    .class_named("fast")
-                    .selector(selector(&[], exprs)),
-            )
-            .0
-            .volume
+            bind_claim(&inv, claim("c").class_named("fast").selector(selector(&[], exprs)))
+                .0
+                .volume
         };
         assert_eq!(
             pick(vec![req("region", In, &["north", "south"])]).as_deref(),
             Some("north")
         );
         // NotIn matches volumes without the label too.
-        assert_eq!(
-            pick(vec![req("region", NotIn, &["east"])]).as_deref(),
-            Some("north")
-        );
+        assert_eq!(pick(vec![req("region", NotIn, &["east"])]).as_deref(), Some("north"));
         assert_eq!(
             pick(vec![req("region", NotIn, &["east", "north"])]).as_deref(),
             Some("bare")
         );
         assert_eq!(pick(vec![req("ssd", Exists, &[])]).as_deref(), Some("east"));
-        assert_eq!(
-            pick(vec![req("region", DoesNotExist, &[])]).as_deref(),
-            Some("bare")
-        );
+        assert_eq!(pick(vec![req("region", DoesNotExist, &[])]).as_deref(), Some("bare"));
         let (_, trace) = bind_claim(
             &inv,
-            claim("c").class_named("fast").selector(selector(
-                &[("region", "west")],
-                vec![req("ssd", Exists, &[])],
-            )),
+            claim("c")
+                .class_named("fast")
+                .selector(selector(&[("region", "west")], vec![req("ssd", Exists, &[])])),
         );
         assert_eq!(
             rejected_codes(&trace, stages::BINDING_MATCH, "north"),
             [codes::SELECTOR, codes::SELECTOR]
         );
-        assert_eq!(
-            rejected_codes(&trace, stages::BINDING_MATCH, "east"),
-            [codes::SELECTOR]
-        );
+        assert_eq!(rejected_codes(&trace, stages::BINDING_MATCH, "east"), [codes::SELECTOR]);
     }
 
     #[test]
@@ -460,12 +402,7 @@ mod tests {
             },
             "req-other".into(),
         );
-        let (d, trace) = resolve_with(
-            &inv,
-            &state,
-            claim_volume("data", claim("c").class_named("fast")),
-            &[],
-        );
+        let (d, trace) = resolve_with(&inv, &state, claim_volume("data", claim("c").class_named("fast")), &[]);
         assert_eq!(d.volume.as_deref(), Some("pv-2"));
         let codes_pv1 = rejected_codes(&trace, stages::BINDING_MATCH, "pv-1");
         assert_eq!(codes_pv1, [codes::RESERVED]);
@@ -476,12 +413,7 @@ mod tests {
             },
             "req-1".into(),
         );
-        let (d, _) = resolve_with(
-            &inv,
-            &state,
-            claim_volume("data", claim("c").class_named("fast")),
-            &[],
-        );
+        let (d, _) = resolve_with(&inv, &state, claim_volume("data", claim("c").class_named("fast")), &[]);
         assert_eq!(d.volume.as_deref(), Some("pv-1"));
     }
 

@@ -95,10 +95,7 @@ pub(crate) fn search<'a>(
 fn not_found(ctx: &Ctx<'_>, name: &str, annotations: &BTreeMap<String, String>) -> Reason {
     let mut msg = format!("no provisioner you may access holds a volume named `{name}`");
     if !annotations.is_empty() {
-        let pairs: Vec<String> = annotations
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
+        let pairs: Vec<String> = annotations.iter().map(|(k, v)| format!("{k}={v}")).collect();
         msg.push_str(&format!(" with annotations {}", pairs.join(",")));
     }
     let elsewhere: Vec<String> = ctx
@@ -142,10 +139,7 @@ pub(crate) fn existing(
     if vol.being_deleted {
         reasons.push(Reason::new(
             codes::BEING_DELETED,
-            format!(
-                "volume `{}` on provisioner `{}` is being deleted",
-                vol.name, p.name
-            ),
+            format!("volume `{}` on provisioner `{}` is being deleted", vol.name, p.name),
         ));
     }
     let reasons = single(trace, stages::EXISTING, key, &vol.name, reasons);
@@ -169,11 +163,7 @@ mod tests {
     /// Seed 000's `purpose` example: `results` names `my-archive` narrowed by `purpose: archive`.
     fn purpose_inventory() -> crate::model::Inventory {
         inventory("a")
-            .provisioner(
-                prov("work-storage", nfs())
-                    .annotate("purpose", "work")
-                    .ephemeral_all(),
-            )
+            .provisioner(prov("work-storage", nfs()).annotate("purpose", "work").ephemeral_all())
             .provisioner(
                 prov("archive-storage", nfs())
                     .annotate("purpose", "archive")
@@ -232,11 +222,7 @@ mod tests {
         );
         let err = d.error.expect("ambiguous");
         assert_eq!(err.code, codes::AMBIGUOUS_VOLUME);
-        assert!(
-            err.message.contains("`nfs-a`")
-                && err.message.contains("`nfs-b`")
-                && !err.message.contains("nfs-c")
-        );
+        assert!(err.message.contains("`nfs-a`") && err.message.contains("`nfs-b`") && !err.message.contains("nfs-c"));
         assert!(err.message.contains("use:"));
         // Annotations narrow the search and resolve the ambiguity.
         let inv2 = {
@@ -257,9 +243,7 @@ mod tests {
     fn missing_volume_is_an_error_with_hints() {
         let inv = inventory("a")
             .provisioner(prov("open", nfs()).access_all())
-            .provisioner(
-                prov("locked", nfs()).access(AccessPolicy::Groups(["lab".to_string()].into())),
-            )
+            .provisioner(prov("locked", nfs()).access(AccessPolicy::Groups(["lab".to_string()].into())))
             .volume(pv("my-dataset", Some("open"), gib(1)))
             .volume(pv("secret", Some("locked"), gib(1)))
             .build();
@@ -307,11 +291,7 @@ mod tests {
     #[test]
     fn existing_volume_on_a_disabled_provisioner_or_being_deleted_is_refused() {
         let inv = inventory("a")
-            .provisioner(
-                prov("p", nfs())
-                    .access_all()
-                    .status(ProvisionerStatus::Disabled),
-            )
+            .provisioner(prov("p", nfs()).access_all().status(ProvisionerStatus::Disabled))
             .volume(pv("v", Some("p"), gib(1)).deleting())
             .build();
         let (d, trace) = resolve_one(

@@ -25,11 +25,7 @@ pub fn status(p: &Provisioner, out: &mut Vec<Reason>) {
 /// identical value (exact strings, no patterns); extra provisioner annotations are ignored; no
 /// requested annotations always match. Pushes one reason per failing key:
 /// `annotation_missing` or `annotation_mismatch` (naming both values).
-pub fn annotations(
-    wanted: &BTreeMap<String, String>,
-    have: &BTreeMap<String, String>,
-    out: &mut Vec<Reason>,
-) {
+pub fn annotations(wanted: &BTreeMap<String, String>, have: &BTreeMap<String, String>, out: &mut Vec<Reason>) {
     for (k, want) in wanted {
         match have.get(k) {
             Some(v) if v == want => {}
@@ -51,16 +47,9 @@ pub fn permission(p: &Provisioner, op: Operation, groups: &[String], out: &mut V
     if p.permissions.allows(op, groups) {
         return;
     }
-    let mut policies = format!(
-        "`{}` allows {}",
-        op.as_str(),
-        p.permissions.policy(op).describe()
-    );
+    let mut policies = format!("`{}` allows {}", op.as_str(), p.permissions.policy(op).describe());
     if op != Operation::Create {
-        policies.push_str(&format!(
-            ", `create` allows {}",
-            p.permissions.create.describe()
-        ));
+        policies.push_str(&format!(", `create` allows {}", p.permissions.create.describe()));
     }
     let yours = if groups.is_empty() {
         "none".to_string()
@@ -109,19 +98,11 @@ mod tests {
     fn annotation_table_of_seed_000() {
         type Pairs = &'static [(&'static str, &'static str)];
         let rows: [(Pairs, Pairs, bool); 5] = [
-            (
-                &[("tier", "fast")],
-                &[("tier", "fast"), ("region", "us-west")],
-                true,
-            ),
+            (&[("tier", "fast")], &[("tier", "fast"), ("region", "us-west")], true),
             (&[("tier", "fast")], &[("tier", "slow")], false),
             (&[("tier", "fast")], &[("region", "us-west")], false),
             (&[], &[("tier", "fast"), ("region", "us-west")], true),
-            (
-                &[("tier", "fast"), ("region", "us-west")],
-                &[("tier", "fast")],
-                false,
-            ),
+            (&[("tier", "fast"), ("region", "us-west")], &[("tier", "fast")], false),
         ];
         let expected_codes: [&[&str]; 5] = [
             &[],
@@ -146,10 +127,7 @@ mod tests {
             &ann(&[("tier", "slow"), ("purpose", "work")]),
             &mut out,
         );
-        assert_eq!(
-            codes_of(&out),
-            [codes::ANNOTATION_MISSING, codes::ANNOTATION_MISMATCH]
-        );
+        assert_eq!(codes_of(&out), [codes::ANNOTATION_MISSING, codes::ANNOTATION_MISMATCH]);
         assert!(out[1].message.contains("tier=slow") && out[1].message.contains("tier=fast"));
         assert!(out[0].message.contains("region"));
     }
@@ -157,21 +135,9 @@ mod tests {
     #[test]
     fn matching_is_exact_strings() {
         let mut out = Vec::new();
-        annotations(
-            &ann(&[("tier", "fast")]),
-            &ann(&[("tier", "Fast")]),
-            &mut out,
-        );
-        annotations(
-            &ann(&[("tier", "fast")]),
-            &ann(&[("tier", "fast ")]),
-            &mut out,
-        );
-        annotations(
-            &ann(&[("tier", "fast")]),
-            &ann(&[("Tier", "fast")]),
-            &mut out,
-        );
+        annotations(&ann(&[("tier", "fast")]), &ann(&[("tier", "Fast")]), &mut out);
+        annotations(&ann(&[("tier", "fast")]), &ann(&[("tier", "fast ")]), &mut out);
+        annotations(&ann(&[("tier", "fast")]), &ann(&[("Tier", "fast")]), &mut out);
         assert_eq!(out.len(), 3);
     }
 
@@ -208,12 +174,7 @@ mod tests {
             assert!(out.is_empty(), "{op:?}");
         }
         let mut out = Vec::new();
-        permission(
-            &creators,
-            Operation::Ephemeral,
-            &["chem".to_string()],
-            &mut out,
-        );
+        permission(&creators, Operation::Ephemeral, &["chem".to_string()], &mut out);
         assert!(out[0].message.contains("groups [physics]") && out[0].message.contains("[chem]"));
         let ephemeral_only = prov("p", nfs()).ephemeral_all().build();
         let mut out = Vec::new();

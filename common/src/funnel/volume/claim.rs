@@ -26,21 +26,12 @@ pub fn effective_class<'a>(inv: &'a Inventory, class: &'a ClaimClass) -> Option<
     match class {
         ClaimClass::Named(c) if !c.is_empty() => Some(c),
         ClaimClass::Named(_) | ClaimClass::Empty => None,
-        ClaimClass::Unset => inv
-            .provisioners
-            .iter()
-            .find(|p| p.default)
-            .map(|p| p.name.as_str()),
+        ClaimClass::Unset => inv.provisioners.iter().find(|p| p.default).map(|p| p.name.as_str()),
     }
 }
 
 /// Resolves one claim; see the module docs.
-pub(crate) fn resolve(
-    ctx: &Ctx<'_>,
-    v: &VolumeRequest,
-    c: &Claim,
-    trace: &mut Vec<StageTrace>,
-) -> VolumeDecision {
+pub(crate) fn resolve(ctx: &Ctx<'_>, v: &VolumeRequest, c: &Claim, trace: &mut Vec<StageTrace>) -> VolumeDecision {
     let mode = Mode::Claim;
     let need = Need::claim(v, c);
     let class = effective_class(ctx.inv, &c.class);
@@ -58,26 +49,14 @@ pub(crate) fn resolve(
         return bound(mode, vol);
     }
     if let Some(name) = &c.volume_name {
-        return failed(
-            mode,
-            class,
-            volume_name_error(name, class, outcome.named_reasons),
-        );
+        return failed(mode, class, volume_name_error(name, class, outcome.named_reasons));
     }
     match (class, definition) {
         (None, _) => failed(mode, None, no_dynamic_provisioning(&c.class)),
         (Some(cl), None) => failed(mode, Some(cl), no_such_class(ctx.inv, cl)),
         (Some(_), Some(p)) => {
             let name = provision::generated_name(&ctx.inv.cluster, &ctx.req.request_id, &v.key);
-            provision::decide(
-                ctx,
-                mode,
-                &need,
-                p,
-                Operation::Create,
-                NewName::Generated(name),
-                trace,
-            )
+            provision::decide(ctx, mode, &need, p, Operation::Create, NewName::Generated(name), trace)
         }
     }
 }
@@ -111,9 +90,7 @@ fn no_dynamic_provisioning(class: &ClaimClass) -> Reason {
     };
     Reason::new(
         codes::NO_DYNAMIC_PROVISIONING,
-        format!(
-            "no volume without a class fits the claim, and {why}, so dynamic provisioning is disabled"
-        ),
+        format!("no volume without a class fits the claim, and {why}, so dynamic provisioning is disabled"),
     )
 }
 
@@ -160,15 +137,8 @@ mod tests {
             (d.volume.as_deref(), d.provisioner.as_deref()),
             (Some("classless"), None)
         );
-        let (d, _) = resolve_one(
-            &inv,
-            claim_volume("v", claim("c").class_empty().size(gib(60))),
-            &[],
-        );
-        assert_eq!(
-            d.error.expect("nothing fits").code,
-            codes::NO_DYNAMIC_PROVISIONING
-        );
+        let (d, _) = resolve_one(&inv, claim_volume("v", claim("c").class_empty().size(gib(60))), &[]);
+        assert_eq!(d.error.expect("nothing fits").code, codes::NO_DYNAMIC_PROVISIONING);
     }
 
     #[test]
@@ -211,59 +181,31 @@ mod tests {
             .provisioner(storage_class("fast", "ebs.csi.aws.com"))
             .volume(pv("manual-1", Some("manual"), gib(5)))
             .build();
-        let (d, _) = resolve_one(
-            &inv,
-            claim_volume("v", claim("c").class_named("manual")),
-            &[],
-        );
-        assert_eq!(
-            (d.action, d.volume.as_deref()),
-            (Some(Action::Bind), Some("manual-1"))
-        );
+        let (d, _) = resolve_one(&inv, claim_volume("v", claim("c").class_named("manual")), &[]);
+        assert_eq!((d.action, d.volume.as_deref()), (Some(Action::Bind), Some("manual-1")));
         let (d, _) = resolve_one(
             &inv,
             claim_volume("v", claim("c").class_named("manual").size(gib(9))),
             &[],
         );
         assert_eq!(d.error.expect("no class").code, codes::NO_SUCH_CLASS);
-        let (d, _) = resolve_one(
-            &inv,
-            claim_volume("v", claim("c").class_named("fasst")),
-            &[],
-        );
-        assert!(
-            d.error
-                .expect("typo")
-                .message
-                .contains("did you mean `fast`")
-        );
+        let (d, _) = resolve_one(&inv, claim_volume("v", claim("c").class_named("fasst")), &[]);
+        assert!(d.error.expect("typo").message.contains("did you mean `fast`"));
     }
 
     #[test]
     fn fedvol_provisioner_as_class_needs_access_to_bind_and_create_to_provision() {
         let inv = inventory("a")
-            .provisioner(
-                prov("lab", nfs()).access(crate::model::AccessPolicy::Groups(
-                    ["lab".to_string()].into(),
-                )),
-            )
+            .provisioner(prov("lab", nfs()).access(crate::model::AccessPolicy::Groups(["lab".to_string()].into())))
             .volume(pv("lab-1", Some("lab"), gib(5)))
             .build();
-        let (d, trace) = resolve_one(
-            &inv,
-            claim_volume("v", claim("c").class_named("lab")),
-            &["chem"],
-        );
+        let (d, trace) = resolve_one(&inv, claim_volume("v", claim("c").class_named("lab")), &["chem"]);
         assert_eq!(d.error.expect("denied").code, codes::PERMISSION_DENIED);
         assert_eq!(
             rejected_codes(&trace, stages::PERMISSION, "lab"),
             [codes::PERMISSION_DENIED]
         );
-        let (d, _) = resolve_one(
-            &inv,
-            claim_volume("v", claim("c").class_named("lab")),
-            &["lab"],
-        );
+        let (d, _) = resolve_one(&inv, claim_volume("v", claim("c").class_named("lab")), &["lab"]);
         assert_eq!(d.volume.as_deref(), Some("lab-1"));
         let (d, _) = resolve_one(
             &inv,

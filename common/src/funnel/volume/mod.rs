@@ -38,8 +38,8 @@ use super::trace::run_filter;
 use super::{ClusterState, PlanRequest, VolumeId};
 use crate::decision::{Action, Mode, Reason, StageTrace, VolumeDecision};
 use crate::model::{
-    AccessModes, Claim, FuzzballVolume, Inventory, LabelSelector, Operation, PersistentVolume,
-    Provisioner, VolumeMode, VolumeRequest,
+    AccessModes, Claim, FuzzballVolume, Inventory, LabelSelector, Operation, PersistentVolume, Provisioner, VolumeMode,
+    VolumeRequest,
 };
 use crate::size::ByteSize;
 
@@ -114,15 +114,9 @@ fn resolve_one(ctx: &Ctx<'_>, v: &VolumeRequest, trace: &mut Vec<StageTrace>) ->
     let resolution = Resolution::of(&v.source);
     mode::record(trace, &v.key, &resolution);
     match resolution {
-        Resolution::Named {
-            provisioner,
-            fuzzball,
-        } => named::resolve(ctx, v, fuzzball, provisioner, trace),
+        Resolution::Named { provisioner, fuzzball } => named::resolve(ctx, v, fuzzball, provisioner, trace),
         Resolution::ByName { name, fuzzball } => by_name::resolve(ctx, v, fuzzball, name, trace),
-        Resolution::Automatic {
-            persistent,
-            fuzzball,
-        } => automatic::resolve(ctx, v, fuzzball, persistent, trace),
+        Resolution::Automatic { persistent, fuzzball } => automatic::resolve(ctx, v, fuzzball, persistent, trace),
         Resolution::Claim(c) => claim::resolve(ctx, v, c, trace),
     }
 }
@@ -337,12 +331,7 @@ mod tests {
             claim_volume("data", claim("data").class_named("fast").size(gib(1))),
         ]);
         let mut trace = Vec::new();
-        let out = resolve_volumes(
-            &inv,
-            &ClusterState::default(),
-            &request(wf, &["g"]),
-            &mut trace,
-        );
+        let out = resolve_volumes(&inv, &ClusterState::default(), &request(wf, &["g"]), &mut trace);
         assert_eq!(out.keys().collect::<Vec<_>>(), ["zeta", "alpha", "data"]);
         assert!(
             trace
@@ -363,12 +352,7 @@ mod tests {
             claim_volume("two", claim("two").class_named("std").size(gib(1))),
         ]);
         let mut trace = Vec::new();
-        let out = resolve_volumes(
-            &inv,
-            &ClusterState::default(),
-            &request(wf, &[]),
-            &mut trace,
-        );
+        let out = resolve_volumes(&inv, &ClusterState::default(), &request(wf, &[]), &mut trace);
         assert_eq!(out["one"].action, Some(Action::Bind));
         assert_eq!(out["one"].volume.as_deref(), Some("pv-1"));
         assert_eq!(out["two"].action, Some(Action::Provision));

@@ -67,10 +67,7 @@ impl<'a> Resolution<'a> {
                     provisioner: p,
                     fuzzball: fb,
                 },
-                (None, Some(n)) => Resolution::ByName {
-                    name: n,
-                    fuzzball: fb,
-                },
+                (None, Some(n)) => Resolution::ByName { name: n, fuzzball: fb },
                 (None, None) => Resolution::Automatic {
                     persistent: false,
                     fuzzball: fb,
@@ -93,20 +90,14 @@ impl<'a> Resolution<'a> {
     /// `automatic: ephemeral, annotations tier=fast`.
     pub fn describe(&self) -> String {
         match self {
-            Resolution::Named {
-                provisioner,
-                fuzzball,
-            } => match &fuzzball.name {
+            Resolution::Named { provisioner, fuzzball } => match &fuzzball.name {
                 Some(n) => format!("named: use {provisioner}, name {n}"),
                 None => format!("named: use {provisioner}, ephemeral"),
             },
             Resolution::ByName { name, fuzzball } => {
                 format!("by_name: name {name}{}", annotations_suffix(fuzzball))
             }
-            Resolution::Automatic {
-                persistent,
-                fuzzball,
-            } => {
+            Resolution::Automatic { persistent, fuzzball } => {
                 let what = match (persistent, &fuzzball.name) {
                     (true, Some(n)) => format!("persistent {n}"),
                     (true, None) => "persistent".to_string(),
@@ -130,11 +121,7 @@ fn annotations_suffix(fb: &FuzzballVolume) -> String {
     if fb.annotations.is_empty() {
         return String::new();
     }
-    let pairs: Vec<String> = fb
-        .annotations
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
+    let pairs: Vec<String> = fb.annotations.iter().map(|(k, v)| format!("{k}={v}")).collect();
     format!(", annotations {}", pairs.join(","))
 }
 
@@ -170,33 +157,18 @@ mod tests {
             Resolution::of(&fb(Some("my-nfs"), Some("project-data"))).mode(),
             Mode::Named
         );
-        assert_eq!(
-            Resolution::of(&fb(Some("my-nfs"), None)).mode(),
-            Mode::Named
-        );
-        assert_eq!(
-            Resolution::of(&fb(None, Some("my-dataset"))).mode(),
-            Mode::ByName
-        );
+        assert_eq!(Resolution::of(&fb(Some("my-nfs"), None)).mode(), Mode::Named);
+        assert_eq!(Resolution::of(&fb(None, Some("my-dataset"))).mode(), Mode::ByName);
         assert_eq!(Resolution::of(&fb(None, None)).mode(), Mode::Automatic);
-        assert_eq!(
-            Resolution::of(&fb(Some("ephemeral"), None)).mode(),
-            Mode::Automatic
-        );
+        assert_eq!(Resolution::of(&fb(Some("ephemeral"), None)).mode(), Mode::Automatic);
         assert!(matches!(
             Resolution::of(&fb(Some("persistent"), Some("x"))),
-            Resolution::Automatic {
-                persistent: true,
-                ..
-            }
+            Resolution::Automatic { persistent: true, .. }
         ));
         // v1 files copy the key into `name:` next to `reference: volume://user/ephemeral`.
         assert!(matches!(
             Resolution::of(&fb(Some("ephemeral"), Some("lammps-data-volume"))),
-            Resolution::Automatic {
-                persistent: false,
-                ..
-            }
+            Resolution::Automatic { persistent: false, .. }
         ));
     }
 

@@ -20,7 +20,7 @@ use crate::model::{FuzzballVolume, Operation, VolumeRequest};
 use crate::yaml::closest;
 
 use super::provision::{self, NewName};
-use super::{Ctx, Need, provision_new, by_name, checks, failed, single, stages};
+use super::{Ctx, Need, by_name, checks, failed, provision_new, single, stages};
 
 /// Resolves `use: <provisioner>` (mode `named`).
 pub(crate) fn resolve(
@@ -51,9 +51,8 @@ pub(crate) fn resolve(
             if let (Some(n), Operation::Create, Some(last)) = (name, op, reasons.last_mut())
                 && last.code == codes::PERMISSION_DENIED
             {
-                last.message.push_str(&format!(
-                    " (volume `{n}` does not exist there, so it would be created)"
-                ));
+                last.message
+                    .push_str(&format!(" (volume `{n}` does not exist there, so it would be created)"));
             }
         }
     }
@@ -67,15 +66,7 @@ pub(crate) fn resolve(
     let need = Need::fuzzball(v, fb);
     match (name, existing) {
         (Some(_), Some(vol)) => by_name::existing(mode, &v.key, p, vol, trace),
-        (Some(n), None) => provision::decide(
-            ctx,
-            mode,
-            &need,
-            p,
-            op,
-            NewName::Requested(n.to_string()),
-            trace,
-        ),
+        (Some(n), None) => provision::decide(ctx, mode, &need, p, op, NewName::Requested(n.to_string()), trace),
         (None, _) => provision_new(ctx, mode, &need, p, op, trace),
     }
 }
@@ -86,10 +77,7 @@ fn no_such_provisioner(ctx: &Ctx<'_>, name: &str) -> Reason {
         .unwrap_or_default();
     Reason::new(
         codes::NO_SUCH_PROVISIONER,
-        format!(
-            "cluster `{}` has no provisioner named `{name}`{hint}",
-            ctx.inv.cluster
-        ),
+        format!("cluster `{}` has no provisioner named `{name}`{hint}", ctx.inv.cluster),
     )
 }
 
@@ -197,10 +185,7 @@ mod tests {
         assert_eq!(err.code, codes::NO_SUCH_PROVISIONER);
         assert!(err.message.contains("did you mean `fast-storage`"));
         assert_eq!(d.provisioner, None);
-        assert_eq!(
-            stage(&trace, stages::NAMED).rejected[0].candidate,
-            "fast-storag"
-        );
+        assert_eq!(stage(&trace, stages::NAMED).rejected[0].candidate, "fast-storag");
     }
 
     #[test]

@@ -23,11 +23,7 @@ fn labels() -> impl Strategy<Value = BTreeMap<String, String>> {
         prop::sample::select(&VALUES[..]),
         0..=2,
     )
-    .prop_map(|m| {
-        m.into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    })
+    .prop_map(|m| m.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
 }
 
 fn volume_mode() -> impl Strategy<Value = VolumeMode> {
@@ -98,18 +94,16 @@ fn volume(i: usize) -> impl Strategy<Value = PersistentVolume> {
         claim_ref(),
         prop::bool::weighted(0.15),
     )
-        .prop_map(
-            move |(class, cap, modes, vm, labels, phase, claim_ref, deleting)| {
-                let mut v: PersistentVolume = pv(&format!("v{i}"), class, gib(cap)).into();
-                v.access_modes = modes;
-                v.volume_mode = vm;
-                v.labels = labels;
-                v.phase = phase;
-                v.claim_ref = claim_ref;
-                v.being_deleted = deleting;
-                v
-            },
-        )
+        .prop_map(move |(class, cap, modes, vm, labels, phase, claim_ref, deleting)| {
+            let mut v: PersistentVolume = pv(&format!("v{i}"), class, gib(cap)).into();
+            v.access_modes = modes;
+            v.volume_mode = vm;
+            v.labels = labels;
+            v.phase = phase;
+            v.claim_ref = claim_ref;
+            v.being_deleted = deleting;
+            v
+        })
 }
 
 fn inventory_strategy() -> impl Strategy<Value = Inventory> {
@@ -148,9 +142,7 @@ fn requirement() -> impl Strategy<Value = LabelRequirement> {
             key: k.to_string(),
             operator: op,
             values: match op {
-                SelectorOperator::In | SelectorOperator::NotIn => {
-                    vals.into_iter().map(str::to_string).collect()
-                }
+                SelectorOperator::In | SelectorOperator::NotIn => vals.into_iter().map(str::to_string).collect(),
                 _ => Vec::new(),
             },
         })
@@ -177,7 +169,10 @@ fn claim_strategy(name: &'static str) -> impl Strategy<Value = Claim> {
             access_modes: modes,
             volume_mode: vm,
             request: gib(size),
-            selector: sel.map(|(match_labels, match_expressions)| LabelSelector { match_labels, match_expressions }),
+            selector: sel.map(|(match_labels, match_expressions)| LabelSelector {
+                match_labels,
+                match_expressions,
+            }),
             volume_name,
             data_source: None,
         })

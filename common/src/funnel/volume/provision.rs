@@ -64,7 +64,9 @@ pub fn parameter_failures(driver: &Driver) -> Vec<Reason> {
         .keys()
         .filter(|k| !allowed.contains(&k.as_str()))
         .map(|k| {
-            let hint = closest(k, allowed.iter().copied()).map(|c| format!(" (did you mean `{c}`?)")).unwrap_or_default();
+            let hint = closest(k, allowed.iter().copied())
+                .map(|c| format!(" (did you mean `{c}`?)"))
+                .unwrap_or_default();
             Reason::new(
                 codes::PROVISIONING_REFUSED,
                 format!(
@@ -236,20 +238,12 @@ mod tests {
         let a = generated_name("cluster-a", "req-1", "data");
         assert_eq!(a, generated_name("cluster-a", "req-1", "data"));
         assert_eq!(a.len(), 4 + 16);
-        assert!(
-            a.starts_with("pvc-")
-                && a[4..]
-                    .chars()
-                    .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
-        );
+        assert!(a.starts_with("pvc-") && a[4..].chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
         assert_ne!(a, generated_name("cluster-b", "req-1", "data"));
         assert_ne!(a, generated_name("cluster-a", "req-2", "data"));
         assert_ne!(a, generated_name("cluster-a", "req-1", "data2"));
         // The separator keeps ("ab","c") and ("a","bc") apart.
-        assert_ne!(
-            generated_name("x", "ab", "c"),
-            generated_name("x", "a", "bc")
-        );
+        assert_ne!(generated_name("x", "ab", "c"), generated_name("x", "a", "bc"));
     }
 
     #[test]
@@ -326,10 +320,7 @@ mod tests {
         let err = d.error.expect("refused");
         assert_eq!(err.code, codes::PROVISIONING_REFUSED);
         assert!(err.message.contains("nothing is created"));
-        assert_eq!(
-            rejected_codes(&trace, stages::PROVISIONING, "gold").len(),
-            3
-        );
+        assert_eq!(rejected_codes(&trace, stages::PROVISIONING, "gold").len(), 3);
         assert!(
             err.message.contains("tier")
                 && err.message.contains("region notin (east,west)")
@@ -343,26 +334,18 @@ mod tests {
             .provisioner(
                 prov(
                     "hp",
-                    external(
-                        "fedvol.io/hostpath",
-                        &[("path", "/data"), ("pth", "x"), ("size", "1")],
-                    ),
+                    external("fedvol.io/hostpath", &[("path", "/data"), ("pth", "x"), ("size", "1")]),
                 )
                 .create_all(),
             )
             .provisioner(
                 prov(
                     "nf",
-                    external(
-                        "fedvol.io/nfs",
-                        &[("server", "s"), ("share", "/e"), ("mount", "/m")],
-                    ),
+                    external("fedvol.io/nfs", &[("server", "s"), ("share", "/e"), ("mount", "/m")]),
                 )
                 .create_all(),
             )
-            .provisioner(
-                prov("other", external("example.com/nfs", &[("whatever", "x")])).create_all(),
-            )
+            .provisioner(prov("other", external("example.com/nfs", &[("whatever", "x")])).create_all())
             .build();
         let (d, trace) = resolve_one(&inv, claim_volume("v", claim("c").class_named("hp")), &[]);
         let err = d.error.expect("refused");
@@ -393,10 +376,7 @@ mod tests {
             &[],
         );
         assert_eq!(d.error.expect("refused").code, codes::PROVISIONING_REFUSED);
-        assert_eq!(
-            rejected_codes(&trace, stages::PROVISIONING, "small").len(),
-            3
-        );
+        assert_eq!(rejected_codes(&trace, stages::PROVISIONING, "small").len(), 3);
         let (d, _) = resolve_one(
             &inv,
             claim_volume("v", claim("c").class_named("small").size(gib(1))),

@@ -15,10 +15,7 @@ pub fn gib(n: u128) -> ByteSize {
 }
 
 pub fn ann(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 pub fn modes(m: &[AccessMode]) -> AccessModes {
@@ -346,11 +343,7 @@ pub fn request(wf: Workflow, groups: &[&str]) -> PlanRequest {
 }
 
 /// Resolves one volume request alone for a user in `groups`.
-pub fn resolve_one(
-    inv: &Inventory,
-    v: VolumeRequest,
-    groups: &[&str],
-) -> (VolumeDecision, Vec<StageTrace>) {
+pub fn resolve_one(inv: &Inventory, v: VolumeRequest, groups: &[&str]) -> (VolumeDecision, Vec<StageTrace>) {
     resolve_with(inv, &ClusterState::default(), v, groups)
 }
 
@@ -362,10 +355,7 @@ pub fn resolve_with(
 ) -> (VolumeDecision, Vec<StageTrace>) {
     let key = v.key.clone();
     let (mut out, trace) = resolve_all(inv, state, &request(workflow(vec![v]), groups));
-    (
-        out.swap_remove(&key).expect("one decision per volume"),
-        trace,
-    )
+    (out.swap_remove(&key).expect("one decision per volume"), trace)
 }
 
 pub fn resolve_all(
