@@ -231,8 +231,20 @@ pub struct StageTrace {
     pub considered: usize,
     /// Candidates that left it.
     pub passed: usize,
-    /// The others, each with all its reasons.
+    /// The others, each with all its reasons, in candidate order: at most the request's trace
+    /// limit of them (see `omitted`).
     pub rejected: Vec<Rejection>,
+    /// Rejected candidates not listed in `rejected` because the stage hit the trace limit
+    /// (`why_not` explains any one of them in full).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub omitted: usize,
+    /// For every reason code, how many rejected candidates (listed or omitted) failed with it.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub reason_counts: std::collections::BTreeMap<String, usize>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Capacity a plan holds on one host.

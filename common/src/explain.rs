@@ -84,6 +84,8 @@ mod tests {
                 rej("d", &["not_ready"]),
                 rej("e", &["not_ready"]),
             ],
+            omitted: 0,
+            reason_counts: Default::default(),
         };
         assert_eq!(
             stage_summary(&t),

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use crate::decision::{ClusterDecision, ClusterStatus};
 use crate::model::{Inventory, Workflow};
 
-pub use trace::{run_filter, seed_from_request_id, seeded_pick};
+pub use trace::{Trace, run_filter, seed_from_request_id, seeded_pick};
 
 /// Identifies one persistent volume: its provisioner (storage class; `None` = no class) and name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
@@ -35,6 +35,14 @@ pub struct PlanRequest {
     pub groups: Vec<String>,
     /// Seed for every random choice.
     pub seed: u64,
+    /// Most rejected candidates each stage lists in the trace (0 = all); exact counts per
+    /// reason code are kept regardless. Default [`trace::DEFAULT_TRACE_LIMIT`].
+    #[serde(default = "default_trace_limit")]
+    pub trace_limit: usize,
+}
+
+fn default_trace_limit() -> usize {
+    trace::DEFAULT_TRACE_LIMIT
 }
 
 /// Live state the inventory files do not show: volumes held by other requests' reservations.
@@ -51,7 +59,7 @@ pub struct ClusterState {
 /// `elapsed_ms` is left at 0 (the caller times the call). Never panics on any inventory or
 /// workflow the parsers accept.
 pub fn plan_cluster(inv: &Inventory, state: &ClusterState, req: &PlanRequest) -> ClusterDecision {
-    let mut trace = Vec::new();
+    let mut trace = Trace::default();
     let mut volumes = volume::resolve_volumes(inv, state, req, &mut trace);
     let placed = placement::place_jobs(inv, req, &volumes, &mut trace);
     // A node-local new volume is created on the host of the first job that mounts it.
@@ -71,7 +79,7 @@ pub fn plan_cluster(inv: &Inventory, state: &ClusterState, req: &PlanRequest) ->
         feasible,
         volumes,
         jobs: placed.jobs,
-        trace,
+        trace: trace.into_stages(),
         error: None,
         soft_matched: placed.soft_matched,
         load: cluster_load(inv),

@@ -1,15 +1,67 @@
 //! The machinery every funnel stage shares: running a named filter over candidates while
 //! recording **every** reason each rejected candidate failed, and seeded randomness.
 
+use std::collections::BTreeMap;
+use std::ops::{Deref, DerefMut};
+
 use crate::decision::{Reason, Rejection, StageTrace};
+
+/// Rejected candidates listed per stage by default (DESIGN §2 asks for every reason of every
+/// rejected candidate; with 100k hosts that is megabytes per decision, so beyond this many the
+/// stage keeps exact counts per reason code and `why_not` gives any one candidate in full).
+pub const DEFAULT_TRACE_LIMIT: usize = 50;
+
+/// The stage records of one plan, with the most rejections each stage lists.
+/// Dereferences to the list of [`StageTrace`]s.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trace {
+    stages: Vec<StageTrace>,
+    limit: usize,
+}
+
+impl Trace {
+    /// An empty trace listing at most `limit` rejected candidates per stage (0 = all of them).
+    pub fn new(limit: usize) -> Self {
+        Trace {
+            stages: Vec::new(),
+            limit: if limit == 0 { usize::MAX } else { limit },
+        }
+    }
+
+    /// The stage records, in the order the stages ran.
+    pub fn into_stages(self) -> Vec<StageTrace> {
+        self.stages
+    }
+}
+
+impl Default for Trace {
+    /// A trace with [`DEFAULT_TRACE_LIMIT`].
+    fn default() -> Self {
+        Trace::new(DEFAULT_TRACE_LIMIT)
+    }
+}
+
+impl Deref for Trace {
+    type Target = Vec<StageTrace>;
+    fn deref(&self) -> &Vec<StageTrace> {
+        &self.stages
+    }
+}
+
+impl DerefMut for Trace {
+    fn deref_mut(&mut self) -> &mut Vec<StageTrace> {
+        &mut self.stages
+    }
+}
 
 /// Runs one named filter stage.
 ///
 /// `check` is called once per candidate and pushes every reason the candidate fails (an empty
-/// list means it passes). The stage's record (considered, passed, rejections with all reasons)
-/// is appended to `trace`. Candidates keep their order. Returns the survivors.
+/// list means it passes). The stage's record (considered, passed, rejections with all reasons
+/// up to the trace's limit, exact counts per reason code for all) is appended to `trace`.
+/// Candidates keep their order. Returns the survivors.
 pub fn run_filter<T>(
-    trace: &mut Vec<StageTrace>,
+    trace: &mut Trace,
     stage: &str,
     subject: &str,
     candidates: Vec<T>,
@@ -19,25 +71,43 @@ pub fn run_filter<T>(
     let considered = candidates.len();
     let mut passed = Vec::with_capacity(considered);
     let mut rejected = Vec::new();
+    let mut omitted = 0;
+    let mut reason_counts: BTreeMap<String, usize> = BTreeMap::new();
     let mut reasons = Vec::new();
     for c in candidates {
         reasons.clear();
         check(&c, &mut reasons);
         if reasons.is_empty() {
             passed.push(c);
-        } else {
+            continue;
+        }
+        for (i, r) in reasons.iter().enumerate() {
+            if reasons[..i].iter().all(|p| p.code != r.code) {
+                match reason_counts.get_mut(&r.code) {
+                    Some(n) => *n += 1,
+                    None => {
+                        reason_counts.insert(r.code.clone(), 1);
+                    }
+                }
+            }
+        }
+        if rejected.len() < trace.limit {
             rejected.push(Rejection {
                 candidate: name(&c),
                 reasons: std::mem::take(&mut reasons),
             });
+        } else {
+            omitted += 1;
         }
     }
-    trace.push(StageTrace {
+    trace.stages.push(StageTrace {
         stage: stage.to_string(),
         subject: subject.to_string(),
         considered,
         passed: passed.len(),
         rejected,
+        omitted,
+        reason_counts,
     });
     passed
 }
@@ -82,7 +152,7 @@ mod tests {
 
     #[test]
     fn filter_records_all_reasons() {
-        let mut trace = Vec::new();
+        let mut trace = Trace::default();
         let out = run_filter(
             &mut trace,
             "s",
@@ -100,6 +170,38 @@ mod tests {
         assert_eq!(trace[0].considered, 4);
         assert_eq!(trace[0].passed, 2);
         assert_eq!(trace[0].rejected[0].reasons.len(), 2);
+        assert_eq!(trace[0].reason_counts["even"], 2);
+    }
+
+    #[test]
+    fn limit_keeps_counts_exact() {
+        let mut trace = Trace::new(3);
+        let out = run_filter(
+            &mut trace,
+            "s",
+            "v",
+            (0..100).collect(),
+            |n| n.to_string(),
+            |n, r| {
+                if *n >= 10 {
+                    r.push(Reason::new("big", "is big"));
+                }
+            },
+        );
+        assert_eq!(out.len(), 10);
+        assert_eq!(trace[0].rejected.len(), 3);
+        assert_eq!(trace[0].omitted, 87);
+        assert_eq!(trace[0].reason_counts["big"], 90);
+        let mut all = Trace::new(0);
+        run_filter(
+            &mut all,
+            "s",
+            "v",
+            (0..100).collect(),
+            |n| n.to_string(),
+            |_, r| r.push(Reason::new("x", "x")),
+        );
+        assert_eq!((all[0].rejected.len(), all[0].omitted), (100, 0));
     }
 
     #[test]

@@ -30,6 +30,10 @@ pub struct PlanArgs {
     /// Request id (default: derived from the workflow file's content, so plans are repeatable).
     #[arg(long)]
     pub request_id: Option<String>,
+    /// Most rejected candidates listed per funnel stage (0 = all); counts per reason are always
+    /// exact.
+    #[arg(long, default_value_t = fedvol_common::funnel::trace::DEFAULT_TRACE_LIMIT)]
+    pub trace_limit: usize,
     /// Output format.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -87,6 +91,7 @@ pub fn run(a: &PlanArgs) -> u8 {
         user: a.user.clone(),
         groups: a.groups.clone(),
         seed,
+        trace_limit: a.trace_limit,
     };
     let decision = plan_locally(&inventories, &req);
     let printed = match a.output.output {

@@ -4,8 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::decision::{Reason, StageTrace, codes};
+use crate::decision::{Reason, codes};
 use crate::funnel::run_filter;
+use crate::funnel::trace::Trace;
 use crate::model::{Host, NodeAffinity, PowerState, Resources, Tag, Zone};
 use crate::size::ByteSize;
 
@@ -43,7 +44,7 @@ pub(crate) fn candidates<'z, 'a>(zones: &'z [ZoneCand<'a>]) -> Vec<HostCand<'z, 
 
 /// Stage 3.1 (`host.power`): drops powered-off hosts.
 pub(crate) fn power<'z, 'a>(
-    trace: &mut Vec<StageTrace>,
+    trace: &mut Trace,
     ctx: &JobCtx<'_>,
     hosts: Vec<HostCand<'z, 'a>>,
 ) -> Vec<HostCand<'z, 'a>> {
@@ -61,7 +62,7 @@ pub(crate) fn power<'z, 'a>(
 /// annotation (`key` with exactly `value`; a bare tag counts as value "") must hold on the
 /// union of host and zone capability tags. Every failing one is listed.
 pub(crate) fn hard_constraints<'z, 'a>(
-    trace: &mut Vec<StageTrace>,
+    trace: &mut Trace,
     ctx: &JobCtx<'_>,
     hosts: Vec<HostCand<'z, 'a>>,
 ) -> Vec<HostCand<'z, 'a>> {
@@ -127,7 +128,7 @@ fn partners<'l>(ctx: &'l JobCtx<'_>, own: &[String], theirs: impl Fn(&PlacedJob)
 /// Stage 3.3 (`host.affinity`): the host must run every already placed job this job must share
 /// a host with (its `affinity.with`, or theirs naming it).
 pub(crate) fn affinity<'z, 'a>(
-    trace: &mut Vec<StageTrace>,
+    trace: &mut Trace,
     ctx: &JobCtx<'_>,
     hosts: Vec<HostCand<'z, 'a>>,
 ) -> Vec<HostCand<'z, 'a>> {
@@ -147,7 +148,7 @@ pub(crate) fn affinity<'z, 'a>(
 /// Stage 3.4 (`host.anti_affinity`): the host must not run any already placed job this job must
 /// stay apart from (its `affinity.apart_from`, or theirs naming it).
 pub(crate) fn anti_affinity<'z, 'a>(
-    trace: &mut Vec<StageTrace>,
+    trace: &mut Trace,
     ctx: &JobCtx<'_>,
     hosts: Vec<HostCand<'z, 'a>>,
 ) -> Vec<HostCand<'z, 'a>> {
@@ -174,7 +175,7 @@ fn where_(p: &PlacedJob) -> String {
 
 /// Stage 3.6 (`host.network`): the host must be attached to every network the job names.
 pub(crate) fn network<'z, 'a>(
-    trace: &mut Vec<StageTrace>,
+    trace: &mut Trace,
     ctx: &JobCtx<'_>,
     hosts: Vec<HostCand<'z, 'a>>,
 ) -> Vec<HostCand<'z, 'a>> {
@@ -222,7 +223,7 @@ fn describe_affinity(a: &NodeAffinity) -> String {
 /// match the host's labels; a node-local new volume already placed by an earlier job pins this
 /// job to that host.
 pub(crate) fn storage<'z, 'a>(
-    trace: &mut Vec<StageTrace>,
+    trace: &mut Trace,
     ctx: &JobCtx<'_>,
     hosts: Vec<HostCand<'z, 'a>>,
 ) -> Vec<HostCand<'z, 'a>> {
@@ -284,7 +285,7 @@ pub(crate) fn usage<'l>(ctx: &'l JobCtx<'_>, zone: &str, host: &Host) -> (Free, 
 /// (0 = not limited), each device); an exclusive job needs a host with nothing allocated, and a
 /// host held by a concurrent exclusive job of the workflow takes nothing else.
 pub(crate) fn capacity<'z, 'a>(
-    trace: &mut Vec<StageTrace>,
+    trace: &mut Trace,
     ctx: &JobCtx<'_>,
     hosts: Vec<HostCand<'z, 'a>>,
 ) -> Vec<HostCand<'z, 'a>> {

@@ -28,6 +28,7 @@ use indexmap::IndexMap;
 
 use super::PlanRequest;
 use crate::decision::{HostAllocation, JobDecision, Reason, StageTrace, VolumeDecision, codes};
+use crate::funnel::trace::Trace;
 use crate::model::Inventory;
 
 use ledger::{Ledger, PlacedJob};
@@ -86,7 +87,7 @@ pub fn place_jobs(
     inv: &Inventory,
     req: &PlanRequest,
     volumes: &IndexMap<String, VolumeDecision>,
-    trace: &mut Vec<StageTrace>,
+    trace: &mut Trace,
 ) -> Placement {
     let wf = &req.workflow;
     let deps = Dependencies::new(&wf.jobs);
@@ -141,7 +142,7 @@ struct Chosen {
 }
 
 /// Runs every stage for one job. Errors: `no_such_project` or `no_zone`.
-fn place_one(trace: &mut Vec<StageTrace>, inv: &Inventory, ctx: &JobCtx<'_>, project: &str) -> Result<Chosen, Reason> {
+fn place_one(trace: &mut Trace, inv: &Inventory, ctx: &JobCtx<'_>, project: &str) -> Result<Chosen, Reason> {
     let job = ctx.job();
     let zs = zones::project(trace, inv, job, project)?;
     let zs = nonempty(zs, trace, job)?;
@@ -172,8 +173,7 @@ fn place_one(trace: &mut Vec<StageTrace>, inv: &Inventory, ctx: &JobCtx<'_>, pro
 }
 
 /// A host filter stage.
-type HostStage =
-    for<'z, 'a> fn(&mut Vec<StageTrace>, &JobCtx<'_>, Vec<hosts::HostCand<'z, 'a>>) -> Vec<hosts::HostCand<'z, 'a>>;
+type HostStage = for<'z, 'a> fn(&mut Trace, &JobCtx<'_>, Vec<hosts::HostCand<'z, 'a>>) -> Vec<hosts::HostCand<'z, 'a>>;
 
 /// Passes `v` on, or stops with `no_zone` when the last stage left nothing.
 fn nonempty<T>(v: Vec<T>, trace: &[StageTrace], job: &str) -> Result<Vec<T>, Reason> {

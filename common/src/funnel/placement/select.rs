@@ -3,7 +3,8 @@
 //! that still have hosts: lowest priority number, then most soft constraints matched, then a
 //! seeded random draw.
 
-use crate::decision::{Reason, StageTrace, codes};
+use crate::decision::{Reason, codes};
+use crate::funnel::trace::Trace;
 use crate::funnel::{run_filter, seeded_pick};
 use crate::model::{Host, PlacementPolicy, Tag};
 
@@ -135,7 +136,7 @@ fn take_sharing<'a>(zone: &str, ranked: &[&'a Host], n: u64) -> Result<Vec<&'a H
 /// job's hosts by the zone's placement policy; a zone without `nodes` fitting hosts that share
 /// a network is rejected.
 pub(crate) fn multi_host<'z, 'a>(
-    trace: &mut Vec<StageTrace>,
+    trace: &mut Trace,
     ctx: &JobCtx<'_>,
     zones: &'z [ZoneCand<'a>],
     hosts: &[HostCand<'z, 'a>],
@@ -195,7 +196,7 @@ pub(crate) fn soft_matched(ctx: &JobCtx<'_>, pick: &ZonePick<'_, '_>) -> u32 {
 /// `seeded_pick(seed, "zone:<job>", n)` over the remaining zones in inventory order. Every other
 /// zone is recorded with the reason it lost. Returns the winner and its soft-constraint count.
 pub(crate) fn choose_zone<'z, 'a>(
-    trace: &mut Vec<StageTrace>,
+    trace: &mut Trace,
     ctx: &JobCtx<'_>,
     picks: Vec<ZonePick<'z, 'a>>,
 ) -> Option<(ZonePick<'z, 'a>, u32)> {

@@ -7,6 +7,7 @@ use indexmap::IndexMap;
 use super::{Placement, place_jobs};
 use crate::decision::{Action, Mode, NewVolume, Reason, StageTrace, VolumeDecision, codes};
 use crate::funnel::PlanRequest;
+use crate::funnel::trace::Trace;
 use crate::model::*;
 use crate::size::ByteSize;
 
@@ -181,6 +182,7 @@ pub fn sized(name: &str, mounts: &[&str], cpu: u64, mem: u128) -> Job {
 /// A request for a workflow of `jobs` with `seed`.
 pub fn req(jobs: Vec<Job>, seed: u64) -> PlanRequest {
     PlanRequest {
+        trace_limit: 0,
         request_id: "r-1".into(),
         workflow: Workflow {
             name: "wf".into(),
@@ -264,9 +266,9 @@ pub fn run(
     req: &PlanRequest,
     volumes: &IndexMap<String, VolumeDecision>,
 ) -> (Placement, Vec<StageTrace>) {
-    let mut trace = Vec::new();
+    let mut trace = Trace::default();
     let p = place_jobs(inv, req, volumes, &mut trace);
-    (p, trace)
+    (p, trace.into_stages())
 }
 
 /// The record of `stage` for `job` (panics when absent).

@@ -2,8 +2,9 @@
 //! power state, project limits and profiles (image, flavor, storage). Each is a named stage that
 //! records every rejected zone with all its reasons.
 
-use crate::decision::{Reason, StageTrace, codes};
+use crate::decision::{Reason, codes};
 use crate::funnel::run_filter;
+use crate::funnel::trace::Trace;
 use crate::model::{Inventory, Reachability, Zone, ZoneAssignment};
 use crate::size::ByteSize;
 
@@ -28,7 +29,7 @@ pub(crate) struct ZoneCand<'a> {
 /// Errors: `no_such_project` when projects exist but none is named `project` (the stage is
 /// still recorded, every zone rejected with that reason).
 pub(crate) fn project<'a>(
-    trace: &mut Vec<StageTrace>,
+    trace: &mut Trace,
     inv: &'a Inventory,
     job: &str,
     project: &str,
@@ -98,7 +99,7 @@ pub(crate) fn project<'a>(
 }
 
 /// Stage 2.1 (`zone.power`): drops zones with no powered-on host.
-pub(crate) fn power<'a>(trace: &mut Vec<StageTrace>, job: &str, zones: Vec<ZoneCand<'a>>) -> Vec<ZoneCand<'a>> {
+pub(crate) fn power<'a>(trace: &mut Trace, job: &str, zones: Vec<ZoneCand<'a>>) -> Vec<ZoneCand<'a>> {
     run_filter(
         trace,
         "zone.power",
@@ -128,7 +129,7 @@ pub(crate) fn power<'a>(trace: &mut Vec<StageTrace>, job: &str, zones: Vec<ZoneC
 /// (instances, memory bytes, cpu cores, storage bytes). Storage is the size of the new volumes
 /// this job mounts that no earlier job of the workflow has counted. Every exceeded limit is
 /// reported.
-pub(crate) fn limits<'a>(trace: &mut Vec<StageTrace>, ctx: &JobCtx<'_>, zones: Vec<ZoneCand<'a>>) -> Vec<ZoneCand<'a>> {
+pub(crate) fn limits<'a>(trace: &mut Trace, ctx: &JobCtx<'_>, zones: Vec<ZoneCand<'a>>) -> Vec<ZoneCand<'a>> {
     let (inst, cpu, mem) = ctx.needs.totals();
     let storage = ctx
         .needs
@@ -187,11 +188,7 @@ pub(crate) fn limits<'a>(trace: &mut Vec<StageTrace>, ctx: &JobCtx<'_>, zones: V
 /// with one; a job without an image passes), flavor profile (no flavors, or one with cpu and
 /// memory at least the per-node need) and storage profile (every mounted volume's provisioner
 /// reaches the zone, or the zone's `storage` list names it). Each failing volume is reported.
-pub(crate) fn profiles<'a>(
-    trace: &mut Vec<StageTrace>,
-    ctx: &JobCtx<'_>,
-    zones: Vec<ZoneCand<'a>>,
-) -> Vec<ZoneCand<'a>> {
+pub(crate) fn profiles<'a>(trace: &mut Trace, ctx: &JobCtx<'_>, zones: Vec<ZoneCand<'a>>) -> Vec<ZoneCand<'a>> {
     let needs = ctx.needs;
     run_filter(
         trace,

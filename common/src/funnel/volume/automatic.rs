@@ -16,7 +16,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::decision::{Mode, Reason, StageTrace, VolumeDecision, codes};
+use crate::decision::{Mode, Reason, VolumeDecision, codes};
+use crate::funnel::trace::Trace;
 use crate::funnel::trace::run_filter;
 use crate::model::{FuzzballVolume, Operation, Provisioner, VolumeRequest};
 
@@ -30,7 +31,7 @@ pub(crate) fn resolve(
     v: &VolumeRequest,
     fb: &FuzzballVolume,
     persistent: bool,
-    trace: &mut Vec<StageTrace>,
+    trace: &mut Trace,
 ) -> VolumeDecision {
     let mode = Mode::Automatic;
     let op = if persistent {
@@ -106,7 +107,7 @@ pub(crate) fn select<'a>(
     key: &str,
     wanted: &BTreeMap<String, String>,
     op: Operation,
-    trace: &mut Vec<StageTrace>,
+    trace: &mut Trace,
 ) -> Selection<'a> {
     let provs = &ctx.inv.provisioners;
     // Every check for every provisioner, computed once: [status, annotations, permission].

@@ -17,7 +17,8 @@
 //! modes first (equal counts: by the set's canonical order), and the first group gives its
 //! smallest volume (ties: inventory order) — seed 001 "the smallest matching volume".
 
-use crate::decision::{Reason, StageTrace, codes};
+use crate::decision::{Reason, codes};
+use crate::funnel::trace::Trace;
 use crate::funnel::trace::run_filter;
 use crate::model::{Claim, ClaimRef, PersistentVolume, VolumePhase};
 
@@ -50,7 +51,7 @@ pub(crate) fn bind<'a>(
     need: &Need<'_>,
     class: Option<&str>,
     volume_name: Option<&str>,
-    trace: &mut Vec<StageTrace>,
+    trace: &mut Trace,
 ) -> BindOutcome<'a> {
     let all: Vec<&'a PersistentVolume> = ctx.inv.volumes.iter().collect();
     let first_stage = trace.len();
@@ -201,7 +202,7 @@ mod tests {
     fn bind_claim(
         inv: &crate::model::Inventory,
         c: ClaimBuilder,
-    ) -> (crate::decision::VolumeDecision, Vec<StageTrace>) {
+    ) -> (crate::decision::VolumeDecision, Vec<crate::decision::StageTrace>) {
         resolve_one(inv, claim_volume("data", c), &[])
     }
 

@@ -13,7 +13,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::decision::{Action, Mode, Reason, StageTrace, VolumeDecision, codes};
+use crate::decision::{Action, Mode, Reason, VolumeDecision, codes};
+use crate::funnel::trace::Trace;
 use crate::funnel::trace::run_filter;
 use crate::model::{FuzzballVolume, Operation, PersistentVolume, Provisioner, VolumeRequest};
 use crate::yaml::closest;
@@ -37,7 +38,7 @@ pub(crate) fn resolve(
     v: &VolumeRequest,
     fb: &FuzzballVolume,
     name: &str,
-    trace: &mut Vec<StageTrace>,
+    trace: &mut Trace,
 ) -> VolumeDecision {
     match search(ctx, &v.key, name, &fb.annotations, trace) {
         Search::One(p, vol) => existing(Mode::ByName, &v.key, p, vol, trace),
@@ -51,7 +52,7 @@ pub(crate) fn search<'a>(
     key: &str,
     name: &str,
     annotations: &BTreeMap<String, String>,
-    trace: &mut Vec<StageTrace>,
+    trace: &mut Trace,
 ) -> Search<'a> {
     let candidates: Vec<&'a Provisioner> = ctx.inv.provisioners.iter().collect();
     let hits = run_filter(
@@ -132,7 +133,7 @@ pub(crate) fn existing(
     key: &str,
     p: &Provisioner,
     vol: &PersistentVolume,
-    trace: &mut Vec<StageTrace>,
+    trace: &mut Trace,
 ) -> VolumeDecision {
     let mut reasons = Vec::new();
     checks::status(p, &mut reasons);

@@ -12,7 +12,8 @@
 //!   `no_dynamic_provisioning`; a class without a definition → `no_such_class`; otherwise the
 //!   class's provisioner provisions (permission `create`).
 
-use crate::decision::{Mode, Reason, StageTrace, VolumeDecision, codes};
+use crate::decision::{Mode, Reason, VolumeDecision, codes};
+use crate::funnel::trace::Trace;
 use crate::model::{Claim, ClaimClass, Inventory, Operation, VolumeRequest};
 use crate::yaml::closest;
 
@@ -31,7 +32,7 @@ pub fn effective_class<'a>(inv: &'a Inventory, class: &'a ClaimClass) -> Option<
 }
 
 /// Resolves one claim; see the module docs.
-pub(crate) fn resolve(ctx: &Ctx<'_>, v: &VolumeRequest, c: &Claim, trace: &mut Vec<StageTrace>) -> VolumeDecision {
+pub(crate) fn resolve(ctx: &Ctx<'_>, v: &VolumeRequest, c: &Claim, trace: &mut Trace) -> VolumeDecision {
     let mode = Mode::Claim;
     let need = Need::claim(v, c);
     let class = effective_class(ctx.inv, &c.class);

@@ -36,7 +36,8 @@ use indexmap::IndexMap;
 
 use super::trace::run_filter;
 use super::{ClusterState, PlanRequest, VolumeId};
-use crate::decision::{Action, Mode, Reason, StageTrace, VolumeDecision};
+use crate::decision::{Action, Mode, Reason, VolumeDecision};
+use crate::funnel::trace::Trace;
 use crate::model::{
     AccessModes, Claim, FuzzballVolume, Inventory, LabelSelector, Operation, PersistentVolume, Provisioner, VolumeMode,
     VolumeRequest,
@@ -81,7 +82,7 @@ pub fn resolve_volumes(
     inv: &Inventory,
     state: &ClusterState,
     req: &PlanRequest,
-    trace: &mut Vec<StageTrace>,
+    trace: &mut Trace,
 ) -> IndexMap<String, VolumeDecision> {
     let mut ctx = Ctx {
         inv,
@@ -110,7 +111,7 @@ pub fn resolve_volumes(
 }
 
 /// Resolves one volume: records its mode, then runs the mode's stages.
-fn resolve_one(ctx: &Ctx<'_>, v: &VolumeRequest, trace: &mut Vec<StageTrace>) -> VolumeDecision {
+fn resolve_one(ctx: &Ctx<'_>, v: &VolumeRequest, trace: &mut Trace) -> VolumeDecision {
     let resolution = Resolution::of(&v.source);
     mode::record(trace, &v.key, &resolution);
     match resolution {
@@ -259,7 +260,7 @@ pub(crate) fn provision_new(
     need: &Need<'_>,
     p: &Provisioner,
     op: Operation,
-    trace: &mut Vec<StageTrace>,
+    trace: &mut Trace,
 ) -> VolumeDecision {
     let name = provision::generated_name(&ctx.inv.cluster, &ctx.req.request_id, need.key);
     provision::decide(ctx, mode, need, p, op, provision::NewName::Generated(name), trace)
@@ -268,7 +269,7 @@ pub(crate) fn provision_new(
 /// Records a stage with exactly one candidate whose reasons were computed beforehand (the
 /// candidate passes when `reasons` is empty). Returns the reasons.
 pub(crate) fn single(
-    trace: &mut Vec<StageTrace>,
+    trace: &mut Trace,
     stage: &str,
     subject: &str,
     candidate: &str,
@@ -330,7 +331,7 @@ mod tests {
             ),
             claim_volume("data", claim("data").class_named("fast").size(gib(1))),
         ]);
-        let mut trace = Vec::new();
+        let mut trace = Trace::default();
         let out = resolve_volumes(&inv, &ClusterState::default(), &request(wf, &["g"]), &mut trace);
         assert_eq!(out.keys().collect::<Vec<_>>(), ["zeta", "alpha", "data"]);
         assert!(
@@ -351,7 +352,7 @@ mod tests {
             claim_volume("one", claim("one").class_named("std").size(gib(1))),
             claim_volume("two", claim("two").class_named("std").size(gib(1))),
         ]);
-        let mut trace = Vec::new();
+        let mut trace = Trace::default();
         let out = resolve_volumes(&inv, &ClusterState::default(), &request(wf, &[]), &mut trace);
         assert_eq!(out["one"].action, Some(Action::Bind));
         assert_eq!(out["one"].volume.as_deref(), Some("pv-1"));

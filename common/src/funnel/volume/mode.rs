@@ -10,7 +10,8 @@
 //! With `use: ephemeral` a `name:` is ignored: v1 Fuzzfiles copy the volume key into `name:` and
 //! carry `reference: volume://user/ephemeral`, which means an ephemeral volume.
 
-use crate::decision::{Mode, StageTrace};
+use crate::decision::Mode;
+use crate::funnel::trace::Trace;
 use crate::funnel::trace::run_filter;
 use crate::model::{Claim, ClaimClass, FuzzballVolume, VolumeSource};
 
@@ -128,7 +129,7 @@ fn annotations_suffix(fb: &FuzzballVolume) -> String {
 /// Records stage `volume.mode`: one candidate (the resolution as understood, see
 /// [`Resolution::describe`]) that always passes; it marks where the volume's stages begin. The
 /// mode itself is reported in the decision's `mode`.
-pub(crate) fn record(trace: &mut Vec<StageTrace>, key: &str, resolution: &Resolution<'_>) {
+pub(crate) fn record(trace: &mut Trace, key: &str, resolution: &Resolution<'_>) {
     run_filter(
         trace,
         stages::MODE,
@@ -175,7 +176,7 @@ mod tests {
     #[test]
     fn mode_stage_records_one_passing_candidate() {
         let src = fb(Some("persistent"), Some("my-archive"));
-        let mut trace = Vec::new();
+        let mut trace = Trace::default();
         record(&mut trace, "results", &Resolution::of(&src));
         assert_eq!(trace[0].stage, "volume.mode");
         assert_eq!((trace[0].considered, trace[0].passed), (1, 1));

@@ -15,7 +15,8 @@
 //! name; no name → bind an Available volume of the provisioner (step 5), else provision an
 //! ephemeral one (step 6).
 
-use crate::decision::{Mode, Reason, StageTrace, VolumeDecision, codes};
+use crate::decision::{Mode, Reason, VolumeDecision, codes};
+use crate::funnel::trace::Trace;
 use crate::model::{FuzzballVolume, Operation, VolumeRequest};
 use crate::yaml::closest;
 
@@ -28,7 +29,7 @@ pub(crate) fn resolve(
     v: &VolumeRequest,
     fb: &FuzzballVolume,
     provisioner: &str,
-    trace: &mut Vec<StageTrace>,
+    trace: &mut Trace,
 ) -> VolumeDecision {
     let mode = Mode::Named;
     let p = ctx.provisioner(provisioner);

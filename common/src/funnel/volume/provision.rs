@@ -11,7 +11,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::decision::{Action, Mode, NewVolume, Reason, StageTrace, VolumeDecision, codes};
+use crate::decision::{Action, Mode, NewVolume, Reason, VolumeDecision, codes};
+use crate::funnel::trace::Trace;
 use crate::funnel::trace::{fnv1a, mix64};
 use crate::model::{ClaimRef, Driver, Operation, Provisioner, VolumeMode};
 use crate::yaml::closest;
@@ -106,7 +107,7 @@ pub(crate) fn decide(
     p: &Provisioner,
     op: Operation,
     name: NewName,
-    trace: &mut Vec<StageTrace>,
+    trace: &mut Trace,
 ) -> VolumeDecision {
     if let NewName::Generated(n) = &name
         && let Some(vol) = ctx.volume_on(&p.name, n)
@@ -137,7 +138,7 @@ fn plan(
     p: &Provisioner,
     op: Operation,
     name: NewName,
-    trace: &mut Vec<StageTrace>,
+    trace: &mut Trace,
 ) -> Result<NewVolume, Reason> {
     let mut reasons = Vec::new();
     checks::status(p, &mut reasons);

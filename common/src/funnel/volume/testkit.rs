@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use indexmap::IndexMap;
 
 use crate::decision::{StageTrace, VolumeDecision};
+use crate::funnel::trace::Trace;
 use crate::funnel::{ClusterState, PlanRequest};
 use crate::model::*;
 use crate::size::ByteSize;
@@ -334,6 +335,7 @@ pub fn workflow(volumes: Vec<VolumeRequest>) -> Workflow {
 
 pub fn request(wf: Workflow, groups: &[&str]) -> PlanRequest {
     PlanRequest {
+        trace_limit: 0,
         request_id: "req-1".into(),
         workflow: wf,
         user: "alice".into(),
@@ -363,9 +365,9 @@ pub fn resolve_all(
     state: &ClusterState,
     req: &PlanRequest,
 ) -> (IndexMap<String, VolumeDecision>, Vec<StageTrace>) {
-    let mut trace = Vec::new();
+    let mut trace = Trace::default();
     let out = super::resolve_volumes(inv, state, req, &mut trace);
-    (out, trace)
+    (out, trace.into_stages())
 }
 
 /// The one trace record of `stage` (panics when absent or repeated: tests want exactly one).
