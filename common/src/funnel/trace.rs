@@ -54,6 +54,63 @@ impl DerefMut for Trace {
     }
 }
 
+/// Where a stage's check puts the reasons one candidate fails.
+///
+/// Use [`Reasons::fail`] with a message closure in hot stages: when the candidate will not be
+/// listed in the trace (the stage is past its limit) the message is never formatted, only the
+/// code is counted.
+#[derive(Debug, Default)]
+pub struct Reasons {
+    list: Vec<Reason>,
+    detailed: bool,
+}
+
+impl Reasons {
+    /// Records a failure with `code`; `message` runs only if the candidate will be listed.
+    pub fn fail(&mut self, code: &str, message: impl FnOnce() -> String) {
+        let message = if self.detailed { message() } else { String::new() };
+        self.list.push(Reason { code: code.to_string(), message });
+    }
+
+    /// Records a fully formed reason.
+    pub fn push(&mut self, reason: Reason) {
+        self.list.push(reason);
+    }
+
+    /// Records several reasons.
+    pub fn extend(&mut self, reasons: impl IntoIterator<Item = Reason>) {
+        self.list.extend(reasons);
+    }
+
+    /// True when no reason was recorded (the candidate passes).
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// The reasons recorded so far.
+    pub fn as_slice(&self) -> &[Reason] {
+        &self.list
+    }
+}
+
+/// Anything a check can push reasons into: a plain `Vec<Reason>` or a stage's [`Reasons`].
+pub trait ReasonSink {
+    /// Records one reason.
+    fn push_reason(&mut self, reason: Reason);
+}
+
+impl ReasonSink for Vec<Reason> {
+    fn push_reason(&mut self, reason: Reason) {
+        self.push(reason);
+    }
+}
+
+impl ReasonSink for Reasons {
+    fn push_reason(&mut self, reason: Reason) {
+        self.list.push(reason);
+    }
+}
+
 /// Runs one named filter stage.
 ///
 /// `check` is called once per candidate and pushes every reason the candidate fails (an empty
@@ -66,23 +123,25 @@ pub fn run_filter<T>(
     subject: &str,
     candidates: Vec<T>,
     name: impl Fn(&T) -> String,
-    mut check: impl FnMut(&T, &mut Vec<Reason>),
+    mut check: impl FnMut(&T, &mut Reasons),
 ) -> Vec<T> {
     let considered = candidates.len();
-    let mut passed = Vec::with_capacity(considered);
+    let mut candidates = candidates;
     let mut rejected = Vec::new();
     let mut omitted = 0;
     let mut reason_counts: BTreeMap<String, usize> = BTreeMap::new();
-    let mut reasons = Vec::new();
-    for c in candidates {
-        reasons.clear();
-        check(&c, &mut reasons);
-        if reasons.is_empty() {
-            passed.push(c);
-            continue;
+    let mut reasons = Reasons::default();
+    let limit = trace.limit;
+    candidates.retain(|c| {
+        reasons.list.clear();
+        reasons.detailed = rejected.len() < limit;
+        check(c, &mut reasons);
+        if reasons.list.is_empty() {
+            return true;
         }
-        for (i, r) in reasons.iter().enumerate() {
-            if reasons[..i].iter().all(|p| p.code != r.code) {
+        let list = &reasons.list;
+        for (i, r) in list.iter().enumerate() {
+            if list[..i].iter().all(|p| p.code != r.code) {
                 match reason_counts.get_mut(&r.code) {
                     Some(n) => *n += 1,
                     None => {
@@ -91,25 +150,23 @@ pub fn run_filter<T>(
                 }
             }
         }
-        if rejected.len() < trace.limit {
-            rejected.push(Rejection {
-                candidate: name(&c),
-                reasons: std::mem::take(&mut reasons),
-            });
+        if reasons.detailed {
+            rejected.push(Rejection { candidate: name(c), reasons: std::mem::take(&mut reasons.list) });
         } else {
             omitted += 1;
         }
-    }
+        false
+    });
     trace.stages.push(StageTrace {
         stage: stage.to_string(),
         subject: subject.to_string(),
         considered,
-        passed: passed.len(),
+        passed: candidates.len(),
         rejected,
         omitted,
         reason_counts,
     });
-    passed
+    candidates
 }
 
 /// FNV-1a 64-bit hash: stable across Rust versions and platforms (unlike `DefaultHasher`).

@@ -50,10 +50,7 @@ pub(crate) fn power<'z, 'a>(
 ) -> Vec<HostCand<'z, 'a>> {
     run_filter(trace, "host.power", ctx.job(), hosts, HostCand::name, |c, r| {
         if c.host.power != PowerState::On {
-            r.push(Reason::new(
-                codes::POWERED_OFF,
-                format!("host `{}` is powered off", c.host.name),
-            ));
+            r.fail(codes::POWERED_OFF, || format!("host `{}` is powered off", c.host.name));
         }
     })
 }
@@ -74,31 +71,25 @@ pub(crate) fn hard_constraints<'z, 'a>(
         hosts,
         HostCand::name,
         |c, r| {
-            let tags: Vec<&Tag> = c.zone.zone.tags.iter().chain(&c.host.tags).collect();
+            let tags = || c.zone.zone.tags.iter().chain(&c.host.tags);
             for con in needs.hard() {
-                if con.holds(tags.iter().copied()) {
+                if con.holds(tags()) {
                     continue;
                 }
-                let have = tags_with_key(&tags, &con.key);
-                let msg = if con.negated {
-                    format!("hard constraint `{con}` fails: host ∪ zone tags hold {have}")
-                } else {
-                    format!("hard constraint `{con}` fails: host ∪ zone tags have {have}")
-                };
-                r.push(Reason::new(codes::HARD_CONSTRAINT, msg));
+                r.fail(codes::HARD_CONSTRAINT, || {
+                    let have = tags_with_key(&tags().collect::<Vec<_>>(), &con.key);
+                    let verb = if con.negated { "hold" } else { "have" };
+                    format!("hard constraint `{con}` fails: host ∪ zone tags {verb} {have}")
+                });
             }
             for (k, v) in needs.annotations() {
-                if tags
-                    .iter()
-                    .any(|t| &t.key == k && t.value.as_deref().unwrap_or("") == v)
-                {
+                if tags().any(|t| &t.key == k && t.value.as_deref().unwrap_or("") == v) {
                     continue;
                 }
-                let have = tags_with_key(&tags, k);
-                r.push(Reason::new(
-                    codes::HARD_CONSTRAINT,
-                    format!("resource annotation `{k}={v}` fails: host ∪ zone tags have {have}"),
-                ));
+                r.fail(codes::HARD_CONSTRAINT, || {
+                    let have = tags_with_key(&tags().collect::<Vec<_>>(), k);
+                    format!("resource annotation `{k}={v}` fails: host ∪ zone tags have {have}")
+                });
             }
         },
     )
@@ -298,8 +289,7 @@ pub(crate) fn capacity<'z, 'a>(
             |what: &str, need: u128, cap: u128, alloc: u128, wf: u128, used: u128, f: &dyn Fn(u128) -> String| {
                 let left = cap.saturating_sub(used);
                 if need > left {
-                    r.push(Reason::new(
-                        codes::INSUFFICIENT,
+                    r.fail(codes::INSUFFICIENT, || {
                         format!(
                             "{what}: needs {}, {} free (capacity {}, allocated {}, this workflow {})",
                             f(need),
@@ -307,8 +297,8 @@ pub(crate) fn capacity<'z, 'a>(
                             f(cap),
                             f(alloc),
                             f(wf)
-                        ),
-                    ));
+                        )
+                    });
                 }
             };
         let cores = |v: u128| format!("{v} cores");

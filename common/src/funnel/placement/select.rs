@@ -43,8 +43,19 @@ fn metrics(ctx: &JobCtx<'_>, zone: &str, host: &Host) -> (f64, u128) {
 /// (ties keep inventory order), DEFAULT a seeded random order whose first element is
 /// `seeded_pick(seed, "host:<job>:<zone>", n)` and each next one is drawn from the rest with
 /// context `host:<job>:<zone>:<i>`.
-pub(crate) fn rank_hosts<'a>(ctx: &JobCtx<'_>, zone: &ZoneCand<'a>, hosts: Vec<&'a Host>) -> Vec<&'a Host> {
+///
+/// With `only_best` (single-host jobs) only the first host of that order is computed, in one
+/// linear pass: the same host the full order would put first.
+pub(crate) fn rank_hosts<'a>(
+    ctx: &JobCtx<'_>,
+    zone: &ZoneCand<'a>,
+    hosts: Vec<&'a Host>,
+    only_best: bool,
+) -> Vec<&'a Host> {
     let z = zone.zone;
+    if only_best {
+        return best_host(ctx, zone, hosts).into_iter().collect();
+    }
     let mut keyed: Vec<(f64, u128, &'a Host)> = hosts
         .into_iter()
         .map(|h| {
@@ -73,6 +84,30 @@ pub(crate) fn rank_hosts<'a>(ctx: &JobCtx<'_>, zone: &ZoneCand<'a>, hosts: Vec<&
         }
     }
     keyed.into_iter().map(|(_, _, h)| h).collect()
+}
+
+/// The first host of [`rank_hosts`]' order, found in one pass (stable sorts keep the earliest of
+/// equal keys, so ties go to the earliest host here too).
+fn best_host<'a>(ctx: &JobCtx<'_>, zone: &ZoneCand<'a>, hosts: Vec<&'a Host>) -> Option<&'a Host> {
+    let z = zone.zone;
+    if z.placement_policy == PlacementPolicy::Default {
+        let k = seeded_pick(ctx.seed, &format!("host:{}:{}", ctx.job(), z.name), hosts.len());
+        return hosts.get(k.min(hosts.len().saturating_sub(1))).copied();
+    }
+    let mut best: Option<(f64, u128, &'a Host)> = None;
+    for h in hosts {
+        let (load, free) = metrics(ctx, &z.name, h);
+        let better = match (&best, z.placement_policy) {
+            (None, _) => true,
+            (Some(b), PlacementPolicy::Binpack) => load > b.0,
+            (Some(b), PlacementPolicy::Spread) => load < b.0,
+            (Some(b), _) => free > b.1,
+        };
+        if better {
+            best = Some((load, free, h));
+        }
+    }
+    best.map(|b| b.2)
 }
 
 /// The networks a host is on for multi-host purposes: its declared ones, or one implicit
@@ -141,21 +176,23 @@ pub(crate) fn multi_host<'z, 'a>(
     zones: &'z [ZoneCand<'a>],
     hosts: &[HostCand<'z, 'a>],
 ) -> Vec<ZonePick<'z, 'a>> {
+    let n = ctx.needs.nodes;
+    // One pass groups the fitting hosts by zone (keyed by the zone's address: candidates point
+    // into `zones`).
+    let mut by_zone: std::collections::HashMap<*const ZoneCand<'a>, Vec<&'a Host>> = std::collections::HashMap::new();
+    for c in hosts {
+        by_zone.entry(std::ptr::from_ref(c.zone)).or_default().push(c.host);
+    }
     let cands: Vec<ZonePick<'z, 'a>> = zones
         .iter()
         .filter_map(|z| {
-            let fitting: Vec<&'a Host> = hosts
-                .iter()
-                .filter(|c| std::ptr::eq(c.zone, z))
-                .map(|c| c.host)
-                .collect();
-            (!fitting.is_empty()).then(|| ZonePick {
+            let fitting = by_zone.remove(&std::ptr::from_ref(z))?;
+            Some(ZonePick {
                 zone: z,
-                hosts: rank_hosts(ctx, z, fitting),
+                hosts: rank_hosts(ctx, z, fitting, n <= 1),
             })
         })
         .collect();
-    let n = ctx.needs.nodes;
     let mut chosen: Vec<Vec<&'a Host>> = Vec::new();
     let survivors = run_filter(
         trace,

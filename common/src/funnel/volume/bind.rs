@@ -18,7 +18,7 @@
 //! smallest volume (ties: inventory order) — seed 001 "the smallest matching volume".
 
 use crate::decision::{Reason, codes};
-use crate::funnel::trace::Trace;
+use crate::funnel::trace::{ReasonSink, Trace};
 use crate::funnel::trace::run_filter;
 use crate::model::{Claim, ClaimRef, PersistentVolume, VolumePhase};
 
@@ -118,42 +118,42 @@ fn match_reasons(
     need: &Need<'_>,
     volume_name: Option<&str>,
     v: &PersistentVolume,
-    out: &mut Vec<Reason>,
+    out: &mut impl ReasonSink,
 ) {
     let pre = prebound(need, v);
     let phase_ok = v.phase == VolumePhase::Available || (pre && v.phase == VolumePhase::Bound);
     if !phase_ok {
-        out.push(Reason::new(
+        out.push_reason(Reason::new(
             codes::NOT_AVAILABLE,
             format!("volume is {:?}, not Available", v.phase),
         ));
     }
     if !pre && let Some(r) = &v.claim_ref {
-        out.push(Reason::new(
+        out.push_reason(Reason::new(
             codes::CLAIMED_BY_OTHER,
             format!("volume is pre-bound to claim {}/{}", r.namespace, r.name),
         ));
     }
     if v.being_deleted {
-        out.push(Reason::new(codes::BEING_DELETED, "volume is being deleted"));
+        out.push_reason(Reason::new(codes::BEING_DELETED, "volume is being deleted"));
     }
     if let Some(r) = ctx.held_elsewhere(v) {
-        out.push(r);
+        out.push_reason(r);
     }
     if v.capacity < need.size {
-        out.push(Reason::new(
+        out.push_reason(Reason::new(
             codes::CAPACITY,
             format!("capacity {} is smaller than the requested {}", v.capacity, need.size),
         ));
     }
     if v.volume_mode != need.volume_mode {
-        out.push(Reason::new(
+        out.push_reason(Reason::new(
             codes::VOLUME_MODE,
             format!("volume mode {:?}, request wants {:?}", v.volume_mode, need.volume_mode),
         ));
     }
     if !v.access_modes.is_superset_of(need.access_modes) {
-        out.push(Reason::new(
+        out.push_reason(Reason::new(
             codes::ACCESS_MODES,
             format!(
                 "volume offers access modes {}, request needs {}",
@@ -164,13 +164,13 @@ fn match_reasons(
     }
     if !pre && let Some(sel) = need.selector {
         for f in sel.failures(&v.labels) {
-            out.push(Reason::new(codes::SELECTOR, f));
+            out.push_reason(Reason::new(codes::SELECTOR, f));
         }
     }
     if let Some(n) = volume_name
         && v.name != n
     {
-        out.push(Reason::new(
+        out.push_reason(Reason::new(
             codes::VOLUME_NAME,
             format!("the claim's volumeName is `{n}`"),
         ));

@@ -4,13 +4,14 @@
 
 use std::collections::BTreeMap;
 
+use crate::funnel::trace::ReasonSink;
 use crate::decision::{Reason, codes};
 use crate::model::{Operation, Provisioner, ProvisionerStatus};
 
 /// Seed 000 "status check": pushes `not_ready` unless the provisioner is READY.
-pub fn status(p: &Provisioner, out: &mut Vec<Reason>) {
+pub fn status(p: &Provisioner, out: &mut impl ReasonSink) {
     if p.status != ProvisionerStatus::Ready {
-        out.push(Reason::new(
+        out.push_reason(Reason::new(
             codes::NOT_READY,
             format!(
                 "provisioner `{}` is {}, only READY provisioners are used",
@@ -25,15 +26,15 @@ pub fn status(p: &Provisioner, out: &mut Vec<Reason>) {
 /// identical value (exact strings, no patterns); extra provisioner annotations are ignored; no
 /// requested annotations always match. Pushes one reason per failing key:
 /// `annotation_missing` or `annotation_mismatch` (naming both values).
-pub fn annotations(wanted: &BTreeMap<String, String>, have: &BTreeMap<String, String>, out: &mut Vec<Reason>) {
+pub fn annotations(wanted: &BTreeMap<String, String>, have: &BTreeMap<String, String>, out: &mut impl ReasonSink) {
     for (k, want) in wanted {
         match have.get(k) {
             Some(v) if v == want => {}
-            Some(v) => out.push(Reason::new(
+            Some(v) => out.push_reason(Reason::new(
                 codes::ANNOTATION_MISMATCH,
                 format!("annotation {k}={v}, volume wants {k}={want}"),
             )),
-            None => out.push(Reason::new(
+            None => out.push_reason(Reason::new(
                 codes::ANNOTATION_MISSING,
                 format!("annotation `{k}` missing, volume wants {k}={want}"),
             )),
@@ -43,7 +44,7 @@ pub fn annotations(wanted: &BTreeMap<String, String>, have: &BTreeMap<String, St
 
 /// Seed 000 "group permission check" for `op` (default-deny; `create` implies `access` and
 /// `ephemeral`): pushes `permission_denied` naming the policies consulted and the user's groups.
-pub fn permission(p: &Provisioner, op: Operation, groups: &[String], out: &mut Vec<Reason>) {
+pub fn permission(p: &Provisioner, op: Operation, groups: &[String], out: &mut impl ReasonSink) {
     if p.permissions.allows(op, groups) {
         return;
     }
@@ -56,7 +57,7 @@ pub fn permission(p: &Provisioner, op: Operation, groups: &[String], out: &mut V
     } else {
         groups.join(", ")
     };
-    out.push(Reason::new(
+    out.push_reason(Reason::new(
         codes::PERMISSION_DENIED,
         format!(
             "provisioner `{}` does not grant `{}` to your groups [{yours}]: {policies}",
