@@ -1,0 +1,310 @@
+//! Bad input and access policies at the `fedvol` command line: every problem is reported with
+//! `file:line:col`, nothing is planned from invalid files (exit 1), and group permissions decide
+//! between exit 0 and exit 2.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+
+/// A hostpath provisioner with a misspelled `annotations` key (line 7, column 5).
+const MISSPELLED: &str = "\
+cluster: lab
+provisioners:
+  scratch:
+    driver:
+      type: hostpath
+      path: /mnt/scratch
+    anotations:
+      tier: fast
+    ephemeral: all
+";
+
+/// Three distinct errors: an unknown key, a bad enum value and a bad size.
+const THREE_ERRORS: &str = "\
+cluster: lab
+provisioners:
+  scratch:
+    driver:
+      type: hostpath
+      path: /mnt/scratch
+    anotations:
+      tier: fast
+    ephemeral: all
+    status: BROKEN
+volumes:
+  - name: v1
+    provisioner: scratch
+    size: lots
+";
+
+/// A provisioner only the `physics` group may use for ephemeral volumes, and one host.
+const PHYSICS_ONLY: &str = "\
+cluster: lab
+provisioners:
+  scratch:
+    driver:
+      type: hostpath
+      path: /mnt/scratch
+    annotations:
+      tier: fast
+    ephemeral: [physics]
+zones:
+  z1:
+    hosts:
+      - name: h1
+        capacity: { cpu: 8, memory: 32GiB, instances: 4 }
+";
+
+/// A workflow whose job mounts a `tier: fast` scratch volume.
+const FAST_SCRATCH: &str = "\
+version: v4
+volumes:
+  scratch:
+    size: 1GiB
+    annotations:
+      tier: fast
+jobs:
+  run:
+    image:
+      uri: docker://alpine:3.20
+    command: [\"true\"]
+    mounts:
+      /scratch: scratch
+";
+
+/// A workflow that mounts the undefined volume `missing` (line 12).
+const UNDEFINED_MOUNT: &str = "\
+version: v4
+volumes:
+  data:
+    size: 1GiB
+jobs:
+  run:
+    image:
+      uri: docker://alpine:3.20
+    command: [\"true\"]
+    mounts:
+      /data: data
+      /other: missing
+";
+
+/// The `error: ` lines of stderr.
+fn errors(stderr: &str) -> Vec<&str> {
+    stderr.lines().filter(|l| l.starts_with("error: ")).collect()
+}
+
+fn at(file: &str, (line, col): (usize, usize)) -> String {
+    format!("error: {file}:{line}:{col}:")
+}
+
+#[test]
+fn a_misspelled_key_is_reported_with_its_position_and_a_suggestion() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    write(tmp.path(), "inv.yaml", MISSPELLED);
+    let run = fedvol_in(Some(tmp.path()), &["check", "inv.yaml"]);
+    assert_eq!(run.code, 1, "{}", run.describe());
+    let errs = errors(&run.stderr);
+    assert_eq!(errs.len(), 1, "{}", run.describe());
+    assert!(
+        errs[0].starts_with(&at("inv.yaml", position_of(MISSPELLED, "anotations"))),
+        "{}",
+        run.describe()
+    );
+    assert!(errs[0].contains("anotations"), "{}", run.describe());
+    assert!(errs[0].contains("did you mean `annotations`"), "{}", run.describe());
+    assert!(!run.stdout.contains("ok  "), "{}", run.describe());
+
+    // `fedvol plan` refuses the same inventory the same way and prints no decision.
+    write(tmp.path(), "wf.yaml", FAST_SCRATCH);
+    let plan = fedvol_in(Some(tmp.path()), &["plan", "-o", "json", "-i", "inv.yaml", "wf.yaml"]);
+    assert_eq!(plan.code, 1, "{}", plan.describe());
+    assert!(plan.stdout.is_empty(), "{}", plan.describe());
+    assert!(
+        plan.stderr.contains("did you mean `annotations`"),
+        "{}",
+        plan.describe()
+    );
+}
+
+#[test]
+fn every_error_of_a_file_is_reported() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    write(tmp.path(), "inv.yaml", THREE_ERRORS);
+    let run = fedvol_in(Some(tmp.path()), &["check", "inv.yaml"]);
+    assert_eq!(run.code, 1, "{}", run.describe());
+    let errs = errors(&run.stderr);
+    assert_eq!(errs.len(), 3, "three distinct errors\n{}", run.describe());
+    let expected = [
+        (position_of(THREE_ERRORS, "anotations"), "anotations"),
+        (position_of(THREE_ERRORS, "BROKEN"), "BROKEN"),
+        (position_of(THREE_ERRORS, "lots"), "lots"),
+    ];
+    for (pos, word) in expected {
+        assert!(
+            errs.iter()
+                .any(|e| e.starts_with(&at("inv.yaml", pos)) && e.contains(word)),
+            "an error at {pos:?} about `{word}`\n{}",
+            run.describe()
+        );
+    }
+}
+
+#[test]
+fn a_mount_of_an_undefined_volume_is_refused_with_its_position() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    write(tmp.path(), "wf.yaml", UNDEFINED_MOUNT);
+    let pos = position_of(UNDEFINED_MOUNT, "missing");
+    let run = fedvol_in(Some(tmp.path()), &["check", "wf.yaml"]);
+    assert_eq!(run.code, 1, "{}", run.describe());
+    let errs = errors(&run.stderr);
+    assert!(
+        errs.iter()
+            .any(|e| e.starts_with(&at("wf.yaml", pos)) && e.contains("`missing`")),
+        "{}",
+        run.describe()
+    );
+
+    let inv = cluster("cluster-a").display().to_string();
+    let plan = fedvol_in(Some(tmp.path()), &["plan", "-o", "json", "-i", &inv, "wf.yaml"]);
+    assert_eq!(plan.code, 1, "{}", plan.describe());
+    assert!(plan.stdout.is_empty(), "{}", plan.describe());
+    assert!(plan.stderr.contains(&at("wf.yaml", pos)), "{}", plan.describe());
+}
+
+#[test]
+fn the_same_cluster_twice_is_refused() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    write(tmp.path(), "lab.yaml", PHYSICS_ONLY);
+    write(tmp.path(), "lab-copy.yaml", PHYSICS_ONLY);
+    write(tmp.path(), "wf.yaml", FAST_SCRATCH);
+    let run = fedvol_in(
+        Some(tmp.path()),
+        &["plan", "-o", "json", "-i", "lab.yaml", "-i", "lab-copy.yaml", "wf.yaml"],
+    );
+    assert_eq!(run.code, 1, "{}", run.describe());
+    assert!(run.stdout.is_empty(), "no decision is printed\n{}", run.describe());
+    let errs = errors(&run.stderr);
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("lab-copy.yaml") && e.contains("`lab`") && e.contains("twice")),
+        "the error names the file, the cluster and says it is given twice\n{}",
+        run.describe()
+    );
+}
+
+#[test]
+fn a_missing_file_is_named() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    write(tmp.path(), "wf.yaml", FAST_SCRATCH);
+    write(tmp.path(), "lab.yaml", PHYSICS_ONLY);
+    let runs = [
+        fedvol_in(Some(tmp.path()), &["check", "no-such-file.yaml"]),
+        fedvol_in(Some(tmp.path()), &["plan", "-i", "no-such-file.yaml", "wf.yaml"]),
+        fedvol_in(Some(tmp.path()), &["plan", "-i", "lab.yaml", "no-such-file.yaml"]),
+    ];
+    for run in &runs {
+        assert_eq!(run.code, 1, "{}", run.describe());
+        assert!(
+            errors(&run.stderr)
+                .iter()
+                .any(|e| e.starts_with("error: no-such-file.yaml:")),
+            "{}",
+            run.describe()
+        );
+        assert!(
+            run.stdout.is_empty() || !run.stdout.contains("chosen"),
+            "{}",
+            run.describe()
+        );
+    }
+}
+
+#[test]
+#[ignore = "bug: `fedvol check` reports an unreadable file at 0:0 while `fedvol plan` (and every other diagnostic) uses 1-based 1:1"]
+fn a_missing_file_is_reported_at_the_same_position_by_check_and_plan() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    write(tmp.path(), "wf.yaml", FAST_SCRATCH);
+    let check = fedvol_in(Some(tmp.path()), &["check", "no-such-file.yaml"]);
+    let plan = fedvol_in(Some(tmp.path()), &["plan", "-i", "no-such-file.yaml", "wf.yaml"]);
+    for run in [&check, &plan] {
+        assert!(
+            run.stderr.contains("error: no-such-file.yaml:1:1:"),
+            "positions are 1-based\n{}",
+            run.describe()
+        );
+    }
+}
+
+#[test]
+fn check_prints_ok_per_valid_file_and_fails_if_any_is_invalid() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    write(tmp.path(), "good.yaml", PHYSICS_ONLY);
+    write(tmp.path(), "wf.yaml", FAST_SCRATCH);
+    write(tmp.path(), "bad.yaml", MISSPELLED);
+    let all_good = fedvol_in(Some(tmp.path()), &["check", "good.yaml", "wf.yaml"]);
+    assert_eq!(all_good.code, 0, "{}", all_good.describe());
+    for f in ["good.yaml", "wf.yaml"] {
+        assert!(
+            all_good.stdout.lines().any(|l| l.starts_with(&format!("ok  {f}: "))),
+            "{}",
+            all_good.describe()
+        );
+    }
+    let mixed = fedvol_in(Some(tmp.path()), &["check", "good.yaml", "bad.yaml", "wf.yaml"]);
+    assert_eq!(mixed.code, 1, "{}", mixed.describe());
+    assert!(mixed.stdout.contains("ok  good.yaml: "), "{}", mixed.describe());
+    assert!(mixed.stdout.contains("ok  wf.yaml: "), "{}", mixed.describe());
+    assert!(!mixed.stdout.contains("ok  bad.yaml"), "{}", mixed.describe());
+    assert!(mixed.stderr.contains("error: bad.yaml:"), "{}", mixed.describe());
+}
+
+fn plan_as(dir: &Path, groups: &[&str]) -> Run {
+    let mut args = vec!["plan", "-o", "json", "-i", "lab.yaml", "-u", "alice"];
+    for g in groups {
+        args.push("-g");
+        args.push(g);
+    }
+    args.push("wf.yaml");
+    fedvol_in(Some(dir), &args)
+}
+
+#[test]
+fn group_permissions_decide_whether_the_volume_can_be_provisioned() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    write(tmp.path(), "lab.yaml", PHYSICS_ONLY);
+    write(tmp.path(), "wf.yaml", FAST_SCRATCH);
+
+    let denied = plan_as(tmp.path(), &["chemistry"]);
+    assert_eq!(denied.code, 2, "{}", denied.describe());
+    let doc = denied.json();
+    assert!(doc["chosen_cluster"].is_null(), "{}", denied.describe());
+    let lab = &doc["clusters"]["lab"];
+    assert_eq!(lab["feasible"], false);
+    assert!(!lab["volumes"]["scratch"]["error"].is_null(), "{}", lab["volumes"]);
+    assert!(
+        reason_codes_for(lab, "scratch").contains(&"permission_denied".to_string()),
+        "the trace says provisioner `scratch` was rejected with permission_denied: {}",
+        lab["trace"]
+    );
+    let perm = trace_entries(lab, "provisioner.permission", "scratch");
+    assert_eq!(perm.len(), 1, "{}", lab["trace"]);
+    assert_eq!(perm[0]["passed"], 0, "{}", perm[0]);
+
+    let no_groups = plan_as(tmp.path(), &[]);
+    assert_eq!(no_groups.code, 2, "no groups, no permission\n{}", no_groups.describe());
+
+    let allowed = plan_as(tmp.path(), &["chemistry", "physics"]);
+    assert_eq!(allowed.code, 0, "{}", allowed.describe());
+    let doc = allowed.json();
+    assert_eq!(doc["chosen_cluster"], "lab");
+    let v = &doc["clusters"]["lab"]["volumes"]["scratch"];
+    assert_eq!(v["provisioner"], "scratch", "{v}");
+    assert_eq!(v["action"], "provision", "{v}");
+    assert!(v["error"].is_null(), "{v}");
+    assert_eq!(doc["clusters"]["lab"]["jobs"]["run"]["host"], "h1");
+
+    let only_physics = plan_as(tmp.path(), &["physics"]);
+    assert_eq!(only_physics.code, 0, "{}", only_physics.describe());
+}

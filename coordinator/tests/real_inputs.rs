@@ -1,0 +1,380 @@
+//! Real third-party inputs (`shared/real-inputs`), taken unmodified: public Fuzzfiles (many of
+//! them unrendered Go templates) and Kubernetes storage manifests. The file lists are derived by
+//! scanning the directories, so new inputs are covered without touching this file.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+use fedvol_common::format::load_inventory;
+use fedvol_common::model::AccessMode;
+use yaml_rust2::Yaml;
+
+fn fuzzfiles() -> Vec<PathBuf> {
+    let v = files_in(&real_inputs().join("fuzzfiles"));
+    assert!(!v.is_empty(), "no Fuzzfiles found under {}", real_inputs().display());
+    v
+}
+
+fn k8s_files() -> Vec<PathBuf> {
+    let v = files_in(&real_inputs().join("k8s"));
+    assert!(
+        !v.is_empty(),
+        "no Kubernetes manifests found under {}",
+        real_inputs().display()
+    );
+    v
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("cannot read {}: {e}", p.display()))
+}
+
+/// The first Go template action of `text` as 1-based (line, column in characters): a `{{`
+/// outside a whole-line `#` comment that some later `}}` closes. `None` for plain YAML.
+fn first_template_action(text: &str) -> Option<(usize, usize)> {
+    let last_close = text.rfind("}}")?;
+    let mut offset = 0;
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        let start = offset;
+        offset += line.len();
+        if line.trim_start().starts_with('#') {
+            continue;
+        }
+        if let Some(at) = line.find("{{")
+            && start + at + 2 <= last_close
+        {
+            return Some((i + 1, line[..at].chars().count() + 1));
+        }
+    }
+    None
+}
+
+/// Finds `error: <label>:<line>:<col>:` lines on stderr and returns their positions.
+fn error_positions(stderr: &str, label: &str) -> Vec<(usize, usize)> {
+    let prefix = format!("error: {label}:");
+    stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .filter_map(|rest| {
+            let mut it = rest.splitn(3, ':');
+            let line = it.next()?.parse().ok()?;
+            let col = it.next()?.parse().ok()?;
+            Some((line, col))
+        })
+        .collect()
+}
+
+#[test]
+fn fuzzfile_templates_are_refused_with_a_position_and_plain_fuzzfiles_plan() {
+    let (mut templates, mut plain) = (0, 0);
+    for f in fuzzfiles() {
+        let text = read(&f);
+        let label = f.display().to_string();
+        match first_template_action(&text) {
+            Some((line, col)) => {
+                templates += 1;
+                let check = fedvol(&["check", &label]);
+                let mut plan_args = vec!["plan".to_string()];
+                for c in clusters() {
+                    plan_args.push("-i".into());
+                    plan_args.push(c.display().to_string());
+                }
+                plan_args.push(label.clone());
+                let plan = fedvol(&plan_args);
+                for run in [&check, &plan] {
+                    assert_eq!(
+                        run.code,
+                        1,
+                        "an unrendered template must be refused\n{}",
+                        run.describe()
+                    );
+                    assert!(
+                        run.stderr.contains("unrendered template"),
+                        "the error must say the file is an unrendered template\n{}",
+                        run.describe()
+                    );
+                    let positions = error_positions(&run.stderr, &label);
+                    assert!(
+                        positions.contains(&(line, col)),
+                        "the error must point at the first template action {line}:{col}; got {positions:?}\n{}",
+                        run.describe()
+                    );
+                    assert!(
+                        run.stdout.trim().is_empty(),
+                        "nothing is printed for a refused file\n{}",
+                        run.describe()
+                    );
+                }
+                // The position really is a `{{` of the file.
+                let at: String = text
+                    .lines()
+                    .nth(line - 1)
+                    .expect("line exists")
+                    .chars()
+                    .skip(col - 1)
+                    .take(2)
+                    .collect();
+                assert_eq!(at, "{{", "{label}:{line}:{col}");
+            }
+            None => {
+                plain += 1;
+                let check = fedvol(&["check", &label]);
+                assert_eq!(
+                    check.code,
+                    0,
+                    "a real Fuzzfile must pass `fedvol check`\n{}",
+                    check.describe()
+                );
+                assert!(
+                    check.stdout.starts_with(&format!("ok  {label}: ")),
+                    "check prints an ok line\n{}",
+                    check.describe()
+                );
+                assert_fuzzfile_plans(&f, &text);
+            }
+        }
+    }
+    assert!(templates > 0, "the real inputs hold unrendered catalog templates");
+    assert!(plain > 0, "the real inputs hold plain Fuzzfiles");
+}
+
+/// Plans a plain real Fuzzfile against the three example clusters and checks the decision.
+fn assert_fuzzfile_plans(f: &Path, text: &str) {
+    let docs = yaml_docs(text);
+    let volume_keys: Vec<String> = {
+        let mut v: Vec<String> = match &docs[0]["volumes"] {
+            Yaml::Hash(h) => h.keys().filter_map(|k| k.as_str().map(str::to_string)).collect(),
+            _ => Vec::new(),
+        };
+        v.sort();
+        v
+    };
+    let run = plan_json(&clusters(), f, &[]);
+    assert!(
+        run.code == 0 || run.code == 2,
+        "a valid Fuzzfile plans (exit 0 or 2), never bad input\n{}",
+        run.describe()
+    );
+    let doc = run.json();
+    assert_eq!(keys(&doc["clusters"]), CLUSTER_NAMES.to_vec(), "{}", run.describe());
+    for name in CLUSTER_NAMES {
+        let c = &doc["clusters"][name];
+        assert_eq!(c["status"], "answered", "{name}\n{}", run.describe());
+        assert_eq!(
+            keys(&c["volumes"]),
+            volume_keys,
+            "{name} must decide every volume of {}",
+            f.display()
+        );
+        for (vname, v) in c["volumes"].as_object().expect("volumes object") {
+            let mode = v["mode"].as_str().unwrap_or_default();
+            assert!(
+                ["named", "by_name", "automatic", "claim"].contains(&mode),
+                "{name}/{vname}: mode {mode}"
+            );
+            assert!(
+                v["error"].is_null() != v["action"].is_null(),
+                "{name}/{vname}: a volume has either an action or an error: {v}"
+            );
+        }
+    }
+    match run.code {
+        0 => {
+            let chosen = doc["chosen_cluster"].as_str().expect("exit 0 names a cluster");
+            assert_eq!(doc["clusters"][chosen]["feasible"], true, "{}", run.describe());
+        }
+        _ => assert!(doc["chosen_cluster"].is_null(), "{}", run.describe()),
+    }
+}
+
+/// One PersistentVolumeClaim of a manifest, read by the test itself.
+struct ClaimDoc {
+    name: String,
+    class: Option<String>,
+    volume_name: Option<String>,
+}
+
+/// The Kubernetes documents of a manifest, by kind.
+#[derive(Default)]
+struct Manifest {
+    claims: Vec<ClaimDoc>,
+    classes: Vec<String>,
+    volumes: Vec<String>,
+}
+
+fn manifest(text: &str) -> Manifest {
+    let mut m = Manifest::default();
+    for d in yaml_docs(text) {
+        let name = d["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        match d["kind"].as_str() {
+            Some("PersistentVolumeClaim") => m.claims.push(ClaimDoc {
+                name,
+                class: d["spec"]["storageClassName"].as_str().map(str::to_string),
+                volume_name: d["spec"]["volumeName"].as_str().map(str::to_string),
+            }),
+            Some("StorageClass") => m.classes.push(name),
+            Some("PersistentVolume") => m.volumes.push(name),
+            _ => {}
+        }
+    }
+    m
+}
+
+#[test]
+fn every_kubernetes_manifest_passes_check() {
+    for f in k8s_files() {
+        let label = f.display().to_string();
+        let run = fedvol(&["check", &label]);
+        assert_eq!(
+            run.code,
+            0,
+            "a real Kubernetes manifest must pass `fedvol check`\n{}",
+            run.describe()
+        );
+        assert!(run.stdout.starts_with(&format!("ok  {label}: ")), "{}", run.describe());
+    }
+}
+
+#[test]
+fn kubernetes_claims_are_planned_as_workflows() {
+    let mut planned = 0;
+    for f in k8s_files() {
+        let m = manifest(&read(&f));
+        if m.claims.is_empty() {
+            continue;
+        }
+        planned += 1;
+        let mut inventories = vec![cluster("cluster-c")];
+        let mut own_cluster = None;
+        if !m.classes.is_empty() || !m.volumes.is_empty() {
+            inventories.push(f.clone());
+            let inv = load_inventory(&f).unwrap_or_else(|d| panic!("{} as an inventory: {d}", f.display()));
+            own_cluster = Some(inv.value.cluster);
+        }
+        let run = plan_json(&inventories, &f, &[]);
+        assert!(
+            run.code == 0 || run.code == 2,
+            "a file of claims plans (exit 0 or 2)\n{}",
+            run.describe()
+        );
+        let doc = run.json();
+        let mut expected_clusters: Vec<String> = vec!["cluster-c".into()];
+        expected_clusters.extend(own_cluster.clone());
+        expected_clusters.sort();
+        assert_eq!(keys(&doc["clusters"]), expected_clusters, "{}", run.describe());
+        let mut claim_names: Vec<String> = m.claims.iter().map(|c| c.name.clone()).collect();
+        claim_names.sort();
+        for cname in &expected_clusters {
+            let c = &doc["clusters"][cname];
+            assert_eq!(
+                keys(&c["volumes"]),
+                claim_names,
+                "{cname}: one volume decision per claim\n{}",
+                run.describe()
+            );
+            for claim in &m.claims {
+                assert_eq!(c["volumes"][&claim.name]["mode"], "claim", "{cname}/{}", claim.name);
+            }
+        }
+        // A claim whose class or volume is defined in the same file is satisfied by that file.
+        if let Some(own) = &own_cluster {
+            let mut all_satisfiable = true;
+            for claim in &m.claims {
+                let by_class = claim.class.as_ref().is_some_and(|k| m.classes.contains(k));
+                let by_volume = claim.volume_name.as_ref().is_some_and(|v| m.volumes.contains(v));
+                if !(by_class || by_volume) {
+                    all_satisfiable = false;
+                    continue;
+                }
+                let v = &doc["clusters"][own]["volumes"][&claim.name];
+                assert!(v["error"].is_null(), "{own}/{}: {v}\n{}", claim.name, run.describe());
+                let want = if by_volume { "bind" } else { "provision" };
+                assert_eq!(v["action"], want, "{own}/{}: {v}", claim.name);
+                if let Some(pv) = claim.volume_name.as_ref().filter(|_| by_volume) {
+                    assert_eq!(v["volume"], pv.as_str(), "{own}/{}: {v}", claim.name);
+                }
+            }
+            if all_satisfiable {
+                assert_eq!(run.code, 0, "{}", run.describe());
+            }
+        }
+        match run.code {
+            0 => assert!(doc["chosen_cluster"].is_string(), "{}", run.describe()),
+            _ => assert!(doc["chosen_cluster"].is_null(), "{}", run.describe()),
+        }
+    }
+    assert!(planned > 0, "the real inputs hold PersistentVolumeClaims");
+}
+
+fn long_name(m: AccessMode) -> &'static str {
+    AccessMode::ALL
+        .iter()
+        .find(|(x, ..)| *x == m)
+        .map(|(_, long, _)| *long)
+        .expect("every access mode has a name")
+}
+
+#[test]
+fn kubernetes_storage_classes_and_volumes_serve_as_inventories() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (mut class_files, mut pv_files) = (0, 0);
+    for f in k8s_files() {
+        let m = manifest(&read(&f));
+        if !m.claims.is_empty() || (m.classes.is_empty() && m.volumes.is_empty()) {
+            continue;
+        }
+        let inv = load_inventory(&f)
+            .unwrap_or_else(|d| panic!("{} as an inventory: {d}", f.display()))
+            .value;
+        let (claim, expect_provisioner, expect_action, expect_volume) = if let Some(class) =
+            inv.provisioners.iter().find(|p| p.from_storage_class)
+        {
+            class_files += 1;
+            assert_eq!(
+                Some(&class.name),
+                m.classes.first(),
+                "the first StorageClass of {}",
+                f.display()
+            );
+            let claim = format!(
+                "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: probe\nspec:\n  storageClassName: {}\n  accessModes: [ReadWriteOnce]\n  resources:\n    requests:\n      storage: 1Gi\n",
+                class.name
+            );
+            (claim, Some(class.name.clone()), "provision", None)
+        } else {
+            pv_files += 1;
+            let pv = inv
+                .volumes
+                .first()
+                .unwrap_or_else(|| panic!("{}: no PV read", f.display()));
+            assert_eq!(Some(&pv.name), m.volumes.first(), "the first PV of {}", f.display());
+            let class = pv.provisioner.clone().unwrap_or_default();
+            let modes: Vec<&str> = pv.access_modes.modes().into_iter().map(long_name).collect();
+            let claim = format!(
+                "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: probe\nspec:\n  storageClassName: \"{class}\"\n  accessModes: [{}]\n  resources:\n    requests:\n      storage: \"{}\"\n",
+                modes.join(", "),
+                pv.capacity.bytes()
+            );
+            (claim, None, "bind", Some(pv.name.clone()))
+        };
+        let claim_path = write(tmp.path(), "probe-claim.yaml", &claim);
+        let run = plan_json(std::slice::from_ref(&f), &claim_path, &[]);
+        assert_eq!(run.code, 0, "{}\nclaim:\n{claim}\n{}", f.display(), run.describe());
+        let doc = run.json();
+        assert_eq!(doc["chosen_cluster"], inv.cluster.as_str(), "{}", run.describe());
+        let v = &doc["clusters"][&inv.cluster]["volumes"]["probe"];
+        assert_eq!(v["mode"], "claim", "{v}");
+        assert_eq!(v["action"], expect_action, "{}: {v}", f.display());
+        assert!(v["error"].is_null(), "{}: {v}", f.display());
+        if let Some(p) = &expect_provisioner {
+            assert_eq!(v["provisioner"], p.as_str(), "{}: {v}", f.display());
+        }
+        if let Some(pv) = &expect_volume {
+            assert_eq!(v["volume"], pv.as_str(), "{}: {v}", f.display());
+        }
+    }
+    assert!(class_files > 0, "the real inputs hold StorageClass files");
+    assert!(pv_files > 0, "the real inputs hold PersistentVolume files");
+}
