@@ -222,7 +222,6 @@ fn a_missing_file_is_named() {
 }
 
 #[test]
-#[ignore = "bug: `fedvol check` reports an unreadable file at 0:0 while `fedvol plan` (and every other diagnostic) uses 1-based 1:1"]
 fn a_missing_file_is_reported_at_the_same_position_by_check_and_plan() {
     let tmp = tempfile::tempdir().expect("tempdir");
     write(tmp.path(), "wf.yaml", FAST_SCRATCH);

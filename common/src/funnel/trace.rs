@@ -69,7 +69,10 @@ impl Reasons {
     /// Records a failure with `code`; `message` runs only if the candidate will be listed.
     pub fn fail(&mut self, code: &str, message: impl FnOnce() -> String) {
         let message = if self.detailed { message() } else { String::new() };
-        self.list.push(Reason { code: code.to_string(), message });
+        self.list.push(Reason {
+            code: code.to_string(),
+            message,
+        });
     }
 
     /// Records a fully formed reason.
@@ -151,7 +154,10 @@ pub fn run_filter<T>(
             }
         }
         if reasons.detailed {
-            rejected.push(Rejection { candidate: name(c), reasons: std::mem::take(&mut reasons.list) });
+            rejected.push(Rejection {
+                candidate: name(c),
+                reasons: std::mem::take(&mut reasons.list),
+            });
         } else {
             omitted += 1;
         }

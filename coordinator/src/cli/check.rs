@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use fedvol_common::format::files::read_text;
 use fedvol_common::format::{FileKind, classify, load_inventory, load_workflow};
-use fedvol_common::yaml::{Diagnostic, Diagnostics};
 
 use super::{EXIT_BAD_INPUT, EXIT_OK, label, print_diagnostics, print_notices};
 
@@ -16,23 +16,12 @@ pub struct CheckArgs {
     pub files: Vec<PathBuf>,
 }
 
-fn unreadable(p: &Path, e: &std::io::Error) -> Diagnostics {
-    Diagnostics(vec![Diagnostic {
-        file: label(p),
-        line: 0,
-        col: 0,
-        field: String::new(),
-        message: format!("cannot read the file: {e}"),
-        hint: None,
-    }])
-}
-
 /// Checks one file; prints its verdict line to stdout and problems to stderr; true when valid.
 fn check_one(p: &Path) -> bool {
-    let text = match std::fs::read_to_string(p) {
+    let text = match read_text(p) {
         Ok(t) => t,
-        Err(e) => {
-            print_diagnostics(&unreadable(p, &e));
+        Err(d) => {
+            print_diagnostics(&d);
             return false;
         }
     };

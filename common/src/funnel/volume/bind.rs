@@ -18,8 +18,8 @@
 //! smallest volume (ties: inventory order) — seed 001 "the smallest matching volume".
 
 use crate::decision::{Reason, codes};
-use crate::funnel::trace::{ReasonSink, Trace};
 use crate::funnel::trace::run_filter;
+use crate::funnel::trace::{ReasonSink, Trace};
 use crate::model::{Claim, ClaimRef, PersistentVolume, VolumePhase};
 
 use super::{Ctx, Need, stages};

@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::funnel::trace::ReasonSink;
 use crate::decision::{Reason, codes};
+use crate::funnel::trace::ReasonSink;
 use crate::model::{Operation, Provisioner, ProvisionerStatus};
 
 /// Seed 000 "status check": pushes `not_ready` unless the provisioner is READY.
