@@ -31,14 +31,19 @@ pub fn code_words(code: &str) -> String {
 /// by count, most frequent first, then by name.
 pub fn stage_summary(t: &StageTrace) -> String {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-    for r in &t.rejected {
-        let mut seen: Vec<&str> = Vec::new();
-        for reason in &r.reasons {
-            if !seen.contains(&reason.code.as_str()) {
-                seen.push(&reason.code);
-                *counts.entry(&reason.code).or_default() += 1;
+    if t.reason_counts.is_empty() {
+        // A trace from before per-code counts: count the listed rejections.
+        for r in &t.rejected {
+            let mut seen: Vec<&str> = Vec::new();
+            for reason in &r.reasons {
+                if !seen.contains(&reason.code.as_str()) {
+                    seen.push(&reason.code);
+                    *counts.entry(&reason.code).or_default() += 1;
+                }
             }
         }
+    } else {
+        counts.extend(t.reason_counts.iter().map(|(c, n)| (c.as_str(), *n)));
     }
     let mut parts: Vec<(&str, usize)> = counts.into_iter().collect();
     parts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));

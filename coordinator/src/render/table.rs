@@ -181,6 +181,12 @@ pub fn render(d: &Decision) -> String {
                         .join("; ");
                     out.push_str(&format!("      {}: {}\n", r.candidate, reasons));
                 }
+                if st.omitted > 0 {
+                    out.push_str(&format!(
+                        "      ... and {} more (raise --trace-limit to list them)\n",
+                        st.omitted
+                    ));
+                }
             }
         }
     }

@@ -193,11 +193,7 @@ fn no_zone(trace: &[StageTrace], job: &str) -> Reason {
             )
         }
         Some(t) => {
-            let mut counts: IndexMap<&str, usize> = IndexMap::new();
-            for r in t.rejected.iter().flat_map(|r| &r.reasons) {
-                *counts.entry(r.code.as_str()).or_insert(0) += 1;
-            }
-            let top = counts.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)));
+            let top = t.reason_counts.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)));
             let top = top
                 .map(|(c, n)| format!("; most common reason: {c} ({n}x)"))
                 .unwrap_or_default();
