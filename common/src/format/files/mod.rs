@@ -44,14 +44,7 @@ pub(crate) fn load_error(label: &str, e: &LoadError) -> Diagnostics {
 
 /// The error for an unrendered template, pointing at its first `{{`.
 pub(crate) fn template_error(label: &str, span: Span) -> Diagnostics {
-    let mut d = notice(
-        label,
-        span,
-        "",
-        "this file is an unrendered template: `{{ ... }}` is a template action, not YAML fedvol can use",
-    );
-    d.hint = Some("render the template with its values first and pass the result".to_string());
-    Diagnostics(vec![d])
+    Diagnostics(vec![crate::format::template::unrendered_template(label, span)])
 }
 
 /// Reads a text file, refusing files over [`max_file_bytes`] and non-UTF-8 content. Errors name

@@ -176,14 +176,7 @@ fn for_each_entry(ctx: &mut Ctx, node: &Node, field: &str, mut f: impl FnMut(&mu
 pub fn parse_fuzzfile(label: &str, name: &str, text: &str) -> Result<Workflow, Diagnostics> {
     let mut ctx = Ctx::new(label);
     if let Some(span) = find_template(text) {
-        ctx.error(
-            span,
-            "",
-            "this file is an unrendered Go template (it contains a `{{ }}` action here); render it \
-             with its values first (for a catalog application, with the values file that goes with \
-             the template) and give fedvol the rendered Fuzzfile",
-        );
-        return Err(Diagnostics(ctx.into_diagnostics()));
+        return Err(Diagnostics(vec![super::template::unrendered_template(label, span)]));
     }
     let docs = match load_documents(text, Limits::default()) {
         Ok(docs) => docs,

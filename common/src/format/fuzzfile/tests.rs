@@ -176,7 +176,7 @@ fn every_real_template_is_refused_with_the_template_diagnostic() {
         assert_eq!(d.len(), 1, "{name}: one diagnostic, got {d:#?}");
         let d = &d[0];
         assert_eq!(d.file, *name);
-        assert!(d.message.contains("unrendered Go template"), "{name}: {}", d.message);
+        assert!(d.message.contains("unrendered template"), "{name}: {}", d.message);
         assert!(d.message.contains("values"), "{name}: {}", d.message);
         let line = text.lines().nth(d.line - 1).unwrap();
         let rest: String = line.chars().skip(d.col - 1).collect();
@@ -249,7 +249,7 @@ fn template_diagnostic_points_at_first_action() {
     assert_eq!((d[0].line, d[0].col), (4, 10));
     assert!(
         d[0].to_string()
-            .starts_with("wf.yaml:4:10: this file is an unrendered Go template"),
+            .starts_with("wf.yaml:4:10: this file is an unrendered template"),
         "{}",
         d[0]
     );
