@@ -39,6 +39,25 @@ pub fn find_template(text: &str) -> Option<Span> {
     None
 }
 
+/// The one diagnostic fedvol gives for an unrendered template in `file`, at `span` (its first
+/// `{{`): it names the problem and tells the user to render the template with its values first.
+pub fn unrendered_template(file: &str, span: Span) -> crate::yaml::Diagnostic {
+    crate::yaml::Diagnostic {
+        file: file.to_string(),
+        line: span.line,
+        col: span.col,
+        field: String::new(),
+        message: "this file is an unrendered template (a Go template `{{ }}` action is here); render it with its \
+                  values first"
+            .to_string(),
+        hint: Some(
+            "for a catalog application, render the template with the values file that goes with it and give \
+             fedvol the rendered file"
+                .to_string(),
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,24 +100,5 @@ mod tests {
     fn action_inside_block_scalar_counts() {
         let t = "version: v4\njobs:\n  a:\n    script: |\n      echo {{.Name}}\n";
         assert_eq!(find_template(t), Some(Span { line: 5, col: 12 }));
-    }
-}
-
-/// The one diagnostic fedvol gives for an unrendered template in `file`, at `span` (its first
-/// `{{`): it names the problem and tells the user to render the template with its values first.
-pub fn unrendered_template(file: &str, span: Span) -> crate::yaml::Diagnostic {
-    crate::yaml::Diagnostic {
-        file: file.to_string(),
-        line: span.line,
-        col: span.col,
-        field: String::new(),
-        message: "this file is an unrendered template (a Go template `{{ }}` action is here); render it with its \
-                  values first"
-            .to_string(),
-        hint: Some(
-            "for a catalog application, render the template with the values file that goes with it and give \
-             fedvol the rendered file"
-                .to_string(),
-        ),
     }
 }
