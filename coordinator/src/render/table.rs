@@ -42,6 +42,15 @@ fn action(a: Option<Action>) -> &'static str {
     }
 }
 
+/// Every reason's message, joined by `; `.
+fn messages(reasons: &[fedvol_common::decision::Reason]) -> String {
+    reasons
+        .iter()
+        .map(|x| x.message.as_str())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 fn dash(s: Option<&str>) -> String {
     s.unwrap_or("-").to_string()
 }
@@ -173,12 +182,7 @@ pub fn render(d: &Decision) -> String {
             for st in failed {
                 out.push_str(&format!("  - {} [{}]: {}\n", st.subject, st.stage, stage_summary(st)));
                 for r in &st.rejected {
-                    let reasons = r
-                        .reasons
-                        .iter()
-                        .map(|x| x.message.as_str())
-                        .collect::<Vec<_>>()
-                        .join("; ");
+                    let reasons = messages(&r.reasons);
                     out.push_str(&format!("      {}: {}\n", r.candidate, reasons));
                 }
                 if st.omitted > 0 {
@@ -200,12 +204,7 @@ pub fn render(d: &Decision) -> String {
             } else {
                 out.push_str(", dropped:\n");
                 for r in &step.dropped {
-                    let reasons = r
-                        .reasons
-                        .iter()
-                        .map(|x| x.message.as_str())
-                        .collect::<Vec<_>>()
-                        .join("; ");
+                    let reasons = messages(&r.reasons);
                     out.push_str(&format!("      {}: {}\n", r.candidate, reasons));
                 }
             }
