@@ -104,3 +104,51 @@ pub fn cluster_load(inv: &Inventory) -> f64 {
     let ratio = |a: u128, c: u128| if c == 0 { 0.0 } else { (a as f64 / c as f64).min(1.0) };
     ratio(cpu_alloc, cpu_cap).max(ratio(mem_alloc, mem_cap))
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::synth::{SynthSizes, cluster, workflow};
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// The whole funnel: never panics, deterministic for a fixed seed, and never gives a host
+        /// more than its free capacity (allocated + this plan's allocations <= capacity).
+        #[test]
+        fn whole_funnel_is_deterministic_and_within_capacity(
+            hosts in 0usize..400,
+            provisioners in 1usize..6,
+            volumes in 0usize..300,
+            jobs in 0usize..5,
+            size in 0u128..100,
+            seed in any::<u64>(),
+        ) {
+            let inv = cluster("p", SynthSizes { hosts, provisioners, volumes });
+            let req = PlanRequest {
+                request_id: format!("r-{seed}"),
+                workflow: workflow(jobs, size),
+                user: "u".into(),
+                groups: vec![],
+                seed,
+                trace_limit: 10,
+            };
+            let a = plan_cluster(&inv, &ClusterState::default(), &req);
+            let b = plan_cluster(&inv, &ClusterState::default(), &req);
+            prop_assert_eq!(&a, &b);
+            for h in inv.zones.iter().flat_map(|z| &z.hosts) {
+                let (mut cpu, mut mem) = (h.allocated.cpu, h.allocated.memory.0);
+                for al in a.allocations.iter().filter(|al| al.host == h.name) {
+                    cpu += al.resources.cpu;
+                    mem += al.resources.memory.0;
+                }
+                // Synthetic jobs are independent, so all of them run at once.
+                prop_assert!(cpu <= h.capacity.cpu, "host {} cpu {} > {}", h.name, cpu, h.capacity.cpu);
+                prop_assert!(mem <= h.capacity.memory.0, "host {} memory over capacity", h.name);
+            }
+            prop_assert_eq!(a.feasible, a.volumes.values().all(|v| v.error.is_none()) && a.jobs.values().all(|j| j.error.is_none()));
+        }
+    }
+}
