@@ -2,6 +2,8 @@
 //! document shared by the agent, the coordinator and the `fedvol` CLI. No I/O beyond reading
 //! the files it is asked to parse.
 
+#![warn(missing_docs)]
+
 pub mod choice;
 pub mod decision;
 pub mod explain;
