@@ -13,4 +13,5 @@ pub mod model;
 pub mod offline;
 pub mod size;
 pub mod synth;
+pub mod wire;
 pub mod yaml;
