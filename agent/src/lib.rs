@@ -1,0 +1,8 @@
+//! fedvol-agent: one per cluster. Serves the selection funnel over NATS for its cluster's
+//! inventory, holds what a plan chose under a lease so concurrent requests cannot over-commit,
+//! turns holds into durable allocations, runs the storage drivers, and keeps its state in a redb
+//! file so that nothing acknowledged is lost on a crash.
+
+#![warn(missing_docs)]
+
+pub mod drivers;
