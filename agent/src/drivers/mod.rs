@@ -1,9 +1,6 @@
 //! Storage drivers: create and delete the storage asset behind a volume (seed 001's
 //! provisioner and deleter roles). PLACEHOLDER API, being implemented.
 
-use fedvol_common::decision::NewVolume;
-use fedvol_common::model::Provisioner;
-
 /// Why a driver could not create or delete an asset.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DriverError {

@@ -1,0 +1,183 @@
+//! The agent's durable state in one redb file: holds, commits and managed volumes, as JSON
+//! values. Every change is one atomic write transaction, committed with redb's immediate
+//! durability (fsync) **before** the agent replies, so an acknowledged answer survives `kill -9`.
+
+use std::path::Path;
+
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+
+use super::records::{Commit, Hold, ManagedVolume};
+use fedvol_common::funnel::VolumeId;
+
+const HOLDS: TableDefinition<&str, &[u8]> = TableDefinition::new("holds");
+const COMMITS: TableDefinition<&str, &[u8]> = TableDefinition::new("commits");
+const VOLUMES: TableDefinition<&str, &[u8]> = TableDefinition::new("volumes");
+
+/// Why the store failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database file could not be opened, read or written.
+    #[error("state database {path}: {message}")]
+    Db {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// A record did not decode (a damaged or foreign file).
+    #[error("state database {path}: record `{key}` in table {table} is unreadable: {message}")]
+    Record {
+        /// The file.
+        path: String,
+        /// The table.
+        table: &'static str,
+        /// The record's key.
+        key: String,
+        /// The decoding error.
+        message: String,
+    },
+}
+
+/// Everything in the store, as loaded at start-up.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    /// Live holds.
+    pub holds: Vec<Hold>,
+    /// Commits (completed or not).
+    pub commits: Vec<Commit>,
+    /// Managed volumes.
+    pub volumes: Vec<ManagedVolume>,
+}
+
+/// A set of changes written in one atomic transaction.
+#[derive(Debug, Default)]
+pub struct Batch {
+    /// Holds to insert or replace.
+    pub put_holds: Vec<Hold>,
+    /// Hold ids to remove.
+    pub remove_holds: Vec<String>,
+    /// Commits to insert or replace.
+    pub put_commits: Vec<Commit>,
+    /// Managed volumes to insert or replace.
+    pub put_volumes: Vec<ManagedVolume>,
+}
+
+impl Batch {
+    /// True when the batch changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.put_holds.is_empty()
+            && self.remove_holds.is_empty()
+            && self.put_commits.is_empty()
+            && self.put_volumes.is_empty()
+    }
+}
+
+/// The key of a managed volume: `<provisioner>\u{1f}<name>` (empty provisioner for classless).
+pub fn volume_key(id: &VolumeId) -> String {
+    format!("{}\u{1f}{}", id.provisioner.as_deref().unwrap_or(""), id.name)
+}
+
+/// The redb file.
+pub struct Store {
+    db: Database,
+    path: String,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+impl Store {
+    /// Opens (or creates) the store at `path` and loads everything in it.
+    ///
+    /// Errors: the file cannot be created or opened (for instance another agent process holds
+    /// it: redb locks the file), or a record does not decode.
+    pub fn open(path: &Path) -> Result<(Store, Snapshot), StoreError> {
+        let p = path.display().to_string();
+        let db = Database::create(path).map_err(|e| db_err(&p, e))?;
+        // Make sure every table exists, so that reads never fail on a fresh file.
+        let tx = db.begin_write().map_err(|e| db_err(&p, e))?;
+        for t in [HOLDS, COMMITS, VOLUMES] {
+            tx.open_table(t).map_err(|e| db_err(&p, e))?;
+        }
+        tx.commit().map_err(|e| db_err(&p, e))?;
+        let store = Store { db, path: p };
+        let snapshot = store.load()?;
+        Ok((store, snapshot))
+    }
+
+    fn load(&self) -> Result<Snapshot, StoreError> {
+        let rx = self.db.begin_read().map_err(|e| db_err(&self.path, e))?;
+        let mut snap = Snapshot::default();
+        for (name, def) in [("holds", HOLDS), ("commits", COMMITS), ("volumes", VOLUMES)] {
+            let table = rx.open_table(def).map_err(|e| db_err(&self.path, e))?;
+            for entry in table.iter().map_err(|e| db_err(&self.path, e))? {
+                let (k, v) = entry.map_err(|e| db_err(&self.path, e))?;
+                let key = k.value().to_string();
+                let bytes = v.value();
+                let bad = |e: serde_json::Error| StoreError::Record {
+                    path: self.path.clone(),
+                    table: name,
+                    key: key.clone(),
+                    message: e.to_string(),
+                };
+                match name {
+                    "holds" => snap.holds.push(serde_json::from_slice(bytes).map_err(bad)?),
+                    "commits" => snap.commits.push(serde_json::from_slice(bytes).map_err(bad)?),
+                    _ => snap.volumes.push(serde_json::from_slice(bytes).map_err(bad)?),
+                }
+            }
+        }
+        Ok(snap)
+    }
+
+    /// Writes `batch` in one transaction and waits until it is on disk.
+    ///
+    /// Errors: the write failed; nothing of the batch is then visible.
+    pub fn write(&self, batch: &Batch) -> Result<(), StoreError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let p = &self.path;
+        let tx = self.db.begin_write().map_err(|e| db_err(p, e))?;
+        {
+            let mut holds = tx.open_table(HOLDS).map_err(|e| db_err(p, e))?;
+            for h in &batch.put_holds {
+                holds
+                    .insert(h.request_id.as_str(), json(h).as_slice())
+                    .map_err(|e| db_err(p, e))?;
+            }
+            for id in &batch.remove_holds {
+                holds.remove(id.as_str()).map_err(|e| db_err(p, e))?;
+            }
+            let mut commits = tx.open_table(COMMITS).map_err(|e| db_err(p, e))?;
+            for c in &batch.put_commits {
+                commits
+                    .insert(c.request_id.as_str(), json(c).as_slice())
+                    .map_err(|e| db_err(p, e))?;
+            }
+            let mut volumes = tx.open_table(VOLUMES).map_err(|e| db_err(p, e))?;
+            for v in &batch.put_volumes {
+                volumes
+                    .insert(volume_key(&v.id()).as_str(), json(v).as_slice())
+                    .map_err(|e| db_err(p, e))?;
+            }
+        }
+        tx.commit().map_err(|e| db_err(p, e))
+    }
+}
+
+fn json<T: serde::Serialize>(v: &T) -> Vec<u8> {
+    // The record types are plain data (strings, numbers, maps with string keys): encoding
+    // cannot fail.
+    serde_json::to_vec(v).unwrap_or_default()
+}
+
+fn db_err(path: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Db {
+        path: path.to_string(),
+        message: e.to_string(),
+    }
+}

@@ -1,0 +1,229 @@
+//! Tests of the state machine against a real redb file in a temporary directory.
+
+use std::sync::{Arc, Mutex};
+
+use fedvol_common::format::{parse_inventory_str, parse_workflow_str};
+use fedvol_common::funnel::PlanRequest;
+use fedvol_common::model::{Inventory, Workflow};
+use fedvol_common::wire::{PlanMsg, VERSION};
+
+use super::core::{Core, DriverResult, Next};
+use super::ledger::Ledger;
+use super::store::Store;
+
+/// A cluster with one zone of `hosts` hosts, each fitting exactly one 8-core job, a hostpath
+/// scratch provisioner (Delete), a Retain NFS one, and an Available 10Gi claimable volume.
+fn inventory(hosts: usize) -> Inventory {
+    let mut text = String::from(
+        "cluster: c1\nprovisioners:\n  scratch:\n    driver: {type: hostpath, path: /tmp/x}\n    ephemeral: all\n    create: all\n  keep:\n    driver: {type: nfs, target: 'nfs:/export'}\n    reclaimPolicy: Retain\n    create: all\nvolumes:\n  - {name: pv-10, provisioner: keep, size: 10Gi, accessModes: [ReadWriteOnce]}\nzones:\n  z1:\n    hosts:\n",
+    );
+    for i in 0..hosts {
+        text.push_str(&format!(
+            "      - {{name: h{i}, capacity: {{cpu: 8, memory: 32GiB, instances: 4}}}}\n"
+        ));
+    }
+    parse_inventory_str("inv.yaml", &text, None).expect("inventory").value
+}
+
+fn workflow() -> Workflow {
+    let text = "version: v4\nvolumes:\n  scratch:\n    size: 1GiB\njobs:\n  j:\n    image: {uri: docker://a}\n    mounts: {/s: scratch}\n    resource: {cpu: {cores: 8}, memory: {size: 8GiB}}\n";
+    parse_workflow_str("wf.yaml", "wf", text).expect("workflow").value
+}
+
+fn claim_workflow() -> Workflow {
+    let text = "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data}\nspec:\n  storageClassName: keep\n  accessModes: [ReadWriteOnce]\n  resources: {requests: {storage: 5Gi}}\n";
+    parse_workflow_str("claim.yaml", "claim", text).expect("claim").value
+}
+
+fn msg(id: &str, wf: Workflow) -> PlanMsg {
+    PlanMsg {
+        v: VERSION,
+        request: PlanRequest {
+            request_id: id.into(),
+            workflow: wf,
+            user: "u".into(),
+            groups: vec![],
+            seed: 1,
+            trace_limit: 10,
+        },
+        deadline_ms: u64::MAX,
+        reserve: true,
+        ttl_ms: 10_000,
+    }
+}
+
+fn open(dir: &std::path::Path, hosts: usize) -> Core {
+    let (store, snap) = Store::open(&dir.join("state.redb")).expect("store");
+    Core::new("c1", inventory(hosts), store, Ledger::from_snapshot(snap), 30_000)
+}
+
+/// Commits a hold whose provisionings all succeed.
+fn commit(core: &mut Core, id: &str) -> fedvol_common::wire::ActionReply {
+    let Next::Run(work) = core.begin_commit(id, 1_000).expect("store") else {
+        panic!("no work")
+    };
+    let results = work
+        .into_iter()
+        .map(|w| (w, DriverResult::Ok("/tmp/x/vol".into())))
+        .collect();
+    core.finish_commit(id, results, 1_000).expect("store")
+}
+
+#[test]
+fn same_request_id_gives_the_same_answer_and_one_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut core = open(dir.path(), 3);
+    let a = core.plan_and_hold(&msg("r1", workflow()), 1_000).unwrap();
+    let b = core.plan_and_hold(&msg("r1", workflow()), 1_001).unwrap();
+    assert_eq!(a, b);
+    assert!(a.hold.is_some());
+    assert_eq!(core.hold_count(), 1);
+}
+
+#[test]
+fn two_hundred_racing_plans_for_ten_slots_get_exactly_ten_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let core = Arc::new(Mutex::new(open(dir.path(), 10)));
+    let threads: Vec<_> = (0..200)
+        .map(|i| {
+            let core = core.clone();
+            std::thread::spawn(move || {
+                let reply = core
+                    .lock()
+                    .unwrap()
+                    .plan_and_hold(&msg(&format!("r{i}"), workflow()), 1_000)
+                    .unwrap();
+                reply.hold.is_some()
+            })
+        })
+        .collect();
+    let granted = threads.into_iter().map(|t| t.join().unwrap()).filter(|g| *g).count();
+    assert_eq!(granted, 10);
+    let core = core.lock().unwrap();
+    assert_eq!(core.hold_count(), 10);
+    // Every host holds exactly one job: 8 of 8 cores.
+    for (host, used) in core.status().host_use {
+        assert_eq!(used.cpu, 8, "{host}");
+    }
+}
+
+#[test]
+fn a_lapsed_hold_frees_its_capacity() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut core = open(dir.path(), 1);
+    assert!(
+        core.plan_and_hold(&msg("r1", workflow()), 1_000)
+            .unwrap()
+            .hold
+            .is_some()
+    );
+    assert!(
+        core.plan_and_hold(&msg("r2", workflow()), 1_000)
+            .unwrap()
+            .hold
+            .is_none(),
+        "host is full"
+    );
+    assert_eq!(core.sweep(1_000 + 10_000).unwrap(), vec!["r1".to_string()]);
+    assert!(
+        core.plan_and_hold(&msg("r3", workflow()), 20_000)
+            .unwrap()
+            .hold
+            .is_some()
+    );
+    // A commit of the lapsed hold is refused.
+    let Next::Answer(refused) = core.begin_commit("r1", 20_000).unwrap() else {
+        panic!("not refused")
+    };
+    assert_eq!(refused.error.unwrap().code, "no_hold");
+}
+
+#[test]
+fn commit_survives_a_restart_and_a_repeated_commit_does_not_double_book() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = {
+        let mut core = open(dir.path(), 2);
+        core.plan_and_hold(&msg("r1", workflow()), 1_000).unwrap();
+        let reply = commit(&mut core, "r1");
+        assert!(reply.ok, "{reply:?}");
+        assert_eq!(reply.volumes[0].outcome, "provisioned");
+        reply
+    };
+    // "kill -9": the Core is dropped without any shutdown step; reopen from the file.
+    let mut core = open(dir.path(), 2);
+    let Next::Answer(again) = core.begin_commit("r1", 2_000).unwrap() else {
+        panic!("no stored reply")
+    };
+    assert_eq!(again, first);
+    let status = core.status();
+    assert_eq!(status.committed, vec!["r1".to_string()]);
+    assert_eq!(
+        status.host_use.values().map(|r| r.cpu).sum::<u64>(),
+        8,
+        "one job's capacity, once"
+    );
+    assert_eq!(status.volumes.len(), 1);
+    let events: Vec<&str> = status.volumes[0].events.iter().map(|e| e.reason.as_str()).collect();
+    assert_eq!(events, ["Provisioning", "ProvisioningSucceeded", "Bound"]);
+}
+
+#[test]
+fn a_failed_provisioning_keeps_the_hold_and_commits_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut core = open(dir.path(), 1);
+    core.plan_and_hold(&msg("r1", workflow()), 1_000).unwrap();
+    let Next::Run(work) = core.begin_commit("r1", 1_000).unwrap() else {
+        panic!("no work")
+    };
+    let results = work
+        .into_iter()
+        .map(|w| (w, DriverResult::Failed("disk full".into())))
+        .collect();
+    let reply = core.finish_commit("r1", results, 1_000).unwrap();
+    assert!(!reply.ok);
+    assert!(reply.error.unwrap().message.contains("disk full"));
+    assert!(core.status().committed.is_empty());
+    assert_eq!(core.hold_count(), 1);
+    assert!(core.release("r1").unwrap().ok);
+    assert_eq!(core.hold_count(), 0);
+    assert!(core.release("r1").unwrap().ok, "release is idempotent");
+}
+
+#[test]
+fn complete_applies_reclaim_policies_and_released_volumes_are_not_bound_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut core = open(dir.path(), 1);
+    // A claim binds the Retain volume pv-10.
+    let p = core.plan_and_hold(&msg("c1", claim_workflow()), 1_000).unwrap();
+    assert_eq!(p.decision.volumes["data"].volume.as_deref(), Some("pv-10"));
+    assert!(commit(&mut core, "c1").ok);
+    // An ephemeral scratch volume (Delete) for a workflow.
+    core.plan_and_hold(&msg("w1", workflow()), 1_000).unwrap();
+    assert!(commit(&mut core, "w1").ok);
+
+    let Next::Run(work) = core.begin_complete("c1") else {
+        panic!("no work")
+    };
+    assert!(work.is_empty(), "Retain: nothing to delete");
+    let done = core.finish_complete("c1", vec![], 2_000).unwrap();
+    assert_eq!(done.volumes[0].outcome, "retained");
+    let Next::Run(work) = core.begin_complete("w1") else {
+        panic!("no work")
+    };
+    assert_eq!(work.len(), 1, "Delete: the driver deletes the asset");
+    let results = work
+        .into_iter()
+        .map(|w| (w, DriverResult::Ok("removed".into())))
+        .collect();
+    let done = core.finish_complete("w1", results, 2_000).unwrap();
+    assert_eq!(done.volumes[0].outcome, "deleted");
+    // Repeated complete: the stored answer.
+    let Next::Answer(again) = core.begin_complete("w1") else {
+        panic!("no stored reply")
+    };
+    assert_eq!(again, done);
+    // Capacity is free again; pv-10 stays Released and is not bound by a new claim.
+    assert!(core.status().host_use.is_empty());
+    let p = core.plan_and_hold(&msg("c2", claim_workflow()), 3_000).unwrap();
+    assert_ne!(p.decision.volumes["data"].volume.as_deref(), Some("pv-10"));
+}
