@@ -5,5 +5,6 @@
 
 #![warn(missing_docs)]
 
+pub mod config;
 pub mod drivers;
 pub mod state;

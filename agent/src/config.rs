@@ -1,0 +1,221 @@
+//! The agent's configuration: a strict YAML file (`--config agent.yaml`), overridden by flags
+//! and environment variables. Unknown keys are errors with a hint, like every fedvol file.
+
+use std::path::{Path, PathBuf};
+
+use fedvol_common::format::files::read_text;
+use fedvol_common::yaml::{Ctx, Diagnostics, Limits, load_documents};
+
+/// How to reach NATS, and as whom. Credentials never come from the URL (async-nats ignores
+/// them there): a URL with `user:pass@` is refused.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NatsAuth {
+    /// Server URL(s), comma-separated (`nats://127.0.0.1:4222`).
+    pub url: String,
+    /// User name (with `password`).
+    pub user: Option<String>,
+    /// Password.
+    pub password: Option<String>,
+    /// File holding an nkey seed (`SU...`).
+    pub nkey_file: Option<PathBuf>,
+    /// A `.creds` file (JWT + nkey seed).
+    pub creds_file: Option<PathBuf>,
+    /// CA certificate (PEM) to trust; enables TLS.
+    pub tls_ca: Option<PathBuf>,
+    /// Client certificate (PEM) for mutual TLS.
+    pub tls_cert: Option<PathBuf>,
+    /// Client key (PEM) for mutual TLS.
+    pub tls_key: Option<PathBuf>,
+}
+
+/// Everything the agent needs to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentConfig {
+    /// The cluster inventory file (it may `include:` Kubernetes manifests).
+    pub inventory: PathBuf,
+    /// The cluster name; must match the inventory's `cluster` when both are given.
+    pub cluster: Option<String>,
+    /// NATS connection.
+    pub nats: NatsAuth,
+    /// Directory of the state file (`state.redb`).
+    pub data_dir: PathBuf,
+    /// Subject prefix (default `fedvol.v1`).
+    pub subject_prefix: String,
+    /// Heartbeat interval, ms (default 2000).
+    pub heartbeat_ms: u64,
+    /// Hold lease when a plan asks for none, ms (default 30000).
+    pub hold_ttl_ms: u64,
+    /// How often the inventory file is checked for changes, ms (default 2000; 0 = only SIGHUP).
+    pub reload_poll_ms: u64,
+}
+
+impl AgentConfig {
+    /// Defaults for everything but the inventory and data directory.
+    pub fn new(inventory: PathBuf, data_dir: PathBuf) -> Self {
+        AgentConfig {
+            inventory,
+            cluster: None,
+            nats: NatsAuth { url: "nats://127.0.0.1:4222".into(), ..NatsAuth::default() },
+            data_dir,
+            subject_prefix: fedvol_common::wire::DEFAULT_PREFIX.to_string(),
+            heartbeat_ms: 2000,
+            hold_ttl_ms: 30_000,
+            reload_poll_ms: 2000,
+        }
+    }
+
+    /// Reads a configuration file. Relative paths in it are relative to the file's directory.
+    ///
+    /// Errors: every problem in the file, with line, column and field.
+    pub fn load(path: &Path) -> Result<AgentConfig, Diagnostics> {
+        let label = path.display().to_string();
+        let text = read_text(path)?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let rel = |p: String| {
+            let p = PathBuf::from(p);
+            if p.is_absolute() { p } else { base.join(p) }
+        };
+        let mut ctx = Ctx::new(&label);
+        let docs = load_documents(&text, Limits::default()).map_err(|e| {
+            let mut c = Ctx::new(&label);
+            c.error(e.span, "", format!("invalid YAML: {}", e.message));
+            Diagnostics(c.into_diagnostics())
+        })?;
+        let Some(doc) = docs.first() else {
+            ctx.error(Default::default(), "", "the configuration file is empty; expected at least `inventory:`");
+            return Err(Diagnostics(ctx.into_diagnostics()));
+        };
+        let mut cfg = AgentConfig::new(PathBuf::new(), PathBuf::from("."));
+        let Some(mut r) = ctx.map(doc, "") else { return Err(Diagnostics(ctx.into_diagnostics())) };
+        if let Some(n) = r.require(&mut ctx, "inventory")
+            && let Some(s) = ctx.nonempty_string(n, "inventory")
+        {
+            cfg.inventory = rel(s);
+        }
+        if let Some(n) = r.take("cluster") {
+            cfg.cluster = ctx.nonempty_string(n, "cluster");
+        }
+        if let Some(n) = r.take("dataDir")
+            && let Some(s) = ctx.nonempty_string(n, "dataDir")
+        {
+            cfg.data_dir = rel(s);
+        }
+        if let Some(n) = r.take("subjectPrefix")
+            && let Some(s) = ctx.nonempty_string(n, "subjectPrefix")
+        {
+            cfg.subject_prefix = s;
+        }
+        for (key, slot) in [
+            ("heartbeatMs", &mut cfg.heartbeat_ms),
+            ("holdTtlMs", &mut cfg.hold_ttl_ms),
+            ("reloadPollMs", &mut cfg.reload_poll_ms),
+        ] {
+            if let Some(n) = r.take(key)
+                && let Some(v) = ctx.u64(n, key)
+            {
+                *slot = v;
+            }
+        }
+        if let Some(n) = r.take("nats")
+            && let Some(mut m) = ctx.map(n, "nats")
+        {
+            if let Some(n) = m.take("url") {
+                cfg.nats.url = ctx.nonempty_string(n, "nats.url").unwrap_or_default();
+            }
+            if let Some(n) = m.take("user") {
+                cfg.nats.user = ctx.string(n, "nats.user");
+            }
+            if let Some(n) = m.take("password") {
+                cfg.nats.password = ctx.string(n, "nats.password");
+            }
+            for (key, slot) in [
+                ("nkeyFile", &mut cfg.nats.nkey_file),
+                ("credsFile", &mut cfg.nats.creds_file),
+                ("tlsCa", &mut cfg.nats.tls_ca),
+                ("tlsCert", &mut cfg.nats.tls_cert),
+                ("tlsKey", &mut cfg.nats.tls_key),
+            ] {
+                if let Some(n) = m.take(key) {
+                    *slot = ctx.nonempty_string(n, &format!("nats.{key}")).map(rel);
+                }
+            }
+            m.finish(&mut ctx);
+        }
+        r.finish(&mut ctx);
+        ctx.finish(cfg)
+    }
+
+    /// Checks what the file and flags together must satisfy: the NATS URL carries no
+    /// credentials, user and password come together, TLS cert and key come together.
+    ///
+    /// Errors: a list of problems, each a sentence.
+    pub fn validate(&self) -> Result<(), Vec<String>> {
+        let mut out = Vec::new();
+        for u in self.nats.url.split(',') {
+            let after_scheme = u.split_once("://").map_or(u, |(_, rest)| rest);
+            if after_scheme.split('/').next().is_some_and(|host| host.contains('@')) {
+                out.push(format!(
+                    "NATS URL `{}` carries credentials, which async-nats ignores: give them with --nats-user/--nats-password, --nats-creds or --nats-nkey instead",
+                    redact_url(u)
+                ));
+            }
+        }
+        if self.nats.user.is_some() != self.nats.password.is_some() {
+            out.push("NATS user and password must be given together".to_string());
+        }
+        if self.nats.tls_cert.is_some() != self.nats.tls_key.is_some() {
+            out.push("TLS client certificate and key must be given together".to_string());
+        }
+        if self.heartbeat_ms == 0 {
+            out.push("heartbeatMs must be more than 0".to_string());
+        }
+        if out.is_empty() { Ok(()) } else { Err(out) }
+    }
+}
+
+/// A URL with any `user:pass@` part replaced by `***@`, for messages and logs.
+pub fn redact_url(u: &str) -> String {
+    match u.split_once("://") {
+        Some((scheme, rest)) => match rest.split_once('@') {
+            Some((_, host)) => format!("{scheme}://***@{host}"),
+            None => u.to_string(),
+        },
+        None => u.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_with_all_fields_and_relative_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("agent.yaml");
+        std::fs::write(
+            &p,
+            "inventory: inv.yaml\ncluster: a\ndataDir: data\nheartbeatMs: 500\nnats:\n  url: nats://127.0.0.1:4222\n  credsFile: a.creds\n",
+        )
+        .unwrap();
+        let c = AgentConfig::load(&p).unwrap();
+        assert_eq!(c.inventory, dir.path().join("inv.yaml"));
+        assert_eq!(c.data_dir, dir.path().join("data"));
+        assert_eq!(c.heartbeat_ms, 500);
+        assert_eq!(c.nats.creds_file, Some(dir.path().join("a.creds")));
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn unknown_keys_and_url_credentials_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("agent.yaml");
+        std::fs::write(&p, "inventory: i.yaml\nheartbeatMS: 5\n").unwrap();
+        let e = AgentConfig::load(&p).unwrap_err();
+        assert!(e.to_string().contains("did you mean `heartbeatMs`"), "{e}");
+        let mut c = AgentConfig::new("i".into(), "d".into());
+        c.nats.url = "nats://alice:s3cret@127.0.0.1:4222".into();
+        let errs = c.validate().unwrap_err();
+        assert!(errs[0].contains("carries credentials"));
+        assert!(!errs[0].contains("s3cret"), "the password must not be echoed");
+    }
+}
