@@ -7,4 +7,8 @@
 
 pub mod config;
 pub mod drivers;
+pub mod nats;
+pub mod run;
+pub mod service;
 pub mod state;
+pub mod whynot;

@@ -1,4 +1,145 @@
-fn main() {
-    eprintln!("fedvol-agent: not built yet (issue 3)");
-    std::process::exit(1);
+//! `fedvol-agent`: the per-cluster agent (see the crate docs and `fedvol-agent --help`).
+
+use std::path::PathBuf;
+
+use clap::Parser;
+use fedvol_agent::config::AgentConfig;
+
+/// fedvol's per-cluster agent: serves placement for one cluster over NATS.
+#[derive(Debug, Parser)]
+#[command(name = "fedvol-agent", version, about)]
+struct Args {
+    /// Configuration file (YAML); flags and environment variables override it.
+    #[arg(short, long, env = "FEDVOL_AGENT_CONFIG")]
+    config: Option<PathBuf>,
+    /// The cluster inventory file.
+    #[arg(short, long, env = "FEDVOL_INVENTORY")]
+    inventory: Option<PathBuf>,
+    /// The cluster name (checked against the inventory).
+    #[arg(long, env = "FEDVOL_CLUSTER")]
+    cluster: Option<String>,
+    /// NATS server URL(s), comma-separated. No credentials in the URL.
+    #[arg(long, env = "FEDVOL_NATS_URL")]
+    nats: Option<String>,
+    /// NATS user.
+    #[arg(long, env = "FEDVOL_NATS_USER")]
+    nats_user: Option<String>,
+    /// NATS password (prefer the environment variable).
+    #[arg(long, env = "FEDVOL_NATS_PASSWORD", hide_env_values = true)]
+    nats_password: Option<String>,
+    /// NATS credentials file.
+    #[arg(long, env = "FEDVOL_NATS_CREDS")]
+    nats_creds: Option<PathBuf>,
+    /// File holding an nkey seed.
+    #[arg(long, env = "FEDVOL_NATS_NKEY")]
+    nats_nkey: Option<PathBuf>,
+    /// CA certificate for TLS.
+    #[arg(long, env = "FEDVOL_TLS_CA")]
+    tls_ca: Option<PathBuf>,
+    /// Client certificate for mutual TLS.
+    #[arg(long, env = "FEDVOL_TLS_CERT")]
+    tls_cert: Option<PathBuf>,
+    /// Client key for mutual TLS.
+    #[arg(long, env = "FEDVOL_TLS_KEY")]
+    tls_key: Option<PathBuf>,
+    /// Directory for the state file.
+    #[arg(long, env = "FEDVOL_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Subject prefix.
+    #[arg(long, env = "FEDVOL_SUBJECT_PREFIX")]
+    subject_prefix: Option<String>,
+    /// Heartbeat interval, ms.
+    #[arg(long)]
+    heartbeat_ms: Option<u64>,
+    /// Default hold lease, ms.
+    #[arg(long)]
+    hold_ttl_ms: Option<u64>,
+    /// Log as JSON lines instead of text.
+    #[arg(long)]
+    log_json: bool,
+}
+
+fn config(a: Args) -> Result<AgentConfig, String> {
+    let mut cfg = match &a.config {
+        Some(p) => AgentConfig::load(p).map_err(|d| format!("{d}"))?,
+        None => {
+            let inv = a.inventory.clone().ok_or("give --inventory FILE (or --config FILE)")?;
+            AgentConfig::new(inv, PathBuf::from("fedvol-agent-data"))
+        }
+    };
+    if let Some(v) = a.inventory {
+        cfg.inventory = v;
+    }
+    if a.cluster.is_some() {
+        cfg.cluster = a.cluster;
+    }
+    if let Some(v) = a.nats {
+        cfg.nats.url = v;
+    }
+    if a.nats_user.is_some() {
+        cfg.nats.user = a.nats_user;
+    }
+    if a.nats_password.is_some() {
+        cfg.nats.password = a.nats_password;
+    }
+    if a.nats_creds.is_some() {
+        cfg.nats.creds_file = a.nats_creds;
+    }
+    if a.nats_nkey.is_some() {
+        cfg.nats.nkey_file = a.nats_nkey;
+    }
+    if a.tls_ca.is_some() {
+        cfg.nats.tls_ca = a.tls_ca;
+    }
+    if a.tls_cert.is_some() {
+        cfg.nats.tls_cert = a.tls_cert;
+    }
+    if a.tls_key.is_some() {
+        cfg.nats.tls_key = a.tls_key;
+    }
+    if let Some(v) = a.data_dir {
+        cfg.data_dir = v;
+    }
+    if let Some(v) = a.subject_prefix {
+        cfg.subject_prefix = v;
+    }
+    if let Some(v) = a.heartbeat_ms {
+        cfg.heartbeat_ms = v;
+    }
+    if let Some(v) = a.hold_ttl_ms {
+        cfg.hold_ttl_ms = v;
+    }
+    Ok(cfg)
+}
+
+fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    if args.log_json {
+        tracing_subscriber::fmt().json().with_env_filter(filter).with_writer(std::io::stderr).init();
+    } else {
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    }
+    let cfg = match config(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("fedvol-agent: {e}");
+            return std::process::ExitCode::from(1);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("fedvol-agent: cannot start the runtime: {e}");
+            return std::process::ExitCode::from(1);
+        }
+    };
+    match rt.block_on(fedvol_agent::run::run(cfg)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("fedvol-agent: {e}");
+            std::process::ExitCode::from(1)
+        }
+    }
 }

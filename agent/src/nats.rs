@@ -1,0 +1,85 @@
+//! Connecting to NATS with the configured identity: unlimited reconnects, every connection
+//! event logged, credentials from options (never from the URL).
+
+use std::time::Duration;
+
+use crate::config::{NatsAuth, redact_url};
+
+/// Why the connection could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// A credentials or key file could not be read.
+    #[error("cannot read {what} {path}: {source}")]
+    File {
+        /// Which file.
+        what: &'static str,
+        /// Its path.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The server could not be reached or refused us.
+    #[error("cannot connect to NATS at {url}: {message}")]
+    Connect {
+        /// The URL (credentials redacted).
+        url: String,
+        /// The client's error.
+        message: String,
+    },
+}
+
+/// Connects as `name` (shown in the server's connection list) with `auth`.
+///
+/// Reconnects forever once connected; the first connection is retried for a while by the
+/// client, then fails with [`ConnectError::Connect`].
+pub async fn connect(name: &str, auth: &NatsAuth) -> Result<async_nats::Client, ConnectError> {
+    let mut opts = async_nats::ConnectOptions::new()
+        .name(name)
+        .max_reconnects(None)
+        .connection_timeout(Duration::from_secs(5))
+        .event_callback(|event| async move {
+            match event {
+                async_nats::Event::Connected => tracing::info!(event = "connected", "NATS connection up"),
+                async_nats::Event::Disconnected => tracing::warn!(event = "disconnected", "NATS connection lost; reconnecting"),
+                async_nats::Event::SlowConsumer(sid) => {
+                    tracing::warn!(event = "slow_consumer", subscription = sid, "NATS dropped messages for a slow subscription")
+                }
+                other => tracing::info!(event = %other, "NATS event"),
+            }
+        });
+    if let (Some(u), Some(p)) = (&auth.user, &auth.password) {
+        opts = opts.user_and_password(u.clone(), p.clone());
+    }
+    if let Some(f) = &auth.nkey_file {
+        let seed = std::fs::read_to_string(f).map_err(|source| ConnectError::File {
+            what: "nkey seed file",
+            path: f.display().to_string(),
+            source,
+        })?;
+        opts = opts.nkey(seed.trim().to_string());
+    }
+    if let Some(f) = &auth.creds_file {
+        opts = opts.credentials_file(f).await.map_err(|source| ConnectError::File {
+            what: "credentials file",
+            path: f.display().to_string(),
+            source,
+        })?;
+    }
+    if let Some(ca) = &auth.tls_ca {
+        opts = opts.add_root_certificates(ca.clone()).require_tls(true);
+    }
+    if let (Some(c), Some(k)) = (&auth.tls_cert, &auth.tls_key) {
+        opts = opts.add_client_certificate(c.clone(), k.clone()).require_tls(true);
+    }
+    let urls: Vec<String> = auth.url.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
+    let addrs: Vec<async_nats::ServerAddr> = urls
+        .iter()
+        .map(|u| {
+            u.parse::<async_nats::ServerAddr>()
+                .map_err(|e| ConnectError::Connect { url: redact_url(u), message: e.to_string() })
+        })
+        .collect::<Result<_, _>>()?;
+    opts.connect(addrs.as_slice())
+        .await
+        .map_err(|e| ConnectError::Connect { url: redact_url(&auth.url), message: e.to_string() })
+}

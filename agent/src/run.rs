@@ -1,0 +1,194 @@
+//! Starting and running an agent: load and validate the inventory, open the state file,
+//! connect, serve, heartbeat, sweep lapsed holds, and reload the inventory on SIGHUP or when
+//! the file changes (a bad file is logged with its errors and the old inventory keeps serving).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use fedvol_common::format::load_inventory;
+use fedvol_common::model::Inventory;
+use fedvol_common::wire::{Heartbeat, Subjects, VERSION, now_ms};
+
+use crate::config::AgentConfig;
+use crate::drivers::Drivers;
+use crate::service::{Shared, lock, serve};
+use crate::state::Core;
+use crate::state::ledger::Ledger;
+use crate::state::store::Store;
+
+/// Why the agent could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The configuration is inconsistent.
+    #[error("invalid configuration:\n  {}", .0.join("\n  "))]
+    Config(Vec<String>),
+    /// The inventory has errors.
+    #[error("inventory {path} is invalid:\n{diagnostics}")]
+    Inventory {
+        /// The file.
+        path: String,
+        /// Every problem.
+        diagnostics: fedvol_common::yaml::Diagnostics,
+    },
+    /// The state directory or file could not be used.
+    #[error("{0}")]
+    State(String),
+    /// NATS could not be reached or the service not registered.
+    #[error("{0}")]
+    Nats(String),
+}
+
+/// Loads and checks the inventory against the configured cluster name.
+pub fn load_checked(cfg: &AgentConfig) -> Result<Inventory, StartError> {
+    let loaded = load_inventory(&cfg.inventory).map_err(|d| StartError::Inventory {
+        path: cfg.inventory.display().to_string(),
+        diagnostics: d,
+    })?;
+    for n in &loaded.notices {
+        tracing::info!(notice = %n, "inventory notice");
+    }
+    let inv = loaded.value;
+    if let Some(c) = &cfg.cluster
+        && c != &inv.cluster
+    {
+        return Err(StartError::Config(vec![format!(
+            "the configuration names cluster `{c}` but {} is the inventory of cluster `{}`",
+            cfg.inventory.display(),
+            inv.cluster
+        )]));
+    }
+    Ok(inv)
+}
+
+fn mtime(p: &std::path::Path) -> Option<SystemTime> {
+    std::fs::metadata(p).and_then(|m| m.modified()).ok()
+}
+
+/// Re-reads the inventory; on success swaps it in, on failure logs every error and keeps the
+/// old one. Returns true when the served inventory changed.
+pub fn reload(cfg: &AgentConfig, shared: &Shared) -> bool {
+    match load_checked(cfg) {
+        Ok(inv) => {
+            let mut core = lock(shared);
+            if inv.version == core.inventory_version() {
+                return false;
+            }
+            let old = core.inventory_version().to_string();
+            let new = inv.version.clone();
+            core.replace_inventory(inv);
+            tracing::info!(old_version = %old, new_version = %new, "inventory reloaded");
+            true
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "inventory reload refused; the previous inventory keeps serving");
+            false
+        }
+    }
+}
+
+/// Runs the agent until the process is stopped.
+///
+/// Errors: any [`StartError`] before serving begins.
+pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
+    cfg.validate().map_err(StartError::Config)?;
+    let inv = load_checked(&cfg)?;
+    let cluster = inv.cluster.clone();
+    std::fs::create_dir_all(&cfg.data_dir)
+        .map_err(|e| StartError::State(format!("cannot create data directory {}: {e}", cfg.data_dir.display())))?;
+    let state_path = cfg.data_dir.join("state.redb");
+    let (store, snapshot) = Store::open(&state_path).map_err(|e| StartError::State(e.to_string()))?;
+    tracing::info!(
+        cluster = %cluster,
+        holds = snapshot.holds.len(),
+        commits = snapshot.commits.len(),
+        volumes = snapshot.volumes.len(),
+        state = %state_path.display(),
+        "state loaded"
+    );
+    let core = Core::new(&cluster, inv, store, Ledger::from_snapshot(snapshot), cfg.hold_ttl_ms);
+    let subjects = Subjects::new(&cfg.subject_prefix);
+    let client = crate::nats::connect(&format!("fedvol-agent {cluster}"), &cfg.nats)
+        .await
+        .map_err(|e| StartError::Nats(e.to_string()))?;
+    let drivers = Drivers::new(Some(client.clone()), &cluster, subjects.clone(), Default::default());
+    let shared = Arc::new(Shared { core: Mutex::new(core), drivers, cluster: cluster.clone() });
+
+    // Heartbeat and sweep.
+    let instance = format!("{}-{}", cluster, std::process::id());
+    {
+        let (client, shared, subjects) = (client.clone(), shared.clone(), subjects.clone());
+        let interval = cfg.heartbeat_ms;
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(interval));
+            loop {
+                tick.tick().await;
+                let (version, holds, load) = {
+                    let mut core = lock(&shared);
+                    match core.sweep(now_ms()) {
+                        Ok(gone) if !gone.is_empty() => tracing::info!(expired = ?gone, "holds expired"),
+                        Ok(_) => {}
+                        Err(e) => tracing::error!(error = %e, "sweep of expired holds failed"),
+                    }
+                    (core.inventory_version().to_string(), core.hold_count(), core.status().load)
+                };
+                let hb = Heartbeat {
+                    v: VERSION,
+                    cluster: shared.cluster.clone(),
+                    instance: instance.clone(),
+                    inventory_version: version,
+                    holds,
+                    load,
+                    sent_ms: now_ms(),
+                    interval_ms: interval,
+                };
+                let body = serde_json::to_vec(&hb).unwrap_or_default();
+                if let Err(e) = client.publish(subjects.heartbeat(&shared.cluster), body.into()).await {
+                    tracing::warn!(error = %e, "heartbeat not sent");
+                }
+            }
+        });
+    }
+
+    // Reload on SIGHUP and on file change.
+    {
+        let (cfg, shared) = (cfg.clone(), shared.clone());
+        tokio::spawn(async move {
+            let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot listen for SIGHUP; reload only on file change");
+                    None
+                }
+            };
+            let poll = Duration::from_millis(if cfg.reload_poll_ms == 0 { 3_600_000 } else { cfg.reload_poll_ms });
+            let mut seen = mtime(&cfg.inventory);
+            loop {
+                let hup_fired = async {
+                    match hup.as_mut() {
+                        Some(h) => h.recv().await.is_some(),
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    fired = hup_fired => {
+                        if fired {
+                            tracing::info!("SIGHUP: reloading the inventory");
+                            reload(&cfg, &shared);
+                        }
+                    }
+                    _ = tokio::time::sleep(poll), if cfg.reload_poll_ms > 0 => {
+                        let now = mtime(&cfg.inventory);
+                        if now != seen {
+                            seen = now;
+                            tracing::info!("inventory file changed: reloading");
+                            reload(&cfg, &shared);
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    tracing::info!(cluster = %cluster, nats = %crate::config::redact_url(&cfg.nats.url), "agent serving");
+    serve(client, &subjects, shared).await.map_err(|e| StartError::Nats(format!("service stopped: {e}")))
+}

@@ -1,0 +1,315 @@
+//! The agent's NATS service: one queue group per cluster (`agent.<cluster>`, so replicas share
+//! the load and each cluster answers a broadcast once), registered with the NATS service API as
+//! `fedvol-agent` with the cluster in its metadata. Endpoints:
+//!
+//! - `<prefix>.plan` and `<prefix>.cluster.<c>.plan`: run the funnel; with `reserve`, hold.
+//! - `<prefix>.cluster.<c>.{commit,release,complete}`: act on a request's hold or allocation.
+//! - `<prefix>.cluster.<c>.{why_not,status,inventory}`: explain and report.
+//!
+//! Requests past their deadline are dropped, not answered late. Malformed requests get an
+//! error reply and change nothing. State changes go through one lock ([`Core`]) and reach the
+//! disk before the reply.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use serde::Serialize;
+
+use fedvol_common::decision::Reason;
+use fedvol_common::funnel::plan_cluster;
+use fedvol_common::wire::{
+    ActionMsg, ActionReply, PlanMsg, PlanReply, Subjects, VERSION, WhyNotMsg, now_ms,
+};
+
+use crate::drivers::Drivers;
+use crate::state::core::{DriverResult, Next};
+use crate::state::Core;
+use crate::whynot::why_not;
+
+/// What every handler shares.
+pub struct Shared {
+    /// The state, behind one lock (never held across an await).
+    pub core: Mutex<Core>,
+    /// Storage drivers.
+    pub drivers: Drivers,
+    /// Cluster name.
+    pub cluster: String,
+}
+
+/// Locks the state. A panic while holding the lock (a bug) must not wedge the agent: the
+/// state on disk is the truth, and the in-memory copy is only changed after a write succeeds.
+pub fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Core> {
+    shared.core.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn to_bytes<T: Serialize>(v: &T) -> Bytes {
+    Bytes::from(serde_json::to_vec(v).unwrap_or_default())
+}
+
+fn bad_request(message: String) -> Bytes {
+    to_bytes(&serde_json::json!({
+        "v": VERSION,
+        "error": Reason::new("bad_request", message),
+    }))
+}
+
+fn internal(request_id: &str, cluster: &str, e: impl std::fmt::Display) -> Bytes {
+    to_bytes(&ActionReply {
+        v: VERSION,
+        request_id: request_id.to_string(),
+        cluster: cluster.to_string(),
+        ok: false,
+        volumes: Vec::new(),
+        error: Some(Reason::new("internal", e.to_string())),
+    })
+}
+
+/// Decodes a JSON body, checking its protocol version.
+fn decode<T: serde::de::DeserializeOwned>(payload: &[u8], what: &str) -> Result<T, String> {
+    let v: serde_json::Value = serde_json::from_slice(payload).map_err(|e| format!("{what}: not JSON: {e}"))?;
+    match v.get("v").and_then(|x| x.as_u64()) {
+        Some(n) if n == u64::from(VERSION) => {}
+        Some(n) => return Err(format!("{what}: protocol version {n} is not supported (this agent speaks {VERSION})")),
+        None => return Err(format!("{what}: missing protocol version field `v`")),
+    }
+    serde_json::from_value(v).map_err(|e| format!("{what}: {e}"))
+}
+
+/// Handles a plan (broadcast or cluster-addressed). `None` = drop (deadline passed).
+pub async fn handle_plan(shared: Arc<Shared>, payload: Bytes) -> Option<Bytes> {
+    let msg: PlanMsg = match decode(&payload, "plan") {
+        Ok(m) => m,
+        Err(e) => return Some(bad_request(e)),
+    };
+    if now_ms() > msg.deadline_ms {
+        tracing::info!(request_id = %msg.request.request_id, "plan past its deadline: dropped");
+        return None;
+    }
+    let request_id = msg.request.request_id.clone();
+    let started = Instant::now();
+    let sh = shared.clone();
+    let result = tokio::task::spawn_blocking(move || -> Result<PlanReply, String> {
+        if msg.reserve {
+            lock(&sh).plan_and_hold(&msg, now_ms()).map_err(|e| e.to_string())
+        } else {
+            let (inv, state) = lock(&sh).snapshot();
+            Ok(PlanReply {
+                v: VERSION,
+                request_id: msg.request.request_id.clone(),
+                cluster: sh.cluster.clone(),
+                decision: plan_cluster(&inv, &state, &msg.request),
+                hold: None,
+                error: None,
+            })
+        }
+    })
+    .await;
+    let mut reply = match result {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => return Some(internal(&request_id, &shared.cluster, e)),
+        Err(e) => return Some(internal(&request_id, &shared.cluster, e)),
+    };
+    reply.decision.elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+    tracing::info!(
+        request_id = %request_id,
+        feasible = reply.decision.feasible,
+        held = reply.hold.is_some(),
+        elapsed_ms = reply.decision.elapsed_ms,
+        "plan answered"
+    );
+    Some(to_bytes(&reply))
+}
+
+/// Handles commit: the hold becomes durable allocations, new volumes are provisioned through
+/// their drivers (and removed again if a later one fails), the record reaches the disk, then
+/// the reply goes out.
+pub async fn handle_commit(shared: Arc<Shared>, payload: Bytes) -> Option<Bytes> {
+    let msg: ActionMsg = match decode(&payload, "commit") {
+        Ok(m) => m,
+        Err(e) => return Some(bad_request(e)),
+    };
+    if now_ms() > msg.deadline_ms {
+        tracing::info!(request_id = %msg.request_id, "commit past its deadline: dropped");
+        return None;
+    }
+    let id = msg.request_id.clone();
+    let begun = lock(&shared).begin_commit(&id, now_ms());
+    let work = match begun {
+        Err(e) => return Some(internal(&id, &shared.cluster, e)),
+        Ok(Next::Answer(reply)) => return Some(to_bytes(&reply)),
+        Ok(Next::Run(work)) => work,
+    };
+    let mut results = Vec::new();
+    let mut failed = false;
+    for w in work {
+        if failed {
+            break;
+        }
+        tracing::info!(request_id = %id, volume = %w.volume.name, provisioner = %w.provisioner.name, "provisioning");
+        let r = shared.drivers.provision(&w.provisioner, &w.volume, &id, msg.deadline_ms).await;
+        match r {
+            Ok(created) => results.push((w, DriverResult::Ok(created.source))),
+            Err(e) => {
+                tracing::warn!(request_id = %id, volume = %w.volume.name, error = %e, "provisioning failed");
+                results.push((w, DriverResult::Failed(e.to_string())));
+                failed = true;
+            }
+        }
+    }
+    if failed {
+        // Seed 001: an asset whose volume cannot be recorded is deleted again; nothing leaks.
+        for (w, r) in &results {
+            if let DriverResult::Ok(source) = r {
+                let del = shared.drivers.delete(&w.provisioner, &w.volume.name, Some(source), &id, msg.deadline_ms).await;
+                if let Err(e) = del {
+                    tracing::error!(request_id = %id, volume = %w.volume.name, error = %e, "rollback delete failed");
+                }
+            }
+        }
+    }
+    let finished = lock(&shared).finish_commit(&id, results, now_ms());
+    match finished {
+        Ok(reply) => {
+            tracing::info!(request_id = %id, ok = reply.ok, "commit answered");
+            Some(to_bytes(&reply))
+        }
+        Err(e) => Some(internal(&id, &shared.cluster, e)),
+    }
+}
+
+/// Handles release (idempotent).
+pub async fn handle_release(shared: Arc<Shared>, payload: Bytes) -> Option<Bytes> {
+    let msg: ActionMsg = match decode(&payload, "release") {
+        Ok(m) => m,
+        Err(e) => return Some(bad_request(e)),
+    };
+    if now_ms() > msg.deadline_ms {
+        return None;
+    }
+    let r = lock(&shared).release(&msg.request_id);
+    Some(match r {
+        Ok(reply) => to_bytes(&reply),
+        Err(e) => internal(&msg.request_id, &shared.cluster, e),
+    })
+}
+
+/// Handles complete: allocations shrink; volumes follow their reclaim policy (Delete: the
+/// driver deletes the asset, then the record goes; Retain: Released, never bound again).
+pub async fn handle_complete(shared: Arc<Shared>, payload: Bytes) -> Option<Bytes> {
+    let msg: ActionMsg = match decode(&payload, "complete") {
+        Ok(m) => m,
+        Err(e) => return Some(bad_request(e)),
+    };
+    if now_ms() > msg.deadline_ms {
+        return None;
+    }
+    let id = msg.request_id.clone();
+    let begun = lock(&shared).begin_complete(&id);
+    let work = match begun {
+        Next::Answer(reply) => return Some(to_bytes(&reply)),
+        Next::Run(work) => work,
+    };
+    let mut results = Vec::new();
+    for w in work {
+        let r = shared.drivers.delete(&w.provisioner, &w.id.name, w.source.as_deref(), &id, msg.deadline_ms).await;
+        results.push(match r {
+            Ok(m) => (w, DriverResult::Ok(m)),
+            Err(e) => (w, DriverResult::Failed(e.to_string())),
+        });
+    }
+    let finished = lock(&shared).finish_complete(&id, results, now_ms());
+    Some(match finished {
+        Ok(reply) => to_bytes(&reply),
+        Err(e) => internal(&id, &shared.cluster, e),
+    })
+}
+
+/// Handles why_not.
+pub async fn handle_why_not(shared: Arc<Shared>, payload: Bytes) -> Option<Bytes> {
+    let msg: WhyNotMsg = match decode(&payload, "why_not") {
+        Ok(m) => m,
+        Err(e) => return Some(bad_request(e)),
+    };
+    if now_ms() > msg.deadline_ms {
+        return None;
+    }
+    let sh = shared.clone();
+    let r = tokio::task::spawn_blocking(move || {
+        let (inv, state) = lock(&sh).snapshot();
+        why_not(&sh.cluster, &inv, &state, &msg.request, msg.zone.as_deref(), msg.host.as_deref(), msg.provisioner.as_deref())
+    })
+    .await;
+    Some(match r {
+        Ok(reply) => to_bytes(&reply),
+        Err(e) => bad_request(e.to_string()),
+    })
+}
+
+/// Handles status.
+pub async fn handle_status(shared: Arc<Shared>, _payload: Bytes) -> Option<Bytes> {
+    Some(to_bytes(&lock(&shared).status()))
+}
+
+/// Handles inventory: the effective inventory (files plus fedvol's changes) and the status.
+pub async fn handle_inventory(shared: Arc<Shared>, _payload: Bytes) -> Option<Bytes> {
+    let (inv, status) = {
+        let core = lock(&shared);
+        (core.snapshot().0, core.status())
+    };
+    Some(to_bytes(&serde_json::json!({ "v": VERSION, "cluster": shared.cluster, "inventory": &*inv, "status": status })))
+}
+
+type Handler = fn(Arc<Shared>, Bytes) -> futures::future::BoxFuture<'static, Option<Bytes>>;
+
+/// Registers the service and serves until the client closes. Returns when every endpoint
+/// stream ends.
+///
+/// Errors: the service or an endpoint could not be registered.
+pub async fn serve(client: async_nats::Client, subjects: &Subjects, shared: Arc<Shared>) -> Result<(), async_nats::Error> {
+    use async_nats::service::ServiceExt;
+    let cluster = shared.cluster.clone();
+    let service = client
+        .service_builder()
+        .description(format!("fedvol agent of cluster {cluster}"))
+        .metadata(HashMap::from([("cluster".to_string(), cluster.clone())]))
+        .queue_group(Subjects::agent_queue(&cluster))
+        .start("fedvol-agent", env!("CARGO_PKG_VERSION"))
+        .await?;
+    let routes: Vec<(&str, String, Handler)> = vec![
+        ("plan", subjects.plan(), |s, p| Box::pin(handle_plan(s, p))),
+        ("cluster_plan", subjects.cluster(&cluster, "plan"), |s, p| Box::pin(handle_plan(s, p))),
+        ("commit", subjects.cluster(&cluster, "commit"), |s, p| Box::pin(handle_commit(s, p))),
+        ("release", subjects.cluster(&cluster, "release"), |s, p| Box::pin(handle_release(s, p))),
+        ("complete", subjects.cluster(&cluster, "complete"), |s, p| Box::pin(handle_complete(s, p))),
+        ("why_not", subjects.cluster(&cluster, "why_not"), |s, p| Box::pin(handle_why_not(s, p))),
+        ("status", subjects.cluster(&cluster, "status"), |s, p| Box::pin(handle_status(s, p))),
+        ("inventory", subjects.cluster(&cluster, "inventory"), |s, p| Box::pin(handle_inventory(s, p))),
+    ];
+    let mut tasks = Vec::new();
+    for (name, subject, handler) in routes {
+        let mut endpoint = service.endpoint_builder().name(name).add(subject.clone()).await?;
+        let shared = shared.clone();
+        tracing::info!(endpoint = name, subject = %subject, queue = %Subjects::agent_queue(&cluster), "serving");
+        tasks.push(tokio::spawn(async move {
+            while let Some(request) = endpoint.next().await {
+                let shared = shared.clone();
+                // Each request in its own task: a slow commit never holds up a plan.
+                tokio::spawn(async move {
+                    let payload = request.message.payload.clone();
+                    if let Some(body) = handler(shared, payload).await
+                        && let Err(e) = request.respond(Ok(body)).await
+                    {
+                        tracing::warn!(error = %e, "reply could not be sent");
+                    }
+                });
+            }
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    Ok(())
+}
