@@ -177,6 +177,12 @@ async fn exchange(
 }
 
 fn failed(ep: &Endpoint<'_>, op: &str, subject: &str, x: &Exhausted, extra: &str) -> DriverError {
+    if x.attempts == 0 {
+        return DriverError::Failed(format!(
+            "external provisioner {} was not asked to {op}: the request's deadline had passed before the first attempt",
+            ep.provisioner
+        ));
+    }
     let cut = if x.deadline_cut {
         ", stopped by the request's deadline"
     } else {

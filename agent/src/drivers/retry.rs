@@ -40,8 +40,7 @@ impl RetryPolicy {
         let shift = failed.saturating_sub(1).min(63);
         let ms = self
             .first_backoff_ms
-            .checked_mul(1u64 << shift)
-            .unwrap_or(u64::MAX)
+            .saturating_mul(1u64 << shift)
             .min(self.max_backoff_ms);
         Duration::from_millis(ms)
     }
