@@ -139,7 +139,8 @@ impl Drivers {
     /// and returns a human line for the volume's `Deleted` event (seed 001: reclaim policy
     /// Delete). Deleting an asset that is already gone succeeds. For hostpath and nfs a recorded
     /// `source` that is not the directory this driver would remove is refused rather than
-    /// deleted. EFS data is kept (no local action; the message says so).
+    /// deleted. EFS data is kept (no local action; the message says so). External provisioners
+    /// are asked by volume name (the wire's `DeleteMsg` carries no source).
     ///
     /// Errors: as [`Drivers::provision`]; the caller records `VolumeFailedDelete`.
     pub async fn delete(
