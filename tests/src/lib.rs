@@ -1,1 +1,42 @@
-//! End-to-end test support for fedvol.
+//! End-to-end test support for fedvol: the harness every test in `tests/tests/` uses.
+//!
+//! - [`NatsServer`]: a real `nats-server` (Debian's `nats-server` package, or any on `PATH`)
+//!   with JetStream, on a free loopback port, killed when dropped; [`nats::key_value`] opens a
+//!   JetStream key-value bucket in a way nats-server 2.9 accepts.
+//! - [`bin_path`] / [`Spawned`]: the workspace's own binaries (`fedvol-agent`, `fedvol`,
+//!   `fedvol-example-provisioner`) run as real processes whose output goes to a log file.
+//! - [`fixtures`]: small builders for inventory and decision values.
+//! - [`LogCapture`]: the `tracing` output of in-process library code.
+//! - [`wait_until`]: poll a condition with a timeout.
+//!
+//! Tests only ever talk to 127.0.0.1.
+
+#![warn(missing_docs)]
+
+pub mod bins;
+pub mod fixtures;
+pub mod logs;
+pub mod nats;
+pub mod process;
+
+pub use bins::bin_path;
+pub use logs::LogCapture;
+pub use nats::NatsServer;
+pub use process::Spawned;
+
+use std::time::{Duration, Instant};
+
+/// Polls `cond` every `every` until it holds (true) or `timeout` passed (false). Async, so the
+/// test's NATS connections keep running while it waits.
+pub async fn wait_until(timeout: Duration, every: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= end {
+            return false;
+        }
+        tokio::time::sleep(every).await;
+    }
+}

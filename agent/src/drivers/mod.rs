@@ -1,5 +1,32 @@
 //! Storage drivers: create and delete the storage asset behind a volume (seed 001's
-//! provisioner and deleter roles). PLACEHOLDER API, being implemented.
+//! provisioner and deleter roles), one module per [`Driver`] kind:
+//!
+//! - [`hostpath`]: the directory `<path>/<volume>` on the agent's host, created and removed for
+//!   real, free space checked;
+//! - [`nfs`]: the same under the export's mount point on the agent (`driver.mount`), refused
+//!   when the export is not mounted there;
+//! - [`efs`]: no local action, the source is an EFS access point path;
+//! - [`external`]: an out-of-tree `vendor/name` provisioner asked over NATS with retries.
+//!
+//! [`Drivers`] picks the module from the provisioner's driver and logs every outcome with the
+//! request id (never a parameter value whose key looks secret, see [`secrets`]).
+
+pub mod efs;
+pub mod external;
+pub mod hostpath;
+pub mod localdir;
+pub mod names;
+pub mod nfs;
+pub mod retry;
+pub mod secrets;
+
+use std::path::Path;
+
+use fedvol_common::decision::NewVolume;
+use fedvol_common::model::{Driver, Provisioner};
+use fedvol_common::wire::Subjects;
+
+pub use retry::RetryPolicy;
 
 /// Why a driver could not create or delete an asset.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -19,4 +46,282 @@ pub struct Created {
     pub source: String,
     /// A human line for the volume's `ProvisioningSucceeded` event.
     pub message: String,
+}
+
+/// Runs a blocking file-system job on tokio's blocking pool.
+async fn blocking<T: Send + 'static>(
+    job: impl FnOnce() -> Result<T, DriverError> + Send + 'static,
+) -> Result<T, DriverError> {
+    tokio::task::spawn_blocking(job)
+        .await
+        .unwrap_or_else(|e| Err(DriverError::Failed(format!("file-system task did not finish: {e}"))))
+}
+
+/// The storage drivers of one cluster's agent.
+///
+/// Built from the agent's NATS connection (needed only by `external` provisioners), its cluster
+/// name (part of the provisioner subjects), the subject prefix and the retry policy for external
+/// provisioners. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Drivers {
+    nats: Option<async_nats::Client>,
+    cluster: String,
+    subjects: Subjects,
+    retry: RetryPolicy,
+}
+
+impl Drivers {
+    /// Drivers for `cluster`. `nats` may be `None` when no external provisioner is used (they
+    /// then fail with a message saying the agent has no NATS connection).
+    pub fn new(nats: Option<async_nats::Client>, cluster: &str, subjects: Subjects, retry: RetryPolicy) -> Self {
+        Drivers {
+            nats,
+            cluster: cluster.to_string(),
+            subjects,
+            retry,
+        }
+    }
+
+    /// The retry policy used for external provisioners.
+    pub fn retry_policy(&self) -> RetryPolicy {
+        self.retry
+    }
+
+    /// Creates the asset for the new volume `v` through `p`'s driver (seed 001: dynamic
+    /// provisioning). `request_id` is the idempotency key passed to external provisioners and
+    /// logged; `deadline_ms` (ms since the epoch, 0 = none) bounds external retries. Repeating a
+    /// call for the same volume name succeeds without creating a second asset.
+    ///
+    /// Errors: [`DriverError::Refused`] when retrying cannot help (unsafe volume name, too little
+    /// free space, NFS export not mounted on the agent, a provisioner's `ok: false`);
+    /// [`DriverError::Failed`] otherwise (I/O errors, an external provisioner that did not answer
+    /// within the attempts or the deadline).
+    pub async fn provision(
+        &self,
+        p: &Provisioner,
+        v: &NewVolume,
+        request_id: &str,
+        deadline_ms: u64,
+    ) -> Result<Created, DriverError> {
+        tracing::info!(
+            request_id,
+            provisioner = %p.name,
+            driver = p.driver.kind(),
+            volume = %v.name,
+            capacity = %v.capacity,
+            "provisioning"
+        );
+        let out = match &p.driver {
+            Driver::Hostpath { path, local } => hostpath::provision(path, *local, v).await,
+            Driver::Nfs { target, mount } => nfs::provision(target, mount.as_deref(), v).await,
+            Driver::Efs { file_system_id } => efs::provision(file_system_id, v),
+            Driver::External {
+                provisioner,
+                parameters,
+            } => {
+                let (client, provision_subject, delete_subject) = self.external(provisioner)?;
+                let ep = self.endpoint(&client, provisioner, &provision_subject, &delete_subject);
+                external::provision(&ep, parameters, v, request_id, deadline_ms).await
+            }
+        };
+        match &out {
+            Ok(c) => {
+                tracing::info!(request_id, provisioner = %p.name, volume = %v.name, source = %c.source, "{}", c.message)
+            }
+            Err(e) => {
+                tracing::warn!(request_id, provisioner = %p.name, volume = %v.name, error = %e, "provisioning failed")
+            }
+        }
+        out
+    }
+
+    /// Deletes the asset of `volume` (provisioned by `p`, at the recorded `source` when known)
+    /// and returns a human line for the volume's `Deleted` event (seed 001: reclaim policy
+    /// Delete). Deleting an asset that is already gone succeeds. For hostpath and nfs a recorded
+    /// `source` that is not the directory this driver would remove is refused rather than
+    /// deleted. EFS data is kept (no local action; the message says so). External provisioners
+    /// are asked by volume name (the wire's `DeleteMsg` carries no source).
+    ///
+    /// Errors: as [`Drivers::provision`]; the caller records `VolumeFailedDelete`.
+    pub async fn delete(
+        &self,
+        p: &Provisioner,
+        volume: &str,
+        source: Option<&str>,
+        request_id: &str,
+        deadline_ms: u64,
+    ) -> Result<String, DriverError> {
+        tracing::info!(request_id, provisioner = %p.name, driver = p.driver.kind(), volume, source, "deleting");
+        let out = match &p.driver {
+            Driver::Hostpath { path, .. } => hostpath::delete(path, volume, source).await,
+            Driver::Nfs { target, mount } => nfs::delete(target, mount.as_deref(), volume, source).await,
+            Driver::Efs { file_system_id } => efs::delete(file_system_id, volume),
+            Driver::External { provisioner, .. } => {
+                let (client, provision_subject, delete_subject) = self.external(provisioner)?;
+                let ep = self.endpoint(&client, provisioner, &provision_subject, &delete_subject);
+                external::delete(&ep, &p.name, volume, request_id, deadline_ms).await
+            }
+        };
+        match &out {
+            Ok(m) => tracing::info!(request_id, provisioner = %p.name, volume, "{m}"),
+            Err(e) => tracing::warn!(request_id, provisioner = %p.name, volume, error = %e, "deletion failed"),
+        }
+        out
+    }
+
+    /// Free bytes in `p`'s backing store as the agent sees it (statvfs `f_bavail * f_frsize`):
+    /// the hostpath base directory or the mounted NFS export. `None` for EFS, external
+    /// provisioners, an unmounted NFS export or a path that cannot be examined. Blocking (one
+    /// statvfs call).
+    pub fn free_bytes(&self, p: &Provisioner) -> Option<u128> {
+        match &p.driver {
+            Driver::Hostpath { path, .. } => localdir::free_bytes(Path::new(path)),
+            Driver::Nfs { mount: Some(m), .. } => localdir::free_bytes(Path::new(m)),
+            Driver::Nfs { mount: None, .. } | Driver::Efs { .. } | Driver::External { .. } => None,
+        }
+    }
+
+    /// The connection and the provision/delete subjects of external provisioner `name`.
+    fn external(&self, name: &str) -> Result<(async_nats::Client, String, String), DriverError> {
+        let client = self.nats.clone().ok_or_else(|| {
+            DriverError::Failed(format!(
+                "external provisioner {name} is reached over NATS, and this agent has no NATS connection"
+            ))
+        })?;
+        Ok((
+            client,
+            self.subjects.provisioner(&self.cluster, name, "provision"),
+            self.subjects.provisioner(&self.cluster, name, "delete"),
+        ))
+    }
+
+    fn endpoint<'a>(
+        &self,
+        client: &'a async_nats::Client,
+        provisioner: &'a str,
+        provision_subject: &'a str,
+        delete_subject: &'a str,
+    ) -> external::Endpoint<'a> {
+        external::Endpoint {
+            client,
+            provisioner,
+            provision_subject,
+            delete_subject,
+            policy: self.retry,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fedvol_common::model::{AccessMode, AccessModes, Origin, Permissions, ProvisionerStatus, ReclaimPolicy};
+    use fedvol_common::size::ByteSize;
+
+    fn prov(driver: Driver) -> Provisioner {
+        Provisioner {
+            name: "class-a".into(),
+            description: None,
+            driver,
+            annotations: Default::default(),
+            permissions: Permissions::open(),
+            status: ProvisionerStatus::Ready,
+            default: false,
+            reclaim_policy: ReclaimPolicy::Delete,
+            reachability: Default::default(),
+            labels: Default::default(),
+            max_volume_size: None,
+            free_bytes: None,
+            volume_modes: vec![],
+            from_storage_class: false,
+            origin: Origin::default(),
+        }
+    }
+
+    fn vol(name: &str) -> NewVolume {
+        NewVolume {
+            name: name.into(),
+            provisioner: "class-a".into(),
+            capacity: ByteSize(1 << 20),
+            access_modes: AccessModes::of(&[AccessMode::ReadWriteOnce]),
+            volume_mode: Default::default(),
+            labels: Default::default(),
+            annotations: Default::default(),
+            reclaim_policy: ReclaimPolicy::Delete,
+            ephemeral: false,
+            host: None,
+            claim_ref: None,
+        }
+    }
+
+    fn drivers() -> Drivers {
+        Drivers::new(None, "c1", Subjects::default(), RetryPolicy::default())
+    }
+
+    #[tokio::test]
+    async fn nfs_on_a_mount_creates_under_it_and_names_the_export() {
+        let t = tempfile::tempdir().unwrap();
+        let p = prov(Driver::Nfs {
+            target: "nfs-fast:/export/nvme/".into(),
+            mount: Some(t.path().display().to_string()),
+        });
+        let d = drivers();
+        let c = d.provision(&p, &vol("pvc-1"), "r1", 0).await.unwrap();
+        assert_eq!(c.source, "nfs-fast:/export/nvme/pvc-1");
+        assert!(t.path().join("pvc-1").is_dir());
+        assert!(d.free_bytes(&p).is_some_and(|f| f > 0));
+        let e = d
+            .delete(&p, "pvc-1", Some("other:/x/pvc-1"), "r1", 0)
+            .await
+            .unwrap_err();
+        assert!(matches!(e, DriverError::Refused(_)), "{e:?}");
+        assert!(t.path().join("pvc-1").is_dir());
+        d.delete(&p, "pvc-1", Some(&c.source), "r1", 0).await.unwrap();
+        assert!(!t.path().join("pvc-1").exists());
+    }
+
+    #[tokio::test]
+    async fn efs_has_no_local_action_and_unsafe_names_are_refused_everywhere() {
+        let d = drivers();
+        let efs = prov(Driver::Efs {
+            file_system_id: "fs-12345678".into(),
+        });
+        let c = d.provision(&efs, &vol("pvc-2"), "r", 0).await.unwrap();
+        assert_eq!(c.source, "fs-12345678:/pvc-2");
+        assert!(c.message.contains("created on first mount"), "{}", c.message);
+        assert!(d.delete(&efs, "pvc-2", None, "r", 0).await.unwrap().contains("kept"));
+        assert_eq!(d.free_bytes(&efs), None);
+        let t = tempfile::tempdir().unwrap();
+        let hp = prov(Driver::Hostpath {
+            path: t.path().display().to_string(),
+            local: false,
+        });
+        for p in [&efs, &hp] {
+            for bad in ["..", "../x", "a/b"] {
+                assert!(matches!(
+                    d.provision(p, &vol(bad), "r", 0).await,
+                    Err(DriverError::Refused(_))
+                ));
+                assert!(matches!(
+                    d.delete(p, bad, None, "r", 0).await,
+                    Err(DriverError::Refused(_))
+                ));
+            }
+        }
+        assert_eq!(std::fs::read_dir(t.path()).unwrap().count(), 0);
+    }
+
+    #[tokio::test]
+    async fn external_without_nats_fails_clearly() {
+        let p = prov(Driver::External {
+            provisioner: "example.com/dirs".into(),
+            parameters: Default::default(),
+        });
+        let e = drivers().provision(&p, &vol("pvc-3"), "r", 0).await.unwrap_err();
+        assert!(
+            matches!(&e, DriverError::Failed(m) if m.contains("no NATS connection")),
+            "{e:?}"
+        );
+        assert_eq!(drivers().free_bytes(&p), None);
+    }
 }

@@ -1,0 +1,291 @@
+//! A real `nats-server` per test: JetStream on, file storage in a temporary directory, bound to
+//! 127.0.0.1 on a free port.
+
+use std::io::Read;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::process::Spawned;
+
+/// How long a starting server may take to accept connections.
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A `nats-server` process owned by the test (killed on drop).
+///
+/// The binary is `$NATS_SERVER_BIN` when set, else `nats-server` from `PATH` (Debian's
+/// `nats-server` package installs `/usr/sbin/nats-server`, which is also tried). It runs with
+/// `-a 127.0.0.1 -p <port> -js -sd <tempdir>/store` (plus `-c <file>` for
+/// [`NatsServer::start_with_config`]; command-line flags win over the file). The store directory
+/// outlives [`NatsServer::restart`], so JetStream state survives restarts.
+#[derive(Debug)]
+pub struct NatsServer {
+    proc: Option<Spawned>,
+    port: u16,
+    dir: tempfile::TempDir,
+    config: Option<PathBuf>,
+}
+
+/// Locates the `nats-server` binary, panicking with install instructions when there is none.
+fn server_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("NATS_SERVER_BIN") {
+        return PathBuf::from(p);
+    }
+    let on_path = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default();
+    let fallback = ["/usr/sbin", "/usr/bin", "/usr/local/bin"].map(PathBuf::from);
+    on_path
+        .iter()
+        .chain(fallback.iter())
+        .map(|d| d.join("nats-server"))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "nats-server not found on PATH (nor in /usr/sbin, /usr/bin, /usr/local/bin): the end-to-end \
+                 tests need a real NATS server. Install Debian's `nats-server` package \
+                 (`sudo apt-get install nats-server`), or set NATS_SERVER_BIN to a nats-server 2.9+ binary."
+            )
+        })
+}
+
+/// A loopback port nobody listens on right now (bind 127.0.0.1:0, read the port, close).
+pub fn free_port() -> u16 {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+impl NatsServer {
+    /// Starts a server on a free loopback port and waits until it serves clients.
+    ///
+    /// Panics (test failure) when `nats-server` is missing or does not come up within 10 s,
+    /// with its output.
+    pub fn start() -> NatsServer {
+        Self::launch(None)
+    }
+
+    /// As [`NatsServer::start`], with `config` (nats-server configuration syntax: accounts,
+    /// authorization, limits...) written to a file and passed with `-c`. Listen address, port,
+    /// JetStream and its store directory are still set by the harness.
+    pub fn start_with_config(config: &str) -> NatsServer {
+        Self::launch(Some(config))
+    }
+
+    fn launch(config: Option<&str>) -> NatsServer {
+        let dir = tempfile::tempdir().expect("a temporary directory for nats-server");
+        let config = config.map(|text| {
+            let path = dir.path().join("nats-server.conf");
+            std::fs::write(&path, text).expect("writing the nats-server config");
+            path
+        });
+        let mut server = NatsServer {
+            proc: None,
+            port: 0,
+            dir,
+            config,
+        };
+        let mut last = String::new();
+        // Another process may take the free port between probing and binding: try a few.
+        for _ in 0..5 {
+            server.port = free_port();
+            match server.spawn() {
+                Ok(()) => return server,
+                Err(e) if e.contains("address already in use") => last = e,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        panic!("nats-server could not find a free port: {last}")
+    }
+
+    /// Spawns the server on `self.port` and waits until it sends its INFO greeting.
+    fn spawn(&mut self) -> Result<(), String> {
+        let store = self.dir.path().join("store");
+        let mut cmd = Command::new(server_binary());
+        if let Some(c) = &self.config {
+            cmd.arg("-c").arg(c);
+        }
+        cmd.args(["-a", "127.0.0.1", "-p", &self.port.to_string(), "-js", "-sd"])
+            .arg(&store);
+        let mut proc = Spawned::start(cmd);
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
+        let end = Instant::now() + READY_TIMEOUT;
+        loop {
+            if let Some(status) = proc.try_status() {
+                return Err(format!(
+                    "nats-server exited ({status}) while starting on port {}; its output:\n{}",
+                    self.port,
+                    proc.log()
+                ));
+            }
+            if greets(&addr) {
+                self.proc = Some(proc);
+                return Ok(());
+            }
+            if Instant::now() >= end {
+                proc.kill();
+                return Err(format!(
+                    "nats-server did not accept connections on {addr} within {READY_TIMEOUT:?}; its output:\n{}",
+                    proc.log()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `nats://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// The client port (stays the same across [`NatsServer::restart`]).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The JetStream store directory.
+    pub fn store_dir(&self) -> PathBuf {
+        self.dir.path().join("store")
+    }
+
+    /// The config file given to [`NatsServer::start_with_config`].
+    pub fn config_path(&self) -> Option<&Path> {
+        self.config.as_deref()
+    }
+
+    /// The running server's output so far (empty when stopped).
+    pub fn log(&self) -> String {
+        self.proc.as_ref().map(Spawned::log).unwrap_or_default()
+    }
+
+    /// True while the server process runs.
+    pub fn is_running(&mut self) -> bool {
+        self.proc.as_mut().is_some_and(|p| p.try_status().is_none())
+    }
+
+    /// A client connected to this server (async-nats defaults: reconnects without limit, so it
+    /// survives [`NatsServer::restart`]). Panics when the connection fails.
+    pub async fn client(&self) -> async_nats::Client {
+        async_nats::ConnectOptions::new()
+            .name("fedvol-tests")
+            .connect(self.url())
+            .await
+            .unwrap_or_else(|e| panic!("cannot connect to the test nats-server at {}: {e}", self.url()))
+    }
+
+    /// Stops the server gracefully (SIGTERM, SIGKILL after 5 s). No-op when stopped.
+    pub fn stop(&mut self) {
+        if let Some(mut p) = self.proc.take() {
+            p.terminate(Duration::from_secs(5));
+        }
+    }
+
+    /// Kills the server with SIGKILL (a crash). No-op when stopped.
+    pub fn kill(&mut self) {
+        if let Some(mut p) = self.proc.take() {
+            p.kill();
+        }
+    }
+
+    /// Stops the server (if running) and starts it again on the same port with the same store
+    /// and config. Panics when it does not come back (e.g. the port was taken meanwhile).
+    pub fn restart(&mut self) {
+        self.stop();
+        if let Err(e) = self.spawn() {
+            panic!("nats-server did not restart: {e}");
+        }
+    }
+}
+
+/// Creates (or opens) the JetStream key-value bucket `bucket` keeping `history` values per key,
+/// file storage, in a way that works on nats-server 2.9.
+///
+/// async-nats 0.51's `create_key_value` first reads the account info and fails on 2.9 servers
+/// (their answer lacks `reserved_memory`/`reserved_storage`, which that client requires: "data
+/// did not match any variant of untagged enum Response"). This creates the bucket's backing
+/// stream `KV_<bucket>` with the settings `create_key_value` would use, then opens it with
+/// `get_key_value`, which only reads stream info.
+///
+/// Errors: the stream cannot be created (e.g. it exists with other settings) or opened.
+pub async fn key_value(
+    js: &async_nats::jetstream::Context,
+    bucket: &str,
+    history: i64,
+) -> Result<async_nats::jetstream::kv::Store, async_nats::Error> {
+    use async_nats::jetstream::stream::{Config, DiscardPolicy, StorageType};
+    js.get_or_create_stream(Config {
+        name: format!("KV_{bucket}"),
+        subjects: vec![format!("$KV.{bucket}.>")],
+        max_messages_per_subject: history.max(1),
+        storage: StorageType::File,
+        allow_rollup: true,
+        deny_delete: true,
+        allow_direct: true,
+        discard: DiscardPolicy::New,
+        num_replicas: 1,
+        ..Default::default()
+    })
+    .await?;
+    Ok(js.get_key_value(bucket).await?)
+}
+
+/// True when something on `addr` accepts a connection and greets with `INFO` (a NATS server
+/// ready for clients).
+fn greets(addr: &SocketAddr) -> bool {
+    let Ok(mut s) = TcpStream::connect_timeout(addr, Duration::from_millis(200)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    let mut buf = [0u8; 4];
+    s.read_exact(&mut buf).is_ok() && &buf == b"INFO"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use async_nats::connection::State;
+    use async_nats::jetstream;
+    use bytes::Bytes;
+
+    #[tokio::test]
+    async fn jetstream_state_and_port_survive_a_restart() {
+        let mut s = NatsServer::start();
+        let port = s.port();
+        assert_eq!(s.url(), format!("nats://127.0.0.1:{port}"));
+        let first = s.client().await;
+        let kv = key_value(&jetstream::new(first.clone()), "harness", 1).await.unwrap();
+        kv.put("k", Bytes::from_static(b"v1")).await.unwrap();
+
+        s.restart();
+        assert_eq!(s.port(), port);
+        assert!(s.is_running());
+        let kv = key_value(&jetstream::new(s.client().await), "harness", 1)
+            .await
+            .unwrap();
+        assert_eq!(kv.get("k").await.unwrap(), Some(Bytes::from_static(b"v1")));
+        // The first client reconnects by itself.
+        let back = crate::wait_until(Duration::from_secs(10), Duration::from_millis(50), || {
+            first.connection_state() == State::Connected
+        })
+        .await;
+        assert!(back, "the first client did not reconnect");
+
+        s.stop();
+        assert!(!s.is_running());
+        assert!(!greets(&SocketAddr::from((Ipv4Addr::LOCALHOST, port))));
+    }
+
+    #[tokio::test]
+    async fn a_config_file_is_applied() {
+        let s = NatsServer::start_with_config("max_payload: 4096\n");
+        assert!(s.config_path().is_some_and(|p| p.is_file()));
+        let c = s.client().await;
+        assert_eq!(c.server_info().max_payload, 4096);
+        assert!(
+            s.store_dir().is_dir(),
+            "JetStream is on with its store in the temporary directory"
+        );
+    }
+}
