@@ -55,7 +55,10 @@ impl AgentConfig {
         AgentConfig {
             inventory,
             cluster: None,
-            nats: NatsAuth { url: "nats://127.0.0.1:4222".into(), ..NatsAuth::default() },
+            nats: NatsAuth {
+                url: "nats://127.0.0.1:4222".into(),
+                ..NatsAuth::default()
+            },
             data_dir,
             subject_prefix: fedvol_common::wire::DEFAULT_PREFIX.to_string(),
             heartbeat_ms: 2000,
@@ -82,11 +85,17 @@ impl AgentConfig {
             Diagnostics(c.into_diagnostics())
         })?;
         let Some(doc) = docs.first() else {
-            ctx.error(Default::default(), "", "the configuration file is empty; expected at least `inventory:`");
+            ctx.error(
+                Default::default(),
+                "",
+                "the configuration file is empty; expected at least `inventory:`",
+            );
             return Err(Diagnostics(ctx.into_diagnostics()));
         };
         let mut cfg = AgentConfig::new(PathBuf::new(), PathBuf::from("."));
-        let Some(mut r) = ctx.map(doc, "") else { return Err(Diagnostics(ctx.into_diagnostics())) };
+        let Some(mut r) = ctx.map(doc, "") else {
+            return Err(Diagnostics(ctx.into_diagnostics()));
+        };
         if let Some(n) = r.require(&mut ctx, "inventory")
             && let Some(s) = ctx.nonempty_string(n, "inventory")
         {

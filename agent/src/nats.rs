@@ -40,9 +40,15 @@ pub async fn connect(name: &str, auth: &NatsAuth) -> Result<async_nats::Client, 
         .event_callback(|event| async move {
             match event {
                 async_nats::Event::Connected => tracing::info!(event = "connected", "NATS connection up"),
-                async_nats::Event::Disconnected => tracing::warn!(event = "disconnected", "NATS connection lost; reconnecting"),
+                async_nats::Event::Disconnected => {
+                    tracing::warn!(event = "disconnected", "NATS connection lost; reconnecting")
+                }
                 async_nats::Event::SlowConsumer(sid) => {
-                    tracing::warn!(event = "slow_consumer", subscription = sid, "NATS dropped messages for a slow subscription")
+                    tracing::warn!(
+                        event = "slow_consumer",
+                        subscription = sid,
+                        "NATS dropped messages for a slow subscription"
+                    )
                 }
                 other => tracing::info!(event = %other, "NATS event"),
             }
@@ -71,15 +77,23 @@ pub async fn connect(name: &str, auth: &NatsAuth) -> Result<async_nats::Client, 
     if let (Some(c), Some(k)) = (&auth.tls_cert, &auth.tls_key) {
         opts = opts.add_client_certificate(c.clone(), k.clone()).require_tls(true);
     }
-    let urls: Vec<String> = auth.url.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
+    let urls: Vec<String> = auth
+        .url
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect();
     let addrs: Vec<async_nats::ServerAddr> = urls
         .iter()
         .map(|u| {
-            u.parse::<async_nats::ServerAddr>()
-                .map_err(|e| ConnectError::Connect { url: redact_url(u), message: e.to_string() })
+            u.parse::<async_nats::ServerAddr>().map_err(|e| ConnectError::Connect {
+                url: redact_url(u),
+                message: e.to_string(),
+            })
         })
         .collect::<Result<_, _>>()?;
-    opts.connect(addrs.as_slice())
-        .await
-        .map_err(|e| ConnectError::Connect { url: redact_url(&auth.url), message: e.to_string() })
+    opts.connect(addrs.as_slice()).await.map_err(|e| ConnectError::Connect {
+        url: redact_url(&auth.url),
+        message: e.to_string(),
+    })
 }

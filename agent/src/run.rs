@@ -111,7 +111,11 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
         .await
         .map_err(|e| StartError::Nats(e.to_string()))?;
     let drivers = Drivers::new(Some(client.clone()), &cluster, subjects.clone(), Default::default());
-    let shared = Arc::new(Shared { core: Mutex::new(core), drivers, cluster: cluster.clone() });
+    let shared = Arc::new(Shared {
+        core: Mutex::new(core),
+        drivers,
+        cluster: cluster.clone(),
+    });
 
     // Heartbeat and sweep.
     let instance = format!("{}-{}", cluster, std::process::id());
@@ -129,7 +133,11 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
                         Ok(_) => {}
                         Err(e) => tracing::error!(error = %e, "sweep of expired holds failed"),
                     }
-                    (core.inventory_version().to_string(), core.hold_count(), core.status().load)
+                    (
+                        core.inventory_version().to_string(),
+                        core.hold_count(),
+                        core.status().load,
+                    )
                 };
                 let hb = Heartbeat {
                     v: VERSION,
@@ -160,7 +168,11 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
                     None
                 }
             };
-            let poll = Duration::from_millis(if cfg.reload_poll_ms == 0 { 3_600_000 } else { cfg.reload_poll_ms });
+            let poll = Duration::from_millis(if cfg.reload_poll_ms == 0 {
+                3_600_000
+            } else {
+                cfg.reload_poll_ms
+            });
             let mut seen = mtime(&cfg.inventory);
             loop {
                 let hup_fired = async {
@@ -189,6 +201,8 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
         });
     }
 
-    tracing::info!(cluster = %cluster, nats = %crate::config::redact_url(&cfg.nats.url), "agent serving");
-    serve(client, &subjects, shared).await.map_err(|e| StartError::Nats(format!("service stopped: {e}")))
+    tracing::info!(cluster = %cluster, nats = %crate::config::redact_url(&cfg.nats.url), "agent starting its service");
+    serve(client, &subjects, shared)
+        .await
+        .map_err(|e| StartError::Nats(format!("service stopped: {e}")))
 }

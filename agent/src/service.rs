@@ -20,13 +20,11 @@ use serde::Serialize;
 
 use fedvol_common::decision::Reason;
 use fedvol_common::funnel::plan_cluster;
-use fedvol_common::wire::{
-    ActionMsg, ActionReply, PlanMsg, PlanReply, Subjects, VERSION, WhyNotMsg, now_ms,
-};
+use fedvol_common::wire::{ActionMsg, ActionReply, PlanMsg, PlanReply, Subjects, VERSION, WhyNotMsg, now_ms};
 
 use crate::drivers::Drivers;
-use crate::state::core::{DriverResult, Next};
 use crate::state::Core;
+use crate::state::core::{DriverResult, Next};
 use crate::whynot::why_not;
 
 /// What every handler shares.
@@ -72,7 +70,11 @@ fn decode<T: serde::de::DeserializeOwned>(payload: &[u8], what: &str) -> Result<
     let v: serde_json::Value = serde_json::from_slice(payload).map_err(|e| format!("{what}: not JSON: {e}"))?;
     match v.get("v").and_then(|x| x.as_u64()) {
         Some(n) if n == u64::from(VERSION) => {}
-        Some(n) => return Err(format!("{what}: protocol version {n} is not supported (this agent speaks {VERSION})")),
+        Some(n) => {
+            return Err(format!(
+                "{what}: protocol version {n} is not supported (this agent speaks {VERSION})"
+            ));
+        }
         None => return Err(format!("{what}: missing protocol version field `v`")),
     }
     serde_json::from_value(v).map_err(|e| format!("{what}: {e}"))
@@ -149,7 +151,10 @@ pub async fn handle_commit(shared: Arc<Shared>, payload: Bytes) -> Option<Bytes>
             break;
         }
         tracing::info!(request_id = %id, volume = %w.volume.name, provisioner = %w.provisioner.name, "provisioning");
-        let r = shared.drivers.provision(&w.provisioner, &w.volume, &id, msg.deadline_ms).await;
+        let r = shared
+            .drivers
+            .provision(&w.provisioner, &w.volume, &id, msg.deadline_ms)
+            .await;
         match r {
             Ok(created) => results.push((w, DriverResult::Ok(created.source))),
             Err(e) => {
@@ -163,7 +168,10 @@ pub async fn handle_commit(shared: Arc<Shared>, payload: Bytes) -> Option<Bytes>
         // Seed 001: an asset whose volume cannot be recorded is deleted again; nothing leaks.
         for (w, r) in &results {
             if let DriverResult::Ok(source) = r {
-                let del = shared.drivers.delete(&w.provisioner, &w.volume.name, Some(source), &id, msg.deadline_ms).await;
+                let del = shared
+                    .drivers
+                    .delete(&w.provisioner, &w.volume.name, Some(source), &id, msg.deadline_ms)
+                    .await;
                 if let Err(e) = del {
                     tracing::error!(request_id = %id, volume = %w.volume.name, error = %e, "rollback delete failed");
                 }
@@ -214,7 +222,10 @@ pub async fn handle_complete(shared: Arc<Shared>, payload: Bytes) -> Option<Byte
     };
     let mut results = Vec::new();
     for w in work {
-        let r = shared.drivers.delete(&w.provisioner, &w.id.name, w.source.as_deref(), &id, msg.deadline_ms).await;
+        let r = shared
+            .drivers
+            .delete(&w.provisioner, &w.id.name, w.source.as_deref(), &id, msg.deadline_ms)
+            .await;
         results.push(match r {
             Ok(m) => (w, DriverResult::Ok(m)),
             Err(e) => (w, DriverResult::Failed(e.to_string())),
@@ -239,7 +250,15 @@ pub async fn handle_why_not(shared: Arc<Shared>, payload: Bytes) -> Option<Bytes
     let sh = shared.clone();
     let r = tokio::task::spawn_blocking(move || {
         let (inv, state) = lock(&sh).snapshot();
-        why_not(&sh.cluster, &inv, &state, &msg.request, msg.zone.as_deref(), msg.host.as_deref(), msg.provisioner.as_deref())
+        why_not(
+            &sh.cluster,
+            &inv,
+            &state,
+            &msg.request,
+            msg.zone.as_deref(),
+            msg.host.as_deref(),
+            msg.provisioner.as_deref(),
+        )
     })
     .await;
     Some(match r {
@@ -259,7 +278,9 @@ pub async fn handle_inventory(shared: Arc<Shared>, _payload: Bytes) -> Option<By
         let core = lock(&shared);
         (core.snapshot().0, core.status())
     };
-    Some(to_bytes(&serde_json::json!({ "v": VERSION, "cluster": shared.cluster, "inventory": &*inv, "status": status })))
+    Some(to_bytes(
+        &serde_json::json!({ "v": VERSION, "cluster": shared.cluster, "inventory": &*inv, "status": status }),
+    ))
 }
 
 type Handler = fn(Arc<Shared>, Bytes) -> futures::future::BoxFuture<'static, Option<Bytes>>;
@@ -268,7 +289,11 @@ type Handler = fn(Arc<Shared>, Bytes) -> futures::future::BoxFuture<'static, Opt
 /// stream ends.
 ///
 /// Errors: the service or an endpoint could not be registered.
-pub async fn serve(client: async_nats::Client, subjects: &Subjects, shared: Arc<Shared>) -> Result<(), async_nats::Error> {
+pub async fn serve(
+    client: async_nats::Client,
+    subjects: &Subjects,
+    shared: Arc<Shared>,
+) -> Result<(), async_nats::Error> {
     use async_nats::service::ServiceExt;
     let cluster = shared.cluster.clone();
     let service = client
@@ -280,13 +305,27 @@ pub async fn serve(client: async_nats::Client, subjects: &Subjects, shared: Arc<
         .await?;
     let routes: Vec<(&str, String, Handler)> = vec![
         ("plan", subjects.plan(), |s, p| Box::pin(handle_plan(s, p))),
-        ("cluster_plan", subjects.cluster(&cluster, "plan"), |s, p| Box::pin(handle_plan(s, p))),
-        ("commit", subjects.cluster(&cluster, "commit"), |s, p| Box::pin(handle_commit(s, p))),
-        ("release", subjects.cluster(&cluster, "release"), |s, p| Box::pin(handle_release(s, p))),
-        ("complete", subjects.cluster(&cluster, "complete"), |s, p| Box::pin(handle_complete(s, p))),
-        ("why_not", subjects.cluster(&cluster, "why_not"), |s, p| Box::pin(handle_why_not(s, p))),
-        ("status", subjects.cluster(&cluster, "status"), |s, p| Box::pin(handle_status(s, p))),
-        ("inventory", subjects.cluster(&cluster, "inventory"), |s, p| Box::pin(handle_inventory(s, p))),
+        ("cluster_plan", subjects.cluster(&cluster, "plan"), |s, p| {
+            Box::pin(handle_plan(s, p))
+        }),
+        ("commit", subjects.cluster(&cluster, "commit"), |s, p| {
+            Box::pin(handle_commit(s, p))
+        }),
+        ("release", subjects.cluster(&cluster, "release"), |s, p| {
+            Box::pin(handle_release(s, p))
+        }),
+        ("complete", subjects.cluster(&cluster, "complete"), |s, p| {
+            Box::pin(handle_complete(s, p))
+        }),
+        ("why_not", subjects.cluster(&cluster, "why_not"), |s, p| {
+            Box::pin(handle_why_not(s, p))
+        }),
+        ("status", subjects.cluster(&cluster, "status"), |s, p| {
+            Box::pin(handle_status(s, p))
+        }),
+        ("inventory", subjects.cluster(&cluster, "inventory"), |s, p| {
+            Box::pin(handle_inventory(s, p))
+        }),
     ];
     let mut tasks = Vec::new();
     for (name, subject, handler) in routes {
@@ -308,6 +347,9 @@ pub async fn serve(client: async_nats::Client, subjects: &Subjects, shared: Arc<
             }
         }));
     }
+    // Make sure the server has every subscription before anyone is told we are ready.
+    client.flush().await?;
+    tracing::info!(cluster = %cluster, "endpoints ready");
     for t in tasks {
         let _ = t.await;
     }

@@ -51,29 +51,50 @@ pub fn why_not(
         .trace
         .iter()
         .flat_map(|t: &StageTrace| {
-            t.rejected.iter().filter(|r| names(&r.candidate, &t.stage, zone, host, provisioner)).map(move |r| Blocker {
-                stage: t.stage.clone(),
-                subject: t.subject.clone(),
-                candidate: r.candidate.clone(),
-                reasons: r.reasons.clone(),
-                hint: r.reasons.iter().find_map(|x| hint(inv, &x.code, &r.candidate)),
-            })
+            t.rejected
+                .iter()
+                .filter(|r| names(&r.candidate, &t.stage, zone, host, provisioner))
+                .map(move |r| Blocker {
+                    stage: t.stage.clone(),
+                    subject: t.subject.clone(),
+                    candidate: r.candidate.clone(),
+                    reasons: r.reasons.clone(),
+                    hint: r.reasons.iter().find_map(|x| hint(inv, &x.code, &r.candidate)),
+                })
         })
         .collect();
-    let named = [zone.map(|z| format!("zone {z}")), host.map(|h| format!("host {h}")), provisioner.map(|p| format!("provisioner {p}"))]
-        .into_iter()
-        .flatten()
-        .collect::<Vec<_>>()
-        .join(", ");
+    let named = [
+        zone.map(|z| format!("zone {z}")),
+        host.map(|h| format!("host {h}")),
+        provisioner.map(|p| format!("provisioner {p}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>()
+    .join(", ");
     let summary = match blockers.first() {
         None => format!("{named}: not rejected by any stage of cluster {cluster} for this request"),
         Some(b) => format!(
             "{named}: blocked at {} for {} ({}){}",
             b.stage,
             b.subject,
-            b.reasons.iter().map(|r| r.message.as_str()).collect::<Vec<_>>().join("; "),
-            if blockers.len() > 1 { format!(", and at {} more stage(s)", blockers.len() - 1) } else { String::new() }
+            b.reasons
+                .iter()
+                .map(|r| r.message.as_str())
+                .collect::<Vec<_>>()
+                .join("; "),
+            if blockers.len() > 1 {
+                format!(", and at {} more stage(s)", blockers.len() - 1)
+            } else {
+                String::new()
+            }
         ),
     };
-    WhyNotReply { v: VERSION, cluster: cluster.to_string(), blockers, summary, error: None }
+    WhyNotReply {
+        v: VERSION,
+        cluster: cluster.to_string(),
+        blockers,
+        summary,
+        error: None,
+    }
 }

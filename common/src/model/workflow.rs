@@ -57,9 +57,10 @@ pub struct VolumeRequest {
     pub line: usize,
 }
 
-/// The two request shapes.
+/// The two request shapes. Externally tagged in JSON (`{"fuzzball": {...}}`): an internally
+/// tagged enum would pass through serde's buffering, which cannot carry `u128` sizes.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum VolumeSource {
     /// A Fuzzfile volume (seed 000 resolution).
     Fuzzball(FuzzballVolume),
