@@ -32,13 +32,18 @@ struct Agent {
 }
 
 impl Agent {
-    /// Starts an agent for an inventory written to a fresh directory.
+    /// Starts an agent for the standard test inventory written to a fresh directory.
     async fn start(nats: &NatsServer, name: &str, hosts: usize) -> Agent {
+        Agent::start_with(nats, |scratch| inventory_text(name, hosts, scratch)).await
+    }
+
+    /// Starts an agent for the inventory `text(scratch dir)`.
+    async fn start_with(nats: &NatsServer, text: impl FnOnce(&Path) -> String) -> Agent {
         let dir = tempfile::tempdir().unwrap();
         let scratch = dir.path().join("scratch");
         std::fs::create_dir_all(&scratch).unwrap();
         let inv = dir.path().join("inventory.yaml");
-        std::fs::write(&inv, inventory_text(name, hosts, &scratch)).unwrap();
+        std::fs::write(&inv, text(&scratch)).unwrap();
         let args = vec![
             "--inventory".into(),
             inv.display().to_string(),
@@ -291,6 +296,125 @@ async fn kill_9_after_an_acknowledged_commit_loses_nothing_and_never_double_book
         1,
         "one volume directory, not two"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_in_the_middle_of_a_commit_then_a_retry_commits_once() {
+    let nats = NatsServer::start();
+    // The volume comes from the example external provisioner, slowed down so that the agent can
+    // be killed while the commit is under way (after the hold is marked, before the reply).
+    let mut agent = Agent::start_with(&nats, |_| {
+        "cluster: x\nprovisioners:\n  dirs:\n    driver: {type: external, provisioner: example.com/dirs}\n    ephemeral: all\nzones:\n  z1:\n    hosts:\n      - {name: h0, capacity: {cpu: 8, memory: 32GiB}}\n      - {name: h1, capacity: {cpu: 8, memory: 32GiB}}\n".to_string()
+    })
+    .await;
+    let root = agent.dir.path().join("external");
+    std::fs::create_dir_all(&root).unwrap();
+    let root_arg = root.display().to_string();
+    let url = nats.url();
+    let args = [
+        "--nats",
+        &url,
+        "--cluster",
+        "x",
+        "--name",
+        "example.com/dirs",
+        "--root",
+        &root_arg,
+        "--delay-ms",
+        "1500",
+    ];
+    let mut provisioner = Spawned::bin("fedvol-example-provisioner", args);
+    provisioner.wait_for_log("listening", Duration::from_secs(20)).await;
+    let client = nats.client().await;
+    let s = Subjects::default();
+    let _: PlanReply = ask(&client, &s.cluster("x", "plan"), &plan_msg("m1", true, 60_000)).await;
+    let body = serde_json::to_vec(&action("m1")).unwrap();
+    client.publish(s.cluster("x", "commit"), body.into()).await.unwrap();
+    agent.proc.wait_for_log("provisioning", Duration::from_secs(10)).await;
+    agent.crash_and_restart().await;
+
+    let st: StatusReply = ask(&client, &s.cluster("x", "status"), &serde_json::json!({"v": 1})).await;
+    assert!(
+        st.committed.is_empty(),
+        "the commit was never acknowledged, so it did not happen"
+    );
+    assert_eq!(st.holds.len(), 1, "the hold is still there");
+    let done: ActionReply = ask(&client, &s.cluster("x", "commit"), &action("m1")).await;
+    assert!(done.ok, "{done:?}");
+    let again: ActionReply = ask(&client, &s.cluster("x", "commit"), &action("m1")).await;
+    assert_eq!(again, done);
+    let st: StatusReply = ask(&client, &s.cluster("x", "status"), &serde_json::json!({"v": 1})).await;
+    assert_eq!(st.committed, vec!["m1".to_string()]);
+    assert_eq!(st.host_use.values().map(|r| r.cpu).sum::<u64>(), 8, "booked once");
+    assert_eq!(
+        std::fs::read_dir(&root).unwrap().count(),
+        1,
+        "one asset, created once or idempotently twice"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn why_not_names_the_blocking_stage_every_rule_and_a_hint() {
+    let nats = NatsServer::start();
+    let _agent = Agent::start_with(&nats, |scratch| {
+        format!(
+            "cluster: w\nprovisioners:\n  keep:\n    driver: {{type: hostpath, path: '{}'}}\n    access: all\n    create: all\nvolumes:\n  - {{name: small, provisioner: keep, size: 2Gi, accessModes: [ReadWriteOnce]}}\nzones:\n  z1:\n    hosts:\n      - {{name: big, capacity: {{cpu: 64, memory: 256GiB}}}}\n      - {{name: tiny, capacity: {{cpu: 2, memory: 4GiB}}, power: OFF}}\n",
+            scratch.display()
+        )
+    })
+    .await;
+    let client = nats.client().await;
+    let s = Subjects::default();
+    let mut req = plan_msg("q1", false, 0).request;
+    req.workflow = parse_workflow_str(
+        "c.yaml",
+        "c",
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data}\nspec:\n  storageClassName: keep\n  accessModes: [ReadWriteOnce]\n  resources: {requests: {storage: 5Gi}}\n",
+    )
+    .unwrap()
+    .value;
+    let msg = fedvol_common::wire::WhyNotMsg {
+        v: VERSION,
+        request: req.clone(),
+        deadline_ms: now_ms() + 10_000,
+        zone: None,
+        host: None,
+        provisioner: Some("keep".into()),
+    };
+    let r: fedvol_common::wire::WhyNotReply = ask(&client, &s.cluster("w", "why_not"), &msg).await;
+    assert!(r.blockers.is_empty(), "provisioner keep is not rejected: {r:?}");
+    // The volume: why was `small` not bound? Capacity, with a hint.
+    let d: PlanReply = ask(
+        &client,
+        &s.cluster("w", "plan"),
+        &PlanMsg {
+            request: req.clone(),
+            ..plan_msg("q1", false, 0)
+        },
+    )
+    .await;
+    let rej = d
+        .decision
+        .trace
+        .iter()
+        .flat_map(|t| &t.rejected)
+        .find(|r| r.candidate == "small")
+        .expect("small rejected");
+    assert_eq!(rej.reasons[0].code, "capacity");
+
+    // A host that is powered off: every rule and a hint.
+    req.workflow = workflow();
+    let msg = fedvol_common::wire::WhyNotMsg {
+        request: req,
+        host: Some("tiny".into()),
+        provisioner: None,
+        ..msg
+    };
+    let r: fedvol_common::wire::WhyNotReply = ask(&client, &s.cluster("w", "why_not"), &msg).await;
+    let b = &r.blockers[0];
+    assert_eq!((b.stage.as_str(), b.candidate.as_str()), ("host.power", "z1/tiny"));
+    assert_eq!(b.hint.as_deref(), Some("fits once the host is powered on"));
+    assert!(r.summary.contains("host.power"), "{}", r.summary);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
