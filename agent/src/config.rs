@@ -228,3 +228,18 @@ mod tests {
         assert!(!errs[0].contains("s3cret"), "the password must not be echoed");
     }
 }
+
+#[cfg(test)]
+mod shipped {
+    use super::*;
+
+    /// The example configuration shipped in deploy/config is valid.
+    #[test]
+    fn deploy_config_agent_yaml_loads() {
+        let p = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/config/agent.yaml"));
+        let c = AgentConfig::load(p).unwrap();
+        assert_eq!(c.cluster.as_deref(), Some("cluster-a"));
+        assert!(c.inventory.ends_with("examples/clusters/cluster-a.yaml"));
+        assert!(c.validate().is_ok());
+    }
+}
