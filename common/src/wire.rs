@@ -83,6 +83,21 @@ impl Subjects {
         format!("{}.provisioner.{}.{}.{}", self.prefix, cluster, subject_token(name), op)
     }
 
+    /// `<prefix>.coordinator.<op>.<user>`: a user's request to the coordinators (queue group
+    /// `coordinator`). With auth on, NATS permissions tie the `<user>` token to the user's
+    /// credentials, so it is the user's identity.
+    pub fn coordinator(&self, op: &str, user: &str) -> String {
+        format!("{}.coordinator.{}.{}", self.prefix, op, subject_token(user))
+    }
+
+    /// `<prefix>.coordinator.<op>.*`: what coordinators subscribe to for `op`.
+    pub fn coordinator_all(&self, op: &str) -> String {
+        format!("{}.coordinator.{}.*", self.prefix, op)
+    }
+
+    /// The coordinators' queue group.
+    pub const COORDINATOR_QUEUE: &'static str = "coordinator";
+
     /// The queue group of one cluster's agents: `agent.<cluster>`.
     pub fn agent_queue(cluster: &str) -> String {
         format!("agent.{cluster}")
@@ -359,6 +374,217 @@ pub struct ProvisionerReply {
     /// Why not.
     #[serde(default)]
     pub error: Option<String>,
+}
+
+/// Coordinator operations (the `<op>` token of [`Subjects::coordinator`]).
+pub mod ops {
+    /// Plan a workflow across the federation and, unless dry-run, commit it.
+    pub const SUBMIT: &str = "submit";
+    /// End a committed workflow (its cluster frees allocations and reclaims volumes).
+    pub const COMPLETE: &str = "complete";
+    /// Explain why a cluster did not choose a zone, host or provisioner for a decision.
+    pub const WHY_NOT: &str = "why_not";
+    /// The cluster registry.
+    pub const CLUSTERS: &str = "clusters";
+    /// Stored decisions, newest first.
+    pub const LIST: &str = "list";
+    /// One stored decision.
+    pub const GET: &str = "get";
+    /// Re-run a stored request with its seed and compare.
+    pub const REPLAY: &str = "replay";
+}
+
+/// The lifecycle state of a stored decision (each change is a new KV revision).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionState {
+    /// Planned (dry-run, or about to commit).
+    Planned,
+    /// Committed on the chosen cluster.
+    Committed,
+    /// Completed: allocations freed, volumes reclaimed.
+    Completed,
+    /// Nothing fits, or every commit attempt failed.
+    Failed,
+}
+
+/// One attempt to commit on a cluster.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CommitAttempt {
+    /// The cluster tried.
+    pub cluster: String,
+    /// True when it committed.
+    pub ok: bool,
+    /// Why not.
+    #[serde(default)]
+    pub error: Option<Reason>,
+    /// What the commit did per volume.
+    #[serde(default)]
+    pub volumes: Vec<VolumeOutcome>,
+}
+
+/// A decision as the coordinators store it in the `fedvol_decisions` KV bucket, keyed by
+/// request id.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StoredDecision {
+    /// Protocol version.
+    pub v: u32,
+    /// Lifecycle state.
+    pub state: DecisionState,
+    /// The decision document (DESIGN §4).
+    pub decision: crate::decision::Decision,
+    /// The request as planned (for replay).
+    pub request: PlanRequest,
+    /// Commit attempts, in order.
+    #[serde(default)]
+    pub attempts: Vec<CommitAttempt>,
+    /// The completion's outcome, once completed.
+    #[serde(default)]
+    pub completion: Option<ActionReply>,
+    /// Last change, ms since the epoch.
+    pub updated_ms: u64,
+    /// True for a dry run (nothing held or committed).
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// `coordinator.submit.<user>`: plan a workflow everywhere; commit unless `dry_run`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SubmitMsg {
+    /// Protocol version.
+    pub v: u32,
+    /// Idempotency key (the same id returns the same stored decision); empty = the coordinator
+    /// picks one.
+    #[serde(default)]
+    pub request_id: String,
+    /// The workflow.
+    pub workflow: crate::model::Workflow,
+    /// Only plan; hold and commit nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Seed (default: derived from the request id).
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// Groups the user claims. Used only when the coordinator runs without a directory (dev
+    /// mode, with a warning); with a directory, groups come from it.
+    #[serde(default)]
+    pub groups: Vec<String>,
+    /// How long to wait for clusters, ms (0 = the coordinator's default).
+    #[serde(default)]
+    pub timeout_ms: u64,
+}
+
+/// The answer to submit (and to get): the stored decision, or why there is none.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SubmitReply {
+    /// Protocol version.
+    pub v: u32,
+    /// The stored decision.
+    #[serde(default)]
+    pub stored: Option<StoredDecision>,
+    /// Why the request failed before a decision existed.
+    #[serde(default)]
+    pub error: Option<Reason>,
+}
+
+/// `coordinator.{complete,get,replay}.<user>`: act on a stored decision.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DecisionRef {
+    /// Protocol version.
+    pub v: u32,
+    /// The decision's request id.
+    pub request_id: String,
+}
+
+/// `coordinator.why_not.<user>`: ask the cluster of a stored decision why not.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WhyNotQuery {
+    /// Protocol version.
+    pub v: u32,
+    /// The decision's request id.
+    pub request_id: String,
+    /// The cluster to ask.
+    pub cluster: String,
+    /// A zone.
+    #[serde(default)]
+    pub zone: Option<String>,
+    /// A host.
+    #[serde(default)]
+    pub host: Option<String>,
+    /// A provisioner.
+    #[serde(default)]
+    pub provisioner: Option<String>,
+}
+
+/// One cluster in the coordinator's registry.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ClusterInfo {
+    /// Name.
+    pub name: String,
+    /// Heard from within three heartbeat intervals.
+    pub alive: bool,
+    /// Timed out on recent requests and not heard from since: not waited for.
+    pub suspect: bool,
+    /// Last heartbeat, ms since the epoch.
+    pub last_seen_ms: u64,
+    /// Inventory version of the last heartbeat.
+    pub inventory_version: String,
+    /// Load of the last heartbeat.
+    pub load: f64,
+    /// Live holds of the last heartbeat.
+    pub holds: usize,
+    /// Replica instances heard from.
+    pub instances: Vec<String>,
+}
+
+/// The answer to clusters.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ClustersReply {
+    /// Protocol version.
+    pub v: u32,
+    /// Every cluster ever heard from, by name.
+    pub clusters: Vec<ClusterInfo>,
+}
+
+/// One line of the decisions list.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DecisionSummary {
+    /// Request id (the KV key).
+    pub request_id: String,
+    /// Workflow name.
+    pub workflow: String,
+    /// Lifecycle state.
+    pub state: DecisionState,
+    /// Chosen cluster.
+    pub chosen_cluster: Option<String>,
+    /// Last change, ms since the epoch.
+    pub updated_ms: u64,
+}
+
+/// The answer to list.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ListReply {
+    /// Protocol version.
+    pub v: u32,
+    /// Newest first.
+    pub decisions: Vec<DecisionSummary>,
+}
+
+/// The answer to replay.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ReplayReply {
+    /// Protocol version.
+    pub v: u32,
+    /// True when every cluster that answered gave the same volumes and jobs as stored.
+    pub identical: bool,
+    /// Each difference, in words (including inventory versions that changed since).
+    pub differences: Vec<String>,
+    /// The replayed decision.
+    #[serde(default)]
+    pub replayed: Option<crate::decision::Decision>,
+    /// Why no replay was possible.
+    #[serde(default)]
+    pub error: Option<Reason>,
 }
 
 #[cfg(test)]
