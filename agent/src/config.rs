@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use fedvol_common::format::files::read_text;
-use fedvol_common::yaml::{Ctx, Diagnostics, Limits, load_documents};
+use fedvol_common::yaml::{Ctx, Diagnostics, Limits, Node, join, load_documents};
 
 /// How to reach NATS, and as whom. Credentials never come from the URL (async-nats ignores
 /// them there): a URL with `user:pass@` is refused.
@@ -26,6 +26,80 @@ pub struct NatsAuth {
     pub tls_cert: Option<PathBuf>,
     /// Client key (PEM) for mutual TLS.
     pub tls_key: Option<PathBuf>,
+}
+
+impl NatsAuth {
+    /// The default: `nats://127.0.0.1:4222`, no credentials, no TLS.
+    pub fn local() -> Self {
+        NatsAuth {
+            url: "nats://127.0.0.1:4222".into(),
+            ..NatsAuth::default()
+        }
+    }
+
+    /// What the settings must satisfy, whichever file or flag they came from: the URL carries no
+    /// credentials (async-nats ignores them there), user and password come together, TLS
+    /// certificate and key come together.
+    ///
+    /// Returns every problem as a sentence (empty when fine); passwords are never echoed.
+    pub fn check(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for u in self.url.split(',') {
+            let after_scheme = u.split_once("://").map_or(u, |(_, rest)| rest);
+            if after_scheme.split('/').next().is_some_and(|host| host.contains('@')) {
+                out.push(format!(
+                    "NATS URL `{}` carries credentials, which async-nats ignores: give them with --nats-user/--nats-password, --nats-creds or --nats-nkey instead",
+                    redact_url(u)
+                ));
+            }
+        }
+        if self.user.is_some() != self.password.is_some() {
+            out.push("NATS user and password must be given together".to_string());
+        }
+        if self.tls_cert.is_some() != self.tls_key.is_some() {
+            out.push("TLS client certificate and key must be given together".to_string());
+        }
+        out
+    }
+}
+
+/// Reads a `nats:` block (`url`, `user`, `password`, `nkeyFile`, `credsFile`, `tlsCa`,
+/// `tlsCert`, `tlsKey`; unknown keys are errors with a hint) at field path `field`. Relative
+/// file paths are taken relative to `base` (the configuration file's directory). Missing keys
+/// keep [`NatsAuth::local`]'s values.
+///
+/// Problems are recorded in `ctx`; the returned value is then partial and must not be used.
+pub fn parse_nats(ctx: &mut Ctx, node: &Node, field: &str, base: &Path) -> NatsAuth {
+    let mut out = NatsAuth::local();
+    let rel = |p: String| {
+        let p = PathBuf::from(p);
+        if p.is_absolute() { p } else { base.join(p) }
+    };
+    let Some(mut m) = ctx.map(node, field) else {
+        return out;
+    };
+    if let Some(n) = m.take("url") {
+        out.url = ctx.nonempty_string(n, &join(field, "url")).unwrap_or_default();
+    }
+    if let Some(n) = m.take("user") {
+        out.user = ctx.string(n, &join(field, "user"));
+    }
+    if let Some(n) = m.take("password") {
+        out.password = ctx.string(n, &join(field, "password"));
+    }
+    for (key, slot) in [
+        ("nkeyFile", &mut out.nkey_file),
+        ("credsFile", &mut out.creds_file),
+        ("tlsCa", &mut out.tls_ca),
+        ("tlsCert", &mut out.tls_cert),
+        ("tlsKey", &mut out.tls_key),
+    ] {
+        if let Some(n) = m.take(key) {
+            *slot = ctx.nonempty_string(n, &join(field, key)).map(rel);
+        }
+    }
+    m.finish(ctx);
+    out
 }
 
 /// Everything the agent needs to run.
@@ -55,10 +129,7 @@ impl AgentConfig {
         AgentConfig {
             inventory,
             cluster: None,
-            nats: NatsAuth {
-                url: "nats://127.0.0.1:4222".into(),
-                ..NatsAuth::default()
-            },
+            nats: NatsAuth::local(),
             data_dir,
             subject_prefix: fedvol_common::wire::DEFAULT_PREFIX.to_string(),
             heartbeat_ms: 2000,
@@ -125,30 +196,8 @@ impl AgentConfig {
                 *slot = v;
             }
         }
-        if let Some(n) = r.take("nats")
-            && let Some(mut m) = ctx.map(n, "nats")
-        {
-            if let Some(n) = m.take("url") {
-                cfg.nats.url = ctx.nonempty_string(n, "nats.url").unwrap_or_default();
-            }
-            if let Some(n) = m.take("user") {
-                cfg.nats.user = ctx.string(n, "nats.user");
-            }
-            if let Some(n) = m.take("password") {
-                cfg.nats.password = ctx.string(n, "nats.password");
-            }
-            for (key, slot) in [
-                ("nkeyFile", &mut cfg.nats.nkey_file),
-                ("credsFile", &mut cfg.nats.creds_file),
-                ("tlsCa", &mut cfg.nats.tls_ca),
-                ("tlsCert", &mut cfg.nats.tls_cert),
-                ("tlsKey", &mut cfg.nats.tls_key),
-            ] {
-                if let Some(n) = m.take(key) {
-                    *slot = ctx.nonempty_string(n, &format!("nats.{key}")).map(rel);
-                }
-            }
-            m.finish(&mut ctx);
+        if let Some(n) = r.take("nats") {
+            cfg.nats = parse_nats(&mut ctx, n, "nats", &base);
         }
         r.finish(&mut ctx);
         ctx.finish(cfg)
@@ -159,22 +208,7 @@ impl AgentConfig {
     ///
     /// Errors: a list of problems, each a sentence.
     pub fn validate(&self) -> Result<(), Vec<String>> {
-        let mut out = Vec::new();
-        for u in self.nats.url.split(',') {
-            let after_scheme = u.split_once("://").map_or(u, |(_, rest)| rest);
-            if after_scheme.split('/').next().is_some_and(|host| host.contains('@')) {
-                out.push(format!(
-                    "NATS URL `{}` carries credentials, which async-nats ignores: give them with --nats-user/--nats-password, --nats-creds or --nats-nkey instead",
-                    redact_url(u)
-                ));
-            }
-        }
-        if self.nats.user.is_some() != self.nats.password.is_some() {
-            out.push("NATS user and password must be given together".to_string());
-        }
-        if self.nats.tls_cert.is_some() != self.nats.tls_key.is_some() {
-            out.push("TLS client certificate and key must be given together".to_string());
-        }
+        let mut out = self.nats.check();
         if self.heartbeat_ms == 0 {
             out.push("heartbeatMs must be more than 0".to_string());
         }
@@ -226,6 +260,38 @@ mod tests {
         let errs = c.validate().unwrap_err();
         assert!(errs[0].contains("carries credentials"));
         assert!(!errs[0].contains("s3cret"), "the password must not be echoed");
+    }
+}
+
+#[cfg(test)]
+mod nats_block {
+    use super::*;
+
+    fn parse(text: &str) -> Result<NatsAuth, Diagnostics> {
+        let docs = load_documents(text, Limits::default()).unwrap();
+        let mut ctx = Ctx::new("c.yaml");
+        let auth = parse_nats(&mut ctx, &docs[0], "nats", Path::new("/etc/fedvol"));
+        ctx.finish(auth)
+    }
+
+    #[test]
+    fn the_block_reads_alone_with_paths_relative_to_the_base() {
+        let a = parse("url: nats://n:4222\nuser: u\npassword: p\ntlsCa: ca.pem\n").unwrap();
+        assert_eq!(a.url, "nats://n:4222");
+        assert_eq!(a.tls_ca, Some(PathBuf::from("/etc/fedvol/ca.pem")));
+        assert!(a.check().is_empty());
+        let d = parse("{}").unwrap();
+        assert_eq!(d, NatsAuth::local());
+    }
+
+    #[test]
+    fn unknown_keys_and_half_pairs_are_reported() {
+        let e = parse("url: nats://n\ncredFile: x\n").unwrap_err();
+        assert!(e.to_string().contains("nats.credFile"), "{e}");
+        assert!(e.to_string().contains("did you mean `credsFile`"), "{e}");
+        let a = parse("user: u\ntlsCert: c.pem\n").unwrap();
+        let problems = a.check();
+        assert_eq!(problems.len(), 2, "{problems:?}");
     }
 }
 
