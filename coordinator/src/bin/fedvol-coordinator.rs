@@ -1,0 +1,175 @@
+//! `fedvol-coordinator`: the federation's coordinator daemon (see `fedvol-coordinator --help`
+//! and `fedvol_coordinator::daemon`).
+
+use std::path::PathBuf;
+
+use clap::Parser;
+use fedvol_coordinator::daemon::CoordinatorConfig;
+
+/// fedvol's coordinator: plans workflows on every cluster at once, chooses, commits, and
+/// stores the decisions in JetStream.
+#[derive(Debug, Parser)]
+#[command(name = "fedvol-coordinator", version, about)]
+struct Args {
+    /// Configuration file (YAML); flags and environment variables override it.
+    #[arg(short, long, env = "FEDVOL_COORDINATOR_CONFIG")]
+    config: Option<PathBuf>,
+    /// NATS server URL(s), comma-separated. No credentials in the URL.
+    #[arg(long, env = "FEDVOL_NATS_URL")]
+    nats: Option<String>,
+    /// NATS user.
+    #[arg(long, env = "FEDVOL_NATS_USER")]
+    nats_user: Option<String>,
+    /// NATS password (prefer the environment variable).
+    #[arg(long, env = "FEDVOL_NATS_PASSWORD", hide_env_values = true)]
+    nats_password: Option<String>,
+    /// NATS credentials file.
+    #[arg(long, env = "FEDVOL_NATS_CREDS")]
+    nats_creds: Option<PathBuf>,
+    /// File holding an nkey seed.
+    #[arg(long, env = "FEDVOL_NATS_NKEY")]
+    nats_nkey: Option<PathBuf>,
+    /// CA certificate for TLS.
+    #[arg(long, env = "FEDVOL_TLS_CA")]
+    tls_ca: Option<PathBuf>,
+    /// Client certificate for mutual TLS.
+    #[arg(long, env = "FEDVOL_TLS_CERT")]
+    tls_cert: Option<PathBuf>,
+    /// Client key for mutual TLS.
+    #[arg(long, env = "FEDVOL_TLS_KEY")]
+    tls_key: Option<PathBuf>,
+    /// Subject prefix.
+    #[arg(long, env = "FEDVOL_SUBJECT_PREFIX")]
+    subject_prefix: Option<String>,
+    /// How long a submit waits for the clusters, ms.
+    #[arg(long, env = "FEDVOL_DEADLINE_MS")]
+    deadline_ms: Option<u64>,
+    /// Lease of the holds a submit asks for, ms.
+    #[arg(long, env = "FEDVOL_HOLD_TTL_MS")]
+    hold_ttl_ms: Option<u64>,
+    /// Clusters tried, in ranking order, before a decision fails.
+    #[arg(long, env = "FEDVOL_COMMIT_ATTEMPTS")]
+    commit_attempts: Option<u32>,
+    /// How long one commit or complete may take on an agent, ms.
+    #[arg(long, env = "FEDVOL_COMMIT_TIMEOUT_MS")]
+    commit_timeout_ms: Option<u64>,
+    /// Users-to-groups directory file (without one: dev mode, claimed groups are trusted).
+    #[arg(long, env = "FEDVOL_DIRECTORY")]
+    directory: Option<PathBuf>,
+    /// Decision bucket name.
+    #[arg(long, env = "FEDVOL_KV_BUCKET")]
+    kv_bucket: Option<String>,
+    /// Revisions kept per decision.
+    #[arg(long, env = "FEDVOL_KV_HISTORY")]
+    kv_history: Option<i64>,
+    /// Replicas of the decision bucket's stream.
+    #[arg(long, env = "FEDVOL_KV_REPLICAS")]
+    kv_replicas: Option<usize>,
+    /// How long start-up discovery waits for agents, ms.
+    #[arg(long, env = "FEDVOL_DISCOVERY_MS")]
+    discovery_ms: Option<u64>,
+    /// Log as JSON lines instead of text.
+    #[arg(long, env = "FEDVOL_LOG_JSON")]
+    log_json: bool,
+}
+
+fn config(a: Args) -> Result<CoordinatorConfig, String> {
+    let mut cfg = match &a.config {
+        Some(p) => CoordinatorConfig::load(p).map_err(|d| format!("{d}"))?,
+        None => CoordinatorConfig::default(),
+    };
+    if let Some(v) = a.nats {
+        cfg.nats.url = v;
+    }
+    if a.nats_user.is_some() {
+        cfg.nats.user = a.nats_user;
+    }
+    if a.nats_password.is_some() {
+        cfg.nats.password = a.nats_password;
+    }
+    if a.nats_creds.is_some() {
+        cfg.nats.creds_file = a.nats_creds;
+    }
+    if a.nats_nkey.is_some() {
+        cfg.nats.nkey_file = a.nats_nkey;
+    }
+    if a.tls_ca.is_some() {
+        cfg.nats.tls_ca = a.tls_ca;
+    }
+    if a.tls_cert.is_some() {
+        cfg.nats.tls_cert = a.tls_cert;
+    }
+    if a.tls_key.is_some() {
+        cfg.nats.tls_key = a.tls_key;
+    }
+    if let Some(v) = a.subject_prefix {
+        cfg.subject_prefix = v;
+    }
+    if let Some(v) = a.deadline_ms {
+        cfg.deadline_ms = v;
+    }
+    if let Some(v) = a.hold_ttl_ms {
+        cfg.hold_ttl_ms = v;
+    }
+    if let Some(v) = a.commit_attempts {
+        cfg.commit_attempts = v;
+    }
+    if let Some(v) = a.commit_timeout_ms {
+        cfg.commit_timeout_ms = v;
+    }
+    if a.directory.is_some() {
+        cfg.directory = a.directory;
+    }
+    if let Some(v) = a.kv_bucket {
+        cfg.kv.bucket = v;
+    }
+    if let Some(v) = a.kv_history {
+        cfg.kv.history = v;
+    }
+    if let Some(v) = a.kv_replicas {
+        cfg.kv.replicas = v;
+    }
+    if let Some(v) = a.discovery_ms {
+        cfg.discovery_ms = v;
+    }
+    Ok(cfg)
+}
+
+fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    if args.log_json {
+        tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    } else {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    }
+    let cfg = match config(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("fedvol-coordinator: {e}");
+            return std::process::ExitCode::from(1);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("fedvol-coordinator: cannot start the runtime: {e}");
+            return std::process::ExitCode::from(1);
+        }
+    };
+    match rt.block_on(fedvol_coordinator::daemon::run::run(cfg)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("fedvol-coordinator: {e}");
+            std::process::ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,311 @@
+//! The coordinator's configuration: a strict YAML file (`--config coordinator.yaml`),
+//! overridden by flags and `FEDVOL_*` environment variables (see `fedvol-coordinator --help`).
+//! Unknown keys are errors with a "did you mean" hint, like every fedvol file.
+//!
+//! ```yaml
+//! nats: {url: nats://127.0.0.1:4222}   # the same block as the agent's
+//! subjectPrefix: fedvol.v1
+//! deadlineMs: 2000        # how long a submit waits for clusters
+//! holdTtlMs: 30000        # lease of the holds a submit asks for
+//! commitAttempts: 3       # clusters tried, in ranking order, before the decision fails
+//! commitTimeoutMs: 10000  # how long one commit (or complete) may take on an agent
+//! directory: directory.yaml
+//! kv: {bucket: fedvol_decisions, history: 16, replicas: 1}
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use fedvol_agent::config::{NatsAuth, parse_nats};
+use fedvol_common::format::files::read_text;
+use fedvol_common::yaml::{Ctx, Diagnostics, Limits, load_documents};
+
+/// Where decisions are stored: a JetStream key-value bucket (file storage).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KvConfig {
+    /// Bucket name (default `fedvol_decisions`); its stream is `KV_<bucket>`.
+    pub bucket: String,
+    /// Revisions kept per decision (default 16, 1..=64, the server's limit).
+    pub history: i64,
+    /// Stream replicas (default 1; 3 or 5 on a clustered NATS).
+    pub replicas: usize,
+}
+
+impl Default for KvConfig {
+    fn default() -> Self {
+        KvConfig {
+            bucket: "fedvol_decisions".into(),
+            history: 16,
+            replicas: 1,
+        }
+    }
+}
+
+/// Everything the coordinator needs to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoordinatorConfig {
+    /// NATS connection (same settings as the agent's).
+    pub nats: NatsAuth,
+    /// Subject prefix (default `fedvol.v1`).
+    pub subject_prefix: String,
+    /// How long a submit waits for the clusters' plans, ms (default 2000). A submit may ask
+    /// for another wait with `timeout_ms`, up to [`MAX_DEADLINE_MS`].
+    pub deadline_ms: u64,
+    /// Lease of the holds a submit asks agents for, ms (default 30000).
+    pub hold_ttl_ms: u64,
+    /// Clusters tried in ranking order before a decision fails (default 3).
+    pub commit_attempts: u32,
+    /// How long one commit or complete may take on an agent (provisioning included), ms
+    /// (default 10000).
+    pub commit_timeout_ms: u64,
+    /// The users-to-groups directory file; `None` = dev mode (clients' claimed groups are
+    /// trusted, with a warning).
+    pub directory: Option<PathBuf>,
+    /// The decision store.
+    pub kv: KvConfig,
+    /// How long start-up discovery (`$SRV.INFO.fedvol-agent`) waits for agents, ms (default 500).
+    pub discovery_ms: u64,
+}
+
+/// The longest wait a submit may ask for, ms.
+pub const MAX_DEADLINE_MS: u64 = 120_000;
+
+impl Default for CoordinatorConfig {
+    fn default() -> Self {
+        CoordinatorConfig {
+            nats: NatsAuth::local(),
+            subject_prefix: fedvol_common::wire::DEFAULT_PREFIX.to_string(),
+            deadline_ms: 2000,
+            hold_ttl_ms: 30_000,
+            commit_attempts: 3,
+            commit_timeout_ms: 10_000,
+            directory: None,
+            kv: KvConfig::default(),
+            discovery_ms: 500,
+        }
+    }
+}
+
+impl CoordinatorConfig {
+    /// Reads a configuration file. Relative paths in it (directory, credentials, TLS files)
+    /// are relative to the file's directory. Every key is optional.
+    ///
+    /// Errors: every problem in the file, with line, column and field.
+    pub fn load(path: &Path) -> Result<CoordinatorConfig, Diagnostics> {
+        let label = path.display().to_string();
+        let text = read_text(path)?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let mut ctx = Ctx::new(&label);
+        let docs = load_documents(&text, Limits::default()).map_err(|e| {
+            let mut c = Ctx::new(&label);
+            c.error(e.span, "", format!("invalid YAML: {}", e.message));
+            Diagnostics(c.into_diagnostics())
+        })?;
+        let mut cfg = CoordinatorConfig::default();
+        let Some(doc) = docs.first() else {
+            return Ok(cfg);
+        };
+        let Some(mut r) = ctx.map(doc, "") else {
+            return Err(Diagnostics(ctx.into_diagnostics()));
+        };
+        if let Some(n) = r.take("nats") {
+            cfg.nats = parse_nats(&mut ctx, n, "nats", &base);
+        }
+        if let Some(n) = r.take("subjectPrefix")
+            && let Some(s) = ctx.nonempty_string(n, "subjectPrefix")
+        {
+            cfg.subject_prefix = s;
+        }
+        for (key, slot) in [
+            ("deadlineMs", &mut cfg.deadline_ms),
+            ("holdTtlMs", &mut cfg.hold_ttl_ms),
+            ("commitTimeoutMs", &mut cfg.commit_timeout_ms),
+            ("discoveryMs", &mut cfg.discovery_ms),
+        ] {
+            if let Some(n) = r.take(key)
+                && let Some(v) = ctx.u64(n, key)
+            {
+                *slot = v;
+            }
+        }
+        if let Some(n) = r.take("commitAttempts")
+            && let Some(v) = ctx.int(n, "commitAttempts", 1, 100)
+        {
+            cfg.commit_attempts = v as u32;
+        }
+        if let Some(n) = r.take("directory")
+            && let Some(s) = ctx.nonempty_string(n, "directory")
+        {
+            let p = PathBuf::from(s);
+            cfg.directory = Some(if p.is_absolute() { p } else { base.join(p) });
+        }
+        if let Some(n) = r.take("kv")
+            && let Some(mut m) = ctx.map(n, "kv")
+        {
+            if let Some(n) = m.take("bucket")
+                && let Some(s) = ctx.nonempty_string(n, "kv.bucket")
+            {
+                cfg.kv.bucket = s;
+            }
+            if let Some(n) = m.take("history")
+                && let Some(v) = ctx.int(n, "kv.history", 1, 64)
+            {
+                cfg.kv.history = v as i64;
+            }
+            if let Some(n) = m.take("replicas")
+                && let Some(v) = ctx.int(n, "kv.replicas", 1, 5)
+            {
+                cfg.kv.replicas = v as usize;
+            }
+            m.finish(&mut ctx);
+        }
+        r.finish(&mut ctx);
+        ctx.finish(cfg)
+    }
+
+    /// Checks what the file and flags together must satisfy (NATS settings as the agent's,
+    /// positive durations, a bucket name NATS accepts, history and replicas in range).
+    ///
+    /// Errors: every problem, each a sentence.
+    pub fn validate(&self) -> Result<(), Vec<String>> {
+        let mut out = self.nats.check();
+        for (name, v) in [
+            ("deadlineMs", self.deadline_ms),
+            ("holdTtlMs", self.hold_ttl_ms),
+            ("commitTimeoutMs", self.commit_timeout_ms),
+        ] {
+            if v == 0 {
+                out.push(format!("{name} must be more than 0"));
+            }
+        }
+        if self.deadline_ms > MAX_DEADLINE_MS {
+            out.push(format!("deadlineMs must be at most {MAX_DEADLINE_MS}"));
+        }
+        if self.commit_attempts == 0 {
+            out.push("commitAttempts must be at least 1".to_string());
+        }
+        let b = &self.kv.bucket;
+        if b.is_empty() || !b.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+            out.push(format!(
+                "kv.bucket `{b}` is not a valid bucket name: use letters, digits, `-` and `_`"
+            ));
+        }
+        if !(1..=64).contains(&self.kv.history) {
+            out.push("kv.history must be from 1 to 64".to_string());
+        }
+        if !(1..=5).contains(&self.kv.replicas) {
+            out.push("kv.replicas must be from 1 to 5".to_string());
+        }
+        if self.subject_prefix.trim_matches('.').is_empty() || self.subject_prefix.contains(['*', '>', ' ']) {
+            out.push(format!(
+                "subjectPrefix `{}` is not a subject prefix such as fedvol.v1",
+                self.subject_prefix
+            ));
+        }
+        if out.is_empty() { Ok(()) } else { Err(out) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, text: &str) -> PathBuf {
+        let p = dir.join("coordinator.yaml");
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn every_field_with_relative_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(
+            dir.path(),
+            "nats: {url: 'nats://n:4222', credsFile: c.creds}\nsubjectPrefix: x.v1\ndeadlineMs: 800\nholdTtlMs: 5000\ncommitAttempts: 2\ncommitTimeoutMs: 3000\ndiscoveryMs: 100\ndirectory: dir.yaml\nkv: {bucket: decisions, history: 4, replicas: 3}\n",
+        );
+        let c = CoordinatorConfig::load(&p).unwrap();
+        assert_eq!(c.nats.url, "nats://n:4222");
+        assert_eq!(c.nats.creds_file, Some(dir.path().join("c.creds")));
+        assert_eq!(c.subject_prefix, "x.v1");
+        assert_eq!(
+            (
+                c.deadline_ms,
+                c.hold_ttl_ms,
+                c.commit_attempts,
+                c.commit_timeout_ms,
+                c.discovery_ms
+            ),
+            (800, 5000, 2, 3000, 100)
+        );
+        assert_eq!(c.directory, Some(dir.path().join("dir.yaml")));
+        assert_eq!(
+            c.kv,
+            KvConfig {
+                bucket: "decisions".into(),
+                history: 4,
+                replicas: 3
+            }
+        );
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn defaults_for_an_empty_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = CoordinatorConfig::load(&write(dir.path(), "")).unwrap();
+        assert_eq!(c, CoordinatorConfig::default());
+        assert_eq!(c.deadline_ms, 2000);
+        assert_eq!(c.kv.bucket, "fedvol_decisions");
+        assert_eq!(c.kv.history, 16);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_all_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(
+            dir.path(),
+            "deadlineMS: 5\nkv: {bucket: b, histroy: 3}\ncommitAttempts: 0\nnats: {url: x, pasword: y}\n",
+        );
+        let e = CoordinatorConfig::load(&p).unwrap_err().to_string();
+        assert!(e.contains("did you mean `deadlineMs`"), "{e}");
+        assert!(e.contains("kv.histroy") && e.contains("did you mean `history`"), "{e}");
+        assert!(e.contains("commitAttempts"), "{e}");
+        assert!(e.contains("nats.pasword"), "{e}");
+        assert!(e.contains(":1:1: "), "positions are given: {e}");
+    }
+
+    #[test]
+    fn validation_refuses_bad_combinations() {
+        let mut c = CoordinatorConfig::default();
+        c.nats.url = "nats://u:secret@h:4222".into();
+        c.deadline_ms = 0;
+        c.kv.bucket = "a.b".into();
+        c.subject_prefix = "fedvol.>".into();
+        let e = c.validate().unwrap_err();
+        assert_eq!(e.len(), 4, "{e:?}");
+        assert!(e.iter().all(|m| !m.contains("secret")));
+    }
+}
+
+#[cfg(test)]
+mod shipped {
+    use super::*;
+    use crate::daemon::directory::Directory;
+
+    /// The example configuration and directory shipped in deploy/config are valid and agree.
+    #[test]
+    fn deploy_config_coordinator_and_directory_load() {
+        let p = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../deploy/config/coordinator.yaml"
+        ));
+        let c = CoordinatorConfig::load(p).unwrap();
+        assert!(c.validate().is_ok());
+        assert_eq!(c.kv, KvConfig::default());
+        assert_eq!((c.deadline_ms, c.hold_ttl_ms, c.commit_attempts), (2000, 30_000, 3));
+        let dir = c.directory.expect("the example names its directory");
+        assert!(dir.ends_with("directory.yaml"));
+        let d = Directory::load(&dir).unwrap();
+        assert_eq!(d.groups("alice"), ["physics", "researchers"]);
+        assert!(d.groups("nobody").is_empty());
+    }
+}

@@ -1,0 +1,277 @@
+//! The plan broadcast: one [`PlanMsg`] on `<prefix>.plan` (each cluster's agents answer once,
+//! through their queue group `agent.<cluster>`), one fresh reply inbox, answers gathered until
+//! every cluster the registry expects has answered or the deadline passed.
+//!
+//! Each cluster gets a slot:
+//! - `answered`: the agent's [`ClusterDecision`], with `elapsed_ms` measured here from the
+//!   publish to the answer's arrival;
+//! - `error`: the agent answered with an error;
+//! - `timed_out`: expected, but no answer by the deadline (counts towards suspicion);
+//! - `unreachable`: known dead or suspect (not waited for), or NATS said "no responders" at
+//!   once (nobody serves `<prefix>.plan`).
+//!
+//! Answers from clusters the registry does not know are kept (and registered). Answers that
+//! arrive after the gather ended are ignored, and any hold they carry is released at once, so
+//! a late cluster never keeps capacity for a decision that does not include it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use indexmap::IndexMap;
+use tracing::Instrument;
+
+use fedvol_common::decision::{ClusterDecision, ClusterStatus, Reason};
+use fedvol_common::funnel::PlanRequest;
+use fedvol_common::wire::{HoldInfo, PlanMsg, VERSION, now_ms};
+
+use super::Coordinator;
+use super::codec::{codes, decode, to_bytes};
+use super::commit::release;
+use super::registry::Expectation;
+use super::rpc::{RpcError, is_no_responders};
+
+/// How long after the agents' deadline late answers are still listened for (to release their
+/// holds), ms: covers clock differences between hosts.
+pub const LATE_GRACE_MS: u64 = 2000;
+
+/// An agent's answer to a plan, read leniently: a normal [`fedvol_common::wire::PlanReply`],
+/// or an error body (`bad_request`, `internal`) that lacks the decision.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct AgentAnswer {
+    /// The request's id.
+    #[serde(default)]
+    pub request_id: Option<String>,
+    /// The answering cluster.
+    #[serde(default)]
+    pub cluster: Option<String>,
+    /// The cluster's decision.
+    #[serde(default)]
+    pub decision: Option<ClusterDecision>,
+    /// The hold the agent keeps for the request.
+    #[serde(default)]
+    pub hold: Option<HoldInfo>,
+    /// Why the agent could not plan.
+    #[serde(default)]
+    pub error: Option<Reason>,
+}
+
+impl AgentAnswer {
+    /// The slot this answer gives its cluster, with `elapsed_ms` as measured by the coordinator.
+    pub fn slot(&self, elapsed_ms: f64) -> ClusterDecision {
+        match (&self.error, &self.decision) {
+            (None, Some(d)) => {
+                let mut d = d.clone();
+                d.status = ClusterStatus::Answered;
+                d.elapsed_ms = elapsed_ms;
+                d
+            }
+            (Some(e), _) => ClusterDecision::without_answer(ClusterStatus::Error, elapsed_ms, Some(e.clone())),
+            (None, None) => ClusterDecision::without_answer(
+                ClusterStatus::Error,
+                elapsed_ms,
+                Some(Reason::new(codes::BAD_ANSWER, "the agent answered without a decision")),
+            ),
+        }
+    }
+}
+
+/// The result of one broadcast.
+#[derive(Debug, Clone)]
+pub struct Gathered {
+    /// Every cluster's slot, sorted by cluster name (a deterministic order, so the seeded
+    /// cluster choice replays identically).
+    pub slots: IndexMap<String, ClusterDecision>,
+    /// Clusters whose answer carries a hold.
+    pub held: BTreeSet<String>,
+    /// How long the gather took, ms.
+    pub gather_ms: f64,
+}
+
+/// Broadcasts `request` (holding what each cluster chooses when `reserve`, for `ttl_ms`) and
+/// gathers the answers for at most `wait`.
+///
+/// Errors: only when NATS itself fails (publish or subscribe); unanswered clusters are slots,
+/// not errors.
+pub async fn fan_out(
+    co: &Arc<Coordinator>,
+    request: &PlanRequest,
+    reserve: bool,
+    ttl_ms: u64,
+    wait: Duration,
+) -> Result<Gathered, RpcError> {
+    let subject = co.subjects.plan();
+    let nats_err = |e: &dyn std::fmt::Display| RpcError::Nats {
+        subject: subject.clone(),
+        message: e.to_string(),
+    };
+    let asked_ms = now_ms();
+    let mut wait_for = BTreeSet::new();
+    let mut skipped: BTreeMap<String, Reason> = BTreeMap::new();
+    {
+        let reg = co.registry();
+        for name in reg.names() {
+            match reg.expectation(&name, asked_ms) {
+                Expectation::Wait => {
+                    wait_for.insert(name);
+                }
+                Expectation::Skip(reason) => {
+                    skipped.insert(name, reason);
+                }
+            }
+        }
+    }
+    let deadline_ms = asked_ms + wait.as_millis() as u64;
+    let msg = PlanMsg {
+        v: VERSION,
+        request: request.clone(),
+        deadline_ms,
+        reserve,
+        ttl_ms,
+    };
+    let inbox = co.client.new_inbox();
+    let mut sub = co.client.subscribe(inbox.clone()).await.map_err(|e| nats_err(&e))?;
+    let started = Instant::now();
+    co.client
+        .publish_with_reply(subject.clone(), inbox, to_bytes(&msg))
+        .await
+        .map_err(|e| nats_err(&e))?;
+    tracing::info!(
+        waiting_for = ?wait_for,
+        not_waited_for = ?skipped.keys().collect::<Vec<_>>(),
+        wait_ms = wait.as_millis() as u64,
+        reserve,
+        "plan broadcast"
+    );
+    let end = tokio::time::Instant::from_std(started + wait);
+    let mut answers: BTreeMap<String, (AgentAnswer, f64)> = BTreeMap::new();
+    let mut pending = wait_for.clone();
+    let mut no_responders = false;
+    loop {
+        if !wait_for.is_empty() && pending.is_empty() {
+            break;
+        }
+        let m = match tokio::time::timeout_at(end, sub.next()).await {
+            Ok(Some(m)) => m,
+            Ok(None) | Err(_) => break,
+        };
+        if is_no_responders(&m) {
+            no_responders = true;
+            break;
+        }
+        let elapsed = started.elapsed().as_secs_f64() * 1000.0;
+        match decode::<AgentAnswer>(&m.payload, "plan answer") {
+            Ok(a) => {
+                let Some(cluster) = a.cluster.clone() else {
+                    tracing::warn!(error = ?a.error, "a plan answer names no cluster: ignored");
+                    continue;
+                };
+                if a.request_id.as_deref().is_some_and(|id| id != request.request_id) {
+                    tracing::warn!(cluster = %cluster, "a plan answer for another request: ignored");
+                    continue;
+                }
+                if answers.contains_key(&cluster) {
+                    continue;
+                }
+                tracing::debug!(cluster = %cluster, elapsed_ms = elapsed, "plan answer");
+                pending.remove(&cluster);
+                answers.insert(cluster, (a, elapsed));
+            }
+            Err(e) => tracing::warn!(error = %e, "an unreadable plan answer: ignored"),
+        }
+    }
+    let gather_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let ended_ms = now_ms();
+    {
+        let mut reg = co.registry();
+        for c in answers.keys() {
+            reg.answered(c, ended_ms);
+        }
+        if !no_responders {
+            for c in &pending {
+                reg.timed_out(c, ended_ms);
+            }
+        }
+    }
+
+    let mut names: BTreeSet<String> = wait_for.clone();
+    names.extend(skipped.keys().cloned());
+    names.extend(answers.keys().cloned());
+    let mut slots = IndexMap::new();
+    let mut held = BTreeSet::new();
+    for name in names {
+        let slot = if let Some((a, elapsed)) = answers.get(&name) {
+            if a.hold.is_some() && a.error.is_none() {
+                held.insert(name.clone());
+            }
+            a.slot(*elapsed)
+        } else if let Some(reason) = skipped.get(&name) {
+            ClusterDecision::without_answer(ClusterStatus::Unreachable, 0.0, Some(reason.clone()))
+        } else if no_responders {
+            ClusterDecision::without_answer(
+                ClusterStatus::Unreachable,
+                gather_ms,
+                Some(Reason::new(
+                    codes::UNREACHABLE,
+                    format!("no responders: no agent serves {subject}"),
+                )),
+            )
+        } else {
+            ClusterDecision::without_answer(
+                ClusterStatus::TimedOut,
+                gather_ms,
+                Some(Reason::new(
+                    codes::TIMED_OUT,
+                    format!("no answer within {} ms", wait.as_millis()),
+                )),
+            )
+        };
+        slots.insert(name, slot);
+    }
+    tracing::info!(
+        answered = answers.len(),
+        timed_out = if no_responders { 0 } else { pending.len() },
+        unreachable = skipped.len(),
+        no_responders,
+        gather_ms,
+        "plan gathered"
+    );
+
+    if reserve && !no_responders {
+        let answered: BTreeSet<String> = answers.keys().cloned().collect();
+        let co = co.clone();
+        let request_id = request.request_id.clone();
+        let listen = Duration::from_millis(deadline_ms.saturating_sub(now_ms()) + LATE_GRACE_MS);
+        tokio::spawn(
+            async move {
+                let until = tokio::time::Instant::now() + listen;
+                while let Ok(Some(m)) = tokio::time::timeout_at(until, sub.next()).await {
+                    if is_no_responders(&m) {
+                        continue;
+                    }
+                    let Ok(a) = decode::<AgentAnswer>(&m.payload, "plan answer") else {
+                        continue;
+                    };
+                    let Some(cluster) = a.cluster else { continue };
+                    if answered.contains(&cluster) {
+                        continue;
+                    }
+                    tracing::warn!(
+                        cluster = %cluster,
+                        held = a.hold.is_some(),
+                        "late plan answer ignored: the gather had ended"
+                    );
+                    if a.hold.is_some() {
+                        match release(&co, &cluster, &request_id).await {
+                            Ok(()) => tracing::info!(cluster = %cluster, "late hold released"),
+                            Err(e) => tracing::warn!(cluster = %cluster, error = %e, "late hold not released"),
+                        }
+                    }
+                }
+            }
+            .in_current_span(),
+        );
+    }
+    Ok(Gathered { slots, held, gather_ms })
+}

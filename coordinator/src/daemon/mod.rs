@@ -1,0 +1,81 @@
+//! The coordinator daemon (`fedvol-coordinator`): the federation (DESIGN §1, §4–§6).
+//!
+//! A submitted workflow is planned by every cluster at once (one [`PlanMsg`] broadcast on
+//! `<prefix>.plan` with a fresh reply inbox), the answers are gathered until every cluster
+//! expected to answer did or the deadline passed, the cluster is chosen
+//! ([`fedvol_common::choice::choose_cluster`]), the workflow is committed there and every other
+//! hold released, and the decision is stored in a JetStream key-value bucket. One slow or dead
+//! cluster never discards the others' answers: each cluster's slot says `answered`,
+//! `timed_out`, `unreachable` or `error`.
+//!
+//! Modules, one job each:
+//! - [`config`]: the configuration file; [`directory`]: users to groups.
+//! - [`registry`]: clusters from heartbeats and discovery (alive, suspect).
+//! - [`codec`]: JSON bodies with version checks; [`rpc`]: request/reply with fresh inboxes.
+//! - [`fanout`]: the plan broadcast and the per-cluster slots; [`commit`]: commit with
+//!   fallback to the next cluster, releases.
+//! - [`store`]: the decision bucket; [`submit`]: the submit operation, idempotent by request
+//!   id; [`ops`]: complete, why_not, clusters, list, get, replay; [`replay`]: comparing a
+//!   replayed decision with the stored one.
+//! - [`run`]: start-up (connect, bucket, heartbeats, discovery) and the request loop.
+//!
+//! Several coordinators may run at once: requests arrive in queue group `coordinator`, and
+//! every decision change is a compare-and-set on the bucket.
+//!
+//! [`PlanMsg`]: fedvol_common::wire::PlanMsg
+
+pub mod codec;
+pub mod commit;
+pub mod config;
+pub mod directory;
+pub mod fanout;
+pub mod ops;
+pub mod registry;
+pub mod replay;
+pub mod rpc;
+pub mod run;
+pub mod store;
+pub mod submit;
+
+use std::sync::{Mutex, MutexGuard, RwLock};
+
+use fedvol_common::wire::Subjects;
+
+pub use config::CoordinatorConfig;
+pub use directory::Directory;
+pub use registry::Registry;
+pub use store::DecisionStore;
+
+/// What every request handler shares.
+pub struct Coordinator {
+    /// The NATS connection.
+    pub client: async_nats::Client,
+    /// Subjects under the configured prefix.
+    pub subjects: Subjects,
+    /// The configuration.
+    pub cfg: CoordinatorConfig,
+    /// The decision bucket.
+    pub store: DecisionStore,
+    /// The cluster registry (never locked across an await).
+    pub registry: Mutex<Registry>,
+    /// Users to groups; `None` = dev mode (claimed groups are trusted).
+    pub directory: RwLock<Option<Directory>>,
+}
+
+impl Coordinator {
+    /// Locks the registry. A panic while it was held (a bug) does not wedge the coordinator:
+    /// the registry is rebuilt from heartbeats anyway.
+    pub fn registry(&self) -> MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The groups a request of `user` runs with: from the directory when there is one (none
+    /// for a user it does not list), else the groups the client claims (dev mode).
+    pub fn groups(&self, user: &str, claimed: &[String]) -> Vec<String> {
+        let dir = self.directory.read().unwrap_or_else(|p| p.into_inner());
+        match dir.as_ref() {
+            Some(d) => d.groups(user),
+            None => claimed.to_vec(),
+        }
+    }
+}

@@ -1,0 +1,302 @@
+//! The cluster registry: what this coordinator knows of each cluster from heartbeats
+//! (`<prefix>.heartbeat.<cluster>`), start-up service discovery (`$SRV.INFO.fedvol-agent`) and
+//! how the cluster answered recent plans. Pure bookkeeping (times are passed in, ms since the
+//! epoch), so every rule is unit-tested:
+//!
+//! - **alive**: heard from within 3 heartbeat intervals (the interval the agent announces;
+//!   [`DISCOVERY_INTERVAL_MS`] for an agent only seen through discovery so far).
+//! - **suspect**: timed out on [`SUSPECT_AFTER`] consecutive plans and sent no heartbeat since
+//!   the last of those timeouts. A suspect cluster is not waited for; an answer or a newer
+//!   heartbeat lifts the suspicion.
+//!
+//! Each coordinator keeps its own registry (it is rebuilt from heartbeats within seconds);
+//! decisions, the state that matters, live in NATS.
+
+use std::collections::BTreeMap;
+
+use fedvol_common::decision::Reason;
+use fedvol_common::wire::{ClusterInfo, Heartbeat};
+
+use super::codec::codes;
+
+/// Consecutive plan timeouts after which a cluster is suspect.
+pub const SUSPECT_AFTER: u32 = 2;
+
+/// Heartbeat interval assumed for a cluster seen only through discovery, ms (the agent's
+/// default).
+pub const DISCOVERY_INTERVAL_MS: u64 = 2000;
+
+/// Missed heartbeat intervals after which a cluster is presumed dead.
+pub const DEAD_AFTER_INTERVALS: u64 = 3;
+
+/// One cluster as this coordinator knows it.
+#[derive(Debug, Clone, PartialEq)]
+struct Entry {
+    /// Instances (replica ids) and when each was last heard from (coordinator clock).
+    instances: BTreeMap<String, u64>,
+    /// When the cluster was last heard from (coordinator clock).
+    last_seen_ms: u64,
+    /// Send time of the newest heartbeat (agent clock); 0 when none yet.
+    last_heartbeat_sent_ms: u64,
+    inventory_version: String,
+    load: f64,
+    holds: usize,
+    interval_ms: u64,
+    consecutive_timeouts: u32,
+    last_timeout_ms: u64,
+}
+
+impl Entry {
+    fn new() -> Self {
+        Entry {
+            instances: BTreeMap::new(),
+            last_seen_ms: 0,
+            last_heartbeat_sent_ms: 0,
+            inventory_version: String::new(),
+            load: 0.0,
+            holds: 0,
+            interval_ms: DISCOVERY_INTERVAL_MS,
+            consecutive_timeouts: 0,
+            last_timeout_ms: 0,
+        }
+    }
+
+    fn window_ms(&self) -> u64 {
+        self.interval_ms.saturating_mul(DEAD_AFTER_INTERVALS)
+    }
+
+    fn alive(&self, now_ms: u64) -> bool {
+        now_ms.saturating_sub(self.last_seen_ms) <= self.window_ms()
+    }
+
+    fn suspect(&self) -> bool {
+        self.consecutive_timeouts >= SUSPECT_AFTER && self.last_heartbeat_sent_ms <= self.last_timeout_ms
+    }
+}
+
+/// Whether a plan should wait for a cluster.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expectation {
+    /// Alive and not suspect: wait for its answer up to the deadline.
+    Wait,
+    /// Known dead or suspect: not waited for; the reason goes into its `unreachable` slot.
+    Skip(Reason),
+}
+
+/// Every cluster this coordinator has heard of.
+#[derive(Debug, Clone, Default)]
+pub struct Registry {
+    clusters: BTreeMap<String, Entry>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Registry::default()
+    }
+
+    /// Records a heartbeat received at `now_ms`.
+    pub fn heartbeat(&mut self, hb: &Heartbeat, now_ms: u64) {
+        let e = self.clusters.entry(hb.cluster.clone()).or_insert_with(Entry::new);
+        e.last_seen_ms = e.last_seen_ms.max(now_ms);
+        e.last_heartbeat_sent_ms = e.last_heartbeat_sent_ms.max(hb.sent_ms);
+        e.inventory_version = hb.inventory_version.clone();
+        e.load = hb.load;
+        e.holds = hb.holds;
+        if hb.interval_ms > 0 {
+            e.interval_ms = hb.interval_ms;
+        }
+        e.instances.insert(hb.instance.clone(), now_ms);
+    }
+
+    /// Records an agent instance found by service discovery at `now_ms`. It counts as heard
+    /// from, with [`DISCOVERY_INTERVAL_MS`] as its interval until its first heartbeat.
+    pub fn discovered(&mut self, cluster: &str, instance: &str, now_ms: u64) {
+        let e = self.clusters.entry(cluster.to_string()).or_insert_with(Entry::new);
+        e.last_seen_ms = e.last_seen_ms.max(now_ms);
+        e.instances.insert(instance.to_string(), now_ms);
+    }
+
+    /// Records that `cluster` answered a plan: its timeouts are forgotten. An unknown cluster
+    /// is added (heard from now).
+    pub fn answered(&mut self, cluster: &str, now_ms: u64) {
+        let e = self.clusters.entry(cluster.to_string()).or_insert_with(Entry::new);
+        e.consecutive_timeouts = 0;
+        e.last_seen_ms = e.last_seen_ms.max(now_ms);
+    }
+
+    /// Records that `cluster` did not answer a plan it was waited for (at `now_ms`).
+    pub fn timed_out(&mut self, cluster: &str, now_ms: u64) {
+        if let Some(e) = self.clusters.get_mut(cluster) {
+            e.consecutive_timeouts = e.consecutive_timeouts.saturating_add(1);
+            e.last_timeout_ms = now_ms;
+        }
+    }
+
+    /// Whether a plan sent at `now_ms` should wait for `cluster` (unknown clusters are not
+    /// expected at all, so they get [`Expectation::Wait`] only if asked about).
+    pub fn expectation(&self, cluster: &str, now_ms: u64) -> Expectation {
+        let Some(e) = self.clusters.get(cluster) else {
+            return Expectation::Wait;
+        };
+        if !e.alive(now_ms) {
+            return Expectation::Skip(Reason::new(
+                codes::UNREACHABLE,
+                format!(
+                    "presumed dead: no heartbeat for {} ms ({} intervals of {} ms)",
+                    now_ms.saturating_sub(e.last_seen_ms),
+                    DEAD_AFTER_INTERVALS,
+                    e.interval_ms
+                ),
+            ));
+        }
+        if e.suspect() {
+            return Expectation::Skip(Reason::new(
+                codes::UNREACHABLE,
+                format!(
+                    "suspect: timed out on {} consecutive requests and sent no heartbeat since",
+                    e.consecutive_timeouts
+                ),
+            ));
+        }
+        Expectation::Wait
+    }
+
+    /// Every known cluster's name, sorted.
+    pub fn names(&self) -> Vec<String> {
+        self.clusters.keys().cloned().collect()
+    }
+
+    /// The inventory version of the cluster's last heartbeat (empty when none yet).
+    pub fn inventory_version(&self, cluster: &str) -> Option<&str> {
+        self.clusters
+            .get(cluster)
+            .map(|e| e.inventory_version.as_str())
+            .filter(|v| !v.is_empty())
+    }
+
+    /// The registry as `fedvol clusters` shows it, sorted by name. `instances` lists the
+    /// replicas heard from within the alive window (or the last one heard, when none is).
+    pub fn info(&self, now_ms: u64) -> Vec<ClusterInfo> {
+        self.clusters
+            .iter()
+            .map(|(name, e)| {
+                let window = e.window_ms();
+                let mut instances: Vec<String> = e
+                    .instances
+                    .iter()
+                    .filter(|(_, seen)| now_ms.saturating_sub(**seen) <= window)
+                    .map(|(i, _)| i.clone())
+                    .collect();
+                if instances.is_empty()
+                    && let Some((i, _)) = e.instances.iter().max_by_key(|(_, seen)| **seen)
+                {
+                    instances.push(i.clone());
+                }
+                ClusterInfo {
+                    name: name.clone(),
+                    alive: e.alive(now_ms),
+                    suspect: e.suspect(),
+                    last_seen_ms: e.last_seen_ms,
+                    inventory_version: e.inventory_version.clone(),
+                    load: e.load,
+                    holds: e.holds,
+                    instances,
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hb(cluster: &str, instance: &str, sent_ms: u64, interval_ms: u64) -> Heartbeat {
+        Heartbeat {
+            v: 1,
+            cluster: cluster.into(),
+            instance: instance.into(),
+            inventory_version: "v1".into(),
+            holds: 2,
+            load: 0.25,
+            sent_ms,
+            interval_ms,
+        }
+    }
+
+    #[test]
+    fn alive_within_three_intervals_then_dead() {
+        let mut r = Registry::new();
+        r.heartbeat(&hb("a", "a-1", 1000, 100), 1000);
+        assert_eq!(r.expectation("a", 1300), Expectation::Wait);
+        let Expectation::Skip(reason) = r.expectation("a", 1301) else {
+            panic!("dead after 3 intervals")
+        };
+        assert_eq!(reason.code, codes::UNREACHABLE);
+        assert!(reason.message.contains("presumed dead"), "{}", reason.message);
+        let info = &r.info(1301)[0];
+        assert!(!info.alive);
+        assert_eq!(
+            (info.inventory_version.as_str(), info.holds, info.load),
+            ("v1", 2, 0.25)
+        );
+        assert_eq!(info.instances, ["a-1"], "the last instance is still named");
+        r.heartbeat(&hb("a", "a-1", 1400, 100), 1400);
+        assert_eq!(r.expectation("a", 1400), Expectation::Wait);
+    }
+
+    #[test]
+    fn two_consecutive_timeouts_make_a_suspect_until_a_newer_heartbeat() {
+        let mut r = Registry::new();
+        r.heartbeat(&hb("a", "a-1", 1000, 10_000), 1000);
+        r.timed_out("a", 2000);
+        assert_eq!(r.expectation("a", 2000), Expectation::Wait, "one timeout is not enough");
+        r.timed_out("a", 3000);
+        let Expectation::Skip(reason) = r.expectation("a", 3000) else {
+            panic!("suspect")
+        };
+        assert!(reason.message.contains("suspect"), "{}", reason.message);
+        assert!(r.info(3000)[0].suspect && r.info(3000)[0].alive);
+        // A heartbeat sent before the last timeout (delivered late) does not clear it.
+        r.heartbeat(&hb("a", "a-1", 2500, 10_000), 3100);
+        assert!(matches!(r.expectation("a", 3100), Expectation::Skip(_)));
+        // One sent after it does.
+        r.heartbeat(&hb("a", "a-1", 3200, 10_000), 3200);
+        assert_eq!(r.expectation("a", 3200), Expectation::Wait);
+        // Still two timeouts behind: the next timeout makes it suspect again at once.
+        r.timed_out("a", 4000);
+        assert!(matches!(r.expectation("a", 4000), Expectation::Skip(_)));
+        // An answer forgets the timeouts.
+        r.answered("a", 4100);
+        r.timed_out("a", 5000);
+        assert_eq!(r.expectation("a", 5000), Expectation::Wait);
+    }
+
+    #[test]
+    fn discovery_counts_as_heard_with_the_default_interval() {
+        let mut r = Registry::new();
+        r.discovered("b", "b-7", 10_000);
+        assert_eq!(
+            r.expectation("b", 10_000 + 3 * DISCOVERY_INTERVAL_MS),
+            Expectation::Wait
+        );
+        assert!(matches!(
+            r.expectation("b", 10_001 + 3 * DISCOVERY_INTERVAL_MS),
+            Expectation::Skip(_)
+        ));
+        assert_eq!(r.names(), ["b"]);
+        assert_eq!(r.inventory_version("b"), None);
+        assert_eq!(r.expectation("never-heard", 0), Expectation::Wait);
+    }
+
+    #[test]
+    fn replicas_are_listed_while_alive() {
+        let mut r = Registry::new();
+        r.heartbeat(&hb("a", "a-1", 1000, 100), 1000);
+        r.heartbeat(&hb("a", "a-2", 1050, 100), 1050);
+        assert_eq!(r.info(1100)[0].instances, ["a-1", "a-2"]);
+        r.heartbeat(&hb("a", "a-2", 1400, 100), 1400);
+        assert_eq!(r.info(1400)[0].instances, ["a-2"], "a-1 silent for 400 ms");
+    }
+}

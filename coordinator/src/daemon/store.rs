@@ -1,0 +1,201 @@
+//! The decision store: a JetStream key-value bucket (default `fedvol_decisions`), key = request
+//! id, value = [`StoredDecision`] JSON. Every state change is a new revision; the bucket keeps
+//! `history` revisions per key, on file storage (so decisions survive `kill -9` of any
+//! coordinator, and of the server).
+//!
+//! async-nats 0.51's `create_key_value` reads the account info first and fails on
+//! nats-server 2.9 (its answer lacks fields that client requires), so the bucket's backing
+//! stream `KV_<bucket>` is created here with the settings a KV bucket has (subjects
+//! `$KV.<bucket>.>`, rollup allowed, delete denied, direct get allowed, one message per
+//! subject per history slot), then opened with `get_key_value`, which only reads stream info.
+//!
+//! Writes are compare-and-set on the key's revision ([`DecisionStore::create`],
+//! [`DecisionStore::update`]), so several coordinators never overwrite each other's changes.
+
+use async_nats::jetstream;
+use async_nats::jetstream::kv;
+use futures::{StreamExt, TryStreamExt};
+
+use fedvol_common::wire::{DecisionSummary, StoredDecision};
+
+use super::codec::to_bytes;
+use super::config::KvConfig;
+
+/// Why the store could not do what was asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// JetStream failed (unavailable, timed out, permission denied...).
+    #[error("decision store: {0}")]
+    Nats(String),
+    /// A stored value is not a decision this coordinator can read.
+    #[error("decision store: the value of `{key}` cannot be read: {message}")]
+    Corrupt {
+        /// The key.
+        key: String,
+        /// The decoding error.
+        message: String,
+    },
+}
+
+/// The outcome of a compare-and-set write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Write {
+    /// Written; the new revision.
+    Done(u64),
+    /// Someone else wrote first (the key exists, or its revision moved on).
+    Conflict,
+}
+
+/// The bucket of stored decisions.
+#[derive(Clone)]
+pub struct DecisionStore {
+    kv: kv::Store,
+}
+
+fn nats(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Nats(e.to_string())
+}
+
+/// True for a valid key (a request id the store can hold): 1 to 256 characters out of ASCII
+/// letters, digits, `-`, `_`, `=` and `.`, not starting or ending with `.`, no `..`.
+pub fn valid_key(key: &str) -> bool {
+    !key.is_empty()
+        && key.len() <= 256
+        && !key.starts_with('.')
+        && !key.ends_with('.')
+        && !key.contains("..")
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '=' | '.'))
+}
+
+impl DecisionStore {
+    /// Creates the bucket if it does not exist (stream `KV_<bucket>`, file storage,
+    /// `replicas` copies, `history` revisions per key), then opens it. An existing bucket is
+    /// used as it is.
+    ///
+    /// Errors: JetStream is not enabled, or the stream cannot be created or opened.
+    pub async fn open(js: &jetstream::Context, cfg: &KvConfig) -> Result<DecisionStore, StoreError> {
+        use jetstream::stream::{Config, DiscardPolicy, StorageType};
+        js.get_or_create_stream(Config {
+            name: format!("KV_{}", cfg.bucket),
+            description: Some("fedvol decisions (key = request id)".into()),
+            subjects: vec![format!("$KV.{}.>", cfg.bucket)],
+            max_messages_per_subject: cfg.history.max(1),
+            storage: StorageType::File,
+            allow_rollup: true,
+            deny_delete: true,
+            allow_direct: true,
+            discard: DiscardPolicy::New,
+            num_replicas: cfg.replicas.max(1),
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| StoreError::Nats(format!("cannot create the stream KV_{}: {e}", cfg.bucket)))?;
+        let kv = js
+            .get_key_value(&cfg.bucket)
+            .await
+            .map_err(|e| StoreError::Nats(format!("cannot open the bucket {}: {e}", cfg.bucket)))?;
+        Ok(DecisionStore { kv })
+    }
+
+    /// The stored decision of `key` and its revision, if any.
+    ///
+    /// Errors: [`StoreError`].
+    pub async fn get(&self, key: &str) -> Result<Option<(StoredDecision, u64)>, StoreError> {
+        if !valid_key(key) {
+            return Ok(None);
+        }
+        let Some(entry) = self.kv.entry(key).await.map_err(nats)? else {
+            return Ok(None);
+        };
+        if entry.operation != kv::Operation::Put {
+            return Ok(None);
+        }
+        let stored = serde_json::from_slice(&entry.value).map_err(|e| StoreError::Corrupt {
+            key: key.to_string(),
+            message: e.to_string(),
+        })?;
+        Ok(Some((stored, entry.revision)))
+    }
+
+    /// Stores `value` under `key` only if the key has no value yet.
+    ///
+    /// Errors: [`StoreError`].
+    pub async fn create(&self, key: &str, value: &StoredDecision) -> Result<Write, StoreError> {
+        match self.kv.create(key, to_bytes(value)).await {
+            Ok(rev) => Ok(Write::Done(rev)),
+            Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => Ok(Write::Conflict),
+            Err(e) => Err(nats(e)),
+        }
+    }
+
+    /// Stores `value` under `key` only if the key's latest revision is still `revision`.
+    ///
+    /// Errors: [`StoreError`].
+    pub async fn update(&self, key: &str, value: &StoredDecision, revision: u64) -> Result<Write, StoreError> {
+        match self.kv.update(key, to_bytes(value), revision).await {
+            Ok(rev) => Ok(Write::Done(rev)),
+            Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => Ok(Write::Conflict),
+            Err(e) => {
+                // Some servers report a failed revision check as a plain publish error.
+                let text = e.to_string();
+                if text.contains("wrong last sequence") || text.contains("10071") {
+                    Ok(Write::Conflict)
+                } else {
+                    Err(nats(text))
+                }
+            }
+        }
+    }
+
+    /// Every stored decision's summary, newest first (then by request id). Values that cannot
+    /// be read are skipped with a warning.
+    ///
+    /// Errors: [`StoreError`] when the keys cannot be listed.
+    pub async fn list(&self) -> Result<Vec<DecisionSummary>, StoreError> {
+        let keys: Vec<String> = self.kv.keys().await.map_err(nats)?.try_collect().await.map_err(nats)?;
+        let mut out: Vec<DecisionSummary> = futures::stream::iter(keys)
+            .map(|k| async move { (self.get(&k).await, k) })
+            .buffer_unordered(16)
+            .filter_map(|(r, k)| async move {
+                match r {
+                    Ok(Some((s, _))) => Some(DecisionSummary {
+                        request_id: k,
+                        workflow: s.decision.workflow,
+                        state: s.state,
+                        chosen_cluster: s.decision.chosen_cluster,
+                        updated_ms: s.updated_ms,
+                    }),
+                    Ok(None) => None,
+                    Err(e) => {
+                        tracing::warn!(request_id = %k, error = %e, "stored decision skipped in the list");
+                        None
+                    }
+                }
+            })
+            .collect()
+            .await;
+        out.sort_by(|a, b| {
+            b.updated_ms
+                .cmp(&a.updated_ms)
+                .then_with(|| a.request_id.cmp(&b.request_id))
+        });
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_nats_accepts() {
+        for k in ["r1", "wf-abc_DEF=.x", "a.b"] {
+            assert!(valid_key(k), "{k}");
+        }
+        for k in ["", ".a", "a.", "a..b", "a b", "a/b", "a*", "a>", &"x".repeat(257)] {
+            assert!(!valid_key(k), "{k}");
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! The submit operation: plan everywhere, choose, commit, store — idempotent by request id.
+//!
+//! 1. The request id is the client's (validated as a bucket key) or a fresh unique one
+//!    (`<workflow>-<random>`); the seed is the client's or `seed_from_request_id`; the groups
+//!    come from the directory (or, in dev mode, from the client).
+//! 2. A request id already stored returns the stored decision without planning again. A
+//!    decision still being committed by another coordinator is waited for; one left `planned`
+//!    by a coordinator that died mid-commit (older than the whole commit phase can take) is
+//!    taken over and its commit finished. A stored dry run is replaced by a real submit of the
+//!    same id.
+//! 3. [`fan_out`] with `reserve = !dry_run`, then [`choose_cluster`].
+//! 4. The decision is stored (`planned`; `failed` at once when nothing fits), then committed
+//!    ([`commit_phase`]) and stored again (`committed` or `failed`). Each write is a
+//!    compare-and-set, so two coordinators racing on one id end with one decision (they share
+//!    the same holds, since agents hold per request id).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fedvol_common::choice::choose_cluster;
+use fedvol_common::decision::{Decision, Reason};
+use fedvol_common::funnel::{PlanRequest, seed_from_request_id, trace::DEFAULT_TRACE_LIMIT};
+use fedvol_common::wire::{DecisionState, StoredDecision, SubmitMsg, SubmitReply, VERSION, now_ms};
+
+use super::Coordinator;
+use super::codec::codes;
+use super::commit::{RELEASE_WAIT_MS, commit_phase, release_all};
+use super::config::MAX_DEADLINE_MS;
+use super::fanout::fan_out;
+use super::store::{Write, valid_key};
+
+/// How often a submit polls a decision another coordinator is committing, ms.
+const POLL_MS: u64 = 100;
+
+/// A reply carrying an error only.
+pub fn error_reply(code: &str, message: impl Into<String>) -> SubmitReply {
+    SubmitReply {
+        v: VERSION,
+        stored: None,
+        error: Some(Reason::new(code, message)),
+    }
+}
+
+/// A reply carrying a stored decision.
+pub fn stored_reply(stored: StoredDecision) -> SubmitReply {
+    SubmitReply {
+        v: VERSION,
+        stored: Some(stored),
+        error: None,
+    }
+}
+
+/// A fresh request id for a workflow: its name reduced to key characters (at most 64), a
+/// dash, and a random NUID (22 characters, unique across processes).
+pub fn new_request_id(co: &Coordinator, workflow: &str) -> String {
+    let stem: String = workflow
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(64)
+        .collect();
+    let inbox = co.client.new_inbox();
+    let unique = inbox.rsplit('.').next().unwrap_or(&inbox).to_string();
+    if stem.trim_matches('-').is_empty() {
+        unique
+    } else {
+        format!("{}-{unique}", stem.trim_matches('-'))
+    }
+}
+
+/// How long a live coordinator may take from storing `planned` to storing the outcome, ms:
+/// beyond that, a `planned` decision is taken to be abandoned.
+pub fn commit_phase_bound_ms(co: &Coordinator) -> u64 {
+    let per_attempt = co.cfg.commit_timeout_ms.saturating_mul(2) + RELEASE_WAIT_MS;
+    per_attempt.saturating_mul(u64::from(co.cfg.commit_attempts)) + RELEASE_WAIT_MS + 1000
+}
+
+/// What the store says about a request id before planning.
+enum Existing {
+    /// Nothing stored: plan, and create the key.
+    Fresh,
+    /// A dry run is stored at this revision: plan for real, and replace it.
+    ReplaceDryRun(u64),
+    /// The answer is ready.
+    Done(Box<SubmitReply>),
+}
+
+/// Looks the request id up; waits while another coordinator is committing it; takes over an
+/// abandoned commit.
+async fn existing(co: &Arc<Coordinator>, id: &str, dry_run: bool) -> Existing {
+    loop {
+        let (stored, rev) = match co.store.get(id).await {
+            Err(e) => return Existing::Done(Box::new(error_reply(codes::STORE, e.to_string()))),
+            Ok(None) => return Existing::Fresh,
+            Ok(Some(x)) => x,
+        };
+        if stored.dry_run && !dry_run {
+            return Existing::ReplaceDryRun(rev);
+        }
+        if stored.state == DecisionState::Planned && !stored.dry_run {
+            let age = now_ms().saturating_sub(stored.updated_ms);
+            if age > commit_phase_bound_ms(co) {
+                tracing::warn!(age_ms = age, "taking over a commit its coordinator abandoned");
+                return Existing::Done(Box::new(resume(co, stored, rev).await));
+            }
+            tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+            continue;
+        }
+        tracing::info!(state = ?stored.state, "request id already decided: stored decision returned");
+        return Existing::Done(Box::new(stored_reply(stored)));
+    }
+}
+
+/// Finishes the commit of a decision left `planned` (the holds are those of every feasible
+/// answer: releasing a cluster that holds nothing is harmless).
+async fn resume(co: &Arc<Coordinator>, mut stored: StoredDecision, rev: u64) -> SubmitReply {
+    let held = stored
+        .decision
+        .clusters
+        .iter()
+        .filter(|(_, d)| d.feasible)
+        .map(|(n, _)| n.clone())
+        .collect();
+    commit_phase(co, &mut stored, &held).await;
+    save(co, stored, rev).await
+}
+
+/// Stores the outcome of a commit phase over revision `rev`.
+async fn save(co: &Arc<Coordinator>, stored: StoredDecision, rev: u64) -> SubmitReply {
+    let id = stored.decision.request_id.clone();
+    match co.store.update(&id, &stored, rev).await {
+        Ok(Write::Done(_)) => {
+            tracing::info!(state = ?stored.state, chosen = ?stored.decision.chosen_cluster, "decision stored");
+            stored_reply(stored)
+        }
+        Ok(Write::Conflict) => match co.store.get(&id).await {
+            Ok(Some((theirs, _))) => stored_reply(theirs),
+            Ok(None) => error_reply(codes::STORE, "the decision vanished from the store"),
+            Err(e) => error_reply(codes::STORE, e.to_string()),
+        },
+        Err(e) => {
+            tracing::error!(error = %e, "the decision could not be stored");
+            SubmitReply {
+                v: VERSION,
+                stored: Some(stored),
+                error: Some(Reason::new(codes::STORE, e.to_string())),
+            }
+        }
+    }
+}
+
+/// Handles one submit of `user`. Never fails: every problem is an error in the reply.
+pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitReply {
+    let id = if msg.request_id.is_empty() {
+        new_request_id(&co, &msg.workflow.name)
+    } else {
+        msg.request_id.clone()
+    };
+    tracing::Span::current().record("request_id", id.as_str());
+    if !valid_key(&id) {
+        return error_reply(
+            codes::BAD_REQUEST,
+            format!(
+                "request id `{}` is not valid: use 1 to 256 letters, digits, `-`, `_`, `=` or `.` (not at either end)",
+                id.chars().take(80).collect::<String>()
+            ),
+        );
+    }
+    let replace = match existing(&co, &id, msg.dry_run).await {
+        Existing::Done(reply) => return *reply,
+        Existing::Fresh => None,
+        Existing::ReplaceDryRun(rev) => Some(rev),
+    };
+
+    let groups = co.groups(user, &msg.groups);
+    let seed = msg.seed.unwrap_or_else(|| seed_from_request_id(&id));
+    let request = PlanRequest {
+        request_id: id.clone(),
+        workflow: msg.workflow,
+        user: user.to_string(),
+        groups,
+        seed,
+        trace_limit: DEFAULT_TRACE_LIMIT,
+    };
+    let wait_ms = if msg.timeout_ms == 0 {
+        co.cfg.deadline_ms
+    } else {
+        msg.timeout_ms.min(MAX_DEADLINE_MS)
+    };
+    tracing::info!(workflow = %request.workflow.name, dry_run = msg.dry_run, seed, wait_ms, "submit");
+    let gathered = match fan_out(
+        &co,
+        &request,
+        !msg.dry_run,
+        co.cfg.hold_ttl_ms,
+        Duration::from_millis(wait_ms),
+    )
+    .await
+    {
+        Ok(g) => g,
+        Err(e) => return error_reply(codes::NATS, e.to_string()),
+    };
+    let (chosen, choice) = choose_cluster(&request.workflow, &gathered.slots, seed);
+    let state = if msg.dry_run || chosen.is_some() {
+        DecisionState::Planned
+    } else {
+        DecisionState::Failed
+    };
+    let mut stored = StoredDecision {
+        v: VERSION,
+        state,
+        decision: Decision {
+            request_id: id.clone(),
+            workflow: request.workflow.name.clone(),
+            seed,
+            chosen_cluster: chosen,
+            clusters: gathered.slots,
+            choice,
+        },
+        request,
+        attempts: Vec::new(),
+        completion: None,
+        updated_ms: now_ms(),
+        dry_run: msg.dry_run,
+    };
+    let written = match replace {
+        Some(rev) => co.store.update(&id, &stored, rev).await,
+        None => co.store.create(&id, &stored).await,
+    };
+    let rev = match written {
+        Ok(Write::Done(rev)) => rev,
+        Ok(Write::Conflict) => {
+            // Another coordinator planned the same id meanwhile; its holds are ours (agents
+            // hold per request id), so nothing is released here.
+            tracing::info!("the same request id was stored by another coordinator meanwhile");
+            return match existing(&co, &id, msg.dry_run).await {
+                Existing::Done(reply) => *reply,
+                _ => error_reply(codes::STORE, "the decision changed under this request; submit again"),
+            };
+        }
+        Err(e) => {
+            let holders: Vec<String> = gathered.held.iter().cloned().collect();
+            release_all(&co, &id, &holders).await;
+            return error_reply(codes::STORE, e.to_string());
+        }
+    };
+    tracing::info!(state = ?stored.state, chosen = ?stored.decision.chosen_cluster, "decision planned");
+    if stored.state != DecisionState::Planned || stored.dry_run {
+        if !gathered.held.is_empty() {
+            let holders: Vec<String> = gathered.held.iter().cloned().collect();
+            release_all(&co, &id, &holders).await;
+        }
+        return stored_reply(stored);
+    }
+    commit_phase(&co, &mut stored, &gathered.held).await;
+    save(&co, stored, rev).await
+}
