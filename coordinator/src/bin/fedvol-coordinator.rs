@@ -146,7 +146,9 @@ fn main() -> std::process::ExitCode {
             .with_writer(std::io::stderr)
             .init();
     } else {
+        use std::io::IsTerminal;
         tracing_subscriber::fmt()
+            .with_ansi(std::io::stderr().is_terminal())
             .with_env_filter(filter)
             .with_writer(std::io::stderr)
             .init();

@@ -245,7 +245,7 @@ fn bad(message: String) -> Reason {
 /// Answers one request of operation `op`.
 async fn handle(co: Arc<Coordinator>, op: &'static str, m: Message) {
     let user = user_of(&m);
-    let span = tracing::info_span!("request", op, user = %user, request_id = tracing::field::Empty);
+    let span = tracing::info_span!("request", op = %op, user = %user, request_id = tracing::field::Empty);
     async move {
         let body = answer(&co, op, &user, &m.payload).await;
         if let Some(reply) = m.reply {
@@ -261,7 +261,7 @@ async fn handle(co: Arc<Coordinator>, op: &'static str, m: Message) {
 }
 
 fn record_id(id: &str) {
-    tracing::Span::current().record("request_id", id);
+    tracing::Span::current().record("request_id", tracing::field::display(id));
 }
 
 async fn answer(co: &Arc<Coordinator>, op: &str, user: &str, payload: &[u8]) -> Bytes {
@@ -269,9 +269,7 @@ async fn answer(co: &Arc<Coordinator>, op: &str, user: &str, payload: &[u8]) -> 
     match op {
         ops::SUBMIT => match decode::<SubmitMsg>(payload, "submit") {
             Ok(msg) => {
-                if !msg.request_id.is_empty() {
-                    record_id(&msg.request_id);
-                }
+                // submit records the request id (given or generated) itself.
                 let reply = submit(co.clone(), user, msg).await;
                 if let Some(e) = &reply.error {
                     tracing::warn!(code = %e.code, error = %e.message, "submit answered with an error");

@@ -161,7 +161,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
     } else {
         msg.request_id.clone()
     };
-    tracing::Span::current().record("request_id", id.as_str());
+    tracing::Span::current().record("request_id", tracing::field::display(&id));
     if !valid_key(&id) {
         return error_reply(
             codes::BAD_REQUEST,

@@ -1,0 +1,868 @@
+//! The coordinator end to end (issue 4 acceptance): a real nats-server, `fedvol-agent`s and
+//! `fedvol-coordinator`s as real processes, requests over NATS as the CLI sends them.
+//!
+//! Tests run one at a time (they measure waits against short deadlines, and the machine may
+//! have two cores).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use fedvol_common::decision::ClusterStatus;
+use fedvol_common::format::parse_workflow_str;
+use fedvol_common::model::Workflow;
+use fedvol_common::wire::{
+    ClustersReply, DecisionRef, DecisionState, ListReply, ReplayReply, StatusReply, StoredDecision, Subjects,
+    SubmitMsg, SubmitReply, VERSION, WhyNotQuery, WhyNotReply, ops,
+};
+use fedvol_tests::{NatsServer, Spawned, wait_until};
+use futures::StreamExt;
+use nix::sys::signal::Signal;
+
+/// One test at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+const DEADLINE_MS: u64 = 800;
+
+// ---------------------------------------------------------------------------------------------
+// Processes
+
+struct Agent {
+    proc: Spawned,
+    dir: tempfile::TempDir,
+}
+
+impl Agent {
+    /// Starts an agent for the inventory `text(dir)` (written into a fresh directory `dir`),
+    /// heartbeating every `heartbeat_ms`.
+    async fn start(nats: &NatsServer, heartbeat_ms: u64, text: impl FnOnce(&Path) -> String) -> Agent {
+        let dir = tempfile::tempdir().unwrap();
+        let inv = dir.path().join("inventory.yaml");
+        std::fs::write(&inv, text(dir.path())).unwrap();
+        let args = [
+            "--inventory".to_string(),
+            inv.display().to_string(),
+            "--nats".into(),
+            nats.url(),
+            "--data-dir".into(),
+            dir.path().join("data").display().to_string(),
+            "--heartbeat-ms".into(),
+            heartbeat_ms.to_string(),
+        ];
+        let mut proc = Spawned::bin("fedvol-agent", args);
+        proc.wait_for_log("endpoints ready", Duration::from_secs(30)).await;
+        Agent { proc, dir }
+    }
+
+    /// An agent of cluster `name` with `hosts` hosts, each with room for exactly one test job.
+    async fn slots(nats: &NatsServer, name: &str, hosts: usize, heartbeat_ms: u64) -> Agent {
+        Agent::start(nats, heartbeat_ms, |dir| slots_inventory(name, hosts, dir)).await
+    }
+
+    fn scratch(&self) -> PathBuf {
+        self.dir.path().join("scratch")
+    }
+}
+
+/// Cluster `name`: a hostpath provisioner (under `<dir>/scratch`) whose ephemeral volumes only
+/// group `physics` may use, and `hosts` hosts of 8 cores (one test job each).
+fn slots_inventory(name: &str, hosts: usize, dir: &Path) -> String {
+    let scratch = dir.join("scratch");
+    std::fs::create_dir_all(&scratch).unwrap();
+    let mut t = format!(
+        "cluster: {name}\nprovisioners:\n  scratch:\n    driver: {{type: hostpath, path: '{}'}}\n    ephemeral: [physics]\nzones:\n  z1:\n    hosts:\n",
+        scratch.display()
+    );
+    for i in 0..hosts {
+        t.push_str(&format!(
+            "      - {{name: h{i}, capacity: {{cpu: 8, memory: 32GiB, instances: 4}}}}\n"
+        ));
+    }
+    t
+}
+
+struct Coordinator {
+    proc: Spawned,
+    args: Vec<String>,
+}
+
+impl Coordinator {
+    async fn start(nats: &NatsServer, extra: &[&str]) -> Coordinator {
+        let mut args = vec![
+            "--nats".to_string(),
+            nats.url(),
+            "--deadline-ms".into(),
+            DEADLINE_MS.to_string(),
+            "--commit-timeout-ms".into(),
+            "3000".into(),
+            "--hold-ttl-ms".into(),
+            "20000".into(),
+            "--discovery-ms".into(),
+            "300".into(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let proc = Coordinator::spawn(&args).await;
+        Coordinator { proc, args }
+    }
+
+    async fn spawn(args: &[String]) -> Spawned {
+        let mut proc = Spawned::bin("fedvol-coordinator", args);
+        proc.wait_for_log("coordinator ready", Duration::from_secs(30)).await;
+        proc
+    }
+
+    /// kill -9, then start again with the same arguments.
+    async fn restart(&mut self) {
+        self.proc.kill();
+        self.proc = Coordinator::spawn(&self.args).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests
+
+/// One request with its own inbox; the first answer, decoded straight from the bytes.
+async fn call<T: serde::de::DeserializeOwned>(client: &async_nats::Client, subject: &str, body: Vec<u8>) -> T {
+    let inbox = client.new_inbox();
+    let mut sub = client.subscribe(inbox.clone()).await.unwrap();
+    client
+        .publish_with_reply(subject.to_string(), inbox, body.into())
+        .await
+        .unwrap();
+    let m = tokio::time::timeout(Duration::from_secs(30), sub.next())
+        .await
+        .unwrap_or_else(|_| panic!("no answer on {subject}"))
+        .unwrap();
+    assert!(m.status.is_none(), "no responders on {subject}");
+    serde_json::from_slice(&m.payload)
+        .unwrap_or_else(|e| panic!("{subject}: {e}: {}", String::from_utf8_lossy(&m.payload)))
+}
+
+async fn op<T: serde::de::DeserializeOwned>(
+    client: &async_nats::Client,
+    op: &str,
+    user: &str,
+    body: &impl serde::Serialize,
+) -> T {
+    call(
+        client,
+        &Subjects::default().coordinator(op, user),
+        serde_json::to_vec(body).unwrap(),
+    )
+    .await
+}
+
+fn submit_msg(id: &str, workflow: Workflow) -> SubmitMsg {
+    SubmitMsg {
+        v: VERSION,
+        request_id: id.into(),
+        workflow,
+        dry_run: false,
+        seed: None,
+        groups: vec!["physics".into()],
+        timeout_ms: 0,
+    }
+}
+
+/// Submits as `user`; returns the stored decision (panics on an error reply) and how long the
+/// answer took.
+async fn submit(client: &async_nats::Client, user: &str, msg: &SubmitMsg) -> (StoredDecision, Duration) {
+    let started = Instant::now();
+    let r: SubmitReply = op(client, ops::SUBMIT, user, msg).await;
+    let took = started.elapsed();
+    assert!(r.error.is_none(), "{:?}", r.error);
+    (r.stored.expect("a stored decision"), took)
+}
+
+async fn get(client: &async_nats::Client, id: &str) -> SubmitReply {
+    op(
+        client,
+        ops::GET,
+        "alice",
+        &DecisionRef {
+            v: VERSION,
+            request_id: id.into(),
+        },
+    )
+    .await
+}
+
+async fn status(client: &async_nats::Client, cluster: &str) -> StatusReply {
+    call(
+        client,
+        &Subjects::default().cluster(cluster, "status"),
+        br#"{"v":1}"#.to_vec(),
+    )
+    .await
+}
+
+async fn clusters(client: &async_nats::Client) -> ClustersReply {
+    call(
+        client,
+        &Subjects::default().coordinator(ops::CLUSTERS, "alice"),
+        br#"{"v":1}"#.to_vec(),
+    )
+    .await
+}
+
+/// Waits until the coordinator's registry says `cluster` is `alive` (true/false).
+async fn wait_alive(client: &async_nats::Client, cluster: &str, alive: bool) {
+    let end = Instant::now() + Duration::from_secs(15);
+    loop {
+        let r = clusters(client).await;
+        if r.clusters.iter().any(|c| c.name == cluster && c.alive == alive) {
+            return;
+        }
+        assert!(Instant::now() < end, "{cluster} never became alive={alive}: {r:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// True when nobody serves `subject` any more (NATS answers "no responders").
+async fn nobody_serves(client: &async_nats::Client, subject: &str) -> bool {
+    let inbox = client.new_inbox();
+    let mut sub = client.subscribe(inbox.clone()).await.unwrap();
+    client
+        .publish_with_reply(subject.to_string(), inbox, br#"{"v":1}"#.to_vec().into())
+        .await
+        .unwrap();
+    match tokio::time::timeout(Duration::from_secs(5), sub.next()).await {
+        Ok(Some(m)) => m.status == Some(async_nats::StatusCode::NO_RESPONDERS),
+        _ => false,
+    }
+}
+
+/// A workflow with one 1MiB scratch volume and one job of 8 cores.
+fn job_workflow(name: &str) -> Workflow {
+    let text = "version: v4\nvolumes:\n  scratch:\n    size: 1MiB\njobs:\n  j:\n    image: {uri: docker://a}\n    mounts: {/s: scratch}\n    resource: {cpu: {cores: 8}, memory: {size: 8GiB}}\n";
+    parse_workflow_str("wf.yaml", name, text).unwrap().value
+}
+
+fn example_workflow(stem: &str) -> Workflow {
+    let p = fedvol_tests::bins::workspace_root().join(format!("deploy/examples/workflows/{stem}.yaml"));
+    let text = std::fs::read_to_string(&p).unwrap();
+    parse_workflow_str(&p.display().to_string(), stem, &text).unwrap().value
+}
+
+fn slot_status(stored: &StoredDecision, cluster: &str) -> ClusterStatus {
+    stored
+        .decision
+        .clusters
+        .get(cluster)
+        .unwrap_or_else(|| panic!("no slot for {cluster}: {:?}", stored.decision.clusters.keys()))
+        .status
+}
+
+fn cpu_in_use(st: &StatusReply) -> u64 {
+    st.host_use.values().map(|r| r.cpu).sum()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+
+/// The example clusters, with their node-local paths moved into `dir`.
+fn example_inventory(cluster: &str, dir: &Path) -> String {
+    let root = fedvol_tests::bins::workspace_root().join("deploy/examples/clusters");
+    let nvme = dir.join("nvme");
+    std::fs::create_dir_all(nvme.join("k8s")).unwrap();
+    let fix = |t: String| t.replace("/mnt/nvme", &nvme.display().to_string());
+    std::fs::create_dir_all(dir.join("k8s")).unwrap();
+    std::fs::write(
+        dir.join("k8s/storage.yaml"),
+        fix(std::fs::read_to_string(root.join("k8s/storage.yaml")).unwrap()),
+    )
+    .unwrap();
+    fix(std::fs::read_to_string(root.join(format!("{cluster}.yaml"))).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_example_clusters_the_seeds_choose_commit_and_release() {
+    let _serial = SERIAL.lock().await;
+    let nats = NatsServer::start();
+    let mut agents = Vec::new();
+    for c in ["cluster-a", "cluster-b", "cluster-c"] {
+        agents.push(Agent::start(&nats, 100, |dir| example_inventory(c, dir)).await);
+    }
+    let coord = Coordinator::start(&nats, &[]).await;
+    let client = nats.client().await;
+
+    // seed 002: `train` needs a GPU (hard) and prefers an H100 (soft): cluster-a fits without
+    // the soft constraint, cluster-c lacks the memory, cluster-b has H100s.
+    let msg = submit_msg("gpu-1", example_workflow("gpu-soft-constraints"));
+    let (stored, _) = submit(&client, "alice", &msg).await;
+    assert_eq!(stored.state, DecisionState::Committed, "{:?}", stored.attempts);
+    assert_eq!(stored.decision.chosen_cluster.as_deref(), Some("cluster-b"));
+    assert_eq!(stored.attempts.len(), 1);
+    assert!(stored.attempts[0].ok && stored.attempts[0].cluster == "cluster-b");
+    let soft = stored
+        .decision
+        .choice
+        .iter()
+        .find(|s| s.rule == "soft_constraints")
+        .unwrap();
+    assert_eq!(soft.kept, ["cluster-b"]);
+
+    let got = get(&client, "gpu-1").await.stored.expect("stored");
+    assert_eq!(got, stored, "get returns what submit answered");
+    assert_eq!(got.decision.clusters.len(), 3);
+    for c in ["cluster-a", "cluster-b", "cluster-c"] {
+        let slot = &got.decision.clusters[c];
+        assert_eq!(slot.status, ClusterStatus::Answered, "{c}");
+        assert!(slot.elapsed_ms > 0.0 && slot.elapsed_ms < DEADLINE_MS as f64, "{c}");
+        assert!(slot.inventory_version.is_some(), "{c}");
+    }
+    assert!(got.decision.clusters["cluster-a"].feasible);
+    assert!(!got.decision.clusters["cluster-c"].feasible);
+    let train = &got.decision.clusters["cluster-b"].jobs["train"];
+    assert!(
+        train.host.as_deref().is_some_and(|h| h.starts_with("b-gpu-")),
+        "{train:?}"
+    );
+
+    let b = status(&client, "cluster-b").await;
+    assert_eq!(b.committed, ["gpu-1"]);
+    assert!(b.holds.is_empty());
+    assert_eq!(cpu_in_use(&b), 16, "train's 16 cores are booked on cluster-b");
+    for c in ["cluster-a", "cluster-c"] {
+        let st = status(&client, c).await;
+        assert!(st.holds.is_empty(), "{c} holds nothing afterwards: {:?}", st.holds);
+        assert!(st.committed.is_empty(), "{c}");
+    }
+    assert!(
+        coord.proc.log().contains("hold released"),
+        "cluster-a's hold was released"
+    );
+
+    // why_not: cluster-c's GPU host node-1 lacks memory for train.
+    let w: WhyNotReply = op(
+        &client,
+        ops::WHY_NOT,
+        "alice",
+        &WhyNotQuery {
+            v: VERSION,
+            request_id: "gpu-1".into(),
+            cluster: "cluster-c".into(),
+            zone: None,
+            host: Some("node-1".into()),
+            provisioner: None,
+        },
+    )
+    .await;
+    assert!(w.error.is_none(), "{w:?}");
+    assert_eq!(w.cluster, "cluster-c");
+    assert!(!w.blockers.is_empty(), "{w:?}");
+
+    // The registry and the list.
+    let reg = clusters(&client).await;
+    let names: Vec<&str> = reg.clusters.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["cluster-a", "cluster-b", "cluster-c"]);
+    assert!(
+        reg.clusters
+            .iter()
+            .all(|c| c.alive && !c.suspect && !c.inventory_version.is_empty())
+    );
+    let list: ListReply = op(&client, ops::LIST, "alice", &serde_json::json!({"v": 1})).await;
+    assert_eq!(list.decisions.len(), 1);
+    assert_eq!(list.decisions[0].chosen_cluster.as_deref(), Some("cluster-b"));
+    drop(agents);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_agent_times_out_once_then_is_not_waited_for() {
+    let _serial = SERIAL.lock().await;
+    let nats = NatsServer::start();
+    let a = Agent::slots(&nats, "a", 2, 100).await;
+    let b = Agent::slots(&nats, "b", 2, 100).await;
+    let mut c = Agent::slots(&nats, "c", 2, 100).await;
+    let _coord = Coordinator::start(&nats, &[]).await;
+    let client = nats.client().await;
+    wait_alive(&client, "c", true).await;
+
+    c.proc.kill();
+    let (first, took) = submit(&client, "alice", &submit_msg("k-1", job_workflow("k"))).await;
+    assert!(
+        took >= Duration::from_millis(DEADLINE_MS - 50),
+        "waited for c until the deadline: {took:?}"
+    );
+    assert_eq!(slot_status(&first, "c"), ClusterStatus::TimedOut);
+    let slot = &first.decision.clusters["c"];
+    assert_eq!(slot.error.as_ref().unwrap().code, "timed_out");
+    for ok in ["a", "b"] {
+        assert_eq!(slot_status(&first, ok), ClusterStatus::Answered, "{ok} intact");
+        assert!(first.decision.clusters[ok].feasible);
+    }
+    assert_eq!(first.state, DecisionState::Committed);
+    assert!(matches!(first.decision.chosen_cluster.as_deref(), Some("a" | "b")));
+
+    // Three silent heartbeat intervals later c is presumed dead and no longer waited for.
+    wait_alive(&client, "c", false).await;
+    for i in 2..=3 {
+        let (later, took) = submit(&client, "alice", &submit_msg(&format!("k-{i}"), job_workflow("k"))).await;
+        assert!(
+            took < Duration::from_millis(DEADLINE_MS / 2),
+            "not waiting for a dead cluster: {took:?}"
+        );
+        assert_eq!(slot_status(&later, "c"), ClusterStatus::Unreachable);
+        let why = later.decision.clusters["c"].error.clone().unwrap();
+        assert!(why.message.contains("presumed dead"), "{why:?}");
+        assert_eq!(later.state, DecisionState::Committed);
+    }
+    // Four slots, three commits, no holds left.
+    let (sa, sb) = (status(&client, "a").await, status(&client, "b").await);
+    assert_eq!(sa.committed.len() + sb.committed.len(), 3);
+    assert!(sa.holds.is_empty() && sb.holds.is_empty());
+
+    // Every agent gone, though a and b still count as alive: NATS says "no responders" at
+    // once, and the submit says so instead of waiting.
+    let (mut a, mut b) = (a, b);
+    a.proc.kill();
+    b.proc.kill();
+    for c in ["a", "b"] {
+        let subject = Subjects::default().cluster(c, "status");
+        let gone = {
+            let end = Instant::now() + Duration::from_secs(5);
+            loop {
+                if nobody_serves(&client, &subject).await {
+                    break true;
+                }
+                if Instant::now() >= end {
+                    break false;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        assert!(gone, "{c} still served");
+    }
+    let (none, took) = submit(&client, "alice", &submit_msg("k-4", job_workflow("k"))).await;
+    assert!(took < Duration::from_millis(DEADLINE_MS / 2), "{took:?}");
+    assert_eq!(none.state, DecisionState::Failed);
+    assert_eq!(none.decision.chosen_cluster, None);
+    for c in ["a", "b"] {
+        let slot = &none.decision.clusters[c];
+        assert_eq!(slot.status, ClusterStatus::Unreachable, "{c}");
+        assert!(
+            slot.error.as_ref().unwrap().message.contains("no responders"),
+            "{slot:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_commit_falls_back_to_the_next_cluster_within_the_attempts() {
+    let _serial = SERIAL.lock().await;
+    let nats = NatsServer::start();
+    // `bad` plans fine but cannot create its volume: its base path lies under a regular file.
+    let bad = Agent::start(&nats, 100, |dir| {
+        std::fs::write(dir.join("blocker"), "not a directory").unwrap();
+        slots_inventory("bad", 2, dir).replace(
+            &dir.join("scratch").display().to_string(),
+            &dir.join("blocker/scratch").display().to_string(),
+        )
+    })
+    .await;
+    let good = Agent::slots(&nats, "good", 2, 100).await;
+    let _spare = Agent::slots(&nats, "spare", 2, 100).await;
+    let mut coord = Coordinator::start(&nats, &[]).await;
+    let client = nats.client().await;
+    let mut wf = job_workflow("fallback");
+    wf.clusters = vec!["bad".into(), "good".into()];
+
+    let (d, _) = submit(&client, "alice", &submit_msg("fb-1", wf.clone())).await;
+    assert_eq!(d.state, DecisionState::Committed);
+    assert_eq!(d.decision.chosen_cluster.as_deref(), Some("good"));
+    let tried: Vec<(&str, bool)> = d.attempts.iter().map(|a| (a.cluster.as_str(), a.ok)).collect();
+    assert_eq!(tried, [("bad", false), ("good", true)]);
+    assert!(d.attempts[0].error.is_some());
+    let first = &d.decision.choice[0];
+    assert_eq!(first.rule, "commit_failed");
+    assert_eq!(first.dropped[0].candidate, "bad");
+    assert_eq!(first.dropped[0].reasons[0].code, "commit_failed");
+    let order = d.decision.choice.iter().find(|s| s.rule == "workflow_order").unwrap();
+    assert_eq!(order.kept, ["good"], "the re-run choice ranks what is left");
+    for c in ["bad", "spare"] {
+        let st = status(&client, c).await;
+        assert!(st.holds.is_empty() && st.committed.is_empty(), "{c}: {st:?}");
+    }
+    assert_eq!(status(&client, "good").await.committed, ["fb-1"]);
+
+    // With a single attempt allowed, the failure is final and nothing stays held.
+    coord.args.extend(["--commit-attempts".to_string(), "1".to_string()]);
+    coord.restart().await;
+    let (d, _) = submit(&client, "alice", &submit_msg("fb-2", wf)).await;
+    assert_eq!(d.state, DecisionState::Failed);
+    assert_eq!(d.decision.chosen_cluster, None);
+    assert_eq!(d.attempts.len(), 1);
+    assert!(
+        d.decision
+            .choice
+            .iter()
+            .any(|s| s.rule == "commit_attempts" && s.dropped[0].candidate == "good"),
+        "{:?}",
+        d.decision.choice
+    );
+    for c in ["bad", "good", "spare"] {
+        let st = status(&client, c).await;
+        assert!(st.holds.is_empty(), "{c}: {:?}", st.holds);
+    }
+    assert_eq!(status(&client, "good").await.committed, ["fb-1"]);
+    drop((bad, good));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_agent_becomes_suspect_and_its_late_answer_is_released() {
+    let _serial = SERIAL.lock().await;
+    let nats = NatsServer::start();
+    let a = Agent::slots(&nats, "a", 2, 100).await;
+    let b = Agent::slots(&nats, "b", 2, 100).await;
+    // c heartbeats slowly, so it stays "alive" for 9 s while frozen.
+    let c = Agent::slots(&nats, "c", 2, 3000).await;
+    let coord = Coordinator::start(&nats, &[]).await;
+    let client = nats.client().await;
+    wait_alive(&client, "c", true).await;
+
+    c.proc.signal(Signal::SIGSTOP);
+    for i in 1..=2 {
+        let (d, took) = submit(&client, "alice", &submit_msg(&format!("f-{i}"), job_workflow("f"))).await;
+        assert!(took >= Duration::from_millis(DEADLINE_MS - 50), "{took:?}");
+        assert_eq!(slot_status(&d, "c"), ClusterStatus::TimedOut);
+    }
+    let reg = clusters(&client).await;
+    let info = reg.clusters.iter().find(|x| x.name == "c").unwrap();
+    assert!(info.alive && info.suspect, "two timeouts in a row: {info:?}");
+
+    // Not waited for any more; this submit gives the agents 5 s, so c, thawed right after the
+    // answer, still answers it (late) and holds a slot.
+    let mut msg = submit_msg("f-3", job_workflow("f"));
+    msg.timeout_ms = 5000;
+    let (third, took) = submit(&client, "alice", &msg).await;
+    assert!(took < Duration::from_millis(DEADLINE_MS / 2), "{took:?}");
+    assert_eq!(slot_status(&third, "c"), ClusterStatus::Unreachable);
+    let why = third.decision.clusters["c"].error.clone().unwrap();
+    assert!(why.message.contains("suspect"), "{why:?}");
+    let chosen = third.decision.chosen_cluster.clone().expect("a or b");
+
+    c.proc.signal(Signal::SIGCONT);
+    let released = wait_until(Duration::from_secs(10), Duration::from_millis(50), || {
+        coord.proc.log().contains("late hold released")
+    })
+    .await;
+    assert!(released, "{}", coord.proc.log());
+    assert!(coord.proc.log().contains("late plan answer ignored"));
+    let st = status(&client, "c").await;
+    assert!(st.holds.is_empty() && st.committed.is_empty(), "{st:?}");
+    // The late answer changed nothing stored.
+    let after = get(&client, "f-3").await.stored.unwrap();
+    assert_eq!(after, third);
+    assert_eq!(after.decision.chosen_cluster.as_deref(), Some(chosen.as_str()));
+
+    // Heard from again: waited for and answering.
+    let end = Instant::now() + Duration::from_secs(10);
+    while clusters(&client)
+        .await
+        .clusters
+        .iter()
+        .any(|x| x.name == "c" && x.suspect)
+    {
+        assert!(Instant::now() < end, "c's heartbeat did not lift the suspicion");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (fourth, _) = submit(&client, "alice", &submit_msg("f-4", job_workflow("f"))).await;
+    assert_eq!(slot_status(&fourth, "c"), ClusterStatus::Answered);
+    drop((a, b));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decisions_survive_a_coordinator_kill_and_a_second_one_serves_meanwhile() {
+    let _serial = SERIAL.lock().await;
+    let nats = NatsServer::start();
+    let _a = Agent::slots(&nats, "a", 6, 100).await;
+    let _b = Agent::slots(&nats, "b", 6, 100).await;
+    let mut first = Coordinator::start(&nats, &[]).await;
+    let second = Coordinator::start(&nats, &[]).await;
+    let client = nats.client().await;
+
+    let mut decided = Vec::new();
+    for i in 0..4 {
+        let id = format!("s-{i}");
+        let (d, _) = submit(&client, "alice", &submit_msg(&id, job_workflow("s"))).await;
+        assert_eq!(d.state, DecisionState::Committed);
+        decided.push(d);
+    }
+    let served = |p: &Spawned| p.log_count("decision stored");
+    assert_eq!(served(&first.proc) + served(&second.proc), 4);
+
+    first.proc.kill();
+    for i in 4..6 {
+        let (d, _) = submit(&client, "bob", &submit_msg(&format!("s-{i}"), job_workflow("s"))).await;
+        assert_eq!(d.state, DecisionState::Committed);
+        decided.push(d);
+    }
+    assert!(
+        served(&second.proc) >= 2,
+        "the second coordinator served while the first was down"
+    );
+    for d in &decided {
+        let got = get(&client, &d.decision.request_id).await.stored.unwrap();
+        assert_eq!(&got, d);
+    }
+
+    // The first comes back after kill -9 (and the second goes): every decision is there.
+    first.restart().await;
+    drop(second);
+    for d in &decided {
+        let got = get(&client, &d.decision.request_id).await.stored.unwrap();
+        assert_eq!(&got, d, "survived in the KV bucket");
+    }
+    let list: ListReply = op(&client, ops::LIST, "alice", &serde_json::json!({"v": 1})).await;
+    assert_eq!(list.decisions.len(), 6);
+    assert!(
+        list.decisions.windows(2).all(|w| w[0].updated_ms >= w[1].updated_ms),
+        "newest first"
+    );
+    // A repeated id after the restart is still one decision.
+    let (again, _) = submit(&client, "alice", &submit_msg("s-0", job_workflow("s"))).await;
+    assert_eq!(again, decided[0]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forty_concurrent_submits_for_ten_slots_never_over_commit() {
+    let _serial = SERIAL.lock().await;
+    let nats = NatsServer::start();
+    let sizes = [("a", 4usize), ("b", 3), ("c", 3)];
+    let mut agents = Vec::new();
+    for (name, hosts) in sizes {
+        agents.push(Agent::slots(&nats, name, hosts, 200).await);
+    }
+    let _coord = Coordinator::start(&nats, &[]).await;
+    let _coord2 = Coordinator::start(&nats, &[]).await;
+
+    let mut clients = Vec::new();
+    for _ in 0..8 {
+        clients.push(nats.client().await);
+    }
+    let tasks: Vec<_> = (0..40)
+        .map(|i| {
+            let client = clients[i % clients.len()].clone();
+            tokio::spawn(async move {
+                let mut msg = submit_msg(&format!("c-{i}"), job_workflow("storm"));
+                msg.timeout_ms = 3000;
+                let r: SubmitReply = op(&client, ops::SUBMIT, &format!("user{}", i % 5), &msg).await;
+                r
+            })
+        })
+        .collect();
+    let mut committed: Vec<(String, String)> = Vec::new();
+    for t in tasks {
+        let r = t.await.unwrap();
+        assert!(r.error.is_none(), "{:?}", r.error);
+        let s = r.stored.expect("every submit gets a decision");
+        match s.state {
+            DecisionState::Committed => committed.push((
+                s.decision.chosen_cluster.clone().unwrap(),
+                s.decision.request_id.clone(),
+            )),
+            DecisionState::Failed => assert!(s.decision.chosen_cluster.is_none()),
+            other => panic!("unexpected state {other:?}"),
+        }
+    }
+    let client = &clients[0];
+    assert!(!committed.is_empty() && committed.len() <= 10, "{committed:?}");
+
+    let check = |label: &str, st: &StatusReply, hosts: usize| {
+        assert!(st.host_use.len() <= hosts, "{label}: {st:?}");
+        for (h, r) in &st.host_use {
+            assert!(r.cpu <= 8, "{label}: host {h} over-committed: {r:?}");
+        }
+    };
+    for (name, hosts) in sizes {
+        let st = status(client, name).await;
+        check(name, &st, hosts);
+        let mut mine: Vec<String> = committed
+            .iter()
+            .filter(|(c, _)| c == name)
+            .map(|(_, id)| id.clone())
+            .collect();
+        let mut theirs = st.committed.clone();
+        mine.sort();
+        theirs.sort();
+        assert_eq!(
+            mine, theirs,
+            "{name}: the agent committed exactly what the decisions say"
+        );
+        assert_eq!(cpu_in_use(&st), 8 * theirs.len() as u64, "{name}");
+    }
+    // No hold leaked: one at a time, the remaining slots fill up exactly, then nothing fits.
+    let mut total = committed.len();
+    for i in 0..=(10 - committed.len()) {
+        let (d, _) = submit(client, "alice", &submit_msg(&format!("fill-{i}"), job_workflow("fill"))).await;
+        if d.state == DecisionState::Committed {
+            total += 1;
+        } else {
+            assert_eq!(total, 10, "failed before every slot was used: {:?}", d.decision.choice);
+        }
+    }
+    assert_eq!(total, 10);
+    for (name, hosts) in sizes {
+        let st = status(client, name).await;
+        check(name, &st, hosts);
+        assert_eq!(st.committed.len(), hosts, "{name} is full");
+        assert!(st.holds.is_empty(), "{name}: {:?}", st.holds);
+    }
+    drop(agents);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotent_submit_complete_dry_run_replay_directory_and_bad_input() {
+    let _serial = SERIAL.lock().await;
+    let nats = NatsServer::start();
+    let a = Agent::slots(&nats, "a", 1, 100).await;
+    let dir = tempfile::tempdir().unwrap();
+    let directory = dir.path().join("directory.yaml");
+    std::fs::write(&directory, "users:\n  alice: [physics]\n  bob: [chem]\n").unwrap();
+    let coord = Coordinator::start(&nats, &["--directory", &directory.display().to_string()]).await;
+    let client = nats.client().await;
+
+    // Same request id twice: one decision, one commit.
+    let msg = submit_msg("idem-1", job_workflow("idem"));
+    let (one, _) = submit(&client, "alice", &msg).await;
+    assert_eq!(one.state, DecisionState::Committed);
+    let (two, _) = submit(&client, "alice", &msg).await;
+    assert_eq!(two, one);
+    let st = status(&client, "a").await;
+    assert_eq!(st.committed, ["idem-1"]);
+    assert_eq!(cpu_in_use(&st), 8);
+    assert_eq!(std::fs::read_dir(a.scratch()).unwrap().count(), 1, "one volume");
+    let line = coord
+        .proc
+        .log()
+        .lines()
+        .find(|l| l.contains("decision stored"))
+        .unwrap()
+        .to_string();
+    assert!(
+        line.contains("request_id=idem-1") && line.contains("user=alice") && line.contains("op=submit"),
+        "every line names the request: {line}"
+    );
+
+    // The only slot is taken: bob (chem, not physics) gets nothing, and so does mallory even
+    // though she claims physics (the directory decides).
+    for user in ["bob", "mallory"] {
+        let mut m = submit_msg(&format!("perm-{user}"), job_workflow("perm"));
+        m.dry_run = true;
+        let (d, _) = submit(&client, user, &m).await;
+        let v = &d.decision.clusters["a"].volumes["scratch"];
+        assert_eq!(
+            v.error.as_ref().map(|e| e.code.as_str()),
+            Some("no_provisioner"),
+            "{user}: {v:?}"
+        );
+        assert!(
+            d.request.groups.iter().all(|g| g != "physics"),
+            "{user}: {:?}",
+            d.request.groups
+        );
+    }
+
+    // Complete frees the capacity and removes the volume (reclaim policy Delete).
+    let done: SubmitReply = op(
+        &client,
+        ops::COMPLETE,
+        "alice",
+        &DecisionRef {
+            v: VERSION,
+            request_id: "idem-1".into(),
+        },
+    )
+    .await;
+    assert!(done.error.is_none(), "{:?}", done.error);
+    let done = done.stored.unwrap();
+    assert_eq!(done.state, DecisionState::Completed);
+    assert!(done.completion.as_ref().is_some_and(|c| c.ok));
+    let st = status(&client, "a").await;
+    assert!(st.committed.is_empty());
+    assert_eq!(cpu_in_use(&st), 0);
+    assert_eq!(std::fs::read_dir(a.scratch()).unwrap().count(), 0);
+    assert_eq!(
+        get(&client, "idem-1").await.stored.unwrap().state,
+        DecisionState::Completed
+    );
+
+    // A dry run holds nothing, and replays identically.
+    let mut dry = submit_msg("dry-1", job_workflow("dry"));
+    dry.dry_run = true;
+    let (d, _) = submit(&client, "alice", &dry).await;
+    assert_eq!((d.state, d.dry_run), (DecisionState::Planned, true));
+    assert_eq!(d.decision.chosen_cluster.as_deref(), Some("a"));
+    assert!(d.attempts.is_empty());
+    let st = status(&client, "a").await;
+    assert!(st.holds.is_empty() && st.committed.is_empty());
+    let replay: ReplayReply = op(
+        &client,
+        ops::REPLAY,
+        "alice",
+        &DecisionRef {
+            v: VERSION,
+            request_id: "dry-1".into(),
+        },
+    )
+    .await;
+    assert!(replay.error.is_none(), "{:?}", replay.error);
+    assert!(replay.identical, "{:?}", replay.differences);
+    assert_eq!(replay.replayed.unwrap().chosen_cluster.as_deref(), Some("a"));
+    // Completing a dry run is refused and changes nothing.
+    let refused: SubmitReply = op(
+        &client,
+        ops::COMPLETE,
+        "alice",
+        &DecisionRef {
+            v: VERSION,
+            request_id: "dry-1".into(),
+        },
+    )
+    .await;
+    assert_eq!(refused.error.unwrap().code, "not_committed");
+
+    // Bad input gets an error and changes nothing.
+    let before: ListReply = op(&client, ops::LIST, "alice", &serde_json::json!({"v": 1})).await;
+    let subject = Subjects::default().coordinator(ops::SUBMIT, "alice");
+    for body in [
+        b"not json".to_vec(),
+        br#"{"v": 2, "workflow": {}}"#.to_vec(),
+        br#"{"v": 1, "workflow": 5}"#.to_vec(),
+        serde_json::to_vec(&submit_msg("bad id!", job_workflow("x"))).unwrap(),
+        serde_json::to_vec(&submit_msg(&"x".repeat(300), job_workflow("x"))).unwrap(),
+    ] {
+        let r: SubmitReply = call(&client, &subject, body).await;
+        assert_eq!(r.error.unwrap().code, "bad_request");
+        assert!(r.stored.is_none());
+    }
+    let r = get(&client, "never-submitted").await;
+    assert_eq!(r.error.unwrap().code, "not_found");
+    let after: ListReply = op(&client, ops::LIST, "alice", &serde_json::json!({"v": 1})).await;
+    assert_eq!(after, before);
+    let st = status(&client, "a").await;
+    assert!(st.holds.is_empty() && st.committed.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_config_or_no_nats_exits_1_with_a_clear_error() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("coordinator.yaml");
+    std::fs::write(&cfg, "deadlineMS: 5\n").unwrap();
+    let run = |args: Vec<String>| {
+        std::process::Command::new(fedvol_tests::bin_path("fedvol-coordinator"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run(vec!["--config".into(), cfg.display().to_string()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("did you mean `deadlineMs`"), "{err}");
+
+    let port = fedvol_tests::nats::free_port();
+    let out = run(vec!["--nats".into(), format!("nats://127.0.0.1:{port}")]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot connect to NATS"), "{err}");
+}
