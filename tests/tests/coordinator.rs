@@ -841,6 +841,32 @@ async fn idempotent_submit_complete_dry_run_replay_directory_and_bad_input() {
     assert_eq!(after, before);
     let st = status(&client, "a").await;
     assert!(st.holds.is_empty() && st.committed.is_empty());
+
+    // Five clients racing with one request id: one decision, one commit, the same answer.
+    let racers: Vec<_> = (0..5)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                submit(&client, "alice", &submit_msg("race-1", job_workflow("race")))
+                    .await
+                    .0
+            })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for r in racers {
+        answers.push(r.await.unwrap());
+    }
+    assert_eq!(answers[0].state, DecisionState::Committed);
+    assert!(
+        answers.iter().all(|a| a == &answers[0]),
+        "every racer got the stored decision"
+    );
+    assert_eq!(answers[0].attempts.len(), 1);
+    let st = status(&client, "a").await;
+    assert_eq!(st.committed, ["race-1"]);
+    assert_eq!(cpu_in_use(&st), 8);
+    assert!(st.holds.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

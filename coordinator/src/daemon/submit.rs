@@ -237,7 +237,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
         Ok(Write::Conflict) => {
             // Another coordinator planned the same id meanwhile; its holds are ours (agents
             // hold per request id), so nothing is released here.
-            tracing::info!("the same request id was stored by another coordinator meanwhile");
+            tracing::info!("the same request id was stored meanwhile by a concurrent submit");
             return match existing(&co, &id, msg.dry_run).await {
                 Existing::Done(reply) => *reply,
                 _ => error_reply(codes::STORE, "the decision changed under this request; submit again"),
