@@ -275,3 +275,37 @@ pub async fn fan_out(
     }
     Ok(Gathered { slots, held, gather_ms })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_become_slots_with_the_coordinators_timing() {
+        let mut d = ClusterDecision::without_answer(ClusterStatus::TimedOut, 1.0, None);
+        d.feasible = true;
+        let plan = serde_json::json!({
+            "v": 1, "request_id": "r", "cluster": "a", "decision": d, "hold": {"expires_ms": 5}
+        });
+        let a: AgentAnswer = decode(plan.to_string().as_bytes(), "plan answer").unwrap();
+        assert!(a.hold.is_some());
+        let slot = a.slot(12.5);
+        assert_eq!(
+            (slot.status, slot.elapsed_ms, slot.feasible),
+            (ClusterStatus::Answered, 12.5, true)
+        );
+
+        // The agent's internal error body (shaped like an action reply) is an `error` slot.
+        let internal = br#"{"v":1,"request_id":"r","cluster":"a","ok":false,"volumes":[],"error":{"code":"internal","message":"disk full"}}"#;
+        let a: AgentAnswer = decode(internal, "plan answer").unwrap();
+        let slot = a.slot(3.0);
+        assert_eq!(slot.status, ClusterStatus::Error);
+        assert_eq!(slot.error.unwrap().code, "internal");
+
+        // A bad_request body names no cluster: it cannot be given a slot.
+        let bad: AgentAnswer = decode(br#"{"v":1,"error":{"code":"bad_request","message":"x"}}"#, "p").unwrap();
+        assert!(bad.cluster.is_none());
+        let empty: AgentAnswer = decode(br#"{"v":1,"cluster":"a"}"#, "p").unwrap();
+        assert_eq!(empty.slot(1.0).error.unwrap().code, codes::BAD_ANSWER);
+    }
+}
