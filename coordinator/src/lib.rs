@@ -4,4 +4,5 @@
 #![warn(missing_docs)]
 
 pub mod cli;
+pub mod client;
 pub mod render;
