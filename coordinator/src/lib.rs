@@ -1,8 +1,10 @@
-//! fedvol-coordinator: the `fedvol` CLI (offline planning and validation today; the
-//! coordinator daemon's federation logic joins it in later issues) and decision rendering.
+//! fedvol-coordinator: the `fedvol` CLI (offline planning and validation, and the federation
+//! commands through [`client`]), the coordinator daemon `fedvol-coordinator` ([`daemon`]), and
+//! decision rendering.
 
 #![warn(missing_docs)]
 
 pub mod cli;
+pub mod client;
 pub mod daemon;
 pub mod render;

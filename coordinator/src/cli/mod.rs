@@ -3,6 +3,8 @@
 //! 2 when nothing fits, 1 on bad input).
 
 pub mod check;
+pub mod federation;
+pub mod net;
 pub mod plan;
 
 use clap::{Parser, Subcommand};
@@ -24,6 +26,9 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+    /// NATS connection and identity (federation commands).
+    #[command(flatten)]
+    pub net: net::NetArgs,
 }
 
 /// `fedvol` subcommands.
@@ -33,6 +38,17 @@ pub enum Command {
     Plan(plan::PlanArgs),
     /// Validate inventories and workflows; print every problem with file:line:column.
     Check(check::CheckArgs),
+    /// Submit a workflow to the federation: every cluster plans, one commits.
+    Submit(federation::SubmitArgs),
+    /// Stored decisions: list, show, watch, replay.
+    #[command(subcommand)]
+    Decisions(federation::DecisionsCmd),
+    /// Ask a cluster why it did not choose a zone, host or provisioner for a decision.
+    WhyNot(federation::WhyNotArgs),
+    /// End a committed workflow: its cluster frees capacity and reclaims volumes.
+    Complete(federation::IdArgs),
+    /// The clusters the coordinators know: alive, last seen, inventory version, load.
+    Clusters(OutputArgs),
 }
 
 /// Options shared by commands that print a document.
@@ -66,7 +82,12 @@ pub fn label(p: &std::path::Path) -> String {
 pub fn run() -> u8 {
     let cli = Cli::parse();
     match cli.command {
-        Command::Plan(a) => plan::run(&a),
+        Command::Plan(a) => plan::run(&a, &cli.net.user),
         Command::Check(a) => check::run(&a),
+        Command::Submit(a) => federation::submit(&cli.net, &a),
+        Command::Decisions(c) => federation::decisions(&cli.net, &c),
+        Command::WhyNot(a) => federation::why_not(&cli.net, &a),
+        Command::Complete(a) => federation::complete(&cli.net, &a),
+        Command::Clusters(o) => federation::clusters(&cli.net, &o),
     }
 }

@@ -18,9 +18,6 @@ pub struct PlanArgs {
     /// A cluster inventory (repeat once per cluster). Kubernetes StorageClass/PV files work too.
     #[arg(short = 'i', long = "inventory", required = true, value_name = "FILE")]
     pub inventories: Vec<PathBuf>,
-    /// The user the workflow runs as.
-    #[arg(short = 'u', long, default_value = "anonymous", env = "FEDVOL_USER")]
-    pub user: String,
     /// A group of the user (repeat for several); used by provisioner access policies.
     #[arg(short = 'g', long = "group", value_name = "GROUP")]
     pub groups: Vec<String>,
@@ -42,8 +39,9 @@ pub struct PlanArgs {
     pub workflow: PathBuf,
 }
 
-/// Runs `fedvol plan`; returns 0 when a cluster was chosen, 2 when none fits, 1 on bad input.
-pub fn run(a: &PlanArgs) -> u8 {
+/// Runs `fedvol plan` as `user`; returns 0 when a cluster was chosen, 2 when none fits, 1 on bad
+/// input.
+pub fn run(a: &PlanArgs, user: &str) -> u8 {
     let mut bad = false;
     let mut inventories = Vec::new();
     let mut names = BTreeSet::new();
@@ -88,7 +86,7 @@ pub fn run(a: &PlanArgs) -> u8 {
     let req = PlanRequest {
         request_id,
         workflow,
-        user: a.user.clone(),
+        user: user.to_string(),
         groups: a.groups.clone(),
         seed,
         trace_limit: a.trace_limit,

@@ -1,0 +1,496 @@
+//! The federation commands: `submit`, `decisions {list,show,watch,replay}`, `why-not`,
+//! `complete`, `clusters`. Each sends one request to the coordinators and prints the answer
+//! (`-o table|json|yaml`). Exit codes (DESIGN §4): 0 done / a cluster was chosen, 2 nothing
+//! fits, 1 bad input or no answer.
+
+use std::path::PathBuf;
+
+use comfy_table::Table;
+use comfy_table::presets::UTF8_BORDERS_ONLY;
+use fedvol_common::format::load_workflow;
+use fedvol_common::wire::{
+    ActionReply, ClustersReply, DecisionRef, ListReply, ReplayReply, StoredDecision, SubmitMsg, SubmitReply, VERSION,
+    WhyNotQuery, WhyNotReply, now_ms, ops,
+};
+
+use super::net::{NetArgs, block_on};
+use super::{EXIT_BAD_INPUT, EXIT_NO_FIT, EXIT_OK, OutputArgs, print_diagnostics, print_notices};
+use crate::client::{Client, ClientError};
+use crate::render::{Output, table, yaml};
+
+/// `fedvol submit`.
+#[derive(Debug, clap::Args)]
+pub struct SubmitArgs {
+    /// The workflow: a Fuzzfile (v1 or v4) or a file of Kubernetes PersistentVolumeClaims.
+    #[arg(value_name = "WORKFLOW")]
+    pub workflow: PathBuf,
+    /// Plan only: nothing is held or committed (the decision is still stored).
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Wait for a coordinator to come up (retrying while none answers) instead of failing at once.
+    #[arg(long)]
+    pub wait: bool,
+    /// Request id (idempotency key: the same id returns the same decision).
+    #[arg(long)]
+    pub request_id: Option<String>,
+    /// Seed for every random choice (default: derived from the request id).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// A group you claim (repeatable). Only a coordinator without a user directory (dev mode)
+    /// uses it; with a directory your groups come from there.
+    #[arg(short = 'g', long = "group")]
+    pub groups: Vec<String>,
+    /// Output format.
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// `fedvol decisions ...`.
+#[derive(Debug, clap::Subcommand)]
+pub enum DecisionsCmd {
+    /// Stored decisions, newest first.
+    List(OutputArgs),
+    /// One decision: per-cluster table, then each cluster's failed stages with every reason.
+    Show(IdArgs),
+    /// Print every change to any decision as it happens (Ctrl-C to stop).
+    Watch,
+    /// Re-run a stored request with its seed and say whether the answer is identical.
+    Replay(IdArgs),
+}
+
+/// A decision id and the output format.
+#[derive(Debug, clap::Args)]
+pub struct IdArgs {
+    /// The decision's request id.
+    #[arg(value_name = "ID")]
+    pub id: String,
+    /// Output format.
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// `fedvol why-not`.
+#[derive(Debug, clap::Args)]
+pub struct WhyNotArgs {
+    /// The decision's request id.
+    #[arg(value_name = "ID")]
+    pub id: String,
+    /// The cluster to ask.
+    #[arg(long)]
+    pub cluster: String,
+    /// A zone of that cluster.
+    #[arg(long)]
+    pub zone: Option<String>,
+    /// A host of that cluster.
+    #[arg(long)]
+    pub host: Option<String>,
+    /// A provisioner of that cluster.
+    #[arg(long)]
+    pub provisioner: Option<String>,
+    /// Output format.
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+fn print_doc<T: serde::Serialize>(o: Output, value: &T, table_text: impl FnOnce() -> String) -> bool {
+    let text = match o {
+        Output::Table => Ok(table_text()),
+        Output::Json => serde_json::to_string_pretty(value).map(|s| s + "\n"),
+        Output::Yaml => yaml::render(value),
+    };
+    match text {
+        Ok(t) => {
+            print!("{t}");
+            true
+        }
+        Err(e) => {
+            eprintln!("error: cannot render the answer: {e}");
+            false
+        }
+    }
+}
+
+fn fail(e: &ClientError) -> u8 {
+    eprintln!("error: {e}");
+    EXIT_BAD_INPUT
+}
+
+fn new_table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY).set_header(header.to_vec());
+    t
+}
+
+fn ago(ms: u64) -> String {
+    let d = now_ms().saturating_sub(ms);
+    if d < 1_000 {
+        format!("{d} ms ago")
+    } else {
+        format!("{:.1} s ago", d as f64 / 1000.0)
+    }
+}
+
+/// The table view of a stored decision: state, attempts, then the decision itself.
+pub fn stored_table(s: &StoredDecision) -> String {
+    let mut out = format!("state: {:?}{}\n", s.state, if s.dry_run { " (dry run)" } else { "" }).to_lowercase();
+    for a in &s.attempts {
+        match &a.error {
+            None => out.push_str(&format!("commit on {}: ok\n", a.cluster)),
+            Some(e) => out.push_str(&format!(
+                "commit on {}: failed: {} ({})\n",
+                a.cluster, e.message, e.code
+            )),
+        }
+    }
+    if let Some(c) = &s.completion {
+        out.push_str(&format!("completed: {}\n", outcome_line(c)));
+    }
+    out.push_str(&table::render(&s.decision));
+    out
+}
+
+fn outcome_line(r: &ActionReply) -> String {
+    let vols: Vec<String> = r
+        .volumes
+        .iter()
+        .map(|v| format!("{} {}", v.volume, v.outcome))
+        .collect();
+    if vols.is_empty() {
+        "nothing to reclaim".into()
+    } else {
+        vols.join(", ")
+    }
+}
+
+fn decision_exit(s: &StoredDecision) -> u8 {
+    if s.decision.chosen_cluster.is_some() {
+        EXIT_OK
+    } else {
+        EXIT_NO_FIT
+    }
+}
+
+/// Runs `fedvol submit`.
+pub fn submit(net: &NetArgs, a: &SubmitArgs) -> u8 {
+    let workflow = match load_workflow(&a.workflow) {
+        Ok(l) => {
+            print_notices(&l.notices);
+            l.value
+        }
+        Err(d) => {
+            print_diagnostics(&d);
+            return EXIT_BAD_INPUT;
+        }
+    };
+    let msg = SubmitMsg {
+        v: VERSION,
+        request_id: a.request_id.clone().unwrap_or_default(),
+        workflow,
+        dry_run: a.dry_run,
+        seed: a.seed,
+        groups: a.groups.clone(),
+        timeout_ms: 0,
+    };
+    block_on(async {
+        let client = match net.connect().await {
+            Ok(c) => c,
+            Err(e) => return fail(&e),
+        };
+        let started = std::time::Instant::now();
+        let reply: SubmitReply = loop {
+            match client.call(ops::SUBMIT, &msg).await {
+                Ok(r) => break r,
+                Err(ClientError::NoCoordinator { .. }) if a.wait && started.elapsed() < client.timeout => {
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                }
+                Err(e) => return fail(&e),
+            }
+        };
+        show_submit(&reply, a.output.output)
+    })
+}
+
+fn show_submit(reply: &SubmitReply, o: Output) -> u8 {
+    match (&reply.stored, &reply.error) {
+        (Some(s), _) => {
+            if !print_doc(o, s, || stored_table(s)) {
+                return EXIT_BAD_INPUT;
+            }
+            decision_exit(s)
+        }
+        (None, Some(e)) => {
+            eprintln!("error: {} ({})", e.message, e.code);
+            EXIT_BAD_INPUT
+        }
+        (None, None) => {
+            eprintln!("error: the coordinator answered with neither a decision nor an error");
+            EXIT_BAD_INPUT
+        }
+    }
+}
+
+async fn get(client: &Client, id: &str) -> Result<SubmitReply, ClientError> {
+    client
+        .call(
+            ops::GET,
+            &DecisionRef {
+                v: VERSION,
+                request_id: id.to_string(),
+            },
+        )
+        .await
+}
+
+/// Runs `fedvol decisions ...`.
+pub fn decisions(net: &NetArgs, cmd: &DecisionsCmd) -> u8 {
+    block_on(async {
+        let client = match net.connect().await {
+            Ok(c) => c,
+            Err(e) => return fail(&e),
+        };
+        match cmd {
+            DecisionsCmd::List(o) => match client
+                .call::<_, ListReply>(ops::LIST, &serde_json::json!({"v": VERSION}))
+                .await
+            {
+                Ok(r) => {
+                    let ok = print_doc(o.output, &r, || {
+                        let mut t = new_table(&["REQUEST", "WORKFLOW", "STATE", "CLUSTER", "UPDATED"]);
+                        for d in &r.decisions {
+                            t.add_row(vec![
+                                d.request_id.clone(),
+                                d.workflow.clone(),
+                                format!("{:?}", d.state).to_lowercase(),
+                                d.chosen_cluster.clone().unwrap_or_else(|| "-".into()),
+                                ago(d.updated_ms),
+                            ]);
+                        }
+                        format!("{t}\n")
+                    });
+                    if ok { EXIT_OK } else { EXIT_BAD_INPUT }
+                }
+                Err(e) => fail(&e),
+            },
+            DecisionsCmd::Show(a) => match get(&client, &a.id).await {
+                Ok(r) => match (&r.stored, &r.error) {
+                    (Some(s), _) => {
+                        if print_doc(a.output.output, s, || stored_table(s)) {
+                            EXIT_OK
+                        } else {
+                            EXIT_BAD_INPUT
+                        }
+                    }
+                    (None, e) => {
+                        let msg = e
+                            .as_ref()
+                            .map(|e| e.message.clone())
+                            .unwrap_or_else(|| "not found".into());
+                        eprintln!("error: decision {}: {msg}", a.id);
+                        EXIT_BAD_INPUT
+                    }
+                },
+                Err(e) => fail(&e),
+            },
+            DecisionsCmd::Replay(a) => {
+                match client
+                    .call::<_, ReplayReply>(
+                        ops::REPLAY,
+                        &DecisionRef {
+                            v: VERSION,
+                            request_id: a.id.clone(),
+                        },
+                    )
+                    .await
+                {
+                    Ok(r) => {
+                        if let Some(e) = &r.error {
+                            eprintln!("error: replay of {}: {} ({})", a.id, e.message, e.code);
+                            return EXIT_BAD_INPUT;
+                        }
+                        let ok = print_doc(a.output.output, &r, || {
+                            let mut s = if r.identical {
+                                format!("replay of {}: identical\n", a.id)
+                            } else {
+                                format!("replay of {}: different\n", a.id)
+                            };
+                            for d in &r.differences {
+                                s.push_str(&format!("  - {d}\n"));
+                            }
+                            s
+                        });
+                        if ok { EXIT_OK } else { EXIT_BAD_INPUT }
+                    }
+                    Err(e) => fail(&e),
+                }
+            }
+            DecisionsCmd::Watch => watch(&client).await,
+        }
+    })
+}
+
+async fn watch(client: &Client) -> u8 {
+    use futures::StreamExt;
+    let js = async_nats::jetstream::new(client.nats.clone());
+    let kv = match js.get_key_value("fedvol_decisions").await {
+        Ok(kv) => kv,
+        Err(e) => {
+            eprintln!("error: cannot open the decision store (JetStream KV `fedvol_decisions`): {e}");
+            return EXIT_BAD_INPUT;
+        }
+    };
+    let mut w = match kv.watch_all().await {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("error: cannot watch the decision store: {e}");
+            return EXIT_BAD_INPUT;
+        }
+    };
+    while let Some(entry) = w.next().await {
+        match entry {
+            Ok(e) => match serde_json::from_slice::<StoredDecision>(&e.value) {
+                Ok(s) => println!(
+                    "{}  {:<10} {}  {}  -> {}",
+                    e.revision,
+                    format!("{:?}", s.state).to_lowercase(),
+                    e.key,
+                    s.decision.workflow,
+                    s.decision.chosen_cluster.as_deref().unwrap_or("none")
+                ),
+                Err(err) => println!("{}  {}  (unreadable value: {err})", e.revision, e.key),
+            },
+            Err(err) => {
+                eprintln!("error: watch ended: {err}");
+                return EXIT_BAD_INPUT;
+            }
+        }
+    }
+    EXIT_OK
+}
+
+/// Runs `fedvol why-not`.
+pub fn why_not(net: &NetArgs, a: &WhyNotArgs) -> u8 {
+    let q = WhyNotQuery {
+        v: VERSION,
+        request_id: a.id.clone(),
+        cluster: a.cluster.clone(),
+        zone: a.zone.clone(),
+        host: a.host.clone(),
+        provisioner: a.provisioner.clone(),
+    };
+    if q.zone.is_none() && q.host.is_none() && q.provisioner.is_none() {
+        eprintln!("error: name what to explain: --zone, --host and/or --provisioner");
+        return EXIT_BAD_INPUT;
+    }
+    block_on(async {
+        let client = match net.connect().await {
+            Ok(c) => c,
+            Err(e) => return fail(&e),
+        };
+        match client.call::<_, WhyNotReply>(ops::WHY_NOT, &q).await {
+            Ok(r) => {
+                if let Some(e) = &r.error {
+                    eprintln!("error: {} ({})", e.message, e.code);
+                    return EXIT_BAD_INPUT;
+                }
+                let ok = print_doc(a.output.output, &r, || {
+                    let mut s = format!("{}\n", r.summary);
+                    for b in &r.blockers {
+                        s.push_str(&format!("  {} [{}] for {}:\n", b.candidate, b.stage, b.subject));
+                        for reason in &b.reasons {
+                            s.push_str(&format!("    - {} ({})\n", reason.message, reason.code));
+                        }
+                        if let Some(h) = &b.hint {
+                            s.push_str(&format!("    hint: {h}\n"));
+                        }
+                    }
+                    s
+                });
+                if ok { EXIT_OK } else { EXIT_BAD_INPUT }
+            }
+            Err(e) => fail(&e),
+        }
+    })
+}
+
+/// Runs `fedvol complete`.
+pub fn complete(net: &NetArgs, a: &IdArgs) -> u8 {
+    block_on(async {
+        let client = match net.connect().await {
+            Ok(c) => c,
+            Err(e) => return fail(&e),
+        };
+        match client
+            .call::<_, SubmitReply>(
+                ops::COMPLETE,
+                &DecisionRef {
+                    v: VERSION,
+                    request_id: a.id.clone(),
+                },
+            )
+            .await
+        {
+            Ok(r) => match (&r.stored, &r.error) {
+                (Some(s), _) => {
+                    if print_doc(a.output.output, s, || stored_table(s)) {
+                        EXIT_OK
+                    } else {
+                        EXIT_BAD_INPUT
+                    }
+                }
+                (None, e) => {
+                    let msg = e
+                        .as_ref()
+                        .map(|e| format!("{} ({})", e.message, e.code))
+                        .unwrap_or_default();
+                    eprintln!("error: complete {}: {msg}", a.id);
+                    EXIT_BAD_INPUT
+                }
+            },
+            Err(e) => fail(&e),
+        }
+    })
+}
+
+/// Runs `fedvol clusters`.
+pub fn clusters(net: &NetArgs, o: &OutputArgs) -> u8 {
+    block_on(async {
+        let client = match net.connect().await {
+            Ok(c) => c,
+            Err(e) => return fail(&e),
+        };
+        match client
+            .call::<_, ClustersReply>(ops::CLUSTERS, &serde_json::json!({"v": VERSION}))
+            .await
+        {
+            Ok(r) => {
+                let ok = print_doc(o.output, &r, || {
+                    let mut t = new_table(&[
+                        "CLUSTER",
+                        "ALIVE",
+                        "SUSPECT",
+                        "LAST SEEN",
+                        "INVENTORY",
+                        "LOAD",
+                        "HOLDS",
+                        "REPLICAS",
+                    ]);
+                    for c in &r.clusters {
+                        t.add_row(vec![
+                            c.name.clone(),
+                            if c.alive { "yes".into() } else { "no".into() },
+                            if c.suspect { "yes".into() } else { "no".into() },
+                            ago(c.last_seen_ms),
+                            c.inventory_version.clone(),
+                            format!("{:.2}", c.load),
+                            c.holds.to_string(),
+                            c.instances.len().to_string(),
+                        ]);
+                    }
+                    format!("{t}\n")
+                });
+                if ok { EXIT_OK } else { EXIT_BAD_INPUT }
+            }
+            Err(e) => fail(&e),
+        }
+    })
+}

@@ -1,0 +1,127 @@
+//! The CLI's side of the coordinator API: connect with the user's NATS identity and make one
+//! request per call on `<prefix>.coordinator.<op>.<user>`, with a fresh reply inbox (never the
+//! leaking `request()` on timeout) and clear errors for "no coordinator" and timeouts.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use fedvol_agent::config::{NatsAuth, redact_url};
+use fedvol_common::wire::Subjects;
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// NATS could not be reached.
+    #[error("{0}")]
+    Connect(String),
+    /// Nobody subscribes to the subject (NATS answered "no responders").
+    #[error("no coordinator is answering on {subject} (is fedvol-coordinator running and connected to {url}?)")]
+    NoCoordinator {
+        /// The subject.
+        subject: String,
+        /// The server URL (credentials redacted).
+        url: String,
+    },
+    /// No answer in time.
+    #[error("no answer from a coordinator on {subject} within {timeout_ms} ms")]
+    Timeout {
+        /// The subject.
+        subject: String,
+        /// The wait, ms.
+        timeout_ms: u64,
+    },
+    /// The answer was not what the protocol says.
+    #[error("unreadable answer on {subject}: {message}")]
+    BadReply {
+        /// The subject.
+        subject: String,
+        /// The decoding error.
+        message: String,
+    },
+    /// Publishing or subscribing failed.
+    #[error("NATS error on {subject}: {message}")]
+    Nats {
+        /// The subject.
+        subject: String,
+        /// The client's error.
+        message: String,
+    },
+}
+
+/// A connected CLI client.
+pub struct Client {
+    /// The NATS connection.
+    pub nats: async_nats::Client,
+    /// Subjects.
+    pub subjects: Subjects,
+    /// The user identity token of the subjects.
+    pub user: String,
+    /// Per-call timeout.
+    pub timeout: Duration,
+    url: String,
+}
+
+impl Client {
+    /// Connects to NATS as `user` with `auth`.
+    ///
+    /// Errors: [`ClientError::Connect`] with the server's URL (credentials redacted).
+    pub async fn connect(auth: &NatsAuth, prefix: &str, user: &str, timeout: Duration) -> Result<Client, ClientError> {
+        let nats = fedvol_agent::nats::connect(&format!("fedvol cli {user}"), auth)
+            .await
+            .map_err(|e| ClientError::Connect(e.to_string()))?;
+        Ok(Client {
+            nats,
+            subjects: Subjects::new(prefix),
+            user: user.to_string(),
+            timeout,
+            url: redact_url(&auth.url),
+        })
+    }
+
+    /// Sends `body` to the coordinators' `op` and decodes the one answer.
+    ///
+    /// Errors: no coordinator, timeout, unreadable answer, NATS failure.
+    pub async fn call<Req: Serialize, Resp: DeserializeOwned>(
+        &self,
+        op: &str,
+        body: &Req,
+    ) -> Result<Resp, ClientError> {
+        let subject = self.subjects.coordinator(op, &self.user);
+        let nats_err = |e: &dyn std::fmt::Display| ClientError::Nats {
+            subject: subject.clone(),
+            message: e.to_string(),
+        };
+        let payload = serde_json::to_vec(body).map_err(|e| nats_err(&e))?;
+        let inbox = self.nats.new_inbox();
+        let mut sub = self.nats.subscribe(inbox.clone()).await.map_err(|e| nats_err(&e))?;
+        self.nats
+            .publish_with_reply(subject.clone(), inbox, payload.into())
+            .await
+            .map_err(|e| nats_err(&e))?;
+        self.nats.flush().await.map_err(|e| nats_err(&e))?;
+        let msg = match tokio::time::timeout(self.timeout, sub.next()).await {
+            Ok(Some(m)) => m,
+            Ok(None) => return Err(nats_err(&"the reply subscription closed")),
+            Err(_) => {
+                return Err(ClientError::Timeout {
+                    subject,
+                    timeout_ms: self.timeout.as_millis() as u64,
+                });
+            }
+        };
+        let _ = sub.unsubscribe().await;
+        if msg.status == Some(async_nats::StatusCode::NO_RESPONDERS) {
+            return Err(ClientError::NoCoordinator {
+                subject,
+                url: self.url.clone(),
+            });
+        }
+        serde_json::from_slice(&msg.payload).map_err(|e| ClientError::BadReply {
+            subject: subject.clone(),
+            message: e.to_string(),
+        })
+    }
+}
