@@ -65,10 +65,15 @@ fn internal(request_id: &str, cluster: &str, e: impl std::fmt::Display) -> Bytes
     })
 }
 
-/// Decodes a JSON body, checking its protocol version.
+/// Decodes a JSON body, checking its protocol version first. The body is decoded straight
+/// from the bytes: a `serde_json::Value` detour would lose byte sizes above 2^64 (u128).
 fn decode<T: serde::de::DeserializeOwned>(payload: &[u8], what: &str) -> Result<T, String> {
-    let v: serde_json::Value = serde_json::from_slice(payload).map_err(|e| format!("{what}: not JSON: {e}"))?;
-    match v.get("v").and_then(|x| x.as_u64()) {
+    #[derive(serde::Deserialize)]
+    struct Version {
+        v: Option<u64>,
+    }
+    let peek: Version = serde_json::from_slice(payload).map_err(|e| format!("{what}: not a JSON object: {e}"))?;
+    match peek.v {
         Some(n) if n == u64::from(VERSION) => {}
         Some(n) => {
             return Err(format!(
@@ -77,7 +82,7 @@ fn decode<T: serde::de::DeserializeOwned>(payload: &[u8], what: &str) -> Result<
         }
         None => return Err(format!("{what}: missing protocol version field `v`")),
     }
-    serde_json::from_value(v).map_err(|e| format!("{what}: {e}"))
+    serde_json::from_slice(payload).map_err(|e| format!("{what}: {e}"))
 }
 
 /// Handles a plan (broadcast or cluster-addressed). `None` = drop (deadline passed).
@@ -354,4 +359,45 @@ pub async fn serve(
         let _ = t.await;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decode_keeps_u128_sizes_and_checks_the_version() {
+        let mut wf = fedvol_common::format::parse_workflow_str(
+            "w.yaml",
+            "w",
+            "version: v4\nvolumes:\n  big:\n    size: 800EB\n",
+        )
+        .unwrap()
+        .value;
+        wf.name = "big".into();
+        let msg = PlanMsg {
+            v: VERSION,
+            request: fedvol_common::funnel::PlanRequest {
+                request_id: "r".into(),
+                workflow: wf,
+                user: "u".into(),
+                groups: vec![],
+                seed: 1,
+                trace_limit: 1,
+            },
+            deadline_ms: 1,
+            reserve: false,
+            ttl_ms: 0,
+        };
+        let bytes = serde_json::to_vec(&msg).unwrap();
+        let back: PlanMsg = decode(&bytes, "plan").unwrap();
+        assert_eq!(back, msg, "800EB survives the trip");
+        let e = decode::<PlanMsg>(br#"{"v": 2}"#, "plan").unwrap_err();
+        assert!(e.contains("protocol version 2"), "{e}");
+        assert!(
+            decode::<PlanMsg>(b"nope", "plan")
+                .unwrap_err()
+                .contains("not a JSON object")
+        );
+    }
 }
