@@ -102,7 +102,7 @@ pub async fn handle_plan(shared: Arc<Shared>, payload: Bytes) -> Option<Bytes> {
         if msg.reserve {
             lock(&sh).plan_and_hold(&msg, now_ms()).map_err(|e| e.to_string())
         } else {
-            let (inv, state) = lock(&sh).snapshot();
+            let (inv, state) = lock(&sh).snapshot_for(&msg.request.request_id);
             Ok(PlanReply {
                 v: VERSION,
                 request_id: msg.request.request_id.clone(),

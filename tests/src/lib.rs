@@ -14,6 +14,7 @@
 #![warn(missing_docs)]
 
 pub mod bins;
+pub mod federation;
 pub mod fixtures;
 pub mod logs;
 pub mod nats;

@@ -1,78 +1,29 @@
 //! The agent end to end: a real nats-server, `fedvol-agent` as a real process, requests over
 //! NATS (issue 3 acceptance).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use fedvol_common::format::parse_workflow_str;
 use fedvol_common::funnel::PlanRequest;
 use fedvol_common::wire::{ActionMsg, ActionReply, PlanMsg, PlanReply, StatusReply, Subjects, VERSION, now_ms};
+use fedvol_tests::federation::{AgentProc, slots_inventory};
 use fedvol_tests::{NatsServer, Spawned};
 use futures::StreamExt;
 
-/// An inventory of cluster `name` with `hosts` hosts of 8 cores (one job each) and a hostpath
-/// provisioner writing under `scratch`.
-fn inventory_text(name: &str, hosts: usize, scratch: &Path) -> String {
-    let mut t = format!(
-        "cluster: {name}\nprovisioners:\n  scratch:\n    driver: {{type: hostpath, path: '{}'}}\n    ephemeral: all\n    create: all\nzones:\n  z1:\n    hosts:\n",
-        scratch.display()
-    );
-    for i in 0..hosts {
-        t.push_str(&format!(
-            "      - {{name: h{i}, capacity: {{cpu: 8, memory: 32GiB, instances: 4}}}}\n"
-        ));
-    }
-    t
+/// An agent of cluster `name` with `hosts` one-job hosts and an open hostpath provisioner.
+async fn agent(nats: &NatsServer, name: &str, hosts: usize) -> AgentProc {
+    AgentProc::start(nats, 100, |d| slots_inventory(name, hosts, d, "all")).await
 }
 
-struct Agent {
-    proc: Spawned,
-    args: Vec<String>,
-    dir: tempfile::TempDir,
-}
-
-impl Agent {
-    /// Starts an agent for the standard test inventory written to a fresh directory.
-    async fn start(nats: &NatsServer, name: &str, hosts: usize) -> Agent {
-        Agent::start_with(nats, |scratch| inventory_text(name, hosts, scratch)).await
-    }
-
-    /// Starts an agent for the inventory `text(scratch dir)`.
-    async fn start_with(nats: &NatsServer, text: impl FnOnce(&Path) -> String) -> Agent {
-        let dir = tempfile::tempdir().unwrap();
-        let scratch = dir.path().join("scratch");
+/// An agent for the inventory `text(scratch dir)`.
+async fn agent_with(nats: &NatsServer, text: impl FnOnce(&Path) -> String) -> AgentProc {
+    AgentProc::start(nats, 100, |d| {
+        let scratch = d.join("scratch");
         std::fs::create_dir_all(&scratch).unwrap();
-        let inv = dir.path().join("inventory.yaml");
-        std::fs::write(&inv, text(&scratch)).unwrap();
-        let args = vec![
-            "--inventory".into(),
-            inv.display().to_string(),
-            "--nats".into(),
-            nats.url(),
-            "--data-dir".into(),
-            dir.path().join("data").display().to_string(),
-            "--heartbeat-ms".into(),
-            "100".into(),
-        ];
-        let mut proc = Spawned::bin("fedvol-agent", &args);
-        proc.wait_for_log("endpoints ready", Duration::from_secs(20)).await;
-        Agent { proc, args, dir }
-    }
-
-    fn scratch(&self) -> PathBuf {
-        self.dir.path().join("scratch")
-    }
-
-    fn inventory(&self) -> PathBuf {
-        self.dir.path().join("inventory.yaml")
-    }
-
-    /// kill -9, then start again on the same files.
-    async fn crash_and_restart(&mut self) {
-        self.proc.kill();
-        self.proc = Spawned::bin("fedvol-agent", &self.args);
-        self.proc.wait_for_log("endpoints ready", Duration::from_secs(20)).await;
-    }
+        text(&scratch)
+    })
+    .await
 }
 
 fn workflow() -> fedvol_common::model::Workflow {
@@ -156,7 +107,7 @@ async fn ask<T: serde::de::DeserializeOwned>(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_reserve_commit_complete_release_and_expiry_round_trips() {
     let nats = NatsServer::start();
-    let agent = Agent::start(&nats, "t1", 2).await;
+    let agent = agent(&nats, "t1", 2).await;
     let client = nats.client().await;
     let s = Subjects::default();
     let plan = s.cluster("t1", "plan");
@@ -213,7 +164,7 @@ async fn plan_reserve_commit_complete_release_and_expiry_round_trips() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_racing_reservations_for_ten_slots_get_exactly_ten() {
     let nats = NatsServer::start();
-    let _agent = Agent::start(&nats, "race", 10).await;
+    let _agent = agent(&nats, "race", 10).await;
     let client = nats.client().await;
     let subject = Subjects::default().cluster("race", "plan");
     let tasks: Vec<_> = (0..200)
@@ -237,9 +188,9 @@ async fn two_hundred_racing_reservations_for_ten_slots_get_exactly_ten() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_share_a_cluster_and_each_cluster_answers_a_broadcast_once() {
     let nats = NatsServer::start();
-    let a1 = Agent::start(&nats, "a", 1).await;
-    let a2 = Agent::start(&nats, "a", 1).await;
-    let _b = Agent::start(&nats, "b", 1).await;
+    let a1 = agent(&nats, "a", 1).await;
+    let a2 = agent(&nats, "a", 1).await;
+    let _b = agent(&nats, "b", 1).await;
     let client = nats.client().await;
     let subject = Subjects::default().plan();
     // 24 broadcasts at once; each waits long enough that a duplicate answer would show up.
@@ -265,7 +216,7 @@ async fn replicas_share_a_cluster_and_each_cluster_answers_a_broadcast_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_after_an_acknowledged_commit_loses_nothing_and_never_double_books() {
     let nats = NatsServer::start();
-    let mut agent = Agent::start(&nats, "k", 2).await;
+    let mut agent = agent(&nats, "k", 2).await;
     let client = nats.client().await;
     let s = Subjects::default();
     let _: PlanReply = ask(&client, &s.cluster("k", "plan"), &plan_msg("k1", true, 60_000)).await;
@@ -303,7 +254,7 @@ async fn kill_9_in_the_middle_of_a_commit_then_a_retry_commits_once() {
     let nats = NatsServer::start();
     // The volume comes from the example external provisioner, slowed down so that the agent can
     // be killed while the commit is under way (after the hold is marked, before the reply).
-    let mut agent = Agent::start_with(&nats, |_| {
+    let mut agent = agent_with(&nats, |_| {
         "cluster: x\nprovisioners:\n  dirs:\n    driver: {type: external, provisioner: example.com/dirs}\n    ephemeral: all\nzones:\n  z1:\n    hosts:\n      - {name: h0, capacity: {cpu: 8, memory: 32GiB}}\n      - {name: h1, capacity: {cpu: 8, memory: 32GiB}}\n".to_string()
     })
     .await;
@@ -356,7 +307,7 @@ async fn kill_9_in_the_middle_of_a_commit_then_a_retry_commits_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn why_not_names_the_blocking_stage_every_rule_and_a_hint() {
     let nats = NatsServer::start();
-    let _agent = Agent::start_with(&nats, |scratch| {
+    let _agent = agent_with(&nats, |scratch| {
         format!(
             "cluster: w\nprovisioners:\n  keep:\n    driver: {{type: hostpath, path: '{}'}}\n    access: all\n    create: all\nvolumes:\n  - {{name: small, provisioner: keep, size: 2Gi, accessModes: [ReadWriteOnce]}}\nzones:\n  z1:\n    hosts:\n      - {{name: big, capacity: {{cpu: 64, memory: 256GiB}}}}\n      - {{name: tiny, capacity: {{cpu: 2, memory: 4GiB}}, power: OFF}}\n",
             scratch.display()
@@ -420,7 +371,7 @@ async fn why_not_names_the_blocking_stage_every_rule_and_a_hint() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_inventory_on_reload_keeps_the_old_one_serving() {
     let nats = NatsServer::start();
-    let mut agent = Agent::start(&nats, "r", 1).await;
+    let mut agent = agent(&nats, "r", 1).await;
     let client = nats.client().await;
     let s = Subjects::default();
     let before: StatusReply = ask(&client, &s.cluster("r", "status"), &serde_json::json!({"v": 1})).await;
@@ -456,7 +407,7 @@ async fn a_bad_inventory_on_reload_keeps_the_old_one_serving() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_requests_get_an_error_and_the_agent_keeps_serving() {
     let nats = NatsServer::start();
-    let _agent = Agent::start(&nats, "m", 1).await;
+    let _agent = agent(&nats, "m", 1).await;
     let client = nats.client().await;
     let s = Subjects::default();
     for body in [

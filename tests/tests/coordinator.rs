@@ -4,7 +4,7 @@
 //! Tests run one at a time (they measure waits against short deadlines, and the machine may
 //! have two cores).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use fedvol_common::decision::ClusterStatus;
@@ -14,6 +14,7 @@ use fedvol_common::wire::{
     ClustersReply, DecisionRef, DecisionState, ListReply, ReplayReply, StatusReply, StoredDecision, Subjects,
     SubmitMsg, SubmitReply, VERSION, WhyNotQuery, WhyNotReply, ops,
 };
+use fedvol_tests::federation::{AgentProc, CoordinatorProc, slots_inventory};
 use fedvol_tests::{NatsServer, Spawned, wait_until};
 use futures::StreamExt;
 use nix::sys::signal::Signal;
@@ -26,95 +27,27 @@ const DEADLINE_MS: u64 = 800;
 // ---------------------------------------------------------------------------------------------
 // Processes
 
-struct Agent {
-    proc: Spawned,
-    dir: tempfile::TempDir,
+/// An agent of cluster `name` with `hosts` one-job hosts whose scratch provisioner only group
+/// `physics` may use.
+async fn slots(nats: &NatsServer, name: &str, hosts: usize, heartbeat_ms: u64) -> AgentProc {
+    AgentProc::start(nats, heartbeat_ms, |dir| slots_inventory(name, hosts, dir, "[physics]")).await
 }
 
-impl Agent {
-    /// Starts an agent for the inventory `text(dir)` (written into a fresh directory `dir`),
-    /// heartbeating every `heartbeat_ms`.
-    async fn start(nats: &NatsServer, heartbeat_ms: u64, text: impl FnOnce(&Path) -> String) -> Agent {
-        let dir = tempfile::tempdir().unwrap();
-        let inv = dir.path().join("inventory.yaml");
-        std::fs::write(&inv, text(dir.path())).unwrap();
-        let args = [
-            "--inventory".to_string(),
-            inv.display().to_string(),
-            "--nats".into(),
-            nats.url(),
-            "--data-dir".into(),
-            dir.path().join("data").display().to_string(),
-            "--heartbeat-ms".into(),
-            heartbeat_ms.to_string(),
-        ];
-        let mut proc = Spawned::bin("fedvol-agent", args);
-        proc.wait_for_log("endpoints ready", Duration::from_secs(30)).await;
-        Agent { proc, dir }
-    }
-
-    /// An agent of cluster `name` with `hosts` hosts, each with room for exactly one test job.
-    async fn slots(nats: &NatsServer, name: &str, hosts: usize, heartbeat_ms: u64) -> Agent {
-        Agent::start(nats, heartbeat_ms, |dir| slots_inventory(name, hosts, dir)).await
-    }
-
-    fn scratch(&self) -> PathBuf {
-        self.dir.path().join("scratch")
-    }
-}
-
-/// Cluster `name`: a hostpath provisioner (under `<dir>/scratch`) whose ephemeral volumes only
-/// group `physics` may use, and `hosts` hosts of 8 cores (one test job each).
-fn slots_inventory(name: &str, hosts: usize, dir: &Path) -> String {
-    let scratch = dir.join("scratch");
-    std::fs::create_dir_all(&scratch).unwrap();
-    let mut t = format!(
-        "cluster: {name}\nprovisioners:\n  scratch:\n    driver: {{type: hostpath, path: '{}'}}\n    ephemeral: [physics]\nzones:\n  z1:\n    hosts:\n",
-        scratch.display()
-    );
-    for i in 0..hosts {
-        t.push_str(&format!(
-            "      - {{name: h{i}, capacity: {{cpu: 8, memory: 32GiB, instances: 4}}}}\n"
-        ));
-    }
-    t
-}
-
-struct Coordinator {
-    proc: Spawned,
-    args: Vec<String>,
-}
-
-impl Coordinator {
-    async fn start(nats: &NatsServer, extra: &[&str]) -> Coordinator {
-        let mut args = vec![
-            "--nats".to_string(),
-            nats.url(),
-            "--deadline-ms".into(),
-            DEADLINE_MS.to_string(),
-            "--commit-timeout-ms".into(),
-            "3000".into(),
-            "--hold-ttl-ms".into(),
-            "20000".into(),
-            "--discovery-ms".into(),
-            "300".into(),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let proc = Coordinator::spawn(&args).await;
-        Coordinator { proc, args }
-    }
-
-    async fn spawn(args: &[String]) -> Spawned {
-        let mut proc = Spawned::bin("fedvol-coordinator", args);
-        proc.wait_for_log("coordinator ready", Duration::from_secs(30)).await;
-        proc
-    }
-
-    /// kill -9, then start again with the same arguments.
-    async fn restart(&mut self) {
-        self.proc.kill();
-        self.proc = Coordinator::spawn(&self.args).await;
-    }
+/// A coordinator with the test timings and `extra` arguments.
+async fn coordinator(nats: &NatsServer, extra: &[&str]) -> CoordinatorProc {
+    let deadline = DEADLINE_MS.to_string();
+    let mut args = vec![
+        "--deadline-ms",
+        deadline.as_str(),
+        "--commit-timeout-ms",
+        "3000",
+        "--hold-ttl-ms",
+        "20000",
+        "--discovery-ms",
+        "300",
+    ];
+    args.extend_from_slice(extra);
+    CoordinatorProc::start(nats, &args).await
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -280,9 +213,9 @@ async fn three_example_clusters_the_seeds_choose_commit_and_release() {
     let nats = NatsServer::start();
     let mut agents = Vec::new();
     for c in ["cluster-a", "cluster-b", "cluster-c"] {
-        agents.push(Agent::start(&nats, 100, |dir| example_inventory(c, dir)).await);
+        agents.push(AgentProc::start(&nats, 100, |dir| example_inventory(c, dir)).await);
     }
-    let coord = Coordinator::start(&nats, &[]).await;
+    let coord = coordinator(&nats, &[]).await;
     let client = nats.client().await;
 
     // seed 002: `train` needs a GPU (hard) and prefers an H100 (soft): cluster-a fits without
@@ -370,10 +303,10 @@ async fn three_example_clusters_the_seeds_choose_commit_and_release() {
 async fn a_killed_agent_times_out_once_then_is_not_waited_for() {
     let _serial = SERIAL.lock().await;
     let nats = NatsServer::start();
-    let a = Agent::slots(&nats, "a", 2, 100).await;
-    let b = Agent::slots(&nats, "b", 2, 100).await;
-    let mut c = Agent::slots(&nats, "c", 2, 100).await;
-    let _coord = Coordinator::start(&nats, &[]).await;
+    let a = slots(&nats, "a", 2, 100).await;
+    let b = slots(&nats, "b", 2, 100).await;
+    let mut c = slots(&nats, "c", 2, 100).await;
+    let _coord = coordinator(&nats, &[]).await;
     let client = nats.client().await;
     wait_alive(&client, "c", true).await;
 
@@ -451,17 +384,17 @@ async fn a_failed_commit_falls_back_to_the_next_cluster_within_the_attempts() {
     let _serial = SERIAL.lock().await;
     let nats = NatsServer::start();
     // `bad` plans fine but cannot create its volume: its base path lies under a regular file.
-    let bad = Agent::start(&nats, 100, |dir| {
+    let bad = AgentProc::start(&nats, 100, |dir| {
         std::fs::write(dir.join("blocker"), "not a directory").unwrap();
-        slots_inventory("bad", 2, dir).replace(
+        slots_inventory("bad", 2, dir, "[physics]").replace(
             &dir.join("scratch").display().to_string(),
             &dir.join("blocker/scratch").display().to_string(),
         )
     })
     .await;
-    let good = Agent::slots(&nats, "good", 2, 100).await;
-    let _spare = Agent::slots(&nats, "spare", 2, 100).await;
-    let mut coord = Coordinator::start(&nats, &[]).await;
+    let good = slots(&nats, "good", 2, 100).await;
+    let _spare = slots(&nats, "spare", 2, 100).await;
+    let mut coord = coordinator(&nats, &[]).await;
     let client = nats.client().await;
     let mut wf = job_workflow("fallback");
     wf.clusters = vec!["bad".into(), "good".into()];
@@ -511,11 +444,11 @@ async fn a_failed_commit_falls_back_to_the_next_cluster_within_the_attempts() {
 async fn a_frozen_agent_becomes_suspect_and_its_late_answer_is_released() {
     let _serial = SERIAL.lock().await;
     let nats = NatsServer::start();
-    let a = Agent::slots(&nats, "a", 2, 100).await;
-    let b = Agent::slots(&nats, "b", 2, 100).await;
+    let a = slots(&nats, "a", 2, 100).await;
+    let b = slots(&nats, "b", 2, 100).await;
     // c heartbeats slowly, so it stays "alive" for 9 s while frozen.
-    let c = Agent::slots(&nats, "c", 2, 3000).await;
-    let coord = Coordinator::start(&nats, &[]).await;
+    let c = slots(&nats, "c", 2, 3000).await;
+    let coord = coordinator(&nats, &[]).await;
     let client = nats.client().await;
     wait_alive(&client, "c", true).await;
 
@@ -574,10 +507,10 @@ async fn a_frozen_agent_becomes_suspect_and_its_late_answer_is_released() {
 async fn decisions_survive_a_coordinator_kill_and_a_second_one_serves_meanwhile() {
     let _serial = SERIAL.lock().await;
     let nats = NatsServer::start();
-    let _a = Agent::slots(&nats, "a", 6, 100).await;
-    let _b = Agent::slots(&nats, "b", 6, 100).await;
-    let mut first = Coordinator::start(&nats, &[]).await;
-    let second = Coordinator::start(&nats, &[]).await;
+    let _a = slots(&nats, "a", 6, 100).await;
+    let _b = slots(&nats, "b", 6, 100).await;
+    let mut first = coordinator(&nats, &[]).await;
+    let second = coordinator(&nats, &[]).await;
     let client = nats.client().await;
 
     let mut decided = Vec::new();
@@ -630,10 +563,10 @@ async fn forty_concurrent_submits_for_ten_slots_never_over_commit() {
     let sizes = [("a", 4usize), ("b", 3), ("c", 3)];
     let mut agents = Vec::new();
     for (name, hosts) in sizes {
-        agents.push(Agent::slots(&nats, name, hosts, 200).await);
+        agents.push(slots(&nats, name, hosts, 200).await);
     }
-    let _coord = Coordinator::start(&nats, &[]).await;
-    let _coord2 = Coordinator::start(&nats, &[]).await;
+    let _coord = coordinator(&nats, &[]).await;
+    let _coord2 = coordinator(&nats, &[]).await;
 
     let mut clients = Vec::new();
     for _ in 0..8 {
@@ -714,11 +647,11 @@ async fn forty_concurrent_submits_for_ten_slots_never_over_commit() {
 async fn idempotent_submit_complete_dry_run_replay_directory_and_bad_input() {
     let _serial = SERIAL.lock().await;
     let nats = NatsServer::start();
-    let a = Agent::slots(&nats, "a", 1, 100).await;
+    let a = slots(&nats, "a", 1, 100).await;
     let dir = tempfile::tempdir().unwrap();
     let directory = dir.path().join("directory.yaml");
     std::fs::write(&directory, "users:\n  alice: [physics]\n  bob: [chem]\n").unwrap();
-    let coord = Coordinator::start(&nats, &["--directory", &directory.display().to_string()]).await;
+    let coord = coordinator(&nats, &["--directory", &directory.display().to_string()]).await;
     let client = nats.client().await;
 
     // Same request id twice: one decision, one commit.

@@ -147,6 +147,17 @@ impl Core {
         (self.effective.clone(), self.state.clone())
     }
 
+    /// The view a dry-run plan of `request_id` must see: the usual one, or, when the request
+    /// already holds or committed something, the view without it (replay gives the original
+    /// answer).
+    pub fn snapshot_for(&self, request_id: &str) -> (Arc<Inventory>, Arc<ClusterState>) {
+        if !self.ledger.knows(request_id) {
+            return self.snapshot();
+        }
+        let (inv, state) = self.ledger.without(request_id).effective(&self.base);
+        (Arc::new(inv), Arc::new(state))
+    }
+
     /// Number of live holds.
     pub fn hold_count(&self) -> usize {
         self.ledger.holds.len()

@@ -48,6 +48,27 @@ impl Ledger {
         self.volumes.get(&volume_key(id))
     }
 
+    /// The ledger as it would be without request `request_id`: its hold, its commit and the
+    /// volumes that commit provisioned or bound are left out (so re-planning a request answers
+    /// the question it was first asked, not one where it already holds its own capacity).
+    pub fn without(&self, request_id: &str) -> Ledger {
+        let mut l = self.clone();
+        l.holds.remove(request_id);
+        if let Some(c) = l.commits.remove(request_id) {
+            for cv in &c.volumes {
+                if cv.holding != super::records::Holding::Existing {
+                    l.volumes.remove(&volume_key(&cv.id));
+                }
+            }
+        }
+        l
+    }
+
+    /// True when `request_id` has a hold or a commit.
+    pub fn knows(&self, request_id: &str) -> bool {
+        self.holds.contains_key(request_id) || self.commits.contains_key(request_id)
+    }
+
     /// Ids of holds whose lease lapsed at `now_ms`, except those in `in_flight` (a commit of
     /// them is running).
     pub fn expired(&self, now_ms: u64, in_flight: &HashSet<String>) -> Vec<String> {

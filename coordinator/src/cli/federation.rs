@@ -52,7 +52,7 @@ pub enum DecisionsCmd {
     List(OutputArgs),
     /// One decision: per-cluster table, then each cluster's failed stages with every reason.
     Show(IdArgs),
-    /// Print every change to any decision as it happens (Ctrl-C to stop).
+    /// Print the latest state of every decision, then every change as it happens (Ctrl-C to stop).
     Watch,
     /// Re-run a stored request with its seed and say whether the answer is identical.
     Replay(IdArgs),
@@ -338,7 +338,8 @@ async fn watch(client: &Client) -> u8 {
             return EXIT_BAD_INPUT;
         }
     };
-    let mut w = match kv.watch_all().await {
+    // The latest revision of every decision first, then every change as it happens.
+    let mut w = match kv.watch_with_history(">").await {
         Ok(w) => w,
         Err(e) => {
             eprintln!("error: cannot watch the decision store: {e}");

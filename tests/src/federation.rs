@@ -1,0 +1,109 @@
+//! Real fedvol processes for end-to-end tests: an agent with its inventory and state in a
+//! temporary directory, and a coordinator, each started and awaited until ready.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::{NatsServer, Spawned};
+
+/// A running `fedvol-agent` with its own directory (inventory, state, scratch space).
+pub struct AgentProc {
+    /// The process.
+    pub proc: Spawned,
+    /// Its arguments (for restarts).
+    pub args: Vec<String>,
+    /// Its directory: `inventory.yaml`, `data/`, and whatever the inventory text made.
+    pub dir: tempfile::TempDir,
+}
+
+impl AgentProc {
+    /// Starts an agent for the inventory `text(dir)`, written to `<dir>/inventory.yaml`,
+    /// heartbeating every `heartbeat_ms`; waits until its endpoints are ready (30 s at most).
+    pub async fn start(nats: &NatsServer, heartbeat_ms: u64, text: impl FnOnce(&Path) -> String) -> AgentProc {
+        let dir = tempfile::tempdir().expect("a temporary directory for the agent");
+        let inv = dir.path().join("inventory.yaml");
+        std::fs::write(&inv, text(dir.path())).expect("the inventory file");
+        let args = vec![
+            "--inventory".to_string(),
+            inv.display().to_string(),
+            "--nats".into(),
+            nats.url(),
+            "--data-dir".into(),
+            dir.path().join("data").display().to_string(),
+            "--heartbeat-ms".into(),
+            heartbeat_ms.to_string(),
+        ];
+        let proc = AgentProc::spawn(&args).await;
+        AgentProc { proc, args, dir }
+    }
+
+    async fn spawn(args: &[String]) -> Spawned {
+        let mut proc = Spawned::bin("fedvol-agent", args);
+        proc.wait_for_log("endpoints ready", Duration::from_secs(30)).await;
+        proc
+    }
+
+    /// The inventory file.
+    pub fn inventory(&self) -> PathBuf {
+        self.dir.path().join("inventory.yaml")
+    }
+
+    /// `<dir>/scratch`, where [`slots_inventory`] puts hostpath volumes.
+    pub fn scratch(&self) -> PathBuf {
+        self.dir.path().join("scratch")
+    }
+
+    /// kill -9, then start again on the same files.
+    pub async fn crash_and_restart(&mut self) {
+        self.proc.kill();
+        self.proc = AgentProc::spawn(&self.args).await;
+    }
+}
+
+/// Cluster `name`: a hostpath provisioner `scratch` (under `<dir>/scratch`, created here) whose
+/// ephemeral volumes `ephemeral` may use (`all` or a YAML list such as `[physics]`), and
+/// `hosts` hosts of 8 cores / 32 GiB / 4 instances in zone `z1`.
+pub fn slots_inventory(name: &str, hosts: usize, dir: &Path, ephemeral: &str) -> String {
+    let scratch = dir.join("scratch");
+    std::fs::create_dir_all(&scratch).expect("the scratch directory");
+    let mut t = format!(
+        "cluster: {name}\nprovisioners:\n  scratch:\n    driver: {{type: hostpath, path: '{}'}}\n    ephemeral: {ephemeral}\n    create: {ephemeral}\nzones:\n  z1:\n    hosts:\n",
+        scratch.display()
+    );
+    for i in 0..hosts {
+        t.push_str(&format!(
+            "      - {{name: h{i}, capacity: {{cpu: 8, memory: 32GiB, instances: 4}}}}\n"
+        ));
+    }
+    t
+}
+
+/// A running `fedvol-coordinator`.
+pub struct CoordinatorProc {
+    /// The process.
+    pub proc: Spawned,
+    /// Its arguments (for restarts).
+    pub args: Vec<String>,
+}
+
+impl CoordinatorProc {
+    /// Starts a coordinator on `nats` with `extra` arguments; waits until it is ready.
+    pub async fn start(nats: &NatsServer, extra: &[&str]) -> CoordinatorProc {
+        let mut args = vec!["--nats".to_string(), nats.url()];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let proc = CoordinatorProc::spawn(&args).await;
+        CoordinatorProc { proc, args }
+    }
+
+    async fn spawn(args: &[String]) -> Spawned {
+        let mut proc = Spawned::bin("fedvol-coordinator", args);
+        proc.wait_for_log("coordinator ready", Duration::from_secs(30)).await;
+        proc
+    }
+
+    /// kill -9, then start again with the same arguments.
+    pub async fn restart(&mut self) {
+        self.proc.kill();
+        self.proc = CoordinatorProc::spawn(&self.args).await;
+    }
+}
