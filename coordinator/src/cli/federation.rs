@@ -211,20 +211,30 @@ pub fn submit(net: &NetArgs, a: &SubmitArgs) -> u8 {
 }
 
 fn show_submit(reply: &SubmitReply, o: Output) -> u8 {
+    match show_stored(reply, o, "submit") {
+        Ok(s) => decision_exit(s),
+        Err(code) => code,
+    }
+}
+
+/// Prints the stored decision of `reply` (or its error, prefixed with `what`); returns the
+/// decision, or the exit code when there is none or it could not be printed.
+fn show_stored<'r>(reply: &'r SubmitReply, o: Output, what: &str) -> Result<&'r StoredDecision, u8> {
     match (&reply.stored, &reply.error) {
         (Some(s), _) => {
-            if !print_doc(o, s, || stored_table(s)) {
-                return EXIT_BAD_INPUT;
+            if print_doc(o, s, || stored_table(s)) {
+                Ok(s)
+            } else {
+                Err(EXIT_BAD_INPUT)
             }
-            decision_exit(s)
         }
         (None, Some(e)) => {
-            eprintln!("error: {} ({})", e.message, e.code);
-            EXIT_BAD_INPUT
+            eprintln!("error: {what}: {} ({})", e.message, e.code);
+            Err(EXIT_BAD_INPUT)
         }
         (None, None) => {
-            eprintln!("error: the coordinator answered with neither a decision nor an error");
-            EXIT_BAD_INPUT
+            eprintln!("error: {what}: the coordinator answered with neither a decision nor an error");
+            Err(EXIT_BAD_INPUT)
         }
     }
 }
@@ -272,23 +282,9 @@ pub fn decisions(net: &NetArgs, cmd: &DecisionsCmd) -> u8 {
                 Err(e) => fail(&e),
             },
             DecisionsCmd::Show(a) => match get(&client, &a.id).await {
-                Ok(r) => match (&r.stored, &r.error) {
-                    (Some(s), _) => {
-                        if print_doc(a.output.output, s, || stored_table(s)) {
-                            EXIT_OK
-                        } else {
-                            EXIT_BAD_INPUT
-                        }
-                    }
-                    (None, e) => {
-                        let msg = e
-                            .as_ref()
-                            .map(|e| e.message.clone())
-                            .unwrap_or_else(|| "not found".into());
-                        eprintln!("error: decision {}: {msg}", a.id);
-                        EXIT_BAD_INPUT
-                    }
-                },
+                Ok(r) => {
+                    show_stored(&r, a.output.output, &format!("decision {}", a.id)).map_or_else(|c| c, |_| EXIT_OK)
+                }
                 Err(e) => fail(&e),
             },
             DecisionsCmd::Replay(a) => {
@@ -420,33 +416,12 @@ pub fn complete(net: &NetArgs, a: &IdArgs) -> u8 {
             Ok(c) => c,
             Err(e) => return fail(&e),
         };
-        match client
-            .call::<_, SubmitReply>(
-                ops::COMPLETE,
-                &DecisionRef {
-                    v: VERSION,
-                    request_id: a.id.clone(),
-                },
-            )
-            .await
-        {
-            Ok(r) => match (&r.stored, &r.error) {
-                (Some(s), _) => {
-                    if print_doc(a.output.output, s, || stored_table(s)) {
-                        EXIT_OK
-                    } else {
-                        EXIT_BAD_INPUT
-                    }
-                }
-                (None, e) => {
-                    let msg = e
-                        .as_ref()
-                        .map(|e| format!("{} ({})", e.message, e.code))
-                        .unwrap_or_default();
-                    eprintln!("error: complete {}: {msg}", a.id);
-                    EXIT_BAD_INPUT
-                }
-            },
+        let msg = DecisionRef {
+            v: VERSION,
+            request_id: a.id.clone(),
+        };
+        match client.call::<_, SubmitReply>(ops::COMPLETE, &msg).await {
+            Ok(r) => show_stored(&r, a.output.output, &format!("complete {}", a.id)).map_or_else(|c| c, |_| EXIT_OK),
             Err(e) => fail(&e),
         }
     })
