@@ -121,6 +121,9 @@ pub struct AgentConfig {
     pub hold_ttl_ms: u64,
     /// How often the inventory file is checked for changes, ms (default 2000; 0 = only SIGHUP).
     pub reload_poll_ms: u64,
+    /// Development sandbox: re-root every local driver path under this directory (see
+    /// `Drivers::with_storage_root`). Not for production.
+    pub storage_root: Option<PathBuf>,
 }
 
 impl AgentConfig {
@@ -135,6 +138,7 @@ impl AgentConfig {
             heartbeat_ms: 2000,
             hold_ttl_ms: 30_000,
             reload_poll_ms: 2000,
+            storage_root: None,
         }
     }
 
@@ -179,6 +183,11 @@ impl AgentConfig {
             && let Some(s) = ctx.nonempty_string(n, "dataDir")
         {
             cfg.data_dir = rel(s);
+        }
+        if let Some(n) = r.take("storageRoot")
+            && let Some(s) = ctx.nonempty_string(n, "storageRoot")
+        {
+            cfg.storage_root = Some(rel(s));
         }
         if let Some(n) = r.take("subjectPrefix")
             && let Some(s) = ctx.nonempty_string(n, "subjectPrefix")

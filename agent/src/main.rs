@@ -54,6 +54,10 @@ struct Args {
     /// Default hold lease, ms.
     #[arg(long)]
     hold_ttl_ms: Option<u64>,
+    /// Development sandbox: every hostpath/nfs volume becomes a directory under this root (and
+    /// unmounted NFS exports are simulated there). Not for production.
+    #[arg(long, env = "FEDVOL_STORAGE_ROOT")]
+    storage_root: Option<PathBuf>,
     /// Log as JSON lines instead of text.
     #[arg(long)]
     log_json: bool,
@@ -108,6 +112,9 @@ fn config(a: Args) -> Result<AgentConfig, String> {
     }
     if let Some(v) = a.hold_ttl_ms {
         cfg.hold_ttl_ms = v;
+    }
+    if a.storage_root.is_some() {
+        cfg.storage_root = a.storage_root;
     }
     Ok(cfg)
 }

@@ -110,7 +110,11 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
     let client = crate::nats::connect(&format!("fedvol-agent {cluster}"), &cfg.nats)
         .await
         .map_err(|e| StartError::Nats(e.to_string()))?;
-    let drivers = Drivers::new(Some(client.clone()), &cluster, subjects.clone(), Default::default());
+    let mut drivers = Drivers::new(Some(client.clone()), &cluster, subjects.clone(), Default::default());
+    if let Some(root) = &cfg.storage_root {
+        tracing::warn!(root = %root.display(), "development sandbox: every volume is a directory under this root");
+        drivers = drivers.with_storage_root(root.clone());
+    }
     let shared = Arc::new(Shared {
         core: Mutex::new(core),
         drivers,

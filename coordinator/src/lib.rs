@@ -7,4 +7,5 @@
 pub mod cli;
 pub mod client;
 pub mod daemon;
+pub mod devfed;
 pub mod render;

@@ -68,6 +68,7 @@ pub struct Drivers {
     cluster: String,
     subjects: Subjects,
     retry: RetryPolicy,
+    storage_root: Option<std::path::PathBuf>,
 }
 
 impl Drivers {
@@ -79,7 +80,50 @@ impl Drivers {
             cluster: cluster.to_string(),
             subjects,
             retry,
+            storage_root: None,
         }
+    }
+
+    /// A sandbox for development and demos (`fedvol dev`): every local path of a hostpath or nfs
+    /// driver is re-rooted under `root` (created on demand), an NFS export that is not mounted on
+    /// the agent is simulated by the directory `<root>/nfs/<server_export>`, and the free-space
+    /// check is skipped (a sandbox volume is an empty directory that reserves no disk). Never for
+    /// production: the volumes then live on the agent's own disk.
+    pub fn with_storage_root(mut self, root: std::path::PathBuf) -> Self {
+        self.storage_root = Some(root);
+        self
+    }
+
+    /// The driver as this agent runs it: unchanged, or re-rooted under the storage root.
+    fn effective(&self, p: &Provisioner) -> Provisioner {
+        let Some(root) = &self.storage_root else {
+            return p.clone();
+        };
+        let under = |path: &str| root.join(path.trim_start_matches('/'));
+        let mut q = p.clone();
+        q.driver = match &p.driver {
+            Driver::Hostpath { path, local } => {
+                let base = under(path);
+                let _ = std::fs::create_dir_all(&base);
+                Driver::Hostpath {
+                    path: base.display().to_string(),
+                    local: *local,
+                }
+            }
+            Driver::Nfs { target, mount } => {
+                let m = match mount {
+                    Some(m) => under(m),
+                    None => root.join("nfs").join(fedvol_common::wire::subject_token(target)),
+                };
+                let _ = std::fs::create_dir_all(&m);
+                Driver::Nfs {
+                    target: target.clone(),
+                    mount: Some(m.display().to_string()),
+                }
+            }
+            other => other.clone(),
+        };
+        q
     }
 
     /// The retry policy used for external provisioners.
@@ -103,6 +147,17 @@ impl Drivers {
         request_id: &str,
         deadline_ms: u64,
     ) -> Result<Created, DriverError> {
+        let p = &self.effective(p);
+        let sandboxed;
+        let v = if self.storage_root.is_some() {
+            sandboxed = NewVolume {
+                capacity: fedvol_common::size::ByteSize(0),
+                ..v.clone()
+            };
+            &sandboxed
+        } else {
+            v
+        };
         tracing::info!(
             request_id,
             provisioner = %p.name,
@@ -151,6 +206,7 @@ impl Drivers {
         request_id: &str,
         deadline_ms: u64,
     ) -> Result<String, DriverError> {
+        let p = &self.effective(p);
         tracing::info!(request_id, provisioner = %p.name, driver = p.driver.kind(), volume, source, "deleting");
         let out = match &p.driver {
             Driver::Hostpath { path, .. } => hostpath::delete(path, volume, source).await,
@@ -174,6 +230,7 @@ impl Drivers {
     /// provisioners, an unmounted NFS export or a path that cannot be examined. Blocking (one
     /// statvfs call).
     pub fn free_bytes(&self, p: &Provisioner) -> Option<u128> {
+        let p = &self.effective(p);
         match &p.driver {
             Driver::Hostpath { path, .. } => localdir::free_bytes(Path::new(path)),
             Driver::Nfs { mount: Some(m), .. } => localdir::free_bytes(Path::new(m)),

@@ -594,6 +594,13 @@ impl Core {
             if mv.pv.reclaim_policy != ReclaimPolicy::Delete {
                 continue;
             }
+            // Seed 001: the deleter is the provisioner that made the volume. A volume fedvol did
+            // not provision is deleted only when it names its provisioner
+            // (`pv.kubernetes.io/provisioned-by`); otherwise no deleter is known and it is left
+            // Released.
+            if !mv.provisioned && !mv.pv.annotations.contains_key("pv.kubernetes.io/provisioned-by") {
+                continue;
+            }
             let Some(p) = cv
                 .id
                 .provisioner
@@ -665,16 +672,22 @@ impl Core {
                 }
                 None => {
                     mv.pv.phase = VolumePhase::Released;
-                    let why = match mv.pv.reclaim_policy {
-                        ReclaimPolicy::Delete => "reclaim policy Delete but no deleter is known for it; left Released",
-                        _ => "reclaim policy Retain: kept, Released, not bound again until an admin resets it",
+                    let (what, why) = match mv.pv.reclaim_policy {
+                        ReclaimPolicy::Delete => (
+                            "released",
+                            "reclaim policy Delete, but no deleter is known for a volume fedvol did not provision; left Released",
+                        ),
+                        _ => (
+                            "retained",
+                            "reclaim policy Retain: kept, Released, not bound again until an admin resets it",
+                        ),
                     };
                     mv.events.push(event(
                         now_ms,
                         "Released",
                         format!("request {request_id} completed; {why}"),
                     ));
-                    outcomes.push(outcome(&cv.key, &cv.id.name, prov, "retained", Some(why.to_string())));
+                    outcomes.push(outcome(&cv.key, &cv.id.name, prov, what, Some(why.to_string())));
                 }
             }
             put_volumes.push(mv);

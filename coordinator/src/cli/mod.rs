@@ -3,6 +3,7 @@
 //! 2 when nothing fits, 1 on bad input).
 
 pub mod check;
+pub mod dev;
 pub mod federation;
 pub mod net;
 pub mod plan;
@@ -49,6 +50,10 @@ pub enum Command {
     Complete(federation::IdArgs),
     /// The clusters the coordinators know: alive, last seen, inventory version, load.
     Clusters(OutputArgs),
+    /// Run a local federation (nats-server, coordinator, one agent per inventory) until Ctrl-C.
+    Dev(dev::DevArgs),
+    /// Run the local federation, submit every example workflow, show, complete, tear down.
+    Demo(dev::DemoArgs),
 }
 
 /// Options shared by commands that print a document.
@@ -89,5 +94,7 @@ pub fn run() -> u8 {
         Command::WhyNot(a) => federation::why_not(&cli.net, &a),
         Command::Complete(a) => federation::complete(&cli.net, &a),
         Command::Clusters(o) => federation::clusters(&cli.net, &o),
+        Command::Dev(a) => dev::dev(&a),
+        Command::Demo(a) => dev::demo(&a),
     }
 }

@@ -12,6 +12,11 @@ fn new_table(header: &[&str]) -> Table {
     t.load_preset(UTF8_BORDERS_ONLY)
         .set_content_arrangement(ContentArrangement::Dynamic)
         .set_header(header.to_vec());
+    // On a terminal the table fits its width; in a pipe or a file long messages wrap at 140
+    // columns instead of making one very long line.
+    if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        t.set_width(140);
+    }
     t
 }
 

@@ -1,0 +1,242 @@
+//! `fedvol dev` (a local federation until Ctrl-C) and `fedvol demo` (the same federation, every
+//! example workflow submitted, shown, completed, then everything torn down).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use fedvol_common::format::load_workflow;
+use fedvol_common::wire::{ClustersReply, DecisionRef, SubmitMsg, SubmitReply, VERSION, ops};
+
+use super::federation::stored_table;
+use super::{EXIT_BAD_INPUT, EXIT_OK};
+use crate::client::Client;
+use crate::devfed::DevFederation;
+
+/// Options of `fedvol dev` and `fedvol demo`.
+#[derive(Debug, clap::Args)]
+pub struct DevArgs {
+    /// The nats-server program (default: `nats-server` on PATH).
+    #[arg(long, value_name = "PATH")]
+    pub nats_server: Option<PathBuf>,
+    /// Directory of cluster inventories: one agent per inventory.
+    #[arg(long, value_name = "DIR", default_value = "deploy/examples/clusters")]
+    pub clusters: PathBuf,
+    /// Where fedvol-agent and fedvol-coordinator are (default: next to this fedvol, else PATH).
+    #[arg(long, value_name = "DIR")]
+    pub bin_dir: Option<PathBuf>,
+}
+
+/// Options of `fedvol demo`.
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// The federation.
+    #[command(flatten)]
+    pub dev: DevArgs,
+    /// Directory of workflows to submit, in name order.
+    #[arg(long, value_name = "DIR", default_value = "deploy/examples/workflows")]
+    pub workflows: PathBuf,
+}
+
+fn start(a: &DevArgs) -> Result<DevFederation, u8> {
+    eprintln!("starting a local federation from {} ...", a.clusters.display());
+    DevFederation::start(a.nats_server.as_deref(), &a.clusters, a.bin_dir.as_deref(), |line| {
+        eprintln!("  {line}")
+    })
+    .map_err(|e| {
+        eprintln!("error: {e}");
+        EXIT_BAD_INPUT
+    })
+}
+
+async fn client(url: &str) -> Result<Client, u8> {
+    let auth = fedvol_agent::config::NatsAuth {
+        url: url.to_string(),
+        ..Default::default()
+    };
+    Client::connect(
+        &auth,
+        fedvol_common::wire::DEFAULT_PREFIX,
+        "demo",
+        Duration::from_secs(30),
+    )
+    .await
+    .map_err(|e| {
+        eprintln!("error: {e}");
+        EXIT_BAD_INPUT
+    })
+}
+
+/// Waits until the coordinator lists every cluster as alive (10 s at most).
+async fn await_clusters(c: &Client, want: &[String]) -> bool {
+    for _ in 0..100 {
+        if let Ok(r) = c
+            .call::<_, ClustersReply>(ops::CLUSTERS, &serde_json::json!({"v": VERSION}))
+            .await
+            && want.iter().all(|w| r.clusters.iter().any(|x| &x.name == w && x.alive))
+        {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
+/// Runs `fedvol dev`: the federation until Ctrl-C.
+pub fn dev(a: &DevArgs) -> u8 {
+    let mut fed = match start(a) {
+        Ok(f) => f,
+        Err(c) => return c,
+    };
+    let url = fed.url.clone();
+    let clusters = fed.clusters.clone();
+    let code = super::net::block_on(async {
+        let c = match client(&url).await {
+            Ok(c) => c,
+            Err(code) => return code,
+        };
+        if !await_clusters(&c, &clusters).await {
+            eprintln!("warning: the coordinator does not list every cluster yet");
+        }
+        println!("\nfedvol federation running: clusters {}", clusters.join(", "));
+        println!("NATS: {url}   (logs and state in {})", fed.dir.path().display());
+        println!("\ntry, in another terminal:");
+        println!("  export FEDVOL_NATS_URL={url}");
+        println!("  fedvol clusters");
+        println!("  fedvol submit deploy/examples/workflows/scratch-fast.yaml");
+        println!("  fedvol decisions list");
+        println!("  fedvol decisions show <ID>");
+        println!("  fedvol why-not <ID> --cluster cluster-a --host a-east-2");
+        println!("  fedvol complete <ID>");
+        println!("\nCtrl-C stops everything and removes {}", fed.dir.path().display());
+        let _ = tokio::signal::ctrl_c().await;
+        EXIT_OK
+    });
+    eprintln!("stopping ...");
+    fed.stop();
+    code
+}
+
+fn workflow_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|r| r.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    v.retain(|p| p.is_file() && p.extension().is_some_and(|e| e == "yaml" || e == "yml"));
+    v.sort();
+    v
+}
+
+/// Runs `fedvol demo`: every example workflow submitted, shown, completed; then tear-down.
+/// Exit 0 when every workflow was decided and every committed one completed.
+pub fn demo(a: &DemoArgs) -> u8 {
+    let files = workflow_files(&a.workflows);
+    if files.is_empty() {
+        eprintln!("error: no workflows (*.yaml) in {}", a.workflows.display());
+        return EXIT_BAD_INPUT;
+    }
+    let mut fed = match start(&a.dev) {
+        Ok(f) => f,
+        Err(c) => return c,
+    };
+    let url = fed.url.clone();
+    let clusters = fed.clusters.clone();
+    let code = super::net::block_on(async {
+        let c = match client(&url).await {
+            Ok(c) => c,
+            Err(code) => return code,
+        };
+        if !await_clusters(&c, &clusters).await {
+            eprintln!("error: the coordinator does not see every cluster");
+            return EXIT_BAD_INPUT;
+        }
+        let mut ok = true;
+        let mut committed = Vec::new();
+        for (n, f) in files.iter().enumerate() {
+            println!("\n=== [{}/{}] fedvol submit {}", n + 1, files.len(), f.display());
+            let wf = match load_workflow(f) {
+                Ok(l) => l.value,
+                Err(d) => {
+                    eprintln!("error: {d}");
+                    ok = false;
+                    continue;
+                }
+            };
+            let msg = SubmitMsg {
+                v: VERSION,
+                request_id: format!("demo-{}", wf.name),
+                workflow: wf,
+                dry_run: false,
+                seed: None,
+                groups: vec!["researchers".into(), "physics".into()],
+                timeout_ms: 0,
+            };
+            match c.call::<_, SubmitReply>(ops::SUBMIT, &msg).await {
+                Ok(SubmitReply { stored: Some(s), .. }) => {
+                    print!("{}", stored_table(&s));
+                    if s.decision.chosen_cluster.is_some() {
+                        committed.push(s.decision.request_id.clone());
+                    }
+                }
+                Ok(r) => {
+                    eprintln!("error: no decision: {:?}", r.error);
+                    ok = false;
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ok = false;
+                }
+            }
+        }
+        println!("\n=== completing {} committed workflows", committed.len());
+        for id in &committed {
+            match c
+                .call::<_, SubmitReply>(
+                    ops::COMPLETE,
+                    &DecisionRef {
+                        v: VERSION,
+                        request_id: id.clone(),
+                    },
+                )
+                .await
+            {
+                Ok(SubmitReply { stored: Some(s), .. }) => {
+                    let cluster = s.decision.chosen_cluster.clone().unwrap_or_default();
+                    let vols: Vec<String> = s
+                        .completion
+                        .as_ref()
+                        .map(|r| {
+                            r.volumes
+                                .iter()
+                                .map(|v| format!("{} {} ({})", v.volume, v.outcome, v.key))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    println!(
+                        "  {id} on {cluster}: {}",
+                        if vols.is_empty() {
+                            "nothing to reclaim".to_string()
+                        } else {
+                            vols.join(", ")
+                        }
+                    );
+                }
+                Ok(r) => {
+                    eprintln!("error: complete {id}: {:?}", r.error);
+                    ok = false;
+                }
+                Err(e) => {
+                    eprintln!("error: complete {id}: {e}");
+                    ok = false;
+                }
+            }
+        }
+        println!(
+            "\n{} workflows submitted, {} committed and completed",
+            files.len(),
+            committed.len()
+        );
+        if ok { EXIT_OK } else { EXIT_BAD_INPUT }
+    });
+    eprintln!("tearing down the federation ...");
+    fed.stop();
+    code
+}
