@@ -22,25 +22,40 @@ fn demo_decides_prints_completes_every_example_and_tears_down() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
 
-    let workflows = std::fs::read_dir(workspace_root().join("deploy/examples/workflows")).unwrap().count();
+    let workflows = std::fs::read_dir(workspace_root().join("deploy/examples/workflows"))
+        .unwrap()
+        .count();
     assert!(
-        stdout.contains(&format!("{workflows} workflows submitted, {workflows} committed and completed")),
+        stdout.contains(&format!(
+            "{workflows} workflows submitted, {workflows} committed and completed"
+        )),
         "{stdout}"
     );
     // Progress while starting, one line per process.
-    for p in ["nats-server", "coordinator", "agent cluster-a", "agent cluster-b", "agent cluster-c"] {
+    for p in [
+        "nats-server",
+        "coordinator",
+        "agent cluster-a",
+        "agent cluster-b",
+        "agent cluster-c",
+    ] {
         assert!(stderr.contains(p), "progress line for {p}: {stderr}");
     }
     // The seeds' rules, visible in the printed decisions.
     let section = |name: &str| {
-        let start = stdout.find(&format!("workflows/{name}.yaml")).unwrap_or_else(|| panic!("{name} submitted"));
+        let start = stdout
+            .find(&format!("workflows/{name}.yaml"))
+            .unwrap_or_else(|| panic!("{name} submitted"));
         let rest = &stdout[start..];
         rest[..rest[1..].find("=== ").map_or(rest.len(), |i| i + 1)].to_string()
     };
     assert!(section("named-project-data").contains("chosen cluster: cluster-b"));
     assert!(section("work-archive").contains("chosen cluster: cluster-a"));
     let claim = section("claim-standard");
-    assert!(claim.contains("chosen cluster: cluster-c") && claim.contains("pv-medium"), "{claim}");
+    assert!(
+        claim.contains("chosen cluster: cluster-c") && claim.contains("pv-medium"),
+        "{claim}"
+    );
     assert!(section("gpu-soft-constraints").contains("soft constraints matched 0 < 1"));
     // Why the others lost is printed.
     assert!(stdout.contains("why not:") && stdout.contains("cluster choice:"));
@@ -50,7 +65,10 @@ fn demo_decides_prints_completes_every_example_and_tears_down() {
 
     // Torn down: the temporary directory is gone.
     let marker = "JetStream in ";
-    let line = stderr.lines().find(|l| l.contains(marker)).expect("the nats-server progress line");
+    let line = stderr
+        .lines()
+        .find(|l| l.contains(marker))
+        .expect("the nats-server progress line");
     let js = &line[line.find(marker).unwrap() + marker.len()..];
     let js = js[..js.find(')').unwrap()].to_string();
     let tmp = std::path::Path::new(&js).parent().unwrap().to_path_buf();

@@ -81,6 +81,20 @@ async fn await_clusters(c: &Client, want: &[String]) -> bool {
     false
 }
 
+/// Connects to the local federation and waits until the coordinator lists every cluster;
+/// when it does not within 10 s, that is an error (`required`) or a warning.
+async fn connected(url: &str, clusters: &[String], required: bool) -> Result<Client, u8> {
+    let c = client(url).await?;
+    if !await_clusters(&c, clusters).await {
+        if required {
+            eprintln!("error: the coordinator does not see every cluster");
+            return Err(EXIT_BAD_INPUT);
+        }
+        eprintln!("warning: the coordinator does not list every cluster yet");
+    }
+    Ok(c)
+}
+
 /// Runs `fedvol dev`: the federation until Ctrl-C.
 pub fn dev(a: &DevArgs) -> u8 {
     let mut fed = match start(a) {
@@ -90,12 +104,8 @@ pub fn dev(a: &DevArgs) -> u8 {
     let url = fed.url.clone();
     let clusters = fed.clusters.clone();
     let code = super::net::block_on(async {
-        let c = match client(&url).await {
-            Ok(c) => c,
-            Err(code) => return code,
-        };
-        if !await_clusters(&c, &clusters).await {
-            eprintln!("warning: the coordinator does not list every cluster yet");
+        if let Err(code) = connected(&url, &clusters, false).await {
+            return code;
         }
         println!("\nfedvol federation running: clusters {}", clusters.join(", "));
         println!("NATS: {url}   (logs and state in {})", fed.dir.path().display());
@@ -140,14 +150,10 @@ pub fn demo(a: &DemoArgs) -> u8 {
     let url = fed.url.clone();
     let clusters = fed.clusters.clone();
     let code = super::net::block_on(async {
-        let c = match client(&url).await {
+        let c = match connected(&url, &clusters, true).await {
             Ok(c) => c,
             Err(code) => return code,
         };
-        if !await_clusters(&c, &clusters).await {
-            eprintln!("error: the coordinator does not see every cluster");
-            return EXIT_BAD_INPUT;
-        }
         let mut ok = true;
         let mut committed = Vec::new();
         for (n, f) in files.iter().enumerate() {
