@@ -19,12 +19,17 @@ const READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// `-a 127.0.0.1 -p <port> -js -sd <tempdir>/store` (plus `-c <file>` for
 /// [`NatsServer::start_with_config`]; command-line flags win over the file). The store directory
 /// outlives [`NatsServer::restart`], so JetStream state survives restarts.
+///
+/// [`NatsServer::start_config_file`] instead runs a complete configuration file that sets its
+/// own listen address, ports, JetStream store, cluster routes or leaf connections.
 #[derive(Debug)]
 pub struct NatsServer {
     proc: Option<Spawned>,
     port: u16,
     dir: tempfile::TempDir,
     config: Option<PathBuf>,
+    /// The config file sets everything itself: run it with `-c` alone.
+    complete_config: bool,
 }
 
 /// Locates the `nats-server` binary, panicking with install instructions when there is none.
@@ -86,6 +91,7 @@ impl NatsServer {
             port: 0,
             dir,
             config,
+            complete_config: false,
         };
         let mut last = String::new();
         // Another process may take the free port between probing and binding: try a few.
@@ -100,6 +106,29 @@ impl NatsServer {
         panic!("nats-server could not find a free port: {last}")
     }
 
+    /// Starts `nats-server -c <config>` with no other flag: the file sets its own listen
+    /// address and ports, JetStream and its store directory, cluster routes, leaf connections
+    /// and users. `port` is the client port the file listens on at 127.0.0.1 (used to wait
+    /// until the server is ready and for [`NatsServer::url`]). The file is used where it is,
+    /// so `include` lines resolve next to it; [`NatsServer::restart`] reuses it, and
+    /// [`NatsServer::store_dir`] is not where such a server keeps JetStream data.
+    ///
+    /// Panics (test failure) when `nats-server` is missing, exits or does not serve `port`
+    /// within 10 s, with its output.
+    pub fn start_config_file(config: &Path, port: u16) -> NatsServer {
+        let mut server = NatsServer {
+            proc: None,
+            port,
+            dir: tempfile::tempdir().expect("a temporary directory for nats-server"),
+            config: Some(config.to_path_buf()),
+            complete_config: true,
+        };
+        if let Err(e) = server.spawn() {
+            panic!("{e}");
+        }
+        server
+    }
+
     /// Spawns the server on `self.port` and waits until it sends its INFO greeting.
     fn spawn(&mut self) -> Result<(), String> {
         let store = self.dir.path().join("store");
@@ -107,8 +136,10 @@ impl NatsServer {
         if let Some(c) = &self.config {
             cmd.arg("-c").arg(c);
         }
-        cmd.args(["-a", "127.0.0.1", "-p", &self.port.to_string(), "-js", "-sd"])
-            .arg(&store);
+        if !self.complete_config {
+            cmd.args(["-a", "127.0.0.1", "-p", &self.port.to_string(), "-js", "-sd"])
+                .arg(&store);
+        }
         let mut proc = Spawned::start(cmd);
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
         let end = Instant::now() + READY_TIMEOUT;
@@ -150,7 +181,8 @@ impl NatsServer {
         self.dir.path().join("store")
     }
 
-    /// The config file given to [`NatsServer::start_with_config`].
+    /// The config file given to [`NatsServer::start_with_config`] or
+    /// [`NatsServer::start_config_file`].
     pub fn config_path(&self) -> Option<&Path> {
         self.config.as_deref()
     }
@@ -197,6 +229,25 @@ impl NatsServer {
             panic!("nats-server did not restart: {e}");
         }
     }
+}
+
+/// Checks `config` with `nats-server -t -c <config>` (parse and validate, includes resolved
+/// next to the file; nothing is started). Returns the server's message on success.
+///
+/// Errors: the server's output when it reports the file invalid, or why it could not run.
+pub fn check_config(config: &Path) -> Result<String, String> {
+    let out = Command::new(server_binary())
+        .arg("-t")
+        .arg("-c")
+        .arg(config)
+        .output()
+        .map_err(|e| format!("cannot run nats-server -t: {e}"))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if out.status.success() { Ok(text) } else { Err(text) }
 }
 
 /// Creates (or opens) the JetStream key-value bucket `bucket` keeping `history` values per key,
@@ -275,6 +326,49 @@ mod tests {
         s.stop();
         assert!(!s.is_running());
         assert!(!greets(&SocketAddr::from((Ipv4Addr::LOCALHOST, port))));
+    }
+
+    #[tokio::test]
+    async fn a_complete_config_file_sets_its_own_port_and_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let store = dir.path().join("js");
+        let conf = dir.path().join("server.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "listen: 127.0.0.1:{port}\nmax_payload: 2048\njetstream {{ store_dir: \"{}\" }}\n",
+                store.display()
+            ),
+        )
+        .unwrap();
+        assert!(check_config(&conf).is_ok());
+        let mut s = NatsServer::start_config_file(&conf, port);
+        assert_eq!(s.url(), format!("nats://127.0.0.1:{port}"));
+        let c = s.client().await;
+        assert_eq!(
+            c.server_info().max_payload,
+            2048,
+            "the file's settings, no harness flags"
+        );
+        let kv = key_value(&jetstream::new(c), "own", 1).await.unwrap();
+        kv.put("k", Bytes::from_static(b"v")).await.unwrap();
+        assert!(
+            store.join("jetstream").is_dir(),
+            "JetStream uses the file's store directory"
+        );
+        s.restart();
+        let kv = key_value(&jetstream::new(s.client().await), "own", 1).await.unwrap();
+        assert_eq!(kv.get("k").await.unwrap(), Some(Bytes::from_static(b"v")));
+    }
+
+    #[test]
+    fn check_config_reports_what_is_wrong() {
+        let dir = tempfile::tempdir().unwrap();
+        let conf = dir.path().join("bad.conf");
+        std::fs::write(&conf, "listen: 127.0.0.1:4222\nno_such_option: 1\n").unwrap();
+        let e = check_config(&conf).unwrap_err();
+        assert!(e.contains("no_such_option"), "{e}");
     }
 
     #[tokio::test]
