@@ -543,7 +543,11 @@ pub struct ClustersReply {
     /// Protocol version.
     pub v: u32,
     /// Every cluster ever heard from, by name.
+    #[serde(default)]
     pub clusters: Vec<ClusterInfo>,
+    /// Why the coordinator could not answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Reason>,
 }
 
 /// One line of the decisions list.
@@ -567,7 +571,11 @@ pub struct ListReply {
     /// Protocol version.
     pub v: u32,
     /// Newest first.
+    #[serde(default)]
     pub decisions: Vec<DecisionSummary>,
+    /// Why the coordinator could not answer (e.g. the decision store is unavailable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Reason>,
 }
 
 /// The answer to replay.

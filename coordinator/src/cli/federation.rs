@@ -263,6 +263,10 @@ pub fn decisions(net: &NetArgs, cmd: &DecisionsCmd) -> u8 {
                 .call::<_, ListReply>(ops::LIST, &serde_json::json!({"v": VERSION}))
                 .await
             {
+                Ok(ListReply { error: Some(e), .. }) => {
+                    eprintln!("error: decisions list: {} ({})", e.message, e.code);
+                    EXIT_BAD_INPUT
+                }
                 Ok(r) => {
                     let ok = print_doc(o.output, &r, || {
                         let mut t = new_table(&["REQUEST", "WORKFLOW", "STATE", "CLUSTER", "UPDATED"]);
@@ -438,6 +442,10 @@ pub fn clusters(net: &NetArgs, o: &OutputArgs) -> u8 {
             .call::<_, ClustersReply>(ops::CLUSTERS, &serde_json::json!({"v": VERSION}))
             .await
         {
+            Ok(ClustersReply { error: Some(e), .. }) => {
+                eprintln!("error: clusters: {} ({})", e.message, e.code);
+                EXIT_BAD_INPUT
+            }
             Ok(r) => {
                 let ok = print_doc(o.output, &r, || {
                     let mut t = new_table(&[

@@ -176,6 +176,7 @@ pub fn clusters(co: &Coordinator) -> ClustersReply {
     ClustersReply {
         v: VERSION,
         clusters: co.registry().info(now_ms()),
+        error: None,
     }
 }
 
@@ -186,7 +187,11 @@ pub async fn list(co: &Coordinator) -> Result<ListReply, Reason> {
     co.store
         .list()
         .await
-        .map(|decisions| ListReply { v: VERSION, decisions })
+        .map(|decisions| ListReply {
+            v: VERSION,
+            decisions,
+            error: None,
+        })
         .map_err(|e| Reason::new(codes::STORE, e.to_string()))
 }
 
