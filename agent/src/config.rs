@@ -26,6 +26,19 @@ pub struct NatsAuth {
     pub tls_cert: Option<PathBuf>,
     /// Client key (PEM) for mutual TLS.
     pub tls_key: Option<PathBuf>,
+    /// Prefix of this client's reply inboxes (default `_INBOX`). With `deploy/nats/secure.conf`
+    /// each NATS user may subscribe only to `_INBOX_<user>.>`, so no client can read another's
+    /// replies: set it to `_INBOX_<user>`.
+    pub inbox_prefix: Option<String>,
+}
+
+/// True for a subject prefix a client may put its inboxes under: dot-separated tokens, none
+/// empty, without wildcards (`*`, `>`) or whitespace.
+pub fn is_inbox_prefix(p: &str) -> bool {
+    !p.is_empty()
+        && p.split('.').all(|t| {
+            !t.is_empty() && t != "*" && t != ">" && !t.chars().any(|c| c.is_whitespace() || c == '*' || c == '>')
+        })
 }
 
 impl NatsAuth {
@@ -59,12 +72,19 @@ impl NatsAuth {
         if self.tls_cert.is_some() != self.tls_key.is_some() {
             out.push("TLS client certificate and key must be given together".to_string());
         }
+        if let Some(p) = &self.inbox_prefix
+            && !is_inbox_prefix(p)
+        {
+            out.push(format!(
+                "NATS inbox prefix `{p}` is not a subject prefix: use dot-separated tokens without `*`, `>` or spaces, e.g. _INBOX_alice"
+            ));
+        }
         out
     }
 }
 
 /// Reads a `nats:` block (`url`, `user`, `password`, `nkeyFile`, `credsFile`, `tlsCa`,
-/// `tlsCert`, `tlsKey`; unknown keys are errors with a hint) at field path `field`. Relative
+/// `tlsCert`, `tlsKey`, `inboxPrefix`; unknown keys are errors with a hint) at field path `field`. Relative
 /// file paths are taken relative to `base` (the configuration file's directory). Missing keys
 /// keep [`NatsAuth::local`]'s values.
 ///
@@ -86,6 +106,9 @@ pub fn parse_nats(ctx: &mut Ctx, node: &Node, field: &str, base: &Path) -> NatsA
     }
     if let Some(n) = m.take("password") {
         out.password = ctx.string(n, &join(field, "password"));
+    }
+    if let Some(n) = m.take("inboxPrefix") {
+        out.inbox_prefix = ctx.nonempty_string(n, &join(field, "inboxPrefix"));
     }
     for (key, slot) in [
         ("nkeyFile", &mut out.nkey_file),
@@ -124,6 +147,9 @@ pub struct AgentConfig {
     /// Development sandbox: re-root every local driver path under this directory (see
     /// `Drivers::with_storage_root`). Not for production.
     pub storage_root: Option<PathBuf>,
+    /// Largest request body served, bytes (default
+    /// [`fedvol_common::wire::DEFAULT_MAX_BODY_BYTES`], 1 MiB); larger ones get `bad_request`.
+    pub max_body_bytes: usize,
 }
 
 impl AgentConfig {
@@ -139,6 +165,7 @@ impl AgentConfig {
             hold_ttl_ms: 30_000,
             reload_poll_ms: 2000,
             storage_root: None,
+            max_body_bytes: fedvol_common::wire::DEFAULT_MAX_BODY_BYTES,
         }
     }
 
@@ -205,6 +232,11 @@ impl AgentConfig {
                 *slot = v;
             }
         }
+        if let Some(n) = r.take("maxBodyBytes")
+            && let Some(v) = ctx.int(n, "maxBodyBytes", 1024, 64 * 1024 * 1024)
+        {
+            cfg.max_body_bytes = v as usize;
+        }
         if let Some(n) = r.take("nats") {
             cfg.nats = parse_nats(&mut ctx, n, "nats", &base);
         }
@@ -220,6 +252,16 @@ impl AgentConfig {
         let mut out = self.nats.check();
         if self.heartbeat_ms == 0 {
             out.push("heartbeatMs must be more than 0".to_string());
+        }
+        if let Some(c) = &self.cluster
+            && !fedvol_common::limits::is_token(c)
+        {
+            out.push(format!(
+                "cluster name `{c}` is not valid: use letters, digits, `-` and `_` (it is a NATS subject token)"
+            ));
+        }
+        if !(1024..=64 * 1024 * 1024).contains(&self.max_body_bytes) {
+            out.push("maxBodyBytes must be between 1024 and 67108864".to_string());
         }
         if out.is_empty() { Ok(()) } else { Err(out) }
     }
@@ -285,8 +327,9 @@ mod nats_block {
 
     #[test]
     fn the_block_reads_alone_with_paths_relative_to_the_base() {
-        let a = parse("url: nats://n:4222\nuser: u\npassword: p\ntlsCa: ca.pem\n").unwrap();
+        let a = parse("url: nats://n:4222\nuser: u\npassword: p\ntlsCa: ca.pem\ninboxPrefix: _INBOX_u\n").unwrap();
         assert_eq!(a.url, "nats://n:4222");
+        assert_eq!(a.inbox_prefix.as_deref(), Some("_INBOX_u"));
         assert_eq!(a.tls_ca, Some(PathBuf::from("/etc/fedvol/ca.pem")));
         assert!(a.check().is_empty());
         let d = parse("{}").unwrap();
@@ -298,9 +341,16 @@ mod nats_block {
         let e = parse("url: nats://n\ncredFile: x\n").unwrap_err();
         assert!(e.to_string().contains("nats.credFile"), "{e}");
         assert!(e.to_string().contains("did you mean `credsFile`"), "{e}");
-        let a = parse("user: u\ntlsCert: c.pem\n").unwrap();
+        let a = parse("user: u\ntlsCert: c.pem\ninboxPrefix: \"_INBOX.*\"\n").unwrap();
         let problems = a.check();
-        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        assert!(problems[2].contains("inbox prefix `_INBOX.*`"), "{problems:?}");
+        for ok in ["_INBOX_alice", "_I.agent-a"] {
+            assert!(is_inbox_prefix(ok), "{ok}");
+        }
+        for bad in ["", "_INBOX.", ".x", "a..b", "a b", "_INBOX.>", "a*"] {
+            assert!(!is_inbox_prefix(bad), "{bad}");
+        }
     }
 }
 

@@ -42,6 +42,12 @@ struct Args {
     /// Client key for mutual TLS.
     #[arg(long, env = "FEDVOL_TLS_KEY")]
     tls_key: Option<PathBuf>,
+    /// Prefix of reply inboxes (e.g. `_INBOX_agent-cluster-a` with deploy/nats/secure.conf).
+    #[arg(long, env = "FEDVOL_NATS_INBOX_PREFIX")]
+    nats_inbox_prefix: Option<String>,
+    /// Largest request body served, bytes (default 1048576).
+    #[arg(long, env = "FEDVOL_MAX_BODY_BYTES")]
+    max_body_bytes: Option<usize>,
     /// Directory for the state file.
     #[arg(long, env = "FEDVOL_DATA_DIR")]
     data_dir: Option<PathBuf>,
@@ -100,6 +106,12 @@ fn config(a: Args) -> Result<AgentConfig, String> {
     }
     if a.tls_key.is_some() {
         cfg.nats.tls_key = a.tls_key;
+    }
+    if a.nats_inbox_prefix.is_some() {
+        cfg.nats.inbox_prefix = a.nats_inbox_prefix;
+    }
+    if let Some(v) = a.max_body_bytes {
+        cfg.max_body_bytes = v;
     }
     if let Some(v) = a.data_dir {
         cfg.data_dir = v;

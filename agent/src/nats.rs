@@ -71,6 +71,9 @@ pub async fn connect(name: &str, auth: &NatsAuth) -> Result<async_nats::Client, 
             source,
         })?;
     }
+    if let Some(p) = &auth.inbox_prefix {
+        opts = opts.custom_inbox_prefix(p);
+    }
     if let Some(ca) = &auth.tls_ca {
         opts = opts.add_root_certificates(ca.clone()).require_tls(true);
     }

@@ -119,6 +119,7 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
         core: Mutex::new(core),
         drivers,
         cluster: cluster.clone(),
+        max_body_bytes: cfg.max_body_bytes,
     });
 
     // Heartbeat and sweep.

@@ -35,6 +35,8 @@ pub struct Shared {
     pub drivers: Drivers,
     /// Cluster name.
     pub cluster: String,
+    /// Largest request body served, bytes; larger ones get `bad_request` unread.
+    pub max_body_bytes: usize,
 }
 
 /// Locks the state. A panic while holding the lock (a bug) must not wedge the agent: the
@@ -85,12 +87,49 @@ fn decode<T: serde::de::DeserializeOwned>(payload: &[u8], what: &str) -> Result<
     serde_json::from_slice(payload).map_err(|e| format!("{what}: {e}"))
 }
 
+/// The answer to a request whose body is over `limit` bytes: `bad_request` saying so, with the
+/// cluster (so the coordinator files it under this cluster). The body is not parsed.
+pub fn body_too_large(cluster: &str, endpoint: &str, size: usize, limit: usize) -> Bytes {
+    to_bytes(&serde_json::json!({
+        "v": VERSION,
+        "cluster": cluster,
+        "ok": false,
+        "error": Reason::new("bad_request", fedvol_common::wire::body_too_large(endpoint, size, limit)),
+    }))
+}
+
+/// What is sent instead of an answer of `size` bytes that NATS would refuse (over the server's
+/// `max_payload` of `limit` bytes): an error naming both sizes and how to shrink the answer.
+pub fn reply_too_large(cluster: &str, endpoint: &str, size: usize, limit: usize) -> Bytes {
+    to_bytes(&serde_json::json!({
+        "v": VERSION,
+        "cluster": cluster,
+        "ok": false,
+        "error": Reason::new(
+            "reply_too_large",
+            format!(
+                "the {endpoint} answer of cluster {cluster} is {size} bytes, more than the NATS server's max_payload of {limit} bytes; lower the trace limit or raise max_payload"
+            ),
+        ),
+    }))
+}
+
 /// Handles a plan (broadcast or cluster-addressed). `None` = drop (deadline passed).
+///
+/// A request whose workflow breaks a limit of [`fedvol_common::limits`] (counts, name and
+/// annotation lengths) gets `bad_request` and plans nothing.
 pub async fn handle_plan(shared: Arc<Shared>, payload: Bytes) -> Option<Bytes> {
     let msg: PlanMsg = match decode(&payload, "plan") {
         Ok(m) => m,
         Err(e) => return Some(bad_request(e)),
     };
+    let problems = fedvol_common::limits::workflow_problems(&msg.request.workflow);
+    if !problems.is_empty() {
+        return Some(bad_request(format!(
+            "plan: {}",
+            fedvol_common::limits::join_problems(&problems)
+        )));
+    }
     if now_ms() > msg.deadline_ms {
         tracing::info!(request_id = %msg.request.request_id, "plan past its deadline: dropped");
         return None;
@@ -336,16 +375,43 @@ pub async fn serve(
     for (name, subject, handler) in routes {
         let mut endpoint = service.endpoint_builder().name(name).add(subject.clone()).await?;
         let shared = shared.clone();
+        let client = client.clone();
         tracing::info!(endpoint = name, subject = %subject, queue = %Subjects::agent_queue(&cluster), "serving");
         tasks.push(tokio::spawn(async move {
             while let Some(request) = endpoint.next().await {
                 let shared = shared.clone();
+                let client = client.clone();
                 // Each request in its own task: a slow commit never holds up a plan.
                 tokio::spawn(async move {
                     let payload = request.message.payload.clone();
-                    if let Some(body) = handler(shared, payload).await
-                        && let Err(e) = request.respond(Ok(body)).await
-                    {
+                    let body = if payload.len() > shared.max_body_bytes {
+                        tracing::warn!(
+                            endpoint = name,
+                            bytes = payload.len(),
+                            limit = shared.max_body_bytes,
+                            "request body over the limit refused"
+                        );
+                        Some(body_too_large(
+                            &shared.cluster,
+                            name,
+                            payload.len(),
+                            shared.max_body_bytes,
+                        ))
+                    } else {
+                        handler(shared.clone(), payload).await
+                    };
+                    let Some(mut body) = body else { return };
+                    let limit = client.max_payload();
+                    if body.len() > limit {
+                        tracing::warn!(
+                            endpoint = name,
+                            bytes = body.len(),
+                            limit,
+                            "answer over the server's max_payload replaced by an error"
+                        );
+                        body = reply_too_large(&shared.cluster, name, body.len(), limit);
+                    }
+                    if let Err(e) = request.respond(Ok(body)).await {
                         tracing::warn!(error = %e, "reply could not be sent");
                     }
                 });

@@ -12,6 +12,17 @@ use crate::size::ByteSize;
 /// Protocol version carried in every body's `v` field.
 pub const VERSION: u32 = 1;
 
+/// Default largest request body an agent or coordinator accepts, bytes (1 MiB, nats-server's
+/// default `max_payload`). Larger bodies are refused with an error saying so; both daemons
+/// take `maxBodyBytes` to change it.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// The error message for a body of `size` bytes over a `limit` of bytes, naming `what` (e.g.
+/// "submit request") and the setting that raises the limit.
+pub fn body_too_large(what: &str, size: usize, limit: usize) -> String {
+    format!("{what} body of {size} bytes is larger than this server's limit of {limit} bytes (maxBodyBytes)")
+}
+
 /// Default subject prefix (`fedvol.v1`).
 pub const DEFAULT_PREFIX: &str = "fedvol.v1";
 
@@ -344,7 +355,10 @@ pub struct ProvisionMsg {
     pub request_id: String,
     /// The volume to create (its name is deterministic).
     pub volume: NewVolume,
-    /// The storage class parameters.
+    /// The storage class parameters, as written in the inventory: a parameter whose key looks
+    /// like a credential holds a secret *reference* (`file:/path`, `env:NAME`,
+    /// [`crate::secrets::SecretRef`]) that the provisioner resolves itself; the agent never
+    /// reads or sends the secret.
     pub parameters: std::collections::BTreeMap<String, String>,
 }
 

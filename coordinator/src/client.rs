@@ -41,6 +41,21 @@ pub enum ClientError {
         /// The decoding error.
         message: String,
     },
+    /// The request is larger than the NATS server accepts (its `max_payload`).
+    #[error(
+        "the {op} request is {size} bytes, more than the NATS server's max_payload of {max} bytes: make the workflow smaller (or split it), or raise max_payload in the server's configuration"
+    )]
+    TooLarge {
+        /// The operation.
+        op: String,
+        /// The encoded request, bytes.
+        size: usize,
+        /// The server's limit, bytes.
+        max: usize,
+    },
+    /// A setting is not valid (e.g. the user name).
+    #[error("{0}")]
+    Invalid(String),
     /// Publishing or subscribing failed.
     #[error("NATS error on {subject}: {message}")]
     Nats {
@@ -83,7 +98,8 @@ impl Client {
 
     /// Sends `body` to the coordinators' `op` and decodes the one answer.
     ///
-    /// Errors: no coordinator, timeout, unreadable answer, NATS failure.
+    /// Errors: a body over the server's `max_payload` ([`ClientError::TooLarge`], nothing is
+    /// sent), no coordinator, timeout, unreadable answer, NATS failure.
     pub async fn call<Req: Serialize, Resp: DeserializeOwned>(
         &self,
         op: &str,
@@ -95,6 +111,14 @@ impl Client {
             message: e.to_string(),
         };
         let payload = serde_json::to_vec(body).map_err(|e| nats_err(&e))?;
+        let max = self.nats.max_payload();
+        if payload.len() > max {
+            return Err(ClientError::TooLarge {
+                op: op.to_string(),
+                size: payload.len(),
+                max,
+            });
+        }
         let inbox = self.nats.new_inbox();
         let mut sub = self.nats.subscribe(inbox.clone()).await.map_err(|e| nats_err(&e))?;
         self.nats

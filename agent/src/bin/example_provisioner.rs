@@ -5,8 +5,16 @@
 //! Protocol (JSON, see `fedvol_common::wire`): a `ProvisionMsg` or `DeleteMsg` comes in with a
 //! reply subject; the answer is a `ProvisionerReply` (`ok`, `source` = the directory's path,
 //! `error`). Requests are idempotent by volume name: creating an existing directory or deleting
-//! a missing one succeeds. The only storage class parameter accepted is `mode` (octal
-//! permissions such as `"0750"`); any other parameter is refused with `ok: false` naming it.
+//! a missing one succeeds. The storage class parameters accepted are `mode` (octal permissions
+//! such as `"0750"`) and `token`, a secret *reference* (`file:/path` or `env:NAME`) that this
+//! provisioner resolves itself, on its own host: the agent passes the reference, never the
+//! secret. With `--expect-token REF` every provisioning must carry a `token` whose secret
+//! equals the one `REF` points to (as a storage backend would check a credential); a missing,
+//! unresolvable or wrong token is refused without ever repeating a secret. Any other parameter
+//! is refused with `ok: false` naming it.
+//!
+//! NATS credentials come from the same flags and variables as the agent's (`--nats-user` with
+//! `FEDVOL_NATS_PASSWORD`, `--nats-creds`, `--nats-nkey`, TLS), never from the URL.
 //!
 //! For tests: `--fail-first N` drops the first N requests unanswered (the agent then retries),
 //! `--delay-ms D` answers each request D ms after carrying it out (a slow provisioner).
@@ -21,6 +29,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use fedvol_agent::config::{NatsAuth, redact_url};
+use fedvol_agent::drivers::secrets::{self, SecretRef};
 use fedvol_agent::drivers::{DriverError, localdir};
 use fedvol_common::model::VolumeMode;
 use fedvol_common::wire::{self, DeleteMsg, ProvisionMsg, ProvisionerReply, Subjects};
@@ -55,10 +65,51 @@ struct Args {
     /// Answer each request this many ms after carrying it out (a slow provisioner).
     #[arg(long, default_value_t = 0)]
     delay_ms: u64,
+    /// A secret reference (`file:/path` or `env:NAME`): provisioning requires a `token`
+    /// parameter whose secret equals this one.
+    #[arg(long)]
+    expect_token: Option<String>,
+    /// NATS user (with the password).
+    #[arg(long, env = "FEDVOL_NATS_USER")]
+    nats_user: Option<String>,
+    /// NATS password (prefer the environment variable).
+    #[arg(long, env = "FEDVOL_NATS_PASSWORD", hide_env_values = true)]
+    nats_password: Option<String>,
+    /// NATS credentials file.
+    #[arg(long, env = "FEDVOL_NATS_CREDS")]
+    nats_creds: Option<PathBuf>,
+    /// File holding an nkey seed.
+    #[arg(long, env = "FEDVOL_NATS_NKEY")]
+    nats_nkey: Option<PathBuf>,
+    /// CA certificate for TLS.
+    #[arg(long, env = "FEDVOL_TLS_CA")]
+    tls_ca: Option<PathBuf>,
+    /// Client certificate for mutual TLS.
+    #[arg(long, env = "FEDVOL_TLS_CERT")]
+    tls_cert: Option<PathBuf>,
+    /// Client key for mutual TLS.
+    #[arg(long, env = "FEDVOL_TLS_KEY")]
+    tls_key: Option<PathBuf>,
+}
+
+impl Args {
+    fn auth(&self) -> NatsAuth {
+        NatsAuth {
+            url: self.nats.clone(),
+            user: self.nats_user.clone(),
+            password: self.nats_password.clone(),
+            nkey_file: self.nats_nkey.clone(),
+            creds_file: self.nats_creds.clone(),
+            tls_ca: self.tls_ca.clone(),
+            tls_cert: self.tls_cert.clone(),
+            tls_key: self.tls_key.clone(),
+            inbox_prefix: None,
+        }
+    }
 }
 
 /// Parameters this provisioner understands.
-const ACCEPTED: [&str; 1] = ["mode"];
+const ACCEPTED: [&str; 2] = ["mode", "token"];
 
 fn refuse(error: String) -> ProvisionerReply {
     ProvisionerReply {
@@ -114,7 +165,23 @@ fn check_parameters(parameters: &BTreeMap<String, String>) -> Result<Option<u32>
     }
 }
 
-fn provision(root: &Path, body: &[u8]) -> ProvisionerReply {
+/// Checks the `token` parameter against the expected secret: the parameter must be a secret
+/// reference, resolvable here, whose secret equals `expected`. Errors never contain a secret.
+fn check_token(parameters: &BTreeMap<String, String>, expected: Option<&str>) -> Result<(), String> {
+    let given = match parameters.get("token") {
+        None if expected.is_some() => return Err("parameter token is required by this provisioner".into()),
+        None => return Ok(()),
+        Some(t) => t,
+    };
+    let r = SecretRef::parse(given).map_err(|e| format!("parameter token: {e}"))?;
+    let secret = secrets::resolve(&r).map_err(|e| format!("parameter token: {e}"))?;
+    match expected {
+        Some(want) if secret != want => Err(format!("parameter token: the secret in {r} is not the expected token")),
+        _ => Ok(()),
+    }
+}
+
+fn provision(root: &Path, expected_token: Option<&str>, body: &[u8]) -> ProvisionerReply {
     let msg: ProvisionMsg = match serde_json::from_slice(body) {
         Ok(m) => m,
         Err(e) => return refuse(format!("not a provision request: {e}")),
@@ -130,6 +197,9 @@ fn provision(root: &Path, body: &[u8]) -> ProvisionerReply {
         Ok(m) => m,
         Err(e) => return refuse(e),
     };
+    if let Err(e) = check_token(&msg.parameters, expected_token) {
+        return refuse(e);
+    }
     if msg.volume.volume_mode == VolumeMode::Block {
         return refuse("only Filesystem volumes can be provisioned (volume mode Block asked)".into());
     }
@@ -175,11 +245,21 @@ async fn run(args: Args) -> Result<(), String> {
     let subjects = Subjects::new(&args.prefix);
     let provision_subject = subjects.provisioner(&args.cluster, &args.name, "provision");
     let delete_subject = subjects.provisioner(&args.cluster, &args.name, "delete");
-    let client = async_nats::ConnectOptions::new()
-        .name("fedvol-example-provisioner")
-        .connect(args.nats.as_str())
+    let expected_token = match &args.expect_token {
+        None => None,
+        Some(text) => {
+            let r = SecretRef::parse(text).map_err(|e| format!("--expect-token: {e}"))?;
+            Some(secrets::resolve(&r).map_err(|e| format!("--expect-token: {e}"))?)
+        }
+    };
+    let auth = args.auth();
+    let problems = auth.check();
+    if !problems.is_empty() {
+        return Err(problems.join("; "));
+    }
+    let client = fedvol_agent::nats::connect("fedvol-example-provisioner", &auth)
         .await
-        .map_err(|e| format!("cannot connect to {}: {e}", args.nats))?;
+        .map_err(|e| e.to_string())?;
     let subscribe = |s: String| {
         let client = client.clone();
         async move {
@@ -196,7 +276,7 @@ async fn run(args: Args) -> Result<(), String> {
     client
         .flush()
         .await
-        .map_err(|e| format!("cannot reach {}: {e}", args.nats))?;
+        .map_err(|e| format!("cannot reach {}: {e}", redact_url(&args.nats)))?;
     tracing::info!(
         provision = %provision_subject,
         delete = %delete_subject,
@@ -222,7 +302,7 @@ async fn run(args: Args) -> Result<(), String> {
             continue;
         }
         let reply = if msg.subject.as_str() == provision_subject {
-            provision(&args.root, &msg.payload)
+            provision(&args.root, expected_token.as_deref(), &msg.payload)
         } else {
             delete(&args.root, &msg.payload)
         };
@@ -285,5 +365,26 @@ mod tests {
         }
         let e = check_parameters(&params(&[("mode", "0750"), ("zfs", "on"), ("apiKey", "hidden")])).unwrap_err();
         assert!(e.contains("apiKey, zfs") && !e.contains("hidden"), "{e}");
+    }
+
+    #[test]
+    fn the_token_is_a_reference_resolved_here_and_never_echoed() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("t");
+        std::fs::write(&f, "right-secret\n").unwrap();
+        let by_file = format!("file:{}", f.display());
+        assert_eq!(
+            check_token(&params(&[("token", &by_file)]), Some("right-secret")),
+            Ok(())
+        );
+        assert_eq!(check_token(&params(&[]), None), Ok(()));
+        let e = check_token(&params(&[]), Some("right-secret")).unwrap_err();
+        assert!(e.contains("required"), "{e}");
+        for (given, want) in [(by_file.as_str(), "other-secret"), ("right-secret", "right-secret")] {
+            let e = check_token(&params(&[("token", given)]), Some(want)).unwrap_err();
+            assert!(!e.contains("secret\"") && !e.contains(want), "{e}");
+        }
+        let e = check_token(&params(&[("token", "env:FEDVOL_TEST_SURELY_UNSET_TOKEN")]), None).unwrap_err();
+        assert!(e.contains("is not set"), "{e}");
     }
 }

@@ -1,21 +1,58 @@
-//! Keeping secrets out of logs: storage class parameters may carry credentials (DESIGN §6:
-//! driver secrets never appear in decisions, logs or errors).
+//! Keeping secrets out of logs, and resolving secret references (DESIGN §6: driver secrets are
+//! references and never appear in decisions, logs or errors).
+//!
+//! The inventory parser already refuses an inline value for a parameter whose key looks like a
+//! credential ([`fedvol_common::secrets`]), so parameters hold `file:`/`env:` references. The
+//! agent passes them to external provisioners **unresolved**: the secret is read only by the
+//! provisioner that needs it ([`resolve`]), on its own host, so its value never crosses NATS
+//! and never reaches the agent, the coordinator, a decision or an event.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// Words that make a parameter key look secret (matched case-insensitively anywhere in the key).
-pub const SECRET_WORDS: [&str; 5] = ["password", "secret", "token", "key", "credential"];
+pub use fedvol_common::secrets::{SECRET_WORDS, SecretRef, looks_secret, must_be_reference};
 
-/// True when a parameter named `key` may hold a secret (`csi.storage.k8s.io/node-stage-secret-name`,
-/// `apiKey`, `AUTH_TOKEN`...). Errs on the side of hiding.
-pub fn looks_secret(key: &str) -> bool {
-    let k = key.to_ascii_lowercase();
-    SECRET_WORDS.iter().any(|w| k.contains(w))
+/// The largest secret file [`resolve`] reads, bytes (64 KiB).
+pub const MAX_SECRET_FILE_BYTES: u64 = 64 * 1024;
+
+/// Reads the secret `r` points to: the file's content without one trailing newline (`\n` or
+/// `\r\n`), or the environment variable's value. For the party that uses the secret (an
+/// out-of-tree provisioner), never for logging.
+///
+/// Errors: a sentence naming the reference (path or variable name) and the problem — missing,
+/// unreadable, empty, larger than [`MAX_SECRET_FILE_BYTES`], not UTF-8 — and never the value.
+pub fn resolve(r: &SecretRef) -> Result<String, String> {
+    use std::io::Read;
+    let value = match r {
+        SecretRef::File(path) => {
+            let f = std::fs::File::open(path).map_err(|e| format!("cannot read secret {r}: {e}"))?;
+            let mut bytes = Vec::new();
+            f.take(MAX_SECRET_FILE_BYTES + 1)
+                .read_to_end(&mut bytes)
+                .map_err(|e| format!("cannot read secret {r}: {e}"))?;
+            if bytes.len() as u64 > MAX_SECRET_FILE_BYTES {
+                return Err(format!("secret {r} is larger than {MAX_SECRET_FILE_BYTES} bytes"));
+            }
+            let mut text = String::from_utf8(bytes).map_err(|_| format!("secret {r} is not UTF-8 text"))?;
+            if text.ends_with('\n') {
+                text.pop();
+                if text.ends_with('\r') {
+                    text.pop();
+                }
+            }
+            text
+        }
+        SecretRef::Env(name) => std::env::var(name).map_err(|_| format!("secret {r} is not set (or not UTF-8)"))?,
+    };
+    if value.is_empty() {
+        return Err(format!("secret {r} is empty"));
+    }
+    Ok(value)
 }
 
 /// Parameters for logging: `Debug` and `Display` print every key, and the value only when the
-/// key does not [look secret](looks_secret) (`<redacted>` otherwise).
+/// key does not [look secret](looks_secret) or the value is a secret reference (`file:`,
+/// `env:`); `<redacted>` otherwise.
 pub struct Redacted<'a>(pub &'a BTreeMap<String, String>);
 
 impl fmt::Display for Redacted<'_> {
@@ -25,7 +62,7 @@ impl fmt::Display for Redacted<'_> {
             if i > 0 {
                 f.write_str(", ")?;
             }
-            if looks_secret(k) {
+            if looks_secret(k) && SecretRef::parse(v).is_err() {
                 write!(f, "{k:?}: <redacted>")?;
             } else {
                 write!(f, "{k:?}: {v:?}")?;
@@ -46,6 +83,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn resolve_reads_files_and_env_and_never_echoes() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("token");
+        std::fs::write(&f, "t0k3n-value\n").unwrap();
+        let r = SecretRef::File(f.display().to_string());
+        assert_eq!(resolve(&r).unwrap(), "t0k3n-value");
+        std::fs::write(&f, "").unwrap();
+        let e = resolve(&r).unwrap_err();
+        assert!(e.contains("is empty") && e.contains("file:/"), "{e}");
+        std::fs::write(&f, vec![b'x'; MAX_SECRET_FILE_BYTES as usize + 1]).unwrap();
+        assert!(resolve(&r).unwrap_err().contains("larger than"));
+        let missing = SecretRef::File(dir.path().join("nope").display().to_string());
+        assert!(resolve(&missing).unwrap_err().contains("cannot read secret file:"));
+        let e = resolve(&SecretRef::Env("FEDVOL_TEST_SURELY_UNSET_VARIABLE".into())).unwrap_err();
+        assert!(e.contains("env:FEDVOL_TEST_SURELY_UNSET_VARIABLE is not set"), "{e}");
+        // PATH is always set in a test process.
+        assert!(!resolve(&SecretRef::Env("PATH".into())).unwrap().is_empty());
+    }
+
+    #[test]
     fn secret_values_never_print() {
         let p: BTreeMap<String, String> = [
             ("type", "gp3"),
@@ -62,5 +119,7 @@ mod tests {
         assert!(!shown.contains("s3cr3t"), "{shown}");
         assert!(shown.contains("\"type\": \"gp3\""), "{shown}");
         assert!(shown.contains("\"apiKey\": <redacted>"), "{shown}");
+        let refs: BTreeMap<String, String> = [("token".to_string(), "env:NFS_TOKEN".to_string())].into();
+        assert_eq!(Redacted(&refs).to_string(), "{\"token\": \"env:NFS_TOKEN\"}");
     }
 }

@@ -38,6 +38,12 @@ struct Args {
     /// Client key for mutual TLS.
     #[arg(long, env = "FEDVOL_TLS_KEY")]
     tls_key: Option<PathBuf>,
+    /// Prefix of reply inboxes (e.g. `_INBOX_coordinator` with deploy/nats/secure.conf).
+    #[arg(long, env = "FEDVOL_NATS_INBOX_PREFIX")]
+    nats_inbox_prefix: Option<String>,
+    /// Largest request body served, bytes (default 1048576).
+    #[arg(long, env = "FEDVOL_MAX_BODY_BYTES")]
+    max_body_bytes: Option<usize>,
     /// Subject prefix.
     #[arg(long, env = "FEDVOL_SUBJECT_PREFIX")]
     subject_prefix: Option<String>,
@@ -101,6 +107,12 @@ fn config(a: Args) -> Result<CoordinatorConfig, String> {
     }
     if a.tls_key.is_some() {
         cfg.nats.tls_key = a.tls_key;
+    }
+    if a.nats_inbox_prefix.is_some() {
+        cfg.nats.inbox_prefix = a.nats_inbox_prefix;
+    }
+    if let Some(v) = a.max_body_bytes {
+        cfg.max_body_bytes = v;
     }
     if let Some(v) = a.subject_prefix {
         cfg.subject_prefix = v;

@@ -40,6 +40,10 @@ pub struct NetArgs {
     /// Client key for mutual TLS.
     #[arg(long, env = "FEDVOL_TLS_KEY", global = true)]
     pub tls_key: Option<PathBuf>,
+    /// Prefix of your reply inboxes: `_INBOX_<your NATS user>` with deploy/nats/secure.conf,
+    /// where nobody may read another user's replies.
+    #[arg(long, env = "FEDVOL_NATS_INBOX_PREFIX", global = true)]
+    pub nats_inbox_prefix: Option<String>,
     /// Your user name: the identity token of your requests (with auth on, NATS permissions
     /// tie it to your credentials).
     #[arg(short = 'u', long, env = "FEDVOL_USER", default_value = "anonymous", global = true)]
@@ -64,11 +68,14 @@ impl NetArgs {
             tls_ca: self.tls_ca.clone(),
             tls_cert: self.tls_cert.clone(),
             tls_key: self.tls_key.clone(),
+            inbox_prefix: self.nats_inbox_prefix.clone(),
         }
     }
 
-    /// Connects, refusing a URL that carries credentials.
+    /// Connects, refusing a URL that carries credentials and a user name that is not a subject
+    /// token (letters, digits, `-`, `_`).
     pub async fn connect(&self) -> Result<Client, ClientError> {
+        fedvol_common::limits::check_user(&self.user).map_err(ClientError::Invalid)?;
         let auth = self.auth();
         let mut check = fedvol_agent::config::AgentConfig::new(PathBuf::new(), PathBuf::new());
         check.nats = auth.clone();

@@ -30,6 +30,11 @@ pub mod codes {
     pub const ATTEMPTS_EXHAUSTED: &str = "commit_attempts_exhausted";
     /// NATS failed while talking to a cluster.
     pub const NATS: &str = "nats_error";
+    /// The answer would be larger than the NATS server's `max_payload`.
+    pub const REPLY_TOO_LARGE: &str = "reply_too_large";
+    /// The decision belongs to another user: only its owner may change it (complete it, or
+    /// submit again under its request id).
+    pub const NOT_OWNER: &str = "not_owner";
 }
 
 #[derive(serde::Deserialize)]

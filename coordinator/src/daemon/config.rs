@@ -11,6 +11,7 @@
 //! commitTimeoutMs: 10000  # how long one commit (or complete) may take on an agent
 //! directory: directory.yaml
 //! kv: {bucket: fedvol_decisions, history: 16, replicas: 1}
+//! maxBodyBytes: 1048576   # largest request body served
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -64,6 +65,9 @@ pub struct CoordinatorConfig {
     pub kv: KvConfig,
     /// How long start-up discovery (`$SRV.INFO.fedvol-agent`) waits for agents, ms (default 500).
     pub discovery_ms: u64,
+    /// Largest request body served, bytes (default
+    /// [`fedvol_common::wire::DEFAULT_MAX_BODY_BYTES`], 1 MiB); larger ones get `bad_request`.
+    pub max_body_bytes: usize,
 }
 
 /// The longest wait a submit may ask for, ms.
@@ -81,6 +85,7 @@ impl Default for CoordinatorConfig {
             directory: None,
             kv: KvConfig::default(),
             discovery_ms: 500,
+            max_body_bytes: fedvol_common::wire::DEFAULT_MAX_BODY_BYTES,
         }
     }
 }
@@ -132,6 +137,11 @@ impl CoordinatorConfig {
         {
             cfg.commit_attempts = v as u32;
         }
+        if let Some(n) = r.take("maxBodyBytes")
+            && let Some(v) = ctx.int(n, "maxBodyBytes", 1024, 64 * 1024 * 1024)
+        {
+            cfg.max_body_bytes = v as usize;
+        }
         if let Some(n) = r.take("directory")
             && let Some(s) = ctx.nonempty_string(n, "directory")
         {
@@ -182,6 +192,9 @@ impl CoordinatorConfig {
         }
         if self.commit_attempts == 0 {
             out.push("commitAttempts must be at least 1".to_string());
+        }
+        if !(1024..=64 * 1024 * 1024).contains(&self.max_body_bytes) {
+            out.push("maxBodyBytes must be between 1024 and 67108864".to_string());
         }
         let b = &self.kv.bucket;
         if b.is_empty() || !b.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {

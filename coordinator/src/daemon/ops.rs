@@ -43,14 +43,25 @@ fn not_found(id: &str) -> SubmitReply {
 /// reclaims its volumes) and stores the decision as `completed` with the agent's answer.
 /// Completing a completed decision returns it unchanged; a decision that is not committed is
 /// refused (`not_committed`); an agent's refusal comes back as the error, with the decision
-/// unchanged.
-pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef) -> SubmitReply {
+/// unchanged. Only the decision's owner (the user who submitted it) may complete it: anyone
+/// else gets `not_owner` and nothing changes.
+pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> SubmitReply {
     for _ in 0..3 {
         let (mut stored, rev) = match co.store.get(&q.request_id).await {
             Ok(Some(x)) => x,
             Ok(None) => return not_found(&q.request_id),
             Err(e) => return error_reply(codes::STORE, e.to_string()),
         };
+        if stored.request.user != user {
+            tracing::warn!(owner = %stored.request.user, "complete of another user's decision refused");
+            return error_reply(
+                codes::NOT_OWNER,
+                format!(
+                    "decision `{}` belongs to user `{}`: only they may complete it",
+                    q.request_id, stored.request.user
+                ),
+            );
+        }
         let cluster = match (stored.state, stored.decision.chosen_cluster.clone()) {
             (DecisionState::Completed, _) => return stored_reply(stored),
             (DecisionState::Committed, Some(c)) => c,

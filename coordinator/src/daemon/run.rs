@@ -15,7 +15,9 @@ use futures::StreamExt;
 use tracing::Instrument;
 
 use fedvol_common::decision::Reason;
-use fedvol_common::wire::{DecisionRef, Heartbeat, Subjects, SubmitMsg, WhyNotQuery, now_ms, ops};
+use fedvol_common::wire::{
+    DecisionRef, Heartbeat, Subjects, SubmitMsg, SubmitReply, VERSION, WhyNotQuery, now_ms, ops,
+};
 
 use super::codec::{codes, decode, decode_optional, error_body, to_bytes};
 use super::config::CoordinatorConfig;
@@ -186,6 +188,13 @@ async fn follow_heartbeats(co: &Arc<Coordinator>) -> Result<(), StartError> {
     tokio::spawn(async move {
         while let Some(m) = sub.next().await {
             match decode::<Heartbeat>(&m.payload, "heartbeat") {
+                // The subject is what NATS permissions tie to the agent's credentials: a
+                // heartbeat naming another cluster in its body is a spoof.
+                Ok(hb) if m.subject.rsplit('.').next() != Some(hb.cluster.as_str()) => tracing::warn!(
+                    subject = %m.subject,
+                    claimed = %hb.cluster.chars().take(80).collect::<String>(),
+                    "a heartbeat naming another cluster than its subject: ignored"
+                ),
                 Ok(hb) => co.registry().heartbeat(&hb, now_ms()),
                 Err(e) => tracing::debug!(subject = %m.subject, error = %e, "unreadable heartbeat ignored"),
             }
@@ -218,6 +227,9 @@ pub async fn discover(co: &Arc<Coordinator>) {
         }
         match serde_json::from_slice::<async_nats::service::Info>(&m.payload) {
             Ok(info) => match info.metadata.get("cluster") {
+                Some(c) if !fedvol_common::limits::is_token(c) => {
+                    tracing::warn!(id = %info.id, "an agent whose cluster name is not a subject token ignored")
+                }
                 Some(c) => {
                     co.registry().discovered(c, &info.id, now_ms());
                     found += 1;
@@ -242,12 +254,77 @@ fn bad(message: String) -> Reason {
     Reason::new(codes::BAD_REQUEST, message)
 }
 
+/// The error answer of operation `op`, in that operation's reply shape (so the CLI prints the
+/// reason whatever it asked).
+pub fn refusal(op: &str, reason: Reason) -> Bytes {
+    match op {
+        ops::SUBMIT | ops::COMPLETE | ops::GET => to_bytes(&SubmitReply {
+            v: VERSION,
+            stored: None,
+            error: Some(reason),
+        }),
+        ops::REPLAY => to_bytes(&fedvol_common::wire::ReplayReply {
+            v: VERSION,
+            identical: false,
+            differences: Vec::new(),
+            replayed: None,
+            error: Some(reason),
+        }),
+        ops::WHY_NOT => to_bytes(&fedvol_common::wire::WhyNotReply {
+            v: VERSION,
+            cluster: String::new(),
+            blockers: Vec::new(),
+            summary: reason.message.clone(),
+            error: Some(reason),
+        }),
+        _ => error_body(reason),
+    }
+}
+
+/// Why a request is refused before its body is read: a user token that is not a valid user
+/// name (`bad_request`), or a body over `maxBodyBytes` (`bad_request`).
+fn precheck(co: &Coordinator, op: &str, user: &str, payload: &[u8]) -> Option<Reason> {
+    if let Err(e) = fedvol_common::limits::check_user(user) {
+        return Some(bad(e));
+    }
+    if payload.len() > co.cfg.max_body_bytes {
+        return Some(bad(fedvol_common::wire::body_too_large(
+            &format!("{op} request"),
+            payload.len(),
+            co.cfg.max_body_bytes,
+        )));
+    }
+    None
+}
+
 /// Answers one request of operation `op`.
 async fn handle(co: Arc<Coordinator>, op: &'static str, m: Message) {
     let user = user_of(&m);
     let span = tracing::info_span!("request", op = %op, user = %user, request_id = tracing::field::Empty);
     async move {
-        let body = answer(&co, op, &user, &m.payload).await;
+        let body = match precheck(&co, op, &user, &m.payload) {
+            Some(reason) => {
+                tracing::warn!(error = %reason.message, bytes = m.payload.len(), "request refused unread");
+                refusal(op, reason)
+            }
+            None => answer(&co, op, &user, &m.payload).await,
+        };
+        let limit = co.client.max_payload();
+        let body = if body.len() > limit {
+            tracing::warn!(bytes = body.len(), limit, "answer over the server's max_payload replaced by an error");
+            refusal(
+                op,
+                Reason::new(
+                    codes::REPLY_TOO_LARGE,
+                    format!(
+                        "the answer is {} bytes, more than the NATS server's max_payload of {limit} bytes; the decision is stored: read it with `fedvol decisions watch`, or raise max_payload",
+                        body.len()
+                    ),
+                ),
+            )
+        } else {
+            body
+        };
         if let Some(reply) = m.reply {
             if let Err(e) = co.client.publish(reply, body).await {
                 tracing::warn!(error = %e, "the answer could not be sent");
@@ -267,7 +344,14 @@ fn record_id(id: &str) {
 async fn answer(co: &Arc<Coordinator>, op: &str, user: &str, payload: &[u8]) -> Bytes {
     let refused = |e: &String| tracing::warn!(error = %e, "malformed request refused");
     match op {
-        ops::SUBMIT => match decode::<SubmitMsg>(payload, "submit") {
+        ops::SUBMIT => match decode::<SubmitMsg>(payload, "submit").and_then(|msg| {
+            let problems = fedvol_common::limits::workflow_problems(&msg.workflow);
+            if problems.is_empty() {
+                Ok(msg)
+            } else {
+                Err(format!("submit: {}", fedvol_common::limits::join_problems(&problems)))
+            }
+        }) {
             Ok(msg) => {
                 // submit records the request id (given or generated) itself.
                 let reply = submit(co.clone(), user, msg).await;
@@ -285,24 +369,14 @@ async fn answer(co: &Arc<Coordinator>, op: &str, user: &str, payload: &[u8]) -> 
             Ok(q) => {
                 record_id(&q.request_id);
                 match op {
-                    ops::COMPLETE => to_bytes(&op_handlers::complete(co, &q).await),
+                    ops::COMPLETE => to_bytes(&op_handlers::complete(co, &q, user).await),
                     ops::GET => to_bytes(&op_handlers::get(co, &q).await),
                     _ => to_bytes(&op_handlers::replay(co, &q).await),
                 }
             }
             Err(e) => {
                 refused(&e);
-                if op == ops::REPLAY {
-                    to_bytes(&fedvol_common::wire::ReplayReply {
-                        v: fedvol_common::wire::VERSION,
-                        identical: false,
-                        differences: Vec::new(),
-                        replayed: None,
-                        error: Some(bad(e)),
-                    })
-                } else {
-                    to_bytes(&error_reply(codes::BAD_REQUEST, e))
-                }
+                refusal(op, bad(e))
             }
         },
         ops::WHY_NOT => match decode::<WhyNotQuery>(payload, op) {
@@ -312,13 +386,7 @@ async fn answer(co: &Arc<Coordinator>, op: &str, user: &str, payload: &[u8]) -> 
             }
             Err(e) => {
                 refused(&e);
-                to_bytes(&fedvol_common::wire::WhyNotReply {
-                    v: fedvol_common::wire::VERSION,
-                    cluster: String::new(),
-                    blockers: Vec::new(),
-                    summary: e.clone(),
-                    error: Some(bad(e)),
-                })
+                refusal(op, bad(e))
             }
         },
         ops::CLUSTERS => match decode_optional::<NoArgs>(payload, op) {

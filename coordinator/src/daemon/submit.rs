@@ -3,7 +3,8 @@
 //! 1. The request id is the client's (validated as a bucket key) or a fresh unique one
 //!    (`<workflow>-<random>`); the seed is the client's or `seed_from_request_id`; the groups
 //!    come from the directory (or, in dev mode, from the client).
-//! 2. A request id already stored returns the stored decision without planning again. A
+//! 2. A request id already stored returns the stored decision without planning again (to its
+//!    owner only: another user's submit under that id is refused with `not_owner`). A
 //!    decision still being committed by another coordinator is waited for; one left `planned`
 //!    by a coordinator that died mid-commit (older than the whole commit phase can take) is
 //!    taken over and its commit finished. A stored dry run is replaced by a real submit of the
@@ -92,13 +93,20 @@ enum Existing {
 
 /// Looks the request id up; waits while another coordinator is committing it; takes over an
 /// abandoned commit.
-async fn existing(co: &Arc<Coordinator>, id: &str, dry_run: bool) -> Existing {
+async fn existing(co: &Arc<Coordinator>, id: &str, user: &str, dry_run: bool) -> Existing {
     loop {
         let (stored, rev) = match co.store.get(id).await {
             Err(e) => return Existing::Done(Box::new(error_reply(codes::STORE, e.to_string()))),
             Ok(None) => return Existing::Fresh,
             Ok(Some(x)) => x,
         };
+        if stored.request.user != user {
+            tracing::warn!(owner = %stored.request.user, "submit under another user's request id refused");
+            return Existing::Done(Box::new(error_reply(
+                codes::NOT_OWNER,
+                format!("request id `{id}` belongs to another user's decision: choose another request id"),
+            )));
+        }
         if stored.dry_run && !dry_run {
             return Existing::ReplaceDryRun(rev);
         }
@@ -171,7 +179,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
             ),
         );
     }
-    let replace = match existing(&co, &id, msg.dry_run).await {
+    let replace = match existing(&co, &id, user, msg.dry_run).await {
         Existing::Done(reply) => return *reply,
         Existing::Fresh => None,
         Existing::ReplaceDryRun(rev) => Some(rev),
@@ -238,7 +246,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
             // Another coordinator planned the same id meanwhile; its holds are ours (agents
             // hold per request id), so nothing is released here.
             tracing::info!("the same request id was stored meanwhile by a concurrent submit");
-            return match existing(&co, &id, msg.dry_run).await {
+            return match existing(&co, &id, user, msg.dry_run).await {
                 Existing::Done(reply) => *reply,
                 _ => error_reply(codes::STORE, "the decision changed under this request; submit again"),
             };

@@ -133,7 +133,9 @@ fn parse_inventory_at(
             text,
         })
     };
-    parse_inventory(label, text, stem, &mut read_include)
+    let loaded = parse_inventory(label, text, stem, &mut read_include)?;
+    check_limits(label, crate::limits::inventory_problems(&loaded.value))?;
+    Ok(loaded)
 }
 
 /// Loads a workflow from `path`: a Fuzzfile (named after the file stem) or a file of
@@ -146,7 +148,37 @@ pub fn load_workflow(path: &Path) -> Result<Loaded<Workflow>, Diagnostics> {
 
 /// Parses a workflow from text; `name` names a Fuzzfile (which has no name field) and a file of
 /// several claims. A Fuzzfile goes to [`parse_fuzzfile`]; claims to [`claims_workflow`].
+///
+/// A workflow that parses but breaks a limit of [`crate::limits::workflow_problems`] (more than
+/// 1000 volumes or jobs, over-long names or annotations) is an error at the offending item.
 pub fn parse_workflow_str(label: &str, name: &str, text: &str) -> Result<Loaded<Workflow>, Diagnostics> {
+    let loaded = parse_workflow_unchecked(label, name, text)?;
+    check_limits(label, crate::limits::workflow_problems(&loaded.value))?;
+    Ok(loaded)
+}
+
+/// The problems of [`crate::limits`] as positioned diagnostics of `label` (line 1 when the
+/// model keeps no position).
+fn check_limits(label: &str, problems: Vec<crate::limits::Problem>) -> Result<(), Diagnostics> {
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(Diagnostics(
+        problems
+            .into_iter()
+            .map(|p| {
+                let span = Span {
+                    line: p.line.max(1),
+                    col: 1,
+                };
+                let file = if p.file.is_empty() { label } else { p.file.as_str() };
+                notice(file, span, &p.field, p.message)
+            })
+            .collect(),
+    ))
+}
+
+fn parse_workflow_unchecked(label: &str, name: &str, text: &str) -> Result<Loaded<Workflow>, Diagnostics> {
     match classify(label, text)? {
         FileKind::Workflow => parse_fuzzfile(label, name, text).map(|w| Loaded { value: w, notices: Vec::new() }),
         FileKind::KubernetesClaims => claims_workflow(label, name, text),

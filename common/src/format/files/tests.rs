@@ -407,3 +407,28 @@ mod no_panics {
         }
     }
 }
+
+#[test]
+fn workflows_over_the_limits_are_refused_at_the_item() {
+    let mut text = String::from("version: v4\nvolumes:\n");
+    for i in 0..=crate::limits::MAX_WORKFLOW_VOLUMES {
+        text.push_str(&format!("  v{i}: {{size: 1GiB}}\n"));
+    }
+    let e = parse_workflow_str("big.yaml", "big", &text).unwrap_err();
+    let line = 3 + crate::limits::MAX_WORKFLOW_VOLUMES;
+    assert!(
+        e.to_string().contains(&format!(
+            "big.yaml:{line}:1: volumes: 1001 volumes, more than the limit of 1000"
+        )),
+        "{e}"
+    );
+    let long = "j".repeat(254);
+    let text = format!("version: v4\njobs:\n  {long}:\n    image: {{uri: docker://x}}\n");
+    let e = parse_workflow_str("w.yaml", "w", &text).unwrap_err();
+    assert!(e.to_string().contains("w.yaml:3:1: jobs.jjjj"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("job name of 254 bytes is longer than the limit of 253"),
+        "{e}"
+    );
+}

@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use super::common::{RESERVED_PROVISIONER_NAMES, check_object_name, positioned_list};
-use crate::format::kube::fields::{is_qualified_name, size};
+use crate::format::kube::fields::{check_secret_parameters, is_qualified_name, size};
 use crate::model::{
     AccessPolicy, Driver, Origin, Permissions, Provisioner, ProvisionerStatus, Reachability, ReclaimPolicy, VolumeMode,
 };
@@ -296,7 +296,10 @@ fn driver(ctx: &mut Ctx, node: &Node, field: &str) -> Option<Driver> {
             });
             let parameters = r
                 .take("parameters")
-                .and_then(|n| ctx.string_map(n, &join(field, "parameters")))
+                .and_then(|n| {
+                    check_secret_parameters(ctx, n, &join(field, "parameters"));
+                    ctx.string_map(n, &join(field, "parameters"))
+                })
                 .unwrap_or_default();
             prov.map(|provisioner| Driver::External {
                 provisioner,

@@ -594,3 +594,56 @@ fn storage_class_zones_unknown_to_the_inventory_give_a_notice() {
     assert!(loaded.notices[0].message.contains("no zone reaches its storage"));
     assert_eq!(loaded.notices[0].line, 5);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Security: driver secrets are references; limits
+
+#[test]
+fn inline_credentials_in_driver_parameters_are_refused_at_their_position() {
+    let text = "cluster: c\nprovisioners:\n  ext:\n    driver:\n      type: external\n      provisioner: example.com/dirs\n      parameters:\n        mode: \"0750\"\n        token: hunter2-inline\n        apiKey: env:EXAMPLE_API_KEY\n        passwordFile: file:/etc/fedvol/nfs-password\n        csi.storage.k8s.io/provisioner-secret-name: csi-secret\n";
+    let e = parse_inventory_str("inv.yaml", text, None).unwrap_err();
+    assert_eq!(e.0.len(), 1, "{e}");
+    let d = &e.0[0];
+    assert_eq!((d.line, d.col), (9, 16), "{e}");
+    assert_eq!(d.field, "provisioners.ext.driver.parameters.token");
+    assert!(d.message.contains("looks like a credential"), "{e}");
+    assert!(!e.to_string().contains("hunter2"), "the value is never repeated: {e}");
+    // References (and keys that only name a Kubernetes Secret) are kept as written.
+    let ok = text.replace("hunter2-inline", "file:/etc/fedvol/token");
+    let inv = parse_inventory_str("inv.yaml", &ok, None).unwrap().value;
+    let Driver::External { parameters, .. } = &inv.provisioners[0].driver else {
+        panic!("external")
+    };
+    assert_eq!(parameters["token"], "file:/etc/fedvol/token");
+    assert_eq!(parameters["apiKey"], "env:EXAMPLE_API_KEY");
+}
+
+#[test]
+fn storage_class_parameters_follow_the_same_rule() {
+    let sc = "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: fast\nprovisioner: example.com/nfs\nparameters:\n  server: nfs.example\n  password: \"p4ss\"\n";
+    let e = parse_inventory_str("k8s.yaml", sc, None).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("k8s.yaml:8:13: parameters.password: parameter `password` looks like a credential"),
+        "{e}"
+    );
+    assert!(!e.to_string().contains("p4ss"), "{e}");
+    parse_inventory_str("k8s.yaml", &sc.replace("\"p4ss\"", "env:NFS_PASSWORD"), None).unwrap();
+}
+
+#[test]
+fn inventory_limits_are_errors() {
+    let long = "c".repeat(254);
+    let e = parse_inventory_str("inv.yaml", &format!("cluster: {long}\n"), None).unwrap_err();
+    assert!(e.to_string().contains("cluster name of 254 bytes"), "{e}");
+    let big = "v".repeat(crate::limits::MAX_ANNOTATIONS_BYTES);
+    let text = format!(
+        "cluster: c\nprovisioners:\n  p:\n    driver: {{type: hostpath, path: /x}}\n    annotations: {{a: {big}}}\n"
+    );
+    let e = parse_inventory_str("inv.yaml", &text, None).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("provisioners.p.annotations: annotations total 262145 bytes"),
+        "{e}"
+    );
+}

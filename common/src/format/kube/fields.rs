@@ -193,6 +193,29 @@ pub(crate) fn check_labels(
     }
 }
 
+/// Checks the driver (storage class) parameters of the mapping `node` at `field`: a parameter
+/// whose key looks like a credential must hold a secret reference (`file:/path` or `env:NAME`,
+/// see [`crate::secrets`]), never the secret. Each inline one is an error at its value's
+/// position naming the key; the value is never repeated.
+pub(crate) fn check_secret_parameters(ctx: &mut Ctx, node: &Node, field: &str) {
+    let crate::yaml::Value::Map(entries) = &node.value else {
+        return;
+    };
+    for (k, v) in entries {
+        let crate::yaml::Value::Scalar(text, _) = &v.value else {
+            continue;
+        };
+        if let Err(e) = crate::secrets::check_parameter(&k.name, text) {
+            ctx.error_hint(
+                v.span,
+                &crate::yaml::join(field, &k.name),
+                e,
+                "put the secret in a file readable by the provisioner (file:/etc/...) or in its environment (env:NAME)",
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::fields::{exact_one_of, is_qualified_name};
+use super::fields::{check_secret_parameters, exact_one_of, is_qualified_name};
 use super::meta::read_meta;
 use super::selector::allowed_topologies;
 use super::{check_api_version, notice};
@@ -55,7 +55,10 @@ pub fn decode_storage_class(ctx: &mut Ctx, doc: &Node, notes: &mut Vec<Diagnosti
     });
     let parameters = r
         .take("parameters")
-        .and_then(|n| ctx.string_map(n, "parameters"))
+        .and_then(|n| {
+            check_secret_parameters(ctx, n, "parameters");
+            ctx.string_map(n, "parameters")
+        })
         .unwrap_or_default();
     let reclaim_policy = match r.take("reclaimPolicy") {
         Some(n) => match exact_one_of(ctx, n, "reclaimPolicy", &["Delete", "Retain"]) {

@@ -1,0 +1,345 @@
+//! Input limits (DESIGN §6: bad input of any size gets a clear error and changes nothing).
+//!
+//! The same checks run where a file is parsed (positioned diagnostics) and where a body
+//! arrives over NATS (the coordinator's submit, the agent's plan), since a client need not use
+//! fedvol's parser. Bounds that Kubernetes also enforces use Kubernetes' numbers, so every
+//! manifest the API server accepts is accepted here.
+
+use std::collections::BTreeMap;
+
+use crate::model::{Inventory, VolumeSource, Workflow};
+
+/// Longest name in bytes: workflows, volumes, jobs, projects, provisioners, zones, hosts,
+/// clusters and users (a DNS subdomain's bound).
+pub const MAX_NAME_BYTES: usize = 253;
+/// Most volumes in one workflow.
+pub const MAX_WORKFLOW_VOLUMES: usize = 1000;
+/// Most jobs (jobs and services together) in one workflow.
+pub const MAX_WORKFLOW_JOBS: usize = 1000;
+/// Longest annotation key in bytes: a Kubernetes qualified name's maximum (a 253-byte DNS
+/// prefix, `/`, a 63-byte name).
+pub const MAX_ANNOTATION_KEY_BYTES: usize = 317;
+/// Most bytes of all annotations (keys plus values) of one object, Kubernetes' own limit
+/// (256 KiB).
+pub const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
+/// Most provisioners (and storage classes) in one inventory.
+pub const MAX_PROVISIONERS: usize = 10_000;
+/// Most persistent volumes in one inventory.
+pub const MAX_VOLUMES: usize = 100_000;
+/// Most zones in one inventory.
+pub const MAX_ZONES: usize = 10_000;
+/// Most hosts in one inventory (all zones together).
+pub const MAX_HOSTS: usize = 100_000;
+/// Most projects in one inventory.
+pub const MAX_PROJECTS: usize = 10_000;
+
+/// One limit a value breaks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The file of the offending item when it is not the main file read (an `include:`d
+    /// manifest); empty otherwise.
+    pub file: String,
+    /// 1-based line of the offending item in its file, when known (0 otherwise).
+    pub line: usize,
+    /// Field path (`volumes.scratch.annotations`).
+    pub field: String,
+    /// What is wrong and what the limit is.
+    pub message: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.field.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.field, self.message)
+        }
+    }
+}
+
+/// True for a NATS subject token as fedvol uses them for cluster and user names: 1 to
+/// [`MAX_NAME_BYTES`] ASCII letters, digits, `-` and `_`.
+pub fn is_token(s: &str) -> bool {
+    !s.is_empty() && s.len() <= MAX_NAME_BYTES && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+}
+
+/// Checks a user name (the identity token of `<prefix>.coordinator.<op>.<user>`).
+///
+/// Errors: a sentence naming the user (cut to 80 characters) and the allowed characters.
+pub fn check_user(user: &str) -> Result<(), String> {
+    if is_token(user) {
+        return Ok(());
+    }
+    Err(format!(
+        "user name `{}` is not valid: use 1 to {MAX_NAME_BYTES} letters, digits, `-` and `_` (it is a NATS subject token, and must equal your NATS user)",
+        user.chars().take(80).collect::<String>()
+    ))
+}
+
+fn name_problem(line: usize, field: &str, what: &str, name: &str) -> Option<Problem> {
+    (name.len() > MAX_NAME_BYTES).then(|| Problem {
+        file: String::new(),
+        line,
+        field: field.to_string(),
+        message: format!(
+            "{what} name of {} bytes is longer than the limit of {MAX_NAME_BYTES}",
+            name.len()
+        ),
+    })
+}
+
+/// Problems of one annotation map: keys over [`MAX_ANNOTATION_KEY_BYTES`], and all keys plus
+/// values over [`MAX_ANNOTATIONS_BYTES`].
+pub fn annotation_problems(line: usize, field: &str, annotations: &BTreeMap<String, String>) -> Vec<Problem> {
+    let mut out = Vec::new();
+    let mut total = 0usize;
+    for (k, v) in annotations {
+        total = total.saturating_add(k.len()).saturating_add(v.len());
+        if k.len() > MAX_ANNOTATION_KEY_BYTES {
+            out.push(Problem {
+                file: String::new(),
+                line,
+                field: field.to_string(),
+                message: format!(
+                    "annotation key `{}…` is {} bytes, longer than the limit of {MAX_ANNOTATION_KEY_BYTES}",
+                    k.chars().take(40).collect::<String>(),
+                    k.len()
+                ),
+            });
+        }
+    }
+    if total > MAX_ANNOTATIONS_BYTES {
+        out.push(Problem {
+            file: String::new(),
+            line,
+            field: field.to_string(),
+            message: format!(
+                "annotations total {total} bytes (keys and values), more than the limit of {MAX_ANNOTATIONS_BYTES}"
+            ),
+        });
+    }
+    out
+}
+
+fn count_problem(line: usize, field: &str, what: &str, n: usize, max: usize) -> Option<Problem> {
+    (n > max).then(|| Problem {
+        file: String::new(),
+        line,
+        field: field.to_string(),
+        message: format!("{n} {what}, more than the limit of {max}"),
+    })
+}
+
+/// Every limit `w` breaks: volume and job counts, name lengths (workflow, volumes, jobs,
+/// project, named provisioners and volumes, preferred clusters) and annotation sizes. Lines
+/// come from the volume and job positions the parser recorded.
+pub fn workflow_problems(w: &Workflow) -> Vec<Problem> {
+    let mut out = Vec::new();
+    let first_line = |i: usize, lines: &[usize]| lines.get(i).copied().unwrap_or(0);
+    let vlines: Vec<usize> = w.volumes.iter().map(|v| v.line).collect();
+    let jlines: Vec<usize> = w.jobs.iter().map(|j| j.line).collect();
+    out.extend(count_problem(
+        first_line(MAX_WORKFLOW_VOLUMES, &vlines),
+        "volumes",
+        "volumes",
+        w.volumes.len(),
+        MAX_WORKFLOW_VOLUMES,
+    ));
+    out.extend(count_problem(
+        first_line(MAX_WORKFLOW_JOBS, &jlines),
+        "jobs",
+        "jobs and services",
+        w.jobs.len(),
+        MAX_WORKFLOW_JOBS,
+    ));
+    out.extend(name_problem(0, "", "workflow", &w.name));
+    if let Some(p) = &w.project {
+        out.extend(name_problem(0, "project", "project", p));
+    }
+    for c in &w.clusters {
+        out.extend(name_problem(0, "clusters", "cluster", c));
+    }
+    out.extend(annotation_problems(0, "annotations", &w.annotations));
+    for v in w.volumes.iter().take(MAX_WORKFLOW_VOLUMES + 1) {
+        let field = format!("volumes.{}", v.key.chars().take(64).collect::<String>());
+        out.extend(name_problem(v.line, &field, "volume", &v.key));
+        match &v.source {
+            VolumeSource::Fuzzball(f) => {
+                for n in [&f.use_, &f.name].into_iter().flatten() {
+                    out.extend(name_problem(v.line, &field, "provisioner or volume", n));
+                }
+                out.extend(annotation_problems(
+                    v.line,
+                    &format!("{field}.annotations"),
+                    &f.annotations,
+                ));
+            }
+            VolumeSource::Claim(c) => {
+                for n in [&c.name, &c.namespace] {
+                    out.extend(name_problem(v.line, &field, "claim", n));
+                }
+            }
+        }
+    }
+    for j in w.jobs.iter().take(MAX_WORKFLOW_JOBS + 1) {
+        let field = format!("jobs.{}", j.name.chars().take(64).collect::<String>());
+        out.extend(name_problem(j.line, &field, "job", &j.name));
+        out.extend(annotation_problems(
+            j.line,
+            &format!("{field}.resource.annotations"),
+            &j.resources.annotations,
+        ));
+    }
+    out
+}
+
+/// Every limit `inv` breaks: counts of provisioners, volumes, zones, hosts and projects, the
+/// cluster name (a token of at most [`MAX_NAME_BYTES`]) and annotation sizes of provisioners
+/// and volumes. Lines are the offending item's `origin` line where the model keeps one.
+pub fn inventory_problems(inv: &Inventory) -> Vec<Problem> {
+    let mut out = Vec::new();
+    if !is_token(&inv.cluster) {
+        out.push(Problem {
+            file: String::new(),
+            line: 0,
+            field: "cluster".into(),
+            message: format!(
+                "cluster name of {} bytes is not a NATS subject token of at most {MAX_NAME_BYTES} letters, digits, `-` and `_`",
+                inv.cluster.len()
+            ),
+        });
+    }
+    let line_of_provisioner = |i: usize| inv.provisioners.get(i).map_or(0, |p| p.origin.line);
+    let line_of_volume = |i: usize| inv.volumes.get(i).map_or(0, |v| v.origin.line);
+    let line_of_zone = |i: usize| inv.zones.get(i).map_or(0, |z| z.origin.line);
+    out.extend(count_problem(
+        line_of_provisioner(MAX_PROVISIONERS),
+        "provisioners",
+        "provisioners",
+        inv.provisioners.len(),
+        MAX_PROVISIONERS,
+    ));
+    out.extend(count_problem(
+        line_of_volume(MAX_VOLUMES),
+        "volumes",
+        "persistent volumes",
+        inv.volumes.len(),
+        MAX_VOLUMES,
+    ));
+    out.extend(count_problem(
+        line_of_zone(MAX_ZONES),
+        "zones",
+        "zones",
+        inv.zones.len(),
+        MAX_ZONES,
+    ));
+    out.extend(count_problem(
+        0,
+        "projects",
+        "projects",
+        inv.projects.len(),
+        MAX_PROJECTS,
+    ));
+    let hosts: usize = inv.zones.iter().map(|z| z.hosts.len()).sum();
+    out.extend(count_problem(0, "zones.*.hosts", "hosts", hosts, MAX_HOSTS));
+    for p in inv.provisioners.iter().take(MAX_PROVISIONERS + 1) {
+        out.extend(
+            annotation_problems(
+                p.origin.line,
+                &format!("provisioners.{}.annotations", p.name),
+                &p.annotations,
+            )
+            .into_iter()
+            .map(|x| in_file(x, &p.origin.file)),
+        );
+    }
+    for v in inv.volumes.iter().take(MAX_VOLUMES + 1) {
+        out.extend(
+            annotation_problems(
+                v.origin.line,
+                &format!("volumes.{}.annotations", v.name),
+                &v.annotations,
+            )
+            .into_iter()
+            .map(|x| in_file(x, &v.origin.file)),
+        );
+    }
+    out
+}
+
+fn in_file(mut p: Problem, file: &str) -> Problem {
+    p.file = file.to_string();
+    p
+}
+
+/// The problems as one line each, for a wire error message.
+pub fn join_problems(problems: &[Problem]) -> String {
+    problems.iter().map(Problem::to_string).collect::<Vec<_>>().join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::parse_workflow_str;
+
+    fn workflow(text: &str) -> Workflow {
+        parse_workflow_str("w.yaml", "w", text).unwrap().value
+    }
+
+    #[test]
+    fn tokens_and_user_names() {
+        assert!(is_token("cluster-a_1"));
+        for bad in ["", "a.b", "a b", "a*", ">", "é", &"x".repeat(254)] {
+            assert!(!is_token(bad), "{bad:?}");
+        }
+        assert!(check_user("alice").is_ok());
+        let e = check_user("alice.smith").unwrap_err();
+        assert!(
+            e.contains("`alice.smith` is not valid") && e.contains("letters, digits"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_workflow_over_the_counts_and_lengths_is_reported_per_item() {
+        let mut w = workflow(
+            "version: v4\nvolumes:\n  a: {size: 1GiB}\njobs:\n  j: {image: {uri: docker://x}, mounts: {/a: a}}\n",
+        );
+        assert!(workflow_problems(&w).is_empty());
+        let v = w.volumes[0].clone();
+        w.volumes = (0..MAX_WORKFLOW_VOLUMES + 1)
+            .map(|i| {
+                let mut v = v.clone();
+                v.key = format!("v{i}");
+                v.line = i + 3;
+                v
+            })
+            .collect();
+        let j = w.jobs[0].clone();
+        w.jobs = vec![j.clone(); MAX_WORKFLOW_JOBS + 1];
+        w.jobs[0].name = "n".repeat(MAX_NAME_BYTES + 1);
+        w.annotations
+            .insert("k".repeat(MAX_ANNOTATION_KEY_BYTES + 1), "v".into());
+        let p = workflow_problems(&w);
+        let text = join_problems(&p);
+        assert!(text.contains("1001 volumes, more than the limit of 1000"), "{text}");
+        assert_eq!(
+            p[0].line,
+            MAX_WORKFLOW_VOLUMES + 3,
+            "positioned at the first volume over"
+        );
+        assert!(text.contains("1001 jobs and services"), "{text}");
+        assert!(text.contains("job name of 254 bytes"), "{text}");
+        assert!(text.contains("annotation key"), "{text}");
+    }
+
+    #[test]
+    fn annotation_total_follows_kubernetes() {
+        let mut a = BTreeMap::new();
+        a.insert("big".to_string(), "x".repeat(MAX_ANNOTATIONS_BYTES - 3));
+        assert!(annotation_problems(1, "a", &a).is_empty(), "exactly the limit passes");
+        a.insert("more".to_string(), "y".into());
+        let p = annotation_problems(1, "a", &a);
+        assert!(p[0].message.contains("more than the limit of 262144"), "{p:?}");
+    }
+}

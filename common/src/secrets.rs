@@ -1,0 +1,169 @@
+//! Driver secrets are references, never values (DESIGN §6).
+//!
+//! A storage class (driver) parameter whose key [looks secret](looks_secret) must hold a
+//! [`SecretRef`]: `file:/absolute/path` (the secret is the file's content) or `env:NAME` (the
+//! secret is that environment variable's value). The reference travels everywhere a parameter
+//! does (inventory, the agent's `inventory` endpoint, the external provisioner's request); only
+//! the party that uses the secret resolves it, so the value itself never crosses NATS and never
+//! lands in a decision, an event, a log line or an error. Resolving needs I/O and lives with the
+//! agent (`fedvol_agent::drivers::secrets::resolve`).
+//!
+//! Two kinds of secret-looking keys hold no secret and are taken as they are: keys that *name*
+//! a secret kept elsewhere (Kubernetes CSI `…-secret-name` / `…-secret-namespace`, whose value
+//! is the name of a Kubernetes Secret) and keys that *identify* a key (`kmsKeyId`, `key-id`).
+
+use std::fmt;
+
+/// Words that make a parameter key look secret (matched case-insensitively anywhere in the key).
+pub const SECRET_WORDS: [&str; 5] = ["password", "secret", "token", "key", "credential"];
+
+/// Endings (of the key lowercased, with `-`, `_`, `.` and `/` removed) of keys that name or
+/// identify a secret rather than hold one; their values may be written inline.
+pub const NAMING_SUFFIXES: [&str; 4] = ["secretname", "secretnamespace", "keyid", "keyname"];
+
+/// True when a parameter named `key` may hold a secret (`csi.storage.k8s.io/node-stage-secret-name`,
+/// `apiKey`, `AUTH_TOKEN`...). Errs on the side of hiding: used to redact values in logs.
+pub fn looks_secret(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    SECRET_WORDS.iter().any(|w| k.contains(w))
+}
+
+/// True when `key` names or identifies a secret kept elsewhere (see [`NAMING_SUFFIXES`]):
+/// `csi.storage.k8s.io/provisioner-secret-name`, `…-secret-namespace`, `kmsKeyId`.
+pub fn names_a_secret(key: &str) -> bool {
+    let squashed: String = key
+        .chars()
+        .filter(|c| !matches!(c, '-' | '_' | '.' | '/'))
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    NAMING_SUFFIXES.iter().any(|s| squashed.ends_with(s))
+}
+
+/// True when the value of parameter `key` must be a [`SecretRef`]: the key
+/// [looks secret](looks_secret) and does not [name one](names_a_secret).
+pub fn must_be_reference(key: &str) -> bool {
+    looks_secret(key) && !names_a_secret(key)
+}
+
+/// Where a secret is kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretRef {
+    /// `file:/absolute/path`: the file's content (one trailing newline dropped).
+    File(String),
+    /// `env:NAME`: the value of environment variable `NAME` (letters, digits, `_`; not
+    /// starting with a digit).
+    Env(String),
+}
+
+impl fmt::Display for SecretRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SecretRef::File(p) => write!(f, "file:{p}"),
+            SecretRef::Env(n) => write!(f, "env:{n}"),
+        }
+    }
+}
+
+/// True for an environment variable name as [`SecretRef::Env`] accepts it.
+fn is_env_name(s: &str) -> bool {
+    !s.is_empty()
+        && !s.starts_with(|c: char| c.is_ascii_digit())
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+impl SecretRef {
+    /// Parses `file:/absolute/path` or `env:NAME`.
+    ///
+    /// Errors: a sentence saying what a reference looks like. It never repeats `text` (which,
+    /// when it is not a reference, may be the secret itself).
+    pub fn parse(text: &str) -> Result<SecretRef, String> {
+        if let Some(p) = text.strip_prefix("file:") {
+            if !p.starts_with('/') || p.contains('\0') {
+                return Err(
+                    "a `file:` secret reference needs an absolute path, e.g. file:/etc/fedvol/secrets/token".into(),
+                );
+            }
+            return Ok(SecretRef::File(p.to_string()));
+        }
+        if let Some(n) = text.strip_prefix("env:") {
+            if !is_env_name(n) {
+                return Err(
+                    "an `env:` secret reference needs a variable name (letters, digits, `_`), e.g. env:NFS_TOKEN"
+                        .into(),
+                );
+            }
+            return Ok(SecretRef::Env(n.to_string()));
+        }
+        Err("a secret must be given as a reference, `file:/path/to/secret` or `env:VARIABLE`, never inline".into())
+    }
+}
+
+/// Checks one driver parameter: when its key [must hold a reference](must_be_reference), its
+/// value must parse as a [`SecretRef`].
+///
+/// Errors: a sentence naming the key (never the value) and how to write a reference.
+pub fn check_parameter(key: &str, value: &str) -> Result<(), String> {
+    if !must_be_reference(key) {
+        return Ok(());
+    }
+    SecretRef::parse(value)
+        .map(|_| ())
+        .map_err(|why| format!("parameter `{key}` looks like a credential: {why} (the value is not shown)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_parse_and_inline_values_are_refused_without_echo() {
+        assert_eq!(
+            SecretRef::parse("file:/etc/fedvol/t").unwrap(),
+            SecretRef::File("/etc/fedvol/t".into())
+        );
+        assert_eq!(
+            SecretRef::parse("env:NFS_TOKEN_2").unwrap(),
+            SecretRef::Env("NFS_TOKEN_2".into())
+        );
+        assert_eq!(SecretRef::parse("env:A").unwrap().to_string(), "env:A");
+        for bad in [
+            "hunter2",
+            "file:relative/x",
+            "file:",
+            "env:",
+            "env:1X",
+            "env:A-B",
+            "FILE:/x",
+        ] {
+            assert!(SecretRef::parse(bad).is_err(), "{bad}");
+        }
+        let e = check_parameter("apiToken", "s3cr3t-value").unwrap_err();
+        assert!(e.contains("`apiToken`") && !e.contains("s3cr3t"), "{e}");
+        assert!(check_parameter("password", "file:/run/secrets/nfs").is_ok());
+        assert!(check_parameter("type", "gp3").is_ok(), "not a secret key");
+    }
+
+    #[test]
+    fn keys_that_name_a_secret_may_stay_inline() {
+        for k in [
+            "csi.storage.k8s.io/provisioner-secret-name",
+            "csi.storage.k8s.io/node-stage-secret-namespace",
+            "kmsKeyId",
+            "key_id",
+        ] {
+            assert!(looks_secret(k), "{k}");
+            assert!(!must_be_reference(k), "{k}");
+            assert!(check_parameter(k, "csi-rbd-secret").is_ok(), "{k}");
+        }
+        for k in [
+            "apiKey",
+            "Password",
+            "AUTH_TOKEN",
+            "credentials",
+            "secretAccessKey",
+            "clientSecret",
+        ] {
+            assert!(must_be_reference(k), "{k}");
+        }
+    }
+}
