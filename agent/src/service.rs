@@ -108,7 +108,7 @@ pub fn reply_too_large(cluster: &str, endpoint: &str, size: usize, limit: usize)
         "error": Reason::new(
             "reply_too_large",
             format!(
-                "the {endpoint} answer of cluster {cluster} is {size} bytes, more than the NATS server's max_payload of {limit} bytes; lower the trace limit or raise max_payload"
+                "the {endpoint} answer of cluster {cluster} is {size} bytes, more than the NATS server's max_payload of {limit} bytes; raise max_payload in the NATS server's configuration"
             ),
         ),
     }))

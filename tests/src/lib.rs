@@ -5,6 +5,8 @@
 //!   JetStream key-value bucket in a way nats-server 2.9 accepts.
 //! - [`bin_path`] / [`Spawned`]: the workspace's own binaries (`fedvol-agent`, `fedvol`,
 //!   `fedvol-example-provisioner`) run as real processes whose output goes to a log file.
+//! - [`kit`]: the shipped `deploy/nats/` configurations in a temporary copy, and binaries
+//!   logged in with their example users.
 //! - [`fixtures`]: small builders for inventory and decision values.
 //! - [`LogCapture`]: the `tracing` output of in-process library code.
 //! - [`wait_until`]: poll a condition with a timeout.
@@ -16,6 +18,7 @@
 pub mod bins;
 pub mod federation;
 pub mod fixtures;
+pub mod kit;
 pub mod logs;
 pub mod nats;
 pub mod process;

@@ -25,7 +25,8 @@ use futures::StreamExt;
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The server configs an operator runs (everything else in deploy/nats is included by them).
-const SERVER_CONFIGS: [&str; 7] = [
+/// The secure variants (private inboxes) run their federations in `tests/security.rs`.
+const SERVER_CONFIGS: [&str; 11] = [
     "single.conf",
     "cluster/n1.conf",
     "cluster/n2.conf",
@@ -33,6 +34,10 @@ const SERVER_CONFIGS: [&str; 7] = [
     "leaf/hub.conf",
     "leaf/leaf-a.conf",
     "leaf/leaf-b.conf",
+    "secure.conf",
+    "leaf/secure-hub.conf",
+    "leaf/secure-leaf-a.conf",
+    "leaf/secure-leaf-b.conf",
 ];
 
 const WORKFLOW: &str = "version: v4\nvolumes:\n  scratch:\n    size: 1MiB\njobs:\n  j:\n    image: {uri: docker://a}\n    mounts: {/s: scratch}\n    resource: {cpu: {cores: 8}, memory: {size: 8GiB}}\n";

@@ -1,0 +1,928 @@
+//! Security (issue 8) against real processes on the shipped `deploy/nats/secure.conf` (and its
+//! leaf variant), copied and pointed at loopback like `deploy_nats.rs` does:
+//!
+//! - agents and users are confined to their own subjects and their own reply inboxes, every
+//!   refused attempt is refused by the server and logged (`Violation`);
+//! - a user's groups come from the directory: a workflow on a provisioner the user's groups may
+//!   not use is refused with `permission_denied`; only a decision's owner may complete it;
+//! - a driver secret planted in a referenced file and an environment variable never appears in
+//!   any decision, event, reply, log line, stored state or server log of a full run;
+//! - oversized bodies and answers, and invalid user names, get clear errors.
+//!
+//! Tests run one at a time: each starts a server and several processes, and the machine may
+//! have two cores.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use fedvol_tests::bins::workspace_root;
+use fedvol_tests::federation::slots_inventory;
+use fedvol_tests::kit::{Kit, client, command, inbox_prefix};
+use fedvol_tests::nats::free_port;
+use fedvol_tests::{NatsServer, Spawned, bin_path, wait_until};
+use futures::StreamExt;
+
+/// One test at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+const WORKFLOW: &str = "version: v4\nvolumes:\n  scratch:\n    size: 1MiB\njobs:\n  j:\n    image: {uri: docker://a}\n    mounts: {/s: scratch}\n    resource: {cpu: {cores: 8}, memory: {size: 8GiB}}\n";
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+/// `deploy/nats/secure.conf`, copied and pointed at a free loopback port and a fresh store.
+fn secure_server(kit: &Kit) -> NatsServer {
+    let port = free_port();
+    let conf = kit.rewrite(
+        "secure.conf",
+        &[
+            ("listen: 0.0.0.0:4222", format!("listen: 127.0.0.1:{port}")),
+            ("http: 127.0.0.1:8222", format!("http: 127.0.0.1:{}", free_port())),
+            (
+                "store_dir: \"/var/lib/nats\"",
+                format!("store_dir: \"{}\"", kit.store("secure")),
+            ),
+        ],
+    );
+    NatsServer::start_config_file(&conf, port)
+}
+
+/// `fedvol -u <user> <args>` logged in as NATS user `login` with `login`'s private inbox.
+fn fedvol(url: &str, login: &str, user: &str, args: &[&str]) -> Output {
+    command("fedvol", url, login, true)
+        .args(["-u", user])
+        .args(args)
+        .env_remove("FEDVOL_OUTPUT")
+        .output()
+        .expect("fedvol runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(o)))
+}
+
+/// A coordinator logged in as `coordinator` with its private inbox and the shipped directory.
+async fn coordinator(url: &str, env: &[(&str, &str)]) -> Spawned {
+    let directory = workspace_root().join("deploy/config/directory.yaml");
+    let mut cmd = command("fedvol-coordinator", url, "coordinator", true);
+    cmd.args(["--deadline-ms", "3000", "--discovery-ms", "300", "--directory"])
+        .arg(directory)
+        .env("RUST_LOG", "debug,async_nats=info");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut p = Spawned::start(cmd);
+    p.wait_for_log("coordinator ready", Duration::from_secs(30)).await;
+    p
+}
+
+/// An agent of `cluster` logged in as `agent-<cluster>` with its private inbox, on the
+/// inventory `inventory` (written to `<dir>/inventory.yaml`).
+async fn agent(url: &str, cluster: &str, dir: &Path, inventory: &str, env: &[(&str, &str)]) -> Spawned {
+    let inv = dir.join("inventory.yaml");
+    std::fs::write(&inv, inventory).unwrap();
+    let mut cmd = command("fedvol-agent", url, &format!("agent-{cluster}"), true);
+    cmd.arg("--inventory")
+        .arg(&inv)
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .args(["--heartbeat-ms", "300"])
+        .env("RUST_LOG", "debug,async_nats=info");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut p = Spawned::start(cmd);
+    p.wait_for_log("endpoints ready", Duration::from_secs(30)).await;
+    p
+}
+
+/// Waits until `fedvol clusters` (as alice) lists every cluster of `names` as alive.
+async fn wait_clusters(url: &str, names: &[&str]) {
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let o = fedvol(url, "alice", "alice", &["clusters", "-o", "json"]);
+        if o.status.success()
+            && let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&o.stdout)
+        {
+            let alive = |n: &str| {
+                doc["clusters"]
+                    .as_array()
+                    .is_some_and(|cs| cs.iter().any(|c| c["name"] == n && c["alive"] == true))
+            };
+            if names.iter().all(|n| alive(n)) {
+                return;
+            }
+        }
+        assert!(Instant::now() < end, "clusters {names:?} never all alive: {}", text(&o));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// True when nothing arrives on `sub` within `wait`.
+async fn silent(sub: &mut async_nats::Subscriber, wait: Duration) -> bool {
+    tokio::time::timeout(wait, sub.next()).await.is_err()
+}
+
+/// Waits (5 s at most) until the server's log has a line containing every part of `parts`.
+async fn server_logged(server: &NatsServer, parts: &[&str]) -> bool {
+    wait_until(Duration::from_secs(5), Duration::from_millis(50), || {
+        server.log().lines().any(|l| parts.iter().all(|p| l.contains(p)))
+    })
+    .await
+}
+
+/// Asserts the server logged a `what` ("Publish Violation", "Subscription Violation") of
+/// `user` on `subject`.
+async fn violation(server: &NatsServer, what: &str, user: &str, subject: &str) {
+    let u = format!("User \"{user}\"");
+    let s = format!("\"{subject}\"");
+    assert!(
+        server_logged(server, &[what, &u, &s]).await,
+        "no {what} of {user} on {subject} in the server log:\n{}",
+        server.log()
+    );
+}
+
+fn write(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, body).unwrap();
+    p
+}
+
+// ---------------------------------------------------------------------------------------------
+// Confinement on secure.conf
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secure_conf_confines_agents_and_users_to_their_own_subjects_and_inboxes() {
+    let _serial = SERIAL.lock().await;
+    let kit = Kit::copy();
+    let nats = secure_server(&kit);
+    let url = nats.url();
+    let dir = tempfile::tempdir().unwrap();
+    let (da, db) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir_all(&da).unwrap();
+    std::fs::create_dir_all(&db).unwrap();
+    let mut coord = coordinator(&url, &[]).await;
+    let _a = agent(
+        &url,
+        "cluster-a",
+        &da,
+        &slots_inventory("cluster-a", 2, &da, "[physics]"),
+        &[],
+    )
+    .await;
+    let _b = agent(
+        &url,
+        "cluster-b",
+        &db,
+        &slots_inventory("cluster-b", 2, &db, "[physics]"),
+        &[],
+    )
+    .await;
+    wait_clusters(&url, &["cluster-a", "cluster-b"]).await;
+
+    // The federation works with private inboxes only: alice (physics) submits, watches (a
+    // JetStream consumer delivering to her own inbox) and nothing is refused.
+    let wf = write(dir.path(), "wf.yaml", WORKFLOW);
+    let wf = wf.display().to_string();
+    let o = fedvol(
+        &url,
+        "alice",
+        "alice",
+        &["submit", &wf, "--request-id", "sec-1", "-o", "json"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(json(&o)["state"], "committed", "{}", text(&o));
+    let mut watch = Spawned::start({
+        let mut c = command("fedvol", &url, "alice", true);
+        c.args(["-u", "alice", "decisions", "watch"]);
+        c
+    });
+    watch.wait_for_log("sec-1", Duration::from_secs(10)).await;
+    for args in [vec!["decisions", "list"], vec!["decisions", "replay", "sec-1"]] {
+        let o = fedvol(&url, "alice", "alice", &args);
+        assert!(o.status.success(), "{args:?}: {}", text(&o));
+    }
+    assert!(
+        !nats.log().contains("Violation"),
+        "secure.conf refused something fedvol needs:\n{}",
+        nats.log()
+    );
+
+    // A user whose groups lack the provisioner's permission is refused with that reason.
+    let o = fedvol(
+        &url,
+        "bob",
+        "bob",
+        &["submit", &wf, "--request-id", "sec-bob", "-o", "json"],
+    );
+    assert_eq!(o.status.code(), Some(2), "nothing fits for bob: {}", text(&o));
+    let doc = json(&o);
+    assert_eq!(doc["state"], "failed", "{doc:#}");
+    for c in ["cluster-a", "cluster-b"] {
+        let err = &doc["decision"]["clusters"][c]["volumes"]["scratch"]["error"];
+        let trace = doc["decision"]["clusters"][c]["trace"].to_string();
+        assert!(
+            trace.contains("permission_denied") && err.to_string().contains("permission"),
+            "{c}: bob (chem) may not use scratch (physics): {doc:#}"
+        );
+    }
+    // ...and bob cannot complete alice's decision (nor take over its request id).
+    let o = fedvol(&url, "bob", "bob", &["complete", "sec-1", "-o", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("not_owner") || text(&o).contains("belongs to user `alice`"),
+        "{}",
+        text(&o)
+    );
+    let o = fedvol(&url, "bob", "bob", &["submit", &wf, "--request-id", "sec-1"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("belongs to another user"), "{}", text(&o));
+    let o = fedvol(&url, "alice", "alice", &["decisions", "show", "sec-1", "-o", "json"]);
+    assert_eq!(json(&o)["state"], "committed", "bob changed nothing");
+
+    // alice cannot submit as bob: the server drops the request, nobody answers, it is logged.
+    let o = fedvol(&url, "alice", "bob", &["--timeout-ms", "1500", "clusters"]);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("no answer"), "{}", text(&o));
+    violation(
+        &nats,
+        "Publish Violation",
+        "alice",
+        "fedvol.v1.coordinator.clusters.bob",
+    )
+    .await;
+    // A user name that is no subject token never leaves the CLI.
+    let o = fedvol(&url, "alice", "alice.smith", &["clusters"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("user name `alice.smith` is not valid"),
+        "{}",
+        text(&o)
+    );
+
+    // alice: no agent subject, no plan broadcast, nobody else's inbox (read or write), and
+    // not the shared `_INBOX.>` either.
+    let alice = client(&url, "alice", &inbox_prefix("alice")).await;
+    let mut bobs = alice.subscribe("_INBOX_bob.>").await.unwrap();
+    let mut coords = alice.subscribe("_INBOX_coordinator.>").await.unwrap();
+    let mut shared = alice.subscribe("_INBOX.>").await.unwrap();
+    for s in [
+        "fedvol.v1.cluster.cluster-a.status",
+        "fedvol.v1.plan",
+        "_INBOX_bob.forged",
+    ] {
+        alice.publish(s, "{\"v\":1}".into()).await.unwrap();
+    }
+    alice.flush().await.unwrap();
+    // bob and the coordinator work meanwhile: alice sees none of their replies.
+    let o = fedvol(&url, "bob", "bob", &["clusters"]);
+    assert!(o.status.success(), "{}", text(&o));
+    for (name, sub) in [
+        ("bob's", &mut bobs),
+        ("the coordinator's", &mut coords),
+        ("any", &mut shared),
+    ] {
+        assert!(silent(sub, Duration::from_millis(300)).await, "alice read {name} inbox");
+    }
+    for s in ["_INBOX_bob.>", "_INBOX_coordinator.>", "_INBOX.>"] {
+        violation(&nats, "Subscription Violation", "alice", s).await;
+    }
+    for s in [
+        "fedvol.v1.cluster.cluster-a.status",
+        "fedvol.v1.plan",
+        "_INBOX_bob.forged",
+    ] {
+        violation(&nats, "Publish Violation", "alice", s).await;
+    }
+
+    // agent-cluster-a: cannot take cluster-b's requests, read the coordinator's inbox, write
+    // into it unasked, or speak for cluster-b.
+    let agent_a = client(&url, "agent-cluster-a", &inbox_prefix("agent-cluster-a")).await;
+    let mut b_requests = agent_a
+        .queue_subscribe("fedvol.v1.cluster.cluster-b.>", "agent.cluster-b".into())
+        .await
+        .unwrap();
+    let mut b_in_a_queue = agent_a
+        .queue_subscribe("fedvol.v1.cluster.cluster-b.>", "agent.cluster-a".into())
+        .await
+        .unwrap();
+    let mut coord_inbox = agent_a.subscribe("_INBOX_coordinator.>").await.unwrap();
+    agent_a
+        .publish("_INBOX_coordinator.forged", "{\"v\":1}".into())
+        .await
+        .unwrap();
+    agent_a
+        .publish("fedvol.v1.heartbeat.cluster-b", "spoof".into())
+        .await
+        .unwrap();
+    // Its own heartbeat subject, naming another cluster in the body: the coordinator ignores it.
+    let spoof = serde_json::json!({"v": 1, "cluster": "cluster-z", "instance": "x", "inventory_version": "x",
+        "holds": 0, "load": 0.0, "sent_ms": fedvol_common::wire::now_ms(), "interval_ms": 300});
+    agent_a
+        .publish(
+            "fedvol.v1.heartbeat.cluster-a",
+            serde_json::to_vec(&spoof).unwrap().into(),
+        )
+        .await
+        .unwrap();
+    agent_a.flush().await.unwrap();
+    // The coordinator identity asks cluster-b: cluster-b's agent answers, agent-a sees nothing.
+    let co = client(&url, "coordinator", &inbox_prefix("coordinator")).await;
+    let answer = tokio::time::timeout(
+        Duration::from_secs(5),
+        co.request("fedvol.v1.cluster.cluster-b.status", "{\"v\":1}".into()),
+    )
+    .await
+    .expect("cluster-b answers in time")
+    .expect("cluster-b answers");
+    let status: serde_json::Value = serde_json::from_slice(&answer.payload).unwrap();
+    assert_eq!(status["cluster"], "cluster-b", "{status}");
+    for (what, sub) in [
+        ("cluster-b's queue group", &mut b_requests),
+        ("cluster-b's subjects in its own queue group", &mut b_in_a_queue),
+        ("the coordinator's inbox", &mut coord_inbox),
+    ] {
+        assert!(silent(sub, Duration::from_millis(300)).await, "agent-a read {what}");
+    }
+    for s in ["fedvol.v1.cluster.cluster-b.>", "_INBOX_coordinator.>"] {
+        violation(&nats, "Subscription Violation", "agent-cluster-a", s).await;
+    }
+    for s in ["_INBOX_coordinator.forged", "fedvol.v1.heartbeat.cluster-b"] {
+        violation(&nats, "Publish Violation", "agent-cluster-a", s).await;
+    }
+    coord
+        .wait_for_log(
+            "a heartbeat naming another cluster than its subject: ignored",
+            Duration::from_secs(5),
+        )
+        .await;
+    let o = fedvol(&url, "alice", "alice", &["clusters", "-o", "json"]);
+    assert!(!text(&o).contains("cluster-z"), "{}", text(&o));
+
+    // Finally alice completes her own workflow.
+    let o = fedvol(&url, "alice", "alice", &["complete", "sec-1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    watch.wait_for_log("completed", Duration::from_secs(10)).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Secrets
+
+const FILE_SECRET: &str = "s3cr3t-f1le-7f3a9c04d2";
+const ENV_SECRET: &str = "s3cr3t-env-b41d2e90aa";
+const ENV_VAR: &str = "FEDVOL_TEST_PROVISIONER_TOKEN";
+
+/// Cluster-a's inventory: three external provisioners of the example provisioner, each with a
+/// `token` reference (a file, an environment variable, a file holding the wrong token), one
+/// per annotation `vault`, usable by physics; two 8-core hosts.
+fn secret_inventory(token_file: &Path, wrong_file: &Path) -> String {
+    let mut t = String::from("cluster: cluster-a\nprovisioners:\n");
+    for (name, vendor, token, tag) in [
+        (
+            "vault-file",
+            "example.com/tokened-file",
+            format!("file:{}", token_file.display()),
+            "file",
+        ),
+        ("vault-env", "example.com/tokened-env", format!("env:{ENV_VAR}"), "env"),
+        (
+            "vault-wrong",
+            "example.com/tokened-file",
+            format!("file:{}", wrong_file.display()),
+            "wrong",
+        ),
+    ] {
+        t.push_str(&format!(
+            "  {name}:\n    driver:\n      type: external\n      provisioner: {vendor}\n      parameters: {{mode: \"0750\", token: \"{token}\"}}\n    annotations: {{vault: {tag}}}\n    ephemeral: [physics]\n    create: [physics]\n"
+        ));
+    }
+    t.push_str("zones:\n  z1:\n    hosts:\n");
+    for i in 0..2 {
+        t.push_str(&format!(
+            "      - {{name: h{i}, capacity: {{cpu: 8, memory: 32GiB, instances: 4}}}}\n"
+        ));
+    }
+    t
+}
+
+fn secret_workflow(tags: &[&str]) -> String {
+    let mut t = String::from("version: v4\nvolumes:\n");
+    for tag in tags {
+        t.push_str(&format!(
+            "  v-{tag}:\n    size: 1MiB\n    annotations: {{vault: {tag}}}\n"
+        ));
+    }
+    t.push_str("jobs:\n  j:\n    image: {uri: docker://a}\n    mounts: {");
+    let mounts: Vec<String> = tags.iter().map(|tag| format!("/{tag}: v-{tag}")).collect();
+    t.push_str(&mounts.join(", "));
+    t.push_str("}\n    resource: {cpu: {cores: 2}, memory: {size: 1GiB}}\n");
+    t
+}
+
+/// An example provisioner `vendor` of cluster-a logged in as `provisioner-cluster-a`, checking
+/// tokens against `expect` (a secret reference), volumes under `root`.
+async fn provisioner(url: &str, vendor: &str, expect: &str, root: &Path) -> Spawned {
+    std::fs::create_dir_all(root).unwrap();
+    let mut cmd = command("fedvol-example-provisioner", url, "provisioner-cluster-a", false);
+    cmd.args([
+        "--cluster",
+        "cluster-a",
+        "--name",
+        vendor,
+        "--expect-token",
+        expect,
+        "--root",
+    ])
+    .arg(root)
+    .env(ENV_VAR, ENV_SECRET)
+    .env("RUST_LOG", "debug,async_nats=info");
+    let mut p = Spawned::start(cmd);
+    p.wait_for_log("listening", Duration::from_secs(30)).await;
+    p
+}
+
+/// Every file under `dir`, recursively, as bytes (the agent's redb state included).
+fn all_bytes(dir: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            all_bytes(&p, out);
+        } else if let Ok(b) = std::fs::read(&p) {
+            out.push((p, b));
+        }
+    }
+}
+
+fn contains(hay: &[u8], needle: &str) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn driver_secrets_stay_references_and_never_appear_in_any_output() {
+    let _serial = SERIAL.lock().await;
+    let kit = Kit::copy();
+    let nats = secure_server(&kit);
+    let url = nats.url();
+    let dir = tempfile::tempdir().unwrap();
+    let secrets_dir = tempfile::tempdir().unwrap();
+    let token_file = write(secrets_dir.path(), "token", &format!("{FILE_SECRET}\n"));
+    let expected_file = write(secrets_dir.path(), "expected", FILE_SECRET);
+    let wrong_file = write(secrets_dir.path(), "wrong", "not-the-token");
+    let env = [(ENV_VAR, ENV_SECRET)];
+
+    // Every process has the environment secret in its environment: none may print it.
+    let coord = coordinator(&url, &env).await;
+    let da = dir.path().join("a");
+    std::fs::create_dir_all(&da).unwrap();
+    let agent_a = agent(
+        &url,
+        "cluster-a",
+        &da,
+        &secret_inventory(&token_file, &wrong_file),
+        &env,
+    )
+    .await;
+    let by_file = provisioner(
+        &url,
+        "example.com/tokened-file",
+        &format!("file:{}", expected_file.display()),
+        &dir.path().join("vols-file"),
+    )
+    .await;
+    let by_env = provisioner(
+        &url,
+        "example.com/tokened-env",
+        &format!("env:{ENV_VAR}"),
+        &dir.path().join("vols-env"),
+    )
+    .await;
+    wait_clusters(&url, &["cluster-a"]).await;
+    let mut watch = Spawned::start({
+        let mut c = command("fedvol", &url, "alice", true);
+        c.args(["-u", "alice", "decisions", "watch"]).env(ENV_VAR, ENV_SECRET);
+        c
+    });
+    let mut outputs: Vec<(String, String)> = Vec::new();
+    let mut run = |args: &[&str]| -> Output {
+        let o = fedvol(&url, "alice", "alice", args);
+        outputs.push((format!("fedvol {args:?}"), text(&o)));
+        o
+    };
+
+    // The provisioner really needs the secret: the wrong token is refused (without echo)...
+    let wrong = write(dir.path(), "wrong.yaml", &secret_workflow(&["wrong"]));
+    let o = run(&[
+        "submit",
+        &wrong.display().to_string(),
+        "--request-id",
+        "sec-wrong",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("is not the expected token"), "{}", text(&o));
+    // ...and the right ones, from a file and from the environment, provision.
+    let wf = write(dir.path(), "wf.yaml", &secret_workflow(&["file", "env"]));
+    let wf = wf.display().to_string();
+    let o = run(&["submit", &wf, "--request-id", "sec-ok", "-o", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(json(&o)["state"], "committed", "{}", text(&o));
+    assert_eq!(std::fs::read_dir(dir.path().join("vols-file")).unwrap().count(), 1);
+    assert_eq!(std::fs::read_dir(dir.path().join("vols-env")).unwrap().count(), 1);
+    watch.wait_for_log("sec-ok", Duration::from_secs(10)).await;
+
+    for args in [
+        vec![
+            "why-not",
+            "sec-ok",
+            "--cluster",
+            "cluster-a",
+            "--provisioner",
+            "vault-wrong",
+            "-o",
+            "json",
+        ],
+        vec![
+            "why-not",
+            "sec-wrong",
+            "--cluster",
+            "cluster-a",
+            "--provisioner",
+            "vault-wrong",
+        ],
+        vec!["decisions", "show", "sec-ok", "-o", "json"],
+        vec!["decisions", "show", "sec-wrong", "-o", "json"],
+        vec!["decisions", "show", "sec-ok", "-o", "yaml"],
+        vec!["decisions", "show", "sec-ok"],
+        vec!["decisions", "list", "-o", "json"],
+        vec!["decisions", "replay", "sec-ok", "-o", "json"],
+        vec!["clusters", "-o", "json"],
+    ] {
+        let o = run(&args);
+        assert!(o.status.success(), "{args:?}: {}", text(&o));
+    }
+    // The agent's status and inventory endpoints (coordinator identity): references only.
+    let co = client(&url, "coordinator", &inbox_prefix("coordinator")).await;
+    let mut replies = Vec::new();
+    for op in ["status", "inventory"] {
+        let m = tokio::time::timeout(
+            Duration::from_secs(5),
+            co.request(format!("fedvol.v1.cluster.cluster-a.{op}"), "{\"v\":1}".into()),
+        )
+        .await
+        .expect("the agent answers in time")
+        .expect("the agent answers");
+        replies.push((op, String::from_utf8_lossy(&m.payload).into_owned()));
+    }
+    let inventory = &replies[1].1;
+    assert!(
+        inventory.contains(&format!("file:{}", token_file.display())) && inventory.contains(&format!("env:{ENV_VAR}")),
+        "the inventory endpoint shows the references: {inventory}"
+    );
+    let o = run(&["complete", "sec-ok", "-o", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("vols-file")).unwrap().count(),
+        0,
+        "deleted"
+    );
+    watch.wait_for_log("completed", Duration::from_secs(10)).await;
+    let o = run(&["decisions", "show", "sec-ok", "-o", "json"]);
+    assert_eq!(json(&o)["state"], "completed");
+
+    // Every stored revision of every decision, straight from the bucket.
+    let js = async_nats::jetstream::new(co.clone());
+    let kv = js.get_key_value("fedvol_decisions").await.unwrap();
+    let mut stored = Vec::new();
+    for key in ["sec-ok", "sec-wrong"] {
+        let mut h = kv.history(key).await.unwrap();
+        while let Ok(Some(Ok(e))) = tokio::time::timeout(Duration::from_secs(2), h.next()).await {
+            stored.push(String::from_utf8_lossy(&e.value).into_owned());
+        }
+    }
+    assert!(
+        stored.len() >= 4,
+        "planned and final revisions of both: {}",
+        stored.len()
+    );
+    assert!(
+        stored
+            .iter()
+            .any(|s| s.contains("ProvisioningSucceeded") || s.contains("provisioned")),
+        "{stored:?}"
+    );
+
+    // Grep everything: CLI outputs, replies, stored decisions, every process log, the server's
+    // log and every file the agent and provisioners wrote.
+    let mut corpus: Vec<(String, Vec<u8>)> = Vec::new();
+    for (what, out) in outputs {
+        corpus.push((what, out.into_bytes()));
+    }
+    for (op, body) in replies {
+        corpus.push((format!("agent {op} reply"), body.into_bytes()));
+    }
+    for (i, s) in stored.into_iter().enumerate() {
+        corpus.push((format!("stored revision {i}"), s.into_bytes()));
+    }
+    for (name, p) in [
+        ("coordinator log", &coord),
+        ("agent log", &agent_a),
+        ("file provisioner log", &by_file),
+        ("env provisioner log", &by_env),
+        ("watch output", &watch),
+    ] {
+        corpus.push((name.to_string(), p.log().into_bytes()));
+    }
+    corpus.push(("nats-server log".into(), nats.log().into_bytes()));
+    let mut files = Vec::new();
+    all_bytes(dir.path(), &mut files);
+    for (p, b) in files {
+        corpus.push((p.display().to_string(), b));
+    }
+    assert!(
+        by_file.log().contains("provisioned") && by_env.log().contains("provisioned"),
+        "both provisioners worked"
+    );
+    assert!(
+        agent_a.log().contains("token"),
+        "the agent logged the parameters (references)"
+    );
+    for (what, bytes) in &corpus {
+        for secret in [FILE_SECRET, ENV_SECRET] {
+            assert!(
+                !contains(bytes, secret),
+                "the secret {secret} leaked into {what}:\n{}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The secure leaf topology
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secure_leaf_topology_runs_a_federation_with_private_inboxes() {
+    let _serial = SERIAL.lock().await;
+    let kit = Kit::copy();
+    let (hub_port, leaf_port) = (free_port(), free_port());
+    let hub_conf = kit.rewrite(
+        "leaf/secure-hub.conf",
+        &[
+            ("listen: 0.0.0.0:4222", format!("listen: 127.0.0.1:{hub_port}")),
+            ("listen: 0.0.0.0:7422", format!("listen: 127.0.0.1:{leaf_port}")),
+            ("http: 127.0.0.1:8222", format!("http: 127.0.0.1:{}", free_port())),
+            (
+                "store_dir: \"/var/lib/nats\"",
+                format!("store_dir: \"{}\"", kit.store("hub")),
+            ),
+        ],
+    );
+    let hub = NatsServer::start_config_file(&hub_conf, hub_port);
+    let mut leaves = Vec::new();
+    for c in ["a", "b"] {
+        let port = free_port();
+        let conf = kit.rewrite(
+            &format!("leaf/secure-leaf-{c}.conf"),
+            &[
+                ("listen: 0.0.0.0:4222", format!("listen: 127.0.0.1:{port}")),
+                ("http: 127.0.0.1:8222", format!("http: 127.0.0.1:{}", free_port())),
+                ("@hub.example.org:7422", format!("@127.0.0.1:{leaf_port}")),
+            ],
+        );
+        leaves.push(NatsServer::start_config_file(&conf, port));
+    }
+    let linked = wait_until(Duration::from_secs(15), Duration::from_millis(50), || {
+        hub.log().matches("Leafnode connection created").count() >= 2
+    })
+    .await;
+    assert!(linked, "both leaf servers log in to the hub:\n{}", hub.log());
+
+    let hub_url = hub.url();
+    let _coord = coordinator(&hub_url, &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (da, db) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir_all(&da).unwrap();
+    std::fs::create_dir_all(&db).unwrap();
+    let _a = agent(
+        &leaves[0].url(),
+        "cluster-a",
+        &da,
+        &slots_inventory("cluster-a", 2, &da, "[physics]"),
+        &[],
+    )
+    .await;
+    let _b = agent(
+        &leaves[1].url(),
+        "cluster-b",
+        &db,
+        &slots_inventory("cluster-b", 2, &db, "[physics]"),
+        &[],
+    )
+    .await;
+    wait_clusters(&hub_url, &["cluster-a", "cluster-b"]).await;
+    let wf = write(dir.path(), "wf.yaml", WORKFLOW).display().to_string();
+    let o = fedvol(
+        &hub_url,
+        "alice",
+        "alice",
+        &["submit", &wf, "--request-id", "leaf-1", "-o", "json"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let doc = json(&o);
+    for c in ["cluster-a", "cluster-b"] {
+        assert_eq!(doc["decision"]["clusters"][c]["status"], "answered", "{doc:#}");
+    }
+    let o = fedvol(&hub_url, "alice", "alice", &["complete", "leaf-1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    for s in [&hub, &leaves[0], &leaves[1]] {
+        assert!(
+            !s.log().contains("Violation"),
+            "a permission refused fedvol traffic:\n{}",
+            s.log()
+        );
+    }
+    // On its leaf, agent-a may not read the coordinator's replies either.
+    let agent_a = client(&leaves[0].url(), "agent-cluster-a", &inbox_prefix("agent-cluster-a")).await;
+    let _sub = agent_a.subscribe("_INBOX_coordinator.>").await.unwrap();
+    agent_a.flush().await.unwrap();
+    violation(
+        &leaves[0],
+        "Subscription Violation",
+        "agent-cluster-a",
+        "_INBOX_coordinator.>",
+    )
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Limits
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_bodies_answers_and_bad_names_get_clear_errors() {
+    let _serial = SERIAL.lock().await;
+    // A server whose max_payload is small enough for a decision to overflow it.
+    let nats = NatsServer::start_with_config("max_payload: 8192\n");
+    let url = nats.url();
+    let mut coord = Spawned::start({
+        let mut c = Command::new(bin_path("fedvol-coordinator"));
+        c.args([
+            "--nats",
+            &url,
+            "--deadline-ms",
+            "2000",
+            "--discovery-ms",
+            "300",
+            "--max-body-bytes",
+            "7168",
+        ]);
+        c
+    });
+    coord.wait_for_log("coordinator ready", Duration::from_secs(30)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let inv = write(dir.path(), "inv.yaml", &slots_inventory("c1", 2, dir.path(), "all"));
+    let mut agent = Spawned::start({
+        let mut c = Command::new(bin_path("fedvol-agent"));
+        c.args([
+            "--nats",
+            &url,
+            "--heartbeat-ms",
+            "200",
+            "--max-body-bytes",
+            "7168",
+            "--inventory",
+        ])
+        .arg(&inv)
+        .arg("--data-dir")
+        .arg(dir.path().join("data"));
+        c
+    });
+    agent.wait_for_log("endpoints ready", Duration::from_secs(30)).await;
+    let cli = |args: &[&str]| -> Output {
+        Command::new(bin_path("fedvol"))
+            .args(["--nats", &url, "-u", "alice"])
+            .args(args)
+            .env_remove("FEDVOL_OUTPUT")
+            .env_remove("FEDVOL_USER")
+            .env_remove("FEDVOL_NATS_INBOX_PREFIX")
+            .output()
+            .unwrap()
+    };
+    let nc = async_nats::connect(&url).await.unwrap();
+    let ask = |subject: String, body: Vec<u8>| {
+        let nc = nc.clone();
+        async move {
+            let m = tokio::time::timeout(Duration::from_secs(10), nc.request(subject, body.into()))
+                .await
+                .expect("an answer in time")
+                .expect("an answer");
+            serde_json::from_slice::<serde_json::Value>(&m.payload).unwrap()
+        }
+    };
+
+    // The CLI refuses a request over the server's max_payload before sending it.
+    let mut big = String::from("version: v4\nvolumes:\n");
+    for i in 0..200 {
+        big.push_str(&format!("  volume-with-a-long-name-{i:04}: {{size: 1MiB}}\n"));
+    }
+    let big = write(dir.path(), "big.yaml", &big);
+    let o = cli(&["submit", &big.display().to_string()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("more than the NATS server's max_payload of 8192 bytes"),
+        "{}",
+        text(&o)
+    );
+
+    // Coordinator and agent refuse bodies over their maxBodyBytes, unread, saying so.
+    let padded = |v: serde_json::Value| {
+        let mut b = serde_json::to_vec(&v).unwrap();
+        b.pop();
+        b.extend_from_slice(format!(",\"pad\":\"{}\"}}", "x".repeat(7500)).as_bytes());
+        b
+    };
+    let r = ask(
+        "fedvol.v1.coordinator.get.alice".into(),
+        padded(serde_json::json!({"v": 1, "request_id": "x"})),
+    )
+    .await;
+    assert_eq!(r["error"]["code"], "bad_request", "{r}");
+    let msg = r["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("larger than this server's limit of 7168 bytes (maxBodyBytes)"),
+        "{r}"
+    );
+    let r = ask(
+        "fedvol.v1.cluster.c1.status".into(),
+        padded(serde_json::json!({"v": 1})),
+    )
+    .await;
+    assert_eq!(r["error"]["code"], "bad_request", "{r}");
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("limit of 7168 bytes"),
+        "{r}"
+    );
+
+    // A user token that is not a valid user name, and a workflow over a limit sent raw.
+    let r = ask("fedvol.v1.coordinator.clusters.al$ce".into(), Vec::new()).await;
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("user name `al$ce` is not valid"),
+        "{r}"
+    );
+    let wf = fedvol_common::format::parse_workflow_str("w.yaml", "w", WORKFLOW)
+        .unwrap()
+        .value;
+    let mut wf = serde_json::to_value(&wf).unwrap();
+    wf["jobs"][0]["name"] = serde_json::Value::String("j".repeat(254));
+    let r = ask(
+        "fedvol.v1.coordinator.submit.alice".into(),
+        serde_json::to_vec(&serde_json::json!({"v": 1, "workflow": wf})).unwrap(),
+    )
+    .await;
+    assert_eq!(r["error"]["code"], "bad_request", "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("job name of 254 bytes is longer than the limit of 253"),
+        "{r}"
+    );
+
+    // An answer over max_payload comes back as an error instead of a silent timeout: a
+    // workflow whose plan answer (every trace of every volume) outgrows 8 KiB.
+    let mut many = String::from("version: v4\nvolumes:\n");
+    for i in 0..30 {
+        many.push_str(&format!("  v{i}: {{size: 1MiB, annotations: {{tier: fast}}}}\n"));
+    }
+    let many = write(dir.path(), "many.yaml", &many);
+    let o = cli(&[
+        "submit",
+        &many.display().to_string(),
+        "--dry-run",
+        "--timeout-ms",
+        "10000",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("the plan answer of cluster c1 is")
+            && text(&o).contains("more than the NATS server's max_payload of 8192 bytes")
+            && text(&o).contains("reply_too_large"),
+        "{}",
+        text(&o)
+    );
+}
