@@ -312,6 +312,29 @@ mod tests {
         assert!(errs[0].contains("carries credentials"));
         assert!(!errs[0].contains("s3cret"), "the password must not be echoed");
     }
+
+    #[test]
+    fn cluster_token_and_body_limit_are_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("agent.yaml");
+        std::fs::write(
+            &p,
+            "inventory: i.yaml
+maxBodyBytes: 2048
+nats: {inboxPrefix: _INBOX_agent-a}
+",
+        )
+        .unwrap();
+        let c = AgentConfig::load(&p).unwrap();
+        assert_eq!(c.max_body_bytes, 2048);
+        assert_eq!(c.nats.inbox_prefix.as_deref(), Some("_INBOX_agent-a"));
+        let mut c = AgentConfig::new("i".into(), "d".into());
+        c.cluster = Some("a.b".into());
+        c.max_body_bytes = 1;
+        let errs = c.validate().unwrap_err();
+        assert_eq!(errs.len(), 2, "{errs:?}");
+        assert!(errs[0].contains("cluster name `a.b` is not valid"), "{errs:?}");
+    }
 }
 
 #[cfg(test)]

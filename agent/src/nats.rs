@@ -1,6 +1,7 @@
 //! Connecting to NATS with the configured identity: unlimited reconnects, every connection
 //! event logged, credentials from options (never from the URL).
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::config::{NatsAuth, redact_url};
@@ -28,29 +29,62 @@ pub enum ConnectError {
     },
 }
 
+/// The last error the server sent on a connection (`-ERR`), e.g. `Permissions Violation for
+/// Subscription to "_INBOX.x"`: what a refused publish or subscription leaves behind, since
+/// NATS reports those asynchronously. Cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct ServerErrors(Arc<Mutex<Option<String>>>);
+
+impl ServerErrors {
+    /// The last error the server sent, if any.
+    pub fn last(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn record(&self, e: String) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+    }
+}
+
 /// Connects as `name` (shown in the server's connection list) with `auth`.
 ///
 /// Reconnects forever once connected; the first connection is retried for a while by the
-/// client, then fails with [`ConnectError::Connect`].
+/// client, then fails with [`ConnectError::Connect`]. Errors the server sends later (refused
+/// publishes and subscriptions) are logged as warnings.
 pub async fn connect(name: &str, auth: &NatsAuth) -> Result<async_nats::Client, ConnectError> {
+    connect_watching(name, auth).await.map(|(c, _)| c)
+}
+
+/// As [`connect`], also returning the [`ServerErrors`] of the connection, so that a caller
+/// whose request got no answer can say why (e.g. a permissions violation).
+pub async fn connect_watching(name: &str, auth: &NatsAuth) -> Result<(async_nats::Client, ServerErrors), ConnectError> {
+    let errors = ServerErrors::default();
+    let seen = errors.clone();
     let mut opts = async_nats::ConnectOptions::new()
         .name(name)
         .max_reconnects(None)
         .connection_timeout(Duration::from_secs(5))
-        .event_callback(|event| async move {
-            match event {
-                async_nats::Event::Connected => tracing::info!(event = "connected", "NATS connection up"),
-                async_nats::Event::Disconnected => {
-                    tracing::warn!(event = "disconnected", "NATS connection lost; reconnecting")
+        .event_callback(move |event| {
+            let seen = seen.clone();
+            async move {
+                match event {
+                    async_nats::Event::ServerError(e) => {
+                        tracing::warn!(event = "server_error", error = %e, "the NATS server reported an error");
+                        seen.record(e.to_string());
+                    }
+                    async_nats::Event::Connected => tracing::info!(event = "connected", "NATS connection up"),
+                    async_nats::Event::Disconnected => {
+                        tracing::warn!(event = "disconnected", "NATS connection lost; reconnecting")
+                    }
+                    async_nats::Event::SlowConsumer(sid) => {
+                        tracing::warn!(
+                            event = "slow_consumer",
+                            subscription = sid,
+                            "NATS dropped messages for a slow subscription"
+                        )
+                    }
+                    other => tracing::info!(event = %other, "NATS event"),
                 }
-                async_nats::Event::SlowConsumer(sid) => {
-                    tracing::warn!(
-                        event = "slow_consumer",
-                        subscription = sid,
-                        "NATS dropped messages for a slow subscription"
-                    )
-                }
-                other => tracing::info!(event = %other, "NATS event"),
             }
         });
     if let (Some(u), Some(p)) = (&auth.user, &auth.password) {
@@ -95,8 +129,12 @@ pub async fn connect(name: &str, auth: &NatsAuth) -> Result<async_nats::Client, 
             })
         })
         .collect::<Result<_, _>>()?;
-    opts.connect(addrs.as_slice()).await.map_err(|e| ConnectError::Connect {
-        url: redact_url(&auth.url),
-        message: e.to_string(),
-    })
+    let client = opts
+        .connect(addrs.as_slice())
+        .await
+        .map_err(|e| ConnectError::Connect {
+            url: redact_url(&auth.url),
+            message: e.to_string(),
+        })?;
+    Ok((client, errors))
 }

@@ -26,12 +26,14 @@ pub enum ClientError {
         url: String,
     },
     /// No answer in time.
-    #[error("no answer from a coordinator on {subject} within {timeout_ms} ms")]
+    #[error("no answer from a coordinator on {subject} within {timeout_ms} ms{}", refused_hint(.refused))]
     Timeout {
         /// The subject.
         subject: String,
         /// The wait, ms.
         timeout_ms: u64,
+        /// The NATS server's last error on this connection (a permissions violation), if any.
+        refused: Option<String>,
     },
     /// The answer was not what the protocol says.
     #[error("unreadable answer on {subject}: {message}")]
@@ -66,6 +68,22 @@ pub enum ClientError {
     },
 }
 
+/// What a timeout adds when the server refused something on the connection: its error and,
+/// for a permissions violation, what usually causes it.
+fn refused_hint(refused: &Option<String>) -> String {
+    let Some(e) = refused else {
+        return String::new();
+    };
+    let hint = if e.contains("Subscription") && e.contains("_INBOX") {
+        " (your NATS user may not read this reply inbox: with deploy/nats/secure.conf, pass --nats-inbox-prefix _INBOX_<your NATS user>)"
+    } else if e.contains("Publish") && e.contains(".coordinator.") {
+        " (your NATS user may not send requests under this name: -u must be your NATS user)"
+    } else {
+        ""
+    };
+    format!(": the NATS server refused this client: {e}{hint}")
+}
+
 /// A connected CLI client.
 pub struct Client {
     /// The NATS connection.
@@ -77,6 +95,7 @@ pub struct Client {
     /// Per-call timeout.
     pub timeout: Duration,
     url: String,
+    errors: fedvol_agent::nats::ServerErrors,
 }
 
 impl Client {
@@ -84,7 +103,7 @@ impl Client {
     ///
     /// Errors: [`ClientError::Connect`] with the server's URL (credentials redacted).
     pub async fn connect(auth: &NatsAuth, prefix: &str, user: &str, timeout: Duration) -> Result<Client, ClientError> {
-        let nats = fedvol_agent::nats::connect(&format!("fedvol cli {user}"), auth)
+        let (nats, errors) = fedvol_agent::nats::connect_watching(&format!("fedvol cli {user}"), auth)
             .await
             .map_err(|e| ClientError::Connect(e.to_string()))?;
         Ok(Client {
@@ -93,6 +112,7 @@ impl Client {
             user: user.to_string(),
             timeout,
             url: redact_url(&auth.url),
+            errors,
         })
     }
 
@@ -133,6 +153,7 @@ impl Client {
                 return Err(ClientError::Timeout {
                     subject,
                     timeout_ms: self.timeout.as_millis() as u64,
+                    refused: self.errors.last(),
                 });
             }
         };

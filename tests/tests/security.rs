@@ -255,6 +255,22 @@ async fn secure_conf_confines_agents_and_users_to_their_own_subjects_and_inboxes
     let o = fedvol(&url, "alice", "bob", &["--timeout-ms", "1500", "clusters"]);
     assert_ne!(o.status.code(), Some(0), "{}", text(&o));
     assert!(text(&o).contains("no answer"), "{}", text(&o));
+    assert!(
+        text(&o).contains("the NATS server refused this client") && text(&o).contains("-u must be your NATS user"),
+        "{}",
+        text(&o)
+    );
+    // Forgetting the private inbox gets no answer either, and says what to do.
+    let o = command("fedvol", &url, "alice", false)
+        .args(["-u", "alice", "--timeout-ms", "1500", "clusters"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("pass --nats-inbox-prefix _INBOX_<your NATS user>"),
+        "{}",
+        text(&o)
+    );
     violation(
         &nats,
         "Publish Violation",

@@ -297,6 +297,32 @@ mod tests {
         assert_eq!(e.len(), 4, "{e:?}");
         assert!(e.iter().all(|m| !m.contains("secret")));
     }
+
+    #[test]
+    fn inbox_prefix_and_body_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(
+            dir.path(),
+            "nats: {inboxPrefix: _INBOX_coordinator}
+maxBodyBytes: 65536
+",
+        );
+        let c = CoordinatorConfig::load(&p).unwrap();
+        assert_eq!(c.nats.inbox_prefix.as_deref(), Some("_INBOX_coordinator"));
+        assert_eq!(c.max_body_bytes, 65536);
+        assert!(c.validate().is_ok());
+        let e = CoordinatorConfig::load(&write(
+            dir.path(),
+            "maxBodyBytes: 10
+",
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("maxBodyBytes"), "{e}");
+        let mut c = CoordinatorConfig::default();
+        c.nats.inbox_prefix = Some("_INBOX.>".into());
+        c.max_body_bytes = 0;
+        assert_eq!(c.validate().unwrap_err().len(), 2);
+    }
 }
 
 #[cfg(test)]
