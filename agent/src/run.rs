@@ -141,7 +141,7 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
                     (
                         core.inventory_version().to_string(),
                         core.hold_count(),
-                        core.status().load,
+                        core.load(),
                     )
                 };
                 let hb = Heartbeat {

@@ -714,6 +714,11 @@ impl Core {
         Ok(reply)
     }
 
+    /// Cluster load in [0, 1] on the effective inventory (what heartbeats report).
+    pub fn load(&self) -> f64 {
+        fedvol_common::funnel::cluster_load(&self.effective)
+    }
+
     /// The agent's status: holds, commits, managed volumes with events, capacity in use.
     pub fn status(&self) -> StatusReply {
         StatusReply {
@@ -755,7 +760,7 @@ impl Core {
                 })
                 .collect(),
             host_use: self.ledger.host_use(),
-            load: fedvol_common::funnel::cluster_load(&self.effective),
+            load: self.load(),
         }
     }
 }
