@@ -138,11 +138,7 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
                         Ok(_) => {}
                         Err(e) => tracing::error!(error = %e, "sweep of expired holds failed"),
                     }
-                    (
-                        core.inventory_version().to_string(),
-                        core.hold_count(),
-                        core.load(),
-                    )
+                    (core.inventory_version().to_string(), core.hold_count(), core.load())
                 };
                 let hb = Heartbeat {
                     v: VERSION,
