@@ -110,6 +110,47 @@ impl LogTail {
     }
 }
 
+/// Sends `signal` to process `pid` the moment a line containing `needle` appears in the log at
+/// `path` (past its current end), from a dedicated thread polling every 100 µs, so the signal
+/// lands within a millisecond or so of the line even on a busy machine. The thread ends with
+/// the line (colours stripped), or `None` after `timeout`.
+pub fn signal_on_line(
+    path: &Path,
+    needle: &str,
+    pid: u32,
+    signal: nix::sys::signal::Signal,
+    timeout: Duration,
+) -> std::thread::JoinHandle<Option<String>> {
+    let mut offset = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let (path, needle) = (path.to_path_buf(), needle.to_string());
+    std::thread::spawn(move || {
+        let end = Instant::now() + timeout;
+        let mut partial = String::new();
+        while Instant::now() < end {
+            if let Ok(mut f) = std::fs::File::open(&path)
+                && f.seek(SeekFrom::Start(offset)).is_ok()
+            {
+                let mut buf = Vec::new();
+                if let Ok(n) = f.read_to_end(&mut buf) {
+                    offset += n as u64;
+                    partial.push_str(&String::from_utf8_lossy(&buf));
+                }
+            }
+            while let Some(i) = partial.find('\n') {
+                let line: String = partial.drain(..=i).collect();
+                if line.contains(&needle) {
+                    if let Ok(p) = i32::try_from(pid) {
+                        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), signal);
+                    }
+                    return Some(strip_ansi(&line));
+                }
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        None
+    })
+}
+
 /// `line` without ANSI colour sequences (`ESC [ ... m`), which the processes' text logs carry.
 pub fn strip_ansi(line: &str) -> String {
     let mut out = String::with_capacity(line.len());

@@ -379,15 +379,20 @@ fn well_formed<T: serde::de::DeserializeOwned>(body: &[u8]) -> bool {
 
 /// Sends each body to `subject`; every malformed one must be answered with an error body
 /// whose code is `bad_request`. Returns (malformed answered, well-formed answered, well-formed
-/// dropped).
+/// dropped) and the well-formed messages (a damaged key is an unknown field, ignored, so a
+/// damaged message may still be a valid one: `"dry_rXn": true` is a real submit).
 async fn fuzz_endpoint<T: serde::de::DeserializeOwned>(
     client: &async_nats::Client,
     subject: &str,
     bodies: Vec<Vec<u8>>,
-) -> (usize, usize, usize) {
+) -> ((usize, usize, usize), Vec<T>) {
     let mut counts = (0, 0, 0);
+    let mut valid = Vec::new();
     for body in bodies {
         let good = well_formed::<T>(&body);
+        if good && let Ok(m) = serde_json::from_slice::<T>(&body) {
+            valid.push(m);
+        }
         let shown = String::from_utf8_lossy(&body[..body.len().min(120)]).into_owned();
         match call_raw(client, subject, body, Duration::from_secs(10)).await {
             Ok(answer) => {
@@ -407,7 +412,7 @@ async fn fuzz_endpoint<T: serde::de::DeserializeOwned>(
             Err(e) => panic!("{subject}: no answer to {shown:?}: {e}"),
         }
     }
-    counts
+    (counts, valid)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -481,18 +486,25 @@ async fn fuzzed_requests_get_errors_change_nothing_and_everyone_keeps_serving() 
     let mut totals = Vec::new();
     totals.push((
         "agent plan",
-        fuzz_endpoint::<PlanMsg>(&client, &s.cluster("f", "plan"), fuzzed_bodies(&plan, &mut rng, n)).await,
+        fuzz_endpoint::<PlanMsg>(&client, &s.cluster("f", "plan"), fuzzed_bodies(&plan, &mut rng, n))
+            .await
+            .0,
     ));
     for op in ["commit", "release", "complete"] {
-        let c = fuzz_endpoint::<ActionMsg>(&client, &s.cluster("f", op), fuzzed_bodies(&action, &mut rng, n)).await;
+        let c = fuzz_endpoint::<ActionMsg>(&client, &s.cluster("f", op), fuzzed_bodies(&action, &mut rng, n))
+            .await
+            .0;
         totals.push((op, c));
     }
     totals.push((
         "agent why_not",
-        fuzz_endpoint::<WhyNotMsg>(&client, &s.cluster("f", "why_not"), fuzzed_bodies(&why, &mut rng, n)).await,
+        fuzz_endpoint::<WhyNotMsg>(&client, &s.cluster("f", "why_not"), fuzzed_bodies(&why, &mut rng, n))
+            .await
+            .0,
     ));
 
-    // The coordinator: submits that would plan are dry runs, so nothing is held.
+    // The coordinator, with a dry-run submit as the base (a damaged `dry_run` key makes some
+    // real submits: those may commit, and the checker covers them).
     let mut dry = submit_msg("fz-sub", &wf, true);
     dry.timeout_ms = 300;
     let submit = serde_json::to_vec(&dry).unwrap();
@@ -510,18 +522,22 @@ async fn fuzzed_requests_get_errors_change_nothing_and_everyone_keeps_serving() 
         provisioner: None,
     })
     .unwrap();
-    totals.push((
-        "coordinator submit",
-        fuzz_endpoint::<fedvol_common::wire::SubmitMsg>(
-            &client,
-            &s.coordinator(ops::SUBMIT, "alice"),
-            fuzzed_bodies(&submit, &mut rng, n),
-        )
-        .await,
-    ));
+    let (counts, submits) = fuzz_endpoint::<fedvol_common::wire::SubmitMsg>(
+        &client,
+        &s.coordinator(ops::SUBMIT, "alice"),
+        fuzzed_bodies(&submit, &mut rng, n),
+    )
+    .await;
+    totals.push(("coordinator submit", counts));
+    let real_submits: std::collections::BTreeSet<String> = submits
+        .iter()
+        .filter(|m| !m.dry_run)
+        .map(|m| m.request_id.clone())
+        .collect();
     for op in [ops::GET, ops::COMPLETE, ops::REPLAY] {
-        let c =
-            fuzz_endpoint::<DecisionRef>(&client, &s.coordinator(op, "alice"), fuzzed_bodies(&dref, &mut rng, n)).await;
+        let c = fuzz_endpoint::<DecisionRef>(&client, &s.coordinator(op, "alice"), fuzzed_bodies(&dref, &mut rng, n))
+            .await
+            .0;
         totals.push((op, c));
     }
     totals.push((
@@ -531,19 +547,31 @@ async fn fuzzed_requests_get_errors_change_nothing_and_everyone_keeps_serving() 
             &s.coordinator(ops::WHY_NOT, "alice"),
             fuzzed_bodies(&wq, &mut rng, n),
         )
-        .await,
+        .await
+        .0,
     ));
     for (what, (bad, good, dropped)) in &totals {
         eprintln!("{what}: {bad} malformed answered bad_request, {good} well-formed answered, {dropped} dropped");
     }
+    eprintln!("well-formed real submits among the damaged ones: {real_submits:?}");
 
-    // Nothing changed: the agent's commits and capacity (once any fuzzed hold lapsed), and
-    // the stored decisions other than dry runs.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // Nothing changed but what well-formed real submits did: the agent's commits, holds and
+    // capacity, the stored decisions other than dry runs; and the checker finds the store and
+    // the agent in agreement.
     let after: StatusReply = fetch_status(&client, "f").await.unwrap();
-    assert_eq!(after.committed, before.committed);
-    assert_eq!(after.host_use, before.host_use);
-    assert!(after.holds.is_empty(), "{:?}", after.holds);
+    let new_commits: Vec<&String> = after
+        .committed
+        .iter()
+        .filter(|c| !before.committed.contains(c))
+        .collect();
+    assert!(
+        new_commits.iter().all(|c| real_submits.contains(*c)),
+        "{new_commits:?} vs {real_submits:?}"
+    );
+    assert!(before.committed.iter().all(|c| after.committed.contains(c)));
+    if new_commits.is_empty() {
+        assert_eq!(after.host_use, before.host_use, "{after:?}");
+    }
     let list_after: ListReply = fedvol_tests::load::coordinator_op(
         &client,
         ops::LIST,
@@ -557,10 +585,36 @@ async fn fuzzed_requests_get_errors_change_nothing_and_everyone_keeps_serving() 
         l.decisions
             .iter()
             .filter(|d| d.state != fedvol_common::wire::DecisionState::Planned)
+            .filter(|d| !real_submits.contains(&d.request_id))
             .map(|d| (d.request_id.clone(), d.state))
             .collect::<Vec<_>>()
     };
     assert_eq!(real(&list_after), real(&list_before));
+    let mut ids: std::collections::BTreeSet<String> = real_submits.clone();
+    ids.insert("kept".into());
+    let load = fedvol_tests::load::LoadResult {
+        attempts: Vec::new(),
+        acked: std::collections::BTreeMap::from([(
+            "kept".to_string(),
+            fedvol_tests::load::Acked {
+                cluster: "f".into(),
+                completed: false,
+            },
+        )]),
+        ids,
+        started: Instant::now(),
+        elapsed: Duration::ZERO,
+    };
+    let report = fedvol_tests::faultkit::final_check(
+        &client,
+        &[("f".to_string(), agent.inventory())],
+        &load,
+        Duration::from_secs(35),
+    )
+    .await;
+    eprintln!("checker: {report}");
+    report.assert_clean();
+    assert_eq!(report.holds, 0, "every fuzzed hold lapsed");
     // Both still serve.
     let r: SubmitReply = fedvol_tests::load::coordinator_op(
         &client,
