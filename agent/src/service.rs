@@ -68,11 +68,16 @@ fn internal(request_id: &str, cluster: &str, e: impl std::fmt::Display) -> Bytes
 }
 
 /// Decodes a JSON body, checking its protocol version first. The body is decoded straight
-/// from the bytes: a `serde_json::Value` detour would lose byte sizes above 2^64 (u128).
+/// from the bytes: a `serde_json::Value` detour would lose byte sizes above 2^64 (u128). Only a
+/// JSON object is a body (serde would otherwise fill a message's fields from an array, in
+/// order).
 fn decode<T: serde::de::DeserializeOwned>(payload: &[u8], what: &str) -> Result<T, String> {
     #[derive(serde::Deserialize)]
     struct Version {
         v: Option<u64>,
+    }
+    if payload.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(format!("{what}: not a JSON object"));
     }
     let peek: Version = serde_json::from_slice(payload).map_err(|e| format!("{what}: not a JSON object: {e}"))?;
     match peek.v {
@@ -465,5 +470,164 @@ mod tests {
                 .unwrap_err()
                 .contains("not a JSON object")
         );
+    }
+
+    /// Fuzzing of the wire decoding (issue 6). Case counts follow `PROPTEST_CASES` (default
+    /// 256; the long run in RELIABILITY.md uses 100000).
+    mod fuzz {
+        use super::*;
+        use fedvol_common::wire::{ActionMsg, WhyNotMsg};
+        use proptest::prelude::*;
+
+        fn sample_plan() -> Vec<u8> {
+            let wf = fedvol_common::format::parse_workflow_str(
+                "w.yaml",
+                "w",
+                "version: v4\nvolumes:\n  s:\n    size: 1GiB\n    annotations: {tier: fast}\njobs:\n  j:\n    image: {uri: docker://a}\n    mounts: {/s: s}\n    resource: {cpu: {cores: 2}, memory: {size: 1GiB}}\n",
+            )
+            .unwrap()
+            .value;
+            let msg = PlanMsg {
+                v: VERSION,
+                request: fedvol_common::funnel::PlanRequest {
+                    request_id: "r-1".into(),
+                    workflow: wf,
+                    user: "u".into(),
+                    groups: vec!["g".into()],
+                    seed: 7,
+                    trace_limit: 5,
+                },
+                deadline_ms: 1_900_000_000_000,
+                reserve: true,
+                ttl_ms: 1000,
+            };
+            serde_json::to_vec(&msg).unwrap()
+        }
+
+        /// Every decoder the agent's endpoints use, on the same bytes. Returns which accepted.
+        fn decode_all(bytes: &[u8]) -> [bool; 3] {
+            [
+                decode::<PlanMsg>(bytes, "plan").is_ok(),
+                decode::<ActionMsg>(bytes, "commit").is_ok(),
+                decode::<WhyNotMsg>(bytes, "why_not").is_ok(),
+            ]
+        }
+
+        /// The contract: a JSON object whose `v` is the protocol version. (serde_json skips
+        /// the fields a message does not read without checking their strings' UTF-8 or their
+        /// numbers' range, so only the object and its `v` are checked here.)
+        fn is_versioned_object(bytes: &[u8]) -> bool {
+            #[derive(serde::Deserialize)]
+            struct Peek {
+                v: u64,
+            }
+            bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+                && serde_json::from_slice::<Peek>(bytes).is_ok_and(|p| p.v == u64::from(VERSION))
+        }
+
+        fn json_value() -> impl Strategy<Value = serde_json::Value> {
+            let leaf = prop_oneof![
+                Just(serde_json::Value::Null),
+                any::<bool>().prop_map(serde_json::Value::from),
+                any::<i64>().prop_map(serde_json::Value::from),
+                any::<u64>().prop_map(serde_json::Value::from),
+                any::<f64>().prop_map(|f| serde_json::json!(f)),
+                "\\PC{0,12}".prop_map(serde_json::Value::from),
+                Just(serde_json::json!("r-1")),
+                Just(serde_json::json!(1)),
+            ];
+            leaf.prop_recursive(4, 32, 6, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..6).prop_map(serde_json::Value::from),
+                    prop::collection::btree_map(
+                        prop_oneof![
+                            Just("v".to_string()),
+                            Just("request_id".to_string()),
+                            Just("deadline_ms".to_string()),
+                            Just("request".to_string()),
+                            Just("reserve".to_string()),
+                            Just("workflow".to_string()),
+                            "[a-z_]{1,8}",
+                        ],
+                        inner,
+                        0..6
+                    )
+                    .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+
+        proptest! {
+            /// Arbitrary bytes: an error or a value, never a panic; accepted only as a
+            /// versioned JSON object.
+            #[test]
+            fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+                let ok = decode_all(&bytes);
+                if ok.iter().any(|b| *b) {
+                    prop_assert!(is_versioned_object(&bytes), "{:?}", String::from_utf8_lossy(&bytes));
+                }
+            }
+
+            /// Arbitrary JSON shapes (wrong types, missing and unknown fields, arrays, other
+            /// versions) with the contract's field names.
+            #[test]
+            fn wrong_shapes_are_errors_not_panics(v in prop_oneof![
+                json_value(),
+                // Arrays that start like a message (`v` first).
+                prop::collection::vec(json_value(), 0..4).prop_map(|mut a| {
+                    a.insert(0, serde_json::json!(1));
+                    serde_json::Value::Array(a)
+                }),
+            ]) {
+                let bytes = serde_json::to_vec(&v).unwrap();
+                let ok = decode_all(&bytes);
+                if ok.iter().any(|b| *b) {
+                    prop_assert!(is_versioned_object(&bytes), "{v}");
+                }
+            }
+
+            /// A real plan message, damaged: cut, bytes replaced, bytes inserted.
+            #[test]
+            fn damaged_plans_never_panic(
+                cut in 0usize..4096,
+                edits in prop::collection::vec((0usize..4096, any::<u8>(), any::<bool>()), 0..6),
+            ) {
+                let mut bytes = sample_plan();
+                bytes.truncate(cut.max(1).min(bytes.len()));
+                for (at, byte, insert) in edits {
+                    let i = at % bytes.len().max(1);
+                    if insert { bytes.insert(i, byte) } else if !bytes.is_empty() { bytes[i] = byte }
+                }
+                let ok = decode_all(&bytes);
+                if ok.iter().any(|b| *b) {
+                    prop_assert!(is_versioned_object(&bytes));
+                }
+            }
+
+            /// Any version but the agent's is refused with a message naming it.
+            #[test]
+            fn other_versions_are_refused(v in any::<u64>().prop_filter("not ours", |v| *v != u64::from(VERSION))) {
+                let mut msg: serde_json::Value = serde_json::from_slice(&sample_plan()).unwrap();
+                msg["v"] = serde_json::json!(v);
+                let e = decode::<PlanMsg>(&serde_json::to_vec(&msg).unwrap(), "plan").unwrap_err();
+                prop_assert!(e.contains(&format!("protocol version {v}")), "{}", e);
+            }
+        }
+
+        #[test]
+        fn the_sample_plan_decodes() {
+            // A why_not carries a request and a deadline too: the plan reads as one.
+            assert_eq!(decode_all(&sample_plan()), [true, false, true]);
+        }
+
+        /// Regression (issue 6): the agent read a JSON array as a message (serde fills a
+        /// struct's fields from a sequence in order), so `[1, "r", 5]` was a commit of `r`.
+        #[test]
+        fn arrays_are_not_messages() {
+            for body in [&br#"[1, "r", 5]"#[..], br#"[1]"#, br#" [1, "r", 5, 6]"#] {
+                let e = decode::<ActionMsg>(body, "commit").unwrap_err();
+                assert!(e.contains("not a JSON object"), "{e}");
+            }
+        }
     }
 }

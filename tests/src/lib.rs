@@ -10,15 +10,21 @@
 //! - [`fixtures`]: small builders for inventory and decision values.
 //! - [`LogCapture`]: the `tracing` output of in-process library code.
 //! - [`wait_until`]: poll a condition with a timeout.
+//! - [`load`]: requests as the CLI sends them, concurrent submitters that record every
+//!   acknowledgement, a seeded random generator (fault tests and the soak).
+//! - [`checker`]: compares acknowledged decisions with every agent's final state.
 //!
 //! Tests only ever talk to 127.0.0.1.
 
 #![warn(missing_docs)]
 
 pub mod bins;
+pub mod checker;
+pub mod faultkit;
 pub mod federation;
 pub mod fixtures;
 pub mod kit;
+pub mod load;
 pub mod logs;
 pub mod nats;
 pub mod process;

@@ -192,6 +192,11 @@ impl NatsServer {
         self.proc.as_ref().map(Spawned::log).unwrap_or_default()
     }
 
+    /// The server's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.proc.as_ref().map(Spawned::pid)
+    }
+
     /// True while the server process runs.
     pub fn is_running(&mut self) -> bool {
         self.proc.as_mut().is_some_and(|p| p.try_status().is_none())

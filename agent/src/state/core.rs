@@ -23,6 +23,14 @@ use super::ledger::Ledger;
 use super::records::{Commit, CommittedVolume, Hold, Holding, ManagedVolume};
 use super::store::{Batch, Store, StoreError};
 
+/// How long a completed commit (with the records of the volumes its completion deleted) is
+/// kept after its completion, ms: 10 minutes. Within it a repeated `complete` gets the stored
+/// answer; coordinators answer later repeats from their own store, and keep nothing waiting on
+/// an agent's completed commit beyond their commit phase's bound (minutes). Without pruning,
+/// every workflow ever completed stayed in memory and in `status`, which outgrew NATS's
+/// payload limit after some thousand workflows and slowed every change.
+pub const COMPLETED_RETENTION_MS: u64 = 10 * 60 * 1000;
+
 /// Errors of state operations that callers must surface as internal errors.
 #[derive(Debug, thiserror::Error)]
 pub enum CoreError {
@@ -175,20 +183,56 @@ impl Core {
         self.state = Arc::new(state);
     }
 
-    /// Removes holds whose lease lapsed (not those being committed). Returns their ids.
+    /// Removes holds whose lease lapsed (not those being committed), and prunes commits
+    /// completed more than [`COMPLETED_RETENTION_MS`] ago with the records of the volumes their
+    /// completion deleted (volumes left Released or Failed stay: they are still there). Returns
+    /// the ids of the lapsed holds.
     ///
-    /// Errors: the store write failed (the holds stay).
+    /// Errors: the store write failed (nothing is removed).
     pub fn sweep(&mut self, now_ms: u64) -> Result<Vec<String>, CoreError> {
         let expired = self.ledger.expired(now_ms, &self.in_flight);
-        if expired.is_empty() {
+        let cutoff = now_ms.saturating_sub(COMPLETED_RETENTION_MS);
+        let pruned: Vec<String> = self
+            .ledger
+            .commits
+            .values()
+            .filter(|c| c.completion.is_some() && c.completed_ms <= cutoff)
+            .map(|c| c.request_id.clone())
+            .collect();
+        let mut gone_volumes = Vec::new();
+        for id in &pruned {
+            if let Some(c) = self.ledger.commits.get(id) {
+                for cv in &c.volumes {
+                    if self.ledger.volume(&cv.id).is_some_and(|mv| mv.deleted) {
+                        gone_volumes.push(super::store::volume_key(&cv.id));
+                    }
+                }
+            }
+        }
+        if expired.is_empty() && pruned.is_empty() {
             return Ok(expired);
         }
         self.store.write(&Batch {
             remove_holds: expired.clone(),
+            remove_commits: pruned.clone(),
+            remove_volumes: gone_volumes.clone(),
             ..Batch::default()
         })?;
         for id in &expired {
             self.ledger.holds.remove(id);
+        }
+        for id in &pruned {
+            self.ledger.commits.remove(id);
+        }
+        for key in &gone_volumes {
+            self.ledger.volumes.remove(key);
+        }
+        if !pruned.is_empty() {
+            tracing::info!(
+                commits = pruned.len(),
+                volumes = gone_volumes.len(),
+                "completed commits pruned"
+            );
         }
         self.rebuild();
         Ok(expired)
@@ -515,6 +559,7 @@ impl Core {
             reply: reply.clone(),
             plan_reply: hold.reply.clone(),
             completion: None,
+            completed_ms: 0,
         };
         self.store.write(&Batch {
             remove_holds: vec![request_id.to_string()],
@@ -701,6 +746,7 @@ impl Core {
             error: None,
         };
         commit.completion = Some(reply.clone());
+        commit.completed_ms = now_ms;
         self.store.write(&Batch {
             put_commits: vec![commit.clone()],
             put_volumes: put_volumes.clone(),
@@ -719,7 +765,9 @@ impl Core {
         fedvol_common::funnel::cluster_load(&self.effective)
     }
 
-    /// The agent's status: holds, commits, managed volumes with events, capacity in use.
+    /// The agent's status: holds, live commits, managed volumes with events (not those whose
+    /// asset was deleted: they are history, and listing them made the answer grow with every
+    /// workflow ever completed), capacity in use.
     pub fn status(&self) -> StatusReply {
         StatusReply {
             v: VERSION,
@@ -746,15 +794,12 @@ impl Core {
                 .ledger
                 .volumes
                 .values()
+                .filter(|mv| !mv.deleted)
                 .map(|mv| ManagedVolumeInfo {
                     name: mv.pv.name.clone(),
                     provisioner: mv.pv.provisioner.clone(),
                     capacity: mv.pv.capacity,
-                    phase: if mv.deleted {
-                        "Deleted".to_string()
-                    } else {
-                        format!("{:?}", mv.pv.phase)
-                    },
+                    phase: format!("{:?}", mv.pv.phase),
                     request_id: mv.pv.claim_ref.as_ref().and_then(|c| c.uid.clone()),
                     events: mv.events.clone(),
                 })

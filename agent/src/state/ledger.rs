@@ -102,19 +102,16 @@ impl Ledger {
         let mut inv = base.clone();
         let mut state = ClusterState::default();
 
-        let mut index: HashMap<VolumeId, usize> = HashMap::with_capacity(inv.volumes.len());
-        for (i, v) in inv.volumes.iter().enumerate() {
-            index.insert(
-                VolumeId {
-                    provisioner: v.provisioner.clone(),
-                    name: v.name.clone(),
-                },
-                i,
-            );
+        // Keyed by borrowed names: this runs after every change, over every managed volume
+        // (deleted ones included, until their commit is pruned), so it must not allocate per
+        // volume.
+        let mut index: HashMap<(Option<&str>, &str), usize> = HashMap::with_capacity(base.volumes.len());
+        for (i, v) in base.volumes.iter().enumerate() {
+            index.insert((v.provisioner.as_deref(), v.name.as_str()), i);
         }
         let mut gone: HashSet<usize> = HashSet::new();
         for mv in self.volumes.values() {
-            match index.get(&mv.id()) {
+            match index.get(&(mv.pv.provisioner.as_deref(), mv.pv.name.as_str())) {
                 Some(&i) if mv.deleted => {
                     gone.insert(i);
                 }

@@ -100,6 +100,11 @@ pub struct Commit {
     /// The reply of `complete`, once the workflow ended.
     #[serde(default)]
     pub completion: Option<ActionReply>,
+    /// When the completion was recorded, ms since the epoch (0 in records written before this
+    /// field existed). A completed commit is kept for [`super::core::COMPLETED_RETENTION_MS`]
+    /// after it, then pruned.
+    #[serde(default)]
+    pub completed_ms: u64,
 }
 
 /// A volume fedvol created or bound, with its current record and events.

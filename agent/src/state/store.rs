@@ -60,6 +60,10 @@ pub struct Batch {
     pub put_commits: Vec<Commit>,
     /// Managed volumes to insert or replace.
     pub put_volumes: Vec<ManagedVolume>,
+    /// Commit ids to remove (completed commits past their retention).
+    pub remove_commits: Vec<String>,
+    /// Managed volume keys ([`volume_key`]) to remove (deleted volumes of those commits).
+    pub remove_volumes: Vec<String>,
 }
 
 impl Batch {
@@ -69,6 +73,8 @@ impl Batch {
             && self.remove_holds.is_empty()
             && self.put_commits.is_empty()
             && self.put_volumes.is_empty()
+            && self.remove_commits.is_empty()
+            && self.remove_volumes.is_empty()
     }
 }
 
@@ -158,11 +164,17 @@ impl Store {
                     .insert(c.request_id.as_str(), json(c).as_slice())
                     .map_err(|e| db_err(p, e))?;
             }
+            for id in &batch.remove_commits {
+                commits.remove(id.as_str()).map_err(|e| db_err(p, e))?;
+            }
             let mut volumes = tx.open_table(VOLUMES).map_err(|e| db_err(p, e))?;
             for v in &batch.put_volumes {
                 volumes
                     .insert(volume_key(&v.id()).as_str(), json(v).as_slice())
                     .map_err(|e| db_err(p, e))?;
+            }
+            for key in &batch.remove_volumes {
+                volumes.remove(key.as_str()).map_err(|e| db_err(p, e))?;
             }
         }
         tx.commit().map_err(|e| db_err(p, e))

@@ -227,3 +227,69 @@ fn complete_applies_reclaim_policies_and_released_volumes_are_not_bound_again() 
     let p = core.plan_and_hold(&msg("c2", claim_workflow()), 3_000).unwrap();
     assert_ne!(p.decision.volumes["data"].volume.as_deref(), Some("pv-10"));
 }
+
+/// Regression (issue 6, found by the soak): completed commits and the records of their deleted
+/// volumes were kept forever, in memory and in `status`, whose answer outgrew NATS's 1 MiB
+/// payload limit after about 1 500 completed workflows (and every change got slower). Deleted
+/// volumes are no longer listed, and completed commits are pruned after the retention.
+#[test]
+fn completed_commits_are_pruned_after_the_retention_and_status_stays_small() {
+    use super::core::COMPLETED_RETENTION_MS;
+    let dir = tempfile::tempdir().unwrap();
+    let mut core = open(dir.path(), 1);
+    // A claim binds the Retain volume pv-10 (left Released by its completion: still listed).
+    core.plan_and_hold(&msg("keep", claim_workflow()), 1_000).unwrap();
+    assert!(commit(&mut core, "keep").ok);
+    let Next::Run(work) = core.begin_complete("keep") else {
+        panic!("no work")
+    };
+    core.finish_complete(
+        "keep",
+        work.into_iter().map(|w| (w, DriverResult::Ok("x".into()))).collect(),
+        2_000,
+    )
+    .unwrap();
+    // Ten workflows, each with a scratch volume (Delete), committed and completed at 2 000 ms.
+    for i in 0..10 {
+        let id = format!("w{i}");
+        core.plan_and_hold(&msg(&id, workflow()), 1_000).unwrap();
+        assert!(commit(&mut core, &id).ok);
+        let Next::Run(work) = core.begin_complete(&id) else {
+            panic!("no work")
+        };
+        let results = work
+            .into_iter()
+            .map(|w| (w, DriverResult::Ok("removed".into())))
+            .collect();
+        assert!(core.finish_complete(&id, results, 2_000).unwrap().ok);
+    }
+    // One still running.
+    core.plan_and_hold(&msg("live", workflow()), 1_000).unwrap();
+    assert!(commit(&mut core, "live").ok);
+    let st = core.status();
+    assert_eq!(st.committed, ["live"]);
+    let listed: Vec<&str> = st.volumes.iter().map(|v| v.phase.as_str()).collect();
+    assert_eq!(
+        listed.len(),
+        2,
+        "pv-10 (Released) and live's volume, not the deleted ones: {listed:?}"
+    );
+
+    // Within the retention a repeated complete gets the stored answer.
+    core.sweep(2_000 + COMPLETED_RETENTION_MS - 1).unwrap();
+    assert!(matches!(core.begin_complete("w3"), Next::Answer(r) if r.ok));
+    // After it, the completed commits and their deleted volumes are gone, in memory and on
+    // disk; the live commit and the Released volume stay.
+    core.sweep(2_000 + COMPLETED_RETENTION_MS).unwrap();
+    assert!(matches!(core.begin_complete("w3"), Next::Answer(r) if !r.ok));
+    drop(core);
+    let mut core = open(dir.path(), 1);
+    assert!(matches!(core.begin_complete("w3"), Next::Answer(r) if !r.ok));
+    let st = core.status();
+    assert_eq!(st.committed, ["live"]);
+    assert_eq!(st.volumes.len(), 2);
+    assert_eq!(st.host_use.values().map(|r| r.cpu).sum::<u64>(), 8);
+    // pv-10 is still Released: not bound again.
+    let p = core.plan_and_hold(&msg("c2", claim_workflow()), 3_000).unwrap();
+    assert_ne!(p.decision.volumes["data"].volume.as_deref(), Some("pv-10"));
+}

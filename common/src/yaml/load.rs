@@ -227,10 +227,40 @@ impl MarkedEventReceiver for Builder {
     }
 }
 
+/// True for the characters YAML allows in a stream (YAML 1.2 `c-printable`: tab, line feed,
+/// carriage return, and every other character but the C0 and C1 controls, DEL, U+FFFE and
+/// U+FFFF; NEL U+0085 is allowed).
+fn printable(c: char) -> bool {
+    match c {
+        '\t' | '\n' | '\r' | '\u{85}' => true,
+        '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{fffe}' | '\u{ffff}' => false,
+        _ => true,
+    }
+}
+
+/// The first character YAML does not allow, with its position (1-based line and column).
+fn first_unprintable(text: &str) -> Option<(char, Span)> {
+    let (mut line, mut col) = (1, 1);
+    for c in text.chars() {
+        if !printable(c) {
+            return Some((c, Span { line, col }));
+        }
+        if c == '\n' {
+            line += 1;
+            col = 1;
+        } else {
+            col += 1;
+        }
+    }
+    None
+}
+
 /// Parses every document in `text` into a [`Node`] tree.
 ///
 /// Empty documents (a bare `---`) are skipped. Errors: a YAML syntax error, an alias to an
-/// unknown anchor, a non-scalar mapping key, or a breach of `limits`; each names line and column.
+/// unknown anchor, a non-scalar mapping key, a breach of `limits`, or a character YAML does not
+/// allow (a control character such as NUL, which the parser would otherwise take as the end of
+/// the text, silently dropping the rest); each names line and column.
 pub fn load_documents(text: &str, limits: Limits) -> Result<Vec<Node>, LoadError> {
     if text.len() > limits.max_bytes {
         return Err(LoadError {
@@ -239,6 +269,15 @@ pub fn load_documents(text: &str, limits: Limits) -> Result<Vec<Node>, LoadError
                 "file is {} bytes, more than the limit of {} bytes",
                 text.len(),
                 limits.max_bytes
+            ),
+        });
+    }
+    if let Some((c, span)) = first_unprintable(text) {
+        return Err(LoadError {
+            span,
+            message: format!(
+                "control character U+{:04X} is not allowed in YAML (binary data or a damaged file?)",
+                u32::from(c)
             ),
         });
     }
@@ -316,6 +355,26 @@ mod tests {
     fn syntax_error_has_position() {
         let err = load_documents("a: [1, 2\nb: 3\n", Limits::default()).unwrap_err();
         assert!(err.span.line >= 1);
+    }
+
+    /// Regression (issue 6): a NUL ended the parse silently, so everything after it was
+    /// ignored and a damaged file passed as valid.
+    #[test]
+    fn control_characters_are_refused_with_their_position() {
+        let err = load_documents("version: v4\n\u{0}volumes: [\n", Limits::default()).unwrap_err();
+        assert_eq!(err.span, Span { line: 2, col: 1 });
+        assert!(err.message.contains("U+0000"), "{err}");
+        let err = load_documents("a: 1\nb: x\u{1}y\n", Limits::default()).unwrap_err();
+        assert_eq!(err.span, Span { line: 2, col: 5 });
+        for bad in ["\u{7f}", "\u{9b}", "\u{fffe}", "\u{1b}[0m"] {
+            assert!(
+                load_documents(&format!("a: {bad}"), Limits::default()).is_err(),
+                "{bad:?}"
+            );
+        }
+        for fine in ["a: \"tab\there\"\r\n", "a: é ✓ \u{85}", "\u{feff}a: 1"] {
+            assert!(load_documents(fine, Limits::default()).is_ok(), "{fine:?}");
+        }
     }
 
     #[test]

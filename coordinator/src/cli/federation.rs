@@ -218,14 +218,22 @@ fn show_submit(reply: &SubmitReply, o: Output) -> u8 {
 }
 
 /// Prints the stored decision of `reply` (or its error, prefixed with `what`); returns the
-/// decision, or the exit code when there is none or it could not be printed.
+/// decision, or the exit code when there is none, it could not be printed, or the answer
+/// carries an error besides the decision (a complete the cluster refused or did not answer,
+/// a commit in doubt, a decision that could not be stored): the decision is printed, then the
+/// error, and the exit code is 1.
 fn show_stored<'r>(reply: &'r SubmitReply, o: Output, what: &str) -> Result<&'r StoredDecision, u8> {
     match (&reply.stored, &reply.error) {
-        (Some(s), _) => {
-            if print_doc(o, s, || stored_table(s)) {
-                Ok(s)
-            } else {
-                Err(EXIT_BAD_INPUT)
+        (Some(s), error) => {
+            if !print_doc(o, s, || stored_table(s)) {
+                return Err(EXIT_BAD_INPUT);
+            }
+            match error {
+                Some(e) => {
+                    eprintln!("error: {what}: {} ({})", e.message, e.code);
+                    Err(EXIT_BAD_INPUT)
+                }
+                None => Ok(s),
             }
         }
         (None, Some(e)) => {

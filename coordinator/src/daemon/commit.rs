@@ -5,8 +5,14 @@
 //! the outcome is known.
 //!
 //! A commit that times out is not assumed lost: the coordinator asks the agent to release the
-//! hold; an agent that answers "committed" did commit, and the commit is asked again for its
-//! stored outcome (agents answer a repeated request id with the same answer).
+//! hold, again and again for up to one more commit timeout ([`settle`]): "released" means it
+//! did not commit and never will (a commit needs the hold); "committed" means it did, and the
+//! commit is asked again for its stored outcome (agents answer a repeated request id with the
+//! same answer); "commit in progress" or no answer means wait and ask again. When the outcome
+//! is still unknown after that, the commit is **in doubt**: no other cluster is tried (the
+//! agent may yet finish its commit, and committing elsewhere too would book the request
+//! twice), the decision stays `planned`, and a later submit of the same request id settles it
+//! (see `submit`).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -102,15 +108,66 @@ pub async fn release(co: &Coordinator, cluster: &str, request_id: &str) -> Resul
     }
 }
 
-/// Commits `request_id` on `cluster`, resolving a timed-out commit through a release probe.
-/// Returns the attempt as recorded.
-pub async fn commit_on(co: &Coordinator, cluster: &str, request_id: &str) -> CommitAttempt {
+/// What asking an agent about a commit it did not answer came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settled {
+    /// The hold is released: the agent did not commit, and no longer can.
+    Released,
+    /// The agent committed.
+    Committed,
+    /// Still unknown when the probing window closed (the last thing heard, in words).
+    Unknown(String),
+}
+
+/// Pause between two probes of a commit in progress, ms.
+const PROBE_PAUSE_MS: u64 = 200;
+
+/// How long [`settle`] keeps asking, ms: one more commit timeout.
+pub fn settle_window_ms(co: &Coordinator) -> u64 {
+    co.cfg.commit_timeout_ms
+}
+
+/// Asks `cluster` to release the hold of `request_id` until its answer settles what became of
+/// a commit that was not answered in time: released, committed, or (after
+/// [`settle_window_ms`] of commits in progress and unanswered probes) unknown.
+pub async fn settle(co: &Coordinator, cluster: &str, request_id: &str) -> Settled {
+    let end = tokio::time::Instant::now() + Duration::from_millis(settle_window_ms(co));
+    loop {
+        let last = match release(co, cluster, request_id).await {
+            Ok(()) => return Settled::Released,
+            Err(ActionError::Refused(r)) if r.code == "committed" => return Settled::Committed,
+            Err(ActionError::Refused(r)) if r.code == "commit_in_progress" => format!("{}: {}", r.code, r.message),
+            Err(ActionError::Refused(r)) => return Settled::Unknown(format!("{}: {}", r.code, r.message)),
+            Err(e) => e.to_string(),
+        };
+        if tokio::time::Instant::now() >= end {
+            return Settled::Unknown(last);
+        }
+        tokio::time::sleep(Duration::from_millis(PROBE_PAUSE_MS)).await;
+    }
+}
+
+/// One commit attempt as recorded, and whether its outcome is in doubt (see the module docs).
+#[derive(Debug, Clone)]
+pub struct Tried {
+    /// The attempt.
+    pub attempt: CommitAttempt,
+    /// The agent may still commit: no other cluster may be tried.
+    pub in_doubt: bool,
+}
+
+/// Commits `request_id` on `cluster`, settling a timed-out commit through release probes
+/// ([`settle`]). Returns the attempt as recorded.
+pub async fn commit_on(co: &Coordinator, cluster: &str, request_id: &str) -> Tried {
     let wait = co.cfg.commit_timeout_ms;
-    let attempt = |ok: bool, error: Option<Reason>, reply: Option<ActionReply>| CommitAttempt {
-        cluster: cluster.to_string(),
-        ok,
-        error,
-        volumes: reply.map(|r| r.volumes).unwrap_or_default(),
+    let attempt = |ok: bool, error: Option<Reason>, reply: Option<ActionReply>| Tried {
+        attempt: CommitAttempt {
+            cluster: cluster.to_string(),
+            ok,
+            error,
+            volumes: reply.map(|r| r.volumes).unwrap_or_default(),
+        },
+        in_doubt: false,
     };
     match action(co, cluster, "commit", request_id, wait).await {
         Ok(r) if r.ok => attempt(true, None, Some(r)),
@@ -125,36 +182,40 @@ pub async fn commit_on(co: &Coordinator, cluster: &str, request_id: &str) -> Com
             }
             attempt(false, Some(reason), Some(r))
         }
-        Err(ActionError::Rpc(RpcError::TimedOut { .. })) => {
-            tracing::warn!(
-                cluster,
-                wait_ms = wait,
-                "commit timed out; asking the agent what happened"
-            );
-            match release(co, cluster, request_id).await {
-                Ok(()) => attempt(
+        // Not answered, or answered unreadably (e.g. an answer too large for NATS): the agent
+        // may have committed. Ask it until that is settled.
+        Err(e @ (ActionError::Rpc(RpcError::TimedOut { .. }) | ActionError::BadAnswer { .. })) => {
+            let what = match &e {
+                ActionError::BadAnswer { .. } => format!("the commit's answer was unreadable ({e})"),
+                _ => format!("commit not answered within {wait} ms"),
+            };
+            tracing::warn!(cluster, wait_ms = wait, error = %e, "commit outcome unknown; asking the agent what happened");
+            match settle(co, cluster, request_id).await {
+                Settled::Released => attempt(
                     false,
-                    Some(Reason::new(
-                        codes::TIMED_OUT,
-                        format!("commit not answered within {wait} ms; the hold was released"),
-                    )),
+                    Some(Reason::new(codes::TIMED_OUT, format!("{what}; the hold was released"))),
                     None,
                 ),
-                Err(ActionError::Refused(r)) if r.code == "committed" => {
-                    match action(co, cluster, "commit", request_id, wait).await {
-                        Ok(r) if r.ok => attempt(true, None, Some(r)),
-                        Ok(r) => attempt(false, r.error.clone(), Some(r)),
-                        Err(e) => attempt(false, Some(e.reason()), None),
-                    }
+                Settled::Committed => match action(co, cluster, "commit", request_id, wait).await {
+                    Ok(r) if r.ok => attempt(true, None, Some(r)),
+                    Ok(r) => attempt(false, r.error.clone(), Some(r)),
+                    // The agent says it committed; only its answer (the volumes' outcomes) is
+                    // missing.
+                    Err(e) => attempt(
+                        true,
+                        Some(Reason::new(
+                            codes::BAD_ANSWER,
+                            format!("committed (the agent says so), but its answer could not be had: {e}"),
+                        )),
+                        None,
+                    ),
+                },
+                Settled::Unknown(why) => {
+                    tracing::warn!(cluster, why = %why, "commit outcome in doubt: no other cluster is tried");
+                    let mut t = attempt(false, Some(in_doubt_reason(&what, &why)), None);
+                    t.in_doubt = true;
+                    t
                 }
-                Err(e) => attempt(
-                    false,
-                    Some(Reason::new(
-                        codes::TIMED_OUT,
-                        format!("commit not answered within {wait} ms; outcome unknown ({e})"),
-                    )),
-                    None,
-                ),
             }
         }
         Err(e) => {
@@ -164,12 +225,30 @@ pub async fn commit_on(co: &Coordinator, cluster: &str, request_id: &str) -> Com
     }
 }
 
+/// The reason of an in-doubt commit: `what` happened to the commit, `why` it is still unknown.
+fn in_doubt_reason(what: &str, why: &str) -> Reason {
+    Reason::new(
+        codes::COMMIT_UNKNOWN,
+        format!(
+            "{what}, and its outcome is still unknown ({why}); no other cluster was tried, so the request cannot be booked twice: submit the same request id again to settle it"
+        ),
+    )
+}
+
 /// Runs the commit phase on a planned, non-dry-run decision: tries the chosen cluster, then
 /// the next in the ranking, up to `commitAttempts` clusters; records each attempt; releases
 /// every cluster in `held` that did not commit. Sets the state to `committed` (with
 /// `chosen_cluster` the cluster that committed) or `failed` (with `chosen_cluster` null), and
 /// prepends a `commit_failed` step to the decision's choice when a cluster was dropped.
-pub async fn commit_phase(co: &Arc<Coordinator>, stored: &mut StoredDecision, held: &BTreeSet<String>) {
+///
+/// Returns the reason when a commit is in doubt ([`commit_on`]): the decision is then left
+/// `planned` with `chosen_cluster` the cluster in doubt (its hold is kept, every other one is
+/// released), and must not be stored as an outcome.
+pub async fn commit_phase(
+    co: &Arc<Coordinator>,
+    stored: &mut StoredDecision,
+    held: &BTreeSet<String>,
+) -> Option<Reason> {
     let id = stored.decision.request_id.clone();
     let seed = stored.decision.seed;
     let mut candidates = stored.decision.clusters.clone();
@@ -192,11 +271,19 @@ pub async fn commit_phase(co: &Arc<Coordinator>, stored: &mut StoredDecision, he
             });
             break;
         }
-        let a = commit_on(co, &c, &id).await;
-        tracing::info!(cluster = %c, ok = a.ok, attempt = stored.attempts.len() + 1, "commit attempt");
+        let Tried { attempt: a, in_doubt } = commit_on(co, &c, &id).await;
+        tracing::info!(cluster = %c, ok = a.ok, in_doubt, attempt = stored.attempts.len() + 1, "commit attempt");
         let ok = a.ok;
         let error = a.error.clone();
         stored.attempts.push(a);
+        if in_doubt {
+            let reason = error.unwrap_or_else(|| in_doubt_reason("the commit was not answered", "no answer"));
+            stored.decision.chosen_cluster = Some(c.clone());
+            stored.state = DecisionState::Planned;
+            let others: Vec<String> = held.iter().filter(|h| **h != c).cloned().collect();
+            release_all(co, &id, &others).await;
+            return Some(reason);
+        }
         if ok {
             committed = Some(c);
             break;
@@ -246,6 +333,7 @@ pub async fn commit_phase(co: &Arc<Coordinator>, stored: &mut StoredDecision, he
         .cloned()
         .collect();
     release_all(co, &id, &to_release).await;
+    None
 }
 
 /// Releases the holds of `request_id` on every cluster in `clusters`, concurrently, logging

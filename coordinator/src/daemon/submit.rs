@@ -14,6 +14,10 @@
 //!    ([`commit_phase`]) and stored again (`committed` or `failed`). Each write is a
 //!    compare-and-set, so two coordinators racing on one id end with one decision (they share
 //!    the same holds, since agents hold per request id).
+//! 5. A commit in doubt (not answered, outcome unknown: see `commit`) is not stored as an
+//!    outcome: the decision stays `planned` and the client gets `commit_outcome_unknown` with
+//!    it. A submit of the same id after the commit phase's bound takes it over like an
+//!    abandoned one, and asks the cluster again.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,7 +29,7 @@ use fedvol_common::wire::{DecisionState, StoredDecision, SubmitMsg, SubmitReply,
 
 use super::Coordinator;
 use super::codec::codes;
-use super::commit::{RELEASE_WAIT_MS, commit_phase, release_all};
+use super::commit::{RELEASE_WAIT_MS, commit_phase, release_all, settle_window_ms};
 use super::config::MAX_DEADLINE_MS;
 use super::fanout::fan_out;
 use super::store::{Write, valid_key};
@@ -75,10 +79,21 @@ pub fn new_request_id(co: &Coordinator, workflow: &str) -> String {
 }
 
 /// How long a live coordinator may take from storing `planned` to storing the outcome, ms:
-/// beyond that, a `planned` decision is taken to be abandoned.
+/// beyond that, a `planned` decision is taken to be abandoned (or its commit to be in doubt).
+///
+/// Per attempt: the commit's wait, the probes that settle an unanswered commit (their window
+/// plus one probe's wait and pause), and the commit asked again; then the final releases,
+/// and a second for the store.
 pub fn commit_phase_bound_ms(co: &Coordinator) -> u64 {
-    let per_attempt = co.cfg.commit_timeout_ms.saturating_mul(2) + RELEASE_WAIT_MS;
-    per_attempt.saturating_mul(u64::from(co.cfg.commit_attempts)) + RELEASE_WAIT_MS + 1000
+    let ct = co.cfg.commit_timeout_ms;
+    let release = ct.min(RELEASE_WAIT_MS) + 200;
+    let per_attempt = (ct + 200)
+        .saturating_mul(2)
+        .saturating_add(settle_window_ms(co))
+        .saturating_add(release + 200);
+    per_attempt
+        .saturating_mul(u64::from(co.cfg.commit_attempts))
+        .saturating_add(release + 1000)
 }
 
 /// What the store says about a request id before planning.
@@ -134,8 +149,21 @@ async fn resume(co: &Arc<Coordinator>, mut stored: StoredDecision, rev: u64) -> 
         .filter(|(_, d)| d.feasible)
         .map(|(n, _)| n.clone())
         .collect();
-    commit_phase(co, &mut stored, &held).await;
+    if let Some(doubt) = commit_phase(co, &mut stored, &held).await {
+        return in_doubt(stored, doubt);
+    }
     save(co, stored, rev).await
+}
+
+/// The answer for a commit in doubt: the decision as it stays stored (`planned`, with this
+/// commit phase's attempts), and the reason.
+fn in_doubt(stored: StoredDecision, reason: Reason) -> SubmitReply {
+    tracing::warn!(chosen = ?stored.decision.chosen_cluster, "commit in doubt: the decision stays planned");
+    SubmitReply {
+        v: VERSION,
+        stored: Some(stored),
+        error: Some(reason),
+    }
 }
 
 /// Stores the outcome of a commit phase over revision `rev`.
@@ -236,21 +264,31 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
         updated_ms: now_ms(),
         dry_run: msg.dry_run,
     };
-    let written = match replace {
-        Some(rev) => co.store.update(&id, &stored, rev).await,
-        None => co.store.create(&id, &stored).await,
+    let mut replace = replace;
+    let mut tries = 0;
+    let written = loop {
+        tries += 1;
+        let written = match replace {
+            Some(rev) => co.store.update(&id, &stored, rev).await,
+            None => co.store.create(&id, &stored).await,
+        };
+        match written {
+            Ok(Write::Done(rev)) => break Ok(rev),
+            Err(e) => break Err(e),
+            Ok(Write::Conflict) => {}
+        }
+        // Another submit of the same id stored first; its holds are ours (agents hold per
+        // request id), so nothing is released here. A real submit replaces a dry run that won
+        // the race (as it would have, had it come first); anything else is the answer.
+        tracing::info!("the same request id was stored meanwhile by a concurrent submit");
+        match existing(&co, &id, user, msg.dry_run).await {
+            Existing::Done(reply) => return *reply,
+            Existing::ReplaceDryRun(rev) if tries < 3 => replace = Some(rev),
+            _ => return error_reply(codes::STORE, "the decision changed under this request; submit again"),
+        }
     };
     let rev = match written {
-        Ok(Write::Done(rev)) => rev,
-        Ok(Write::Conflict) => {
-            // Another coordinator planned the same id meanwhile; its holds are ours (agents
-            // hold per request id), so nothing is released here.
-            tracing::info!("the same request id was stored meanwhile by a concurrent submit");
-            return match existing(&co, &id, user, msg.dry_run).await {
-                Existing::Done(reply) => *reply,
-                _ => error_reply(codes::STORE, "the decision changed under this request; submit again"),
-            };
-        }
+        Ok(rev) => rev,
         Err(e) => {
             let holders: Vec<String> = gathered.held.iter().cloned().collect();
             release_all(&co, &id, &holders).await;
@@ -265,6 +303,8 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
         }
         return stored_reply(stored);
     }
-    commit_phase(&co, &mut stored, &gathered.held).await;
+    if let Some(doubt) = commit_phase(&co, &mut stored, &gathered.held).await {
+        return in_doubt(stored, doubt);
+    }
     save(&co, stored, rev).await
 }
