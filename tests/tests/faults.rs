@@ -247,18 +247,22 @@ async fn racing_clients_for_scarce_capacity_never_over_commit_and_all_get_answer
             let client = cs[i % cs.len()].clone();
             let wf = wf.clone();
             tokio::spawn(async move {
-                let id = match i % 10 {
-                    9 => format!("race-{}", i - 2),
-                    4 => format!("race-{}", i - 1),
-                    _ => format!("race-{i}"),
+                let n = match i % 10 {
+                    9 => i - 2,
+                    4 => i - 1,
+                    _ => i,
                 };
+                let id = format!("race-{n}");
+                // Racers sharing an id are the same user (only a decision's owner may reuse
+                // its id).
+                let user = format!("user{}", n % 7);
                 let dry = i % 5 == 3;
                 let mut msg = submit_msg(&id, &wf, dry);
                 msg.timeout_ms = 3000;
                 let r: Result<fedvol_common::wire::SubmitReply, _> = coordinator_op(
                     &client,
                     fedvol_common::wire::ops::SUBMIT,
-                    &format!("user{}", i % 7),
+                    &user,
                     &msg,
                     Duration::from_secs(60),
                 )

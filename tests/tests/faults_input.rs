@@ -639,19 +639,21 @@ async fn payloads_over_the_servers_limit_get_a_clear_error() {
     let agent = agent_on(&nats.url(), 200, &[], |d| roomy_inventory("p", 2, 8, d)).await;
     let _coord = coordinator_on(&nats.url(), &["--deadline-ms", "800", "--discovery-ms", "300"]).await;
     let client = nats.client().await;
-    let big_workflow = |volumes: usize| {
+    let big_workflow = |volumes: usize, pad: usize| {
         let mut t = String::from("version: v4\nvolumes:\n");
+        let padding = "padding-".repeat(pad);
         for i in 0..volumes {
             t.push_str(&format!(
-                "  v{i}: {{size: 1MiB, annotations: {{tier: fast, note: padding-padding-{i}}}}}\n"
+                "  v{i}: {{size: 1MiB, annotations: {{tier: fast, note: {padding}{i}}}}}\n"
             ));
         }
         t
     };
 
-    // The CLI: the submit is refused locally with one clear line.
+    // The CLI: the submit (900 volumes, under the workflow limit of 1000, about 400 KB) is
+    // refused locally with one clear line.
     let wf = agent.dir.path().join("big.yaml");
-    std::fs::write(&wf, big_workflow(2000)).unwrap();
+    std::fs::write(&wf, big_workflow(900, 40)).unwrap();
     let out = std::process::Command::new(bin_path("fedvol"))
         .args([
             "--nats",
@@ -672,7 +674,7 @@ async fn payloads_over_the_servers_limit_get_a_clear_error() {
     // Just under the limit for the submit, over it for the plan broadcast or the agent's
     // answer (both carry more than the submit): a clear error or a decision, never a hang.
     for volumes in [150, 250, 320] {
-        let wf = parse_workflow_str("w.yaml", "big", &big_workflow(volumes))
+        let wf = parse_workflow_str("w.yaml", "big", &big_workflow(volumes, 2))
             .unwrap()
             .value;
         let body = serde_json::to_vec(&submit_msg(&format!("big-{volumes}"), &wf, false)).unwrap();
