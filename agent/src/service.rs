@@ -164,6 +164,13 @@ pub async fn handle_plan(shared: Arc<Shared>, payload: Bytes) -> Option<Bytes> {
         Err(e) => return Some(internal(&request_id, &shared.cluster, e)),
     };
     reply.decision.elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let body = to_bytes(&reply);
+    // A hold is acknowledged state: it survives kill -9 like a commit.
+    let body = if reply.hold.is_some() {
+        durable(&shared, &request_id, body).await
+    } else {
+        body
+    };
     tracing::info!(
         request_id = %request_id,
         feasible = reply.decision.feasible,
@@ -171,7 +178,7 @@ pub async fn handle_plan(shared: Arc<Shared>, payload: Bytes) -> Option<Bytes> {
         elapsed_ms = reply.decision.elapsed_ms,
         "plan answered"
     );
-    Some(to_bytes(&reply))
+    Some(body)
 }
 
 /// Handles commit: the hold becomes durable allocations, new volumes are provisioned through
@@ -190,9 +197,14 @@ pub async fn handle_commit(shared: Arc<Shared>, payload: Bytes) -> Option<Bytes>
     let begun = lock(&shared).begin_commit(&id, now_ms());
     let work = match begun {
         Err(e) => return Some(internal(&id, &shared.cluster, e)),
-        Ok(Next::Answer(reply)) => return Some(to_bytes(&reply)),
+        Ok(Next::Answer(reply)) => return Some(durable(&shared, &id, to_bytes(&reply)).await),
         Ok(Next::Run(work)) => work,
     };
+    // The hold is marked `committing` before any driver runs: that mark must be on disk, so
+    // that an agent restarted after a crash knows assets may exist.
+    if let Err(e) = sync(&shared).await {
+        return Some(internal(&id, &shared.cluster, e));
+    }
     let mut results = Vec::new();
     let mut failed = false;
     for w in work {
@@ -230,10 +242,34 @@ pub async fn handle_commit(shared: Arc<Shared>, payload: Bytes) -> Option<Bytes>
     let finished = lock(&shared).finish_commit(&id, results, now_ms());
     match finished {
         Ok(reply) => {
+            let answer = durable(&shared, &id, to_bytes(&reply)).await;
             tracing::info!(request_id = %id, ok = reply.ok, "commit answered");
-            Some(to_bytes(&reply))
+            Some(answer)
         }
         Err(e) => Some(internal(&id, &shared.cluster, e)),
+    }
+}
+
+/// Makes every state change so far durable, then gives `answer` back: called before any answer
+/// that acknowledges state (commit, release, complete), including one read from memory (a
+/// repeated request may see a change another task made and has not yet synced). Answers waiting
+/// together share one fsync ([`crate::state::store::Store::sync_through`]). If the disk fails,
+/// the answer becomes an `internal` error: the change is not known durable.
+async fn durable(shared: &Arc<Shared>, request_id: &str, answer: Bytes) -> Bytes {
+    match sync(shared).await {
+        Ok(()) => answer,
+        Err(e) => internal(request_id, &shared.cluster, e),
+    }
+}
+
+/// Waits until every state change made so far is on disk (one fsync shared with every caller
+/// waiting at the same moment). Errors: the disk failed, as text.
+async fn sync(shared: &Arc<Shared>) -> Result<(), String> {
+    let store = lock(shared).store();
+    let seq = store.written();
+    match tokio::task::spawn_blocking(move || store.sync_through(seq)).await {
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -248,7 +284,7 @@ pub async fn handle_release(shared: Arc<Shared>, payload: Bytes) -> Option<Bytes
     }
     let r = lock(&shared).release(&msg.request_id);
     Some(match r {
-        Ok(reply) => to_bytes(&reply),
+        Ok(reply) => durable(&shared, &msg.request_id, to_bytes(&reply)).await,
         Err(e) => internal(&msg.request_id, &shared.cluster, e),
     })
 }
@@ -266,7 +302,7 @@ pub async fn handle_complete(shared: Arc<Shared>, payload: Bytes) -> Option<Byte
     let id = msg.request_id.clone();
     let begun = lock(&shared).begin_complete(&id);
     let work = match begun {
-        Next::Answer(reply) => return Some(to_bytes(&reply)),
+        Next::Answer(reply) => return Some(durable(&shared, &id, to_bytes(&reply)).await),
         Next::Run(work) => work,
     };
     let mut results = Vec::new();
@@ -282,7 +318,7 @@ pub async fn handle_complete(shared: Arc<Shared>, payload: Bytes) -> Option<Byte
     }
     let finished = lock(&shared).finish_complete(&id, results, now_ms());
     Some(match finished {
-        Ok(reply) => to_bytes(&reply),
+        Ok(reply) => durable(&shared, &id, to_bytes(&reply)).await,
         Err(e) => internal(&id, &shared.cluster, e),
     })
 }

@@ -25,7 +25,10 @@ fn main() {
         user: "u".into(),
         groups: vec![],
         seed: 7,
-        trace_limit: fedvol_common::funnel::trace::DEFAULT_TRACE_LIMIT,
+        trace_limit: std::env::var("FEDVOL_TRACE_LIMIT")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(fedvol_common::funnel::trace::DEFAULT_TRACE_LIMIT),
     };
     let state = ClusterState::default();
     let mut best = f64::MAX;
@@ -37,4 +40,12 @@ fn main() {
         bytes = serde_json::to_vec(&d).map(|v| v.len()).unwrap_or(0);
     }
     println!("hosts={hosts} volumes={volumes} best={best:.2} ms decision_json={bytes} bytes");
+    // FEDVOL_DUMP=<path> writes the last decision there (to see where its bytes go).
+    if let Ok(path) = std::env::var("FEDVOL_DUMP") {
+        let d = plan_cluster(&inv, &state, &req);
+        let json = serde_json::to_vec_pretty(&d).unwrap_or_default();
+        if let Err(e) = std::fs::write(&path, json) {
+            eprintln!("{path}: {e}");
+        }
+    }
 }

@@ -486,6 +486,10 @@ pub struct SubmitMsg {
     /// How long to wait for clusters, ms (0 = the coordinator's default).
     #[serde(default)]
     pub timeout_ms: u64,
+    /// Rejected candidates listed per funnel stage in the stored decision (0 = all; `None` = the
+    /// coordinator's `traceLimit`, default [`crate::funnel::trace::STORED_TRACE_LIMIT`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_limit: Option<usize>,
 }
 
 /// The answer to submit (and to get): the stored decision, or why there is none.

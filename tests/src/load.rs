@@ -114,6 +114,7 @@ pub fn submit_msg(id: &str, workflow: &Workflow, dry_run: bool) -> SubmitMsg {
         seed: None,
         groups: vec!["physics".into()],
         timeout_ms: 0,
+        trace_limit: None,
     }
 }
 

@@ -93,6 +93,7 @@ fn submit_msg(id: &str, workflow: Workflow) -> SubmitMsg {
         seed: None,
         groups: vec!["physics".into()],
         timeout_ms: 0,
+        trace_limit: None,
     }
 }
 

@@ -1,6 +1,8 @@
 //! The agent's state machine: plan (optionally holding what it chose), commit, release,
 //! complete and the sweep of lapsed holds. Every change is written to the store before the
-//! method returns, and the effective inventory is rebuilt, so the next plan sees it.
+//! method returns (the service makes it durable before an answer that acknowledges it:
+//! [`super::store::Store::sync_through`]), and the effective inventory is rebuilt, so the next
+//! plan sees it.
 //!
 //! Driver work (creating and deleting assets) is asynchronous and slow, so commit and complete
 //! come in two halves: `begin_*` checks and returns the work, the caller runs the drivers
@@ -89,7 +91,7 @@ pub struct Core {
     effective: Arc<Inventory>,
     state: Arc<ClusterState>,
     ledger: Ledger,
-    store: Store,
+    store: std::sync::Arc<Store>,
     in_flight: HashSet<String>,
     default_ttl_ms: u64,
 }
@@ -134,7 +136,7 @@ impl Core {
             effective: Arc::new(eff),
             state: Arc::new(state),
             ledger,
-            store,
+            store: std::sync::Arc::new(store),
             in_flight: HashSet::new(),
             default_ttl_ms,
         }
@@ -148,6 +150,12 @@ impl Core {
     /// The inventory files' version being served.
     pub fn inventory_version(&self) -> &str {
         &self.base.version
+    }
+
+    /// The durable store, to wait for the disk outside the lock ([`Store::sync_through`]
+    /// through [`Store::written`]) before answering.
+    pub fn store(&self) -> std::sync::Arc<Store> {
+        self.store.clone()
     }
 
     /// The effective inventory and live state (for read-only plans run outside the lock).

@@ -1,10 +1,16 @@
 //! The agent's durable state in one redb file: holds, commits and managed volumes, as JSON
-//! values. Every change is one atomic write transaction, committed with redb's immediate
-//! durability (fsync) **before** the agent replies, so an acknowledged answer survives `kill -9`.
+//! values. Every change is one atomic write transaction. Writes are made without waiting for
+//! the disk ([`Store::write`]); before the agent sends an answer that acknowledges state (a
+//! commit, a release, a completion) it calls [`Store::sync_through`], which makes every write so
+//! far durable with one fsync shared by all the answers waiting at that moment (group commit).
+//! So an acknowledged answer (a hold, a commit, a release, a completion) survives `kill -9`,
+//! and N concurrent requests cost one fsync, not N.
 
 use std::path::Path;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::records::{Commit, Hold, ManagedVolume};
 use fedvol_common::funnel::VolumeId;
@@ -87,6 +93,12 @@ pub fn volume_key(id: &VolumeId) -> String {
 pub struct Store {
     db: Database,
     path: String,
+    /// Sequence number of the last write transaction committed (1, 2, ...; not yet durable
+    /// until a sync covers it).
+    written: AtomicU64,
+    /// The highest write sequence number known durable. Its lock also makes syncs one at a
+    /// time, so answers that wait together share one fsync.
+    durable: Mutex<u64>,
 }
 
 impl std::fmt::Debug for Store {
@@ -109,7 +121,12 @@ impl Store {
             tx.open_table(t).map_err(|e| db_err(&p, e))?;
         }
         tx.commit().map_err(|e| db_err(&p, e))?;
-        let store = Store { db, path: p };
+        let store = Store {
+            db,
+            path: p,
+            written: AtomicU64::new(0),
+            durable: Mutex::new(0),
+        };
         let snapshot = store.load()?;
         Ok((store, snapshot))
     }
@@ -139,15 +156,45 @@ impl Store {
         Ok(snap)
     }
 
-    /// Writes `batch` in one transaction and waits until it is on disk.
+    /// Sequence number of the last write made (0 before any): pass it to
+    /// [`Store::sync_through`] to make everything written so far durable.
+    pub fn written(&self) -> u64 {
+        self.written.load(Ordering::SeqCst)
+    }
+
+    /// Waits until every write up to sequence number `seq` is on disk. If another sync that
+    /// covers `seq` finished meanwhile, returns at once; otherwise one durable (fsync) commit
+    /// makes every write made so far durable (redb persists earlier non-durable commits with
+    /// the next durable one).
     ///
-    /// Errors: the write failed; nothing of the batch is then visible.
-    pub fn write(&self, batch: &Batch) -> Result<(), StoreError> {
-        if batch.is_empty() {
+    /// Errors: the sync failed (the writes stay in memory, not known durable).
+    pub fn sync_through(&self, seq: u64) -> Result<(), StoreError> {
+        let mut durable = self.durable.lock().unwrap_or_else(|p| p.into_inner());
+        if *durable >= seq {
             return Ok(());
         }
+        // Sequence numbers are taken after their commit returned: every write numbered up to
+        // `covered` precedes the durable commit below.
+        let covered = self.written();
         let p = &self.path;
-        let tx = self.db.begin_write().map_err(|e| db_err(p, e))?;
+        let mut tx = self.db.begin_write().map_err(|e| db_err(p, e))?;
+        tx.set_durability(Durability::Immediate).map_err(|e| db_err(p, e))?;
+        tx.commit().map_err(|e| db_err(p, e))?;
+        *durable = covered;
+        Ok(())
+    }
+
+    /// Writes `batch` in one transaction, without waiting for the disk (see
+    /// [`Store::sync_through`]); returns the write's sequence number.
+    ///
+    /// Errors: the write failed; nothing of the batch is then visible.
+    pub fn write(&self, batch: &Batch) -> Result<u64, StoreError> {
+        if batch.is_empty() {
+            return Ok(self.written());
+        }
+        let p = &self.path;
+        let mut tx = self.db.begin_write().map_err(|e| db_err(p, e))?;
+        tx.set_durability(Durability::None).map_err(|e| db_err(p, e))?;
         {
             let mut holds = tx.open_table(HOLDS).map_err(|e| db_err(p, e))?;
             for h in &batch.put_holds {
@@ -177,7 +224,8 @@ impl Store {
                 volumes.remove(key.as_str()).map_err(|e| db_err(p, e))?;
             }
         }
-        tx.commit().map_err(|e| db_err(p, e))
+        tx.commit().map_err(|e| db_err(p, e))?;
+        Ok(self.written.fetch_add(1, Ordering::SeqCst) + 1)
     }
 }
 

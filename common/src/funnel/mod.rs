@@ -59,7 +59,7 @@ pub struct ClusterState {
 /// `elapsed_ms` is left at 0 (the caller times the call). Never panics on any inventory or
 /// workflow the parsers accept.
 pub fn plan_cluster(inv: &Inventory, state: &ClusterState, req: &PlanRequest) -> ClusterDecision {
-    let mut trace = Trace::default();
+    let mut trace = Trace::new(req.trace_limit);
     let mut volumes = volume::resolve_volumes(inv, state, req, &mut trace);
     let placed = placement::place_jobs(inv, req, &volumes, &mut trace);
     // A node-local new volume is created on the host of the first job that mounts it.
@@ -150,5 +150,48 @@ mod tests {
             }
             prop_assert_eq!(a.feasible, a.volumes.values().all(|v| v.error.is_none()) && a.jobs.values().all(|j| j.error.is_none()));
         }
+    }
+
+    /// Regression: `plan_cluster` listed `DEFAULT_TRACE_LIMIT` candidates whatever the request
+    /// asked (so `--trace-limit` and `why_not`'s full listing had no effect).
+    #[test]
+    fn the_requests_trace_limit_bounds_each_stages_listing() {
+        let inv = cluster(
+            "p",
+            SynthSizes {
+                hosts: 300,
+                provisioners: 4,
+                volumes: 50,
+            },
+        );
+        let mut req = PlanRequest {
+            request_id: "r".into(),
+            workflow: workflow(2, 10),
+            user: "u".into(),
+            groups: vec![],
+            seed: 1,
+            trace_limit: 3,
+        };
+        let short = plan_cluster(&inv, &ClusterState::default(), &req);
+        let busiest = short.trace.iter().map(|t| t.considered - t.passed).max().unwrap_or(0);
+        assert!(
+            busiest > 3,
+            "the synthetic cluster rejects more than 3 hosts in some stage"
+        );
+        for t in &short.trace {
+            assert!(t.rejected.len() <= 3, "{}: {} listed", t.stage, t.rejected.len());
+            assert_eq!(t.rejected.len() + t.omitted, t.considered - t.passed, "{}", t.stage);
+        }
+        req.trace_limit = 0;
+        let full = plan_cluster(&inv, &ClusterState::default(), &req);
+        for t in &full.trace {
+            assert_eq!(t.rejected.len(), t.considered - t.passed, "{}: all listed", t.stage);
+            assert_eq!(t.omitted, 0);
+        }
+        assert_eq!(
+            (&short.volumes, &short.jobs),
+            (&full.volumes, &full.jobs),
+            "the limit changes no choice"
+        );
     }
 }

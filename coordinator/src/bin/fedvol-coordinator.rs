@@ -47,6 +47,9 @@ struct Args {
     /// Subject prefix.
     #[arg(long, env = "FEDVOL_SUBJECT_PREFIX")]
     subject_prefix: Option<String>,
+    /// Rejected candidates listed per funnel stage in stored decisions (0 = all; default 5).
+    #[arg(long, env = "FEDVOL_TRACE_LIMIT")]
+    trace_limit: Option<usize>,
     /// How long a submit waits for the clusters, ms.
     #[arg(long, env = "FEDVOL_DEADLINE_MS")]
     deadline_ms: Option<u64>,
@@ -116,6 +119,9 @@ fn config(a: Args) -> Result<CoordinatorConfig, String> {
     }
     if let Some(v) = a.subject_prefix {
         cfg.subject_prefix = v;
+    }
+    if let Some(v) = a.trace_limit {
+        cfg.trace_limit = v;
     }
     if let Some(v) = a.deadline_ms {
         cfg.deadline_ms = v;

@@ -174,6 +174,7 @@ pub fn demo(a: &DemoArgs) -> u8 {
                 seed: None,
                 groups: vec!["researchers".into(), "physics".into()],
                 timeout_ms: 0,
+                trace_limit: None,
             };
             match c.call::<_, SubmitReply>(ops::SUBMIT, &msg).await {
                 Ok(SubmitReply { stored: Some(s), .. }) => {

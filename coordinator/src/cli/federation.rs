@@ -40,6 +40,10 @@ pub struct SubmitArgs {
     /// uses it; with a directory your groups come from there.
     #[arg(short = 'g', long = "group")]
     pub groups: Vec<String>,
+    /// Rejected candidates listed per funnel stage in the stored decision (0 = all; default:
+    /// the coordinator's, 5). Counts per reason are always exact.
+    #[arg(long)]
+    pub trace_limit: Option<usize>,
     /// Output format.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -190,6 +194,7 @@ pub fn submit(net: &NetArgs, a: &SubmitArgs) -> u8 {
         seed: a.seed,
         groups: a.groups.clone(),
         timeout_ms: 0,
+        trace_limit: a.trace_limit,
     };
     block_on(async {
         let client = match net.connect().await {

@@ -163,6 +163,7 @@ mod tests {
                 seed: Some(3),
                 groups: vec!["g".into()],
                 timeout_ms: 100,
+                trace_limit: None,
             })
             .unwrap()
         }

@@ -68,6 +68,10 @@ pub struct CoordinatorConfig {
     /// Largest request body served, bytes (default
     /// [`fedvol_common::wire::DEFAULT_MAX_BODY_BYTES`], 1 MiB); larger ones get `bad_request`.
     pub max_body_bytes: usize,
+    /// Rejected candidates listed per funnel stage in stored decisions, unless a submit asks
+    /// for another number (default [`fedvol_common::funnel::trace::STORED_TRACE_LIMIT`]; 0 =
+    /// all, which can make decisions of large clusters exceed NATS's `max_payload`).
+    pub trace_limit: usize,
 }
 
 /// The longest wait a submit may ask for, ms.
@@ -86,6 +90,7 @@ impl Default for CoordinatorConfig {
             kv: KvConfig::default(),
             discovery_ms: 500,
             max_body_bytes: fedvol_common::wire::DEFAULT_MAX_BODY_BYTES,
+            trace_limit: fedvol_common::funnel::trace::STORED_TRACE_LIMIT,
         }
     }
 }
@@ -141,6 +146,11 @@ impl CoordinatorConfig {
             && let Some(v) = ctx.int(n, "maxBodyBytes", 1024, 64 * 1024 * 1024)
         {
             cfg.max_body_bytes = v as usize;
+        }
+        if let Some(n) = r.take("traceLimit")
+            && let Some(v) = ctx.int(n, "traceLimit", 0, 100_000)
+        {
+            cfg.trace_limit = v as usize;
         }
         if let Some(n) = r.take("directory")
             && let Some(s) = ctx.nonempty_string(n, "directory")

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use fedvol_common::choice::choose_cluster;
 use fedvol_common::decision::{Decision, Reason};
-use fedvol_common::funnel::{PlanRequest, seed_from_request_id, trace::DEFAULT_TRACE_LIMIT};
+use fedvol_common::funnel::{PlanRequest, seed_from_request_id};
 use fedvol_common::wire::{DecisionState, StoredDecision, SubmitMsg, SubmitReply, VERSION, now_ms};
 
 use super::Coordinator;
@@ -207,10 +207,19 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
             ),
         );
     }
-    let replace = match existing(&co, &id, user, msg.dry_run).await {
-        Existing::Done(reply) => return *reply,
-        Existing::Fresh => None,
-        Existing::ReplaceDryRun(rev) => Some(rev),
+    // A fresh id the coordinator made, or a dry run (which holds nothing), skips the lookup:
+    // creating the key fails if the id is taken, and that conflict is resolved below exactly as
+    // the lookup would have (the stored decision, its owner check, a take-over). One store
+    // round trip less per plan.
+    let look_up_first = !msg.request_id.is_empty() && !msg.dry_run;
+    let replace = if look_up_first {
+        match existing(&co, &id, user, msg.dry_run).await {
+            Existing::Done(reply) => return *reply,
+            Existing::Fresh => None,
+            Existing::ReplaceDryRun(rev) => Some(rev),
+        }
+    } else {
+        None
     };
 
     let groups = co.groups(user, &msg.groups);
@@ -221,7 +230,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
         user: user.to_string(),
         groups,
         seed,
-        trace_limit: DEFAULT_TRACE_LIMIT,
+        trace_limit: msg.trace_limit.unwrap_or(co.cfg.trace_limit),
     };
     let wait_ms = if msg.timeout_ms == 0 {
         co.cfg.deadline_ms
