@@ -31,8 +31,28 @@ pub const REQUESTS_PER_CLIENT: usize = 16;
 /// NATS clients per driver at most.
 pub const MAX_CLIENTS: usize = 4;
 
-/// The outcome of one request: `Ok`, or the kind of failure (a short label to count by).
-pub type Outcome = Result<(), String>;
+/// Why one request failed: a short kind to count by, and a detail (the first of each kind is
+/// kept as an example).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failed {
+    /// `timeout`, `error:<code>`, `cluster_timed_out`, ...
+    pub kind: String,
+    /// The error message, or what was expected and not seen (may be empty).
+    pub detail: String,
+}
+
+impl Failed {
+    /// A failure of `kind` with `detail`.
+    pub fn new(kind: impl Into<String>, detail: impl Into<String>) -> Failed {
+        Failed {
+            kind: kind.into(),
+            detail: detail.into(),
+        }
+    }
+}
+
+/// The outcome of one request.
+pub type Outcome = Result<(), Failed>;
 
 /// How to drive.
 #[derive(Debug, Clone, Copy)]
@@ -56,6 +76,8 @@ pub struct Measured {
     pub latency_us: Histogram<u64>,
     /// Failed requests of the window, by kind.
     pub errors: BTreeMap<String, u64>,
+    /// The detail of the first failure of each kind (window or warm-up).
+    pub error_examples: BTreeMap<String, String>,
     /// Failed requests during the warm-up.
     pub warmup_errors: u64,
     /// Requests outstanding when the window closed (awaited, not counted).
@@ -104,6 +126,7 @@ struct TaskTally {
     ok: u64,
     latency_us: Histogram<u64>,
     errors: BTreeMap<String, u64>,
+    examples: BTreeMap<String, String>,
     warmup_errors: u64,
     late: u64,
 }
@@ -147,6 +170,7 @@ where
             ok: 0,
             latency_us: histogram()?,
             errors: BTreeMap::new(),
+            examples: BTreeMap::new(),
             warmup_errors: 0,
             late: 0,
         };
@@ -159,6 +183,11 @@ where
                 let n = seq.fetch_add(1, Ordering::Relaxed);
                 let outcome = request(client.clone(), n).await;
                 let done = Instant::now();
+                if let Err(f) = &outcome
+                    && !tally.examples.contains_key(&f.kind)
+                {
+                    tally.examples.insert(f.kind.clone(), f.detail.clone());
+                }
                 if done < t0 {
                     tally.warmup_errors += u64::from(outcome.is_err());
                     continue;
@@ -176,7 +205,7 @@ where
                             tally.latency_us.saturating_record(us);
                         }
                     }
-                    Err(kind) => *tally.errors.entry(kind).or_default() += 1,
+                    Err(f) => *tally.errors.entry(f.kind).or_default() += 1,
                 }
             }
             tally
@@ -191,6 +220,7 @@ where
         window_s: spec.window.as_secs_f64(),
         latency_us: histogram()?,
         errors: BTreeMap::new(),
+        error_examples: BTreeMap::new(),
         warmup_errors: 0,
         late: 0,
         cpu_ms: after.iter().zip(&before).map(|(a, b)| a.saturating_sub(*b)).collect(),
@@ -203,6 +233,9 @@ where
             .map_err(|e| format!("cannot merge latency histograms: {e}"))?;
         for (k, v) in t.errors {
             *m.errors.entry(k).or_default() += v;
+        }
+        for (k, v) in t.examples {
+            m.error_examples.entry(k).or_insert(v);
         }
         m.warmup_errors += t.warmup_errors;
         m.late += t.late;
@@ -248,7 +281,11 @@ mod tests {
                     p.fetch_max(now, Ordering::SeqCst);
                     tokio::time::sleep(Duration::from_millis(5)).await;
                     f.fetch_sub(1, Ordering::SeqCst);
-                    if n % 5 == 0 { Err("odd".into()) } else { Ok(()) }
+                    if n % 5 == 0 {
+                        Err(Failed::new("odd", "n % 5 == 0"))
+                    } else {
+                        Ok(())
+                    }
                 }
             },
         )
@@ -257,6 +294,7 @@ mod tests {
         assert_eq!(peak.load(Ordering::SeqCst), 4);
         assert!(m.ok > 20, "{m:?}");
         assert!(m.errors["odd"] > 0);
+        assert_eq!(m.error_examples["odd"], "n % 5 == 0");
         assert!(m.quantile_ms(0.5) >= 5.0 && m.max_ms() < 300.0, "{m:?}");
         assert!(m.late <= 4);
         assert_eq!(m.cpu_ms.len(), 1);

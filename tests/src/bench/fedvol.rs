@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use fedvol_common::model::Workflow;
 
-use crate::bench::driver::Outcome;
+use crate::bench::driver::{Failed, Outcome};
 use crate::bench::workflow::submit_body;
 use crate::load::{CallError, call_raw};
 
@@ -29,6 +29,8 @@ struct Reply {
 #[derive(serde::Deserialize)]
 struct Code {
     code: String,
+    #[serde(default)]
+    message: String,
 }
 
 #[derive(serde::Deserialize)]
@@ -48,42 +50,56 @@ struct Decision {
 #[derive(serde::Deserialize)]
 struct Slot {
     status: String,
+    #[serde(default)]
+    error: Option<Code>,
 }
 
 /// Judges a coordinator's answer to a submit (`dry_run`: a plan) in a federation of `clusters`
 /// clusters. Reads only the fields it needs (the rest of the decision is skipped).
 pub fn judge(answer: &[u8], dry_run: bool, clusters: usize) -> Outcome {
-    let reply: Reply = serde_json::from_slice(answer).map_err(|_| "bad_answer".to_string())?;
+    let reply: Reply = serde_json::from_slice(answer).map_err(|e| Failed::new("bad_answer", e.to_string()))?;
     if let Some(e) = reply.error {
-        return Err(format!("error:{}", e.code));
+        return Err(Failed::new(format!("error:{}", e.code), e.message));
     }
-    let stored = reply.stored.ok_or("bad_answer")?;
+    let stored = reply
+        .stored
+        .ok_or_else(|| Failed::new("bad_answer", "neither a decision nor an error"))?;
     let d = &stored.decision;
-    if let Some(slot) = d.clusters.values().find(|s| s.status != "answered") {
-        return Err(format!("cluster_{}", slot.status));
+    if let Some((name, slot)) = d.clusters.iter().find(|(_, s)| s.status != "answered") {
+        let why = slot.error.as_ref().map(|e| e.message.as_str()).unwrap_or("");
+        return Err(Failed::new(
+            format!("cluster_{}", slot.status),
+            format!("{name}: {why}"),
+        ));
     }
     if d.clusters.len() < clusters {
-        return Err("clusters_missing".into());
+        return Err(Failed::new(
+            "clusters_missing",
+            format!("{} of {clusters} clusters in the decision", d.clusters.len()),
+        ));
     }
     let expected = if dry_run { "planned" } else { "committed" };
     if stored.state != expected {
-        return Err(format!("state_{}", stored.state));
+        return Err(Failed::new(
+            format!("state_{}", stored.state),
+            format!("expected {expected}"),
+        ));
     }
     if d.chosen_cluster.is_none() {
-        return Err("nothing_fits".into());
+        return Err(Failed::new("nothing_fits", "no cluster chosen"));
     }
     Ok(())
 }
 
-/// The failure kind of a request that got no answer.
-pub fn call_error_kind(e: &CallError) -> String {
-    match e {
+/// The failure of a request that got no usable answer.
+pub fn call_failure(e: &CallError) -> Failed {
+    let kind = match e {
         CallError::TimedOut(..) => "timeout",
         CallError::NoResponders(_) => "no_responders",
         CallError::Nats(_) => "nats_error",
         CallError::BadAnswer(_) => "bad_answer",
-    }
-    .to_string()
+    };
+    Failed::new(kind, e.to_string())
 }
 
 /// Sends one submit of `workflow` (a dry run when `dry_run`) under request id `id` on
@@ -99,7 +115,7 @@ pub async fn request(
 ) -> Outcome {
     match call_raw(client, subject, submit_body(workflow, id, dry_run), wait).await {
         Ok(bytes) => judge(&bytes, dry_run, clusters),
-        Err(e) => Err(call_error_kind(&e)),
+        Err(e) => Err(call_failure(&e)),
     }
 }
 
@@ -120,31 +136,42 @@ mod tests {
         .unwrap()
     }
 
+    fn kind(o: Outcome) -> Result<(), String> {
+        o.map_err(|f| f.kind)
+    }
+
     #[test]
     fn only_a_full_decision_in_the_expected_state_succeeds() {
-        assert_eq!(judge(&answer("planned", Some("c0"), &["answered"; 2]), true, 2), Ok(()));
         assert_eq!(
-            judge(&answer("committed", Some("c1"), &["answered"; 2]), false, 2),
+            kind(judge(&answer("planned", Some("c0"), &["answered"; 2]), true, 2)),
             Ok(())
         );
         assert_eq!(
-            judge(&answer("planned", Some("c0"), &["answered", "timed_out"]), true, 2),
+            kind(judge(&answer("committed", Some("c1"), &["answered"; 2]), false, 2)),
+            Ok(())
+        );
+        assert_eq!(
+            kind(judge(
+                &answer("planned", Some("c0"), &["answered", "timed_out"]),
+                true,
+                2
+            )),
             Err("cluster_timed_out".into())
         );
         assert_eq!(
-            judge(&answer("planned", Some("c0"), &["answered"]), true, 2),
+            kind(judge(&answer("planned", Some("c0"), &["answered"]), true, 2)),
             Err("clusters_missing".into())
         );
         assert_eq!(
-            judge(&answer("failed", None, &["answered"]), false, 1),
+            kind(judge(&answer("failed", None, &["answered"]), false, 1)),
             Err("state_failed".into())
         );
         assert_eq!(
-            judge(&answer("planned", None, &["answered"]), true, 1),
+            kind(judge(&answer("planned", None, &["answered"]), true, 1)),
             Err("nothing_fits".into())
         );
         let err = br#"{"v":1,"error":{"code":"store_unavailable","message":"x"}}"#;
-        assert_eq!(judge(err, false, 1), Err("error:store_unavailable".into()));
-        assert_eq!(judge(b"nope", false, 1), Err("bad_answer".into()));
+        assert_eq!(judge(err, false, 1), Err(Failed::new("error:store_unavailable", "x")));
+        assert_eq!(kind(judge(b"nope", false, 1)), Err("bad_answer".into()));
     }
 }

@@ -1,7 +1,7 @@
 //! The benchmark's federation as real processes, and what each process costs.
 //!
 //! - nats-server: [`NatsServer::start`] (JetStream in a temporary directory, a free loopback
-//!   port).
+//!   port), with `max_payload` raised to [`DEFAULT_MAX_PAYLOAD_BYTES`] unless told otherwise.
 //! - The coordinator: `fedvol-coordinator` of the benchmark's own profile ([`crate::bin_path`]),
 //!   without a directory (dev mode), with a generous deadline (`--deadline-ms`, default
 //!   [`DEFAULT_DEADLINE_MS`]) so that a loaded machine measures slow answers rather than
@@ -45,6 +45,12 @@ pub const DEFAULT_AGENT_GROUPS: usize = 2;
 
 /// The coordinator's plan deadline the benchmark uses by default, ms.
 pub const DEFAULT_DEADLINE_MS: u64 = 10_000;
+
+/// nats-server's `max_payload` the benchmark uses by default, bytes (8 MiB, the largest
+/// nats-server recommends). A stored decision holds every cluster's answer with its trace
+/// (about 23 KB per cluster of 1,000 hosts), so at 64 clusters it passes the server's default of
+/// 1 MiB, and the coordinator cannot store it (`store_unavailable`).
+pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 8 * 1024 * 1024;
 
 /// How long the federation may take to become ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
@@ -130,6 +136,8 @@ pub struct FedSpec {
     pub deadline_ms: u64,
     /// The agents' heartbeat interval, ms.
     pub heartbeat_ms: u64,
+    /// nats-server's `max_payload`, bytes (0: the server's default, 1 MiB).
+    pub max_payload_bytes: usize,
 }
 
 /// The log level given to every fedvol process: `$FEDVOL_BENCH_LOG`, default `warn`.
@@ -191,7 +199,12 @@ impl Federation {
         for c in &clusters {
             inventories.push(write_inventory(c, spec.shape, &dir.path().join(c))?);
         }
-        let nats = guarded("starting nats-server", NatsServer::start)?;
+        let nats = if spec.max_payload_bytes > 0 {
+            let config = format!("max_payload: {}\n", spec.max_payload_bytes);
+            guarded("starting nats-server", || NatsServer::start_with_config(&config))?
+        } else {
+            guarded("starting nats-server", NatsServer::start)?
+        };
         let url = nats.url();
         let agent_bin = guarded("locating fedvol-agent", || crate::bin_path("fedvol-agent"))?;
         let coordinator_bin = guarded("locating fedvol-coordinator", || crate::bin_path("fedvol-coordinator"))?;

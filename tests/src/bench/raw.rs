@@ -20,7 +20,7 @@ use futures::StreamExt;
 use fedvol_common::wire::Subjects;
 
 use crate::Spawned;
-use crate::bench::driver::Outcome;
+use crate::bench::driver::{Failed, Outcome};
 use crate::bench::procs::{Member, guarded, log_tail, product_log_level};
 
 /// The subject the raw responders serve (outside fedvol's `fedvol.v1.` namespace).
@@ -103,22 +103,27 @@ pub async fn scatter_gather(client: &async_nats::Client, body: Bytes, n: usize, 
     let mut sub = client
         .subscribe(inbox.clone())
         .await
-        .map_err(|_| "nats_error".to_string())?;
+        .map_err(|e| Failed::new("nats_error", e.to_string()))?;
     client
         .publish_with_reply(RAW_SUBJECT, inbox, body)
         .await
-        .map_err(|_| "nats_error".to_string())?;
+        .map_err(|e| Failed::new("nats_error", e.to_string()))?;
     let end = tokio::time::Instant::now() + wait;
     let mut got = 0;
     while got < n {
         match tokio::time::timeout_at(end, sub.next()).await {
             Ok(Some(m)) if m.status == Some(async_nats::StatusCode::NO_RESPONDERS) => {
-                return Err("no_responders".into());
+                return Err(Failed::new("no_responders", format!("nobody serves {RAW_SUBJECT}")));
             }
             Ok(Some(_)) => got += 1,
-            Ok(None) => return Err("nats_error".into()),
-            Err(_) if got == 0 => return Err("timeout".into()),
-            Err(_) => return Err("partial".into()),
+            Ok(None) => return Err(Failed::new("nats_error", "the reply subscription closed")),
+            Err(_) => {
+                let kind = if got == 0 { "timeout" } else { "partial" };
+                return Err(Failed::new(
+                    kind,
+                    format!("{got} of {n} answers within {} ms", wait.as_millis()),
+                ));
+            }
         }
     }
     Ok(())

@@ -31,6 +31,9 @@ pub struct RunConfig {
     pub agent_processes: usize,
     /// The coordinator's plan deadline, ms.
     pub deadline_ms: u64,
+    /// nats-server's `max_payload`, bytes (0: the server's default, 1 MiB).
+    #[serde(default)]
+    pub nats_max_payload_bytes: usize,
     /// Cargo profile of the binaries (`release`, `debug`).
     pub profile: String,
 }
@@ -69,6 +72,9 @@ pub struct ModeResult {
     pub mean_ms: f64,
     /// Failed requests in the window, by kind.
     pub errors: BTreeMap<String, u64>,
+    /// The first failure's detail per kind (window or warm-up).
+    #[serde(default)]
+    pub error_examples: BTreeMap<String, String>,
     /// Failed requests during the warm-up.
     pub warmup_errors: u64,
     /// Requests outstanding at the window's end (not counted).
@@ -104,6 +110,7 @@ impl ModeResult {
             max_ms: m.max_ms(),
             mean_ms: m.mean_ms(),
             errors: m.errors.clone(),
+            error_examples: m.error_examples.clone(),
             warmup_errors: m.warmup_errors,
             late: m.late,
             cpu_ms_per_request: per(m.cpu_ms.iter().sum()),
@@ -210,8 +217,14 @@ pub fn render_run(r: &RunResult) -> String {
         c.profile
     );
     out.push_str(&format!(
-        "submit request {} bytes, plan broadcast {} bytes, agent answer {} bytes (mean)\n",
-        r.submit_bytes, r.plan_bytes, r.answer_bytes
+        "submit request {} bytes, plan broadcast {} bytes, agent answer {} bytes (mean), nats-server max_payload {}\n",
+        r.submit_bytes,
+        r.plan_bytes,
+        r.answer_bytes,
+        match c.nats_max_payload_bytes {
+            0 => "default (1 MiB)".to_string(),
+            n => format!("{n} bytes"),
+        }
     ));
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
@@ -288,6 +301,12 @@ pub fn render_run(r: &RunResult) -> String {
         .collect();
     if !failed.is_empty() {
         out.push_str(&format!("WITH ERRORS: {}\n", failed.join("; ")));
+        for m in &r.modes {
+            for (kind, detail) in &m.error_examples {
+                let detail: String = detail.chars().take(300).collect();
+                out.push_str(&format!("  {} {kind}, e.g.: {detail}\n", m.mode));
+            }
+        }
     }
     out
 }
@@ -343,7 +362,10 @@ pub fn markdown_tables(results: &[RunResult]) -> String {
     out.push_str("|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|\n");
     for r in &rows {
         for m in &r.modes {
-            let ratio = r.ratio(&m.mode).map(|x| format!("{x:.3}")).unwrap_or_else(|| "".into());
+            let ratio = match r.ratio(&m.mode) {
+                Some(x) if m.mode != "raw" => format!("{x:.3}"),
+                _ => String::new(),
+            };
             out.push_str(&format!(
                 "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
                 r.config.clusters,
@@ -420,6 +442,7 @@ pub(crate) mod tests {
             } else {
                 BTreeMap::new()
             },
+            error_examples: BTreeMap::new(),
             warmup_errors: 0,
             late: 1,
             cpu_ms_per_request: 0.5,
@@ -449,6 +472,7 @@ pub(crate) mod tests {
                 window_ms: 2000,
                 agent_processes: clusters,
                 deadline_ms: 10_000,
+                nats_max_payload_bytes: 0,
                 profile: "release".into(),
             },
             unix_ms: 1,

@@ -13,7 +13,8 @@ use fedvol_common::wire::{Subjects, ops};
 use crate::bench::driver::{LoopSpec, client_count, closed_loop, id_prefix};
 use crate::bench::inventory::Shape;
 use crate::bench::procs::{
-    DEFAULT_DEADLINE_MS, FedSpec, Federation, Member, agent_groups, agent_processes, connect, this_process,
+    DEFAULT_DEADLINE_MS, DEFAULT_MAX_PAYLOAD_BYTES, FedSpec, Federation, Member, agent_groups, agent_processes,
+    connect, this_process,
 };
 use crate::bench::raw::{Responders, probe_answer_bytes, scatter_gather};
 use crate::bench::report::{ModeResult, RunConfig, RunResult, append_jsonl, markdown_tables, read_jsonl, render_run};
@@ -66,13 +67,16 @@ pub struct RunSpec {
     pub agent_processes: usize,
     /// The coordinator's plan deadline, ms.
     pub deadline_ms: u64,
+    /// nats-server's `max_payload`, bytes (0: the server's default, 1 MiB).
+    pub max_payload_bytes: usize,
     /// Where results are appended (`results.jsonl`), if anywhere.
     pub out: Option<PathBuf>,
 }
 
 impl RunSpec {
     /// The defaults of `fedvol-bench run`: 4 clusters of 1,000 hosts, 4 provisioners, 1,000
-    /// volumes, 1 in flight, every mode, 1 s warm-up, 10 s windows, 30 s answer wait.
+    /// volumes, 1 in flight, every mode, 1 s warm-up, 10 s windows, 30 s answer wait,
+    /// nats-server's `max_payload` at [`DEFAULT_MAX_PAYLOAD_BYTES`].
     pub fn new() -> RunSpec {
         RunSpec {
             clusters: 4,
@@ -88,6 +92,7 @@ impl RunSpec {
             answer_wait: Duration::from_secs(30),
             agent_processes: 0,
             deadline_ms: DEFAULT_DEADLINE_MS,
+            max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
             out: None,
         }
     }
@@ -132,6 +137,7 @@ pub async fn run_federation(spec: &RunSpec) -> Result<Vec<RunResult>, String> {
         agent_processes: spec.agent_processes,
         deadline_ms: spec.deadline_ms,
         heartbeat_ms: 1000,
+        max_payload_bytes: spec.max_payload_bytes,
     })
     .await?;
     let clusters = fed.clusters.len();
@@ -214,6 +220,7 @@ pub async fn run_federation(spec: &RunSpec) -> Result<Vec<RunResult>, String> {
                 window_ms: spec.window.as_millis() as u64,
                 agent_processes: processes,
                 deadline_ms: spec.deadline_ms,
+                nats_max_payload_bytes: spec.max_payload_bytes,
                 profile: profile(),
             },
             unix_ms: fedvol_common::wire::now_ms(),
@@ -282,12 +289,17 @@ pub fn machine() -> String {
 pub fn write_outputs(out: &Path, results: &[RunResult], command: &str) -> Result<Vec<PathBuf>, String> {
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let mut md = String::new();
+    let first = results.first().map(|r| &r.config);
     md.push_str(&format!(
-        "Made by `{command}` on {}; binaries: {} profile. Each configuration: {} ms warm-up, then a {} ms window per mode.\n\n",
+        "Made by `{command}` on {}; binaries: {} profile; nats-server max_payload: {}. Each configuration: {} ms warm-up, then a {} ms window per mode.\n\n",
         machine(),
-        results.first().map(|r| r.config.profile.as_str()).unwrap_or("?"),
-        results.first().map(|r| r.config.warmup_ms).unwrap_or(0),
-        results.first().map(|r| r.config.window_ms).unwrap_or(0),
+        first.map(|c| c.profile.as_str()).unwrap_or("?"),
+        match first.map(|c| c.nats_max_payload_bytes).unwrap_or(0) {
+            0 => "default (1 MiB)".to_string(),
+            n => format!("{n} bytes"),
+        },
+        first.map(|c| c.warmup_ms).unwrap_or(0),
+        first.map(|c| c.window_ms).unwrap_or(0),
     ));
     md.push_str(&markdown_tables(results));
     let tables = out.join("tables.md");
@@ -375,6 +387,7 @@ pub async fn smoke(out: Option<PathBuf>) -> Result<RunResult, String> {
         answer_wait: Duration::from_secs(10),
         agent_processes: 0,
         deadline_ms: 5000,
+        max_payload_bytes: 0,
         out: Some(out.clone()),
     };
     let result = run_federation(&spec)

@@ -19,7 +19,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use fedvol_tests::bench::agents::{AgentsSpec, serve_agents};
 use fedvol_tests::bench::inventory::Shape;
-use fedvol_tests::bench::procs::DEFAULT_DEADLINE_MS;
+use fedvol_tests::bench::procs::{DEFAULT_DEADLINE_MS, DEFAULT_MAX_PAYLOAD_BYTES};
 use fedvol_tests::bench::raw::{RespondersSpec, serve_responders};
 use fedvol_tests::bench::run::{self, Mode, RunSpec, SweepSpec};
 
@@ -69,6 +69,10 @@ struct Common {
     /// The coordinator's plan deadline, ms (`--deadline-ms` of fedvol-coordinator).
     #[arg(long, default_value_t = DEFAULT_DEADLINE_MS, value_parser = clap::value_parser!(u64).range(1..=120_000))]
     deadline_ms: u64,
+    /// nats-server's max_payload, bytes (0: the server's default of 1 MiB, with which a
+    /// decision of 64 clusters of 1,000 hosts cannot be stored).
+    #[arg(long, default_value_t = DEFAULT_MAX_PAYLOAD_BYTES)]
+    nats_max_payload: usize,
 }
 
 #[derive(Debug, Subcommand)]
@@ -189,6 +193,7 @@ fn base_spec(c: &Common) -> RunSpec {
     spec.answer_wait = Duration::from_millis(c.answer_wait_ms);
     spec.agent_processes = c.agent_processes;
     spec.deadline_ms = c.deadline_ms;
+    spec.max_payload_bytes = c.nats_max_payload;
     spec
 }
 
