@@ -12,7 +12,10 @@
 //! - Directory: `$FEDVOL_BIN_DIR` when set (used as is, nothing is built: for prebuilt or
 //!   installed binaries); otherwise the profile directory holding the running test executable
 //!   (`<target>/<profile>/deps/<test>` → `<target>/<profile>`, which honours `CARGO_TARGET_DIR`
-//!   and `--release`); otherwise `$CARGO_TARGET_DIR/debug` or `<workspace>/target/debug`.
+//!   and `--release`) or the running binary of this package (`cargo run --release --bin
+//!   fedvol-bench`: `<target>/<profile>/fedvol-bench` → `<target>/<profile>`, recognised by the
+//!   `deps/` and `.fingerprint/` cargo keeps beside it); otherwise `$CARGO_TARGET_DIR/debug` or
+//!   `<workspace>/target/debug`.
 //! - Building: skipped when `FEDVOL_TEST_NO_BUILD` is set; cargo is `$CARGO` or `cargo`.
 
 use std::collections::HashMap;
@@ -32,11 +35,19 @@ pub fn bin_dir() -> PathBuf {
         return PathBuf::from(d);
     }
     if let Ok(exe) = std::env::current_exe()
-        && let Some(deps) = exe.parent()
-        && deps.file_name().is_some_and(|n| n == "deps")
-        && let Some(profile) = deps.parent()
+        && let Some(parent) = exe.parent()
     {
-        return profile.to_path_buf();
+        // A test executable: `<target>/<profile>/deps/<test>`.
+        if parent.file_name().is_some_and(|n| n == "deps")
+            && let Some(profile) = parent.parent()
+        {
+            return profile.to_path_buf();
+        }
+        // A binary of this package (`fedvol-bench`, `fedvol-soak`) run by `cargo run`:
+        // `<target>/<profile>/<bin>`, next to that profile's `deps/` and `.fingerprint/`.
+        if parent.join("deps").is_dir() && parent.join(".fingerprint").is_dir() {
+            return parent.to_path_buf();
+        }
     }
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)

@@ -13,11 +13,13 @@
 //! - [`load`]: requests as the CLI sends them, concurrent submitters that record every
 //!   acknowledgement, a seeded random generator (fault tests and the soak).
 //! - [`checker`]: compares acknowledged decisions with every agent's final state.
+//! - [`bench`]: the federated fan-out benchmark behind `fedvol-bench` (BENCHMARKS.md).
 //!
 //! Tests only ever talk to 127.0.0.1.
 
 #![warn(missing_docs)]
 
+pub mod bench;
 pub mod bins;
 pub mod checker;
 pub mod faultkit;

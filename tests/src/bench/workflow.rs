@@ -1,0 +1,101 @@
+//! The benchmark's workflow and the request bodies built from it.
+//!
+//! One fixed small workflow: a 1 MiB automatic (ephemeral) volume `scratch` annotated
+//! `tier: fast`, shared by two jobs of 1 core and 1 GiB each; the second job has a hard
+//! `!maintenance` and a soft `gpu` constraint, so the host stages reject hosts and count soft
+//! matches. It is sent as [`SubmitMsg`] JSON, as `fedvol submit` sends it, with a unique
+//! request id per request.
+
+use fedvol_common::format::parse_workflow_str;
+use fedvol_common::funnel::{PlanRequest, seed_from_request_id, trace::DEFAULT_TRACE_LIMIT};
+use fedvol_common::model::Workflow;
+use fedvol_common::wire::{PlanMsg, SubmitMsg, VERSION, now_ms};
+
+/// The user every benchmark request is sent as (the coordinator runs without a directory, in
+/// dev mode, so the groups the request claims are used).
+pub const USER: &str = "bench";
+
+/// The group the requests claim.
+pub const GROUP: &str = "bench";
+
+/// The workflow (Fuzzfile v4).
+pub const WORKFLOW_YAML: &str = "\
+version: v4
+volumes:
+  scratch:
+    size: 1MiB
+    annotations: {tier: fast}
+jobs:
+  prep:
+    image: {uri: docker://alpine:3.20}
+    mounts: {/scratch: scratch}
+    resource: {cpu: {cores: 1}, memory: {size: 1GiB}}
+  run:
+    image: {uri: docker://alpine:3.20}
+    mounts: {/scratch: scratch}
+    resource: {cpu: {cores: 1}, memory: {size: 1GiB}}
+    constraints: [\"!maintenance\", \"gpu:soft\"]
+";
+
+/// [`WORKFLOW_YAML`] parsed as the CLI parses it.
+///
+/// Errors: the diagnostics, should the workflow ever stop being valid.
+pub fn workflow() -> Result<Workflow, String> {
+    parse_workflow_str("bench-workflow.yaml", "bench", WORKFLOW_YAML)
+        .map(|l| l.value)
+        .map_err(|d| format!("the benchmark workflow is invalid: {d}"))
+}
+
+/// The JSON of a submit of `workflow` under request id `id` (a dry run, i.e. `plan`, when
+/// `dry_run`), waiting the coordinator's default deadline.
+pub fn submit_body(workflow: &Workflow, id: &str, dry_run: bool) -> Vec<u8> {
+    let msg = SubmitMsg {
+        v: VERSION,
+        request_id: id.to_string(),
+        workflow: workflow.clone(),
+        dry_run,
+        seed: None,
+        groups: vec![GROUP.to_string()],
+        timeout_ms: 0,
+    };
+    serde_json::to_vec(&msg).unwrap_or_default()
+}
+
+/// The JSON of the plan broadcast a coordinator sends for a submit of `workflow` under request
+/// id `id` (as `daemon::fanout` builds it: the same request, trace limit and seed), holding
+/// when `reserve`, with a deadline `wait_ms` from now.
+pub fn plan_body(workflow: &Workflow, id: &str, reserve: bool, wait_ms: u64) -> Vec<u8> {
+    let msg = PlanMsg {
+        v: VERSION,
+        request: PlanRequest {
+            request_id: id.to_string(),
+            workflow: workflow.clone(),
+            user: USER.to_string(),
+            groups: vec![GROUP.to_string()],
+            seed: seed_from_request_id(id),
+            trace_limit: DEFAULT_TRACE_LIMIT,
+        },
+        deadline_ms: now_ms() + wait_ms,
+        reserve,
+        ttl_ms: 0,
+    };
+    serde_json::to_vec(&msg).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_workflow_is_two_one_core_jobs_sharing_one_volume() {
+        let w = workflow().unwrap();
+        assert_eq!(w.volumes.len(), 1);
+        assert_eq!(w.jobs.len(), 2);
+        assert!(w.jobs.iter().all(|j| j.resources.cpu == 1 && j.mounts.len() == 1));
+        let body: SubmitMsg = serde_json::from_slice(&submit_body(&w, "r-1", true)).unwrap();
+        assert_eq!((body.request_id.as_str(), body.dry_run), ("r-1", true));
+        let plan: PlanMsg = serde_json::from_slice(&plan_body(&w, "r-2", false, 1000)).unwrap();
+        assert_eq!(plan.request.workflow, w);
+        assert!(!plan.reserve);
+    }
+}

@@ -1,0 +1,332 @@
+//! `fedvol-bench`: the federated fan-out benchmark (issue 7; see `fedvol_tests::bench` and
+//! BENCHMARKS.md).
+//!
+//! ```sh
+//! cargo run --release -p fedvol-tests --bin fedvol-bench -- sweep     # every table and plot
+//! cargo run --release -p fedvol-tests --bin fedvol-bench -- run --clusters 16 --hosts 1000 --in-flight 64
+//! cargo run -p fedvol-tests --bin fedvol-bench -- smoke              # CI's short form
+//! ```
+//!
+//! Exit codes: 0 when everything was measured; 1 when a mode had no successful request at all
+//! (or, for `sweep`, a configuration could not run); 2 when it could not run (bad arguments,
+//! no nats-server, a process that does not start).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use fedvol_tests::bench::agents::{AgentsSpec, serve_agents};
+use fedvol_tests::bench::inventory::Shape;
+use fedvol_tests::bench::procs::{DEFAULT_DEADLINE_MS, DEFAULT_MAX_PAYLOAD_BYTES};
+use fedvol_tests::bench::raw::{RespondersSpec, serve_responders};
+use fedvol_tests::bench::run::{self, Mode, RunSpec, SweepSpec};
+
+/// fedvol's federated fan-out benchmark: nats-server, a coordinator and N agents as real
+/// processes, driven at a fixed number of requests in flight.
+#[derive(Debug, Parser)]
+#[command(name = "fedvol-bench", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Which modes to measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ModeArg {
+    /// Dry-run submits.
+    Plan,
+    /// Submits (commit included).
+    Submit,
+    /// The raw scatter-gather to trivial responders.
+    Raw,
+    /// plan, submit and raw.
+    All,
+}
+
+/// Options shared by `run` and `sweep`.
+#[derive(Debug, Clone, clap::Args)]
+struct Common {
+    /// Provisioners per cluster (hostpath; the last one matches the workflow).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    provisioners: u32,
+    /// Existing persistent volumes per cluster.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    volumes: u32,
+    /// Measured window per mode, seconds.
+    #[arg(long, default_value_t = 10.0, value_parser = positive_secs)]
+    secs: f64,
+    /// Warm-up before each window, ms.
+    #[arg(long, default_value_t = 1000)]
+    warmup_ms: u64,
+    /// How long one request waits for its answer, ms (then it counts as `timeout`).
+    #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..))]
+    answer_wait_ms: u64,
+    /// Agent processes (0: one per cluster up to 8 clusters, else 2 processes of many agents).
+    #[arg(long, default_value_t = 0)]
+    agent_processes: usize,
+    /// The coordinator's plan deadline, ms (`--deadline-ms` of fedvol-coordinator).
+    #[arg(long, default_value_t = DEFAULT_DEADLINE_MS, value_parser = clap::value_parser!(u64).range(1..=120_000))]
+    deadline_ms: u64,
+    /// nats-server's max_payload, bytes (0: the server's default of 1 MiB, with which a
+    /// decision of 64 clusters of 1,000 hosts cannot be stored).
+    #[arg(long, default_value_t = DEFAULT_MAX_PAYLOAD_BYTES)]
+    nats_max_payload: usize,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Measure one configuration.
+    Run {
+        /// Clusters (agents).
+        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        clusters: u32,
+        /// Hosts per cluster.
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        hosts: u32,
+        /// Requests in flight (repeat or comma-separate to measure several on one federation).
+        #[arg(long, default_value = "1", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=10_000))]
+        in_flight: Vec<u32>,
+        /// What to measure.
+        #[arg(long, value_enum, default_value_t = ModeArg::All)]
+        mode: ModeArg,
+        /// Append the result to `<DIR>/results.jsonl`.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Measure the issue's grid and write `results.jsonl`, `tables.md` and SVG plots (the one
+    /// command behind BENCHMARKS.md).
+    Sweep {
+        /// Numbers of clusters.
+        #[arg(long, default_value = "1,4,16,64", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=1000))]
+        clusters: Vec<u32>,
+        /// Hosts per cluster.
+        #[arg(long, default_value = "100,1000,10000", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        hosts: Vec<u32>,
+        /// Requests in flight.
+        #[arg(long, default_value = "1,64", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=10_000))]
+        in_flight: Vec<u32>,
+        /// Output directory.
+        #[arg(long, default_value = "bench-results")]
+        out: PathBuf,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// CI's short form: 1 cluster, 100 hosts, a few hundred ms per mode; fails only when
+    /// something cannot run or every request of a mode failed.
+    Smoke {
+        /// Keep the results, tables and plot in this directory.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Re-write `tables.md` and the plots from `<OUT>/results.jsonl`.
+    Render {
+        /// The directory of a sweep.
+        #[arg(long, default_value = "bench-results")]
+        out: PathBuf,
+    },
+    /// Multi-agent mode: run one agent per inventory in this process (started by the
+    /// benchmark itself).
+    #[command(hide = true)]
+    Agents {
+        /// An inventory (one per agent).
+        #[arg(long, required = true)]
+        inventory: Vec<PathBuf>,
+        /// NATS URL.
+        #[arg(long)]
+        nats: String,
+        /// State directories go under it.
+        #[arg(long)]
+        data_dir: PathBuf,
+        /// Heartbeat interval, ms.
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+        heartbeat_ms: u64,
+    },
+    /// Raw responders (started by the benchmark itself).
+    #[command(hide = true)]
+    Responders {
+        /// NATS URL.
+        #[arg(long)]
+        nats: String,
+        /// Index of the first responder.
+        #[arg(long, default_value_t = 0)]
+        first: usize,
+        /// Responders in this process.
+        #[arg(long)]
+        n: usize,
+        /// Size of every answer, bytes.
+        #[arg(long, default_value_t = 1024)]
+        body_bytes: usize,
+    },
+}
+
+fn positive_secs(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if v.is_finite() && v > 0.0 && v <= 86_400.0 {
+        Ok(v)
+    } else {
+        Err(format!("`{s}`: give a number of seconds above 0 (at most 86400)"))
+    }
+}
+
+fn modes(m: ModeArg) -> Vec<Mode> {
+    match m {
+        ModeArg::Plan => vec![Mode::Plan],
+        ModeArg::Submit => vec![Mode::Submit],
+        ModeArg::Raw => vec![Mode::Raw],
+        ModeArg::All => Mode::ALL.to_vec(),
+    }
+}
+
+fn base_spec(c: &Common) -> RunSpec {
+    let mut spec = RunSpec::new();
+    spec.shape = Shape {
+        hosts: spec.shape.hosts,
+        provisioners: c.provisioners as usize,
+        volumes: c.volumes as usize,
+    };
+    spec.window = Duration::from_secs_f64(c.secs);
+    spec.warmup = Duration::from_millis(c.warmup_ms);
+    spec.answer_wait = Duration::from_millis(c.answer_wait_ms);
+    spec.agent_processes = c.agent_processes;
+    spec.deadline_ms = c.deadline_ms;
+    spec.max_payload_bytes = c.nats_max_payload;
+    spec
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))
+}
+
+/// What went wrong: 1 = measured but a mode never succeeded (or a sweep configuration failed),
+/// 2 = could not run.
+enum Failure {
+    Measured(String),
+    CannotRun(String),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Run {
+            clusters,
+            hosts,
+            in_flight,
+            mode,
+            out,
+            common,
+        } => {
+            let mut spec = base_spec(&common);
+            spec.clusters = clusters as usize;
+            spec.shape.hosts = hosts as usize;
+            spec.in_flight = in_flight.iter().map(|&n| n as usize).collect();
+            spec.modes = modes(mode);
+            spec.out = out;
+            runtime()
+                .and_then(|rt| rt.block_on(run::run_federation(&spec)))
+                .map_err(Failure::CannotRun)
+                .and_then(|results| {
+                    let dead: Vec<String> = results
+                        .iter()
+                        .flat_map(|r| {
+                            r.modes
+                                .iter()
+                                .filter(|m| m.ok == 0)
+                                .map(move |m| format!("{} at {} in flight", m.mode, r.config.in_flight))
+                        })
+                        .collect();
+                    if dead.is_empty() {
+                        Ok(())
+                    } else {
+                        Err(Failure::Measured(format!(
+                            "no successful request in: {}",
+                            dead.join(", ")
+                        )))
+                    }
+                })
+        }
+        Command::Sweep {
+            clusters,
+            hosts,
+            in_flight,
+            out,
+            common,
+        } => {
+            let spec = SweepSpec {
+                clusters: clusters.iter().map(|&n| n as usize).collect(),
+                hosts: hosts.iter().map(|&n| n as usize).collect(),
+                in_flight: in_flight.iter().map(|&n| n as usize).collect(),
+                base: base_spec(&common),
+                out,
+                command: std::iter::once("fedvol-bench".to_string())
+                    .chain(std::env::args().skip(1))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            };
+            runtime()
+                .map_err(Failure::CannotRun)
+                .and_then(|rt| rt.block_on(run::sweep(&spec)).map_err(Failure::Measured))
+                .map(|_| ())
+        }
+        Command::Smoke { out } => runtime()
+            .map_err(Failure::CannotRun)
+            .and_then(|rt| {
+                rt.block_on(run::smoke(out)).map_err(|e| {
+                    if e.starts_with("smoke: every request failed") {
+                        Failure::Measured(e)
+                    } else {
+                        Failure::CannotRun(e)
+                    }
+                })
+            })
+            .map(|_| eprintln!("fedvol-bench smoke: every mode ran")),
+        Command::Render { out } => run::render(&out, "fedvol-bench render")
+            .map(|files| {
+                for f in files {
+                    eprintln!("fedvol-bench: wrote {}", f.display());
+                }
+            })
+            .map_err(Failure::CannotRun),
+        Command::Agents {
+            inventory,
+            nats,
+            data_dir,
+            heartbeat_ms,
+        } => serve_agents(AgentsSpec {
+            inventories: inventory,
+            nats,
+            data_dir,
+            heartbeat_ms,
+        })
+        .map_err(Failure::CannotRun),
+        Command::Responders {
+            nats,
+            first,
+            n,
+            body_bytes,
+        } => serve_responders(RespondersSpec {
+            first,
+            n,
+            nats,
+            body_bytes,
+        })
+        .map_err(Failure::CannotRun),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Measured(e)) => {
+            eprintln!("fedvol-bench: {e}");
+            ExitCode::from(1)
+        }
+        Err(Failure::CannotRun(e)) => {
+            eprintln!("fedvol-bench: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
