@@ -112,6 +112,7 @@ pub fn cluster(name: &str, s: SynthSizes) -> Inventory {
                     },
                     networks: vec!["eth0".into()],
                 })
+                .map(std::sync::Arc::new)
                 .collect();
             Zone {
                 name: format!("zone-{z}"),

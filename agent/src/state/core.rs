@@ -21,7 +21,7 @@ use fedvol_common::wire::{
     VolumeOutcome,
 };
 
-use super::ledger::Ledger;
+use super::ledger::{HostIndex, Ledger};
 use super::records::{Commit, CommittedVolume, Hold, Holding, ManagedVolume};
 use super::store::{Batch, Store, StoreError};
 
@@ -32,6 +32,9 @@ use super::store::{Batch, Store, StoreError};
 /// every workflow ever completed stayed in memory and in `status`, which outgrew NATS's
 /// payload limit after some thousand workflows and slowed every change.
 pub const COMPLETED_RETENTION_MS: u64 = 10 * 60 * 1000;
+
+/// How often the sweep looks for completed commits past their retention, ms.
+pub const PRUNE_EVERY_MS: u64 = 1000;
 
 /// Errors of state operations that callers must surface as internal errors.
 #[derive(Debug, thiserror::Error)]
@@ -88,6 +91,10 @@ pub enum DriverResult {
 pub struct Core {
     cluster: String,
     base: Arc<Inventory>,
+    /// Where each host of `base` is (rebuilt with `base`).
+    host_index: HostIndex,
+    /// The time sweep last pruned completed commits, ms since the epoch.
+    pruned_ms: u64,
     effective: Arc<Inventory>,
     state: Arc<ClusterState>,
     ledger: Ledger,
@@ -129,10 +136,13 @@ impl Core {
     /// Opens the state for `cluster` on `store` (already loaded into `ledger`) serving `base`.
     pub fn new(cluster: &str, base: Inventory, store: Store, ledger: Ledger, default_ttl_ms: u64) -> Self {
         let base = Arc::new(base);
-        let (eff, state) = ledger.effective(&base);
+        let host_index = HostIndex::new(&base);
+        let (eff, state) = ledger.effective(&base, &host_index);
         Core {
             cluster: cluster.to_string(),
             base,
+            host_index,
+            pruned_ms: 0,
             effective: Arc::new(eff),
             state: Arc::new(state),
             ledger,
@@ -170,23 +180,24 @@ impl Core {
         if !self.ledger.knows(request_id) {
             return self.snapshot();
         }
-        let (inv, state) = self.ledger.without(request_id).effective(&self.base);
+        let (inv, state) = self.ledger.without(request_id).effective(&self.base, &self.host_index);
         (Arc::new(inv), Arc::new(state))
     }
 
     /// Number of live holds.
     pub fn hold_count(&self) -> usize {
-        self.ledger.holds.len()
+        self.ledger.holds().len()
     }
 
     /// Replaces the inventory (after a validated reload).
     pub fn replace_inventory(&mut self, base: Inventory) {
+        self.host_index = HostIndex::new(&base);
         self.base = Arc::new(base);
         self.rebuild();
     }
 
     fn rebuild(&mut self) {
-        let (eff, state) = self.ledger.effective(&self.base);
+        let (eff, state) = self.ledger.effective(&self.base, &self.host_index);
         self.effective = Arc::new(eff);
         self.state = Arc::new(state);
     }
@@ -200,16 +211,25 @@ impl Core {
     pub fn sweep(&mut self, now_ms: u64) -> Result<Vec<String>, CoreError> {
         let expired = self.ledger.expired(now_ms, &self.in_flight);
         let cutoff = now_ms.saturating_sub(COMPLETED_RETENTION_MS);
-        let pruned: Vec<String> = self
-            .ledger
-            .commits
-            .values()
-            .filter(|c| c.completion.is_some() && c.completed_ms <= cutoff)
-            .map(|c| c.request_id.clone())
-            .collect();
+        // Looking for prunable commits reads every commit: at most once per PRUNE_EVERY_MS,
+        // not at every plan (with thousands of live commits that dominated a plan's cost).
+        let prune_now = now_ms.saturating_sub(self.pruned_ms) >= PRUNE_EVERY_MS;
+        if prune_now {
+            self.pruned_ms = now_ms;
+        }
+        let pruned: Vec<String> = if !prune_now {
+            Vec::new()
+        } else {
+            self.ledger
+                .commits()
+                .values()
+                .filter(|c| c.completion.is_some() && c.completed_ms <= cutoff)
+                .map(|c| c.request_id.clone())
+                .collect()
+        };
         let mut gone_volumes = Vec::new();
         for id in &pruned {
-            if let Some(c) = self.ledger.commits.get(id) {
+            if let Some(c) = self.ledger.commits().get(id) {
                 for cv in &c.volumes {
                     if self.ledger.volume(&cv.id).is_some_and(|mv| mv.deleted) {
                         gone_volumes.push(super::store::volume_key(&cv.id));
@@ -227,10 +247,10 @@ impl Core {
             ..Batch::default()
         })?;
         for id in &expired {
-            self.ledger.holds.remove(id);
+            self.ledger.remove_hold(id);
         }
         for id in &pruned {
-            self.ledger.commits.remove(id);
+            self.ledger.remove_commit(id);
         }
         for key in &gone_volumes {
             self.ledger.volumes.remove(key);
@@ -253,10 +273,10 @@ impl Core {
     /// Errors: the store write failed (nothing is held).
     pub fn plan_and_hold(&mut self, msg: &PlanMsg, now_ms: u64) -> Result<PlanReply, CoreError> {
         let id = &msg.request.request_id;
-        if let Some(h) = self.ledger.holds.get(id) {
+        if let Some(h) = self.ledger.holds().get(id) {
             return Ok(h.reply.clone());
         }
-        if let Some(c) = self.ledger.commits.get(id) {
+        if let Some(c) = self.ledger.commits().get(id) {
             return Ok(c.plan_reply.clone());
         }
         self.sweep(now_ms)?;
@@ -307,7 +327,7 @@ impl Core {
             put_holds: vec![hold.clone()],
             ..Batch::default()
         })?;
-        self.ledger.holds.insert(id.clone(), hold);
+        self.ledger.put_hold(hold);
         self.rebuild();
         Ok(reply)
     }
@@ -317,7 +337,7 @@ impl Core {
     ///
     /// Errors: the store write failed.
     pub fn begin_commit(&mut self, request_id: &str, now_ms: u64) -> Result<Next<Vec<ProvisionWork>>, CoreError> {
-        if let Some(c) = self.ledger.commits.get(request_id) {
+        if let Some(c) = self.ledger.commits().get(request_id) {
             return Ok(Next::Answer(c.reply.clone()));
         }
         if self.in_flight.contains(request_id) {
@@ -328,7 +348,7 @@ impl Core {
                 "a commit of this request is already running; retry with the same request id",
             )));
         }
-        let Some(hold) = self.ledger.holds.get(request_id).cloned() else {
+        let Some(hold) = self.ledger.holds().get(request_id).cloned() else {
             return Ok(Next::Answer(refusal(
                 &self.cluster,
                 request_id,
@@ -341,7 +361,7 @@ impl Core {
                 remove_holds: vec![request_id.to_string()],
                 ..Batch::default()
             })?;
-            self.ledger.holds.remove(request_id);
+            self.ledger.remove_hold(request_id);
             self.rebuild();
             return Ok(Next::Answer(refusal(
                 &self.cluster,
@@ -372,7 +392,7 @@ impl Core {
             put_holds: vec![marked.clone()],
             ..Batch::default()
         })?;
-        self.ledger.holds.insert(request_id.to_string(), marked);
+        self.ledger.put_hold(marked);
         self.in_flight.insert(request_id.to_string());
         Ok(Next::Run(work))
     }
@@ -390,7 +410,7 @@ impl Core {
         now_ms: u64,
     ) -> Result<ActionReply, CoreError> {
         self.in_flight.remove(request_id);
-        let Some(hold) = self.ledger.holds.get(request_id).cloned() else {
+        let Some(hold) = self.ledger.holds().get(request_id).cloned() else {
             return Ok(refusal(
                 &self.cluster,
                 request_id,
@@ -429,7 +449,7 @@ impl Core {
                 put_holds: vec![unmarked.clone()],
                 ..Batch::default()
             })?;
-            self.ledger.holds.insert(request_id.to_string(), unmarked);
+            self.ledger.put_hold(unmarked);
             let mut reply = refusal(&self.cluster, request_id, "provisioning_failed", failures.join("; "));
             reply.volumes = outcomes;
             return Ok(reply);
@@ -575,8 +595,8 @@ impl Core {
             put_volumes: put_volumes.clone(),
             ..Batch::default()
         })?;
-        self.ledger.holds.remove(request_id);
-        self.ledger.commits.insert(request_id.to_string(), commit);
+        self.ledger.remove_hold(request_id);
+        self.ledger.put_commit(commit);
         for mv in put_volumes {
             self.ledger.volumes.insert(super::store::volume_key(&mv.id()), mv);
         }
@@ -597,7 +617,7 @@ impl Core {
                 "the hold is being committed",
             ));
         }
-        if self.ledger.commits.contains_key(request_id) {
+        if self.ledger.commits().contains_key(request_id) {
             return Ok(refusal(
                 &self.cluster,
                 request_id,
@@ -605,12 +625,12 @@ impl Core {
                 "the request is committed: use complete to end it",
             ));
         }
-        if self.ledger.holds.contains_key(request_id) {
+        if self.ledger.holds().contains_key(request_id) {
             self.store.write(&Batch {
                 remove_holds: vec![request_id.to_string()],
                 ..Batch::default()
             })?;
-            self.ledger.holds.remove(request_id);
+            self.ledger.remove_hold(request_id);
             self.rebuild();
         }
         Ok(ActionReply {
@@ -627,7 +647,7 @@ impl Core {
     /// provisioner is known), or the reply to give now (a repeated id gets the stored reply; an
     /// unknown id is refused).
     pub fn begin_complete(&mut self, request_id: &str) -> Next<Vec<DeleteWork>> {
-        let Some(c) = self.ledger.commits.get(request_id) else {
+        let Some(c) = self.ledger.commits().get(request_id) else {
             return Next::Answer(refusal(
                 &self.cluster,
                 request_id,
@@ -684,7 +704,7 @@ impl Core {
         results: Vec<(DeleteWork, DriverResult)>,
         now_ms: u64,
     ) -> Result<ActionReply, CoreError> {
-        let Some(mut commit) = self.ledger.commits.get(request_id).cloned() else {
+        let Some(mut commit) = self.ledger.commits().get(request_id).cloned() else {
             return Ok(refusal(
                 &self.cluster,
                 request_id,
@@ -760,7 +780,7 @@ impl Core {
             put_volumes: put_volumes.clone(),
             ..Batch::default()
         })?;
-        self.ledger.commits.insert(request_id.to_string(), commit);
+        self.ledger.put_commit(commit);
         for mv in put_volumes {
             self.ledger.volumes.insert(super::store::volume_key(&mv.id()), mv);
         }
@@ -783,7 +803,7 @@ impl Core {
             inventory_version: self.base.version.clone(),
             holds: self
                 .ledger
-                .holds
+                .holds()
                 .values()
                 .map(|h| HoldSummary {
                     request_id: h.request_id.clone(),
@@ -793,7 +813,7 @@ impl Core {
                 .collect(),
             committed: self
                 .ledger
-                .commits
+                .commits()
                 .values()
                 .filter(|c| c.completion.is_none())
                 .map(|c| c.request_id.clone())

@@ -4,22 +4,71 @@
 //! requests never get the same capacity or volume (DESIGN §6).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
+use fedvol_common::decision::HostAllocation;
 use fedvol_common::funnel::{ClusterState, VolumeId};
 use fedvol_common::model::{Inventory, PersistentVolume, Resources, VolumePhase};
 
 use super::records::{Commit, Hold, ManagedVolume};
 use super::store::{Snapshot, volume_key};
 
-/// Holds, commits and managed volumes, keyed for lookup.
+/// Holds, commits and managed volumes, keyed for lookup, and the capacity they take per host.
+///
+/// Invariant: `in_use` is always the sum of the allocations of every hold and every commit not
+/// yet completed; holds and commits change only through [`Ledger::put_hold`],
+/// [`Ledger::remove_hold`], [`Ledger::put_commit`] and [`Ledger::remove_commit`], which keep it
+/// so. (Recomputing it at each change cost time in proportion to the live commits: with
+/// thousands of running workflows, most of an agent's time.)
 #[derive(Debug, Default, Clone)]
 pub struct Ledger {
-    /// Live holds by request id.
-    pub holds: BTreeMap<String, Hold>,
-    /// Commits by request id.
-    pub commits: BTreeMap<String, Commit>,
+    holds: BTreeMap<String, Hold>,
+    commits: BTreeMap<String, Commit>,
     /// Managed volumes by [`volume_key`].
     pub volumes: BTreeMap<String, ManagedVolume>,
+    /// Capacity taken by holds and live commits: zone → host → resources.
+    in_use: HashMap<String, HashMap<String, Resources>>,
+}
+
+/// Positions of the hosts of an inventory: zone name → host name → (zone index, host index).
+/// Built once per inventory ([`HostIndex::new`]) and reused by every rebuild.
+#[derive(Debug, Default, Clone)]
+pub struct HostIndex(HashMap<String, HashMap<String, (usize, usize)>>);
+
+impl HostIndex {
+    /// The index of `inv`'s hosts.
+    pub fn new(inv: &Inventory) -> Self {
+        let mut out: HashMap<String, HashMap<String, (usize, usize)>> = HashMap::new();
+        for (zi, z) in inv.zones.iter().enumerate() {
+            let hosts = out.entry(z.name.clone()).or_default();
+            for (hi, h) in z.hosts.iter().enumerate() {
+                hosts.insert(h.name.clone(), (zi, hi));
+            }
+        }
+        HostIndex(out)
+    }
+
+    /// Where host `host` of zone `zone` is, if the inventory has it.
+    pub fn get(&self, zone: &str, host: &str) -> Option<(usize, usize)> {
+        self.0.get(zone).and_then(|z| z.get(host)).copied()
+    }
+}
+
+/// Subtracts `b` from `a`, saturating at 0.
+pub fn sub_resources(a: &mut Resources, b: &Resources) {
+    a.cpu = a.cpu.saturating_sub(b.cpu);
+    a.memory.0 = a.memory.0.saturating_sub(b.memory.0);
+    a.instances = a.instances.saturating_sub(b.instances);
+    for (k, v) in &b.devices {
+        if let Some(e) = a.devices.get_mut(k) {
+            *e = e.saturating_sub(*v);
+        }
+    }
+    a.devices.retain(|_, v| *v > 0);
+}
+
+fn is_zero(r: &Resources) -> bool {
+    r.cpu == 0 && r.memory.0 == 0 && r.instances == 0 && r.devices.is_empty()
 }
 
 /// Adds `b` into `a`, saturating.
@@ -36,11 +85,74 @@ pub fn add_resources(a: &mut Resources, b: &Resources) {
 impl Ledger {
     /// The ledger as stored.
     pub fn from_snapshot(s: Snapshot) -> Self {
-        Ledger {
-            holds: s.holds.into_iter().map(|h| (h.request_id.clone(), h)).collect(),
-            commits: s.commits.into_iter().map(|c| (c.request_id.clone(), c)).collect(),
+        let mut l = Ledger {
             volumes: s.volumes.into_iter().map(|v| (volume_key(&v.id()), v)).collect(),
+            ..Ledger::default()
+        };
+        for h in s.holds {
+            l.put_hold(h);
         }
+        for c in s.commits {
+            l.put_commit(c);
+        }
+        l
+    }
+
+    /// Live holds by request id.
+    pub fn holds(&self) -> &BTreeMap<String, Hold> {
+        &self.holds
+    }
+
+    /// Commits (live and completed) by request id.
+    pub fn commits(&self) -> &BTreeMap<String, Commit> {
+        &self.commits
+    }
+
+    fn count(&mut self, allocations: &[HostAllocation], add: bool) {
+        for a in allocations {
+            let hosts = self.in_use.entry(a.zone.clone()).or_default();
+            if add {
+                add_resources(hosts.entry(a.host.clone()).or_default(), &a.resources);
+            } else if let Some(r) = hosts.get_mut(&a.host) {
+                sub_resources(r, &a.resources);
+                if is_zero(r) {
+                    hosts.remove(&a.host);
+                }
+            }
+        }
+    }
+
+    /// Adds (or replaces) the hold of its request id.
+    pub fn put_hold(&mut self, hold: Hold) {
+        self.remove_hold(&hold.request_id);
+        self.count(&hold.reply.decision.allocations, true);
+        self.holds.insert(hold.request_id.clone(), hold);
+    }
+
+    /// Removes the hold of `request_id`, returning it.
+    pub fn remove_hold(&mut self, request_id: &str) -> Option<Hold> {
+        let h = self.holds.remove(request_id)?;
+        self.count(&h.reply.decision.allocations, false);
+        Some(h)
+    }
+
+    /// Adds (or replaces) the commit of its request id; its allocations count until it is
+    /// completed.
+    pub fn put_commit(&mut self, commit: Commit) {
+        self.remove_commit(&commit.request_id);
+        if commit.completion.is_none() {
+            self.count(&commit.allocations, true);
+        }
+        self.commits.insert(commit.request_id.clone(), commit);
+    }
+
+    /// Removes the commit of `request_id`, returning it.
+    pub fn remove_commit(&mut self, request_id: &str) -> Option<Commit> {
+        let c = self.commits.remove(request_id)?;
+        if c.completion.is_none() {
+            self.count(&c.allocations, false);
+        }
+        Some(c)
     }
 
     /// A managed volume by id.
@@ -53,8 +165,8 @@ impl Ledger {
     /// the question it was first asked, not one where it already holds its own capacity).
     pub fn without(&self, request_id: &str) -> Ledger {
         let mut l = self.clone();
-        l.holds.remove(request_id);
-        if let Some(c) = l.commits.remove(request_id) {
+        l.remove_hold(request_id);
+        if let Some(c) = l.remove_commit(request_id) {
             for cv in &c.volumes {
                 if cv.holding != super::records::Holding::Existing {
                     l.volumes.remove(&volume_key(&cv.id));
@@ -81,24 +193,20 @@ impl Ledger {
 
     /// Capacity held on each host by holds and uncompleted commits, keyed `zone/host`.
     pub fn host_use(&self) -> BTreeMap<String, Resources> {
-        let mut out: BTreeMap<String, Resources> = BTreeMap::new();
-        let holds = self.holds.values().flat_map(|h| h.allocations().iter());
-        let commits = self
-            .commits
-            .values()
-            .filter(|c| c.completion.is_none())
-            .flat_map(|c| c.allocations.iter());
-        for a in holds.chain(commits) {
-            add_resources(out.entry(format!("{}/{}", a.zone, a.host)).or_default(), &a.resources);
-        }
-        out
+        self.in_use
+            .iter()
+            .flat_map(|(zone, hosts)| hosts.iter().map(move |(host, r)| (format!("{zone}/{host}"), r.clone())))
+            .collect()
     }
 
     /// The inventory the funnel must see: `base` plus managed volumes (provisioned ones added,
     /// bound or released ones with their new phase, deleted ones removed), plus host capacity
     /// held by holds and uncompleted commits; new volumes of holds appear as `Pending` volumes
     /// (their names are taken). The [`ClusterState`] lists volumes held by holds.
-    pub fn effective(&self, base: &Inventory) -> (Inventory, ClusterState) {
+    ///
+    /// `hosts` is [`HostIndex::new`] of `base`. Cost: one pointer per host (hosts are shared
+    /// with `base`; only hosts with capacity in use are copied) plus the managed volumes.
+    pub fn effective(&self, base: &Inventory, hosts: &HostIndex) -> (Inventory, ClusterState) {
         let mut inv = base.clone();
         let mut state = ClusterState::default();
 
@@ -129,18 +237,11 @@ impl Ledger {
             });
         }
 
-        let mut hosts: HashMap<(String, String), (usize, usize)> = HashMap::new();
-        for (zi, z) in inv.zones.iter().enumerate() {
-            for (hi, h) in z.hosts.iter().enumerate() {
-                hosts.insert((z.name.clone(), h.name.clone()), (zi, hi));
-            }
-        }
-        for (key, r) in self.host_use() {
-            let Some((zone, host)) = key.split_once('/') else {
-                continue;
-            };
-            if let Some(&(zi, hi)) = hosts.get(&(zone.to_string(), host.to_string())) {
-                add_resources(&mut inv.zones[zi].hosts[hi].allocated, &r);
+        for (zone, used) in &self.in_use {
+            for (host, r) in used {
+                if let Some((zi, hi)) = hosts.get(zone, host) {
+                    add_resources(&mut Arc::make_mut(&mut inv.zones[zi].hosts[hi]).allocated, r);
+                }
             }
         }
 

@@ -279,8 +279,10 @@ fn completed_commits_are_pruned_after_the_retention_and_status_stays_small() {
     core.sweep(2_000 + COMPLETED_RETENTION_MS - 1).unwrap();
     assert!(matches!(core.begin_complete("w3"), Next::Answer(r) if r.ok));
     // After it, the completed commits and their deleted volumes are gone, in memory and on
-    // disk; the live commit and the Released volume stay.
-    core.sweep(2_000 + COMPLETED_RETENTION_MS).unwrap();
+    // disk; the live commit and the Released volume stay. (The sweep looks for them at most
+    // once per PRUNE_EVERY_MS.)
+    core.sweep(2_000 + COMPLETED_RETENTION_MS - 1 + super::core::PRUNE_EVERY_MS)
+        .unwrap();
     assert!(matches!(core.begin_complete("w3"), Next::Answer(r) if !r.ok));
     drop(core);
     let mut core = open(dir.path(), 1);

@@ -294,7 +294,7 @@ pub struct Zone {
     /// own reachability; empty = rely on the provisioners' reachability only.
     pub storage: Vec<String>,
     /// Hosts in inventory order.
-    pub hosts: Vec<Host>,
+    pub hosts: Vec<std::sync::Arc<Host>>,
     /// Where it was defined.
     pub origin: Origin,
 }

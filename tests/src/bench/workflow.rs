@@ -7,7 +7,7 @@
 //! request id per request.
 
 use fedvol_common::format::parse_workflow_str;
-use fedvol_common::funnel::{PlanRequest, seed_from_request_id, trace::DEFAULT_TRACE_LIMIT};
+use fedvol_common::funnel::{PlanRequest, seed_from_request_id, trace::STORED_TRACE_LIMIT};
 use fedvol_common::model::Workflow;
 use fedvol_common::wire::{PlanMsg, SubmitMsg, VERSION, now_ms};
 
@@ -57,6 +57,7 @@ pub fn submit_body(workflow: &Workflow, id: &str, dry_run: bool) -> Vec<u8> {
         seed: None,
         groups: vec![GROUP.to_string()],
         timeout_ms: 0,
+        trace_limit: None,
     };
     serde_json::to_vec(&msg).unwrap_or_default()
 }
@@ -73,7 +74,7 @@ pub fn plan_body(workflow: &Workflow, id: &str, reserve: bool, wait_ms: u64) -> 
             user: USER.to_string(),
             groups: vec![GROUP.to_string()],
             seed: seed_from_request_id(id),
-            trace_limit: DEFAULT_TRACE_LIMIT,
+            trace_limit: STORED_TRACE_LIMIT,
         },
         deadline_ms: now_ms() + wait_ms,
         reserve,

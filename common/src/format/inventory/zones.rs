@@ -110,7 +110,7 @@ fn decode_zone(ctx: &mut Ctx, name: &str, key_span: Span, node: &Node, field: &s
         images,
         flavors,
         storage: storage_refs.iter().map(|(s, _)| s.clone()).collect(),
-        hosts,
+        hosts: hosts.into_iter().map(std::sync::Arc::new).collect(),
         origin: Origin {
             file: ctx.file().to_string(),
             line: key_span.line,

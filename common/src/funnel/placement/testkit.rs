@@ -73,7 +73,7 @@ pub fn zone(name: &str, hosts: Vec<Host>) -> Zone {
         images: Vec::new(),
         flavors: Vec::new(),
         storage: Vec::new(),
-        hosts,
+        hosts: hosts.into_iter().map(std::sync::Arc::new).collect(),
         origin: Origin::default(),
     }
 }
