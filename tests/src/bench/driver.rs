@@ -205,8 +205,8 @@ where
     let before = cpu_sample(members);
     tokio::time::sleep(spec.window).await;
     let t1 = Instant::now();
-    let after = cpu_sample(members);
     stop.store(true, Ordering::Relaxed);
+    let after = cpu_sample(members);
     let mut m = Measured {
         ok: 0,
         warmup_s: (t0 - started).as_secs_f64(),

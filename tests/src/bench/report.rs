@@ -239,6 +239,7 @@ pub fn render_run(r: &RunResult) -> String {
     t.load_preset(UTF8_FULL_CONDENSED);
     t.set_header(vec![
         "mode",
+        "warm-up s",
         "ok",
         "req/s",
         "p50 ms",
@@ -507,6 +508,9 @@ pub(crate) mod tests {
         assert_eq!(a.ratio("plan"), Some(0.25));
         let text = render_run(&a);
         assert!(text.contains("plan/raw throughput: 0.250"), "{text}");
+        let header = text.lines().find(|l| l.contains("mode")).unwrap();
+        let row = text.lines().find(|l| l.contains("│ plan")).unwrap();
+        assert_eq!(header.matches('┆').count(), row.matches('┆').count(), "{text}");
         assert!(text.contains("WITH ERRORS: submit (timeout: 2"), "{text}");
         let md = markdown_tables(&back);
         assert!(md.contains("| 4 | 1000 | 64 | submit | 50.0 |"), "{md}");

@@ -25,8 +25,15 @@ use fedvol_tests::bench::run::{self, Mode, RunSpec, SweepSpec};
 
 /// fedvol's federated fan-out benchmark: nats-server, a coordinator and N agents as real
 /// processes, driven at a fixed number of requests in flight.
+///
+/// Modes: plan (dry-run submits), submit (with the commit: a real hostpath mkdir), raw (the
+/// same scatter-gather through the same server to N trivial responders). Up to 8 clusters each
+/// agent is its own fedvol-agent process; above, the agents run in 2 processes of many agents
+/// each (one tokio runtime, one NATS connection, queue group, heartbeat and state file per
+/// agent); --agent-processes changes that. The fedvol binaries are those of this build's
+/// profile, logging at warn (FEDVOL_BENCH_LOG overrides).
 #[derive(Debug, Parser)]
-#[command(name = "fedvol-bench", version, about)]
+#[command(name = "fedvol-bench", version)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
