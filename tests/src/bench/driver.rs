@@ -7,6 +7,11 @@
 //! request uses its own fresh reply inbox ([`crate::load::call_raw`] for fedvol, the same
 //! pattern in [`crate::bench::raw`]).
 //!
+//! Warm-up lasts `warmup` and, beyond it, until every task has had one answer (at most
+//! `warmup_cap` in all), so that a slow configuration (64 clusters, 64 in flight: seconds per
+//! request) is measured in its steady state rather than while the first wave is still queued.
+//! The window starts then and lasts `window`.
+//!
 //! What counts: a request belongs to the window when its outcome arrives inside it. Successful
 //! ones are counted and their latency (send to outcome, µs) recorded in an HDR histogram (3
 //! significant digits); failures are counted by kind (an error reply, `timeout`,
@@ -18,7 +23,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -59,8 +64,10 @@ pub type Outcome = Result<(), Failed>;
 pub struct LoopSpec {
     /// Requests outstanding at all times.
     pub in_flight: usize,
-    /// Warm-up before the window (requests run, nothing recorded).
+    /// Warm-up before the window (requests run, nothing recorded), at least.
     pub warmup: Duration,
+    /// Warm-up at most, waiting for every task's first answer.
+    pub warmup_cap: Duration,
     /// The measured window.
     pub window: Duration,
 }
@@ -70,6 +77,8 @@ pub struct LoopSpec {
 pub struct Measured {
     /// Successful requests whose outcome came within the window.
     pub ok: u64,
+    /// The warm-up's actual length, s.
+    pub warmup_s: f64,
     /// The window's length, s.
     pub window_s: f64,
     /// Latency of the successful requests of the window, µs.
@@ -121,14 +130,14 @@ impl Measured {
     }
 }
 
-/// What one task saw.
-struct TaskTally {
-    ok: u64,
-    latency_us: Histogram<u64>,
-    errors: BTreeMap<String, u64>,
-    examples: BTreeMap<String, String>,
-    warmup_errors: u64,
-    late: u64,
+/// One request's outcome as a task saw it.
+struct Event {
+    /// When its outcome came.
+    done: Instant,
+    /// Send to outcome, µs.
+    us: u64,
+    /// Why it failed, if it did.
+    failed: Option<Failed>,
 }
 
 /// An empty latency histogram: 3 significant digits, growing to whatever range it records.
@@ -158,66 +167,50 @@ where
     if clients.is_empty() {
         return Err("the driver needs at least one NATS client".into());
     }
+    let in_flight = spec.in_flight.max(1);
     let request = Arc::new(request);
     let seq = Arc::new(AtomicU64::new(0));
-    let t0 = Instant::now() + spec.warmup;
-    let t1 = t0 + spec.window;
+    let answered = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
-    for i in 0..spec.in_flight.max(1) {
+    for i in 0..in_flight {
         let client = clients[i % clients.len()].clone();
-        let (request, seq) = (request.clone(), seq.clone());
-        let mut tally = TaskTally {
-            ok: 0,
-            latency_us: histogram()?,
-            errors: BTreeMap::new(),
-            examples: BTreeMap::new(),
-            warmup_errors: 0,
-            late: 0,
-        };
+        let (request, seq, answered, stop) = (request.clone(), seq.clone(), answered.clone(), stop.clone());
         tasks.spawn(async move {
-            loop {
+            let mut events = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
                 let sent = Instant::now();
-                if sent >= t1 {
-                    break;
-                }
                 let n = seq.fetch_add(1, Ordering::Relaxed);
                 let outcome = request(client.clone(), n).await;
                 let done = Instant::now();
-                if let Err(f) = &outcome
-                    && !tally.examples.contains_key(&f.kind)
-                {
-                    tally.examples.insert(f.kind.clone(), f.detail.clone());
+                if events.is_empty() {
+                    answered.fetch_add(1, Ordering::Relaxed);
                 }
-                if done < t0 {
-                    tally.warmup_errors += u64::from(outcome.is_err());
-                    continue;
-                }
-                if done >= t1 {
-                    tally.late += 1;
-                    break;
-                }
-                match outcome {
-                    Ok(()) => {
-                        tally.ok += 1;
-                        let us = (done - sent).as_micros().max(1) as u64;
-                        // The histogram grows as needed; saturating only if it ever cannot.
-                        if tally.latency_us.record(us).is_err() {
-                            tally.latency_us.saturating_record(us);
-                        }
-                    }
-                    Err(f) => *tally.errors.entry(f.kind).or_default() += 1,
-                }
+                events.push(Event {
+                    done,
+                    us: (done - sent).as_micros().max(1) as u64,
+                    failed: outcome.err(),
+                });
             }
-            tally
+            events
         });
     }
-    tokio::time::sleep_until(t0.into()).await;
+    tokio::time::sleep(spec.warmup).await;
+    let cap = started + spec.warmup.max(spec.warmup_cap);
+    while answered.load(Ordering::Relaxed) < in_flight && Instant::now() < cap {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let t0 = Instant::now();
     let before = cpu_sample(members);
-    tokio::time::sleep_until(t1.into()).await;
+    tokio::time::sleep(spec.window).await;
+    let t1 = Instant::now();
+    stop.store(true, Ordering::Relaxed);
     let after = cpu_sample(members);
     let mut m = Measured {
         ok: 0,
-        window_s: spec.window.as_secs_f64(),
+        warmup_s: (t0 - started).as_secs_f64(),
+        window_s: (t1 - t0).as_secs_f64(),
         latency_us: histogram()?,
         errors: BTreeMap::new(),
         error_examples: BTreeMap::new(),
@@ -226,19 +219,27 @@ where
         cpu_ms: after.iter().zip(&before).map(|(a, b)| a.saturating_sub(*b)).collect(),
     };
     while let Some(joined) = tasks.join_next().await {
-        let t = joined.map_err(|e| format!("a driver task failed: {e}"))?;
-        m.ok += t.ok;
-        m.latency_us
-            .add(&t.latency_us)
-            .map_err(|e| format!("cannot merge latency histograms: {e}"))?;
-        for (k, v) in t.errors {
-            *m.errors.entry(k).or_default() += v;
+        let events = joined.map_err(|e| format!("a driver task failed: {e}"))?;
+        for e in events {
+            if let Some(f) = &e.failed
+                && !m.error_examples.contains_key(&f.kind)
+            {
+                m.error_examples.insert(f.kind.clone(), f.detail.clone());
+            }
+            if e.done < t0 {
+                m.warmup_errors += u64::from(e.failed.is_some());
+            } else if e.done >= t1 {
+                m.late += 1;
+            } else if let Some(f) = e.failed {
+                *m.errors.entry(f.kind).or_default() += 1;
+            } else {
+                m.ok += 1;
+                // The histogram grows as needed; saturating only if it ever cannot.
+                if m.latency_us.record(e.us).is_err() {
+                    m.latency_us.saturating_record(e.us);
+                }
+            }
         }
-        for (k, v) in t.examples {
-            m.error_examples.entry(k).or_insert(v);
-        }
-        m.warmup_errors += t.warmup_errors;
-        m.late += t.late;
     }
     Ok(m)
 }
@@ -271,6 +272,7 @@ mod tests {
             LoopSpec {
                 in_flight: 4,
                 warmup: Duration::from_millis(50),
+                warmup_cap: Duration::from_secs(5),
                 window: Duration::from_millis(300),
             },
             &[crate::bench::procs::this_process()],
@@ -297,7 +299,38 @@ mod tests {
         assert_eq!(m.error_examples["odd"], "n % 5 == 0");
         assert!(m.quantile_ms(0.5) >= 5.0 && m.max_ms() < 300.0, "{m:?}");
         assert!(m.late <= 4);
+        assert!(m.warmup_s >= 0.05 && m.window_s >= 0.3, "{m:?}");
         assert_eq!(m.cpu_ms.len(), 1);
         assert!(m.throughput() > 0.0);
+    }
+
+    #[tokio::test]
+    async fn the_window_opens_once_every_task_has_had_an_answer() {
+        let server = crate::NatsServer::start();
+        let client = server.client().await;
+        let m = closed_loop(
+            &[client],
+            LoopSpec {
+                in_flight: 3,
+                warmup: Duration::from_millis(10),
+                warmup_cap: Duration::from_secs(5),
+                window: Duration::from_millis(200),
+            },
+            &[],
+            |_c, n| async move {
+                // The first wave is slow (as when 64 requests queue behind each other).
+                let ms = if n < 3 { 400 } else { 2 };
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                Ok(())
+            },
+        )
+        .await
+        .unwrap();
+        assert!(m.warmup_s >= 0.4, "{m:?}");
+        assert!(m.ok > 50, "{m:?}");
+        assert!(
+            m.quantile_ms(0.99) < 100.0,
+            "the slow first wave is not measured: {m:?}"
+        );
     }
 }

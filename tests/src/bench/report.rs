@@ -58,6 +58,13 @@ pub struct ModeResult {
     pub mode: String,
     /// Successful requests in the window.
     pub ok: u64,
+    /// The warm-up's actual length (at least the configured one, longer until every request
+    /// in flight had an answer), ms.
+    #[serde(default)]
+    pub warmup_ms: u64,
+    /// The window's actual length, ms.
+    #[serde(default)]
+    pub window_ms: u64,
     /// Successful requests per second.
     pub throughput_rps: f64,
     /// Median latency, ms.
@@ -103,6 +110,8 @@ impl ModeResult {
         ModeResult {
             mode: mode.to_string(),
             ok: m.ok,
+            warmup_ms: (m.warmup_s * 1000.0) as u64,
+            window_ms: (m.window_s * 1000.0) as u64,
             throughput_rps: m.throughput(),
             p50_ms: m.quantile_ms(0.50),
             p90_ms: m.quantile_ms(0.90),
@@ -205,7 +214,7 @@ fn mib(k: Option<u64>) -> String {
 pub fn render_run(r: &RunResult) -> String {
     let c = &r.config;
     let mut out = format!(
-        "clusters {} × hosts {} (provisioners {}, volumes {}), in flight {}, window {} ms after {} ms warm-up, {} agent process(es), {} build\n",
+        "clusters {} × hosts {} (provisioners {}, volumes {}), in flight {}, window {} ms after at least {} ms warm-up, {} agent process(es), {} build\n",
         c.clusters,
         c.hosts,
         c.provisioners,
@@ -230,6 +239,7 @@ pub fn render_run(r: &RunResult) -> String {
     t.load_preset(UTF8_FULL_CONDENSED);
     t.set_header(vec![
         "mode",
+        "warm-up s",
         "ok",
         "req/s",
         "p50 ms",
@@ -243,6 +253,7 @@ pub fn render_run(r: &RunResult) -> String {
     for m in &r.modes {
         t.add_row(vec![
             Cell::new(&m.mode),
+            right(format!("{:.1}", m.warmup_ms as f64 / 1000.0)),
             right(m.ok),
             right(format!("{:.1}", m.throughput_rps)),
             right(format!("{:.2}", m.p50_ms)),
@@ -431,6 +442,8 @@ pub(crate) mod tests {
         let mode = |name: &str, rps: f64| ModeResult {
             mode: name.into(),
             ok: (rps * 2.0) as u64,
+            warmup_ms: 1000,
+            window_ms: 2000,
             throughput_rps: rps,
             p50_ms: 1.0,
             p90_ms: 2.0,
@@ -495,6 +508,9 @@ pub(crate) mod tests {
         assert_eq!(a.ratio("plan"), Some(0.25));
         let text = render_run(&a);
         assert!(text.contains("plan/raw throughput: 0.250"), "{text}");
+        let header = text.lines().find(|l| l.contains("mode")).unwrap();
+        let row = text.lines().find(|l| l.contains("│ plan")).unwrap();
+        assert_eq!(header.matches('┆').count(), row.matches('┆').count(), "{text}");
         assert!(text.contains("WITH ERRORS: submit (timeout: 2"), "{text}");
         let md = markdown_tables(&back);
         assert!(md.contains("| 4 | 1000 | 64 | submit | 50.0 |"), "{md}");

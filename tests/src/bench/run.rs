@@ -162,15 +162,16 @@ pub async fn run_federation(spec: &RunSpec) -> Result<Vec<RunResult>, String> {
         let loop_spec = LoopSpec {
             in_flight: n,
             warmup: spec.warmup,
+            warmup_cap: spec.warmup.max(spec.answer_wait),
             window: spec.window,
         };
         let mut modes = Vec::new();
         for &mode in &spec.modes {
             eprintln!(
-                "fedvol-bench: {clusters} clusters × {} hosts, {n} in flight: {} for {:.1} s...",
+                "fedvol-bench: {clusters} clusters × {} hosts, {n} in flight: {} for {:.1} s after warm-up...",
                 spec.shape.hosts,
                 mode.name(),
-                (spec.warmup + spec.window).as_secs_f64()
+                spec.window.as_secs_f64()
             );
             let (members, measured) = match (mode, &responders) {
                 (Mode::Raw, Some(r)) => {
@@ -291,7 +292,7 @@ pub fn write_outputs(out: &Path, results: &[RunResult], command: &str) -> Result
     let mut md = String::new();
     let first = results.first().map(|r| &r.config);
     md.push_str(&format!(
-        "Made by `{command}` on {}; binaries: {} profile; nats-server max_payload: {}. Each configuration: {} ms warm-up, then a {} ms window per mode.\n\n",
+        "Made by `{command}` on {}; binaries: {} profile; nats-server max_payload: {}. Each configuration and mode: at least {} ms of warm-up (longer until every request in flight had an answer), then a {} ms window.\n\n",
         machine(),
         first.map(|c| c.profile.as_str()).unwrap_or("?"),
         match first.map(|c| c.nats_max_payload_bytes).unwrap_or(0) {

@@ -25,8 +25,15 @@ use fedvol_tests::bench::run::{self, Mode, RunSpec, SweepSpec};
 
 /// fedvol's federated fan-out benchmark: nats-server, a coordinator and N agents as real
 /// processes, driven at a fixed number of requests in flight.
+///
+/// Modes: plan (dry-run submits), submit (with the commit: a real hostpath mkdir), raw (the
+/// same scatter-gather through the same server to N trivial responders). Up to 8 clusters each
+/// agent is its own fedvol-agent process; above, the agents run in 2 processes of many agents
+/// each (one tokio runtime, one NATS connection, queue group, heartbeat and state file per
+/// agent); --agent-processes changes that. The fedvol binaries are those of this build's
+/// profile, logging at warn (FEDVOL_BENCH_LOG overrides).
 #[derive(Debug, Parser)]
-#[command(name = "fedvol-bench", version, about)]
+#[command(name = "fedvol-bench", version)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -39,7 +46,8 @@ enum ModeArg {
     Plan,
     /// Submits (commit included).
     Submit,
-    /// The raw scatter-gather to trivial responders.
+    /// The raw scatter-gather to trivial responders (the federation still starts: the size of
+    /// a real agent answer is measured on it).
     Raw,
     /// plan, submit and raw.
     All,
@@ -197,6 +205,19 @@ fn base_spec(c: &Common) -> RunSpec {
     spec
 }
 
+/// Runs `work` until it ends, SIGINT or SIGTERM; on a signal `work` is dropped, which stops
+/// every process it started and removes its temporary directories.
+async fn interruptible<T>(work: impl std::future::Future<Output = Result<T, String>>) -> Result<T, String> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).map_err(|e| format!("cannot listen for SIGTERM: {e}"))?;
+    let mut int = signal(SignalKind::interrupt()).map_err(|e| format!("cannot listen for SIGINT: {e}"))?;
+    tokio::select! {
+        r = work => r,
+        _ = int.recv() => Err("interrupted (SIGINT): every process it started was stopped".into()),
+        _ = term.recv() => Err("terminated (SIGTERM): every process it started was stopped".into()),
+    }
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -229,7 +250,7 @@ fn main() -> ExitCode {
             spec.modes = modes(mode);
             spec.out = out;
             runtime()
-                .and_then(|rt| rt.block_on(run::run_federation(&spec)))
+                .and_then(|rt| rt.block_on(interruptible(run::run_federation(&spec))))
                 .map_err(Failure::CannotRun)
                 .and_then(|results| {
                     let dead: Vec<String> = results
@@ -271,13 +292,13 @@ fn main() -> ExitCode {
             };
             runtime()
                 .map_err(Failure::CannotRun)
-                .and_then(|rt| rt.block_on(run::sweep(&spec)).map_err(Failure::Measured))
+                .and_then(|rt| rt.block_on(interruptible(run::sweep(&spec))).map_err(Failure::Measured))
                 .map(|_| ())
         }
         Command::Smoke { out } => runtime()
             .map_err(Failure::CannotRun)
             .and_then(|rt| {
-                rt.block_on(run::smoke(out)).map_err(|e| {
+                rt.block_on(interruptible(run::smoke(out))).map_err(|e| {
                     if e.starts_with("smoke: every request failed") {
                         Failure::Measured(e)
                     } else {
