@@ -75,6 +75,7 @@ pub fn cluster(name: &str, s: SynthSizes) -> Inventory {
             node_affinity: None,
             origin: Origin::default(),
         })
+        .map(std::sync::Arc::new)
         .collect();
     let per_zone = 1000usize;
     let nzones = s.hosts.div_ceil(per_zone).max(1);

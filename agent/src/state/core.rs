@@ -490,9 +490,9 @@ impl Core {
                         .iter()
                         .find(|v| v.name == name && v.provisioner == vd.provisioner);
                     let Some(pv) = pv.cloned() else { continue };
-                    let mut pv = pv;
+                    let mut pv: PersistentVolume = (*pv).clone();
                     let mut mv = self.ledger.volume(&id).cloned().unwrap_or(ManagedVolume {
-                        pv: pv.clone(),
+                        pv: Arc::new(pv.clone()),
                         source: None,
                         provisioned: false,
                         deleted: false,
@@ -502,7 +502,7 @@ impl Core {
                     if pv.claim_ref.is_none() {
                         pv.claim_ref = Some(claim_ref_for(hold.claims.get(key), &workflow, key, request_id));
                     }
-                    mv.pv = pv;
+                    mv.pv = Arc::new(pv);
                     mv.events.push(event(
                         now_ms,
                         "Bound",
@@ -542,7 +542,7 @@ impl Core {
                     };
                     let detail = source.clone().unwrap_or_default();
                     put_volumes.push(ManagedVolume {
-                        pv,
+                        pv: Arc::new(pv),
                         source: source.clone(),
                         provisioned: true,
                         deleted: false,
@@ -729,7 +729,7 @@ impl Core {
             match by_key.get(&cv.key) {
                 Some(DriverResult::Ok(msg)) => {
                     mv.deleted = true;
-                    mv.pv.phase = VolumePhase::Released;
+                    Arc::make_mut(&mut mv.pv).phase = VolumePhase::Released;
                     mv.events
                         .push(event(now_ms, "Released", format!("request {request_id} completed")));
                     mv.events
@@ -737,14 +737,14 @@ impl Core {
                     outcomes.push(outcome(&cv.key, &cv.id.name, prov, "deleted", Some(msg.clone())));
                 }
                 Some(DriverResult::Failed(msg)) => {
-                    mv.pv.phase = VolumePhase::Failed;
+                    Arc::make_mut(&mut mv.pv).phase = VolumePhase::Failed;
                     mv.events
                         .push(event(now_ms, "Released", format!("request {request_id} completed")));
                     mv.events.push(event(now_ms, "VolumeFailedDelete", msg.clone()));
                     outcomes.push(outcome(&cv.key, &cv.id.name, prov, "failed", Some(msg.clone())));
                 }
                 None => {
-                    mv.pv.phase = VolumePhase::Released;
+                    Arc::make_mut(&mut mv.pv).phase = VolumePhase::Released;
                     let (what, why) = match mv.pv.reclaim_policy {
                         ReclaimPolicy::Delete => (
                             "released",

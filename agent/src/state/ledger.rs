@@ -255,7 +255,7 @@ impl Ledger {
                     name: nv.name.clone(),
                 };
                 state.reserved_volumes.insert(id, h.request_id.clone());
-                inv.volumes.push(PersistentVolume {
+                inv.volumes.push(Arc::new(PersistentVolume {
                     name: nv.name.clone(),
                     provisioner: Some(nv.provisioner.clone()),
                     capacity: nv.capacity,
@@ -269,7 +269,7 @@ impl Ledger {
                     being_deleted: false,
                     node_affinity: None,
                     origin: Default::default(),
-                });
+                }));
             }
         }
         (inv, state)

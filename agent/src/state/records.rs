@@ -111,7 +111,7 @@ pub struct Commit {
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ManagedVolume {
     /// The volume record as it now stands (phase, claimRef...).
-    pub pv: PersistentVolume,
+    pub pv: std::sync::Arc<PersistentVolume>,
     /// Where its asset is (driver source), for volumes fedvol provisioned.
     #[serde(default)]
     pub source: Option<String>,

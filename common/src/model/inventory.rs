@@ -28,7 +28,7 @@ pub struct Inventory {
     /// Provisioners in inventory order (fedvol definitions first, then StorageClasses in file order).
     pub provisioners: Vec<Provisioner>,
     /// Existing persistent volumes, in inventory order.
-    pub volumes: Vec<PersistentVolume>,
+    pub volumes: Vec<std::sync::Arc<PersistentVolume>>,
     /// Projects with their zone assignments. Empty means: every zone belongs to every project,
     /// with the zone's own `priority` and no limits.
     pub projects: Vec<Project>,

@@ -230,7 +230,7 @@ pub(crate) fn assemble(
             ),
             None => {
                 seen.insert(key, format!("{}:{}", v.origin.file, v.origin.line));
-                volumes.push(v);
+                volumes.push(std::sync::Arc::new(v));
             }
         }
     }
@@ -262,7 +262,7 @@ pub(crate) fn assemble(
             continue;
         }
         seen.insert(key, here);
-        volumes.push(v);
+        volumes.push(std::sync::Arc::new(v));
     }
 
     Inventory {

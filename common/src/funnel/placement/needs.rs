@@ -152,7 +152,7 @@ fn mounted<'a>(inv: &'a Inventory, key: &'a str, d: &'a VolumeDecision) -> Mount
         key,
         decision: d,
         provisioner,
-        pv,
+        pv: pv.map(|v| &**v),
     }
 }
 

@@ -621,7 +621,7 @@ fn persistent_volume_node_affinity_limits_hosts() {
         operator: op,
         values: strs(values),
     };
-    i.volumes.push(PersistentVolume {
+    i.volumes.push(std::sync::Arc::new(PersistentVolume {
         name: "pv".into(),
         provisioner: Some("nfs".into()),
         capacity: gib(10),
@@ -644,7 +644,7 @@ fn persistent_volume_node_affinity_limits_hosts() {
             ],
         }),
         origin: Origin::default(),
-    });
+    }));
     let v = vols(vec![("pv", existing("nfs", "pv"))]);
     let (p, trace) = run(&i, &req(vec![job("j", &["pv"])], 1), &v);
     assert_eq!(placed(&p, "j").1, "h2");

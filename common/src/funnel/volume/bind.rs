@@ -53,7 +53,7 @@ pub(crate) fn bind<'a>(
     volume_name: Option<&str>,
     trace: &mut Trace,
 ) -> BindOutcome<'a> {
-    let all: Vec<&'a PersistentVolume> = ctx.inv.volumes.iter().collect();
+    let all: Vec<&'a PersistentVolume> = ctx.inv.volumes.iter().map(|v| &**v).collect();
     let first_stage = trace.len();
     let of_class = run_filter(
         trace,

@@ -152,6 +152,7 @@ impl<'a> Ctx<'a> {
             .volumes
             .iter()
             .find(|v| v.name == name && v.provisioner.as_deref() == Some(provisioner))
+            .map(|v| &**v)
     }
 
     /// Why `v` is held by someone else: another request's reservation, or an earlier volume of

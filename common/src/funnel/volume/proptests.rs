@@ -120,7 +120,7 @@ fn inventory_strategy() -> impl Strategy<Value = Inventory> {
         Inventory {
             cluster: "prop".into(),
             provisioners,
-            volumes,
+            volumes: volumes.into_iter().map(std::sync::Arc::new).collect(),
             version: "v".into(),
             ..Default::default()
         }

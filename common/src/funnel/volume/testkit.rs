@@ -223,7 +223,7 @@ impl InvBuilder {
         self
     }
     pub fn volume(mut self, v: impl Into<PersistentVolume>) -> Self {
-        self.0.volumes.push(v.into());
+        self.0.volumes.push(std::sync::Arc::new(v.into()));
         self
     }
     pub fn build(self) -> Inventory {
