@@ -95,6 +95,9 @@ pub struct Core {
     host_index: HostIndex,
     /// The time sweep last pruned completed commits, ms since the epoch.
     pruned_ms: u64,
+    /// `base`'s volumes merged with the managed ones, and the ledger's volumes generation they
+    /// were merged at (holds and releases, most changes, do not change them).
+    merged: Option<(u64, Vec<Arc<PersistentVolume>>)>,
     effective: Arc<Inventory>,
     state: Arc<ClusterState>,
     ledger: Ledger,
@@ -143,6 +146,7 @@ impl Core {
             base,
             host_index,
             pruned_ms: 0,
+            merged: None,
             effective: Arc::new(eff),
             state: Arc::new(state),
             ledger,
@@ -193,11 +197,21 @@ impl Core {
     pub fn replace_inventory(&mut self, base: Inventory) {
         self.host_index = HostIndex::new(&base);
         self.base = Arc::new(base);
+        self.merged = None;
         self.rebuild();
     }
 
     fn rebuild(&mut self) {
-        let (eff, state) = self.ledger.effective(&self.base, &self.host_index);
+        let generation = self.ledger.volumes_generation();
+        let volumes = match &self.merged {
+            Some((g, v)) if *g == generation => v.clone(),
+            _ => {
+                let v = self.ledger.merged_volumes(&self.base, &self.host_index);
+                self.merged = Some((generation, v.clone()));
+                v
+            }
+        };
+        let (eff, state) = self.ledger.effective_with(&self.base, &self.host_index, volumes);
         self.effective = Arc::new(eff);
         self.state = Arc::new(state);
     }
@@ -253,7 +267,7 @@ impl Core {
             self.ledger.remove_commit(id);
         }
         for key in &gone_volumes {
-            self.ledger.volumes.remove(key);
+            self.ledger.remove_volume(key);
         }
         if !pruned.is_empty() {
             tracing::info!(
@@ -598,7 +612,7 @@ impl Core {
         self.ledger.remove_hold(request_id);
         self.ledger.put_commit(commit);
         for mv in put_volumes {
-            self.ledger.volumes.insert(super::store::volume_key(&mv.id()), mv);
+            self.ledger.put_volume(mv);
         }
         self.rebuild();
         Ok(reply)
@@ -782,7 +796,7 @@ impl Core {
         })?;
         self.ledger.put_commit(commit);
         for mv in put_volumes {
-            self.ledger.volumes.insert(super::store::volume_key(&mv.id()), mv);
+            self.ledger.put_volume(mv);
         }
         self.rebuild();
         Ok(reply)
@@ -820,7 +834,7 @@ impl Core {
                 .collect(),
             volumes: self
                 .ledger
-                .volumes
+                .volumes()
                 .values()
                 .filter(|mv| !mv.deleted)
                 .map(|mv| ManagedVolumeInfo {

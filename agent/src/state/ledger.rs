@@ -24,33 +24,51 @@ use super::store::{Snapshot, volume_key};
 pub struct Ledger {
     holds: BTreeMap<String, Hold>,
     commits: BTreeMap<String, Commit>,
-    /// Managed volumes by [`volume_key`].
-    pub volumes: BTreeMap<String, ManagedVolume>,
+    volumes: BTreeMap<String, ManagedVolume>,
+    /// Changes whenever `volumes` changes (so the merged volume list can be cached).
+    volumes_generation: u64,
     /// Capacity taken by holds and live commits: zone → host → resources.
     in_use: HashMap<String, HashMap<String, Resources>>,
 }
 
-/// Positions of the hosts of an inventory: zone name → host name → (zone index, host index).
-/// Built once per inventory ([`HostIndex::new`]) and reused by every rebuild.
+/// Positions in an inventory: hosts (zone name → host name → (zone index, host index)) and
+/// volumes (provisioner name, `""` for none → volume name → index). Built once per inventory
+/// ([`HostIndex::new`]) and reused by every rebuild.
 #[derive(Debug, Default, Clone)]
-pub struct HostIndex(HashMap<String, HashMap<String, (usize, usize)>>);
+pub struct HostIndex {
+    hosts: HashMap<String, HashMap<String, (usize, usize)>>,
+    volumes: HashMap<String, HashMap<String, usize>>,
+}
 
 impl HostIndex {
-    /// The index of `inv`'s hosts.
+    /// The index of `inv`'s hosts and volumes.
     pub fn new(inv: &Inventory) -> Self {
-        let mut out: HashMap<String, HashMap<String, (usize, usize)>> = HashMap::new();
+        let mut hosts: HashMap<String, HashMap<String, (usize, usize)>> = HashMap::new();
         for (zi, z) in inv.zones.iter().enumerate() {
-            let hosts = out.entry(z.name.clone()).or_default();
+            let zone = hosts.entry(z.name.clone()).or_default();
             for (hi, h) in z.hosts.iter().enumerate() {
-                hosts.insert(h.name.clone(), (zi, hi));
+                zone.insert(h.name.clone(), (zi, hi));
             }
         }
-        HostIndex(out)
+        let mut volumes: HashMap<String, HashMap<String, usize>> = HashMap::new();
+        for (i, v) in inv.volumes.iter().enumerate() {
+            let p = v.provisioner.clone().unwrap_or_default();
+            volumes.entry(p).or_default().entry(v.name.clone()).or_insert(i);
+        }
+        HostIndex { hosts, volumes }
     }
 
     /// Where host `host` of zone `zone` is, if the inventory has it.
     pub fn get(&self, zone: &str, host: &str) -> Option<(usize, usize)> {
-        self.0.get(zone).and_then(|z| z.get(host)).copied()
+        self.hosts.get(zone).and_then(|z| z.get(host)).copied()
+    }
+
+    /// Where volume `name` of `provisioner` is, if the inventory has it.
+    pub fn volume(&self, provisioner: Option<&str>, name: &str) -> Option<usize> {
+        self.volumes
+            .get(provisioner.unwrap_or(""))
+            .and_then(|p| p.get(name))
+            .copied()
     }
 }
 
@@ -96,6 +114,28 @@ impl Ledger {
             l.put_commit(c);
         }
         l
+    }
+
+    /// Managed volumes by [`volume_key`].
+    pub fn volumes(&self) -> &BTreeMap<String, ManagedVolume> {
+        &self.volumes
+    }
+
+    /// Adds or replaces a managed volume.
+    pub fn put_volume(&mut self, mv: ManagedVolume) {
+        self.volumes.insert(volume_key(&mv.id()), mv);
+        self.volumes_generation += 1;
+    }
+
+    /// Removes the managed volume of `key` ([`volume_key`]).
+    pub fn remove_volume(&mut self, key: &str) -> Option<ManagedVolume> {
+        self.volumes_generation += 1;
+        self.volumes.remove(key)
+    }
+
+    /// A number that changes whenever the managed volumes change.
+    pub fn volumes_generation(&self) -> u64 {
+        self.volumes_generation
     }
 
     /// Live holds by request id.
@@ -169,7 +209,7 @@ impl Ledger {
         if let Some(c) = l.remove_commit(request_id) {
             for cv in &c.volumes {
                 if cv.holding != super::records::Holding::Existing {
-                    l.volumes.remove(&volume_key(&cv.id));
+                    l.remove_volume(&volume_key(&cv.id));
                 }
             }
         }
@@ -207,35 +247,49 @@ impl Ledger {
     /// `hosts` is [`HostIndex::new`] of `base`. Cost: one pointer per host (hosts are shared
     /// with `base`; only hosts with capacity in use are copied) plus the managed volumes.
     pub fn effective(&self, base: &Inventory, hosts: &HostIndex) -> (Inventory, ClusterState) {
-        let mut inv = base.clone();
-        let mut state = ClusterState::default();
+        self.effective_with(base, hosts, self.merged_volumes(base, hosts))
+    }
 
-        // Keyed by borrowed names: this runs after every change, over every managed volume
-        // (deleted ones included, until their commit is pruned), so it must not allocate per
-        // volume.
-        let mut index: HashMap<(Option<&str>, &str), usize> = HashMap::with_capacity(base.volumes.len());
-        for (i, v) in base.volumes.iter().enumerate() {
-            index.insert((v.provisioner.as_deref(), v.name.as_str()), i);
-        }
+    /// `base`'s volumes with the managed volumes merged in (provisioned ones added, bound or
+    /// released ones with their new phase, deleted ones removed): what [`Ledger::effective`]
+    /// starts from. It changes only when [`Ledger::volumes_generation`] does, so callers may
+    /// keep it between changes of holds and commits.
+    pub fn merged_volumes(&self, base: &Inventory, hosts: &HostIndex) -> Vec<Arc<PersistentVolume>> {
+        let mut volumes = base.volumes.clone();
         let mut gone: HashSet<usize> = HashSet::new();
         for mv in self.volumes.values() {
-            match index.get(&(mv.pv.provisioner.as_deref(), mv.pv.name.as_str())) {
-                Some(&i) if mv.deleted => {
+            match hosts.volume(mv.pv.provisioner.as_deref(), &mv.pv.name) {
+                Some(i) if mv.deleted => {
                     gone.insert(i);
                 }
-                Some(&i) => inv.volumes[i] = mv.pv.clone(),
-                None if !mv.deleted => inv.volumes.push(mv.pv.clone()),
+                Some(i) => volumes[i] = mv.pv.clone(),
+                None if !mv.deleted => volumes.push(mv.pv.clone()),
                 None => {}
             }
         }
         if !gone.is_empty() {
             let mut i = 0;
-            inv.volumes.retain(|_| {
+            volumes.retain(|_| {
                 let keep = !gone.contains(&i);
                 i += 1;
                 keep
             });
         }
+        volumes
+    }
+
+    /// [`Ledger::effective`] from already merged volumes ([`Ledger::merged_volumes`]).
+    pub fn effective_with(
+        &self,
+        base: &Inventory,
+        hosts: &HostIndex,
+        volumes: Vec<Arc<PersistentVolume>>,
+    ) -> (Inventory, ClusterState) {
+        let mut inv = Inventory {
+            volumes,
+            ..base.clone_without_volumes()
+        };
+        let mut state = ClusterState::default();
 
         for (zone, used) in &self.in_use {
             for (host, r) in used {

@@ -38,6 +38,21 @@ pub struct Inventory {
     pub version: String,
 }
 
+impl Inventory {
+    /// A copy without the volumes (`volumes` empty). Hosts are shared with `self` (one pointer
+    /// each), so this is cheap: the agent uses it to build a new snapshot after each change.
+    pub fn clone_without_volumes(&self) -> Inventory {
+        Inventory {
+            cluster: self.cluster.clone(),
+            provisioners: self.provisioners.clone(),
+            volumes: Vec::new(),
+            projects: self.projects.clone(),
+            zones: self.zones.clone(),
+            version: self.version.clone(),
+        }
+    }
+}
+
 /// Lifecycle status of a provisioner (seed 000 "Status check": only READY ones are selected).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]

@@ -351,7 +351,8 @@ mod tests {
         );
         assert!(trace.iter().all(|t| t.stage != stages::STATUS));
         let mut inv2 = inv.clone();
-        inv2.volumes.push(std::sync::Arc::new(pv("my-archive", Some("pers"), gib(1)).into()));
+        inv2.volumes
+            .push(std::sync::Arc::new(pv("my-archive", Some("pers"), gib(1)).into()));
         let (d, _) = resolve_one(&inv2, fb_volume("results", spec()), &[]);
         assert_eq!(d.error.expect("ambiguous").code, codes::AMBIGUOUS_VOLUME);
     }
