@@ -2,7 +2,7 @@
 //! connect, serve, heartbeat, sweep lapsed holds, and reload the inventory on SIGHUP or when
 //! the file changes (a bad file is logged with its errors and the old inventory keeps serving).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use fedvol_common::format::load_inventory;
@@ -115,12 +115,7 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
         tracing::warn!(root = %root.display(), "development sandbox: every volume is a directory under this root");
         drivers = drivers.with_storage_root(root.clone());
     }
-    let shared = Arc::new(Shared {
-        core: Mutex::new(core),
-        drivers,
-        cluster: cluster.clone(),
-        max_body_bytes: cfg.max_body_bytes,
-    });
+    let shared = Arc::new(Shared::new(core, drivers, &cluster, cfg.max_body_bytes));
 
     // Heartbeat and sweep.
     let instance = format!("{}-{}", cluster, std::process::id());

@@ -37,6 +37,27 @@ pub struct Shared {
     pub cluster: String,
     /// Largest request body served, bytes; larger ones get `bad_request` unread.
     pub max_body_bytes: usize,
+    /// One sync of the store at a time; answers waiting for the disk wait here without
+    /// holding a thread (a blocked thread per waiter made the blocking pool grow to hundreds
+    /// of threads under load, and memory with it).
+    pub sync_turn: tokio::sync::Mutex<()>,
+    /// Plans computed at once: the number of cores (more only adds threads and switching).
+    pub plan_slots: tokio::sync::Semaphore,
+}
+
+impl Shared {
+    /// What every handler shares, for `core` served with `drivers`.
+    pub fn new(core: Core, drivers: Drivers, cluster: &str, max_body_bytes: usize) -> Self {
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+        Shared {
+            core: Mutex::new(core),
+            drivers,
+            cluster: cluster.to_string(),
+            max_body_bytes,
+            sync_turn: tokio::sync::Mutex::new(()),
+            plan_slots: tokio::sync::Semaphore::new(cores),
+        }
+    }
 }
 
 /// Locks the state. A panic while holding the lock (a bug) must not wedge the agent: the
@@ -142,6 +163,9 @@ pub async fn handle_plan(shared: Arc<Shared>, payload: Bytes) -> Option<Bytes> {
     let request_id = msg.request.request_id.clone();
     let started = Instant::now();
     let sh = shared.clone();
+    let Ok(_slot) = shared.plan_slots.acquire().await else {
+        return Some(internal(&request_id, &shared.cluster, "the agent is shutting down"));
+    };
     let result = tokio::task::spawn_blocking(move || -> Result<PlanReply, String> {
         if msg.reserve {
             lock(&sh).plan_and_hold(&msg, now_ms()).map_err(|e| e.to_string())
@@ -267,6 +291,10 @@ async fn durable(shared: &Arc<Shared>, request_id: &str, answer: Bytes) -> Bytes
 async fn sync(shared: &Arc<Shared>) -> Result<(), String> {
     let store = lock(shared).store();
     let seq = store.written();
+    let _turn = shared.sync_turn.lock().await;
+    if store.is_durable(seq) {
+        return Ok(());
+    }
     match tokio::task::spawn_blocking(move || store.sync_through(seq)).await {
         Ok(r) => r.map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),

@@ -295,3 +295,39 @@ fn completed_commits_are_pruned_after_the_retention_and_status_stays_small() {
     let p = core.plan_and_hold(&msg("c2", claim_workflow()), 3_000).unwrap();
     assert_ne!(p.decision.volumes["data"].volume.as_deref(), Some("pv-10"));
 }
+
+/// Regression (found by the soak): a completed commit kept its whole decision (trace,
+/// allocations) for the retention, ~20 KB per completed workflow; now only what a repeated
+/// `complete` needs stays, in memory and on disk, and that repeat still gets the stored answer.
+#[test]
+fn a_completed_commit_keeps_a_small_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut core = open(dir.path(), 1);
+    let planned = core.plan_and_hold(&msg("small", workflow()), 1_000).unwrap();
+    assert!(!planned.decision.trace.is_empty() && !planned.decision.allocations.is_empty());
+    assert!(commit(&mut core, "small").ok);
+    let Next::Run(work) = core.begin_complete("small") else {
+        panic!("no work")
+    };
+    let done = core
+        .finish_complete(
+            "small",
+            work.into_iter()
+                .map(|w| (w, DriverResult::Ok("removed".into())))
+                .collect(),
+            2_000,
+        )
+        .unwrap();
+    assert!(done.ok);
+    assert!(matches!(core.begin_complete("small"), Next::Answer(r) if r == done));
+    drop(core);
+    let (_store, snap) = Store::open(&dir.path().join("state.redb")).unwrap();
+    let c = snap
+        .commits
+        .iter()
+        .find(|c| c.request_id == "small")
+        .expect("kept for the retention");
+    assert!(c.completion.is_some());
+    assert!(c.plan_reply.decision.trace.is_empty(), "no trace kept");
+    assert!(c.allocations.is_empty() && c.plan_reply.decision.allocations.is_empty());
+}

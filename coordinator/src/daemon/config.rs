@@ -333,6 +333,18 @@ maxBodyBytes: 65536
         c.max_body_bytes = 0;
         assert_eq!(c.validate().unwrap_err().len(), 2);
     }
+
+    #[test]
+    fn trace_limit_of_stored_decisions() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(CoordinatorConfig::default().trace_limit, 5);
+        let c = CoordinatorConfig::load(&write(dir.path(), "traceLimit: 0\n")).unwrap();
+        assert_eq!(c.trace_limit, 0, "0 = every rejected candidate");
+        let e = CoordinatorConfig::load(&write(dir.path(), "traceLimit: many\n")).unwrap_err();
+        assert!(e.to_string().contains("traceLimit"), "{e}");
+        let e = CoordinatorConfig::load(&write(dir.path(), "traceLimit: -1\n")).unwrap_err();
+        assert!(e.to_string().contains(":1:"), "{e}");
+    }
 }
 
 #[cfg(test)]
@@ -351,6 +363,7 @@ mod shipped {
         assert!(c.validate().is_ok());
         assert_eq!(c.kv, KvConfig::default());
         assert_eq!((c.deadline_ms, c.hold_ttl_ms, c.commit_attempts), (2000, 30_000, 3));
+        assert_eq!(c.trace_limit, 5);
         let dir = c.directory.expect("the example names its directory");
         assert!(dir.ends_with("directory.yaml"));
         let d = Directory::load(&dir).unwrap();
