@@ -552,22 +552,33 @@ async fn single_server_users_run_a_federation_with_least_privilege() {
 
     // agent-cluster-a: its own subjects only in its queue group; nothing of cluster-b; no
     // heartbeat in cluster-b's name.
+    // The refused attempts go on a second connection of the same user: the server's error for
+    // a refused subscription could make the client reconnect, and the allowed subscription
+    // tested here would then miss the probe (a flake seen under load).
     let agent_a = client(&url, "agent-cluster-a").await;
+    let agent_a_refused = client(&url, "agent-cluster-a").await;
     let mut own = agent_a
         .queue_subscribe("fedvol.v1.cluster.cluster-a.probe", "agent.cluster-a".into())
         .await
         .unwrap();
-    let mut own_plain = agent_a.subscribe("fedvol.v1.cluster.cluster-a.probe2").await.unwrap();
-    let mut other = agent_a
+    agent_a.flush().await.unwrap();
+    let mut own_plain = agent_a_refused
+        .subscribe("fedvol.v1.cluster.cluster-a.probe2")
+        .await
+        .unwrap();
+    let mut other = agent_a_refused
         .queue_subscribe("fedvol.v1.cluster.cluster-b.probe", "agent.cluster-b".into())
         .await
         .unwrap();
-    let mut other_all = agent_a.subscribe("fedvol.v1.cluster.cluster-b.>").await.unwrap();
-    agent_a
+    let mut other_all = agent_a_refused
+        .subscribe("fedvol.v1.cluster.cluster-b.>")
+        .await
+        .unwrap();
+    agent_a_refused
         .publish("fedvol.v1.heartbeat.cluster-b", "spoof".into())
         .await
         .unwrap();
-    agent_a.flush().await.unwrap();
+    agent_a_refused.flush().await.unwrap();
     for s in [
         "fedvol.v1.cluster.cluster-a.probe",
         "fedvol.v1.cluster.cluster-a.probe2",
@@ -610,12 +621,18 @@ async fn single_server_users_run_a_federation_with_least_privilege() {
     // provisioner-cluster-a: receives its cluster's provisioner requests, nothing else, and
     // publishes nothing but answers.
     let prov = client(&url, "provisioner-cluster-a").await;
+    let prov_refused = client(&url, "provisioner-cluster-a").await;
     let mut calls = prov.subscribe("fedvol.v1.provisioner.cluster-a.>").await.unwrap();
-    let mut others = prov.subscribe("fedvol.v1.provisioner.cluster-b.>").await.unwrap();
-    prov.publish("fedvol.v1.heartbeat.cluster-a", "spoof".into())
+    prov.flush().await.unwrap();
+    let mut others = prov_refused
+        .subscribe("fedvol.v1.provisioner.cluster-b.>")
         .await
         .unwrap();
-    prov.flush().await.unwrap();
+    prov_refused
+        .publish("fedvol.v1.heartbeat.cluster-a", "spoof".into())
+        .await
+        .unwrap();
+    prov_refused.flush().await.unwrap();
     let responder = tokio::spawn({
         let prov = prov.clone();
         async move {
