@@ -163,7 +163,7 @@ pub async fn handle_plan(shared: Arc<Shared>, payload: Bytes) -> Option<Bytes> {
     let request_id = msg.request.request_id.clone();
     let started = Instant::now();
     let sh = shared.clone();
-    let Ok(_slot) = shared.plan_slots.acquire().await else {
+    let Ok(slot) = shared.plan_slots.acquire().await else {
         return Some(internal(&request_id, &shared.cluster, "the agent is shutting down"));
     };
     let result = tokio::task::spawn_blocking(move || -> Result<PlanReply, String> {
@@ -182,6 +182,8 @@ pub async fn handle_plan(shared: Arc<Shared>, payload: Bytes) -> Option<Bytes> {
         }
     })
     .await;
+    // The slot is for computing only, not for waiting on the disk below.
+    drop(slot);
     let mut reply = match result {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => return Some(internal(&request_id, &shared.cluster, e)),
