@@ -277,7 +277,7 @@ pub async fn handle_commit(shared: Arc<Shared>, payload: Bytes) -> Option<Bytes>
 }
 
 /// Makes every state change so far durable, then gives `answer` back: called before any answer
-/// that acknowledges state (commit, release, complete), including one read from memory (a
+/// that acknowledges state (a hold, a commit, a release, a completion), including one read from memory (a
 /// repeated request may see a change another task made and has not yet synced). Answers waiting
 /// together share one fsync ([`crate::state::store::Store::sync_through`]). If the disk fails,
 /// the answer becomes an `internal` error: the change is not known durable.
