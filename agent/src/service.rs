@@ -88,29 +88,9 @@ fn internal(request_id: &str, cluster: &str, e: impl std::fmt::Display) -> Bytes
     })
 }
 
-/// Decodes a JSON body, checking its protocol version first. The body is decoded straight
-/// from the bytes: a `serde_json::Value` detour would lose byte sizes above 2^64 (u128). Only a
-/// JSON object is a body (serde would otherwise fill a message's fields from an array, in
-/// order).
+/// Decodes a request body: [`fedvol_common::wire::decode_body`], speaking as the agent.
 fn decode<T: serde::de::DeserializeOwned>(payload: &[u8], what: &str) -> Result<T, String> {
-    #[derive(serde::Deserialize)]
-    struct Version {
-        v: Option<u64>,
-    }
-    if payload.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-        return Err(format!("{what}: not a JSON object"));
-    }
-    let peek: Version = serde_json::from_slice(payload).map_err(|e| format!("{what}: not a JSON object: {e}"))?;
-    match peek.v {
-        Some(n) if n == u64::from(VERSION) => {}
-        Some(n) => {
-            return Err(format!(
-                "{what}: protocol version {n} is not supported (this agent speaks {VERSION})"
-            ));
-        }
-        None => return Err(format!("{what}: missing protocol version field `v`")),
-    }
-    serde_json::from_slice(payload).map_err(|e| format!("{what}: {e}"))
+    fedvol_common::wire::decode_body(payload, what, "agent")
 }
 
 /// The answer to a request whose body is over `limit` bytes: `bad_request` saying so, with the

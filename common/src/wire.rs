@@ -23,6 +23,43 @@ pub fn body_too_large(what: &str, size: usize, limit: usize) -> String {
     format!("{what} body of {size} bytes is larger than this server's limit of {limit} bytes (maxBodyBytes)")
 }
 
+/// Decodes a `what` request body as `T`: it must be a JSON object (serde would otherwise fill a
+/// struct's fields from an array, in order) whose `v` is the whole number [`VERSION`]; then the
+/// same bytes are decoded straight as `T` (a `serde_json::Value` detour would lose byte sizes
+/// above 2^64). `speaker` ("agent", "coordinator") names this side in the version error.
+///
+/// Errors: one sentence naming `what` and the problem (not a JSON object, missing `v`, a `v`
+/// that is not a whole number or not [`VERSION`], a field of the wrong shape).
+pub fn decode_body<T: serde::de::DeserializeOwned>(payload: &[u8], what: &str, speaker: &str) -> Result<T, String> {
+    #[derive(serde::Deserialize)]
+    struct Peek {
+        #[serde(default)]
+        v: Option<serde::de::IgnoredAny>,
+    }
+    #[derive(serde::Deserialize)]
+    struct PeekNumber {
+        v: u64,
+    }
+    if payload.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(format!("{what}: not a JSON object"));
+    }
+    let peek: Peek = serde_json::from_slice(payload).map_err(|e| format!("{what}: not a JSON object: {e}"))?;
+    if peek.v.is_none() {
+        return Err(format!("{what}: missing protocol version field `v`"));
+    }
+    match serde_json::from_slice::<PeekNumber>(payload) {
+        Ok(p) if p.v == u64::from(VERSION) => {}
+        Ok(p) => {
+            return Err(format!(
+                "{what}: protocol version {} is not supported (this {speaker} speaks {VERSION})",
+                p.v
+            ));
+        }
+        Err(_) => return Err(format!("{what}: the protocol version `v` must be a whole number")),
+    }
+    serde_json::from_slice(payload).map_err(|e| format!("{what}: {e}"))
+}
+
 /// Default subject prefix (`fedvol.v1`).
 pub const DEFAULT_PREFIX: &str = "fedvol.v1";
 

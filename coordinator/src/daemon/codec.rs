@@ -40,41 +40,12 @@ pub mod codes {
     pub const NOT_OWNER: &str = "not_owner";
 }
 
-#[derive(serde::Deserialize)]
-struct Peek {
-    #[serde(default)]
-    v: Option<serde::de::IgnoredAny>,
-}
-
-#[derive(serde::Deserialize)]
-struct PeekNumber {
-    v: u64,
-}
-
-/// Decodes a `what` body: it must be a JSON object whose `v` is [`VERSION`], then decodes the
-/// same bytes as `T` (so u128 sizes survive).
+/// Decodes a `what` body: [`fedvol_common::wire::decode_body`], speaking as the coordinator.
 ///
-/// Errors: one sentence naming `what` and the problem (not JSON, missing or unsupported
-/// version, a field of the wrong shape).
+/// Errors: as `decode_body` (not a JSON object, missing or unsupported version, a field of the
+/// wrong shape).
 pub fn decode<T: serde::de::DeserializeOwned>(payload: &[u8], what: &str) -> Result<T, String> {
-    if payload.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-        return Err(format!("{what}: not a JSON object"));
-    }
-    let peek: Peek = serde_json::from_slice(payload).map_err(|e| format!("{what}: not a JSON object: {e}"))?;
-    if peek.v.is_none() {
-        return Err(format!("{what}: missing protocol version field `v`"));
-    }
-    match serde_json::from_slice::<PeekNumber>(payload) {
-        Ok(p) if p.v == u64::from(VERSION) => {}
-        Ok(p) => {
-            return Err(format!(
-                "{what}: protocol version {} is not supported (this coordinator speaks {VERSION})",
-                p.v
-            ));
-        }
-        Err(_) => return Err(format!("{what}: the protocol version `v` must be a whole number")),
-    }
-    serde_json::from_slice(payload).map_err(|e| format!("{what}: {e}"))
+    fedvol_common::wire::decode_body(payload, what, "coordinator")
 }
 
 /// Decodes an optional body: empty means "no options" (`Ok(None)`), anything else must pass
