@@ -21,7 +21,7 @@ use fedvol_common::wire::{
     VolumeOutcome,
 };
 
-use super::ledger::{HostIndex, Ledger};
+use super::ledger::{InventoryIndex, Ledger};
 use super::records::{Commit, CommittedVolume, Hold, Holding, ManagedVolume};
 use super::store::{Batch, Store, StoreError};
 
@@ -92,7 +92,7 @@ pub struct Core {
     cluster: String,
     base: Arc<Inventory>,
     /// Where each host of `base` is (rebuilt with `base`).
-    host_index: HostIndex,
+    index: InventoryIndex,
     /// The time sweep last pruned completed commits, ms since the epoch.
     pruned_ms: u64,
     /// `base`'s volumes merged with the managed ones, and the ledger's volumes generation they
@@ -139,12 +139,12 @@ impl Core {
     /// Opens the state for `cluster` on `store` (already loaded into `ledger`) serving `base`.
     pub fn new(cluster: &str, base: Inventory, store: Store, ledger: Ledger, default_ttl_ms: u64) -> Self {
         let base = Arc::new(base);
-        let host_index = HostIndex::new(&base);
-        let (eff, state) = ledger.effective(&base, &host_index);
+        let index = InventoryIndex::new(&base);
+        let (eff, state) = ledger.effective(&base, &index);
         Core {
             cluster: cluster.to_string(),
             base,
-            host_index,
+            index,
             pruned_ms: 0,
             merged: None,
             effective: Arc::new(eff),
@@ -184,7 +184,7 @@ impl Core {
         if !self.ledger.knows(request_id) {
             return self.snapshot();
         }
-        let (inv, state) = self.ledger.without(request_id).effective(&self.base, &self.host_index);
+        let (inv, state) = self.ledger.without(request_id).effective(&self.base, &self.index);
         (Arc::new(inv), Arc::new(state))
     }
 
@@ -195,7 +195,7 @@ impl Core {
 
     /// Replaces the inventory (after a validated reload).
     pub fn replace_inventory(&mut self, base: Inventory) {
-        self.host_index = HostIndex::new(&base);
+        self.index = InventoryIndex::new(&base);
         self.base = Arc::new(base);
         self.merged = None;
         self.rebuild();
@@ -206,12 +206,12 @@ impl Core {
         let volumes = match &self.merged {
             Some((g, v)) if *g == generation => v.clone(),
             _ => {
-                let v = self.ledger.merged_volumes(&self.base, &self.host_index);
+                let v = self.ledger.merged_volumes(&self.base, &self.index);
                 self.merged = Some((generation, v.clone()));
                 v
             }
         };
-        let (eff, state) = self.ledger.effective_with(&self.base, &self.host_index, volumes);
+        let (eff, state) = self.ledger.effective_with(&self.base, &self.index, volumes);
         self.effective = Arc::new(eff);
         self.state = Arc::new(state);
     }

@@ -33,14 +33,14 @@ pub struct Ledger {
 
 /// Positions in an inventory: hosts (zone name → host name → (zone index, host index)) and
 /// volumes (provisioner name, `""` for none → volume name → index). Built once per inventory
-/// ([`HostIndex::new`]) and reused by every rebuild.
+/// ([`InventoryIndex::new`]) and reused by every rebuild.
 #[derive(Debug, Default, Clone)]
-pub struct HostIndex {
+pub struct InventoryIndex {
     hosts: HashMap<String, HashMap<String, (usize, usize)>>,
     volumes: HashMap<String, HashMap<String, usize>>,
 }
 
-impl HostIndex {
+impl InventoryIndex {
     /// The index of `inv`'s hosts and volumes.
     pub fn new(inv: &Inventory) -> Self {
         let mut hosts: HashMap<String, HashMap<String, (usize, usize)>> = HashMap::new();
@@ -55,7 +55,7 @@ impl HostIndex {
             let p = v.provisioner.clone().unwrap_or_default();
             volumes.entry(p).or_default().entry(v.name.clone()).or_insert(i);
         }
-        HostIndex { hosts, volumes }
+        InventoryIndex { hosts, volumes }
     }
 
     /// Where host `host` of zone `zone` is, if the inventory has it.
@@ -244,21 +244,21 @@ impl Ledger {
     /// held by holds and uncompleted commits; new volumes of holds appear as `Pending` volumes
     /// (their names are taken). The [`ClusterState`] lists volumes held by holds.
     ///
-    /// `hosts` is [`HostIndex::new`] of `base`. Cost: one pointer per host (hosts are shared
+    /// `index` is [`InventoryIndex::new`] of `base`. Cost: one pointer per host (hosts are shared
     /// with `base`; only hosts with capacity in use are copied) plus the managed volumes.
-    pub fn effective(&self, base: &Inventory, hosts: &HostIndex) -> (Inventory, ClusterState) {
-        self.effective_with(base, hosts, self.merged_volumes(base, hosts))
+    pub fn effective(&self, base: &Inventory, index: &InventoryIndex) -> (Inventory, ClusterState) {
+        self.effective_with(base, index, self.merged_volumes(base, index))
     }
 
     /// `base`'s volumes with the managed volumes merged in (provisioned ones added, bound or
     /// released ones with their new phase, deleted ones removed): what [`Ledger::effective`]
     /// starts from. It changes only when [`Ledger::volumes_generation`] does, so callers may
     /// keep it between changes of holds and commits.
-    pub fn merged_volumes(&self, base: &Inventory, hosts: &HostIndex) -> Vec<Arc<PersistentVolume>> {
+    pub fn merged_volumes(&self, base: &Inventory, index: &InventoryIndex) -> Vec<Arc<PersistentVolume>> {
         let mut volumes = base.volumes.clone();
         let mut gone: HashSet<usize> = HashSet::new();
         for mv in self.volumes.values() {
-            match hosts.volume(mv.pv.provisioner.as_deref(), &mv.pv.name) {
+            match index.volume(mv.pv.provisioner.as_deref(), &mv.pv.name) {
                 Some(i) if mv.deleted => {
                     gone.insert(i);
                 }
@@ -282,7 +282,7 @@ impl Ledger {
     pub fn effective_with(
         &self,
         base: &Inventory,
-        hosts: &HostIndex,
+        index: &InventoryIndex,
         volumes: Vec<Arc<PersistentVolume>>,
     ) -> (Inventory, ClusterState) {
         let mut inv = Inventory {
@@ -293,7 +293,7 @@ impl Ledger {
 
         for (zone, used) in &self.in_use {
             for (host, r) in used {
-                if let Some((zi, hi)) = hosts.get(zone, host) {
+                if let Some((zi, hi)) = index.get(zone, host) {
                     add_resources(&mut Arc::make_mut(&mut inv.zones[zi].hosts[hi]).allocated, r);
                 }
             }
