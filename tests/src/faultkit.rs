@@ -226,3 +226,12 @@ pub async fn final_check(
 pub fn inventories(agents: &[(&str, &AgentProc)]) -> Vec<(String, PathBuf)> {
     agents.iter().map(|(n, a)| (n.to_string(), a.inventory())).collect()
 }
+
+/// [`inventories`] of `agents` named by `names`, in the same order.
+pub fn named_inventories(names: &[&str], agents: &[AgentProc]) -> Vec<(String, PathBuf)> {
+    names
+        .iter()
+        .zip(agents)
+        .map(|(n, a)| (n.to_string(), a.inventory()))
+        .collect()
+}

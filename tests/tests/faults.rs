@@ -18,7 +18,8 @@ use fedvol_common::wire::{DecisionState, StatusReply};
 use fedvol_tests::NatsServer;
 use fedvol_tests::checker::{CHECKER_USER, fetch_status};
 use fedvol_tests::faultkit::{
-    LogTail, agent_on, coordinator_on, crash_agent, crash_coordinator, field, final_check, inventories, signal_on_line,
+    LogTail, agent_on, coordinator_on, crash_agent, crash_coordinator, field, final_check, inventories,
+    named_inventories, signal_on_line,
 };
 use fedvol_tests::federation::{AgentProc, slots_inventory};
 use fedvol_tests::load::{
@@ -135,8 +136,13 @@ async fn agents_killed_at_random_points_of_commit_lose_and_duplicate_nothing() {
         result.unanswered()
     );
 
-    let pairs: Vec<(&str, &AgentProc)> = names.iter().copied().zip(agents.iter()).collect();
-    let report = final_check(&cs[0], &inventories(&pairs), &result, Duration::from_secs(15)).await;
+    let report = final_check(
+        &cs[0],
+        &named_inventories(&names, &agents),
+        &result,
+        Duration::from_secs(15),
+    )
+    .await;
     eprintln!("checker: {report}");
     report.assert_clean();
     assert!(report.committed > 0, "{report}");
@@ -211,8 +217,13 @@ async fn coordinators_killed_at_random_points_lose_and_duplicate_nothing() {
         "requests never answered: {:?}",
         result.unanswered()
     );
-    let pairs: Vec<(&str, &AgentProc)> = names.iter().copied().zip(agents.iter()).collect();
-    let report = final_check(&cs[0], &inventories(&pairs), &result, Duration::from_secs(15)).await;
+    let report = final_check(
+        &cs[0],
+        &named_inventories(&names, &agents),
+        &result,
+        Duration::from_secs(15),
+    )
+    .await;
     eprintln!("checker: {report}");
     report.assert_clean();
     assert!(report.committed > 0, "{report}");
@@ -314,8 +325,13 @@ async fn racing_clients_for_scarce_capacity_never_over_commit_and_all_get_answer
         elapsed: started.elapsed(),
     };
     let names: Vec<&str> = sizes.iter().map(|(n, _)| *n).collect();
-    let pairs: Vec<(&str, &AgentProc)> = names.iter().copied().zip(agents.iter()).collect();
-    let report = final_check(&cs[0], &inventories(&pairs), &load, Duration::from_secs(10)).await;
+    let report = final_check(
+        &cs[0],
+        &named_inventories(&names, &agents),
+        &load,
+        Duration::from_secs(10),
+    )
+    .await;
     eprintln!("checker after the race: {report}");
     report.assert_clean();
 

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use fedvol_common::decision::ClusterStatus;
 use fedvol_common::wire::StoredDecision;
 use fedvol_tests::checker::fetch_decision;
-use fedvol_tests::faultkit::{agent_on, coordinator_on, final_check, inventories};
+use fedvol_tests::faultkit::{agent_on, coordinator_on, final_check, named_inventories};
 use fedvol_tests::federation::AgentProc;
 use fedvol_tests::load::{Load, LoadResult, LoadSpec, Outcome, roomy_inventory, small_workflow};
 use fedvol_tests::nats::free_port;
@@ -195,8 +195,13 @@ async fn a_restarted_nats_server_loses_nothing_and_throughput_recovers() {
             "{name} saw both outages:\n{log}"
         );
     }
-    let pairs: Vec<(&str, &AgentProc)> = names.iter().copied().zip(agents.iter()).collect();
-    let report = final_check(&clients[0], &inventories(&pairs), &result, Duration::from_secs(15)).await;
+    let report = final_check(
+        &clients[0],
+        &named_inventories(&names, &agents),
+        &result,
+        Duration::from_secs(15),
+    )
+    .await;
     eprintln!("checker: {report}");
     report.assert_clean();
     assert!(report.committed > 0);
@@ -289,8 +294,13 @@ async fn a_three_node_cluster_loses_the_buckets_leader_mid_load_and_nothing_ackn
     assert!(result.unanswered().is_empty(), "{:?}", result.unanswered());
 
     let survivor = connect(&nodes[(victim + 1) % 3].url()).await;
-    let pairs: Vec<(&str, &AgentProc)> = names.iter().copied().zip(agents.iter()).collect();
-    let report = final_check(&survivor, &inventories(&pairs), &result, Duration::from_secs(15)).await;
+    let report = final_check(
+        &survivor,
+        &named_inventories(&names, &agents),
+        &result,
+        Duration::from_secs(15),
+    )
+    .await;
     eprintln!("checker: {report}");
     report.assert_clean();
     assert!(report.committed > 0);
@@ -463,8 +473,13 @@ async fn a_frozen_agent_is_reported_at_the_deadline_and_comes_back() {
             completed: false,
         },
     );
-    let pairs: Vec<(&str, &AgentProc)> = names.iter().copied().zip(agents.iter()).collect();
-    let report = final_check(&client, &inventories(&pairs), &result, Duration::from_secs(15)).await;
+    let report = final_check(
+        &client,
+        &named_inventories(&names, &agents),
+        &result,
+        Duration::from_secs(15),
+    )
+    .await;
     eprintln!("checker: {report}");
     report.assert_clean();
     assert_eq!(report.holds, 0, "late holds were released or lapsed");
@@ -555,8 +570,13 @@ async fn a_cluster_whose_leaf_server_stops_is_reported_and_comes_back() {
     let result = load.stop().await;
     eprintln!("load: {}", result.summary());
     assert!(result.unanswered().is_empty(), "{:?}", result.unanswered());
-    let pairs: Vec<(&str, &AgentProc)> = names.iter().copied().zip(agents.iter()).collect();
-    let report = final_check(&client, &inventories(&pairs), &result, Duration::from_secs(15)).await;
+    let report = final_check(
+        &client,
+        &named_inventories(&names, &agents),
+        &result,
+        Duration::from_secs(15),
+    )
+    .await;
     eprintln!("checker: {report}");
     report.assert_clean();
     assert!(report.committed > 0);
