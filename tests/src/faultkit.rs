@@ -36,6 +36,12 @@ pub async fn agent_on(url: &str, heartbeat_ms: u64, extra: &[&str], text: impl F
     AgentProc { proc, args, dir }
 }
 
+/// An agent of cluster `name` on `url` with 4 hosts of 64 cores ([`crate::load::roomy_inventory`]),
+/// heartbeating every 100 ms.
+pub async fn roomy_agent(url: &str, name: &str) -> AgentProc {
+    agent_on(url, 100, &[], |dir| crate::load::roomy_inventory(name, 4, 64, dir)).await
+}
+
 /// Starts a coordinator on `url` with `args`; waits until ready.
 pub async fn coordinator_on(url: &str, args: &[&str]) -> CoordinatorProc {
     let mut all = vec!["--nats".to_string(), url.to_string()];

@@ -19,12 +19,10 @@ use fedvol_tests::NatsServer;
 use fedvol_tests::checker::{CHECKER_USER, fetch_status};
 use fedvol_tests::faultkit::{
     LogTail, agent_on, coordinator_on, crash_agent, crash_coordinator, field, final_check, inventories,
-    named_inventories, signal_on_line,
+    named_inventories, roomy_agent, signal_on_line,
 };
 use fedvol_tests::federation::{AgentProc, slots_inventory};
-use fedvol_tests::load::{
-    Load, LoadSpec, Rng, coordinator_op, env_number, roomy_inventory, small_workflow, submit_msg,
-};
+use fedvol_tests::load::{Load, LoadSpec, Rng, coordinator_op, env_number, small_workflow, submit_msg};
 
 /// One test at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -42,10 +40,6 @@ const COORDINATOR_ARGS: [&str; 10] = [
     "--commit-attempts",
     "3",
 ];
-
-async fn roomy(url: &str, name: &str) -> AgentProc {
-    agent_on(url, 100, &[], |dir| roomy_inventory(name, 4, 64, dir)).await
-}
 
 async fn clients(nats: &NatsServer, n: usize) -> Vec<async_nats::Client> {
     let mut out = Vec::new();
@@ -82,7 +76,7 @@ async fn agents_killed_at_random_points_of_commit_lose_and_duplicate_nothing() {
     let names = ["a", "b", "c"];
     let mut agents = Vec::new();
     for n in names {
-        agents.push(roomy(&nats.url(), n).await);
+        agents.push(roomy_agent(&nats.url(), n).await);
     }
     let _c1 = coordinator_on(&nats.url(), &COORDINATOR_ARGS).await;
     let _c2 = coordinator_on(&nats.url(), &COORDINATOR_ARGS).await;
@@ -159,7 +153,7 @@ async fn coordinators_killed_at_random_points_lose_and_duplicate_nothing() {
     let names = ["a", "b", "c"];
     let mut agents = Vec::new();
     for n in names {
-        agents.push(roomy(&nats.url(), n).await);
+        agents.push(roomy_agent(&nats.url(), n).await);
     }
     // One commit attempt: a decision a killed coordinator left `planned` is taken over by the
     // other after the commit phase's bound, which this keeps short (about 13 s).
@@ -426,8 +420,8 @@ async fn submit_api(client: &async_nats::Client, id: &str) -> fedvol_common::wir
 async fn a_commit_slower_than_the_coordinators_wait_is_never_booked_twice() {
     let _serial = SERIAL.lock().await;
     let nats = NatsServer::start();
-    let a = roomy(&nats.url(), "a").await;
-    let b = roomy(&nats.url(), "b").await;
+    let a = roomy_agent(&nats.url(), "a").await;
+    let b = roomy_agent(&nats.url(), "b").await;
     let args = [
         "--deadline-ms",
         "800",

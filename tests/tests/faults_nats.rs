@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use fedvol_common::decision::ClusterStatus;
 use fedvol_common::wire::StoredDecision;
 use fedvol_tests::checker::fetch_decision;
-use fedvol_tests::faultkit::{agent_on, coordinator_on, final_check, named_inventories};
+use fedvol_tests::faultkit::{agent_on, coordinator_on, final_check, named_inventories, roomy_agent};
 use fedvol_tests::federation::AgentProc;
 use fedvol_tests::load::{Load, LoadResult, LoadSpec, Outcome, roomy_inventory, small_workflow};
 use fedvol_tests::nats::free_port;
@@ -40,10 +40,6 @@ fn coordinator_args() -> Vec<&'static str> {
         "--discovery-ms",
         "300",
     ]
-}
-
-async fn roomy(url: &str, name: &str) -> AgentProc {
-    agent_on(url, 100, &[], |dir| roomy_inventory(name, 4, 64, dir)).await
 }
 
 /// As [`roomy`], heartbeating every 500 ms: presumed dead after 1.5 s of silence, so requests
@@ -118,7 +114,7 @@ async fn a_restarted_nats_server_loses_nothing_and_throughput_recovers() {
     let names = ["a", "b", "c"];
     let mut agents = Vec::new();
     for n in names {
-        agents.push(roomy(&url, n).await);
+        agents.push(roomy_agent(&url, n).await);
     }
     let coord = coordinator_on(&url, &coordinator_args()).await;
     let mut clients = Vec::new();
@@ -260,7 +256,7 @@ async fn a_three_node_cluster_loses_the_buckets_leader_mid_load_and_nothing_ackn
     let names = ["a", "b"];
     let mut agents = Vec::new();
     for n in names {
-        agents.push(roomy(&urls, n).await);
+        agents.push(roomy_agent(&urls, n).await);
     }
     let mut clients = Vec::new();
     for i in 0..3 {
