@@ -99,11 +99,10 @@ pub struct Store {
     /// Sequence number of the last write transaction committed (1, 2, ...; not yet durable
     /// until a sync covers it).
     written: AtomicU64,
-    /// The highest write sequence number known durable. Its lock also makes syncs one at a
-    /// time, so answers that wait together share one fsync.
-    durable: Mutex<u64>,
-    /// A copy of `durable` readable without the lock.
-    durable_seq: AtomicU64,
+    /// The highest write sequence number known durable (only raised, under `sync_lock`).
+    durable: AtomicU64,
+    /// Makes syncs one at a time, so answers that wait together share one fsync.
+    sync_lock: Mutex<()>,
 }
 
 impl std::fmt::Debug for Store {
@@ -137,8 +136,8 @@ impl Store {
             db,
             path: p,
             written: AtomicU64::new(0),
-            durable: Mutex::new(0),
-            durable_seq: AtomicU64::new(0),
+            durable: AtomicU64::new(0),
+            sync_lock: Mutex::new(()),
         };
         let snapshot = store.load()?;
         Ok((store, snapshot))
@@ -177,7 +176,7 @@ impl Store {
 
     /// True when every write up to sequence number `seq` is known to be on disk.
     pub fn is_durable(&self, seq: u64) -> bool {
-        self.durable_seq.load(Ordering::SeqCst) >= seq
+        self.durable.load(Ordering::SeqCst) >= seq
     }
 
     /// Waits until every write up to sequence number `seq` is on disk. If another sync that
@@ -187,8 +186,8 @@ impl Store {
     ///
     /// Errors: the sync failed (the writes stay in memory, not known durable).
     pub fn sync_through(&self, seq: u64) -> Result<(), StoreError> {
-        let mut durable = self.durable.lock().unwrap_or_else(|p| p.into_inner());
-        if *durable >= seq {
+        let _one_at_a_time = self.sync_lock.lock().unwrap_or_else(|p| p.into_inner());
+        if self.is_durable(seq) {
             return Ok(());
         }
         // Sequence numbers are taken after their commit returned: every write numbered up to
@@ -198,8 +197,7 @@ impl Store {
         let mut tx = self.db.begin_write().map_err(|e| db_err(p, e))?;
         tx.set_durability(Durability::Immediate).map_err(|e| db_err(p, e))?;
         tx.commit().map_err(|e| db_err(p, e))?;
-        *durable = covered;
-        self.durable_seq.store(covered, Ordering::SeqCst);
+        self.durable.store(covered, Ordering::SeqCst);
         Ok(())
     }
 
