@@ -4,126 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use fedvol_common::format::files::read_text;
-use fedvol_common::yaml::{Ctx, Diagnostics, Limits, Node, join, load_documents};
-
-/// How to reach NATS, and as whom. Credentials never come from the URL (async-nats ignores
-/// them there): a URL with `user:pass@` is refused.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NatsAuth {
-    /// Server URL(s), comma-separated (`nats://127.0.0.1:4222`).
-    pub url: String,
-    /// User name (with `password`).
-    pub user: Option<String>,
-    /// Password.
-    pub password: Option<String>,
-    /// File holding an nkey seed (`SU...`).
-    pub nkey_file: Option<PathBuf>,
-    /// A `.creds` file (JWT + nkey seed).
-    pub creds_file: Option<PathBuf>,
-    /// CA certificate (PEM) to trust; enables TLS.
-    pub tls_ca: Option<PathBuf>,
-    /// Client certificate (PEM) for mutual TLS.
-    pub tls_cert: Option<PathBuf>,
-    /// Client key (PEM) for mutual TLS.
-    pub tls_key: Option<PathBuf>,
-    /// Prefix of this client's reply inboxes (default `_INBOX`). With `deploy/nats/secure.conf`
-    /// each NATS user may subscribe only to `_INBOX_<user>.>`, so no client can read another's
-    /// replies: set it to `_INBOX_<user>`.
-    pub inbox_prefix: Option<String>,
-}
-
-/// True for a subject prefix a client may put its inboxes under: dot-separated tokens, none
-/// empty, without wildcards (`*`, `>`) or whitespace.
-pub fn is_inbox_prefix(p: &str) -> bool {
-    !p.is_empty()
-        && p.split('.').all(|t| {
-            !t.is_empty() && t != "*" && t != ">" && !t.chars().any(|c| c.is_whitespace() || c == '*' || c == '>')
-        })
-}
-
-impl NatsAuth {
-    /// The default: `nats://127.0.0.1:4222`, no credentials, no TLS.
-    pub fn local() -> Self {
-        NatsAuth {
-            url: "nats://127.0.0.1:4222".into(),
-            ..NatsAuth::default()
-        }
-    }
-
-    /// What the settings must satisfy, whichever file or flag they came from: the URL carries no
-    /// credentials (async-nats ignores them there), user and password come together, TLS
-    /// certificate and key come together.
-    ///
-    /// Returns every problem as a sentence (empty when fine); passwords are never echoed.
-    pub fn check(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        for u in self.url.split(',') {
-            let after_scheme = u.split_once("://").map_or(u, |(_, rest)| rest);
-            if after_scheme.split('/').next().is_some_and(|host| host.contains('@')) {
-                out.push(format!(
-                    "NATS URL `{}` carries credentials, which async-nats ignores: give them with --nats-user/--nats-password, --nats-creds or --nats-nkey instead",
-                    redact_url(u)
-                ));
-            }
-        }
-        if self.user.is_some() != self.password.is_some() {
-            out.push("NATS user and password must be given together".to_string());
-        }
-        if self.tls_cert.is_some() != self.tls_key.is_some() {
-            out.push("TLS client certificate and key must be given together".to_string());
-        }
-        if let Some(p) = &self.inbox_prefix
-            && !is_inbox_prefix(p)
-        {
-            out.push(format!(
-                "NATS inbox prefix `{p}` is not a subject prefix: use dot-separated tokens without `*`, `>` or spaces, e.g. _INBOX_alice"
-            ));
-        }
-        out
-    }
-}
-
-/// Reads a `nats:` block (`url`, `user`, `password`, `nkeyFile`, `credsFile`, `tlsCa`,
-/// `tlsCert`, `tlsKey`, `inboxPrefix`; unknown keys are errors with a hint) at field path `field`. Relative
-/// file paths are taken relative to `base` (the configuration file's directory). Missing keys
-/// keep [`NatsAuth::local`]'s values.
-///
-/// Problems are recorded in `ctx`; the returned value is then partial and must not be used.
-pub fn parse_nats(ctx: &mut Ctx, node: &Node, field: &str, base: &Path) -> NatsAuth {
-    let mut out = NatsAuth::local();
-    let rel = |p: String| {
-        let p = PathBuf::from(p);
-        if p.is_absolute() { p } else { base.join(p) }
-    };
-    let Some(mut m) = ctx.map(node, field) else {
-        return out;
-    };
-    if let Some(n) = m.take("url") {
-        out.url = ctx.nonempty_string(n, &join(field, "url")).unwrap_or_default();
-    }
-    if let Some(n) = m.take("user") {
-        out.user = ctx.string(n, &join(field, "user"));
-    }
-    if let Some(n) = m.take("password") {
-        out.password = ctx.string(n, &join(field, "password"));
-    }
-    if let Some(n) = m.take("inboxPrefix") {
-        out.inbox_prefix = ctx.nonempty_string(n, &join(field, "inboxPrefix"));
-    }
-    for (key, slot) in [
-        ("nkeyFile", &mut out.nkey_file),
-        ("credsFile", &mut out.creds_file),
-        ("tlsCa", &mut out.tls_ca),
-        ("tlsCert", &mut out.tls_cert),
-        ("tlsKey", &mut out.tls_key),
-    ] {
-        if let Some(n) = m.take(key) {
-            *slot = ctx.nonempty_string(n, &join(field, key)).map(rel);
-        }
-    }
-    m.finish(ctx);
-    out
-}
+use fedvol_common::yaml::{Ctx, Diagnostics, Limits, load_documents};
+use fedvol_proto::nats::{NatsAuth, parse_nats};
 
 /// Everything the agent needs to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -148,7 +30,7 @@ pub struct AgentConfig {
     /// `Drivers::with_storage_root`). Not for production.
     pub storage_root: Option<PathBuf>,
     /// Largest request body served, bytes (default
-    /// [`fedvol_common::wire::DEFAULT_MAX_BODY_BYTES`], 1 MiB); larger ones get `bad_request`.
+    /// [`fedvol_proto::DEFAULT_MAX_BODY_BYTES`], 1 MiB); larger ones get `bad_request`.
     pub max_body_bytes: usize,
 }
 
@@ -160,12 +42,12 @@ impl AgentConfig {
             cluster: None,
             nats: NatsAuth::local(),
             data_dir,
-            subject_prefix: fedvol_common::wire::DEFAULT_PREFIX.to_string(),
+            subject_prefix: fedvol_proto::DEFAULT_PREFIX.to_string(),
             heartbeat_ms: 2000,
             hold_ttl_ms: 30_000,
             reload_poll_ms: 2000,
             storage_root: None,
-            max_body_bytes: fedvol_common::wire::DEFAULT_MAX_BODY_BYTES,
+            max_body_bytes: fedvol_proto::DEFAULT_MAX_BODY_BYTES,
         }
     }
 
@@ -267,17 +149,6 @@ impl AgentConfig {
     }
 }
 
-/// A URL with any `user:pass@` part replaced by `***@`, for messages and logs.
-pub fn redact_url(u: &str) -> String {
-    match u.split_once("://") {
-        Some((scheme, rest)) => match rest.split_once('@') {
-            Some((_, host)) => format!("{scheme}://***@{host}"),
-            None => u.to_string(),
-        },
-        None => u.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -334,46 +205,6 @@ nats: {inboxPrefix: _INBOX_agent-a}
         let errs = c.validate().unwrap_err();
         assert_eq!(errs.len(), 2, "{errs:?}");
         assert!(errs[0].contains("cluster name `a.b` is not valid"), "{errs:?}");
-    }
-}
-
-#[cfg(test)]
-mod nats_block {
-    use super::*;
-
-    fn parse(text: &str) -> Result<NatsAuth, Diagnostics> {
-        let docs = load_documents(text, Limits::default()).unwrap();
-        let mut ctx = Ctx::new("c.yaml");
-        let auth = parse_nats(&mut ctx, &docs[0], "nats", Path::new("/etc/fedvol"));
-        ctx.finish(auth)
-    }
-
-    #[test]
-    fn the_block_reads_alone_with_paths_relative_to_the_base() {
-        let a = parse("url: nats://n:4222\nuser: u\npassword: p\ntlsCa: ca.pem\ninboxPrefix: _INBOX_u\n").unwrap();
-        assert_eq!(a.url, "nats://n:4222");
-        assert_eq!(a.inbox_prefix.as_deref(), Some("_INBOX_u"));
-        assert_eq!(a.tls_ca, Some(PathBuf::from("/etc/fedvol/ca.pem")));
-        assert!(a.check().is_empty());
-        let d = parse("{}").unwrap();
-        assert_eq!(d, NatsAuth::local());
-    }
-
-    #[test]
-    fn unknown_keys_and_half_pairs_are_reported() {
-        let e = parse("url: nats://n\ncredFile: x\n").unwrap_err();
-        assert!(e.to_string().contains("nats.credFile"), "{e}");
-        assert!(e.to_string().contains("did you mean `credsFile`"), "{e}");
-        let a = parse("user: u\ntlsCert: c.pem\ninboxPrefix: \"_INBOX.*\"\n").unwrap();
-        let problems = a.check();
-        assert_eq!(problems.len(), 3, "{problems:?}");
-        assert!(problems[2].contains("inbox prefix `_INBOX.*`"), "{problems:?}");
-        for ok in ["_INBOX_alice", "_I.agent-a"] {
-            assert!(is_inbox_prefix(ok), "{ok}");
-        }
-        for bad in ["", "_INBOX.", ".x", "a..b", "a b", "_INBOX.>", "a*"] {
-            assert!(!is_inbox_prefix(bad), "{bad}");
-        }
     }
 }
 

@@ -7,8 +7,7 @@
 
 pub mod config;
 pub mod drivers;
-pub mod nats;
+pub mod endpoints;
 pub mod run;
 pub mod service;
 pub mod state;
-pub mod whynot;

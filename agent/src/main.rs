@@ -18,33 +18,9 @@ struct Args {
     /// The cluster name (checked against the inventory).
     #[arg(long, env = "FEDVOL_CLUSTER")]
     cluster: Option<String>,
-    /// NATS server URL(s), comma-separated. No credentials in the URL.
-    #[arg(long, env = "FEDVOL_NATS_URL")]
-    nats: Option<String>,
-    /// NATS user.
-    #[arg(long, env = "FEDVOL_NATS_USER")]
-    nats_user: Option<String>,
-    /// NATS password (prefer the environment variable).
-    #[arg(long, env = "FEDVOL_NATS_PASSWORD", hide_env_values = true)]
-    nats_password: Option<String>,
-    /// NATS credentials file.
-    #[arg(long, env = "FEDVOL_NATS_CREDS")]
-    nats_creds: Option<PathBuf>,
-    /// File holding an nkey seed.
-    #[arg(long, env = "FEDVOL_NATS_NKEY")]
-    nats_nkey: Option<PathBuf>,
-    /// CA certificate for TLS.
-    #[arg(long, env = "FEDVOL_TLS_CA")]
-    tls_ca: Option<PathBuf>,
-    /// Client certificate for mutual TLS.
-    #[arg(long, env = "FEDVOL_TLS_CERT")]
-    tls_cert: Option<PathBuf>,
-    /// Client key for mutual TLS.
-    #[arg(long, env = "FEDVOL_TLS_KEY")]
-    tls_key: Option<PathBuf>,
-    /// Prefix of reply inboxes (e.g. `_INBOX_agent-cluster-a` with deploy/nats/secure.conf).
-    #[arg(long, env = "FEDVOL_NATS_INBOX_PREFIX")]
-    nats_inbox_prefix: Option<String>,
+    /// NATS connection (URL, auth, TLS, inbox prefix).
+    #[command(flatten)]
+    nats: fedvol_proto::nats::NatsArgs,
     /// Largest request body served, bytes (default 1048576).
     #[arg(long, env = "FEDVOL_MAX_BODY_BYTES")]
     max_body_bytes: Option<usize>,
@@ -69,6 +45,9 @@ struct Args {
     log_json: bool,
 }
 
+/// The configuration: the file (or defaults with `--inventory`), then every flag given.
+///
+/// Errors: the file's problems, or neither a file nor an inventory.
 fn config(a: Args) -> Result<AgentConfig, String> {
     let mut cfg = match &a.config {
         Some(p) => AgentConfig::load(p).map_err(|d| format!("{d}"))?,
@@ -83,33 +62,7 @@ fn config(a: Args) -> Result<AgentConfig, String> {
     if a.cluster.is_some() {
         cfg.cluster = a.cluster;
     }
-    if let Some(v) = a.nats {
-        cfg.nats.url = v;
-    }
-    if a.nats_user.is_some() {
-        cfg.nats.user = a.nats_user;
-    }
-    if a.nats_password.is_some() {
-        cfg.nats.password = a.nats_password;
-    }
-    if a.nats_creds.is_some() {
-        cfg.nats.creds_file = a.nats_creds;
-    }
-    if a.nats_nkey.is_some() {
-        cfg.nats.nkey_file = a.nats_nkey;
-    }
-    if a.tls_ca.is_some() {
-        cfg.nats.tls_ca = a.tls_ca;
-    }
-    if a.tls_cert.is_some() {
-        cfg.nats.tls_cert = a.tls_cert;
-    }
-    if a.tls_key.is_some() {
-        cfg.nats.tls_key = a.tls_key;
-    }
-    if a.nats_inbox_prefix.is_some() {
-        cfg.nats.inbox_prefix = a.nats_inbox_prefix;
-    }
+    a.nats.apply(&mut cfg.nats);
     if let Some(v) = a.max_body_bytes {
         cfg.max_body_bytes = v;
     }

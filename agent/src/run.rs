@@ -7,7 +7,8 @@ use std::time::{Duration, SystemTime};
 
 use fedvol_common::format::load_inventory;
 use fedvol_common::model::Inventory;
-use fedvol_common::wire::{Heartbeat, Subjects, VERSION, now_ms};
+use fedvol_proto::agent::Heartbeat;
+use fedvol_proto::{Subjects, now_ms};
 
 use crate::config::AgentConfig;
 use crate::drivers::Drivers;
@@ -107,7 +108,7 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
     );
     let core = Core::new(&cluster, inv, store, Ledger::from_snapshot(snapshot), cfg.hold_ttl_ms);
     let subjects = Subjects::new(&cfg.subject_prefix);
-    let client = crate::nats::connect(&format!("fedvol-agent {cluster}"), &cfg.nats)
+    let client = fedvol_proto::nats::connect(&format!("fedvol-agent {cluster}"), &cfg.nats)
         .await
         .map_err(|e| StartError::Nats(e.to_string()))?;
     let mut drivers = Drivers::new(Some(client.clone()), &cluster, subjects.clone(), Default::default());
@@ -136,7 +137,6 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
                     (core.inventory_version().to_string(), core.hold_count(), core.load())
                 };
                 let hb = Heartbeat {
-                    v: VERSION,
                     cluster: shared.cluster.clone(),
                     instance: instance.clone(),
                     inventory_version: version,
@@ -145,8 +145,8 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
                     sent_ms: now_ms(),
                     interval_ms: interval,
                 };
-                let body = serde_json::to_vec(&hb).unwrap_or_default();
-                if let Err(e) = client.publish(subjects.heartbeat(&shared.cluster), body.into()).await {
+                let body = fedvol_proto::encode(&hb);
+                if let Err(e) = client.publish(subjects.heartbeat(&shared.cluster), body).await {
                     tracing::warn!(error = %e, "heartbeat not sent");
                 }
             }
@@ -197,7 +197,7 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
         });
     }
 
-    tracing::info!(cluster = %cluster, nats = %crate::config::redact_url(&cfg.nats.url), "agent starting its service");
+    tracing::info!(cluster = %cluster, nats = %fedvol_proto::nats::redact_url(&cfg.nats.url), "agent starting its service");
     serve(client, &subjects, shared)
         .await
         .map_err(|e| StartError::Nats(format!("service stopped: {e}")))

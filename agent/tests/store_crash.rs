@@ -2,13 +2,16 @@
 //! aborts (no destructors run, as with `kill -9`); whatever was synced must be there when the
 //! file is opened again.
 
+// Test support: a panic here is a failed test (unwrap/expect are denied outside tests).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 use std::process::Command;
 
 use fedvol_agent::state::records::Hold;
 use fedvol_agent::state::store::{Batch, Store};
 use fedvol_common::decision::{ClusterDecision, ClusterStatus};
-use fedvol_common::wire::{PlanReply, VERSION};
+use fedvol_proto::agent::PlanReply;
 
 const CHILD: &str = "FEDVOL_STORE_CRASH_CHILD";
 
@@ -18,12 +21,10 @@ fn hold(id: &str) -> Hold {
         workflow: "w".into(),
         expires_ms: u64::MAX,
         reply: PlanReply {
-            v: VERSION,
             request_id: id.to_string(),
             cluster: "a".into(),
             decision: ClusterDecision::without_answer(ClusterStatus::Answered, 0.0, None),
             hold: None,
-            error: None,
         },
         committing: false,
         claims: Default::default(),

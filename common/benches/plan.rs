@@ -4,6 +4,9 @@
 //!
 //! Run: `cargo bench -p fedvol-common --bench plan`.
 
+// A benchmark driver, not product code: a panic here is a failed run.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};

@@ -1,6 +1,9 @@
 //! Plans a synthetic cluster repeatedly, for profiling (`perf record`) and quick timing:
 //! `cargo run --release -p fedvol-common --example plan_synth -- HOSTS VOLUMES ITERATIONS`.
 
+// A benchmark driver, not product code: a panic here is a failed run.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::time::Instant;
 
 use fedvol_common::funnel::{ClusterState, PlanRequest, plan_cluster};

@@ -173,6 +173,42 @@ pub struct NewVolume {
     pub claim_ref: Option<crate::model::ClaimRef>,
 }
 
+impl NewVolume {
+    /// The persistent volume this new volume becomes, in `phase` and bound (or pre-bound) to
+    /// `claim_ref` (seed 001: a dynamically provisioned volume matches its claim, carries its
+    /// class and `provisioned-by`, and takes the class's reclaim policy). A node-local volume
+    /// (`host` set) is pinned to its host by node affinity `kubernetes.io/hostname In [host]`,
+    /// as Kubernetes' local volumes are.
+    pub fn to_persistent_volume(
+        &self,
+        phase: crate::model::VolumePhase,
+        claim_ref: Option<crate::model::ClaimRef>,
+    ) -> crate::model::PersistentVolume {
+        use crate::model::{LabelRequirement, NodeAffinity, SelectorOperator};
+        crate::model::PersistentVolume {
+            name: self.name.clone(),
+            provisioner: Some(self.provisioner.clone()),
+            capacity: self.capacity,
+            access_modes: self.access_modes,
+            volume_mode: self.volume_mode,
+            labels: self.labels.clone(),
+            annotations: self.annotations.clone(),
+            phase,
+            claim_ref,
+            reclaim_policy: self.reclaim_policy,
+            being_deleted: false,
+            node_affinity: self.host.as_ref().map(|h| NodeAffinity {
+                terms: vec![vec![LabelRequirement {
+                    key: "kubernetes.io/hostname".into(),
+                    operator: SelectorOperator::In,
+                    values: vec![h.clone()],
+                }]],
+            }),
+            origin: Default::default(),
+        }
+    }
+}
+
 /// One cluster's answer for one volume.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct VolumeDecision {

@@ -15,5 +15,4 @@ pub mod offline;
 pub mod secrets;
 pub mod size;
 pub mod synth;
-pub mod wire;
 pub mod yaml;

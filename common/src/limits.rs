@@ -63,17 +63,24 @@ pub fn is_token(s: &str) -> bool {
     !s.is_empty() && s.len() <= MAX_NAME_BYTES && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
 }
 
+/// A user name that is not a subject token.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "user name `{0}` is not valid: use 1 to {MAX_NAME_BYTES} letters, digits, `-` and `_` (it is a NATS subject token, and must equal your NATS user)"
+)]
+pub struct InvalidUser(
+    /// The name, cut to 80 characters.
+    pub String,
+);
+
 /// Checks a user name (the identity token of `<prefix>.coordinator.<op>.<user>`).
 ///
-/// Errors: a sentence naming the user (cut to 80 characters) and the allowed characters.
-pub fn check_user(user: &str) -> Result<(), String> {
+/// Errors: [`InvalidUser`], naming the user (cut to 80 characters) and the allowed characters.
+pub fn check_user(user: &str) -> Result<(), InvalidUser> {
     if is_token(user) {
         return Ok(());
     }
-    Err(format!(
-        "user name `{}` is not valid: use 1 to {MAX_NAME_BYTES} letters, digits, `-` and `_` (it is a NATS subject token, and must equal your NATS user)",
-        user.chars().take(80).collect::<String>()
-    ))
+    Err(InvalidUser(user.chars().take(80).collect()))
 }
 
 fn name_problem(line: usize, field: &str, what: &str, name: &str) -> Option<Problem> {
@@ -293,7 +300,7 @@ mod tests {
             assert!(!is_token(bad), "{bad:?}");
         }
         assert!(check_user("alice").is_ok());
-        let e = check_user("alice.smith").unwrap_err();
+        let e = check_user("alice.smith").unwrap_err().to_string();
         assert!(
             e.contains("`alice.smith` is not valid") && e.contains("letters, digits"),
             "{e}"

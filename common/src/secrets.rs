@@ -71,44 +71,67 @@ fn is_env_name(s: &str) -> bool {
         && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// Why a text is not a secret reference. The messages never repeat the text (which, when it
+/// is not a reference, may be the secret itself).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SecretRefError {
+    /// `file:` without an absolute path.
+    #[error("a `file:` secret reference needs an absolute path, e.g. file:/etc/fedvol/secrets/token")]
+    FileNotAbsolute,
+    /// `env:` without a variable name.
+    #[error("an `env:` secret reference needs a variable name (letters, digits, `_`), e.g. env:NFS_TOKEN")]
+    BadVariableName,
+    /// Neither: an inline value.
+    #[error("a secret must be given as a reference, `file:/path/to/secret` or `env:VARIABLE`, never inline")]
+    Inline,
+}
+
+/// A driver parameter whose key looks like a credential holds no reference.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("parameter `{key}` looks like a credential: {why} (the value is not shown)")]
+pub struct CredentialParameterError {
+    /// The parameter's key.
+    pub key: String,
+    /// What is wrong with its value.
+    pub why: SecretRefError,
+}
+
 impl SecretRef {
     /// Parses `file:/absolute/path` or `env:NAME`.
     ///
-    /// Errors: a sentence saying what a reference looks like. It never repeats `text` (which,
-    /// when it is not a reference, may be the secret itself).
-    pub fn parse(text: &str) -> Result<SecretRef, String> {
+    /// Errors: [`SecretRefError`], saying what a reference looks like.
+    pub fn parse(text: &str) -> Result<SecretRef, SecretRefError> {
         if let Some(p) = text.strip_prefix("file:") {
             if !p.starts_with('/') || p.contains('\0') {
-                return Err(
-                    "a `file:` secret reference needs an absolute path, e.g. file:/etc/fedvol/secrets/token".into(),
-                );
+                return Err(SecretRefError::FileNotAbsolute);
             }
             return Ok(SecretRef::File(p.to_string()));
         }
         if let Some(n) = text.strip_prefix("env:") {
             if !is_env_name(n) {
-                return Err(
-                    "an `env:` secret reference needs a variable name (letters, digits, `_`), e.g. env:NFS_TOKEN"
-                        .into(),
-                );
+                return Err(SecretRefError::BadVariableName);
             }
             return Ok(SecretRef::Env(n.to_string()));
         }
-        Err("a secret must be given as a reference, `file:/path/to/secret` or `env:VARIABLE`, never inline".into())
+        Err(SecretRefError::Inline)
     }
 }
 
 /// Checks one driver parameter: when its key [must hold a reference](must_be_reference), its
 /// value must parse as a [`SecretRef`].
 ///
-/// Errors: a sentence naming the key (never the value) and how to write a reference.
-pub fn check_parameter(key: &str, value: &str) -> Result<(), String> {
+/// Errors: [`CredentialParameterError`], naming the key (never the value) and how to write a
+/// reference.
+pub fn check_parameter(key: &str, value: &str) -> Result<(), CredentialParameterError> {
     if !must_be_reference(key) {
         return Ok(());
     }
     SecretRef::parse(value)
         .map(|_| ())
-        .map_err(|why| format!("parameter `{key}` looks like a credential: {why} (the value is not shown)"))
+        .map_err(|why| CredentialParameterError {
+            key: key.to_string(),
+            why,
+        })
 }
 
 #[cfg(test)]
@@ -137,7 +160,7 @@ mod tests {
         ] {
             assert!(SecretRef::parse(bad).is_err(), "{bad}");
         }
-        let e = check_parameter("apiToken", "s3cr3t-value").unwrap_err();
+        let e = check_parameter("apiToken", "s3cr3t-value").unwrap_err().to_string();
         assert!(e.contains("`apiToken`") && !e.contains("s3cr3t"), "{e}");
         assert!(check_parameter("password", "file:/run/secrets/nfs").is_ok());
         assert!(check_parameter("type", "gp3").is_ok(), "not a secret key");

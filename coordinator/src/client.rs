@@ -5,11 +5,10 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 
-use fedvol_agent::config::{NatsAuth, redact_url};
-use fedvol_common::wire::Subjects;
+use fedvol_proto::coordinator::CoordinatorEndpoint;
+use fedvol_proto::nats::{NatsAuth, ServerErrors, connect_watching, redact_url};
+use fedvol_proto::{Failure, Subjects};
 
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]
@@ -95,7 +94,7 @@ pub struct Client {
     /// Per-call timeout.
     pub timeout: Duration,
     url: String,
-    errors: fedvol_agent::nats::ServerErrors,
+    errors: ServerErrors,
 }
 
 impl Client {
@@ -103,7 +102,7 @@ impl Client {
     ///
     /// Errors: [`ClientError::Connect`] with the server's URL (credentials redacted).
     pub async fn connect(auth: &NatsAuth, prefix: &str, user: &str, timeout: Duration) -> Result<Client, ClientError> {
-        let (nats, errors) = fedvol_agent::nats::connect_watching(&format!("fedvol cli {user}"), auth)
+        let (nats, errors) = connect_watching(&format!("fedvol cli {user}"), auth)
             .await
             .map_err(|e| ClientError::Connect(e.to_string()))?;
         Ok(Client {
@@ -116,21 +115,22 @@ impl Client {
         })
     }
 
-    /// Sends `body` to the coordinators' `op` and decodes the one answer.
+    /// Sends `req` to the coordinators' endpoint `E` and decodes the one answer: the reply, or
+    /// the [`Failure`] a coordinator answered with instead.
     ///
     /// Errors: a body over the server's `max_payload` ([`ClientError::TooLarge`], nothing is
     /// sent), no coordinator, timeout, unreadable answer, NATS failure.
-    pub async fn call<Req: Serialize, Resp: DeserializeOwned>(
+    pub async fn call<E: CoordinatorEndpoint>(
         &self,
-        op: &str,
-        body: &Req,
-    ) -> Result<Resp, ClientError> {
-        let subject = self.subjects.coordinator(op, &self.user);
+        req: &E::Request,
+    ) -> Result<Result<E::Reply, Failure>, ClientError> {
+        let op = E::NAME;
+        let subject = self.subjects.coordinator(E::OP, &self.user);
         let nats_err = |e: &dyn std::fmt::Display| ClientError::Nats {
             subject: subject.clone(),
             message: e.to_string(),
         };
-        let payload = serde_json::to_vec(body).map_err(|e| nats_err(&e))?;
+        let payload = E::encode_request(req);
         let max = self.nats.max_payload();
         if payload.len() > max {
             return Err(ClientError::TooLarge {
@@ -142,7 +142,7 @@ impl Client {
         let inbox = self.nats.new_inbox();
         let mut sub = self.nats.subscribe(inbox.clone()).await.map_err(|e| nats_err(&e))?;
         self.nats
-            .publish_with_reply(subject.clone(), inbox, payload.into())
+            .publish_with_reply(subject.clone(), inbox, payload)
             .await
             .map_err(|e| nats_err(&e))?;
         self.nats.flush().await.map_err(|e| nats_err(&e))?;
@@ -164,7 +164,7 @@ impl Client {
                 url: self.url.clone(),
             });
         }
-        serde_json::from_slice(&msg.payload).map_err(|e| ClientError::BadReply {
+        E::decode_reply(&msg.payload, "client").map_err(|e| ClientError::BadReply {
             subject: subject.clone(),
             message: e.to_string(),
         })

@@ -2,6 +2,9 @@
 //! `file:line:col`, nothing is planned from invalid files (exit 1), and group permissions decide
 //! between exit 0 and exit 2.
 
+// Test support: a panic here is a failed test (unwrap/expect are denied outside tests).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::path::Path;

@@ -2,6 +2,9 @@
 //! clusters: the outcomes their comments promise, derived from the seeds' rules, plus the
 //! properties of `fedvol plan`'s output (determinism, seeds, YAML and table views, exit codes).
 
+// Test support: a panic here is a failed test (unwrap/expect are denied outside tests).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::collections::BTreeSet;

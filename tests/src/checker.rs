@@ -31,9 +31,10 @@ use futures::StreamExt;
 use fedvol_common::decision::Action;
 use fedvol_common::format::load_inventory;
 use fedvol_common::model::{Inventory, Resources};
-use fedvol_common::wire::{
-    DecisionRef, DecisionState, ListReply, StatusReply, StoredDecision, Subjects, SubmitReply, VERSION, ops,
-};
+use fedvol_proto::agent::{AgentOp, StatusReply};
+use fedvol_proto::coordinator::{self as api, DecisionRef, ListReply, SubmitReply};
+use fedvol_proto::decisions::{DecisionState, StoredDecision};
+use fedvol_proto::{NoArgs, Subjects};
 
 use crate::load::{Acked, CallError, call, coordinator_op};
 
@@ -464,16 +465,15 @@ where
 /// Errors: no coordinator answered within 60 s, or it answered with another error.
 pub async fn fetch_decision(client: &async_nats::Client, id: &str) -> Result<Option<StoredDecision>, String> {
     let body = DecisionRef {
-        v: VERSION,
         request_id: id.to_string(),
     };
     let reply: SubmitReply = patiently(&format!("get {id}"), || {
-        coordinator_op(client, ops::GET, CHECKER_USER, &body, CALL_WAIT)
+        coordinator_op::<api::Get>(client, CHECKER_USER, &body, CALL_WAIT)
     })
     .await?;
     match (reply.stored, reply.error) {
         (Some(s), _) => Ok(Some(s)),
-        (None, Some(e)) if e.code == "not_found" => Ok(None),
+        (None, Some(e)) if e.is(&fedvol_proto::Code::NotFound) => Ok(None),
         (None, Some(e)) => Err(format!("get {id}: {}: {}", e.code, e.message)),
         (None, None) => Err(format!("get {id}: an empty answer")),
     }
@@ -483,14 +483,10 @@ pub async fn fetch_decision(client: &async_nats::Client, id: &str) -> Result<Opt
 ///
 /// Errors: no coordinator answered, or it answered with an error.
 pub async fn list_ids(client: &async_nats::Client) -> Result<Vec<String>, String> {
-    let body = serde_json::json!({ "v": VERSION });
     let reply: ListReply = patiently("list", || {
-        coordinator_op(client, ops::LIST, CHECKER_USER, &body, CALL_WAIT)
+        coordinator_op::<api::List>(client, CHECKER_USER, &NoArgs {}, CALL_WAIT)
     })
     .await?;
-    if let Some(e) = reply.error {
-        return Err(format!("list: {}: {}", e.code, e.message));
-    }
     Ok(reply.decisions.into_iter().map(|d| d.request_id).collect())
 }
 
@@ -498,7 +494,7 @@ pub async fn list_ids(client: &async_nats::Client) -> Result<Vec<String>, String
 ///
 /// Errors: the agent did not answer within 60 s.
 pub async fn fetch_status(client: &async_nats::Client, cluster: &str) -> Result<StatusReply, String> {
-    let subject = Subjects::default().cluster(cluster, "status");
+    let subject = Subjects::default().cluster(cluster, AgentOp::Status);
     patiently(&format!("status of {cluster}"), || {
         call(client, &subject, br#"{"v":1}"#.to_vec(), CALL_WAIT)
     })
@@ -562,7 +558,7 @@ mod tests {
     use fedvol_common::decision::{ClusterDecision, ClusterStatus, Decision, HostAllocation, VolumeDecision};
     use fedvol_common::funnel::PlanRequest;
     use fedvol_common::size::ByteSize;
-    use fedvol_common::wire::{HoldSummary, ManagedVolumeInfo};
+    use fedvol_proto::agent::{HoldSummary, ManagedVolumeInfo};
 
     fn res(cpu: u64) -> Resources {
         Resources {
@@ -599,7 +595,6 @@ mod tests {
             clusters.insert(c.to_string(), slot);
         }
         StoredDecision {
-            v: VERSION,
             state,
             decision: Decision {
                 request_id: id.into(),
@@ -631,7 +626,6 @@ mod tests {
         }
         AgentView {
             status: StatusReply {
-                v: VERSION,
                 cluster: cluster.into(),
                 inventory_version: "x".into(),
                 holds: Vec::new(),

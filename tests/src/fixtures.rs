@@ -65,5 +65,5 @@ pub fn new_volume(name: &str, class: &str, capacity: u128) -> NewVolume {
 
 /// An absolute deadline `ms` milliseconds from now (ms since the epoch, as on the wire).
 pub fn deadline_in(ms: u64) -> u64 {
-    fedvol_common::wire::now_ms() + ms
+    fedvol_proto::now_ms() + ms
 }

@@ -38,6 +38,23 @@ pub use process::Spawned;
 
 use std::time::{Duration, Instant};
 
+/// The wire body of `body`: as it serializes when it already carries a protocol version `v`
+/// (a hand-written JSON body), else with `v` added ([`fedvol_proto::encode`]), as every fedvol
+/// process sends it.
+pub fn versioned_body(body: &impl serde::Serialize) -> Vec<u8> {
+    #[derive(serde::Deserialize)]
+    struct Peek {
+        #[serde(default)]
+        v: Option<serde::de::IgnoredAny>,
+    }
+    let raw = serde_json::to_vec(body).unwrap_or_default();
+    if serde_json::from_slice::<Peek>(&raw).is_ok_and(|p| p.v.is_some()) {
+        raw
+    } else {
+        fedvol_proto::encode(body).to_vec()
+    }
+}
+
 /// Polls `cond` every `every` until it holds (true) or `timeout` passed (false). Async, so the
 /// test's NATS connections keep running while it waits.
 pub async fn wait_until(timeout: Duration, every: Duration, mut cond: impl FnMut() -> bool) -> bool {

@@ -21,7 +21,9 @@ use serde::de::DeserializeOwned;
 
 use fedvol_common::format::parse_workflow_str;
 use fedvol_common::model::Workflow;
-use fedvol_common::wire::{DecisionRef, DecisionState, Subjects, SubmitMsg, SubmitReply, VERSION, ops};
+use fedvol_proto::coordinator::{self as api, CoordinatorEndpoint, DecisionRef, SubmitMsg, SubmitReply};
+use fedvol_proto::decisions::DecisionState;
+use fedvol_proto::{Endpoint, Subjects};
 
 /// Why a request got no usable answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +36,8 @@ pub enum CallError {
     Nats(String),
     /// An answer came but is not the expected JSON.
     BadAnswer(String),
+    /// The server answered with a failure (code: message).
+    Refused(String),
 }
 
 impl std::fmt::Display for CallError {
@@ -43,6 +47,7 @@ impl std::fmt::Display for CallError {
             CallError::TimedOut(s, ms) => write!(f, "no answer on {s} within {ms} ms"),
             CallError::Nats(m) => write!(f, "NATS error: {m}"),
             CallError::BadAnswer(m) => write!(f, "unreadable answer: {m}"),
+            CallError::Refused(m) => write!(f, "refused: {m}"),
         }
     }
 }
@@ -75,7 +80,7 @@ pub async fn call_raw(
     }
 }
 
-/// [`call_raw`], decoding the answer as `T`.
+/// [`call_raw`], decoding the answer (a versioned body) as `T`.
 ///
 /// Errors: [`CallError`]; an answer that is not a `T` is [`CallError::BadAnswer`].
 pub async fn call<T: DeserializeOwned>(
@@ -85,29 +90,39 @@ pub async fn call<T: DeserializeOwned>(
     wait: Duration,
 ) -> Result<T, CallError> {
     let bytes = call_raw(client, subject, body, wait).await?;
-    serde_json::from_slice(&bytes)
+    fedvol_proto::decode(&bytes, "answer", "client")
         .map_err(|e| CallError::BadAnswer(format!("{e}: {}", String::from_utf8_lossy(&bytes))))
 }
 
-/// A coordinator operation `op` as `user` with the JSON of `body`.
+/// The answer of endpoint `E` to `bytes`: its reply, a failure as [`CallError::Refused`], or
+/// [`CallError::BadAnswer`].
+fn reply_of<E: Endpoint>(bytes: &[u8]) -> Result<E::Reply, CallError> {
+    match E::decode_reply(bytes, "client") {
+        Ok(Ok(r)) => Ok(r),
+        Ok(Err(f)) => Err(CallError::Refused(format!("{}: {}", f.error.code, f.error.message))),
+        Err(e) => Err(CallError::BadAnswer(format!("{e}: {}", String::from_utf8_lossy(bytes)))),
+    }
+}
+
+/// Coordinator endpoint `E` as `user` with `body`.
 ///
-/// Errors: [`CallError`].
-pub async fn coordinator_op<T: DeserializeOwned>(
+/// Errors: [`CallError`] (a failure the coordinator answered with is [`CallError::Refused`];
+/// submit-shaped replies carry theirs in their `error`).
+pub async fn coordinator_op<E: CoordinatorEndpoint>(
     client: &async_nats::Client,
-    op: &str,
     user: &str,
-    body: &impl serde::Serialize,
+    body: &E::Request,
     wait: Duration,
-) -> Result<T, CallError> {
-    let bytes = serde_json::to_vec(body).map_err(|e| CallError::Nats(e.to_string()))?;
-    call(client, &Subjects::default().coordinator(op, user), bytes, wait).await
+) -> Result<E::Reply, CallError> {
+    let subject = Subjects::default().coordinator(E::OP, user);
+    let bytes = call_raw(client, &subject, E::encode_request(body).to_vec(), wait).await?;
+    reply_of::<E>(&bytes)
 }
 
 /// A submit message for group `physics` (which the test inventories let use their scratch
 /// provisioner), waiting the coordinator's default deadline.
 pub fn submit_msg(id: &str, workflow: &Workflow, dry_run: bool) -> SubmitMsg {
     SubmitMsg {
-        v: VERSION,
         request_id: id.to_string(),
         workflow: workflow.clone(),
         dry_run,
@@ -128,10 +143,9 @@ pub async fn complete(
     wait: Duration,
 ) -> Result<SubmitReply, CallError> {
     let body = DecisionRef {
-        v: VERSION,
         request_id: id.to_string(),
     };
-    coordinator_op(client, ops::COMPLETE, user, &body, wait).await
+    coordinator_op::<api::Complete>(client, user, &body, wait).await
 }
 
 /// A workflow with one 1 MiB scratch volume (a directory the hostpath driver creates) and one
@@ -383,7 +397,7 @@ const RETRYABLE: [&str; 3] = ["store_unavailable", "nats_error", "commit_outcome
 fn outcome_of(r: &Result<SubmitReply, CallError>) -> Outcome {
     match r {
         Ok(reply) => match (&reply.error, &reply.stored) {
-            (Some(e), _) => Outcome::Error(e.code.clone()),
+            (Some(e), _) => Outcome::Error(e.code.to_string()),
             (None, Some(s)) => match s.state {
                 DecisionState::Committed => Outcome::Committed(s.decision.chosen_cluster.clone().unwrap_or_default()),
                 DecisionState::Failed => Outcome::Failed,
@@ -483,9 +497,7 @@ async fn attempt_submit(
     state: &State,
 ) -> Outcome {
     let sent = Instant::now();
-    let body = serde_json::to_vec(msg).unwrap_or_default();
-    let r: Result<SubmitReply, CallError> =
-        call(client, &Subjects::default().coordinator(ops::SUBMIT, user), body, wait).await;
+    let r: Result<SubmitReply, CallError> = coordinator_op::<api::Submit>(client, user, msg, wait).await;
     let outcome = outcome_of(&r);
     locked(&state.attempts).push(Attempt {
         id: msg.request_id.clone(),

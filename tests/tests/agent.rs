@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use fedvol_common::format::parse_workflow_str;
 use fedvol_common::funnel::PlanRequest;
-use fedvol_common::wire::{ActionMsg, ActionReply, PlanMsg, PlanReply, StatusReply, Subjects, VERSION, now_ms};
+use fedvol_proto::agent::{ActionMsg, ActionReply, AgentOp, PlanMsg, PlanReply, StatusReply};
+use fedvol_proto::{Subjects, now_ms};
 use fedvol_tests::federation::{AgentProc, slots_inventory};
+use fedvol_tests::versioned_body;
 use fedvol_tests::{NatsServer, Spawned};
 use futures::StreamExt;
 
@@ -33,7 +35,6 @@ fn workflow() -> fedvol_common::model::Workflow {
 
 fn plan_msg(id: &str, reserve: bool, ttl_ms: u64) -> PlanMsg {
     PlanMsg {
-        v: VERSION,
         request: PlanRequest {
             request_id: id.into(),
             workflow: workflow(),
@@ -50,7 +51,6 @@ fn plan_msg(id: &str, reserve: bool, ttl_ms: u64) -> PlanMsg {
 
 fn action(id: &str) -> ActionMsg {
     ActionMsg {
-        v: VERSION,
         request_id: id.into(),
         deadline_ms: now_ms() + 10_000,
     }
@@ -92,14 +92,7 @@ async fn ask<T: serde::de::DeserializeOwned>(
     subject: &str,
     body: &impl serde::Serialize,
 ) -> T {
-    let mut r = gather(
-        client,
-        subject,
-        serde_json::to_vec(body).unwrap(),
-        1,
-        Duration::from_secs(10),
-    )
-    .await;
+    let mut r = gather(client, subject, versioned_body(body), 1, Duration::from_secs(10)).await;
     assert_eq!(r.len(), 1, "no answer on {subject}");
     serde_json::from_value(r.remove(0)).unwrap()
 }
@@ -110,7 +103,7 @@ async fn plan_reserve_commit_complete_release_and_expiry_round_trips() {
     let agent = agent(&nats, "t1", 2).await;
     let client = nats.client().await;
     let s = Subjects::default();
-    let plan = s.cluster("t1", "plan");
+    let plan = s.cluster("t1", AgentOp::Plan);
 
     let dry: PlanReply = ask(&client, &plan, &plan_msg("dry", false, 0)).await;
     assert!(dry.decision.feasible && dry.hold.is_none());
@@ -121,44 +114,44 @@ async fn plan_reserve_commit_complete_release_and_expiry_round_trips() {
     assert_eq!(again.hold, r1.hold, "same request id, same hold");
     assert_eq!(again.decision.volumes, r1.decision.volumes);
 
-    let c1: ActionReply = ask(&client, &s.cluster("t1", "commit"), &action("r1")).await;
+    let c1: ActionReply = ask(&client, &s.cluster("t1", AgentOp::Commit), &action("r1")).await;
     assert!(c1.ok, "{c1:?}");
     let vol = &c1.volumes[0];
     assert_eq!(vol.outcome, "provisioned");
     let dir = agent.scratch().join(&vol.volume);
     assert!(dir.is_dir(), "hostpath directory {} created", dir.display());
-    let c1_again: ActionReply = ask(&client, &s.cluster("t1", "commit"), &action("r1")).await;
+    let c1_again: ActionReply = ask(&client, &s.cluster("t1", AgentOp::Commit), &action("r1")).await;
     assert_eq!(c1_again, c1, "a repeated commit gets the stored answer");
 
-    let st: StatusReply = ask(&client, &s.cluster("t1", "status"), &serde_json::json!({"v": 1})).await;
+    let st: StatusReply = ask(&client, &s.cluster("t1", AgentOp::Status), &serde_json::json!({"v": 1})).await;
     assert_eq!(st.committed, vec!["r1".to_string()]);
     assert_eq!(st.host_use.values().map(|r| r.cpu).sum::<u64>(), 8);
     let events: Vec<&str> = st.volumes[0].events.iter().map(|e| e.reason.as_str()).collect();
     assert_eq!(events, ["Provisioning", "ProvisioningSucceeded", "Bound"]);
 
-    let done: ActionReply = ask(&client, &s.cluster("t1", "complete"), &action("r1")).await;
+    let done: ActionReply = ask(&client, &s.cluster("t1", AgentOp::Complete), &action("r1")).await;
     assert!(done.ok && done.volumes[0].outcome == "deleted", "{done:?}");
     assert!(!dir.exists(), "reclaim policy Delete removes the directory");
-    let done_again: ActionReply = ask(&client, &s.cluster("t1", "complete"), &action("r1")).await;
+    let done_again: ActionReply = ask(&client, &s.cluster("t1", AgentOp::Complete), &action("r1")).await;
     assert_eq!(done_again, done);
 
     // Release frees a hold; releasing again is fine.
     let r2: PlanReply = ask(&client, &plan, &plan_msg("r2", true, 60_000)).await;
     assert!(r2.hold.is_some());
-    let rel: ActionReply = ask(&client, &s.cluster("t1", "release"), &action("r2")).await;
+    let rel: ActionReply = ask(&client, &s.cluster("t1", AgentOp::Release), &action("r2")).await;
     assert!(rel.ok);
-    let st: StatusReply = ask(&client, &s.cluster("t1", "status"), &serde_json::json!({"v": 1})).await;
+    let st: StatusReply = ask(&client, &s.cluster("t1", AgentOp::Status), &serde_json::json!({"v": 1})).await;
     assert!(st.holds.is_empty());
 
     // A hold with a short lease lapses and its commit is refused.
     let r3: PlanReply = ask(&client, &plan, &plan_msg("r3", true, 200)).await;
     assert!(r3.hold.is_some());
     tokio::time::sleep(Duration::from_millis(600)).await;
-    let st: StatusReply = ask(&client, &s.cluster("t1", "status"), &serde_json::json!({"v": 1})).await;
+    let st: StatusReply = ask(&client, &s.cluster("t1", AgentOp::Status), &serde_json::json!({"v": 1})).await;
     assert!(st.holds.is_empty(), "swept: {:?}", st.holds);
-    let late: ActionReply = ask(&client, &s.cluster("t1", "commit"), &action("r3")).await;
+    let late: ActionReply = ask(&client, &s.cluster("t1", AgentOp::Commit), &action("r3")).await;
     assert!(!late.ok);
-    assert_eq!(late.error.unwrap().code, "no_hold");
+    assert_eq!(late.error.unwrap().code.as_str(), "no_hold");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -166,7 +159,7 @@ async fn two_hundred_racing_reservations_for_ten_slots_get_exactly_ten() {
     let nats = NatsServer::start();
     let _agent = agent(&nats, "race", 10).await;
     let client = nats.client().await;
-    let subject = Subjects::default().cluster("race", "plan");
+    let subject = Subjects::default().cluster("race", AgentOp::Plan);
     let tasks: Vec<_> = (0..200)
         .map(|i| {
             let (client, subject) = (client.clone(), subject.clone());
@@ -195,7 +188,7 @@ async fn replicas_share_a_cluster_and_each_cluster_answers_a_broadcast_once() {
     let subject = Subjects::default().plan();
     // 24 broadcasts at once; each waits long enough that a duplicate answer would show up.
     let all = futures::future::join_all((0..24).map(|i| {
-        let body = serde_json::to_vec(&plan_msg(&format!("bc-{i}"), false, 0)).unwrap();
+        let body = versioned_body(&plan_msg(&format!("bc-{i}"), false, 0));
         let (client, subject) = (client.clone(), subject.clone());
         async move { gather(&client, &subject, body, 3, Duration::from_millis(1500)).await }
     }))
@@ -219,19 +212,19 @@ async fn kill_9_after_an_acknowledged_commit_loses_nothing_and_never_double_book
     let mut agent = agent(&nats, "k", 2).await;
     let client = nats.client().await;
     let s = Subjects::default();
-    let _: PlanReply = ask(&client, &s.cluster("k", "plan"), &plan_msg("k1", true, 60_000)).await;
-    let acked: ActionReply = ask(&client, &s.cluster("k", "commit"), &action("k1")).await;
+    let _: PlanReply = ask(&client, &s.cluster("k", AgentOp::Plan), &plan_msg("k1", true, 60_000)).await;
+    let acked: ActionReply = ask(&client, &s.cluster("k", AgentOp::Commit), &action("k1")).await;
     assert!(acked.ok);
-    let _: PlanReply = ask(&client, &s.cluster("k", "plan"), &plan_msg("k2", true, 60_000)).await;
+    let _: PlanReply = ask(&client, &s.cluster("k", AgentOp::Plan), &plan_msg("k2", true, 60_000)).await;
 
     agent.crash_and_restart().await;
 
-    let again: ActionReply = ask(&client, &s.cluster("k", "commit"), &action("k1")).await;
+    let again: ActionReply = ask(&client, &s.cluster("k", AgentOp::Commit), &action("k1")).await;
     assert_eq!(
         again, acked,
         "the acknowledged commit survived, and retrying it changes nothing"
     );
-    let st: StatusReply = ask(&client, &s.cluster("k", "status"), &serde_json::json!({"v": 1})).await;
+    let st: StatusReply = ask(&client, &s.cluster("k", AgentOp::Status), &serde_json::json!({"v": 1})).await;
     assert_eq!(st.committed, vec!["k1".to_string()]);
     assert_eq!(st.holds.len(), 1, "the hold of k2 survived too");
     assert_eq!(
@@ -240,7 +233,7 @@ async fn kill_9_after_an_acknowledged_commit_loses_nothing_and_never_double_book
         "k1 and k2, each counted once"
     );
     // Both slots are taken: a third reservation gets nothing.
-    let k3: PlanReply = ask(&client, &s.cluster("k", "plan"), &plan_msg("k3", true, 60_000)).await;
+    let k3: PlanReply = ask(&client, &s.cluster("k", AgentOp::Plan), &plan_msg("k3", true, 60_000)).await;
     assert!(k3.hold.is_none());
     assert_eq!(
         std::fs::read_dir(agent.scratch()).unwrap().count(),
@@ -278,23 +271,26 @@ async fn kill_9_in_the_middle_of_a_commit_then_a_retry_commits_once() {
     provisioner.wait_for_log("listening", Duration::from_secs(20)).await;
     let client = nats.client().await;
     let s = Subjects::default();
-    let _: PlanReply = ask(&client, &s.cluster("x", "plan"), &plan_msg("m1", true, 60_000)).await;
-    let body = serde_json::to_vec(&action("m1")).unwrap();
-    client.publish(s.cluster("x", "commit"), body.into()).await.unwrap();
+    let _: PlanReply = ask(&client, &s.cluster("x", AgentOp::Plan), &plan_msg("m1", true, 60_000)).await;
+    let body = versioned_body(&action("m1"));
+    client
+        .publish(s.cluster("x", AgentOp::Commit), body.into())
+        .await
+        .unwrap();
     agent.proc.wait_for_log("provisioning", Duration::from_secs(10)).await;
     agent.crash_and_restart().await;
 
-    let st: StatusReply = ask(&client, &s.cluster("x", "status"), &serde_json::json!({"v": 1})).await;
+    let st: StatusReply = ask(&client, &s.cluster("x", AgentOp::Status), &serde_json::json!({"v": 1})).await;
     assert!(
         st.committed.is_empty(),
         "the commit was never acknowledged, so it did not happen"
     );
     assert_eq!(st.holds.len(), 1, "the hold is still there");
-    let done: ActionReply = ask(&client, &s.cluster("x", "commit"), &action("m1")).await;
+    let done: ActionReply = ask(&client, &s.cluster("x", AgentOp::Commit), &action("m1")).await;
     assert!(done.ok, "{done:?}");
-    let again: ActionReply = ask(&client, &s.cluster("x", "commit"), &action("m1")).await;
+    let again: ActionReply = ask(&client, &s.cluster("x", AgentOp::Commit), &action("m1")).await;
     assert_eq!(again, done);
-    let st: StatusReply = ask(&client, &s.cluster("x", "status"), &serde_json::json!({"v": 1})).await;
+    let st: StatusReply = ask(&client, &s.cluster("x", AgentOp::Status), &serde_json::json!({"v": 1})).await;
     assert_eq!(st.committed, vec!["m1".to_string()]);
     assert_eq!(st.host_use.values().map(|r| r.cpu).sum::<u64>(), 8, "booked once");
     assert_eq!(
@@ -324,20 +320,19 @@ async fn why_not_names_the_blocking_stage_every_rule_and_a_hint() {
     )
     .unwrap()
     .value;
-    let msg = fedvol_common::wire::WhyNotMsg {
-        v: VERSION,
+    let msg = fedvol_proto::agent::WhyNotMsg {
         request: req.clone(),
         deadline_ms: now_ms() + 10_000,
         zone: None,
         host: None,
         provisioner: Some("keep".into()),
     };
-    let r: fedvol_common::wire::WhyNotReply = ask(&client, &s.cluster("w", "why_not"), &msg).await;
+    let r: fedvol_proto::agent::WhyNotReply = ask(&client, &s.cluster("w", AgentOp::WhyNot), &msg).await;
     assert!(r.blockers.is_empty(), "provisioner keep is not rejected: {r:?}");
     // The volume: why was `small` not bound? Capacity, with a hint.
     let d: PlanReply = ask(
         &client,
-        &s.cluster("w", "plan"),
+        &s.cluster("w", AgentOp::Plan),
         &PlanMsg {
             request: req.clone(),
             ..plan_msg("q1", false, 0)
@@ -355,13 +350,13 @@ async fn why_not_names_the_blocking_stage_every_rule_and_a_hint() {
 
     // A host that is powered off: every rule and a hint.
     req.workflow = workflow();
-    let msg = fedvol_common::wire::WhyNotMsg {
+    let msg = fedvol_proto::agent::WhyNotMsg {
         request: req,
         host: Some("tiny".into()),
         provisioner: None,
         ..msg
     };
-    let r: fedvol_common::wire::WhyNotReply = ask(&client, &s.cluster("w", "why_not"), &msg).await;
+    let r: fedvol_proto::agent::WhyNotReply = ask(&client, &s.cluster("w", AgentOp::WhyNot), &msg).await;
     let b = &r.blockers[0];
     assert_eq!((b.stage.as_str(), b.candidate.as_str()), ("host.power", "z1/tiny"));
     assert_eq!(b.hint.as_deref(), Some("fits once the host is powered on"));
@@ -374,7 +369,7 @@ async fn a_bad_inventory_on_reload_keeps_the_old_one_serving() {
     let mut agent = agent(&nats, "r", 1).await;
     let client = nats.client().await;
     let s = Subjects::default();
-    let before: StatusReply = ask(&client, &s.cluster("r", "status"), &serde_json::json!({"v": 1})).await;
+    let before: StatusReply = ask(&client, &s.cluster("r", AgentOp::Status), &serde_json::json!({"v": 1})).await;
 
     let good = std::fs::read_to_string(agent.inventory()).unwrap();
     std::fs::write(agent.inventory(), good.replace("provisioners:", "provisoners:")).unwrap();
@@ -387,7 +382,7 @@ async fn a_bad_inventory_on_reload_keeps_the_old_one_serving() {
         agent.proc.log().contains("did you mean `provisioners`"),
         "the errors are logged"
     );
-    let still: PlanReply = ask(&client, &s.cluster("r", "plan"), &plan_msg("p1", false, 0)).await;
+    let still: PlanReply = ask(&client, &s.cluster("r", AgentOp::Plan), &plan_msg("p1", false, 0)).await;
     assert!(still.decision.feasible);
     assert_eq!(
         still.decision.inventory_version.as_deref(),
@@ -400,7 +395,7 @@ async fn a_bad_inventory_on_reload_keeps_the_old_one_serving() {
         .proc
         .wait_for_log("inventory reloaded", Duration::from_secs(10))
         .await;
-    let after: StatusReply = ask(&client, &s.cluster("r", "status"), &serde_json::json!({"v": 1})).await;
+    let after: StatusReply = ask(&client, &s.cluster("r", AgentOp::Status), &serde_json::json!({"v": 1})).await;
     assert_ne!(after.inventory_version, before.inventory_version);
 }
 
@@ -417,7 +412,7 @@ async fn malformed_requests_get_an_error_and_the_agent_keeps_serving() {
     ] {
         let r = gather(
             &client,
-            &s.cluster("m", "plan"),
+            &s.cluster("m", AgentOp::Plan),
             body.to_vec(),
             1,
             Duration::from_secs(5),
@@ -425,15 +420,15 @@ async fn malformed_requests_get_an_error_and_the_agent_keeps_serving() {
         .await;
         assert_eq!(r[0]["error"]["code"], "bad_request", "{r:?}");
     }
-    let ok: PlanReply = ask(&client, &s.cluster("m", "plan"), &plan_msg("fine", false, 0)).await;
+    let ok: PlanReply = ask(&client, &s.cluster("m", AgentOp::Plan), &plan_msg("fine", false, 0)).await;
     assert!(ok.decision.feasible);
     // A request past its deadline is dropped, not answered late.
     let mut late = plan_msg("late", false, 0);
     late.deadline_ms = now_ms().saturating_sub(1);
     let r = gather(
         &client,
-        &s.cluster("m", "plan"),
-        serde_json::to_vec(&late).unwrap(),
+        &s.cluster("m", AgentOp::Plan),
+        versioned_body(&late),
         1,
         Duration::from_millis(500),
     )

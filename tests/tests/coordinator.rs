@@ -10,10 +10,13 @@ use std::time::{Duration, Instant};
 use fedvol_common::decision::ClusterStatus;
 use fedvol_common::format::parse_workflow_str;
 use fedvol_common::model::Workflow;
-use fedvol_common::wire::{
-    ClustersReply, DecisionRef, DecisionState, ListReply, ReplayReply, StatusReply, StoredDecision, Subjects,
-    SubmitMsg, SubmitReply, VERSION, WhyNotQuery, WhyNotReply, ops,
+use fedvol_proto::agent::{AgentOp, StatusReply, WhyNotReply};
+use fedvol_proto::coordinator::{self as api, CoordinatorEndpoint};
+use fedvol_proto::coordinator::{
+    ClustersReply, DecisionRef, ListReply, ReplayReply, SubmitMsg, SubmitReply, WhyNotQuery,
 };
+use fedvol_proto::decisions::{DecisionState, StoredDecision};
+use fedvol_proto::{NoArgs, Subjects};
 use fedvol_tests::federation::{AgentProc, CoordinatorProc, slots_inventory};
 use fedvol_tests::{NatsServer, Spawned, wait_until};
 use futures::StreamExt;
@@ -55,6 +58,12 @@ async fn coordinator(nats: &NatsServer, extra: &[&str]) -> CoordinatorProc {
 
 /// One request with its own inbox; the first answer, decoded straight from the bytes.
 async fn call<T: serde::de::DeserializeOwned>(client: &async_nats::Client, subject: &str, body: Vec<u8>) -> T {
+    let bytes = call_bytes(client, subject, body).await;
+    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{subject}: {e}: {}", String::from_utf8_lossy(&bytes)))
+}
+
+/// One request with its own inbox; the first answer's bytes.
+async fn call_bytes(client: &async_nats::Client, subject: &str, body: Vec<u8>) -> Vec<u8> {
     let inbox = client.new_inbox();
     let mut sub = client.subscribe(inbox.clone()).await.unwrap();
     client
@@ -66,27 +75,23 @@ async fn call<T: serde::de::DeserializeOwned>(client: &async_nats::Client, subje
         .unwrap_or_else(|_| panic!("no answer on {subject}"))
         .unwrap();
     assert!(m.status.is_none(), "no responders on {subject}");
-    serde_json::from_slice(&m.payload)
-        .unwrap_or_else(|e| panic!("{subject}: {e}: {}", String::from_utf8_lossy(&m.payload)))
+    m.payload.to_vec()
 }
 
-async fn op<T: serde::de::DeserializeOwned>(
-    client: &async_nats::Client,
-    op: &str,
-    user: &str,
-    body: &impl serde::Serialize,
-) -> T {
-    call(
-        client,
-        &Subjects::default().coordinator(op, user),
-        serde_json::to_vec(body).unwrap(),
-    )
-    .await
+/// Coordinator endpoint `E` as `user`: its reply (a failure the coordinator answered with
+/// instead fails the test, naming it).
+async fn op<E: CoordinatorEndpoint>(client: &async_nats::Client, user: &str, body: &E::Request) -> E::Reply {
+    let subject = Subjects::default().coordinator(E::OP, user);
+    let bytes: Vec<u8> = call_bytes(client, &subject, E::encode_request(body).to_vec()).await;
+    match E::decode_reply(&bytes, "client") {
+        Ok(Ok(r)) => r,
+        Ok(Err(f)) => panic!("{subject}: the coordinator answered with a failure: {f}"),
+        Err(e) => panic!("{subject}: {e}: {}", String::from_utf8_lossy(&bytes)),
+    }
 }
 
 fn submit_msg(id: &str, workflow: Workflow) -> SubmitMsg {
     SubmitMsg {
-        v: VERSION,
         request_id: id.into(),
         workflow,
         dry_run: false,
@@ -101,29 +106,20 @@ fn submit_msg(id: &str, workflow: Workflow) -> SubmitMsg {
 /// answer took.
 async fn submit(client: &async_nats::Client, user: &str, msg: &SubmitMsg) -> (StoredDecision, Duration) {
     let started = Instant::now();
-    let r: SubmitReply = op(client, ops::SUBMIT, user, msg).await;
+    let r: SubmitReply = op::<api::Submit>(client, user, msg).await;
     let took = started.elapsed();
     assert!(r.error.is_none(), "{:?}", r.error);
     (r.stored.expect("a stored decision"), took)
 }
 
 async fn get(client: &async_nats::Client, id: &str) -> SubmitReply {
-    op(
-        client,
-        ops::GET,
-        "alice",
-        &DecisionRef {
-            v: VERSION,
-            request_id: id.into(),
-        },
-    )
-    .await
+    op::<api::Get>(client, "alice", &DecisionRef { request_id: id.into() }).await
 }
 
 async fn status(client: &async_nats::Client, cluster: &str) -> StatusReply {
     call(
         client,
-        &Subjects::default().cluster(cluster, "status"),
+        &Subjects::default().cluster(cluster, AgentOp::Status),
         br#"{"v":1}"#.to_vec(),
     )
     .await
@@ -132,7 +128,7 @@ async fn status(client: &async_nats::Client, cluster: &str) -> StatusReply {
 async fn clusters(client: &async_nats::Client) -> ClustersReply {
     call(
         client,
-        &Subjects::default().coordinator(ops::CLUSTERS, "alice"),
+        &Subjects::default().coordinator(fedvol_proto::coordinator::CoordinatorOp::Clusters, "alice"),
         br#"{"v":1}"#.to_vec(),
     )
     .await
@@ -267,12 +263,10 @@ async fn three_example_clusters_the_seeds_choose_commit_and_release() {
     );
 
     // why_not: cluster-c's GPU host node-1 lacks memory for train.
-    let w: WhyNotReply = op(
+    let w: WhyNotReply = op::<api::WhyNot>(
         &client,
-        ops::WHY_NOT,
         "alice",
         &WhyNotQuery {
-            v: VERSION,
             request_id: "gpu-1".into(),
             cluster: "cluster-c".into(),
             zone: None,
@@ -281,7 +275,6 @@ async fn three_example_clusters_the_seeds_choose_commit_and_release() {
         },
     )
     .await;
-    assert!(w.error.is_none(), "{w:?}");
     assert_eq!(w.cluster, "cluster-c");
     assert!(!w.blockers.is_empty(), "{w:?}");
 
@@ -294,7 +287,7 @@ async fn three_example_clusters_the_seeds_choose_commit_and_release() {
             .iter()
             .all(|c| c.alive && !c.suspect && !c.inventory_version.is_empty())
     );
-    let list: ListReply = op(&client, ops::LIST, "alice", &serde_json::json!({"v": 1})).await;
+    let list: ListReply = op::<api::List>(&client, "alice", &NoArgs {}).await;
     assert_eq!(list.decisions.len(), 1);
     assert_eq!(list.decisions[0].chosen_cluster.as_deref(), Some("cluster-b"));
     drop(agents);
@@ -351,7 +344,7 @@ async fn a_killed_agent_times_out_once_then_is_not_waited_for() {
     a.proc.kill();
     b.proc.kill();
     for c in ["a", "b"] {
-        let subject = Subjects::default().cluster(c, "status");
+        let subject = Subjects::default().cluster(c, AgentOp::Status);
         let gone = {
             let end = Instant::now() + Duration::from_secs(5);
             loop {
@@ -546,7 +539,7 @@ async fn decisions_survive_a_coordinator_kill_and_a_second_one_serves_meanwhile(
         let got = get(&client, &d.decision.request_id).await.stored.unwrap();
         assert_eq!(&got, d, "survived in the KV bucket");
     }
-    let list: ListReply = op(&client, ops::LIST, "alice", &serde_json::json!({"v": 1})).await;
+    let list: ListReply = op::<api::List>(&client, "alice", &NoArgs {}).await;
     assert_eq!(list.decisions.len(), 6);
     assert!(
         list.decisions.windows(2).all(|w| w[0].updated_ms >= w[1].updated_ms),
@@ -579,7 +572,7 @@ async fn forty_concurrent_submits_for_ten_slots_never_over_commit() {
             tokio::spawn(async move {
                 let mut msg = submit_msg(&format!("c-{i}"), job_workflow("storm"));
                 msg.timeout_ms = 3000;
-                let r: SubmitReply = op(&client, ops::SUBMIT, &format!("user{}", i % 5), &msg).await;
+                let r: SubmitReply = op::<api::Submit>(&client, &format!("user{}", i % 5), &msg).await;
                 r
             })
         })
@@ -697,12 +690,10 @@ async fn idempotent_submit_complete_dry_run_replay_directory_and_bad_input() {
     }
 
     // Complete frees the capacity and removes the volume (reclaim policy Delete).
-    let done: SubmitReply = op(
+    let done: SubmitReply = op::<api::Complete>(
         &client,
-        ops::COMPLETE,
         "alice",
         &DecisionRef {
-            v: VERSION,
             request_id: "idem-1".into(),
         },
     )
@@ -729,49 +720,44 @@ async fn idempotent_submit_complete_dry_run_replay_directory_and_bad_input() {
     assert!(d.attempts.is_empty());
     let st = status(&client, "a").await;
     assert!(st.holds.is_empty() && st.committed.is_empty());
-    let replay: ReplayReply = op(
+    let replay: ReplayReply = op::<api::Replay>(
         &client,
-        ops::REPLAY,
         "alice",
         &DecisionRef {
-            v: VERSION,
             request_id: "dry-1".into(),
         },
     )
     .await;
-    assert!(replay.error.is_none(), "{:?}", replay.error);
     assert!(replay.identical, "{:?}", replay.differences);
     assert_eq!(replay.replayed.unwrap().chosen_cluster.as_deref(), Some("a"));
     // Completing a dry run is refused and changes nothing.
-    let refused: SubmitReply = op(
+    let refused: SubmitReply = op::<api::Complete>(
         &client,
-        ops::COMPLETE,
         "alice",
         &DecisionRef {
-            v: VERSION,
             request_id: "dry-1".into(),
         },
     )
     .await;
-    assert_eq!(refused.error.unwrap().code, "not_committed");
+    assert_eq!(refused.error.unwrap().code.as_str(), "not_committed");
 
     // Bad input gets an error and changes nothing.
-    let before: ListReply = op(&client, ops::LIST, "alice", &serde_json::json!({"v": 1})).await;
-    let subject = Subjects::default().coordinator(ops::SUBMIT, "alice");
+    let before: ListReply = op::<api::List>(&client, "alice", &NoArgs {}).await;
+    let subject = Subjects::default().coordinator(fedvol_proto::coordinator::CoordinatorOp::Submit, "alice");
     for body in [
         b"not json".to_vec(),
         br#"{"v": 2, "workflow": {}}"#.to_vec(),
         br#"{"v": 1, "workflow": 5}"#.to_vec(),
-        serde_json::to_vec(&submit_msg("bad id!", job_workflow("x"))).unwrap(),
-        serde_json::to_vec(&submit_msg(&"x".repeat(300), job_workflow("x"))).unwrap(),
+        fedvol_tests::versioned_body(&submit_msg("bad id!", job_workflow("x"))),
+        fedvol_tests::versioned_body(&submit_msg(&"x".repeat(300), job_workflow("x"))),
     ] {
         let r: SubmitReply = call(&client, &subject, body).await;
-        assert_eq!(r.error.unwrap().code, "bad_request");
+        assert_eq!(r.error.unwrap().code.as_str(), "bad_request");
         assert!(r.stored.is_none());
     }
     let r = get(&client, "never-submitted").await;
-    assert_eq!(r.error.unwrap().code, "not_found");
-    let after: ListReply = op(&client, ops::LIST, "alice", &serde_json::json!({"v": 1})).await;
+    assert_eq!(r.error.unwrap().code.as_str(), "not_found");
+    let after: ListReply = op::<api::List>(&client, "alice", &NoArgs {}).await;
     assert_eq!(after, before);
     let st = status(&client, "a").await;
     assert!(st.holds.is_empty() && st.committed.is_empty());

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use fedvol_agent::drivers::{DriverError, Drivers, RetryPolicy};
 use fedvol_common::model::Driver;
-use fedvol_common::wire::Subjects;
+use fedvol_proto::Subjects;
 use fedvol_tests::fixtures::{deadline_in, external, hostpath, new_volume, provisioner};
 use fedvol_tests::{LogCapture, NatsServer, Spawned, wait_until};
 use futures::StreamExt;
@@ -280,7 +280,7 @@ async fn the_deadline_cuts_retries_short() {
     let nats = NatsServer::start();
     let client = nats.client().await;
     // A subscriber that reads every request and never answers.
-    let subject = Subjects::default().provisioner(CLUSTER, VENDOR, "provision");
+    let subject = Subjects::default().provisioner(CLUSTER, VENDOR, fedvol_proto::provisioner::ProvisionerOp::Provision);
     let mut silent = client.subscribe(subject).await.unwrap();
     client.flush().await.unwrap();
     let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -335,7 +335,7 @@ async fn a_request_already_past_its_deadline_is_not_sent() {
     let d = drivers(&nats, quick(4, 300)).await;
     let p = provisioner("dirs", external(VENDOR, &[]));
     let v = new_volume("pvc-0000000000000121", "dirs", MIB);
-    let past = fedvol_common::wire::now_ms() - 1;
+    let past = fedvol_proto::now_ms() - 1;
     let e = d.provision(&p, &v, "req-i1", past).await.unwrap_err();
     assert!(
         matches!(&e, DriverError::Failed(m) if m.contains("deadline had passed")),

@@ -14,7 +14,8 @@
 
 use std::time::{Duration, Instant};
 
-use fedvol_common::wire::{DecisionState, StatusReply};
+use fedvol_proto::agent::StatusReply;
+use fedvol_proto::decisions::DecisionState;
 use fedvol_tests::NatsServer;
 use fedvol_tests::checker::{CHECKER_USER, fetch_status};
 use fedvol_tests::faultkit::{
@@ -264,21 +265,16 @@ async fn racing_clients_for_scarce_capacity_never_over_commit_and_all_get_answer
                 let dry = i % 5 == 3;
                 let mut msg = submit_msg(&id, &wf, dry);
                 msg.timeout_ms = 3000;
-                let r: Result<fedvol_common::wire::SubmitReply, _> = coordinator_op(
-                    &client,
-                    fedvol_common::wire::ops::SUBMIT,
-                    &user,
-                    &msg,
-                    Duration::from_secs(60),
-                )
-                .await;
+                let r: Result<fedvol_proto::coordinator::SubmitReply, _> =
+                    coordinator_op::<fedvol_proto::coordinator::Submit>(&client, &user, &msg, Duration::from_secs(60))
+                        .await;
                 (id, dry, r)
             })
         })
         .collect();
     let mut acked = std::collections::BTreeMap::new();
     let mut ids = std::collections::BTreeSet::new();
-    let mut by_id: std::collections::BTreeMap<String, fedvol_common::wire::StoredDecision> = Default::default();
+    let mut by_id: std::collections::BTreeMap<String, fedvol_proto::decisions::StoredDecision> = Default::default();
     let mut states: std::collections::BTreeMap<String, usize> = Default::default();
     for t in tasks {
         let (id, dry, r) = t.await.unwrap();
@@ -335,15 +331,10 @@ async fn racing_clients_for_scarce_capacity_never_over_commit_and_all_get_answer
     loop {
         let msg = submit_msg(&format!("fill-{n}"), &wf, false);
         n += 1;
-        let r: fedvol_common::wire::SubmitReply = coordinator_op(
-            &cs[0],
-            fedvol_common::wire::ops::SUBMIT,
-            CHECKER_USER,
-            &msg,
-            Duration::from_secs(30),
-        )
-        .await
-        .unwrap();
+        let r: fedvol_proto::coordinator::SubmitReply =
+            coordinator_op::<fedvol_proto::coordinator::Submit>(&cs[0], CHECKER_USER, &msg, Duration::from_secs(30))
+                .await
+                .unwrap();
         match r.stored.map(|s| s.state) {
             Some(DecisionState::Committed) => total += 1,
             other => {
@@ -400,10 +391,9 @@ async fn with_a_stalled_commit<T: Send + 'static>(
     (running.await.unwrap(), caught)
 }
 
-async fn submit_api(client: &async_nats::Client, id: &str) -> fedvol_common::wire::SubmitReply {
-    coordinator_op(
+async fn submit_api(client: &async_nats::Client, id: &str) -> fedvol_proto::coordinator::SubmitReply {
+    coordinator_op::<fedvol_proto::coordinator::Submit>(
         client,
-        fedvol_common::wire::ops::SUBMIT,
         "alice",
         &submit_msg(id, &prefers_a(), false),
         Duration::from_secs(60),
@@ -526,9 +516,8 @@ async fn a_commit_slower_than_the_coordinators_wait_is_never_booked_twice() {
     assert!(b_status.committed.is_empty(), "nothing committed on b: {b_status:?}");
     let end = Instant::now() + Duration::from_secs(40);
     let settled = loop {
-        let r: fedvol_common::wire::SubmitReply = coordinator_op(
+        let r: fedvol_proto::coordinator::SubmitReply = coordinator_op::<fedvol_proto::coordinator::Submit>(
             &client,
-            fedvol_common::wire::ops::SUBMIT,
             "alice",
             &submit_msg(&id, &prefers_a(), false),
             Duration::from_secs(40),

@@ -18,10 +18,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use fedvol_common::format::{classify, parse_inventory_str, parse_workflow_str};
-use fedvol_common::wire::{
-    ActionMsg, DecisionRef, ListReply, PlanMsg, StatusReply, Subjects, SubmitReply, VERSION, WhyNotMsg, WhyNotQuery,
-    now_ms, ops,
-};
+use fedvol_proto::agent::{ActionMsg, AgentOp, PlanMsg, StatusReply, WhyNotMsg};
+use fedvol_proto::coordinator::{CoordinatorOp, DecisionRef, ListReply, SubmitReply, WhyNotQuery};
+use fedvol_proto::{Subjects, now_ms};
 use fedvol_tests::checker::fetch_status;
 use fedvol_tests::faultkit::{agent_on, coordinator_on};
 use fedvol_tests::load::{CallError, Rng, call_raw, env_number, roomy_inventory, small_workflow, submit_msg};
@@ -275,9 +274,8 @@ async fn an_agent_keeps_its_inventory_and_state_when_asked_to_reload_bad_files()
     let agent = agent_on(&nats.url(), 200, &[], |d| roomy_inventory("r", 2, 8, d)).await;
     let coord = coordinator_on(&nats.url(), &["--deadline-ms", "800", "--discovery-ms", "300"]).await;
     let client = nats.client().await;
-    let r: SubmitReply = fedvol_tests::load::coordinator_op(
+    let r: SubmitReply = fedvol_tests::load::coordinator_op::<fedvol_proto::coordinator::Submit>(
         &client,
-        ops::SUBMIT,
         "alice",
         &submit_msg("before", &small_workflow("w", 1), false),
         Duration::from_secs(30),
@@ -310,9 +308,8 @@ async fn an_agent_keeps_its_inventory_and_state_when_asked_to_reload_bad_files()
     }
     std::fs::write(agent.inventory(), good).unwrap();
     // Still serving: a new submit commits.
-    let r: SubmitReply = fedvol_tests::load::coordinator_op(
+    let r: SubmitReply = fedvol_tests::load::coordinator_op::<fedvol_proto::coordinator::Submit>(
         &client,
-        ops::SUBMIT,
         "alice",
         &submit_msg("after", &small_workflow("w", 1), false),
         Duration::from_secs(30),
@@ -429,9 +426,8 @@ async fn fuzzed_requests_get_errors_change_nothing_and_everyone_keeps_serving() 
     let coord = coordinator_on(&nats.url(), &["--deadline-ms", "800", "--discovery-ms", "300"]).await;
     let client = nats.client().await;
     let wf = small_workflow("fz", 1);
-    let r: SubmitReply = fedvol_tests::load::coordinator_op(
+    let r: SubmitReply = fedvol_tests::load::coordinator_op::<fedvol_proto::coordinator::Submit>(
         &client,
-        ops::SUBMIT,
         "alice",
         &submit_msg("kept", &wf, false),
         Duration::from_secs(30),
@@ -440,11 +436,10 @@ async fn fuzzed_requests_get_errors_change_nothing_and_everyone_keeps_serving() 
     .unwrap();
     assert!(r.error.is_none(), "{:?}", r.error);
     let before = fetch_status(&client, "f").await.unwrap();
-    let list_before: ListReply = fedvol_tests::load::coordinator_op(
+    let list_before: ListReply = fedvol_tests::load::coordinator_op::<fedvol_proto::coordinator::List>(
         &client,
-        ops::LIST,
         "alice",
-        &serde_json::json!({"v": 1}),
+        &fedvol_proto::NoArgs {},
         Duration::from_secs(10),
     )
     .await
@@ -460,71 +455,69 @@ async fn fuzzed_requests_get_errors_change_nothing_and_everyone_keeps_serving() 
         trace_limit: 5,
     };
     let deadline = now_ms() + 3_600_000;
-    let plan = serde_json::to_vec(&PlanMsg {
-        v: VERSION,
+    let plan = fedvol_tests::versioned_body(&PlanMsg {
         request: request.clone(),
         deadline_ms: deadline,
         reserve: false,
         ttl_ms: 0,
-    })
-    .unwrap();
-    let action = serde_json::to_vec(&ActionMsg {
-        v: VERSION,
+    });
+    let action = fedvol_tests::versioned_body(&ActionMsg {
         request_id: "fz-none".into(),
         deadline_ms: deadline,
-    })
-    .unwrap();
-    let why = serde_json::to_vec(&WhyNotMsg {
-        v: VERSION,
+    });
+    let why = fedvol_tests::versioned_body(&WhyNotMsg {
         request,
         deadline_ms: deadline,
         zone: Some("z1".into()),
         host: None,
         provisioner: None,
-    })
-    .unwrap();
+    });
     let mut totals = Vec::new();
     totals.push((
         "agent plan",
-        fuzz_endpoint::<PlanMsg>(&client, &s.cluster("f", "plan"), fuzzed_bodies(&plan, &mut rng, n))
-            .await
-            .0,
+        fuzz_endpoint::<PlanMsg>(
+            &client,
+            &s.cluster("f", AgentOp::Plan),
+            fuzzed_bodies(&plan, &mut rng, n),
+        )
+        .await
+        .0,
     ));
-    for op in ["commit", "release", "complete"] {
+    for op in [AgentOp::Commit, AgentOp::Release, AgentOp::Complete] {
         let c = fuzz_endpoint::<ActionMsg>(&client, &s.cluster("f", op), fuzzed_bodies(&action, &mut rng, n))
             .await
             .0;
-        totals.push((op, c));
+        totals.push((op.name(), c));
     }
     totals.push((
         "agent why_not",
-        fuzz_endpoint::<WhyNotMsg>(&client, &s.cluster("f", "why_not"), fuzzed_bodies(&why, &mut rng, n))
-            .await
-            .0,
+        fuzz_endpoint::<WhyNotMsg>(
+            &client,
+            &s.cluster("f", AgentOp::WhyNot),
+            fuzzed_bodies(&why, &mut rng, n),
+        )
+        .await
+        .0,
     ));
 
     // The coordinator, with a dry-run submit as the base (a damaged `dry_run` key makes some
     // real submits: those may commit, and the checker covers them).
     let mut dry = submit_msg("fz-sub", &wf, true);
     dry.timeout_ms = 300;
-    let submit = serde_json::to_vec(&dry).unwrap();
-    let dref = serde_json::to_vec(&DecisionRef {
-        v: VERSION,
+    let submit = fedvol_tests::versioned_body(&dry);
+    let dref = fedvol_tests::versioned_body(&DecisionRef {
         request_id: "fz-none".into(),
-    })
-    .unwrap();
-    let wq = serde_json::to_vec(&WhyNotQuery {
-        v: VERSION,
+    });
+    let wq = fedvol_tests::versioned_body(&WhyNotQuery {
         request_id: "kept".into(),
         cluster: "f".into(),
         zone: None,
         host: None,
         provisioner: None,
-    })
-    .unwrap();
-    let (counts, submits) = fuzz_endpoint::<fedvol_common::wire::SubmitMsg>(
+    });
+    let (counts, submits) = fuzz_endpoint::<fedvol_proto::coordinator::SubmitMsg>(
         &client,
-        &s.coordinator(ops::SUBMIT, "alice"),
+        &s.coordinator(fedvol_proto::coordinator::CoordinatorOp::Submit, "alice"),
         fuzzed_bodies(&submit, &mut rng, n),
     )
     .await;
@@ -534,17 +527,17 @@ async fn fuzzed_requests_get_errors_change_nothing_and_everyone_keeps_serving() 
         .filter(|m| !m.dry_run)
         .map(|m| m.request_id.clone())
         .collect();
-    for op in [ops::GET, ops::COMPLETE, ops::REPLAY] {
+    for op in [CoordinatorOp::Get, CoordinatorOp::Complete, CoordinatorOp::Replay] {
         let c = fuzz_endpoint::<DecisionRef>(&client, &s.coordinator(op, "alice"), fuzzed_bodies(&dref, &mut rng, n))
             .await
             .0;
-        totals.push((op, c));
+        totals.push((op.name(), c));
     }
     totals.push((
         "coordinator why_not",
         fuzz_endpoint::<WhyNotQuery>(
             &client,
-            &s.coordinator(ops::WHY_NOT, "alice"),
+            &s.coordinator(fedvol_proto::coordinator::CoordinatorOp::WhyNot, "alice"),
             fuzzed_bodies(&wq, &mut rng, n),
         )
         .await
@@ -572,11 +565,10 @@ async fn fuzzed_requests_get_errors_change_nothing_and_everyone_keeps_serving() 
     if new_commits.is_empty() {
         assert_eq!(after.host_use, before.host_use, "{after:?}");
     }
-    let list_after: ListReply = fedvol_tests::load::coordinator_op(
+    let list_after: ListReply = fedvol_tests::load::coordinator_op::<fedvol_proto::coordinator::List>(
         &client,
-        ops::LIST,
         "alice",
-        &serde_json::json!({"v": 1}),
+        &fedvol_proto::NoArgs {},
         Duration::from_secs(10),
     )
     .await
@@ -584,7 +576,7 @@ async fn fuzzed_requests_get_errors_change_nothing_and_everyone_keeps_serving() 
     let real = |l: &ListReply| {
         l.decisions
             .iter()
-            .filter(|d| d.state != fedvol_common::wire::DecisionState::Planned)
+            .filter(|d| d.state != fedvol_proto::decisions::DecisionState::Planned)
             .filter(|d| !real_submits.contains(&d.request_id))
             .map(|d| (d.request_id.clone(), d.state))
             .collect::<Vec<_>>()
@@ -616,9 +608,8 @@ async fn fuzzed_requests_get_errors_change_nothing_and_everyone_keeps_serving() 
     report.assert_clean();
     assert_eq!(report.holds, 0, "every fuzzed hold lapsed");
     // Both still serve.
-    let r: SubmitReply = fedvol_tests::load::coordinator_op(
+    let r: SubmitReply = fedvol_tests::load::coordinator_op::<fedvol_proto::coordinator::Submit>(
         &client,
-        ops::SUBMIT,
         "alice",
         &submit_msg("after-fuzz", &wf, false),
         Duration::from_secs(30),
@@ -677,11 +668,11 @@ async fn payloads_over_the_servers_limit_get_a_clear_error() {
         let wf = parse_workflow_str("w.yaml", "big", &big_workflow(volumes, 2))
             .unwrap()
             .value;
-        let body = serde_json::to_vec(&submit_msg(&format!("big-{volumes}"), &wf, false)).unwrap();
+        let body = fedvol_tests::versioned_body(&submit_msg(&format!("big-{volumes}"), &wf, false));
         let started = Instant::now();
         let r = call_raw(
             &client,
-            &Subjects::default().coordinator(ops::SUBMIT, "alice"),
+            &Subjects::default().coordinator(fedvol_proto::coordinator::CoordinatorOp::Submit, "alice"),
             body.clone(),
             Duration::from_secs(20),
         )
@@ -731,9 +722,8 @@ async fn payloads_over_the_servers_limit_get_a_clear_error() {
         }
     }
     // Everyone still serves.
-    let r: SubmitReply = fedvol_tests::load::coordinator_op(
+    let r: SubmitReply = fedvol_tests::load::coordinator_op::<fedvol_proto::coordinator::Submit>(
         &client,
-        ops::SUBMIT,
         "alice",
         &submit_msg("small", &small_workflow("w", 1), false),
         Duration::from_secs(30),

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use fedvol_common::decision::ClusterStatus;
-use fedvol_common::wire::StoredDecision;
+use fedvol_proto::decisions::StoredDecision;
 use fedvol_tests::checker::fetch_decision;
 use fedvol_tests::faultkit::{agent_on, coordinator_on, final_check, named_inventories, roomy_agent};
 use fedvol_tests::federation::AgentProc;
@@ -412,15 +412,15 @@ async fn a_frozen_agent_is_reported_at_the_deadline_and_comes_back() {
     // A workflow committed on c, to complete while c is frozen.
     let mut on_c = small_workflow("on-c", 1);
     on_c.clusters = vec!["c".into()];
-    let r: fedvol_common::wire::SubmitReply = fedvol_tests::load::coordinator_op(
-        &client,
-        fedvol_common::wire::ops::SUBMIT,
-        "alice",
-        &fedvol_tests::load::submit_msg("on-c", &on_c, false),
-        Duration::from_secs(30),
-    )
-    .await
-    .unwrap();
+    let r: fedvol_proto::coordinator::SubmitReply =
+        fedvol_tests::load::coordinator_op::<fedvol_proto::coordinator::Submit>(
+            &client,
+            "alice",
+            &fedvol_tests::load::submit_msg("on-c", &on_c, false),
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
     assert_eq!(r.stored.and_then(|s| s.decision.chosen_cluster).as_deref(), Some("c"));
     let mut s = spec("fz");
     s.submitters = 3;

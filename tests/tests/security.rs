@@ -344,7 +344,7 @@ async fn secure_conf_confines_agents_and_users_to_their_own_subjects_and_inboxes
         .unwrap();
     // Its own heartbeat subject, naming another cluster in the body: the coordinator ignores it.
     let spoof = serde_json::json!({"v": 1, "cluster": "cluster-z", "instance": "x", "inventory_version": "x",
-        "holds": 0, "load": 0.0, "sent_ms": fedvol_common::wire::now_ms(), "interval_ms": 300});
+        "holds": 0, "load": 0.0, "sent_ms": fedvol_proto::now_ms(), "interval_ms": 300});
     agent_a
         .publish(
             "fedvol.v1.heartbeat.cluster-a",

@@ -2,7 +2,7 @@
 //! `external` driver. It answers `<prefix>.provisioner.<cluster>.<name as token>.provision` and
 //! `.delete` by creating and removing the directory `<root>/<volume name>`.
 //!
-//! Protocol (JSON, see `fedvol_common::wire`): a `ProvisionMsg` or `DeleteMsg` comes in with a
+//! Protocol (JSON, see `fedvol_proto::provisioner`): a `ProvisionMsg` or `DeleteMsg` comes in with a
 //! reply subject; the answer is a `ProvisionerReply` (`ok`, `source` = the directory's path,
 //! `error`). Requests are idempotent by volume name: creating an existing directory or deleting
 //! a missing one succeeds. The storage class parameters accepted are `mode` (octal permissions
@@ -13,8 +13,9 @@
 //! unresolvable or wrong token is refused without ever repeating a secret. Any other parameter
 //! is refused with `ok: false` naming it.
 //!
-//! NATS credentials come from the same flags and variables as the agent's (`--nats-user` with
-//! `FEDVOL_NATS_PASSWORD`, `--nats-creds`, `--nats-nkey`, TLS), never from the URL.
+//! NATS settings come from the same flags and variables as every fedvol binary's
+//! ([`NatsArgs`]: `--nats`/`FEDVOL_NATS_URL`, `--nats-user` with `FEDVOL_NATS_PASSWORD`,
+//! `--nats-creds`, `--nats-nkey`, TLS, inbox prefix), never from the URL.
 //!
 //! For tests: `--fail-first N` drops the first N requests unanswered (the agent then retries),
 //! `--delay-ms D` answers each request D ms after carrying it out (a slow provisioner).
@@ -29,11 +30,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use fedvol_agent::config::{NatsAuth, redact_url};
 use fedvol_agent::drivers::secrets::{self, SecretRef};
 use fedvol_agent::drivers::{DriverError, localdir};
 use fedvol_common::model::VolumeMode;
-use fedvol_common::wire::{self, DeleteMsg, ProvisionMsg, ProvisionerReply, Subjects};
+use fedvol_proto::nats::{NatsArgs, redact_url};
+use fedvol_proto::provisioner::{Delete, DeleteMsg, Provision, ProvisionMsg, ProvisionerOp, ProvisionerReply};
+use fedvol_proto::{Endpoint, Subjects};
 use futures::StreamExt;
 
 /// Command line.
@@ -44,9 +46,6 @@ use futures::StreamExt;
     about = "Example out-of-tree provisioner for fedvol: volumes are directories under --root"
 )]
 struct Args {
-    /// NATS server URL.
-    #[arg(long, env = "NATS_URL", default_value = "nats://127.0.0.1:4222")]
-    nats: String,
     /// The cluster whose agent sends the requests.
     #[arg(long)]
     cluster: String,
@@ -57,7 +56,7 @@ struct Args {
     #[arg(long)]
     root: PathBuf,
     /// Subject prefix.
-    #[arg(long, default_value = wire::DEFAULT_PREFIX)]
+    #[arg(long, default_value = fedvol_proto::DEFAULT_PREFIX)]
     prefix: String,
     /// Drop the first N requests without answering (to exercise the agent's retries).
     #[arg(long, default_value_t = 0)]
@@ -69,64 +68,20 @@ struct Args {
     /// parameter whose secret equals this one.
     #[arg(long)]
     expect_token: Option<String>,
-    /// NATS user (with the password).
-    #[arg(long, env = "FEDVOL_NATS_USER")]
-    nats_user: Option<String>,
-    /// NATS password (prefer the environment variable).
-    #[arg(long, env = "FEDVOL_NATS_PASSWORD", hide_env_values = true)]
-    nats_password: Option<String>,
-    /// NATS credentials file.
-    #[arg(long, env = "FEDVOL_NATS_CREDS")]
-    nats_creds: Option<PathBuf>,
-    /// File holding an nkey seed.
-    #[arg(long, env = "FEDVOL_NATS_NKEY")]
-    nats_nkey: Option<PathBuf>,
-    /// CA certificate for TLS.
-    #[arg(long, env = "FEDVOL_TLS_CA")]
-    tls_ca: Option<PathBuf>,
-    /// Client certificate for mutual TLS.
-    #[arg(long, env = "FEDVOL_TLS_CERT")]
-    tls_cert: Option<PathBuf>,
-    /// Client key for mutual TLS.
-    #[arg(long, env = "FEDVOL_TLS_KEY")]
-    tls_key: Option<PathBuf>,
-}
-
-impl Args {
-    fn auth(&self) -> NatsAuth {
-        NatsAuth {
-            url: self.nats.clone(),
-            user: self.nats_user.clone(),
-            password: self.nats_password.clone(),
-            nkey_file: self.nats_nkey.clone(),
-            creds_file: self.nats_creds.clone(),
-            tls_ca: self.tls_ca.clone(),
-            tls_cert: self.tls_cert.clone(),
-            tls_key: self.tls_key.clone(),
-            inbox_prefix: None,
-        }
-    }
+    /// NATS connection (URL, auth, TLS, inbox prefix).
+    #[command(flatten)]
+    nats: NatsArgs,
 }
 
 /// Parameters this provisioner understands.
 const ACCEPTED: [&str; 2] = ["mode", "token"];
 
 fn refuse(error: String) -> ProvisionerReply {
-    ProvisionerReply {
-        v: wire::VERSION,
-        ok: false,
-        source: None,
-        error: Some(error),
-    }
+    ProvisionerReply::refused(error)
 }
 
 fn success(source: Option<String>) -> ProvisionerReply {
-    ProvisionerReply {
-        v: wire::VERSION,
-        ok: true,
-        source,
-        error: None,
-    }
+    ProvisionerReply::done(source)
 }
 
 fn driver_error(e: DriverError) -> String {
@@ -182,17 +137,10 @@ fn check_token(parameters: &BTreeMap<String, String>, expected: Option<&str>) ->
 }
 
 fn provision(root: &Path, expected_token: Option<&str>, body: &[u8]) -> ProvisionerReply {
-    let msg: ProvisionMsg = match serde_json::from_slice(body) {
+    let msg: ProvisionMsg = match Provision::decode_request(body, "provisioner") {
         Ok(m) => m,
         Err(e) => return refuse(format!("not a provision request: {e}")),
     };
-    if msg.v != wire::VERSION {
-        return refuse(format!(
-            "protocol version {} is not supported (only {})",
-            msg.v,
-            wire::VERSION
-        ));
-    }
     let mode = match check_parameters(&msg.parameters) {
         Ok(m) => m,
         Err(e) => return refuse(e),
@@ -225,7 +173,7 @@ fn provision(root: &Path, expected_token: Option<&str>, body: &[u8]) -> Provisio
 }
 
 fn delete(root: &Path, body: &[u8]) -> ProvisionerReply {
-    let msg: DeleteMsg = match serde_json::from_slice(body) {
+    let msg: DeleteMsg = match Delete::decode_request(body, "provisioner") {
         Ok(m) => m,
         Err(e) => return refuse(format!("not a delete request: {e}")),
     };
@@ -243,8 +191,8 @@ async fn run(args: Args) -> Result<(), String> {
         return Err(format!("--root {} is not an existing directory", args.root.display()));
     }
     let subjects = Subjects::new(&args.prefix);
-    let provision_subject = subjects.provisioner(&args.cluster, &args.name, "provision");
-    let delete_subject = subjects.provisioner(&args.cluster, &args.name, "delete");
+    let provision_subject = subjects.provisioner(&args.cluster, &args.name, ProvisionerOp::Provision);
+    let delete_subject = subjects.provisioner(&args.cluster, &args.name, ProvisionerOp::Delete);
     let expected_token = match &args.expect_token {
         None => None,
         Some(text) => {
@@ -252,12 +200,12 @@ async fn run(args: Args) -> Result<(), String> {
             Some(secrets::resolve(&r).map_err(|e| format!("--expect-token: {e}"))?)
         }
     };
-    let auth = args.auth();
+    let auth = args.nats.auth();
     let problems = auth.check();
     if !problems.is_empty() {
         return Err(problems.join("; "));
     }
-    let client = fedvol_agent::nats::connect("fedvol-example-provisioner", &auth)
+    let client = fedvol_proto::nats::connect("fedvol-example-provisioner", &auth)
         .await
         .map_err(|e| e.to_string())?;
     let subscribe = |s: String| {
@@ -276,7 +224,7 @@ async fn run(args: Args) -> Result<(), String> {
     client
         .flush()
         .await
-        .map_err(|e| format!("cannot reach {}: {e}", redact_url(&args.nats)))?;
+        .map_err(|e| format!("cannot reach {}: {e}", redact_url(&auth.url)))?;
     tracing::info!(
         provision = %provision_subject,
         delete = %delete_subject,
@@ -313,13 +261,8 @@ async fn run(args: Args) -> Result<(), String> {
             tokio::time::sleep(Duration::from_millis(args.delay_ms)).await;
         }
         let Some(to) = msg.reply else { continue };
-        match serde_json::to_vec(&reply) {
-            Ok(body) => {
-                if let Err(e) = client.publish(to, body.into()).await {
-                    tracing::warn!(error = %e, "cannot send the answer");
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "cannot encode the answer"),
+        if let Err(e) = client.publish(to, Provision::encode_reply(&reply)).await {
+            tracing::warn!(error = %e, "cannot send the answer");
         }
     }
     tracing::info!("stopping");

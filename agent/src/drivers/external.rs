@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use async_nats::{Client, StatusCode};
 use bytes::Bytes;
 use fedvol_common::decision::NewVolume;
-use fedvol_common::wire::{self, DeleteMsg, ProvisionMsg, ProvisionerReply};
+use fedvol_proto::Endpoint as _;
+use fedvol_proto::provisioner::{Delete, DeleteMsg, Provision, ProvisionMsg, ProvisionerReply};
 use futures::StreamExt;
 
 use super::secrets::Redacted;
@@ -105,15 +106,18 @@ async fn attempt(
             s.as_u16(),
             msg.description.as_deref().unwrap_or("")
         ))),
-        _ => {
-            serde_json::from_slice::<ProvisionerReply>(&msg.payload).map_err(|e| AttemptError::BadReply(e.to_string()))
-        }
+        // Both operations answer with a `ProvisionerReply`.
+        _ => match Provision::decode_reply(&msg.payload, "agent") {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(failure)) => Err(AttemptError::BadReply(failure.to_string())),
+            Err(e) => Err(AttemptError::BadReply(e.to_string())),
+        },
     }
 }
 
 /// Time left before `deadline_ms` (ms since the epoch); `None` when there is no deadline (0).
 fn remaining(deadline_ms: u64) -> Option<Duration> {
-    (deadline_ms != 0).then(|| Duration::from_millis(deadline_ms.saturating_sub(wire::now_ms())))
+    (deadline_ms != 0).then(|| Duration::from_millis(deadline_ms.saturating_sub(fedvol_proto::now_ms())))
 }
 
 /// Attempts until an answer, the attempt budget or the deadline. Returns the reply and the
@@ -199,12 +203,6 @@ fn failed(ep: &Endpoint<'_>, op: &str, subject: &str, x: &Exhausted, extra: &str
     ))
 }
 
-fn to_json<T: serde::Serialize>(body: &T) -> Result<Bytes, DriverError> {
-    serde_json::to_vec(body)
-        .map(Bytes::from)
-        .map_err(|e| DriverError::Failed(format!("cannot encode the request: {e}")))
-}
-
 /// Asks the provisioner to create `v` with the storage class `parameters`. The reply's `source`
 /// becomes [`Created::source`] (the volume name when the provisioner gives none); the message
 /// names the attempt that succeeded ("attempt 3 of 4").
@@ -223,12 +221,11 @@ pub async fn provision(
     request_id: &str,
     deadline_ms: u64,
 ) -> Result<Created, DriverError> {
-    let body = to_json(&ProvisionMsg {
-        v: wire::VERSION,
+    let body = Provision::encode_request(&ProvisionMsg {
         request_id: request_id.to_string(),
         volume: v.clone(),
         parameters: parameters.clone(),
-    })?;
+    });
     tracing::info!(
         request_id,
         provisioner = ep.provisioner,
@@ -271,12 +268,11 @@ pub async fn delete(
     request_id: &str,
     deadline_ms: u64,
 ) -> Result<String, DriverError> {
-    let body = to_json(&DeleteMsg {
-        v: wire::VERSION,
+    let body = Delete::encode_request(&DeleteMsg {
         request_id: request_id.to_string(),
         volume: volume.to_string(),
         provisioner: storage_class.to_string(),
-    })?;
+    });
     tracing::info!(
         request_id,
         provisioner = ep.provisioner,
@@ -307,14 +303,11 @@ fn refused(ep: &Endpoint<'_>, reply: ProvisionerReply) -> DriverError {
 /// no answer; flushed (briefly) so it leaves before the caller moves on.
 async fn cleanup(ep: &Endpoint<'_>, v: &NewVolume, request_id: &str) {
     let cleanup_id = format!("{request_id}.cleanup");
-    let Ok(body) = to_json(&DeleteMsg {
-        v: wire::VERSION,
+    let body = Delete::encode_request(&DeleteMsg {
         request_id: cleanup_id.clone(),
         volume: v.name.clone(),
         provisioner: v.provisioner.clone(),
-    }) else {
-        return;
-    };
+    });
     let inbox = ep.client.new_inbox();
     let sent = ep
         .client

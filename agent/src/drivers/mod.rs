@@ -24,7 +24,8 @@ use std::path::Path;
 
 use fedvol_common::decision::NewVolume;
 use fedvol_common::model::{Driver, Provisioner};
-use fedvol_common::wire::Subjects;
+use fedvol_proto::Subjects;
+use fedvol_proto::provisioner::ProvisionerOp;
 
 pub use retry::RetryPolicy;
 
@@ -113,7 +114,7 @@ impl Drivers {
             Driver::Nfs { target, mount } => {
                 let m = match mount {
                     Some(m) => under(m),
-                    None => root.join("nfs").join(fedvol_common::wire::subject_token(target)),
+                    None => root.join("nfs").join(fedvol_proto::subject_token(target)),
                 };
                 let _ = std::fs::create_dir_all(&m);
                 Driver::Nfs {
@@ -247,8 +248,8 @@ impl Drivers {
         })?;
         Ok((
             client,
-            self.subjects.provisioner(&self.cluster, name, "provision"),
-            self.subjects.provisioner(&self.cluster, name, "delete"),
+            self.subjects.provisioner(&self.cluster, name, ProvisionerOp::Provision),
+            self.subjects.provisioner(&self.cluster, name, ProvisionerOp::Delete),
         ))
     }
 

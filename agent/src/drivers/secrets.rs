@@ -15,25 +15,55 @@ pub use fedvol_common::secrets::{SECRET_WORDS, SecretRef, looks_secret, must_be_
 /// The largest secret file [`resolve`] reads, bytes (64 KiB).
 pub const MAX_SECRET_FILE_BYTES: u64 = 64 * 1024;
 
+/// Why a secret reference could not be resolved. Each names the reference (path or variable
+/// name) and never the value.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// The file is missing or unreadable.
+    #[error("cannot read secret {reference}: {source}")]
+    Unreadable {
+        /// The reference.
+        reference: SecretRef,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is larger than [`MAX_SECRET_FILE_BYTES`].
+    #[error("secret {0} is larger than {MAX_SECRET_FILE_BYTES} bytes")]
+    TooLarge(SecretRef),
+    /// The file is not UTF-8 text.
+    #[error("secret {0} is not UTF-8 text")]
+    NotText(SecretRef),
+    /// The variable is not set (or not UTF-8).
+    #[error("secret {0} is not set (or not UTF-8)")]
+    NotSet(SecretRef),
+    /// The secret is empty.
+    #[error("secret {0} is empty")]
+    Empty(SecretRef),
+}
+
 /// Reads the secret `r` points to: the file's content without one trailing newline (`\n` or
 /// `\r\n`), or the environment variable's value. For the party that uses the secret (an
 /// out-of-tree provisioner), never for logging.
 ///
-/// Errors: a sentence naming the reference (path or variable name) and the problem — missing,
-/// unreadable, empty, larger than [`MAX_SECRET_FILE_BYTES`], not UTF-8 — and never the value.
-pub fn resolve(r: &SecretRef) -> Result<String, String> {
+/// Errors: [`ResolveError`] — missing, unreadable, empty, larger than
+/// [`MAX_SECRET_FILE_BYTES`], not UTF-8 — naming the reference, never the value.
+pub fn resolve(r: &SecretRef) -> Result<String, ResolveError> {
     use std::io::Read;
+    let unreadable = |source| ResolveError::Unreadable {
+        reference: r.clone(),
+        source,
+    };
     let value = match r {
         SecretRef::File(path) => {
-            let f = std::fs::File::open(path).map_err(|e| format!("cannot read secret {r}: {e}"))?;
+            let f = std::fs::File::open(path).map_err(unreadable)?;
             let mut bytes = Vec::new();
             f.take(MAX_SECRET_FILE_BYTES + 1)
                 .read_to_end(&mut bytes)
-                .map_err(|e| format!("cannot read secret {r}: {e}"))?;
+                .map_err(unreadable)?;
             if bytes.len() as u64 > MAX_SECRET_FILE_BYTES {
-                return Err(format!("secret {r} is larger than {MAX_SECRET_FILE_BYTES} bytes"));
+                return Err(ResolveError::TooLarge(r.clone()));
             }
-            let mut text = String::from_utf8(bytes).map_err(|_| format!("secret {r} is not UTF-8 text"))?;
+            let mut text = String::from_utf8(bytes).map_err(|_| ResolveError::NotText(r.clone()))?;
             if text.ends_with('\n') {
                 text.pop();
                 if text.ends_with('\r') {
@@ -42,10 +72,10 @@ pub fn resolve(r: &SecretRef) -> Result<String, String> {
             }
             text
         }
-        SecretRef::Env(name) => std::env::var(name).map_err(|_| format!("secret {r} is not set (or not UTF-8)"))?,
+        SecretRef::Env(name) => std::env::var(name).map_err(|_| ResolveError::NotSet(r.clone()))?,
     };
     if value.is_empty() {
-        return Err(format!("secret {r} is empty"));
+        return Err(ResolveError::Empty(r.clone()));
     }
     Ok(value)
 }
@@ -90,13 +120,20 @@ mod tests {
         let r = SecretRef::File(f.display().to_string());
         assert_eq!(resolve(&r).unwrap(), "t0k3n-value");
         std::fs::write(&f, "").unwrap();
-        let e = resolve(&r).unwrap_err();
+        let e = resolve(&r).unwrap_err().to_string();
         assert!(e.contains("is empty") && e.contains("file:/"), "{e}");
         std::fs::write(&f, vec![b'x'; MAX_SECRET_FILE_BYTES as usize + 1]).unwrap();
-        assert!(resolve(&r).unwrap_err().contains("larger than"));
+        assert!(resolve(&r).unwrap_err().to_string().contains("larger than"));
         let missing = SecretRef::File(dir.path().join("nope").display().to_string());
-        assert!(resolve(&missing).unwrap_err().contains("cannot read secret file:"));
-        let e = resolve(&SecretRef::Env("FEDVOL_TEST_SURELY_UNSET_VARIABLE".into())).unwrap_err();
+        assert!(
+            resolve(&missing)
+                .unwrap_err()
+                .to_string()
+                .contains("cannot read secret file:")
+        );
+        let e = resolve(&SecretRef::Env("FEDVOL_TEST_SURELY_UNSET_VARIABLE".into()))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("env:FEDVOL_TEST_SURELY_UNSET_VARIABLE is not set"), "{e}");
         // PATH is always set in a test process.
         assert!(!resolve(&SecretRef::Env("PATH".into())).unwrap().is_empty());

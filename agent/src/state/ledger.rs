@@ -309,21 +309,8 @@ impl Ledger {
                     name: nv.name.clone(),
                 };
                 state.reserved_volumes.insert(id, h.request_id.clone());
-                inv.volumes.push(Arc::new(PersistentVolume {
-                    name: nv.name.clone(),
-                    provisioner: Some(nv.provisioner.clone()),
-                    capacity: nv.capacity,
-                    access_modes: nv.access_modes,
-                    volume_mode: nv.volume_mode,
-                    labels: nv.labels.clone(),
-                    annotations: nv.annotations.clone(),
-                    phase: VolumePhase::Pending,
-                    claim_ref: None,
-                    reclaim_policy: nv.reclaim_policy,
-                    being_deleted: false,
-                    node_affinity: None,
-                    origin: Default::default(),
-                }));
+                inv.volumes
+                    .push(Arc::new(nv.to_persistent_volume(VolumePhase::Pending, None)));
             }
         }
         (inv, state)

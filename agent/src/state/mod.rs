@@ -1,11 +1,18 @@
 //! The agent's state: durable records ([`records`]) in a redb file ([`store`]), their
-//! in-memory form and the effective inventory ([`ledger`]), and the operations that change them
-//! ([`core`]).
+//! in-memory form and the effective inventory ([`ledger`]), and the operations that change them,
+//! one module per concern on [`Core`]: [`hold`] (plan and hold), [`commit`], [`release`],
+//! [`complete`], [`sweep`] (lapsed holds, pruning) and [`status`].
 
+pub mod commit;
+pub mod complete;
 pub mod core;
+pub mod hold;
 pub mod ledger;
 pub mod records;
+pub mod release;
+pub mod status;
 pub mod store;
+pub mod sweep;
 
 pub use core::{Core, CoreError};
 

@@ -5,7 +5,7 @@
 use fedvol_common::decision::{HostAllocation, NewVolume};
 use fedvol_common::funnel::VolumeId;
 use fedvol_common::model::PersistentVolume;
-use fedvol_common::wire::{ActionReply, PlanReply, VolumeEvent};
+use fedvol_proto::agent::{ActionReply, PlanReply, VolumeEvent};
 
 /// A reservation: what a plan chose, held under a lease until commit, release or expiry.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use fedvol_common::format::{parse_inventory_str, parse_workflow_str};
 use fedvol_common::funnel::PlanRequest;
 use fedvol_common::model::{Inventory, Workflow};
-use fedvol_common::wire::{PlanMsg, VERSION};
+use fedvol_proto::agent::PlanMsg;
 
 use super::core::{Core, DriverResult, Next};
 use super::ledger::Ledger;
@@ -37,7 +37,6 @@ fn claim_workflow() -> Workflow {
 
 fn msg(id: &str, wf: Workflow) -> PlanMsg {
     PlanMsg {
-        v: VERSION,
         request: PlanRequest {
             request_id: id.into(),
             workflow: wf,
@@ -58,7 +57,7 @@ fn open(dir: &std::path::Path, hosts: usize) -> Core {
 }
 
 /// Commits a hold whose provisionings all succeed.
-fn commit(core: &mut Core, id: &str) -> fedvol_common::wire::ActionReply {
+fn commit(core: &mut Core, id: &str) -> fedvol_proto::agent::ActionReply {
     let Next::Run(work) = core.begin_commit(id, 1_000).expect("store") else {
         panic!("no work")
     };
@@ -135,7 +134,7 @@ fn a_lapsed_hold_frees_its_capacity() {
     let Next::Answer(refused) = core.begin_commit("r1", 20_000).unwrap() else {
         panic!("not refused")
     };
-    assert_eq!(refused.error.unwrap().code, "no_hold");
+    assert_eq!(refused.error.unwrap().code.as_str(), "no_hold");
 }
 
 #[test]

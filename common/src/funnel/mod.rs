@@ -5,6 +5,7 @@
 pub mod placement;
 pub mod trace;
 pub mod volume;
+pub mod why_not;
 
 use std::collections::BTreeMap;
 

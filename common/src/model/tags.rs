@@ -3,6 +3,17 @@
 
 use std::fmt;
 
+/// Why a tag or a constraint could not be read (the text, and what was expected).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TagError {
+    /// Not `key` or `key:value` (an empty key).
+    #[error("`{0}` is not a tag; expected key or key:value")]
+    NotATag(String),
+    /// Not `[!]key[:value][:hard|:soft]`.
+    #[error("`{0}` is not a constraint; expected [!]key[:value][:hard|:soft]")]
+    NotAConstraint(String),
+}
+
 /// A capability tag: `key` or `key:value`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct Tag {
@@ -13,15 +24,17 @@ pub struct Tag {
 }
 
 impl Tag {
-    /// Parses `key` or `key:value` (the value may itself contain `:`). Errors on an empty key.
-    pub fn parse(s: &str) -> Result<Tag, String> {
+    /// Parses `key` or `key:value` (the value may itself contain `:`).
+    ///
+    /// Errors: [`TagError::NotATag`] on an empty key.
+    pub fn parse(s: &str) -> Result<Tag, TagError> {
         let s = s.trim();
         let (k, v) = match s.split_once(':') {
             Some((k, v)) => (k, Some(v.to_string())),
             None => (s, None),
         };
         if k.is_empty() {
-            return Err(format!("`{s}` is not a tag; expected key or key:value"));
+            return Err(TagError::NotATag(s.to_string()));
         }
         Ok(Tag {
             key: k.to_string(),
@@ -66,7 +79,9 @@ pub struct Constraint {
 impl Constraint {
     /// Parses `[!]key[:value][:hard|:soft]`. A final `:hard`/`:soft` segment is the strength;
     /// everything between the first `:` and it is the value.
-    pub fn parse(s: &str) -> Result<Constraint, String> {
+    ///
+    /// Errors: [`TagError::NotAConstraint`] on an empty key.
+    pub fn parse(s: &str) -> Result<Constraint, TagError> {
         let t = s.trim();
         let (negated, body) = match t.strip_prefix('!') {
             Some(b) => (true, b),
@@ -79,8 +94,7 @@ impl Constraint {
         } else {
             (body, Strength::Hard)
         };
-        let tag =
-            Tag::parse(body).map_err(|_| format!("`{s}` is not a constraint; expected [!]key[:value][:hard|:soft]"))?;
+        let tag = Tag::parse(body).map_err(|_| TagError::NotAConstraint(s.to_string()))?;
         Ok(Constraint {
             negated,
             key: tag.key,

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use fedvol_common::format::load_workflow;
-use fedvol_common::wire::{ClustersReply, DecisionRef, SubmitMsg, SubmitReply, VERSION, ops};
+use fedvol_proto::NoArgs;
+use fedvol_proto::coordinator::{self as api, DecisionRef, SubmitMsg, SubmitReply};
 
 use super::federation::stored_table;
 use super::{EXIT_BAD_INPUT, EXIT_OK};
@@ -49,29 +50,22 @@ fn start(a: &DevArgs) -> Result<DevFederation, u8> {
 }
 
 async fn client(url: &str) -> Result<Client, u8> {
-    let auth = fedvol_agent::config::NatsAuth {
+    let auth = fedvol_proto::nats::NatsAuth {
         url: url.to_string(),
         ..Default::default()
     };
-    Client::connect(
-        &auth,
-        fedvol_common::wire::DEFAULT_PREFIX,
-        "demo",
-        Duration::from_secs(30),
-    )
-    .await
-    .map_err(|e| {
-        eprintln!("error: {e}");
-        EXIT_BAD_INPUT
-    })
+    Client::connect(&auth, fedvol_proto::DEFAULT_PREFIX, "demo", Duration::from_secs(30))
+        .await
+        .map_err(|e| {
+            eprintln!("error: {e}");
+            EXIT_BAD_INPUT
+        })
 }
 
 /// Waits until the coordinator lists every cluster as alive (10 s at most).
 async fn await_clusters(c: &Client, want: &[String]) -> bool {
     for _ in 0..100 {
-        if let Ok(r) = c
-            .call::<_, ClustersReply>(ops::CLUSTERS, &serde_json::json!({"v": VERSION}))
-            .await
+        if let Ok(Ok(r)) = c.call::<api::Clusters>(&NoArgs {}).await
             && want.iter().all(|w| r.clusters.iter().any(|x| &x.name == w && x.alive))
         {
             return true;
@@ -167,7 +161,6 @@ pub fn demo(a: &DemoArgs) -> u8 {
                 }
             };
             let msg = SubmitMsg {
-                v: VERSION,
                 request_id: format!("demo-{}", wf.name),
                 workflow: wf,
                 dry_run: false,
@@ -176,7 +169,11 @@ pub fn demo(a: &DemoArgs) -> u8 {
                 timeout_ms: 0,
                 trace_limit: None,
             };
-            match c.call::<_, SubmitReply>(ops::SUBMIT, &msg).await {
+            match c
+                .call::<api::Submit>(&msg)
+                .await
+                .map(|r| r.unwrap_or_else(|f| SubmitReply::error(f.error)))
+            {
                 Ok(SubmitReply { stored: Some(s), .. }) => {
                     print!("{}", stored_table(&s));
                     if s.decision.chosen_cluster.is_some() {
@@ -195,15 +192,11 @@ pub fn demo(a: &DemoArgs) -> u8 {
         }
         println!("\n=== completing {} committed workflows", committed.len());
         for id in &committed {
+            let q = DecisionRef { request_id: id.clone() };
             match c
-                .call::<_, SubmitReply>(
-                    ops::COMPLETE,
-                    &DecisionRef {
-                        v: VERSION,
-                        request_id: id.clone(),
-                    },
-                )
+                .call::<api::Complete>(&q)
                 .await
+                .map(|r| r.unwrap_or_else(|f| SubmitReply::error(f.error)))
             {
                 Ok(SubmitReply { stored: Some(s), .. }) => {
                     let cluster = s.decision.chosen_cluster.clone().unwrap_or_default();

@@ -8,10 +8,10 @@ use std::path::PathBuf;
 use comfy_table::Table;
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use fedvol_common::format::load_workflow;
-use fedvol_common::wire::{
-    ActionReply, ClustersReply, DecisionRef, ListReply, ReplayReply, StoredDecision, SubmitMsg, SubmitReply, VERSION,
-    WhyNotQuery, WhyNotReply, now_ms, ops,
-};
+use fedvol_proto::agent::ActionReply;
+use fedvol_proto::coordinator::{self as api, CoordinatorEndpoint, DecisionRef, SubmitMsg, SubmitReply, WhyNotQuery};
+use fedvol_proto::decisions::StoredDecision;
+use fedvol_proto::{NoArgs, now_ms};
 
 use super::net::{NetArgs, block_on};
 use super::{EXIT_BAD_INPUT, EXIT_NO_FIT, EXIT_OK, OutputArgs, print_diagnostics, print_notices};
@@ -119,6 +119,25 @@ fn fail(e: &ClientError) -> u8 {
     EXIT_BAD_INPUT
 }
 
+/// Calls endpoint `E` and returns its reply; a failure the coordinator answered with is printed
+/// as `error: <what>: <message> (<code>)`, and the exit code returned instead.
+async fn ask<E: CoordinatorEndpoint>(client: &Client, req: &E::Request, what: &str) -> Result<E::Reply, u8> {
+    match client.call::<E>(req).await {
+        Ok(Ok(r)) => Ok(r),
+        Ok(Err(f)) => {
+            eprintln!("error: {what}: {} ({})", f.error.message, f.error.code);
+            Err(EXIT_BAD_INPUT)
+        }
+        Err(e) => Err(fail(&e)),
+    }
+}
+
+/// A submit-shaped answer (submit, get, complete): a failure body reads as a reply with only an
+/// error, so that it is printed like every other error of these commands.
+fn as_submit_reply(r: Result<SubmitReply, fedvol_proto::Failure>) -> SubmitReply {
+    r.unwrap_or_else(|f| SubmitReply::error(f.error))
+}
+
 fn new_table(header: &[&str]) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_BORDERS_ONLY).set_header(header.to_vec());
@@ -187,7 +206,6 @@ pub fn submit(net: &NetArgs, a: &SubmitArgs) -> u8 {
         }
     };
     let msg = SubmitMsg {
-        v: VERSION,
         request_id: a.request_id.clone().unwrap_or_default(),
         workflow,
         dry_run: a.dry_run,
@@ -203,8 +221,8 @@ pub fn submit(net: &NetArgs, a: &SubmitArgs) -> u8 {
         };
         let started = std::time::Instant::now();
         let reply: SubmitReply = loop {
-            match client.call(ops::SUBMIT, &msg).await {
-                Ok(r) => break r,
+            match client.call::<api::Submit>(&msg).await {
+                Ok(r) => break as_submit_reply(r),
                 Err(ClientError::NoCoordinator { .. }) if a.wait && started.elapsed() < client.timeout => {
                     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
                 }
@@ -254,14 +272,11 @@ fn show_stored<'r>(reply: &'r SubmitReply, o: Output, what: &str) -> Result<&'r 
 
 async fn get(client: &Client, id: &str) -> Result<SubmitReply, ClientError> {
     client
-        .call(
-            ops::GET,
-            &DecisionRef {
-                v: VERSION,
-                request_id: id.to_string(),
-            },
-        )
+        .call::<api::Get>(&DecisionRef {
+            request_id: id.to_string(),
+        })
         .await
+        .map(as_submit_reply)
 }
 
 /// Runs `fedvol decisions ...`.
@@ -272,14 +287,7 @@ pub fn decisions(net: &NetArgs, cmd: &DecisionsCmd) -> u8 {
             Err(e) => return fail(&e),
         };
         match cmd {
-            DecisionsCmd::List(o) => match client
-                .call::<_, ListReply>(ops::LIST, &serde_json::json!({"v": VERSION}))
-                .await
-            {
-                Ok(ListReply { error: Some(e), .. }) => {
-                    eprintln!("error: decisions list: {} ({})", e.message, e.code);
-                    EXIT_BAD_INPUT
-                }
+            DecisionsCmd::List(o) => match ask::<api::List>(&client, &NoArgs {}, "decisions list").await {
                 Ok(r) => {
                     let ok = print_doc(o.output, &r, || {
                         let mut t = new_table(&["REQUEST", "WORKFLOW", "STATE", "CLUSTER", "UPDATED"]);
@@ -296,7 +304,7 @@ pub fn decisions(net: &NetArgs, cmd: &DecisionsCmd) -> u8 {
                     });
                     if ok { EXIT_OK } else { EXIT_BAD_INPUT }
                 }
-                Err(e) => fail(&e),
+                Err(code) => code,
             },
             DecisionsCmd::Show(a) => match get(&client, &a.id).await {
                 Ok(r) => {
@@ -305,21 +313,11 @@ pub fn decisions(net: &NetArgs, cmd: &DecisionsCmd) -> u8 {
                 Err(e) => fail(&e),
             },
             DecisionsCmd::Replay(a) => {
-                match client
-                    .call::<_, ReplayReply>(
-                        ops::REPLAY,
-                        &DecisionRef {
-                            v: VERSION,
-                            request_id: a.id.clone(),
-                        },
-                    )
-                    .await
-                {
+                let q = DecisionRef {
+                    request_id: a.id.clone(),
+                };
+                match ask::<api::Replay>(&client, &q, &format!("replay of {}", a.id)).await {
                     Ok(r) => {
-                        if let Some(e) = &r.error {
-                            eprintln!("error: replay of {}: {} ({})", a.id, e.message, e.code);
-                            return EXIT_BAD_INPUT;
-                        }
                         let ok = print_doc(a.output.output, &r, || {
                             let mut s = if r.identical {
                                 format!("replay of {}: identical\n", a.id)
@@ -333,7 +331,7 @@ pub fn decisions(net: &NetArgs, cmd: &DecisionsCmd) -> u8 {
                         });
                         if ok { EXIT_OK } else { EXIT_BAD_INPUT }
                     }
-                    Err(e) => fail(&e),
+                    Err(code) => code,
                 }
             }
             DecisionsCmd::Watch => watch(&client).await,
@@ -361,7 +359,7 @@ async fn watch(client: &Client) -> u8 {
     };
     while let Some(entry) = w.next().await {
         match entry {
-            Ok(e) => match serde_json::from_slice::<StoredDecision>(&e.value) {
+            Ok(e) => match fedvol_proto::decode::<StoredDecision>(&e.value, "stored decision", "client") {
                 Ok(s) => println!(
                     "{}  {:<10} {}  {}  -> {}",
                     e.revision,
@@ -384,7 +382,6 @@ async fn watch(client: &Client) -> u8 {
 /// Runs `fedvol why-not`.
 pub fn why_not(net: &NetArgs, a: &WhyNotArgs) -> u8 {
     let q = WhyNotQuery {
-        v: VERSION,
         request_id: a.id.clone(),
         cluster: a.cluster.clone(),
         zone: a.zone.clone(),
@@ -400,12 +397,8 @@ pub fn why_not(net: &NetArgs, a: &WhyNotArgs) -> u8 {
             Ok(c) => c,
             Err(e) => return fail(&e),
         };
-        match client.call::<_, WhyNotReply>(ops::WHY_NOT, &q).await {
+        match ask::<api::WhyNot>(&client, &q, &format!("why-not {}", a.id)).await {
             Ok(r) => {
-                if let Some(e) = &r.error {
-                    eprintln!("error: {} ({})", e.message, e.code);
-                    return EXIT_BAD_INPUT;
-                }
                 let ok = print_doc(a.output.output, &r, || {
                     let mut s = format!("{}\n", r.summary);
                     for b in &r.blockers {
@@ -421,7 +414,7 @@ pub fn why_not(net: &NetArgs, a: &WhyNotArgs) -> u8 {
                 });
                 if ok { EXIT_OK } else { EXIT_BAD_INPUT }
             }
-            Err(e) => fail(&e),
+            Err(code) => code,
         }
     })
 }
@@ -434,10 +427,9 @@ pub fn complete(net: &NetArgs, a: &IdArgs) -> u8 {
             Err(e) => return fail(&e),
         };
         let msg = DecisionRef {
-            v: VERSION,
             request_id: a.id.clone(),
         };
-        match client.call::<_, SubmitReply>(ops::COMPLETE, &msg).await {
+        match client.call::<api::Complete>(&msg).await.map(as_submit_reply) {
             Ok(r) => show_stored(&r, a.output.output, &format!("complete {}", a.id)).map_or_else(|c| c, |_| EXIT_OK),
             Err(e) => fail(&e),
         }
@@ -451,14 +443,7 @@ pub fn clusters(net: &NetArgs, o: &OutputArgs) -> u8 {
             Ok(c) => c,
             Err(e) => return fail(&e),
         };
-        match client
-            .call::<_, ClustersReply>(ops::CLUSTERS, &serde_json::json!({"v": VERSION}))
-            .await
-        {
-            Ok(ClustersReply { error: Some(e), .. }) => {
-                eprintln!("error: clusters: {} ({})", e.message, e.code);
-                EXIT_BAD_INPUT
-            }
+        match ask::<api::Clusters>(&client, &NoArgs {}, "clusters").await {
             Ok(r) => {
                 let ok = print_doc(o.output, &r, || {
                     let mut t = new_table(&[
@@ -487,7 +472,7 @@ pub fn clusters(net: &NetArgs, o: &OutputArgs) -> u8 {
                 });
                 if ok { EXIT_OK } else { EXIT_BAD_INPUT }
             }
-            Err(e) => fail(&e),
+            Err(code) => code,
         }
     })
 }

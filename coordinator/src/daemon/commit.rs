@@ -19,12 +19,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fedvol_common::choice::choose_cluster;
-use fedvol_common::decision::{ChoiceStep, ClusterStatus, Reason, Rejection};
-use fedvol_common::wire::{ActionMsg, ActionReply, CommitAttempt, DecisionState, StoredDecision, VERSION, now_ms};
+use fedvol_common::decision::{ChoiceStep, ClusterStatus, Rejection};
+use fedvol_proto::agent::{self as agent, ActionMsg, ActionReply, AgentEndpoint};
+use fedvol_proto::decisions::{CommitAttempt, DecisionState, StoredDecision};
+use fedvol_proto::rpc::{RpcError, call};
+use fedvol_proto::{Code, ProtoError, now_ms};
 
 use super::Coordinator;
-use super::codec::{codes, decode, to_bytes};
-use super::rpc::{RpcError, request};
 
 /// The longest wait for a release, ms.
 pub const RELEASE_WAIT_MS: u64 = 5000;
@@ -32,65 +33,56 @@ pub const RELEASE_WAIT_MS: u64 = 5000;
 /// Why an action (commit, release, complete) on a cluster did not succeed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ActionError {
-    /// The request got no answer.
+    /// The request got no answer, or an unreadable one.
     #[error("{0}")]
     Rpc(#[from] RpcError),
-    /// The agent's answer could not be read.
-    #[error("unreadable answer from {cluster}: {message}")]
-    BadAnswer {
-        /// The cluster.
-        cluster: String,
-        /// The decoding error.
-        message: String,
-    },
     /// The agent refused.
-    #[error("{}: {}", .0.code, .0.message)]
-    Refused(Reason),
+    #[error("{0}")]
+    Refused(ProtoError),
 }
 
 impl ActionError {
-    /// The error as a reason with a stable code.
-    pub fn reason(&self) -> Reason {
+    /// The error with a stable code.
+    pub fn error(&self) -> ProtoError {
         match self {
-            ActionError::Rpc(RpcError::NoResponders(_)) => Reason::new(codes::UNREACHABLE, self.to_string()),
-            ActionError::Rpc(RpcError::TimedOut { .. }) => Reason::new(codes::TIMED_OUT, self.to_string()),
-            ActionError::Rpc(RpcError::Nats { .. }) => Reason::new(codes::NATS, self.to_string()),
-            ActionError::BadAnswer { .. } => Reason::new(codes::BAD_ANSWER, self.to_string()),
-            ActionError::Refused(r) => r.clone(),
+            ActionError::Rpc(RpcError::NoResponders(_)) => Code::Unreachable.error(self.to_string()),
+            ActionError::Rpc(RpcError::TimedOut { .. }) => Code::TimedOut.error(self.to_string()),
+            ActionError::Rpc(RpcError::BadAnswer { .. }) => Code::BadAnswer.error(self.to_string()),
+            ActionError::Rpc(RpcError::Nats { .. } | RpcError::TooLarge { .. }) => {
+                Code::NatsError.error(self.to_string())
+            }
+            ActionError::Refused(e) => e.clone(),
         }
     }
 }
 
-/// Sends `op` (commit, release, complete) for `request_id` to `cluster` and waits up to
-/// `wait_ms` for its [`ActionReply`]. The reply is returned whether or not `ok`.
+/// Sends action `E` (commit, release, complete) for `request_id` to `cluster` and waits up to
+/// `wait_ms` for its [`ActionReply`]. The reply is returned whether or not `ok`; a failure body
+/// (e.g. `bad_request`) comes back as a reply that is not `ok`.
 ///
-/// Errors: no answer or an unreadable one ([`ActionError`]).
-pub async fn action(
+/// Errors: no answer or an unreadable one ([`ActionError::Rpc`]).
+pub async fn action<E>(
     co: &Coordinator,
     cluster: &str,
-    op: &str,
     request_id: &str,
     wait_ms: u64,
-) -> Result<ActionReply, ActionError> {
+) -> Result<ActionReply, ActionError>
+where
+    E: AgentEndpoint<Request = ActionMsg, Reply = ActionReply>,
+{
     let msg = ActionMsg {
-        v: VERSION,
         request_id: request_id.to_string(),
         deadline_ms: now_ms() + wait_ms,
     };
-    let subject = co.subjects.cluster(cluster, op);
+    let subject = co.subjects.cluster(cluster, E::OP);
     // A little longer than the agent's own deadline, so an answer sent at the deadline arrives.
-    let body = request(
-        &co.client,
-        &subject,
-        to_bytes(&msg),
-        Duration::from_millis(wait_ms + 200),
+    let wait = Duration::from_millis(wait_ms + 200);
+    Ok(
+        match call::<E>(&co.client, &subject, &msg, wait, "coordinator").await? {
+            Ok(reply) => reply,
+            Err(f) => ActionReply::refused(cluster, request_id, f.error),
+        },
     )
-    .await?;
-    let reply: ActionReply = decode(&body, op).map_err(|message| ActionError::BadAnswer {
-        cluster: cluster.to_string(),
-        message,
-    })?;
-    Ok(reply)
 }
 
 /// Releases the hold of `request_id` on `cluster` (idempotent on the agent).
@@ -98,12 +90,12 @@ pub async fn action(
 /// Errors: no answer, or the agent refused (e.g. `committed`).
 pub async fn release(co: &Coordinator, cluster: &str, request_id: &str) -> Result<(), ActionError> {
     let wait = co.cfg.commit_timeout_ms.min(RELEASE_WAIT_MS);
-    let r = action(co, cluster, "release", request_id, wait).await?;
+    let r = action::<agent::Release>(co, cluster, request_id, wait).await?;
     if r.ok {
         Ok(())
     } else {
         Err(ActionError::Refused(r.error.unwrap_or_else(|| {
-            Reason::new(codes::BAD_ANSWER, "release refused without a reason")
+            Code::BadAnswer.error("release refused without a reason")
         })))
     }
 }
@@ -135,8 +127,8 @@ pub async fn settle(co: &Coordinator, cluster: &str, request_id: &str) -> Settle
     loop {
         let last = match release(co, cluster, request_id).await {
             Ok(()) => return Settled::Released,
-            Err(ActionError::Refused(r)) if r.code == "committed" => return Settled::Committed,
-            Err(ActionError::Refused(r)) if r.code == "commit_in_progress" => format!("{}: {}", r.code, r.message),
+            Err(ActionError::Refused(r)) if r.is(&Code::Committed) => return Settled::Committed,
+            Err(ActionError::Refused(r)) if r.is(&Code::CommitInProgress) => format!("{}: {}", r.code, r.message),
             Err(ActionError::Refused(r)) => return Settled::Unknown(format!("{}: {}", r.code, r.message)),
             Err(e) => e.to_string(),
         };
@@ -160,7 +152,7 @@ pub struct Tried {
 /// ([`settle`]). Returns the attempt as recorded.
 pub async fn commit_on(co: &Coordinator, cluster: &str, request_id: &str) -> Tried {
     let wait = co.cfg.commit_timeout_ms;
-    let attempt = |ok: bool, error: Option<Reason>, reply: Option<ActionReply>| Tried {
+    let attempt = |ok: bool, error: Option<ProtoError>, reply: Option<ActionReply>| Tried {
         attempt: CommitAttempt {
             cluster: cluster.to_string(),
             ok,
@@ -169,13 +161,13 @@ pub async fn commit_on(co: &Coordinator, cluster: &str, request_id: &str) -> Tri
         },
         in_doubt: false,
     };
-    match action(co, cluster, "commit", request_id, wait).await {
+    match action::<agent::Commit>(co, cluster, request_id, wait).await {
         Ok(r) if r.ok => attempt(true, None, Some(r)),
         Ok(r) => {
             let reason = r
                 .error
                 .clone()
-                .unwrap_or_else(|| Reason::new(codes::BAD_ANSWER, "commit refused without a reason"));
+                .unwrap_or_else(|| Code::BadAnswer.error("commit refused without a reason"));
             tracing::warn!(cluster, code = %reason.code, error = %reason.message, "commit refused");
             if let Err(e) = release(co, cluster, request_id).await {
                 tracing::debug!(cluster, error = %e, "release after a refused commit");
@@ -184,29 +176,28 @@ pub async fn commit_on(co: &Coordinator, cluster: &str, request_id: &str) -> Tri
         }
         // Not answered, or answered unreadably (e.g. an answer too large for NATS): the agent
         // may have committed. Ask it until that is settled.
-        Err(e @ (ActionError::Rpc(RpcError::TimedOut { .. }) | ActionError::BadAnswer { .. })) => {
+        Err(e @ ActionError::Rpc(RpcError::TimedOut { .. } | RpcError::BadAnswer { .. })) => {
             let what = match &e {
-                ActionError::BadAnswer { .. } => format!("the commit's answer was unreadable ({e})"),
+                ActionError::Rpc(RpcError::BadAnswer { .. }) => format!("the commit's answer was unreadable ({e})"),
                 _ => format!("commit not answered within {wait} ms"),
             };
             tracing::warn!(cluster, wait_ms = wait, error = %e, "commit outcome unknown; asking the agent what happened");
             match settle(co, cluster, request_id).await {
                 Settled::Released => attempt(
                     false,
-                    Some(Reason::new(codes::TIMED_OUT, format!("{what}; the hold was released"))),
+                    Some(Code::TimedOut.error(format!("{what}; the hold was released"))),
                     None,
                 ),
-                Settled::Committed => match action(co, cluster, "commit", request_id, wait).await {
+                Settled::Committed => match action::<agent::Commit>(co, cluster, request_id, wait).await {
                     Ok(r) if r.ok => attempt(true, None, Some(r)),
                     Ok(r) => attempt(false, r.error.clone(), Some(r)),
                     // The agent says it committed; only its answer (the volumes' outcomes) is
                     // missing.
                     Err(e) => attempt(
                         true,
-                        Some(Reason::new(
-                            codes::BAD_ANSWER,
-                            format!("committed (the agent says so), but its answer could not be had: {e}"),
-                        )),
+                        Some(Code::BadAnswer.error(format!(
+                            "committed (the agent says so), but its answer could not be had: {e}"
+                        ))),
                         None,
                     ),
                 },
@@ -220,19 +211,16 @@ pub async fn commit_on(co: &Coordinator, cluster: &str, request_id: &str) -> Tri
         }
         Err(e) => {
             tracing::warn!(cluster, error = %e, "commit failed");
-            attempt(false, Some(e.reason()), None)
+            attempt(false, Some(e.error()), None)
         }
     }
 }
 
 /// The reason of an in-doubt commit: `what` happened to the commit, `why` it is still unknown.
-fn in_doubt_reason(what: &str, why: &str) -> Reason {
-    Reason::new(
-        codes::COMMIT_UNKNOWN,
-        format!(
-            "{what}, and its outcome is still unknown ({why}); no other cluster was tried, so the request cannot be booked twice: submit the same request id again to settle it"
-        ),
-    )
+fn in_doubt_reason(what: &str, why: &str) -> ProtoError {
+    Code::CommitOutcomeUnknown.error(format!(
+        "{what}, and its outcome is still unknown ({why}); no other cluster was tried, so the request cannot be booked twice: submit the same request id again to settle it"
+    ))
 }
 
 /// Runs the commit phase on a planned, non-dry-run decision: tries the chosen cluster, then
@@ -248,7 +236,7 @@ pub async fn commit_phase(
     co: &Arc<Coordinator>,
     stored: &mut StoredDecision,
     held: &BTreeSet<String>,
-) -> Option<Reason> {
+) -> Option<ProtoError> {
     let id = stored.decision.request_id.clone();
     let seed = stored.decision.seed;
     let mut candidates = stored.decision.clusters.clone();
@@ -263,10 +251,10 @@ pub async fn commit_phase(
                 kept: Vec::new(),
                 dropped: vec![Rejection {
                     candidate: c.clone(),
-                    reasons: vec![Reason::new(
-                        codes::ATTEMPTS_EXHAUSTED,
-                        format!("not tried: {} commit attempts were used up", co.cfg.commit_attempts),
-                    )],
+                    reasons: vec![Code::CommitAttemptsExhausted.reason(format!(
+                        "not tried: {} commit attempts were used up",
+                        co.cfg.commit_attempts
+                    ))],
                 }],
             });
             break;
@@ -290,13 +278,10 @@ pub async fn commit_phase(
         }
         failed.push(Rejection {
             candidate: c.clone(),
-            reasons: vec![Reason::new(
-                codes::COMMIT_FAILED,
-                match error {
-                    Some(e) => format!("commit failed: {}: {}", e.code, e.message),
-                    None => "commit failed".to_string(),
-                },
-            )],
+            reasons: vec![Code::CommitFailed.reason(match error {
+                Some(e) => format!("commit failed: {}: {}", e.code, e.message),
+                None => "commit failed".to_string(),
+            })],
         });
         candidates.shift_remove(&c);
         let (next, s) = choose_cluster(&stored.request.workflow, &candidates, seed);

@@ -16,9 +16,9 @@
 
 use std::path::{Path, PathBuf};
 
-use fedvol_agent::config::{NatsAuth, parse_nats};
 use fedvol_common::format::files::read_text;
 use fedvol_common::yaml::{Ctx, Diagnostics, Limits, load_documents};
+use fedvol_proto::nats::{NatsAuth, parse_nats};
 
 /// Where decisions are stored: a JetStream key-value bucket (file storage).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,7 +66,7 @@ pub struct CoordinatorConfig {
     /// How long start-up discovery (`$SRV.INFO.fedvol-agent`) waits for agents, ms (default 500).
     pub discovery_ms: u64,
     /// Largest request body served, bytes (default
-    /// [`fedvol_common::wire::DEFAULT_MAX_BODY_BYTES`], 1 MiB); larger ones get `bad_request`.
+    /// [`fedvol_proto::DEFAULT_MAX_BODY_BYTES`], 1 MiB); larger ones get `bad_request`.
     pub max_body_bytes: usize,
     /// Rejected candidates listed per funnel stage in stored decisions, unless a submit asks
     /// for another number (default [`fedvol_common::funnel::trace::STORED_TRACE_LIMIT`]; 0 =
@@ -81,7 +81,7 @@ impl Default for CoordinatorConfig {
     fn default() -> Self {
         CoordinatorConfig {
             nats: NatsAuth::local(),
-            subject_prefix: fedvol_common::wire::DEFAULT_PREFIX.to_string(),
+            subject_prefix: fedvol_proto::DEFAULT_PREFIX.to_string(),
             deadline_ms: 2000,
             hold_ttl_ms: 30_000,
             commit_attempts: 3,
@@ -89,7 +89,7 @@ impl Default for CoordinatorConfig {
             directory: None,
             kv: KvConfig::default(),
             discovery_ms: 500,
-            max_body_bytes: fedvol_common::wire::DEFAULT_MAX_BODY_BYTES,
+            max_body_bytes: fedvol_proto::DEFAULT_MAX_BODY_BYTES,
             trace_limit: fedvol_common::funnel::trace::STORED_TRACE_LIMIT,
         }
     }

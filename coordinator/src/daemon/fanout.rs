@@ -24,55 +24,85 @@ use tracing::Instrument;
 
 use fedvol_common::decision::{ClusterDecision, ClusterStatus, Reason};
 use fedvol_common::funnel::PlanRequest;
-use fedvol_common::wire::{HoldInfo, PlanMsg, VERSION, now_ms};
+use fedvol_proto::agent::{Plan, PlanMsg, PlanReply};
+use fedvol_proto::rpc::{RpcError, is_no_responders};
+use fedvol_proto::{Code, Endpoint, Failure, now_ms};
 
 use super::Coordinator;
-use super::codec::{codes, decode, to_bytes};
 use super::commit::release;
 use super::registry::Expectation;
-use super::rpc::{RpcError, is_no_responders};
 
 /// How long after the agents' deadline late answers are still listened for (to release their
 /// holds), ms: covers clock differences between hosts.
 pub const LATE_GRACE_MS: u64 = 2000;
 
-/// An agent's answer to a plan, read leniently: a normal [`fedvol_common::wire::PlanReply`],
-/// or an error body (`bad_request`, `internal`) that lacks the decision.
-#[derive(Debug, Clone, serde::Deserialize)]
-pub struct AgentAnswer {
-    /// The request's id.
-    #[serde(default)]
-    pub request_id: Option<String>,
-    /// The answering cluster.
-    #[serde(default)]
-    pub cluster: Option<String>,
-    /// The cluster's decision.
-    #[serde(default)]
-    pub decision: Option<ClusterDecision>,
-    /// The hold the agent keeps for the request.
-    #[serde(default)]
-    pub hold: Option<HoldInfo>,
+/// An agent's answer to a plan: its reply, or the failure it sent instead (which names the
+/// cluster when the agent could tell; one that names none cannot be given a slot).
+#[derive(Debug, Clone)]
+pub enum AgentAnswer {
+    /// The cluster's plan.
+    Reply(Box<PlanReply>),
     /// Why the agent could not plan.
-    #[serde(default)]
-    pub error: Option<Reason>,
+    Failed(Failure),
 }
 
 impl AgentAnswer {
+    /// Decodes a plan answer. An answer that is neither a [`PlanReply`] nor a [`Failure`] but
+    /// names its cluster is that cluster's `bad_answer` failure (its slot says so at once,
+    /// rather than waiting for the deadline).
+    ///
+    /// Errors: an answer that cannot be read and names no cluster (the decoding error).
+    pub fn decode(payload: &[u8]) -> Result<AgentAnswer, fedvol_proto::DecodeError> {
+        #[derive(serde::Deserialize)]
+        struct Named {
+            cluster: String,
+        }
+        match Plan::decode_reply(payload, "coordinator") {
+            Ok(Ok(reply)) => Ok(AgentAnswer::Reply(Box::new(reply))),
+            Ok(Err(f)) => Ok(AgentAnswer::Failed(f)),
+            Err(e) => match serde_json::from_slice::<Named>(payload) {
+                Ok(n) => Ok(AgentAnswer::Failed(
+                    Failure::new(Code::BadAnswer, format!("the agent's answer could not be read: {e}"))
+                        .from_cluster(&n.cluster),
+                )),
+                Err(_) => Err(e),
+            },
+        }
+    }
+
+    /// The answering cluster, when the answer names one.
+    pub fn cluster(&self) -> Option<&str> {
+        match self {
+            AgentAnswer::Reply(r) => Some(&r.cluster),
+            AgentAnswer::Failed(f) => f.cluster.as_deref(),
+        }
+    }
+
+    /// The request the answer is for, when it names one.
+    pub fn request_id(&self) -> Option<&str> {
+        match self {
+            AgentAnswer::Reply(r) => Some(&r.request_id),
+            AgentAnswer::Failed(f) => f.request_id.as_deref(),
+        }
+    }
+
+    /// True when the answer carries a hold.
+    pub fn holds(&self) -> bool {
+        matches!(self, AgentAnswer::Reply(r) if r.hold.is_some())
+    }
+
     /// The slot this answer gives its cluster, with `elapsed_ms` as measured by the coordinator.
     pub fn slot(&self, elapsed_ms: f64) -> ClusterDecision {
-        match (&self.error, &self.decision) {
-            (None, Some(d)) => {
-                let mut d = d.clone();
+        match self {
+            AgentAnswer::Reply(r) => {
+                let mut d = r.decision.clone();
                 d.status = ClusterStatus::Answered;
                 d.elapsed_ms = elapsed_ms;
                 d
             }
-            (Some(e), _) => ClusterDecision::without_answer(ClusterStatus::Error, elapsed_ms, Some(e.clone())),
-            (None, None) => ClusterDecision::without_answer(
-                ClusterStatus::Error,
-                elapsed_ms,
-                Some(Reason::new(codes::BAD_ANSWER, "the agent answered without a decision")),
-            ),
+            AgentAnswer::Failed(f) => {
+                ClusterDecision::without_answer(ClusterStatus::Error, elapsed_ms, Some(f.error.clone().into()))
+            }
         }
     }
 }
@@ -124,7 +154,6 @@ pub async fn fan_out(
     }
     let deadline_ms = asked_ms + wait.as_millis() as u64;
     let msg = PlanMsg {
-        v: VERSION,
         request: request.clone(),
         deadline_ms,
         reserve,
@@ -134,7 +163,7 @@ pub async fn fan_out(
     let mut sub = co.client.subscribe(inbox.clone()).await.map_err(|e| nats_err(&e))?;
     let started = Instant::now();
     co.client
-        .publish_with_reply(subject.clone(), inbox, to_bytes(&msg))
+        .publish_with_reply(subject.clone(), inbox, Plan::encode_request(&msg))
         .await
         .map_err(|e| nats_err(&e))?;
     tracing::info!(
@@ -161,13 +190,13 @@ pub async fn fan_out(
             break;
         }
         let elapsed = started.elapsed().as_secs_f64() * 1000.0;
-        match decode::<AgentAnswer>(&m.payload, "plan answer") {
+        match AgentAnswer::decode(&m.payload) {
             Ok(a) => {
-                let Some(cluster) = a.cluster.clone() else {
-                    tracing::warn!(error = ?a.error, "a plan answer names no cluster: ignored");
+                let Some(cluster) = a.cluster().map(str::to_string) else {
+                    tracing::warn!(answer = ?a, "a plan answer names no cluster: ignored");
                     continue;
                 };
-                if a.request_id.as_deref().is_some_and(|id| id != request.request_id) {
+                if a.request_id().is_some_and(|id| id != request.request_id) {
                     tracing::warn!(cluster = %cluster, "a plan answer for another request: ignored");
                     continue;
                 }
@@ -202,7 +231,7 @@ pub async fn fan_out(
     let mut held = BTreeSet::new();
     for name in names {
         let slot = if let Some((a, elapsed)) = answers.get(&name) {
-            if a.hold.is_some() && a.error.is_none() {
+            if a.holds() {
                 held.insert(name.clone());
             }
             a.slot(*elapsed)
@@ -212,19 +241,13 @@ pub async fn fan_out(
             ClusterDecision::without_answer(
                 ClusterStatus::Unreachable,
                 gather_ms,
-                Some(Reason::new(
-                    codes::UNREACHABLE,
-                    format!("no responders: no agent serves {subject}"),
-                )),
+                Some(Code::Unreachable.reason(format!("no responders: no agent serves {subject}"))),
             )
         } else {
             ClusterDecision::without_answer(
                 ClusterStatus::TimedOut,
                 gather_ms,
-                Some(Reason::new(
-                    codes::TIMED_OUT,
-                    format!("no answer within {} ms", wait.as_millis()),
-                )),
+                Some(Code::TimedOut.reason(format!("no answer within {} ms", wait.as_millis()))),
             )
         };
         slots.insert(name, slot);
@@ -250,19 +273,21 @@ pub async fn fan_out(
                     if is_no_responders(&m) {
                         continue;
                     }
-                    let Ok(a) = decode::<AgentAnswer>(&m.payload, "plan answer") else {
+                    let Ok(a) = AgentAnswer::decode(&m.payload) else {
                         continue;
                     };
-                    let Some(cluster) = a.cluster else { continue };
+                    let Some(cluster) = a.cluster().map(str::to_string) else {
+                        continue;
+                    };
                     if answered.contains(&cluster) {
                         continue;
                     }
                     tracing::warn!(
                         cluster = %cluster,
-                        held = a.hold.is_some(),
+                        held = a.holds(),
                         "late plan answer ignored: the gather had ended"
                     );
-                    if a.hold.is_some() {
+                    if a.holds() {
                         match release(&co, &cluster, &request_id).await {
                             Ok(()) => tracing::info!(cluster = %cluster, "late hold released"),
                             Err(e) => tracing::warn!(cluster = %cluster, error = %e, "late hold not released"),
@@ -287,25 +312,29 @@ mod tests {
         let plan = serde_json::json!({
             "v": 1, "request_id": "r", "cluster": "a", "decision": d, "hold": {"expires_ms": 5}
         });
-        let a: AgentAnswer = decode(plan.to_string().as_bytes(), "plan answer").unwrap();
-        assert!(a.hold.is_some());
+        let a = AgentAnswer::decode(plan.to_string().as_bytes()).unwrap();
+        assert!(a.holds());
         let slot = a.slot(12.5);
         assert_eq!(
             (slot.status, slot.elapsed_ms, slot.feasible),
             (ClusterStatus::Answered, 12.5, true)
         );
 
-        // The agent's internal error body (shaped like an action reply) is an `error` slot.
+        // The agent's internal error body of the previous release (shaped like an action
+        // reply) is an `error` slot.
         let internal = br#"{"v":1,"request_id":"r","cluster":"a","ok":false,"volumes":[],"error":{"code":"internal","message":"disk full"}}"#;
-        let a: AgentAnswer = decode(internal, "plan answer").unwrap();
+        let a = AgentAnswer::decode(internal).unwrap();
+        assert!(!a.holds());
         let slot = a.slot(3.0);
         assert_eq!(slot.status, ClusterStatus::Error);
         assert_eq!(slot.error.unwrap().code, "internal");
 
         // A bad_request body names no cluster: it cannot be given a slot.
-        let bad: AgentAnswer = decode(br#"{"v":1,"error":{"code":"bad_request","message":"x"}}"#, "p").unwrap();
-        assert!(bad.cluster.is_none());
-        let empty: AgentAnswer = decode(br#"{"v":1,"cluster":"a"}"#, "p").unwrap();
-        assert_eq!(empty.slot(1.0).error.unwrap().code, codes::BAD_ANSWER);
+        let bad = AgentAnswer::decode(br#"{"v":1,"error":{"code":"bad_request","message":"x"}}"#).unwrap();
+        assert!(bad.cluster().is_none());
+        // An answer with neither a decision nor an error is the cluster's bad answer.
+        let empty = AgentAnswer::decode(br#"{"v":1,"cluster":"a"}"#).unwrap();
+        assert_eq!(empty.slot(1.0).error.unwrap().code, Code::BadAnswer.as_str());
+        assert!(AgentAnswer::decode(br#"{"v":1}"#).is_err());
     }
 }

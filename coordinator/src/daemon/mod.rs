@@ -11,7 +11,7 @@
 //! Modules, one job each:
 //! - [`config`]: the configuration file; [`directory`]: users to groups.
 //! - [`registry`]: clusters from heartbeats and discovery (alive, suspect).
-//! - [`codec`]: JSON bodies with version checks; [`rpc`]: request/reply with fresh inboxes.
+//! - Bodies, subjects, errors, serving and calling come from [`fedvol_proto`].
 //! - [`fanout`]: the plan broadcast and the per-cluster slots; [`commit`]: commit with
 //!   fallback to the next cluster, releases.
 //! - [`store`]: the decision bucket; [`submit`]: the submit operation, idempotent by request
@@ -22,9 +22,8 @@
 //! Several coordinators may run at once: requests arrive in queue group `coordinator`, and
 //! every decision change is a compare-and-set on the bucket.
 //!
-//! [`PlanMsg`]: fedvol_common::wire::PlanMsg
+//! [`PlanMsg`]: fedvol_proto::agent::PlanMsg
 
-pub mod codec;
 pub mod commit;
 pub mod config;
 pub mod directory;
@@ -32,14 +31,13 @@ pub mod fanout;
 pub mod ops;
 pub mod registry;
 pub mod replay;
-pub mod rpc;
 pub mod run;
 pub mod store;
 pub mod submit;
 
 use std::sync::{Mutex, MutexGuard, RwLock};
 
-use fedvol_common::wire::Subjects;
+use fedvol_proto::Subjects;
 
 pub use config::CoordinatorConfig;
 pub use directory::Directory;

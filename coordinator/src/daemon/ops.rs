@@ -1,6 +1,6 @@
 //! The operations other than submit: complete, why_not, clusters, list, get, replay. Each
-//! takes its decoded request and answers with its reply type; problems are errors in the reply
-//! (codes in [`super::codec::codes`] or the agent's own), never a missing answer.
+//! takes its decoded request and answers with its reply type or a [`Failure`] (codes of
+//! [`fedvol_proto::Code`], or the agent's own), never a missing answer.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,35 +8,35 @@ use std::time::Duration;
 use indexmap::IndexMap;
 
 use fedvol_common::choice::choose_cluster;
-use fedvol_common::decision::{ClusterDecision, ClusterStatus, Decision, Reason};
-use fedvol_common::wire::{
-    ClustersReply, DecisionRef, DecisionState, ListReply, PlanMsg, ReplayReply, SubmitReply, VERSION, WhyNotMsg,
-    WhyNotQuery, WhyNotReply, now_ms, subject_token,
-};
+use fedvol_common::decision::{ClusterDecision, ClusterStatus, Decision};
+use fedvol_proto::agent::{self as agent, AgentOp, PlanMsg, WhyNotMsg, WhyNotReply};
+use fedvol_proto::coordinator::{ClustersReply, DecisionRef, ListReply, ReplayReply, SubmitReply, WhyNotQuery};
+use fedvol_proto::decisions::DecisionState;
+use fedvol_proto::rpc::{RpcError, call, request};
+use fedvol_proto::{Code, Endpoint, Failure, now_ms, subject_token};
 
 use super::Coordinator;
-use super::codec::{codes, decode, to_bytes};
 use super::commit::{ActionError, action};
 use super::fanout::AgentAnswer;
 use super::replay::compare_cluster;
-use super::rpc::{RpcError, request};
 use super::store::Write;
-use super::submit::{error_reply, stored_reply};
+
+/// A submit-shaped reply with an error only.
+fn error_reply(code: Code, message: impl Into<String>) -> SubmitReply {
+    SubmitReply::error(code.error(message))
+}
 
 /// `get`: the stored decision, or `not_found`.
 pub async fn get(co: &Coordinator, q: &DecisionRef) -> SubmitReply {
     match co.store.get(&q.request_id).await {
-        Ok(Some((s, _))) => stored_reply(s),
+        Ok(Some((s, _))) => SubmitReply::stored(s),
         Ok(None) => not_found(&q.request_id),
-        Err(e) => error_reply(codes::STORE, e.to_string()),
+        Err(e) => error_reply(Code::StoreUnavailable, e.to_string()),
     }
 }
 
 fn not_found(id: &str) -> SubmitReply {
-    error_reply(
-        codes::NOT_FOUND,
-        format!("no decision is stored under request id `{id}`"),
-    )
+    error_reply(Code::NotFound, format!("no decision is stored under request id `{id}`"))
 }
 
 /// `complete`: sends `complete` to the decision's cluster (which frees its allocations and
@@ -50,12 +50,12 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
         let (mut stored, rev) = match co.store.get(&q.request_id).await {
             Ok(Some(x)) => x,
             Ok(None) => return not_found(&q.request_id),
-            Err(e) => return error_reply(codes::STORE, e.to_string()),
+            Err(e) => return error_reply(Code::StoreUnavailable, e.to_string()),
         };
         if stored.request.user != user {
             tracing::warn!(owner = %stored.request.user, "complete of another user's decision refused");
             return error_reply(
-                codes::NOT_OWNER,
+                Code::NotOwner,
                 format!(
                     "decision `{}` belongs to user `{}`: only they may complete it",
                     q.request_id, stored.request.user
@@ -63,7 +63,7 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
             );
         }
         let cluster = match (stored.state, stored.decision.chosen_cluster.clone()) {
-            (DecisionState::Completed, _) => return stored_reply(stored),
+            (DecisionState::Completed, _) => return SubmitReply::stored(stored),
             (DecisionState::Committed, Some(c)) => c,
             (state, _) => {
                 let why = match state {
@@ -72,23 +72,20 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
                     _ => "it failed, so nothing was committed",
                 };
                 return SubmitReply {
-                    v: VERSION,
                     stored: Some(stored),
-                    error: Some(Reason::new(
-                        codes::NOT_COMMITTED,
-                        format!("decision `{}` cannot be completed: {why}", q.request_id),
-                    )),
+                    error: Some(
+                        Code::NotCommitted.error(format!("decision `{}` cannot be completed: {why}", q.request_id)),
+                    ),
                 };
             }
         };
-        let reply = match action(co, &cluster, "complete", &q.request_id, co.cfg.commit_timeout_ms).await {
+        let reply = match action::<agent::Complete>(co, &cluster, &q.request_id, co.cfg.commit_timeout_ms).await {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(cluster = %cluster, error = %e, "complete failed");
                 return SubmitReply {
-                    v: VERSION,
                     stored: Some(stored),
-                    error: Some(e.reason()),
+                    error: Some(e.error()),
                 };
             }
         };
@@ -96,10 +93,9 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
             let err = reply
                 .error
                 .clone()
-                .unwrap_or_else(|| Reason::new(codes::BAD_ANSWER, "complete refused without a reason"));
+                .unwrap_or_else(|| Code::BadAnswer.error("complete refused without a reason"));
             tracing::warn!(cluster = %cluster, code = %err.code, "complete refused");
             return SubmitReply {
-                v: VERSION,
                 stored: Some(stored),
                 error: Some(err),
             };
@@ -110,74 +106,66 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
         match co.store.update(&q.request_id, &stored, rev).await {
             Ok(Write::Done(_)) => {
                 tracing::info!(cluster = %cluster, "decision completed");
-                return stored_reply(stored);
+                return SubmitReply::stored(stored);
             }
             // Changed meanwhile (another complete): read again; the agent answers a repeated
             // complete with its stored answer.
             Ok(Write::Conflict) => continue,
             Err(e) => {
                 return SubmitReply {
-                    v: VERSION,
                     stored: Some(stored),
-                    error: Some(Reason::new(codes::STORE, e.to_string())),
+                    error: Some(Code::StoreUnavailable.error(e.to_string())),
                 };
             }
         }
     }
-    error_reply(codes::STORE, "the decision kept changing; try again")
-}
-
-fn why_not_error(cluster: &str, code: &str, message: String) -> WhyNotReply {
-    WhyNotReply {
-        v: VERSION,
-        cluster: cluster.to_string(),
-        blockers: Vec::new(),
-        summary: message.clone(),
-        error: Some(Reason::new(code, message)),
-    }
+    error_reply(Code::StoreUnavailable, "the decision kept changing; try again")
 }
 
 /// `why_not`: asks the named cluster to explain, for the stored request, why a zone, host or
-/// provisioner was not chosen; the agent's answer is returned as it is.
-pub async fn why_not(co: &Coordinator, q: &WhyNotQuery) -> WhyNotReply {
+/// provisioner was not chosen; the agent's answer (or failure) is returned as it is.
+pub async fn why_not(co: &Coordinator, q: &WhyNotQuery) -> Result<WhyNotReply, Failure> {
+    let fail = |code: Code, message: String| Failure::new(code, message).from_cluster(&q.cluster);
     if subject_token(&q.cluster) != q.cluster {
-        return why_not_error(
-            &q.cluster,
-            codes::BAD_REQUEST,
-            format!("`{}` is not a cluster name", q.cluster),
-        );
+        return Err(fail(Code::BadRequest, format!("`{}` is not a cluster name", q.cluster)));
     }
     let stored = match co.store.get(&q.request_id).await {
         Ok(Some((s, _))) => s,
         Ok(None) => {
-            return why_not_error(
-                &q.cluster,
-                codes::NOT_FOUND,
+            return Err(fail(
+                Code::NotFound,
                 format!("no decision is stored under request id `{}`", q.request_id),
-            );
+            ));
         }
-        Err(e) => return why_not_error(&q.cluster, codes::STORE, e.to_string()),
+        Err(e) => return Err(fail(Code::StoreUnavailable, e.to_string())),
     };
     let wait = co.cfg.deadline_ms.max(1000);
     let msg = WhyNotMsg {
-        v: VERSION,
         request: stored.request,
         deadline_ms: now_ms() + wait,
         zone: q.zone.clone(),
         host: q.host.clone(),
         provisioner: q.provisioner.clone(),
     };
-    let subject = co.subjects.cluster(&q.cluster, "why_not");
-    match request(&co.client, &subject, to_bytes(&msg), Duration::from_millis(wait + 200)).await {
-        Ok(body) => decode::<WhyNotReply>(&body, "why_not answer")
-            .unwrap_or_else(|e| why_not_error(&q.cluster, codes::BAD_ANSWER, format!("{}: {e}", q.cluster))),
+    let subject = co.subjects.cluster(&q.cluster, AgentOp::WhyNot);
+    match call::<agent::WhyNot>(
+        &co.client,
+        &subject,
+        &msg,
+        Duration::from_millis(wait + 200),
+        "coordinator",
+    )
+    .await
+    {
+        Ok(answer) => answer,
         Err(e) => {
             let code = match e {
-                RpcError::NoResponders(_) => codes::UNREACHABLE,
-                RpcError::TimedOut { .. } => codes::TIMED_OUT,
-                RpcError::Nats { .. } => codes::NATS,
+                RpcError::NoResponders(_) => Code::Unreachable,
+                RpcError::TimedOut { .. } => Code::TimedOut,
+                RpcError::BadAnswer { .. } => Code::BadAnswer,
+                RpcError::Nats { .. } | RpcError::TooLarge { .. } => Code::NatsError,
             };
-            why_not_error(&q.cluster, code, e.to_string())
+            Err(fail(code, e.to_string()))
         }
     }
 }
@@ -185,57 +173,43 @@ pub async fn why_not(co: &Coordinator, q: &WhyNotQuery) -> WhyNotReply {
 /// `clusters`: the registry, sorted by name.
 pub fn clusters(co: &Coordinator) -> ClustersReply {
     ClustersReply {
-        v: VERSION,
         clusters: co.registry().info(now_ms()),
-        error: None,
     }
 }
 
 /// `list`: every stored decision's summary, newest first.
 ///
-/// Errors: the store failed (a reason).
-pub async fn list(co: &Coordinator) -> Result<ListReply, Reason> {
+/// Errors: the store failed (`store_unavailable`).
+pub async fn list(co: &Coordinator) -> Result<ListReply, Failure> {
     co.store
         .list()
         .await
-        .map(|decisions| ListReply {
-            v: VERSION,
-            decisions,
-            error: None,
-        })
-        .map_err(|e| Reason::new(codes::STORE, e.to_string()))
-}
-
-fn replay_error(code: &str, message: String) -> ReplayReply {
-    ReplayReply {
-        v: VERSION,
-        identical: false,
-        differences: Vec::new(),
-        replayed: None,
-        error: Some(Reason::new(code, message)),
-    }
+        .map(|decisions| ListReply { decisions })
+        .map_err(|e| Failure::new(Code::StoreUnavailable, e.to_string()))
 }
 
 /// Asks one cluster to plan `msg` (never holding) and returns its slot.
 async fn replan(co: &Coordinator, cluster: &str, msg: &PlanMsg, wait: Duration) -> ClusterDecision {
     let started = std::time::Instant::now();
-    let subject = co.subjects.cluster(cluster, "plan");
-    let r = request(&co.client, &subject, to_bytes(msg), wait).await;
+    let subject = co.subjects.cluster(cluster, AgentOp::Plan);
+    let r = request(&co.client, &subject, agent::Plan::encode_request(msg), wait).await;
     let elapsed = started.elapsed().as_secs_f64() * 1000.0;
     match r {
-        Ok(body) => match decode::<AgentAnswer>(&body, "plan answer") {
+        Ok(body) => match AgentAnswer::decode(&body) {
             Ok(a) => a.slot(elapsed),
-            Err(e) => {
-                ClusterDecision::without_answer(ClusterStatus::Error, elapsed, Some(Reason::new(codes::BAD_ANSWER, e)))
-            }
+            Err(e) => ClusterDecision::without_answer(
+                ClusterStatus::Error,
+                elapsed,
+                Some(Code::BadAnswer.reason(format!("plan answer: {e}"))),
+            ),
         },
         Err(e) => {
             let status = match e {
                 RpcError::TimedOut { .. } => ClusterStatus::TimedOut,
                 _ => ClusterStatus::Unreachable,
             };
-            let reason = ActionError::Rpc(e).reason();
-            ClusterDecision::without_answer(status, elapsed, Some(reason))
+            let reason = ActionError::Rpc(e).error();
+            ClusterDecision::without_answer(status, elapsed, Some(reason.into()))
         }
     }
 }
@@ -244,16 +218,18 @@ async fn replan(co: &Coordinator, cluster: &str, msg: &PlanMsg, wait: Duration) 
 /// cluster that answered it, and compares each answer's volumes and jobs with the stored ones
 /// (never the measured times). `identical` is true when they all match; `differences` lists
 /// every difference and every cluster whose inventory version changed since.
-pub async fn replay(co: &Coordinator, q: &DecisionRef) -> ReplayReply {
+///
+/// Errors: no such decision, nothing to replay, or the store failed.
+pub async fn replay(co: &Coordinator, q: &DecisionRef) -> Result<ReplayReply, Failure> {
     let stored = match co.store.get(&q.request_id).await {
         Ok(Some((s, _))) => s,
         Ok(None) => {
-            return replay_error(
-                codes::NOT_FOUND,
+            return Err(Failure::new(
+                Code::NotFound,
                 format!("no decision is stored under request id `{}`", q.request_id),
-            );
+            ));
         }
-        Err(e) => return replay_error(codes::STORE, e.to_string()),
+        Err(e) => return Err(Failure::new(Code::StoreUnavailable, e.to_string())),
     };
     let answered: Vec<String> = stored
         .decision
@@ -263,14 +239,13 @@ pub async fn replay(co: &Coordinator, q: &DecisionRef) -> ReplayReply {
         .map(|(n, _)| n.clone())
         .collect();
     if answered.is_empty() {
-        return replay_error(
-            codes::NOT_FOUND,
+        return Err(Failure::new(
+            Code::NotFound,
             format!("no cluster answered decision `{}`: nothing to replay", q.request_id),
-        );
+        ));
     }
     let wait = Duration::from_millis(co.cfg.deadline_ms);
     let msg = PlanMsg {
-        v: VERSION,
         request: stored.request.clone(),
         deadline_ms: now_ms() + co.cfg.deadline_ms,
         reserve: false,
@@ -292,8 +267,7 @@ pub async fn replay(co: &Coordinator, q: &DecisionRef) -> ReplayReply {
     tracing::info!(identical, differences = differences.len(), "replayed");
     let (chosen, choice) = choose_cluster(&stored.request.workflow, &clusters, stored.decision.seed);
     differences.extend(notes);
-    ReplayReply {
-        v: VERSION,
+    Ok(ReplayReply {
         identical,
         differences,
         replayed: Some(Decision {
@@ -304,6 +278,5 @@ pub async fn replay(co: &Coordinator, q: &DecisionRef) -> ReplayReply {
             clusters,
             choice,
         }),
-        error: None,
-    }
+    })
 }

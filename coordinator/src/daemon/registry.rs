@@ -15,9 +15,9 @@
 use std::collections::BTreeMap;
 
 use fedvol_common::decision::Reason;
-use fedvol_common::wire::{ClusterInfo, Heartbeat};
-
-use super::codec::codes;
+use fedvol_proto::Code;
+use fedvol_proto::agent::Heartbeat;
+use fedvol_proto::coordinator::ClusterInfo;
 
 /// Consecutive plan timeouts after which a cluster is suspect.
 pub const SUSPECT_AFTER: u32 = 2;
@@ -140,24 +140,18 @@ impl Registry {
             return Expectation::Wait;
         };
         if !e.alive(now_ms) {
-            return Expectation::Skip(Reason::new(
-                codes::UNREACHABLE,
-                format!(
-                    "presumed dead: no heartbeat for {} ms ({} intervals of {} ms)",
-                    now_ms.saturating_sub(e.last_seen_ms),
-                    DEAD_AFTER_INTERVALS,
-                    e.interval_ms
-                ),
-            ));
+            return Expectation::Skip(Code::Unreachable.reason(format!(
+                "presumed dead: no heartbeat for {} ms ({} intervals of {} ms)",
+                now_ms.saturating_sub(e.last_seen_ms),
+                DEAD_AFTER_INTERVALS,
+                e.interval_ms
+            )));
         }
         if e.suspect() {
-            return Expectation::Skip(Reason::new(
-                codes::UNREACHABLE,
-                format!(
-                    "suspect: timed out on {} consecutive requests and sent no heartbeat since",
-                    e.consecutive_timeouts
-                ),
-            ));
+            return Expectation::Skip(Code::Unreachable.reason(format!(
+                "suspect: timed out on {} consecutive requests and sent no heartbeat since",
+                e.consecutive_timeouts
+            )));
         }
         Expectation::Wait
     }
@@ -214,7 +208,6 @@ mod tests {
 
     fn hb(cluster: &str, instance: &str, sent_ms: u64, interval_ms: u64) -> Heartbeat {
         Heartbeat {
-            v: 1,
             cluster: cluster.into(),
             instance: instance.into(),
             inventory_version: "v1".into(),
@@ -233,7 +226,7 @@ mod tests {
         let Expectation::Skip(reason) = r.expectation("a", 1301) else {
             panic!("dead after 3 intervals")
         };
-        assert_eq!(reason.code, codes::UNREACHABLE);
+        assert_eq!(reason.code, Code::Unreachable.as_str());
         assert!(reason.message.contains("presumed dead"), "{}", reason.message);
         let info = &r.info(1301)[0];
         assert!(!info.alive);

@@ -14,22 +14,20 @@ use bytes::Bytes;
 use futures::StreamExt;
 use tracing::Instrument;
 
-use fedvol_common::decision::Reason;
-use fedvol_common::wire::{
-    DecisionRef, Heartbeat, Subjects, SubmitMsg, SubmitReply, VERSION, WhyNotQuery, now_ms, ops,
-};
+use fedvol_proto::agent::Heartbeat;
+use fedvol_proto::coordinator::{self as api, CoordinatorOp};
+use fedvol_proto::rpc::is_no_responders;
+use fedvol_proto::serve::{Server, answer};
+use fedvol_proto::{Endpoint, Failure, Subjects, now_ms};
 
-use super::codec::{codes, decode, decode_optional, error_body, to_bytes};
 use super::config::CoordinatorConfig;
 use super::directory::Directory;
 use super::registry::Registry;
-use super::rpc::is_no_responders;
 use super::store::DecisionStore;
-use super::submit::{error_reply, submit};
+use super::submit::submit;
 use super::{Coordinator, ops as op_handlers};
 
-/// The service name agents register under (service API discovery).
-pub const AGENT_SERVICE: &str = "fedvol-agent";
+pub use fedvol_proto::subjects::AGENT_SERVICE;
 
 /// Why the coordinator could not start.
 #[derive(Debug, thiserror::Error)]
@@ -75,7 +73,7 @@ pub async fn run(cfg: CoordinatorConfig) -> Result<(), StartError> {
             "no directory configured: DEV MODE, the groups clients claim are trusted; configure `directory:` in production"
         ),
     }
-    let client = fedvol_agent::nats::connect("fedvol-coordinator", &cfg.nats)
+    let client = fedvol_proto::nats::connect("fedvol-coordinator", &cfg.nats)
         .await
         .map_err(|e| StartError::Nats(e.to_string()))?;
     let js = async_nats::jetstream::new(client.clone());
@@ -96,15 +94,7 @@ pub async fn run(cfg: CoordinatorConfig) -> Result<(), StartError> {
     discover(&co).await;
 
     let mut tasks = Vec::new();
-    for op in [
-        ops::SUBMIT,
-        ops::COMPLETE,
-        ops::WHY_NOT,
-        ops::CLUSTERS,
-        ops::LIST,
-        ops::GET,
-        ops::REPLAY,
-    ] {
+    for op in CoordinatorOp::ALL {
         let subject = co.subjects.coordinator_all(op);
         let mut sub = client
             .queue_subscribe(subject.clone(), Subjects::COORDINATOR_QUEUE.to_string())
@@ -187,7 +177,7 @@ async fn follow_heartbeats(co: &Arc<Coordinator>) -> Result<(), StartError> {
     let co = co.clone();
     tokio::spawn(async move {
         while let Some(m) = sub.next().await {
-            match decode::<Heartbeat>(&m.payload, "heartbeat") {
+            match fedvol_proto::decode::<Heartbeat>(&m.payload, "heartbeat", "coordinator") {
                 // The subject is what NATS permissions tie to the agent's credentials: a
                 // heartbeat naming another cluster in its body is a spoof.
                 Ok(hb) if m.subject.rsplit('.').next() != Some(hb.cluster.as_str()) => tracing::warn!(
@@ -242,170 +232,109 @@ pub async fn discover(co: &Arc<Coordinator>) {
     tracing::info!(agents = found, clusters = ?co.registry().names(), "discovery done");
 }
 
-#[derive(serde::Deserialize)]
-struct NoArgs {}
-
 /// The user of a request: its subject's last token.
 fn user_of(m: &Message) -> String {
     m.subject.rsplit('.').next().unwrap_or_default().to_string()
-}
-
-fn bad(message: String) -> Reason {
-    Reason::new(codes::BAD_REQUEST, message)
-}
-
-/// The error answer of operation `op`, in that operation's reply shape (so the CLI prints the
-/// reason whatever it asked).
-pub fn refusal(op: &str, reason: Reason) -> Bytes {
-    match op {
-        ops::SUBMIT | ops::COMPLETE | ops::GET => to_bytes(&SubmitReply {
-            v: VERSION,
-            stored: None,
-            error: Some(reason),
-        }),
-        ops::REPLAY => to_bytes(&fedvol_common::wire::ReplayReply {
-            v: VERSION,
-            identical: false,
-            differences: Vec::new(),
-            replayed: None,
-            error: Some(reason),
-        }),
-        ops::WHY_NOT => to_bytes(&fedvol_common::wire::WhyNotReply {
-            v: VERSION,
-            cluster: String::new(),
-            blockers: Vec::new(),
-            summary: reason.message.clone(),
-            error: Some(reason),
-        }),
-        _ => error_body(reason),
-    }
-}
-
-/// Why a request is refused before its body is read: a user token that is not a valid user
-/// name (`bad_request`), or a body over `maxBodyBytes` (`bad_request`).
-fn precheck(co: &Coordinator, op: &str, user: &str, payload: &[u8]) -> Option<Reason> {
-    if let Err(e) = fedvol_common::limits::check_user(user) {
-        return Some(bad(e));
-    }
-    if payload.len() > co.cfg.max_body_bytes {
-        return Some(bad(fedvol_common::wire::body_too_large(
-            &format!("{op} request"),
-            payload.len(),
-            co.cfg.max_body_bytes,
-        )));
-    }
-    None
-}
-
-/// Answers one request of operation `op`.
-async fn handle(co: Arc<Coordinator>, op: &'static str, m: Message) {
-    let user = user_of(&m);
-    let span = tracing::info_span!("request", op = %op, user = %user, request_id = tracing::field::Empty);
-    async move {
-        let body = match precheck(&co, op, &user, &m.payload) {
-            Some(reason) => {
-                tracing::warn!(error = %reason.message, bytes = m.payload.len(), "request refused unread");
-                refusal(op, reason)
-            }
-            None => answer(&co, op, &user, &m.payload).await,
-        };
-        let limit = co.client.max_payload();
-        let body = if body.len() > limit {
-            tracing::warn!(bytes = body.len(), limit, "answer over the server's max_payload replaced by an error");
-            refusal(
-                op,
-                Reason::new(
-                    codes::REPLY_TOO_LARGE,
-                    format!(
-                        "the answer is {} bytes, more than the NATS server's max_payload of {limit} bytes; the decision is stored: read it with `fedvol decisions watch`, or raise max_payload",
-                        body.len()
-                    ),
-                ),
-            )
-        } else {
-            body
-        };
-        if let Some(reply) = m.reply {
-            if let Err(e) = co.client.publish(reply, body).await {
-                tracing::warn!(error = %e, "the answer could not be sent");
-            }
-        } else {
-            tracing::debug!("request without a reply subject: answered to nobody");
-        }
-    }
-    .instrument(span)
-    .await
 }
 
 fn record_id(id: &str) {
     tracing::Span::current().record("request_id", tracing::field::display(id));
 }
 
-async fn answer(co: &Arc<Coordinator>, op: &str, user: &str, payload: &[u8]) -> Bytes {
-    let refused = |e: &String| tracing::warn!(error = %e, "malformed request refused");
-    match op {
-        ops::SUBMIT => match decode::<SubmitMsg>(payload, "submit").and_then(|msg| {
-            let problems = fedvol_common::limits::workflow_problems(&msg.workflow);
-            if problems.is_empty() {
-                Ok(msg)
-            } else {
-                Err(format!("submit: {}", fedvol_common::limits::join_problems(&problems)))
+/// Answers one request of operation `op` (in a `request` span naming the operation, the user
+/// and, once known, the request id).
+async fn handle(co: Arc<Coordinator>, op: CoordinatorOp, m: Message) {
+    let user = user_of(&m);
+    let span = tracing::info_span!("request", op = %op.name(), user = %user, request_id = tracing::field::Empty);
+    async move {
+        // What the handlers borrow (references are copied into their `async move` blocks).
+        let (c, u) = (&co, user.as_str());
+        let body = match op {
+            CoordinatorOp::Submit => {
+                serve::<api::Submit, _, _>(&co, &user, &m.payload, |req| {
+                    let co = co.clone();
+                    let user = user.clone();
+                    async move {
+                        // submit records the request id (given or generated) itself.
+                        let reply = submit(co, &user, req).await;
+                        if let Some(e) = &reply.error {
+                            tracing::warn!(code = %e.code, error = %e.message, "submit answered with an error");
+                        }
+                        Some(Ok(reply))
+                    }
+                })
+                .await
             }
-        }) {
-            Ok(msg) => {
-                // submit records the request id (given or generated) itself.
-                let reply = submit(co.clone(), user, msg).await;
-                if let Some(e) = &reply.error {
-                    tracing::warn!(code = %e.code, error = %e.message, "submit answered with an error");
+            CoordinatorOp::Complete => {
+                serve::<api::Complete, _, _>(&co, &user, &m.payload, |q| async move {
+                    record_id(&q.request_id);
+                    Some(Ok(op_handlers::complete(c, &q, u).await))
+                })
+                .await
+            }
+            CoordinatorOp::Get => {
+                serve::<api::Get, _, _>(&co, &user, &m.payload, |q| async move {
+                    record_id(&q.request_id);
+                    Some(Ok(op_handlers::get(c, &q).await))
+                })
+                .await
+            }
+            CoordinatorOp::Replay => {
+                serve::<api::Replay, _, _>(&co, &user, &m.payload, |q| async move {
+                    record_id(&q.request_id);
+                    Some(op_handlers::replay(c, &q).await)
+                })
+                .await
+            }
+            CoordinatorOp::WhyNot => {
+                serve::<api::WhyNot, _, _>(&co, &user, &m.payload, |q| async move {
+                    record_id(&q.request_id);
+                    Some(op_handlers::why_not(c, &q).await)
+                })
+                .await
+            }
+            CoordinatorOp::Clusters => {
+                serve::<api::Clusters, _, _>(&co, &user, &m.payload, |_| async {
+                    Some(Ok(op_handlers::clusters(&co)))
+                })
+                .await
+            }
+            CoordinatorOp::List => {
+                serve::<api::List, _, _>(&co, &user, &m.payload, |_| async { Some(op_handlers::list(&co).await) }).await
+            }
+        };
+        match (body, m.reply) {
+            (Some(body), Some(reply)) => {
+                if let Err(e) = co.client.publish(reply, body).await {
+                    tracing::warn!(error = %e, "the answer could not be sent");
                 }
-                to_bytes(&reply)
             }
-            Err(e) => {
-                refused(&e);
-                to_bytes(&error_reply(codes::BAD_REQUEST, e))
-            }
-        },
-        ops::COMPLETE | ops::GET | ops::REPLAY => match decode::<DecisionRef>(payload, op) {
-            Ok(q) => {
-                record_id(&q.request_id);
-                match op {
-                    ops::COMPLETE => to_bytes(&op_handlers::complete(co, &q, user).await),
-                    ops::GET => to_bytes(&op_handlers::get(co, &q).await),
-                    _ => to_bytes(&op_handlers::replay(co, &q).await),
-                }
-            }
-            Err(e) => {
-                refused(&e);
-                refusal(op, bad(e))
-            }
-        },
-        ops::WHY_NOT => match decode::<WhyNotQuery>(payload, op) {
-            Ok(q) => {
-                record_id(&q.request_id);
-                to_bytes(&op_handlers::why_not(co, &q).await)
-            }
-            Err(e) => {
-                refused(&e);
-                refusal(op, bad(e))
-            }
-        },
-        ops::CLUSTERS => match decode_optional::<NoArgs>(payload, op) {
-            Ok(_) => to_bytes(&op_handlers::clusters(co)),
-            Err(e) => {
-                refused(&e);
-                error_body(bad(e))
-            }
-        },
-        ops::LIST => match decode_optional::<NoArgs>(payload, op) {
-            Ok(_) => match op_handlers::list(co).await {
-                Ok(r) => to_bytes(&r),
-                Err(reason) => error_body(reason),
-            },
-            Err(e) => {
-                refused(&e);
-                error_body(bad(e))
-            }
-        },
-        other => error_body(bad(format!("unknown operation `{other}`"))),
+            (Some(_), None) => tracing::debug!("request without a reply subject: answered to nobody"),
+            (None, _) => {}
+        }
     }
+    .instrument(span)
+    .await
+}
+
+/// Answers one request of endpoint `E` ([`fedvol_proto::serve::answer`]), after refusing a
+/// user token that is not a valid user name (`bad_request`, the body unread).
+async fn serve<E, F, Fut>(co: &Coordinator, user: &str, payload: &[u8], handler: F) -> Option<Bytes>
+where
+    E: Endpoint,
+    F: FnOnce(E::Request) -> Fut,
+    Fut: std::future::Future<Output = Option<Result<E::Reply, Failure>>>,
+{
+    if let Err(e) = fedvol_common::limits::check_user(user) {
+        tracing::warn!(error = %e, "request refused unread");
+        return Some(E::encode_failure(&Failure::bad_request(e.to_string())));
+    }
+    let server = Server {
+        speaker: "coordinator",
+        cluster: None,
+        max_body_bytes: co.cfg.max_body_bytes,
+        max_payload: co.client.max_payload(),
+        too_large_hint: "the decision is stored: read it with `fedvol decisions watch`, or raise max_payload",
+    };
+    answer::<E, F, Fut>(&server, payload, handler).await
 }

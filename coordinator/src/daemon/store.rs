@@ -16,9 +16,9 @@ use async_nats::jetstream;
 use async_nats::jetstream::kv;
 use futures::{StreamExt, TryStreamExt};
 
-use fedvol_common::wire::{DecisionSummary, StoredDecision};
+use fedvol_proto::coordinator::DecisionSummary;
+use fedvol_proto::decisions::StoredDecision;
 
-use super::codec::to_bytes;
 use super::config::KvConfig;
 
 /// Why the store could not do what was asked.
@@ -112,10 +112,11 @@ impl DecisionStore {
         if entry.operation != kv::Operation::Put {
             return Ok(None);
         }
-        let stored = serde_json::from_slice(&entry.value).map_err(|e| StoreError::Corrupt {
-            key: key.to_string(),
-            message: e.to_string(),
-        })?;
+        let stored =
+            fedvol_proto::decode(&entry.value, "stored decision", "coordinator").map_err(|e| StoreError::Corrupt {
+                key: key.to_string(),
+                message: e.to_string(),
+            })?;
         Ok(Some((stored, entry.revision)))
     }
 
@@ -123,7 +124,7 @@ impl DecisionStore {
     ///
     /// Errors: [`StoreError`].
     pub async fn create(&self, key: &str, value: &StoredDecision) -> Result<Write, StoreError> {
-        match self.kv.create(key, to_bytes(value)).await {
+        match self.kv.create(key, fedvol_proto::encode(value)).await {
             Ok(rev) => Ok(Write::Done(rev)),
             Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => Ok(Write::Conflict),
             Err(e) => Err(nats(e)),
@@ -134,7 +135,7 @@ impl DecisionStore {
     ///
     /// Errors: [`StoreError`].
     pub async fn update(&self, key: &str, value: &StoredDecision, revision: u64) -> Result<Write, StoreError> {
-        match self.kv.update(key, to_bytes(value), revision).await {
+        match self.kv.update(key, fedvol_proto::encode(value), revision).await {
             Ok(rev) => Ok(Write::Done(rev)),
             Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => Ok(Write::Conflict),
             Err(e) => {

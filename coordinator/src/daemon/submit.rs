@@ -23,12 +23,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fedvol_common::choice::choose_cluster;
-use fedvol_common::decision::{Decision, Reason};
+use fedvol_common::decision::Decision;
 use fedvol_common::funnel::{PlanRequest, seed_from_request_id};
-use fedvol_common::wire::{DecisionState, StoredDecision, SubmitMsg, SubmitReply, VERSION, now_ms};
+use fedvol_proto::coordinator::{SubmitMsg, SubmitReply};
+use fedvol_proto::decisions::{DecisionState, StoredDecision};
+use fedvol_proto::{Code, ProtoError, now_ms};
 
 use super::Coordinator;
-use super::codec::codes;
 use super::commit::{RELEASE_WAIT_MS, commit_phase, release_all, settle_window_ms};
 use super::config::MAX_DEADLINE_MS;
 use super::fanout::fan_out;
@@ -38,21 +39,13 @@ use super::store::{Write, valid_key};
 const POLL_MS: u64 = 100;
 
 /// A reply carrying an error only.
-pub fn error_reply(code: &str, message: impl Into<String>) -> SubmitReply {
-    SubmitReply {
-        v: VERSION,
-        stored: None,
-        error: Some(Reason::new(code, message)),
-    }
+pub fn error_reply(code: Code, message: impl Into<String>) -> SubmitReply {
+    SubmitReply::error(code.error(message))
 }
 
 /// A reply carrying a stored decision.
 pub fn stored_reply(stored: StoredDecision) -> SubmitReply {
-    SubmitReply {
-        v: VERSION,
-        stored: Some(stored),
-        error: None,
-    }
+    SubmitReply::stored(stored)
 }
 
 /// A fresh request id for a workflow: its name reduced to key characters (at most 64), a
@@ -111,14 +104,14 @@ enum Existing {
 async fn existing(co: &Arc<Coordinator>, id: &str, user: &str, dry_run: bool) -> Existing {
     loop {
         let (stored, rev) = match co.store.get(id).await {
-            Err(e) => return Existing::Done(Box::new(error_reply(codes::STORE, e.to_string()))),
+            Err(e) => return Existing::Done(Box::new(error_reply(Code::StoreUnavailable, e.to_string()))),
             Ok(None) => return Existing::Fresh,
             Ok(Some(x)) => x,
         };
         if stored.request.user != user {
             tracing::warn!(owner = %stored.request.user, "submit under another user's request id refused");
             return Existing::Done(Box::new(error_reply(
-                codes::NOT_OWNER,
+                Code::NotOwner,
                 format!("request id `{id}` belongs to another user's decision: choose another request id"),
             )));
         }
@@ -157,10 +150,9 @@ async fn resume(co: &Arc<Coordinator>, mut stored: StoredDecision, rev: u64) -> 
 
 /// The answer for a commit in doubt: the decision as it stays stored (`planned`, with this
 /// commit phase's attempts), and the reason.
-fn in_doubt(stored: StoredDecision, reason: Reason) -> SubmitReply {
+fn in_doubt(stored: StoredDecision, reason: ProtoError) -> SubmitReply {
     tracing::warn!(chosen = ?stored.decision.chosen_cluster, "commit in doubt: the decision stays planned");
     SubmitReply {
-        v: VERSION,
         stored: Some(stored),
         error: Some(reason),
     }
@@ -176,15 +168,14 @@ async fn save(co: &Arc<Coordinator>, stored: StoredDecision, rev: u64) -> Submit
         }
         Ok(Write::Conflict) => match co.store.get(&id).await {
             Ok(Some((theirs, _))) => stored_reply(theirs),
-            Ok(None) => error_reply(codes::STORE, "the decision vanished from the store"),
-            Err(e) => error_reply(codes::STORE, e.to_string()),
+            Ok(None) => error_reply(Code::StoreUnavailable, "the decision vanished from the store"),
+            Err(e) => error_reply(Code::StoreUnavailable, e.to_string()),
         },
         Err(e) => {
             tracing::error!(error = %e, "the decision could not be stored");
             SubmitReply {
-                v: VERSION,
                 stored: Some(stored),
-                error: Some(Reason::new(codes::STORE, e.to_string())),
+                error: Some(Code::StoreUnavailable.error(e.to_string())),
             }
         }
     }
@@ -200,7 +191,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
     tracing::Span::current().record("request_id", tracing::field::display(&id));
     if !valid_key(&id) {
         return error_reply(
-            codes::BAD_REQUEST,
+            Code::BadRequest,
             format!(
                 "request id `{}` is not valid: use 1 to 256 letters, digits, `-`, `_`, `=` or `.` (not at either end)",
                 id.chars().take(80).collect::<String>()
@@ -248,7 +239,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
     .await
     {
         Ok(g) => g,
-        Err(e) => return error_reply(codes::NATS, e.to_string()),
+        Err(e) => return error_reply(Code::NatsError, e.to_string()),
     };
     let (chosen, choice) = choose_cluster(&request.workflow, &gathered.slots, seed);
     let state = if msg.dry_run || chosen.is_some() {
@@ -257,7 +248,6 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
         DecisionState::Failed
     };
     let mut stored = StoredDecision {
-        v: VERSION,
         state,
         decision: Decision {
             request_id: id.clone(),
@@ -293,7 +283,12 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
         match existing(&co, &id, user, msg.dry_run).await {
             Existing::Done(reply) => return *reply,
             Existing::ReplaceDryRun(rev) if tries < 3 => replace = Some(rev),
-            _ => return error_reply(codes::STORE, "the decision changed under this request; submit again"),
+            _ => {
+                return error_reply(
+                    Code::StoreUnavailable,
+                    "the decision changed under this request; submit again",
+                );
+            }
         }
     };
     let rev = match written {
@@ -301,7 +296,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
         Err(e) => {
             let holders: Vec<String> = gathered.held.iter().cloned().collect();
             release_all(&co, &id, &holders).await;
-            return error_reply(codes::STORE, e.to_string());
+            return error_reply(Code::StoreUnavailable, e.to_string());
         }
     };
     tracing::info!(state = ?stored.state, chosen = ?stored.decision.chosen_cluster, "decision planned");

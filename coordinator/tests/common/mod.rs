@@ -2,6 +2,9 @@
 //! example clusters/workflows and the real third-party inputs, and small JSON/YAML utilities.
 //!
 //! Every test crate includes this module but uses only part of it.
+
+// Test support: a panic here is a failed test (unwrap/expect are denied outside tests).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};

@@ -251,7 +251,7 @@ pub fn id_prefix(mode: &str) -> String {
     static RUNS: AtomicU64 = AtomicU64::new(0);
     format!(
         "b{}-{}-{mode}",
-        fedvol_common::wire::now_ms(),
+        fedvol_proto::now_ms(),
         RUNS.fetch_add(1, Ordering::Relaxed)
     )
 }

@@ -98,6 +98,7 @@ pub fn call_failure(e: &CallError) -> Failed {
         CallError::NoResponders(_) => "no_responders",
         CallError::Nats(_) => "nats_error",
         CallError::BadAnswer(_) => "bad_answer",
+        CallError::Refused(_) => "refused",
     };
     Failed::new(kind, e.to_string())
 }

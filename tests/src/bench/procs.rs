@@ -26,7 +26,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use fedvol_common::wire::{ClustersReply, Subjects, ops};
+use fedvol_proto::Subjects;
+use fedvol_proto::coordinator::{ClustersReply, CoordinatorOp};
 
 use crate::bench::inventory::{Shape, cluster_name, write_inventory};
 use crate::bench::workflow::USER;
@@ -301,7 +302,7 @@ impl Federation {
             }
             let mut still = Vec::new();
             for c in pending {
-                let subject = subjects.cluster(&c, "status");
+                let subject = subjects.cluster(&c, fedvol_proto::agent::AgentOp::Status);
                 if call_raw(&client, &subject, b"{}".to_vec(), Duration::from_millis(2000))
                     .await
                     .is_err()
@@ -314,11 +315,11 @@ impl Federation {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
-        let subject = subjects.coordinator(ops::CLUSTERS, USER);
+        let subject = subjects.coordinator(CoordinatorOp::Clusters, USER);
         loop {
             self.check_alive()?;
             if let Ok(bytes) = call_raw(&client, &subject, Vec::new(), Duration::from_millis(2000)).await
-                && let Ok(reply) = serde_json::from_slice::<ClustersReply>(&bytes)
+                && let Ok(reply) = fedvol_proto::decode::<ClustersReply>(&bytes, "clusters answer", "client")
             {
                 let alive = reply.clusters.iter().filter(|c| c.alive && !c.suspect).count();
                 if alive >= self.clusters.len() {

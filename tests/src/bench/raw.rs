@@ -17,7 +17,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::StreamExt;
 
-use fedvol_common::wire::Subjects;
+use fedvol_proto::Subjects;
 
 use crate::Spawned;
 use crate::bench::driver::{Failed, Outcome};

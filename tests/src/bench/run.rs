@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use fedvol_common::wire::{Subjects, ops};
+use fedvol_proto::Subjects;
+use fedvol_proto::coordinator::CoordinatorOp;
 
 use crate::bench::driver::{LoopSpec, client_count, closed_loop, id_prefix};
 use crate::bench::inventory::Shape;
@@ -193,7 +194,7 @@ pub async fn run_federation(spec: &RunSpec) -> Result<Vec<RunResult>, String> {
                     let mut members = fed.members();
                     members.push(me.clone());
                     let dry_run = mode == Mode::Plan;
-                    let subject: Arc<str> = Subjects::default().coordinator(ops::SUBMIT, USER).into();
+                    let subject: Arc<str> = Subjects::default().coordinator(CoordinatorOp::Submit, USER).into();
                     let prefix: Arc<str> = id_prefix(mode.name()).into();
                     let (wf, wait) = (wf.clone(), spec.answer_wait);
                     let m = closed_loop(drivers, loop_spec, &members, move |client, i| {
@@ -224,7 +225,7 @@ pub async fn run_federation(spec: &RunSpec) -> Result<Vec<RunResult>, String> {
                 nats_max_payload_bytes: spec.max_payload_bytes,
                 profile: profile(),
             },
-            unix_ms: fedvol_common::wire::now_ms(),
+            unix_ms: fedvol_proto::now_ms(),
             submit_bytes: submit_body(&wf, "b0000000000000-0-submit-0", false).len(),
             plan_bytes: plan.len(),
             answer_bytes,

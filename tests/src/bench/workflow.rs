@@ -9,7 +9,9 @@
 use fedvol_common::format::parse_workflow_str;
 use fedvol_common::funnel::{PlanRequest, seed_from_request_id, trace::STORED_TRACE_LIMIT};
 use fedvol_common::model::Workflow;
-use fedvol_common::wire::{PlanMsg, SubmitMsg, VERSION, now_ms};
+use fedvol_proto::agent::{Plan, PlanMsg};
+use fedvol_proto::coordinator::{Submit, SubmitMsg};
+use fedvol_proto::{Endpoint, now_ms};
 
 /// The user every benchmark request is sent as (the coordinator runs without a directory, in
 /// dev mode, so the groups the request claims are used).
@@ -50,7 +52,6 @@ pub fn workflow() -> Result<Workflow, String> {
 /// `dry_run`), waiting the coordinator's default deadline.
 pub fn submit_body(workflow: &Workflow, id: &str, dry_run: bool) -> Vec<u8> {
     let msg = SubmitMsg {
-        v: VERSION,
         request_id: id.to_string(),
         workflow: workflow.clone(),
         dry_run,
@@ -59,7 +60,7 @@ pub fn submit_body(workflow: &Workflow, id: &str, dry_run: bool) -> Vec<u8> {
         timeout_ms: 0,
         trace_limit: None,
     };
-    serde_json::to_vec(&msg).unwrap_or_default()
+    Submit::encode_request(&msg).to_vec()
 }
 
 /// The JSON of the plan broadcast a coordinator sends for a submit of `workflow` under request
@@ -67,7 +68,6 @@ pub fn submit_body(workflow: &Workflow, id: &str, dry_run: bool) -> Vec<u8> {
 /// when `reserve`, with a deadline `wait_ms` from now.
 pub fn plan_body(workflow: &Workflow, id: &str, reserve: bool, wait_ms: u64) -> Vec<u8> {
     let msg = PlanMsg {
-        v: VERSION,
         request: PlanRequest {
             request_id: id.to_string(),
             workflow: workflow.clone(),
@@ -80,7 +80,7 @@ pub fn plan_body(workflow: &Workflow, id: &str, reserve: bool, wait_ms: u64) -> 
         reserve,
         ttl_ms: 0,
     };
-    serde_json::to_vec(&msg).unwrap_or_default()
+    Plan::encode_request(&msg).to_vec()
 }
 
 #[cfg(test)]

@@ -210,8 +210,8 @@ async fn soak(args: Args) -> bool {
             while !stop.load(Ordering::SeqCst) {
                 n += 1;
                 let body = serde_json::to_vec(&submit_msg(&format!("impatient-{n}"), &wf, true)).unwrap_or_default();
-                let subject =
-                    fedvol_common::wire::Subjects::default().coordinator(fedvol_common::wire::ops::SUBMIT, "impatient");
+                let subject = fedvol_proto::Subjects::default()
+                    .coordinator(fedvol_proto::coordinator::CoordinatorOp::Submit, "impatient");
                 if call_raw(&client, &subject, body, Duration::from_millis(5))
                     .await
                     .is_err()

@@ -261,7 +261,7 @@ fn constraints(ctx: &mut Ctx, node: &Node, field: &str) -> Vec<Constraint> {
         };
         match Constraint::parse(&text) {
             Ok(c) => out.push(c),
-            Err(msg) => ctx.error(item.span, &f, msg),
+            Err(msg) => ctx.error(item.span, &f, msg.to_string()),
         }
     }
     out

@@ -49,7 +49,7 @@ pub(crate) fn tags(ctx: &mut Ctx, node: &Node, field: &str) -> Vec<Tag> {
         if let Some(s) = ctx.string(item, &f) {
             match Tag::parse(&s) {
                 Ok(t) => out.push(t),
-                Err(e) => ctx.error(item.span, &f, e),
+                Err(e) => ctx.error(item.span, &f, e.to_string()),
             }
         }
     }

@@ -209,7 +209,7 @@ pub(crate) fn check_secret_parameters(ctx: &mut Ctx, node: &Node, field: &str) {
             ctx.error_hint(
                 v.span,
                 &crate::yaml::join(field, &k.name),
-                e,
+                e.to_string(),
                 "put the secret in a file readable by the provisioner (file:/etc/...) or in its environment (env:NAME)",
             );
         }

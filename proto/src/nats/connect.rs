@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::config::{NatsAuth, redact_url};
+use super::auth::{NatsAuth, redact_url};
 
 /// Why the connection could not be set up.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,94 @@
+//! Commit, the whole saga: the hold becomes durable allocations and new volumes are provisioned
+//! through their drivers.
+//!
+//! 1. [`crate::state::Core::begin_commit`] checks the hold (a repeated id gets its stored
+//!    answer; no hold, a lapsed one or a commit in progress is refused) and marks it
+//!    `committing`;
+//! 2. that mark reaches the disk before any driver runs, so an agent restarted after a crash
+//!    knows assets may exist;
+//! 3. each new volume is provisioned in turn; at the first failure the others are not tried;
+//! 4. on a failure every asset already created is deleted again (seed 001: an asset whose
+//!    volume cannot be recorded is deleted; nothing leaks);
+//! 5. [`crate::state::Core::finish_commit`] records the outcome in one transaction, which
+//!    reaches the disk before the answer.
+
+use std::sync::Arc;
+
+use fedvol_proto::agent::{ActionMsg, ActionReply};
+use fedvol_proto::{Failure, now_ms};
+
+use crate::service::{Shared, durable, internal, lock, sync};
+use crate::state::core::{DriverResult, Next, ProvisionWork};
+
+/// Answers a commit.
+pub async fn handle(shared: Arc<Shared>, msg: ActionMsg) -> Option<Result<ActionReply, Failure>> {
+    let id = msg.request_id.clone();
+    let begun = lock(&shared).begin_commit(&id, now_ms());
+    let work = match begun {
+        Err(e) => return Some(Err(internal(e))),
+        Ok(Next::Answer(reply)) => return Some(durable(&shared, reply).await),
+        Ok(Next::Run(work)) => work,
+    };
+    if let Err(e) = sync(&shared).await {
+        return Some(Err(internal(e)));
+    }
+    let results = provision(&shared, &id, msg.deadline_ms, work).await;
+    if results.iter().any(|(_, r)| matches!(r, DriverResult::Failed(_))) {
+        roll_back(&shared, &id, msg.deadline_ms, &results).await;
+    }
+    let finished = lock(&shared).finish_commit(&id, results, now_ms());
+    Some(match finished {
+        Ok(reply) => {
+            let answer = durable(&shared, reply).await;
+            tracing::info!(request_id = %id, ok = answer.as_ref().is_ok_and(|r| r.ok), "commit answered");
+            answer
+        }
+        Err(e) => Err(internal(e)),
+    })
+}
+
+/// Provisions each new volume in turn, stopping at the first failure. Returns what was tried,
+/// with each driver's result.
+async fn provision(
+    shared: &Shared,
+    id: &str,
+    deadline_ms: u64,
+    work: Vec<ProvisionWork>,
+) -> Vec<(ProvisionWork, DriverResult)> {
+    let mut results = Vec::new();
+    for w in work {
+        tracing::info!(request_id = %id, volume = %w.volume.name, provisioner = %w.provisioner.name, "provisioning");
+        let r = shared
+            .drivers
+            .provision(&w.provisioner, &w.volume, id, deadline_ms)
+            .await;
+        let failed = r.is_err();
+        results.push(match r {
+            Ok(created) => (w, DriverResult::Ok(created.source)),
+            Err(e) => {
+                tracing::warn!(request_id = %id, volume = %w.volume.name, error = %e, "provisioning failed");
+                (w, DriverResult::Failed(e.to_string()))
+            }
+        });
+        if failed {
+            break;
+        }
+    }
+    results
+}
+
+/// Deletes every asset a failed commit created (seed 001: nothing leaks). A deletion that fails
+/// is logged; the commit is refused either way.
+async fn roll_back(shared: &Shared, id: &str, deadline_ms: u64, results: &[(ProvisionWork, DriverResult)]) {
+    for (w, r) in results {
+        if let DriverResult::Ok(source) = r {
+            let del = shared
+                .drivers
+                .delete(&w.provisioner, &w.volume.name, Some(source), id, deadline_ms)
+                .await;
+            if let Err(e) = del {
+                tracing::error!(request_id = %id, volume = %w.volume.name, error = %e, "rollback delete failed");
+            }
+        }
+    }
+}

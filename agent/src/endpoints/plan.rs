@@ -1,0 +1,53 @@
+//! Plan: run the funnel on the effective inventory; with `reserve`, hold what it chose (a hold
+//! is acknowledged state: it reaches the disk before the answer, and survives kill -9 like a
+//! commit). At most one plan per core is computed at once; the slot is released before the
+//! answer waits for the disk.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use fedvol_common::funnel::plan_cluster;
+use fedvol_proto::agent::{PlanMsg, PlanReply};
+use fedvol_proto::{Failure, now_ms};
+
+use crate::service::{Shared, durable, internal, lock};
+
+/// Answers a plan (broadcast or cluster-addressed).
+pub async fn handle(shared: Arc<Shared>, msg: PlanMsg) -> Option<Result<PlanReply, Failure>> {
+    let started = Instant::now();
+    let Ok(slot) = shared.plan_slots.acquire().await else {
+        return Some(Err(internal("the agent is shutting down")));
+    };
+    let sh = shared.clone();
+    let result = tokio::task::spawn_blocking(move || {
+        if msg.reserve {
+            lock(&sh).plan_and_hold(&msg, now_ms()).map_err(internal)
+        } else {
+            let (inv, state) = lock(&sh).snapshot_for(&msg.request.request_id);
+            Ok(PlanReply {
+                request_id: msg.request.request_id.clone(),
+                cluster: sh.cluster.clone(),
+                decision: plan_cluster(&inv, &state, &msg.request),
+                hold: None,
+            })
+        }
+    })
+    .await;
+    // The slot is for computing only, not for waiting on the disk below.
+    drop(slot);
+    let mut reply = match result {
+        Ok(Ok(r)) => r,
+        Ok(Err(f)) => return Some(Err(f)),
+        Err(e) => return Some(Err(internal(e))),
+    };
+    reply.decision.elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let held = reply.hold.is_some();
+    tracing::info!(
+        request_id = %reply.request_id,
+        feasible = reply.decision.feasible,
+        held,
+        elapsed_ms = reply.decision.elapsed_ms,
+        "plan answered"
+    );
+    Some(if held { durable(&shared, reply).await } else { Ok(reply) })
+}

@@ -1,0 +1,75 @@
+//! Plan-and-hold: a reserving plan holds what it chose, serialised with every other change.
+
+use fedvol_common::funnel::plan_cluster;
+use fedvol_common::model::ClaimRef;
+use fedvol_proto::agent::{HoldInfo, PlanMsg, PlanReply};
+
+use super::core::{Core, CoreError};
+use super::records::Hold;
+use super::store::Batch;
+
+impl Core {
+    /// A plan that holds what it chose (`msg.reserve`). Serialised by the caller's lock, so
+    /// concurrent reserving plans never get the same capacity. The same request id returns the
+    /// stored answer and never a second hold. `elapsed_ms` is left for the caller.
+    ///
+    /// Errors: the store write failed (nothing is held).
+    pub fn plan_and_hold(&mut self, msg: &PlanMsg, now_ms: u64) -> Result<PlanReply, CoreError> {
+        let id = &msg.request.request_id;
+        if let Some(h) = self.ledger.holds().get(id) {
+            return Ok(h.reply.clone());
+        }
+        if let Some(c) = self.ledger.commits().get(id) {
+            return Ok(c.plan_reply.clone());
+        }
+        self.sweep(now_ms)?;
+        let decision = plan_cluster(&self.effective, &self.state, &msg.request);
+        let mut reply = PlanReply {
+            request_id: id.clone(),
+            cluster: self.cluster.clone(),
+            decision,
+            hold: None,
+        };
+        if !reply.decision.feasible {
+            return Ok(reply);
+        }
+        let ttl = if msg.ttl_ms == 0 {
+            self.default_ttl_ms
+        } else {
+            msg.ttl_ms
+        };
+        let expires_ms = now_ms.saturating_add(ttl);
+        reply.hold = Some(HoldInfo { expires_ms });
+        let hold = Hold {
+            request_id: id.clone(),
+            workflow: msg.request.workflow.name.clone(),
+            expires_ms,
+            reply: reply.clone(),
+            committing: false,
+            claims: msg
+                .request
+                .workflow
+                .volumes
+                .iter()
+                .filter_map(|v| match &v.source {
+                    fedvol_common::model::VolumeSource::Claim(c) => Some((
+                        v.key.clone(),
+                        ClaimRef {
+                            namespace: c.namespace.clone(),
+                            name: c.name.clone(),
+                            uid: c.uid.clone(),
+                        },
+                    )),
+                    fedvol_common::model::VolumeSource::Fuzzball(_) => None,
+                })
+                .collect(),
+        };
+        self.store.write(&Batch {
+            put_holds: vec![hold.clone()],
+            ..Batch::default()
+        })?;
+        self.ledger.put_hold(hold);
+        self.rebuild();
+        Ok(reply)
+    }
+}

@@ -1,0 +1,71 @@
+//! The sweep: lapsed holds removed, completed commits pruned after their retention.
+
+use super::core::{COMPLETED_RETENTION_MS, PRUNE_EVERY_MS};
+use super::core::{Core, CoreError};
+use super::store::Batch;
+
+impl Core {
+    /// Removes holds whose lease lapsed (not those being committed), and prunes commits
+    /// completed more than [`COMPLETED_RETENTION_MS`] ago with the records of the volumes their
+    /// completion deleted (volumes left Released or Failed stay: they are still there). Returns
+    /// the ids of the lapsed holds.
+    ///
+    /// Errors: the store write failed (nothing is removed).
+    pub fn sweep(&mut self, now_ms: u64) -> Result<Vec<String>, CoreError> {
+        let expired = self.ledger.expired(now_ms, &self.in_flight);
+        let cutoff = now_ms.saturating_sub(COMPLETED_RETENTION_MS);
+        // Looking for prunable commits reads every commit: at most once per PRUNE_EVERY_MS,
+        // not at every plan (with thousands of live commits that dominated a plan's cost).
+        let prune_now = now_ms.saturating_sub(self.pruned_ms) >= PRUNE_EVERY_MS;
+        if prune_now {
+            self.pruned_ms = now_ms;
+        }
+        let pruned: Vec<String> = if !prune_now {
+            Vec::new()
+        } else {
+            self.ledger
+                .commits()
+                .values()
+                .filter(|c| c.completion.is_some() && c.completed_ms <= cutoff)
+                .map(|c| c.request_id.clone())
+                .collect()
+        };
+        let mut gone_volumes = Vec::new();
+        for id in &pruned {
+            if let Some(c) = self.ledger.commits().get(id) {
+                for cv in &c.volumes {
+                    if self.ledger.volume(&cv.id).is_some_and(|mv| mv.deleted) {
+                        gone_volumes.push(super::store::volume_key(&cv.id));
+                    }
+                }
+            }
+        }
+        if expired.is_empty() && pruned.is_empty() {
+            return Ok(expired);
+        }
+        self.store.write(&Batch {
+            remove_holds: expired.clone(),
+            remove_commits: pruned.clone(),
+            remove_volumes: gone_volumes.clone(),
+            ..Batch::default()
+        })?;
+        for id in &expired {
+            self.ledger.remove_hold(id);
+        }
+        for id in &pruned {
+            self.ledger.remove_commit(id);
+        }
+        for key in &gone_volumes {
+            self.ledger.remove_volume(key);
+        }
+        if !pruned.is_empty() {
+            tracing::info!(
+                commits = pruned.len(),
+                volumes = gone_volumes.len(),
+                "completed commits pruned"
+            );
+        }
+        self.rebuild();
+        Ok(expired)
+    }
+}

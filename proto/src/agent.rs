@@ -1,0 +1,471 @@
+//! The agent's operations (one agent service per cluster, queue group `agent.<cluster>`) and
+//! their bodies, plus the heartbeat an agent publishes.
+//!
+//! | operation | subject | request | reply |
+//! |---|---|---|---|
+//! | [`Plan`] | `<prefix>.plan` (broadcast) and `<prefix>.cluster.<c>.plan` | [`PlanMsg`] | [`PlanReply`] |
+//! | [`Commit`], [`Release`], [`Complete`] | `<prefix>.cluster.<c>.<op>` | [`ActionMsg`] | [`ActionReply`] |
+//! | [`WhyNot`] | `<prefix>.cluster.<c>.why_not` | [`WhyNotMsg`] | [`WhyNotReply`] |
+//! | [`Status`] | `<prefix>.cluster.<c>.status` | none | [`StatusReply`] |
+//! | [`Inventory`] | `<prefix>.cluster.<c>.inventory` | none | [`InventoryReply`] |
+//!
+//! Every request that changes or reads state carries the request id (the idempotency key: the
+//! same id gives the same answer and never a second reservation) and an absolute deadline in ms
+//! since the epoch, after which it is dropped rather than answered late.
+
+use std::collections::BTreeMap;
+
+use fedvol_common::decision::ClusterDecision;
+use fedvol_common::funnel::PlanRequest;
+use fedvol_common::funnel::why_not::{Blocker, Target};
+use fedvol_common::model::Resources;
+use fedvol_common::size::ByteSize;
+
+use crate::code::ProtoError;
+use crate::endpoint::{Endpoint, NoArgs};
+use crate::failure::Failure;
+use crate::version::DecodeError;
+
+/// The agent's operations: the `<op>` token of `<prefix>.cluster.<c>.<op>` and the name of
+/// each service endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AgentOp {
+    /// Run the funnel; with `reserve`, hold what it chose.
+    Plan,
+    /// Turn a hold into allocations, provisioning new volumes.
+    Commit,
+    /// Free a hold.
+    Release,
+    /// End a committed request: free its allocations, apply reclaim policies.
+    Complete,
+    /// Explain why a zone, host or provisioner was not chosen.
+    WhyNot,
+    /// Holds, commits, managed volumes, capacity in use.
+    Status,
+    /// The effective inventory and the status.
+    Inventory,
+}
+
+impl AgentOp {
+    /// Every operation, in the order the service registers them.
+    pub const ALL: [AgentOp; 7] = [
+        AgentOp::Plan,
+        AgentOp::Commit,
+        AgentOp::Release,
+        AgentOp::Complete,
+        AgentOp::WhyNot,
+        AgentOp::Status,
+        AgentOp::Inventory,
+    ];
+
+    /// The operation's wire name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            AgentOp::Plan => "plan",
+            AgentOp::Commit => "commit",
+            AgentOp::Release => "release",
+            AgentOp::Complete => "complete",
+            AgentOp::WhyNot => "why_not",
+            AgentOp::Status => "status",
+            AgentOp::Inventory => "inventory",
+        }
+    }
+}
+
+/// Plan: run the funnel, optionally holding what it chose.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PlanMsg {
+    /// The request (its `request_id` is the idempotency key).
+    pub request: PlanRequest,
+    /// Absolute deadline, ms since the epoch.
+    pub deadline_ms: u64,
+    /// Hold the chosen volumes and host capacity under a lease.
+    #[serde(default)]
+    pub reserve: bool,
+    /// Lease length in ms when reserving (the agent's default when 0).
+    #[serde(default)]
+    pub ttl_ms: u64,
+}
+
+/// A reservation (hold) an agent keeps for a request.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HoldInfo {
+    /// When the hold lapses, ms since the epoch.
+    pub expires_ms: u64,
+}
+
+/// An agent's answer to a plan.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PlanReply {
+    /// The request's id.
+    pub request_id: String,
+    /// The answering cluster.
+    pub cluster: String,
+    /// The cluster's part of the decision document.
+    pub decision: ClusterDecision,
+    /// The hold, when one was asked for and the plan was feasible.
+    #[serde(default)]
+    pub hold: Option<HoldInfo>,
+}
+
+/// Commit, release or complete: act on the hold or allocation of `request_id`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ActionMsg {
+    /// The request whose hold or allocation this is about.
+    pub request_id: String,
+    /// Absolute deadline, ms since the epoch.
+    pub deadline_ms: u64,
+}
+
+/// What happened to one volume in a commit or a completion.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct VolumeOutcome {
+    /// The workflow's volume key.
+    pub key: String,
+    /// The volume's name.
+    pub volume: String,
+    /// Its provisioner / storage class.
+    pub provisioner: Option<String>,
+    /// `bound`, `provisioned`, `existing`, `released`, `deleted`, `retained`, `rolled_back` or
+    /// `failed`.
+    pub outcome: String,
+    /// Detail (path created, driver error...).
+    #[serde(default)]
+    pub detail: Option<String>,
+}
+
+/// The answer to commit, release or complete. It carries its own `error` beside the volumes'
+/// outcomes: a commit that failed after creating some volumes says what became of each.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ActionReply {
+    /// The request's id.
+    pub request_id: String,
+    /// The answering cluster.
+    pub cluster: String,
+    /// True when the action took effect (or had already, for a repeated id).
+    pub ok: bool,
+    /// Per volume, what was done.
+    #[serde(default)]
+    pub volumes: Vec<VolumeOutcome>,
+    /// Why not, when `ok` is false.
+    #[serde(default)]
+    pub error: Option<ProtoError>,
+}
+
+impl ActionReply {
+    /// A success of `cluster` for `request_id` with `volumes`' outcomes.
+    pub fn done(cluster: &str, request_id: &str, volumes: Vec<VolumeOutcome>) -> Self {
+        ActionReply {
+            request_id: request_id.to_string(),
+            cluster: cluster.to_string(),
+            ok: true,
+            volumes,
+            error: None,
+        }
+    }
+
+    /// A refusal of `cluster` for `request_id` with `error` (nothing changed).
+    pub fn refused(cluster: &str, request_id: &str, error: ProtoError) -> Self {
+        ActionReply {
+            request_id: request_id.to_string(),
+            cluster: cluster.to_string(),
+            ok: false,
+            volumes: Vec::new(),
+            error: Some(error),
+        }
+    }
+}
+
+/// Why not: explain why a zone, host or provisioner was not chosen for a request.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct WhyNotMsg {
+    /// The request to explain (re-planned in full, without holding anything).
+    pub request: PlanRequest,
+    /// Absolute deadline, ms since the epoch.
+    pub deadline_ms: u64,
+    /// A zone name.
+    #[serde(default)]
+    pub zone: Option<String>,
+    /// A host name.
+    #[serde(default)]
+    pub host: Option<String>,
+    /// A provisioner name.
+    #[serde(default)]
+    pub provisioner: Option<String>,
+}
+
+impl WhyNotMsg {
+    /// What the request names.
+    pub fn target(&self) -> Target {
+        Target {
+            zone: self.zone.clone(),
+            host: self.host.clone(),
+            provisioner: self.provisioner.clone(),
+        }
+    }
+}
+
+/// The answer to why_not.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WhyNotReply {
+    /// The answering cluster.
+    pub cluster: String,
+    /// Every stage that rejected the named candidate(s); empty when it passed every stage.
+    pub blockers: Vec<Blocker>,
+    /// A one-line summary.
+    pub summary: String,
+}
+
+/// A volume-lifecycle event (seed 001 vocabulary).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct VolumeEvent {
+    /// When, ms since the epoch.
+    pub at_ms: u64,
+    /// `Provisioning`, `ProvisioningSucceeded`, `ProvisioningFailed`, `Bound`, `Released`,
+    /// `Deleted` or `VolumeFailedDelete`.
+    pub reason: String,
+    /// Detail.
+    pub message: String,
+}
+
+/// A volume fedvol created or bound, as an agent reports it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ManagedVolumeInfo {
+    /// Name.
+    pub name: String,
+    /// Provisioner / storage class.
+    pub provisioner: Option<String>,
+    /// Capacity in bytes.
+    pub capacity: ByteSize,
+    /// `Bound`, `Released`, `Failed`...
+    pub phase: String,
+    /// The request that holds it, if any.
+    pub request_id: Option<String>,
+    /// Events, oldest first.
+    pub events: Vec<VolumeEvent>,
+}
+
+/// A hold as `status` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HoldSummary {
+    /// The request.
+    pub request_id: String,
+    /// Workflow name.
+    pub workflow: String,
+    /// Lapse time, ms since the epoch.
+    pub expires_ms: u64,
+}
+
+/// The answer to status.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StatusReply {
+    /// The cluster.
+    pub cluster: String,
+    /// Version of the inventory being served.
+    pub inventory_version: String,
+    /// Live holds.
+    pub holds: Vec<HoldSummary>,
+    /// Committed requests (ids).
+    pub committed: Vec<String>,
+    /// Volumes fedvol created or bound, with their events.
+    pub volumes: Vec<ManagedVolumeInfo>,
+    /// Capacity held per host (holds and commits together).
+    pub host_use: BTreeMap<String, Resources>,
+    /// Cluster load in [0, 1].
+    pub load: f64,
+}
+
+/// The answer to inventory: the effective inventory (files plus fedvol's changes; driver
+/// parameters that hold credentials are references, never secrets) and the status.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct InventoryReply {
+    /// The cluster.
+    pub cluster: String,
+    /// The effective inventory.
+    pub inventory: fedvol_common::model::Inventory,
+    /// The status.
+    pub status: StatusReply,
+}
+
+/// An agent's heartbeat on `<prefix>.heartbeat.<cluster>` (published, not requested).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Heartbeat {
+    /// The cluster.
+    pub cluster: String,
+    /// This replica's id (unique per process).
+    pub instance: String,
+    /// Inventory version being served.
+    pub inventory_version: String,
+    /// Number of live holds.
+    pub holds: usize,
+    /// Cluster load in [0, 1].
+    pub load: f64,
+    /// Send time, ms since the epoch.
+    pub sent_ms: u64,
+    /// Heartbeat interval, ms (a cluster silent for 3 intervals is presumed dead).
+    pub interval_ms: u64,
+}
+
+/// The plan endpoint.
+pub struct Plan;
+/// The commit endpoint.
+pub struct Commit;
+/// The release endpoint.
+pub struct Release;
+/// The complete endpoint.
+pub struct Complete;
+/// The why_not endpoint.
+pub struct WhyNot;
+/// The status endpoint.
+pub struct Status;
+/// The inventory endpoint.
+pub struct Inventory;
+
+/// An endpoint served by the agents, with its operation (the subject token).
+pub trait AgentEndpoint: Endpoint {
+    /// The operation.
+    const OP: AgentOp;
+}
+
+/// The workflow limits of [`fedvol_common::limits`], as a `bad_request` error.
+fn workflow_limits(what: &str, wf: &fedvol_common::model::Workflow) -> Result<(), ProtoError> {
+    let problems = fedvol_common::limits::workflow_problems(wf);
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(crate::Code::BadRequest.error(format!("{what}: {}", fedvol_common::limits::join_problems(&problems))))
+    }
+}
+
+impl AgentEndpoint for Plan {
+    const OP: AgentOp = AgentOp::Plan;
+}
+
+impl Endpoint for Plan {
+    const NAME: &'static str = AgentOp::Plan.name();
+    type Request = PlanMsg;
+    type Reply = PlanReply;
+
+    fn check(r: &PlanMsg) -> Result<(), ProtoError> {
+        workflow_limits(Self::NAME, &r.request.workflow)
+    }
+
+    fn deadline_ms(r: &PlanMsg) -> Option<u64> {
+        Some(r.deadline_ms)
+    }
+
+    fn request_id(r: &PlanMsg) -> Option<&str> {
+        Some(&r.request.request_id)
+    }
+}
+
+/// The fields the previous release's readers of [`ActionReply`] required.
+fn action_legacy(f: &Failure) -> serde_json::Map<String, serde_json::Value> {
+    let mut m = serde_json::Map::new();
+    m.insert("volumes".into(), serde_json::Value::Array(Vec::new()));
+    if f.cluster.is_none() {
+        m.insert("cluster".into(), "".into());
+    }
+    if f.request_id.is_none() {
+        m.insert("request_id".into(), "".into());
+    }
+    m
+}
+
+macro_rules! action_endpoint {
+    ($ty:ident, $op:expr) => {
+        impl AgentEndpoint for $ty {
+            const OP: AgentOp = $op;
+        }
+
+        impl Endpoint for $ty {
+            const NAME: &'static str = $op.name();
+            const REPLY_CARRIES_ERROR: bool = true;
+            type Request = ActionMsg;
+            type Reply = ActionReply;
+
+            fn deadline_ms(r: &ActionMsg) -> Option<u64> {
+                Some(r.deadline_ms)
+            }
+
+            fn request_id(r: &ActionMsg) -> Option<&str> {
+                Some(&r.request_id)
+            }
+
+            fn legacy_failure_fields(f: &Failure) -> serde_json::Map<String, serde_json::Value> {
+                action_legacy(f)
+            }
+        }
+    };
+}
+
+action_endpoint!(Commit, AgentOp::Commit);
+action_endpoint!(Release, AgentOp::Release);
+action_endpoint!(Complete, AgentOp::Complete);
+
+/// The fields the previous release's readers of [`WhyNotReply`] required.
+pub(crate) fn why_not_legacy(f: &Failure) -> serde_json::Map<String, serde_json::Value> {
+    let mut m = serde_json::Map::new();
+    if f.cluster.is_none() {
+        m.insert("cluster".into(), "".into());
+    }
+    m.insert("blockers".into(), serde_json::Value::Array(Vec::new()));
+    m.insert("summary".into(), f.error.message.clone().into());
+    m
+}
+
+impl AgentEndpoint for WhyNot {
+    const OP: AgentOp = AgentOp::WhyNot;
+}
+
+impl Endpoint for WhyNot {
+    const NAME: &'static str = AgentOp::WhyNot.name();
+    type Request = WhyNotMsg;
+    type Reply = WhyNotReply;
+
+    fn check(r: &WhyNotMsg) -> Result<(), ProtoError> {
+        workflow_limits(Self::NAME, &r.request.workflow)
+    }
+
+    fn deadline_ms(r: &WhyNotMsg) -> Option<u64> {
+        Some(r.deadline_ms)
+    }
+
+    fn request_id(r: &WhyNotMsg) -> Option<&str> {
+        Some(&r.request.request_id)
+    }
+
+    fn legacy_failure_fields(f: &Failure) -> serde_json::Map<String, serde_json::Value> {
+        why_not_legacy(f)
+    }
+}
+
+impl AgentEndpoint for Status {
+    const OP: AgentOp = AgentOp::Status;
+}
+
+impl Endpoint for Status {
+    const NAME: &'static str = AgentOp::Status.name();
+    type Request = NoArgs;
+    type Reply = StatusReply;
+
+    /// The body is not read: a request to status carries nothing.
+    fn decode_request(_payload: &[u8], _speaker: &str) -> Result<NoArgs, DecodeError> {
+        Ok(NoArgs {})
+    }
+}
+
+impl AgentEndpoint for Inventory {
+    const OP: AgentOp = AgentOp::Inventory;
+}
+
+impl Endpoint for Inventory {
+    const NAME: &'static str = AgentOp::Inventory.name();
+    type Request = NoArgs;
+    type Reply = InventoryReply;
+
+    /// The body is not read: a request to inventory carries nothing.
+    fn decode_request(_payload: &[u8], _speaker: &str) -> Result<NoArgs, DecodeError> {
+        Ok(NoArgs {})
+    }
+}

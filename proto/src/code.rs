@@ -1,0 +1,196 @@
+//! Protocol error codes: one enum used by every party that sends an error and by every piece
+//! of code that matches one, so that renaming a code is a compile error rather than a silent
+//! break of, e.g., exactly-once commit settlement (which hinges on [`Code::Committed`] and
+//! [`Code::CommitInProgress`]).
+//!
+//! On the wire a code is its snake_case name (`"commit_in_progress"`); a code this build does
+//! not know (from a newer peer) is kept as [`Code::Other`] with its text.
+
+use fedvol_common::decision::Reason;
+
+macro_rules! codes {
+    ($( $(#[$doc:meta])* $variant:ident = $text:literal, )*) => {
+        /// A protocol error code (see the module docs).
+        #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+        pub enum Code {
+            $( $(#[$doc])* $variant, )*
+            /// A code this build does not know, as sent.
+            Other(String),
+        }
+
+        impl Code {
+            /// The code's wire name.
+            pub fn as_str(&self) -> &str {
+                match self {
+                    $( Code::$variant => $text, )*
+                    Code::Other(s) => s,
+                }
+            }
+
+            /// The code named `text` ([`Code::Other`] when unknown).
+            pub fn parse(text: &str) -> Code {
+                match text {
+                    $( $text => Code::$variant, )*
+                    other => Code::Other(other.to_string()),
+                }
+            }
+
+            /// Every known code (for tests and docs).
+            pub const ALL: &'static [Code] = &[ $( Code::$variant, )* ];
+        }
+    };
+}
+
+codes! {
+    /// The request body is not what the operation takes (not JSON, wrong version, a field of
+    /// the wrong shape, over a limit). Nothing changed.
+    BadRequest = "bad_request",
+    /// The server failed (its store, a task); the request did not take effect.
+    Internal = "internal",
+    /// The answer would be larger than the NATS server's `max_payload`.
+    ReplyTooLarge = "reply_too_large",
+    /// Agent, release: the request is committed (so a release cannot undo it). Settles a commit
+    /// whose answer was lost: it happened.
+    Committed = "committed",
+    /// Agent, commit or release: a commit of this request is running. The outcome is not
+    /// known yet: ask again.
+    CommitInProgress = "commit_in_progress",
+    /// Agent, commit: no hold for this request (never made, released or lapsed).
+    NoHold = "no_hold",
+    /// Agent, commit: the hold lapsed before the commit.
+    HoldExpired = "hold_expired",
+    /// Agent, commit: a provisioner the hold needs left the inventory.
+    NoSuchProvisioner = "no_such_provisioner",
+    /// Agent, commit: a driver failed to create a volume; nothing was kept.
+    ProvisioningFailed = "provisioning_failed",
+    /// Agent or coordinator, complete: the request is not committed.
+    NotCommitted = "not_committed",
+    /// Coordinator: no decision is stored under the request id.
+    NotFound = "not_found",
+    /// Coordinator: the decision store (JetStream KV) failed.
+    StoreUnavailable = "store_unavailable",
+    /// A cluster did not answer in time.
+    TimedOut = "timed_out",
+    /// Nobody listens on the cluster's subject (NATS "no responders"), or the cluster is known
+    /// dead or suspect.
+    Unreachable = "unreachable",
+    /// A peer answered something that could not be read.
+    BadAnswer = "bad_answer",
+    /// Coordinator: a commit on a cluster failed; the next cluster in the ranking was tried.
+    CommitFailed = "commit_failed",
+    /// Coordinator: a commit was not answered and its outcome could not be learnt; the
+    /// decision stays `planned` until it is settled.
+    CommitOutcomeUnknown = "commit_outcome_unknown",
+    /// Coordinator: the commit attempts allowed (`commitAttempts`) were used up.
+    CommitAttemptsExhausted = "commit_attempts_exhausted",
+    /// NATS failed while talking to a peer.
+    NatsError = "nats_error",
+    /// Coordinator: the decision belongs to another user; only its owner may change it.
+    NotOwner = "not_owner",
+}
+
+impl Code {
+    /// True when `reason` carries this code.
+    pub fn is(&self, reason: &Reason) -> bool {
+        reason.code == self.as_str()
+    }
+
+    /// A [`ProtoError`] with this code and `message`.
+    pub fn error(self, message: impl Into<String>) -> ProtoError {
+        ProtoError {
+            code: self,
+            message: message.into(),
+        }
+    }
+
+    /// A decision-document [`Reason`] with this code and `message`.
+    pub fn reason(&self, message: impl Into<String>) -> Reason {
+        Reason::new(self.as_str(), message)
+    }
+}
+
+impl std::fmt::Display for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl serde::Serialize for Code {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Code {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = std::borrow::Cow::<'de, str>::deserialize(d)?;
+        Ok(Code::parse(&s))
+    }
+}
+
+/// A typed protocol error: `{"code": "...", "message": "..."}` on the wire, the same shape as
+/// a decision document's [`Reason`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, thiserror::Error)]
+#[error("{message} ({code})")]
+pub struct ProtoError {
+    /// The code.
+    pub code: Code,
+    /// What happened, for people.
+    pub message: String,
+}
+
+impl ProtoError {
+    /// True when the error carries `code`.
+    pub fn is(&self, code: &Code) -> bool {
+        &self.code == code
+    }
+}
+
+impl From<ProtoError> for Reason {
+    fn from(e: ProtoError) -> Reason {
+        Reason {
+            code: e.code.as_str().to_string(),
+            message: e.message,
+        }
+    }
+}
+
+impl From<Reason> for ProtoError {
+    fn from(r: Reason) -> ProtoError {
+        ProtoError {
+            code: Code::parse(&r.code),
+            message: r.message,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip_by_name() {
+        for c in Code::ALL {
+            assert_eq!(&Code::parse(c.as_str()), c);
+            let json = serde_json::to_string(c).unwrap();
+            assert_eq!(json, format!("\"{}\"", c.as_str()));
+            assert_eq!(&serde_json::from_str::<Code>(&json).unwrap(), c);
+        }
+        // The settle codes are what the previous release sent (a rename would break
+        // exactly-once commit settlement with older agents).
+        assert_eq!(Code::Committed.as_str(), "committed");
+        assert_eq!(Code::CommitInProgress.as_str(), "commit_in_progress");
+    }
+
+    #[test]
+    fn unknown_codes_are_kept() {
+        let e: ProtoError = serde_json::from_str(r#"{"code":"shiny_new","message":"m"}"#).unwrap();
+        assert_eq!(e.code, Code::Other("shiny_new".into()));
+        assert_eq!(
+            serde_json::to_string(&e).unwrap(),
+            r#"{"code":"shiny_new","message":"m"}"#
+        );
+        let r: Reason = e.into();
+        assert_eq!(r.code, "shiny_new");
+    }
+}

@@ -1,0 +1,285 @@
+//! Wire compatibility with the previous release (DESIGN §5: fields are added, never renamed):
+//! the bodies it sent, written out here as JSON text, decode with this crate's endpoints; and
+//! this crate's replies and failure bodies decode with the previous release's reply types
+//! (copied below as they were), so a federation can run both during an upgrade.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::agent::{self, ActionReply, Heartbeat};
+use crate::coordinator::{self, ClustersReply, ListReply, ReplayReply, SubmitReply};
+use crate::decisions::{DecisionState, StoredDecision};
+use crate::{Code, Endpoint, Failure, provisioner};
+
+fn workflow_json() -> String {
+    let wf = fedvol_common::format::parse_workflow_str(
+        "w.yaml",
+        "w",
+        "version: v4\nvolumes:\n  s:\n    size: 1GiB\njobs:\n  j:\n    image: {uri: docker://a}\n    mounts: {/s: s}\n    resource: {cpu: {cores: 1}, memory: {size: 1GiB}}\n",
+    )
+    .unwrap()
+    .value;
+    serde_json::to_string(&wf).unwrap()
+}
+
+fn request_json() -> String {
+    format!(
+        r#"{{"request_id":"r-1","workflow":{},"user":"alice","groups":["physics"],"seed":7,"trace_limit":5}}"#,
+        workflow_json()
+    )
+}
+
+fn decision_json() -> String {
+    let d = fedvol_common::decision::ClusterDecision::without_answer(
+        fedvol_common::decision::ClusterStatus::Answered,
+        1.5,
+        None,
+    );
+    serde_json::to_string(&d).unwrap()
+}
+
+/// Requests as the previous release's coordinator and CLI sent them.
+#[test]
+fn the_previous_releases_requests_decode() {
+    let plan = format!(
+        r#"{{"v":1,"request":{},"deadline_ms":1900000000000,"reserve":true,"ttl_ms":0}}"#,
+        request_json()
+    );
+    let m = agent::Plan::decode_request(plan.as_bytes(), "agent").unwrap();
+    assert!(m.reserve && m.request.request_id == "r-1");
+    let action = br#"{"v":1,"request_id":"r-1","deadline_ms":1900000000000}"#;
+    for decoded in [
+        agent::Commit::decode_request(action, "agent"),
+        agent::Release::decode_request(action, "agent"),
+        agent::Complete::decode_request(action, "agent"),
+    ] {
+        assert_eq!(decoded.unwrap().request_id, "r-1");
+    }
+    let why = format!(
+        r#"{{"v":1,"request":{},"deadline_ms":1,"zone":null,"host":"h1","provisioner":null}}"#,
+        request_json()
+    );
+    assert_eq!(
+        agent::WhyNot::decode_request(why.as_bytes(), "agent")
+            .unwrap()
+            .host
+            .as_deref(),
+        Some("h1")
+    );
+    // status and inventory took any body.
+    assert!(agent::Status::decode_request(br#"{"v":1}"#, "agent").is_ok());
+    assert!(agent::Inventory::decode_request(b"", "agent").is_ok());
+
+    let submit = format!(
+        r#"{{"v":1,"request_id":"s-1","workflow":{},"dry_run":true,"seed":null,"groups":["physics"],"timeout_ms":0}}"#,
+        workflow_json()
+    );
+    let s = coordinator::Submit::decode_request(submit.as_bytes(), "coordinator").unwrap();
+    assert!(s.dry_run && s.trace_limit.is_none());
+    let dref = br#"{"v":1,"request_id":"s-1"}"#;
+    assert!(coordinator::Get::decode_request(dref, "coordinator").is_ok());
+    assert!(coordinator::Complete::decode_request(dref, "coordinator").is_ok());
+    assert!(coordinator::Replay::decode_request(dref, "coordinator").is_ok());
+    let wq = br#"{"v":1,"request_id":"s-1","cluster":"a","zone":"z1","host":null,"provisioner":null}"#;
+    assert!(coordinator::WhyNot::decode_request(wq, "coordinator").is_ok());
+    assert!(coordinator::List::decode_request(br#"{"v":1}"#, "coordinator").is_ok());
+    assert!(coordinator::Clusters::decode_request(b"", "coordinator").is_ok());
+
+    let provision = br#"{"v":1,"request_id":"r-1","volume":{"name":"pvc-1","provisioner":"dirs","capacity":1048576,"access_modes":["ReadWriteOnce"],"volume_mode":"Filesystem","labels":{},"annotations":{},"reclaim_policy":"Delete","ephemeral":true,"host":null},"parameters":{}}"#;
+    let p = provisioner::Provision::decode_request(provision, "provisioner");
+    assert!(p.is_ok(), "{p:?}");
+}
+
+/// Replies and records as the previous release's agents, coordinators and provisioners wrote
+/// them, with their `v` and their `error: null`.
+#[test]
+fn the_previous_releases_replies_and_records_decode() {
+    let plan_reply = format!(
+        r#"{{"v":1,"request_id":"r-1","cluster":"a","decision":{},"hold":{{"expires_ms":5}},"error":null}}"#,
+        decision_json()
+    );
+    let r = agent::Plan::decode_reply(plan_reply.as_bytes(), "coordinator")
+        .unwrap()
+        .unwrap();
+    assert_eq!((r.cluster.as_str(), r.hold.map(|h| h.expires_ms)), ("a", Some(5)));
+    // The previous agent's internal error to a plan was shaped like an action reply.
+    let internal = br#"{"v":1,"request_id":"r-1","cluster":"a","ok":false,"volumes":[],"error":{"code":"internal","message":"disk"}}"#;
+    let f = agent::Plan::decode_reply(internal, "coordinator").unwrap().unwrap_err();
+    assert_eq!((f.cluster.as_deref(), f.code()), (Some("a"), &Code::Internal));
+    // A refusal to release that settles a lost commit.
+    let committed = br#"{"v":1,"request_id":"r-1","cluster":"a","ok":false,"volumes":[],"error":{"code":"committed","message":"use complete"}}"#;
+    let r = agent::Release::decode_reply(committed, "coordinator").unwrap().unwrap();
+    assert!(!r.ok && r.error.unwrap().is(&Code::Committed));
+    let hb = br#"{"v":1,"cluster":"a","instance":"a-1","inventory_version":"x","holds":0,"load":0.5,"sent_ms":1,"interval_ms":2000}"#;
+    assert_eq!(
+        crate::decode::<Heartbeat>(hb, "heartbeat", "coordinator")
+            .unwrap()
+            .cluster,
+        "a"
+    );
+    let list = br#"{"v":1,"decisions":[{"request_id":"s-1","workflow":"w","state":"committed","chosen_cluster":"a","updated_ms":3}]}"#;
+    let l = coordinator::List::decode_reply(list, "client").unwrap().unwrap();
+    assert_eq!(l.decisions[0].state, DecisionState::Committed);
+    let list_error = br#"{"v":1,"decisions":[],"error":{"code":"store_unavailable","message":"down"}}"#;
+    let f = coordinator::List::decode_reply(list_error, "client")
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(f.code(), &Code::StoreUnavailable);
+    let provisioner_reply = br#"{"v":1,"ok":false,"source":null,"error":"unknown parameter(s): x"}"#;
+    let p = provisioner::Provision::decode_reply(provisioner_reply, "agent")
+        .unwrap()
+        .unwrap();
+    assert_eq!(p.error.as_deref(), Some("unknown parameter(s): x"));
+
+    // A decision the previous coordinators stored in the bucket.
+    let stored = format!(
+        r#"{{"v":1,"state":"committed","decision":{{"request_id":"s-1","workflow":"w","seed":1,"chosen_cluster":"a","clusters":{{"a":{}}},"choice":[]}},"request":{},"attempts":[{{"cluster":"b","ok":false,"error":{{"code":"commit_failed","message":"x"}},"volumes":[]}},{{"cluster":"a","ok":true,"error":null,"volumes":[]}}],"completion":null,"updated_ms":9,"dry_run":false}}"#,
+        decision_json(),
+        request_json()
+    );
+    let s: StoredDecision = crate::decode(stored.as_bytes(), "stored decision", "coordinator").unwrap();
+    assert_eq!(
+        s.attempts[0].error.as_ref().map(|e| e.code.clone()),
+        Some(Code::CommitFailed)
+    );
+}
+
+// The previous release's reply types, as they were.
+
+#[derive(Debug, Deserialize)]
+struct OldReason {
+    code: String,
+    message: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[allow(dead_code)]
+struct OldActionReply {
+    v: u32,
+    request_id: String,
+    cluster: String,
+    ok: bool,
+    #[serde(default)]
+    volumes: Vec<Value>,
+    #[serde(default)]
+    error: Option<OldReason>,
+}
+
+#[derive(Debug, Deserialize)]
+#[allow(dead_code)]
+struct OldAgentAnswer {
+    #[serde(default)]
+    request_id: Option<String>,
+    #[serde(default)]
+    cluster: Option<String>,
+    #[serde(default)]
+    decision: Option<Value>,
+    #[serde(default)]
+    error: Option<OldReason>,
+}
+
+#[derive(Debug, Deserialize)]
+#[allow(dead_code)]
+struct OldWhyNotReply {
+    v: u32,
+    cluster: String,
+    blockers: Vec<Value>,
+    summary: String,
+    #[serde(default)]
+    error: Option<OldReason>,
+}
+
+#[derive(Debug, Deserialize)]
+#[allow(dead_code)]
+struct OldReplayReply {
+    v: u32,
+    identical: bool,
+    differences: Vec<String>,
+    #[serde(default)]
+    error: Option<OldReason>,
+}
+
+#[derive(Debug, Deserialize)]
+#[allow(dead_code)]
+struct OldSubmitReply {
+    v: u32,
+    #[serde(default)]
+    stored: Option<Value>,
+    #[serde(default)]
+    error: Option<OldReason>,
+}
+
+#[derive(Debug, Deserialize)]
+#[allow(dead_code)]
+struct OldListReply {
+    v: u32,
+    #[serde(default)]
+    decisions: Vec<Value>,
+    #[serde(default)]
+    error: Option<OldReason>,
+}
+
+fn old<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> T {
+    serde_json::from_slice(bytes).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(bytes)))
+}
+
+/// Every failure this release sends reads, with the previous release's types, as the error
+/// reply of that operation, naming the same code and message.
+#[test]
+fn failures_read_as_the_previous_releases_error_replies() {
+    let bad = Failure::bad_request("plan: missing field `request`");
+    let named = Failure::new(Code::Internal, "disk full")
+        .from_cluster("a")
+        .for_request("r-1");
+    for f in [&bad, &named] {
+        let a: OldActionReply = old(&agent::Commit::encode_failure(f));
+        assert_eq!(
+            (a.ok, a.error.as_ref().map(|e| e.code.as_str())),
+            (false, Some(f.error.code.as_str()))
+        );
+        let p: OldAgentAnswer = old(&agent::Plan::encode_failure(f));
+        assert_eq!(p.cluster, f.cluster);
+        assert_eq!(p.error.map(|e| e.message), Some(f.error.message.clone()));
+        let w: OldWhyNotReply = old(&coordinator::WhyNot::encode_failure(f));
+        assert_eq!(w.summary, f.error.message);
+        assert_eq!(w.error.map(|e| e.code), Some(f.error.code.to_string()));
+        let r: OldReplayReply = old(&coordinator::Replay::encode_failure(f));
+        assert!(!r.identical && r.error.is_some());
+        for body in [
+            coordinator::Submit::encode_failure(f),
+            coordinator::Get::encode_failure(f),
+            coordinator::Complete::encode_failure(f),
+        ] {
+            let s: OldSubmitReply = old(&body);
+            assert!(s.stored.is_none() && s.error.is_some());
+        }
+        let l: OldListReply = old(&coordinator::List::encode_failure(f));
+        assert!(l.decisions.is_empty() && l.error.is_some());
+    }
+}
+
+/// This release's replies read with the previous release's types.
+#[test]
+fn replies_read_with_the_previous_releases_types() {
+    let a: OldActionReply = old(&agent::Commit::encode_reply(&ActionReply::done("a", "r-1", Vec::new())));
+    assert!(a.ok && a.v == 1);
+    let refused = ActionReply::refused("a", "r-1", Code::CommitInProgress.error("running"));
+    let a: OldActionReply = old(&agent::Release::encode_reply(&refused));
+    assert_eq!(a.error.map(|e| e.code), Some("commit_in_progress".to_string()));
+    let s: OldSubmitReply = old(&coordinator::Submit::encode_reply(&SubmitReply::error(
+        Code::NotOwner.error("not yours"),
+    )));
+    assert_eq!(s.error.map(|e| e.code), Some("not_owner".to_string()));
+    let l: OldListReply = old(&coordinator::List::encode_reply(&ListReply { decisions: Vec::new() }));
+    assert!(l.error.is_none());
+    let c: Value = old(&coordinator::Clusters::encode_reply(&ClustersReply {
+        clusters: Vec::new(),
+    }));
+    assert_eq!(c["v"], 1);
+    let r: OldReplayReply = old(&coordinator::Replay::encode_reply(&ReplayReply {
+        identical: true,
+        differences: Vec::new(),
+        replayed: None,
+    }));
+    assert!(r.identical);
+}

@@ -1,0 +1,342 @@
+//! The coordinators' operations (queue group `coordinator`, subject
+//! `<prefix>.coordinator.<op>.<user>`) and their bodies.
+//!
+//! | operation | request | reply |
+//! |---|---|---|
+//! | [`Submit`] | [`SubmitMsg`] | [`SubmitReply`] |
+//! | [`Get`], [`Complete`] | [`DecisionRef`] | [`SubmitReply`] |
+//! | [`Replay`] | [`DecisionRef`] | [`ReplayReply`] |
+//! | [`WhyNot`] | [`WhyNotQuery`] | [`crate::agent::WhyNotReply`] |
+//! | [`Clusters`] | none | [`ClustersReply`] |
+//! | [`List`] | none | [`ListReply`] |
+
+use crate::agent::WhyNotReply;
+use crate::code::ProtoError;
+use crate::decisions::{DecisionState, StoredDecision};
+use crate::endpoint::{Endpoint, NoArgs, decode_no_args};
+use crate::failure::Failure;
+use crate::version::DecodeError;
+
+/// The coordinators' operations: the `<op>` token of `<prefix>.coordinator.<op>.<user>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CoordinatorOp {
+    /// Plan a workflow across the federation and, unless dry-run, commit it.
+    Submit,
+    /// End a committed workflow (its cluster frees allocations and reclaims volumes).
+    Complete,
+    /// Explain why a cluster did not choose a zone, host or provisioner for a decision.
+    WhyNot,
+    /// The cluster registry.
+    Clusters,
+    /// Stored decisions, newest first.
+    List,
+    /// One stored decision.
+    Get,
+    /// Re-run a stored request with its seed and compare.
+    Replay,
+}
+
+impl CoordinatorOp {
+    /// Every operation.
+    pub const ALL: [CoordinatorOp; 7] = [
+        CoordinatorOp::Submit,
+        CoordinatorOp::Complete,
+        CoordinatorOp::WhyNot,
+        CoordinatorOp::Clusters,
+        CoordinatorOp::List,
+        CoordinatorOp::Get,
+        CoordinatorOp::Replay,
+    ];
+
+    /// The operation's wire name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            CoordinatorOp::Submit => "submit",
+            CoordinatorOp::Complete => "complete",
+            CoordinatorOp::WhyNot => "why_not",
+            CoordinatorOp::Clusters => "clusters",
+            CoordinatorOp::List => "list",
+            CoordinatorOp::Get => "get",
+            CoordinatorOp::Replay => "replay",
+        }
+    }
+}
+
+/// Submit: plan a workflow everywhere; commit unless `dry_run`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SubmitMsg {
+    /// Idempotency key (the same id returns the same stored decision); empty = the coordinator
+    /// picks one.
+    #[serde(default)]
+    pub request_id: String,
+    /// The workflow.
+    pub workflow: fedvol_common::model::Workflow,
+    /// Only plan; hold and commit nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Seed (default: derived from the request id).
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// Groups the user claims. Used only when the coordinator runs without a directory (dev
+    /// mode, with a warning); with a directory, groups come from it.
+    #[serde(default)]
+    pub groups: Vec<String>,
+    /// How long to wait for clusters, ms (0 = the coordinator's default).
+    #[serde(default)]
+    pub timeout_ms: u64,
+    /// Rejected candidates listed per funnel stage in the stored decision (0 = all; `None` = the
+    /// coordinator's `traceLimit`, default
+    /// [`fedvol_common::funnel::trace::STORED_TRACE_LIMIT`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_limit: Option<usize>,
+}
+
+/// The answer to submit, get and complete: the stored decision, and/or why there is none or why
+/// the operation did not take effect (a complete the cluster refused comes with the decision).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SubmitReply {
+    /// The stored decision.
+    #[serde(default)]
+    pub stored: Option<StoredDecision>,
+    /// Why the request failed, or did not fully take effect.
+    #[serde(default)]
+    pub error: Option<ProtoError>,
+}
+
+impl SubmitReply {
+    /// A reply with the stored decision only.
+    pub fn stored(stored: StoredDecision) -> Self {
+        SubmitReply {
+            stored: Some(stored),
+            error: None,
+        }
+    }
+
+    /// A reply with an error only.
+    pub fn error(error: ProtoError) -> Self {
+        SubmitReply {
+            stored: None,
+            error: Some(error),
+        }
+    }
+}
+
+/// Complete, get and replay: act on a stored decision.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DecisionRef {
+    /// The decision's request id.
+    pub request_id: String,
+}
+
+/// Why not: ask the cluster of a stored decision why not.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WhyNotQuery {
+    /// The decision's request id.
+    pub request_id: String,
+    /// The cluster to ask.
+    pub cluster: String,
+    /// A zone.
+    #[serde(default)]
+    pub zone: Option<String>,
+    /// A host.
+    #[serde(default)]
+    pub host: Option<String>,
+    /// A provisioner.
+    #[serde(default)]
+    pub provisioner: Option<String>,
+}
+
+/// One cluster in the coordinator's registry.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ClusterInfo {
+    /// Name.
+    pub name: String,
+    /// Heard from within three heartbeat intervals.
+    pub alive: bool,
+    /// Timed out on recent requests and not heard from since: not waited for.
+    pub suspect: bool,
+    /// Last heartbeat, ms since the epoch.
+    pub last_seen_ms: u64,
+    /// Inventory version of the last heartbeat.
+    pub inventory_version: String,
+    /// Load of the last heartbeat.
+    pub load: f64,
+    /// Live holds of the last heartbeat.
+    pub holds: usize,
+    /// Replica instances heard from.
+    pub instances: Vec<String>,
+}
+
+/// The answer to clusters.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ClustersReply {
+    /// Every cluster ever heard from, by name.
+    #[serde(default)]
+    pub clusters: Vec<ClusterInfo>,
+}
+
+/// One line of the decisions list.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DecisionSummary {
+    /// Request id (the KV key).
+    pub request_id: String,
+    /// Workflow name.
+    pub workflow: String,
+    /// Lifecycle state.
+    pub state: DecisionState,
+    /// Chosen cluster.
+    pub chosen_cluster: Option<String>,
+    /// Last change, ms since the epoch.
+    pub updated_ms: u64,
+}
+
+/// The answer to list.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ListReply {
+    /// Newest first.
+    #[serde(default)]
+    pub decisions: Vec<DecisionSummary>,
+}
+
+/// The answer to replay.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ReplayReply {
+    /// True when every cluster that answered gave the same volumes and jobs as stored.
+    pub identical: bool,
+    /// Each difference, in words (including inventory versions that changed since).
+    pub differences: Vec<String>,
+    /// The replayed decision.
+    #[serde(default)]
+    pub replayed: Option<fedvol_common::decision::Decision>,
+}
+
+/// The submit endpoint.
+pub struct Submit;
+/// The complete endpoint (of a stored decision).
+pub struct Complete;
+/// The why_not endpoint (of a stored decision).
+pub struct WhyNot;
+/// The clusters endpoint.
+pub struct Clusters;
+/// The list endpoint.
+pub struct List;
+/// The get endpoint.
+pub struct Get;
+/// The replay endpoint.
+pub struct Replay;
+
+/// An endpoint served by the coordinators, with its operation (the subject token).
+pub trait CoordinatorEndpoint: Endpoint {
+    /// The operation.
+    const OP: CoordinatorOp;
+}
+
+impl CoordinatorEndpoint for Submit {
+    const OP: CoordinatorOp = CoordinatorOp::Submit;
+}
+
+impl Endpoint for Submit {
+    const NAME: &'static str = CoordinatorOp::Submit.name();
+    const REPLY_CARRIES_ERROR: bool = true;
+    type Request = SubmitMsg;
+    type Reply = SubmitReply;
+
+    fn check(r: &SubmitMsg) -> Result<(), ProtoError> {
+        let problems = fedvol_common::limits::workflow_problems(&r.workflow);
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(crate::Code::BadRequest.error(format!("submit: {}", fedvol_common::limits::join_problems(&problems))))
+        }
+    }
+
+    fn request_id(r: &SubmitMsg) -> Option<&str> {
+        (!r.request_id.is_empty()).then_some(r.request_id.as_str())
+    }
+}
+
+macro_rules! decision_ref_endpoint {
+    ($ty:ident, $op:expr, $reply:ty, $carries:expr, $legacy:path) => {
+        impl CoordinatorEndpoint for $ty {
+            const OP: CoordinatorOp = $op;
+        }
+
+        impl Endpoint for $ty {
+            const NAME: &'static str = $op.name();
+            const REPLY_CARRIES_ERROR: bool = $carries;
+            type Request = DecisionRef;
+            type Reply = $reply;
+
+            fn request_id(r: &DecisionRef) -> Option<&str> {
+                Some(&r.request_id)
+            }
+
+            fn legacy_failure_fields(f: &Failure) -> serde_json::Map<String, serde_json::Value> {
+                $legacy(f)
+            }
+        }
+    };
+}
+
+/// The fields the previous release's readers of [`ReplayReply`] required.
+fn replay_legacy(_f: &Failure) -> serde_json::Map<String, serde_json::Value> {
+    let mut m = serde_json::Map::new();
+    m.insert("identical".into(), false.into());
+    m.insert("differences".into(), serde_json::Value::Array(Vec::new()));
+    m
+}
+
+/// No extra fields: [`SubmitReply`] reads a failure body as it is.
+fn no_legacy(_f: &Failure) -> serde_json::Map<String, serde_json::Value> {
+    serde_json::Map::new()
+}
+
+decision_ref_endpoint!(Complete, CoordinatorOp::Complete, SubmitReply, true, no_legacy);
+decision_ref_endpoint!(Get, CoordinatorOp::Get, SubmitReply, true, no_legacy);
+decision_ref_endpoint!(Replay, CoordinatorOp::Replay, ReplayReply, false, replay_legacy);
+
+impl CoordinatorEndpoint for WhyNot {
+    const OP: CoordinatorOp = CoordinatorOp::WhyNot;
+}
+
+impl Endpoint for WhyNot {
+    const NAME: &'static str = CoordinatorOp::WhyNot.name();
+    type Request = WhyNotQuery;
+    type Reply = WhyNotReply;
+
+    fn request_id(r: &WhyNotQuery) -> Option<&str> {
+        Some(&r.request_id)
+    }
+
+    fn legacy_failure_fields(f: &Failure) -> serde_json::Map<String, serde_json::Value> {
+        crate::agent::why_not_legacy(f)
+    }
+}
+
+impl CoordinatorEndpoint for Clusters {
+    const OP: CoordinatorOp = CoordinatorOp::Clusters;
+}
+
+impl Endpoint for Clusters {
+    const NAME: &'static str = CoordinatorOp::Clusters.name();
+    type Request = NoArgs;
+    type Reply = ClustersReply;
+
+    fn decode_request(payload: &[u8], speaker: &str) -> Result<NoArgs, DecodeError> {
+        decode_no_args(payload, Self::NAME, speaker)
+    }
+}
+
+impl CoordinatorEndpoint for List {
+    const OP: CoordinatorOp = CoordinatorOp::List;
+}
+
+impl Endpoint for List {
+    const NAME: &'static str = CoordinatorOp::List.name();
+    type Request = NoArgs;
+    type Reply = ListReply;
+
+    fn decode_request(payload: &[u8], speaker: &str) -> Result<NoArgs, DecodeError> {
+        decode_no_args(payload, Self::NAME, speaker)
+    }
+}

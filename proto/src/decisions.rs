@@ -1,0 +1,61 @@
+//! The decision record the coordinators keep in the JetStream KV bucket `fedvol_decisions`,
+//! keyed by request id: the decision document (DESIGN §4) with its lifecycle. Each state
+//! change is a new revision (compare-and-set), and the record is a versioned body like every
+//! message ([`crate::encode`]).
+
+use fedvol_common::decision::Decision;
+use fedvol_common::funnel::PlanRequest;
+
+use crate::agent::{ActionReply, VolumeOutcome};
+use crate::code::ProtoError;
+
+/// The lifecycle state of a stored decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionState {
+    /// Planned (dry-run, or about to commit).
+    Planned,
+    /// Committed on the chosen cluster.
+    Committed,
+    /// Completed: allocations freed, volumes reclaimed.
+    Completed,
+    /// Nothing fits, or every commit attempt failed.
+    Failed,
+}
+
+/// One attempt to commit on a cluster.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CommitAttempt {
+    /// The cluster tried.
+    pub cluster: String,
+    /// True when it committed.
+    pub ok: bool,
+    /// Why not.
+    #[serde(default)]
+    pub error: Option<ProtoError>,
+    /// What the commit did per volume.
+    #[serde(default)]
+    pub volumes: Vec<VolumeOutcome>,
+}
+
+/// A decision as the coordinators store it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StoredDecision {
+    /// Lifecycle state.
+    pub state: DecisionState,
+    /// The decision document (DESIGN §4).
+    pub decision: Decision,
+    /// The request as planned (for replay).
+    pub request: PlanRequest,
+    /// Commit attempts, in order.
+    #[serde(default)]
+    pub attempts: Vec<CommitAttempt>,
+    /// The completion's outcome, once completed.
+    #[serde(default)]
+    pub completion: Option<ActionReply>,
+    /// Last change, ms since the epoch.
+    pub updated_ms: u64,
+    /// True for a dry run (nothing held or committed).
+    #[serde(default)]
+    pub dry_run: bool,
+}

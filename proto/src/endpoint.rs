@@ -1,0 +1,120 @@
+//! [`Endpoint`]: one operation of one party, with its request and reply types, and the
+//! encoding and decoding of both through the versioned body ([`crate::version`]) and the
+//! [`Failure`] body.
+//!
+//! Operations are listed per party in [`crate::agent::AgentOp`],
+//! [`crate::coordinator::CoordinatorOp`] and [`crate::provisioner::ProvisionerOp`]; each
+//! endpoint's `NAME` comes from its operation, so the subject a caller uses and the one a
+//! server serves are built from the same value.
+
+use bytes::Bytes;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::code::ProtoError;
+use crate::failure::Failure;
+use crate::version::{DecodeError, check_version, decode, decode_optional, encode};
+
+/// A request with no fields: the body may be empty or `{"v": 1}` (status, inventory,
+/// clusters, list).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct NoArgs {}
+
+/// One operation: its name, request and reply types, and the checks every server applies
+/// before the handler runs (see [`crate::serve`]).
+pub trait Endpoint: 'static {
+    /// The operation's name: its subject token, its service endpoint name and the `what` of
+    /// error messages (e.g. `"commit"`).
+    const NAME: &'static str;
+
+    /// True when the reply body has its own `error` field beside its result (a commit that
+    /// failed after provisioning reports each volume's outcome; a submit whose commit is in
+    /// doubt returns the stored decision with the reason). A [`Failure`] body then decodes as
+    /// a reply with that error set, as it did before this crate existed.
+    const REPLY_CARRIES_ERROR: bool = false;
+
+    /// The request body.
+    type Request: Serialize + DeserializeOwned + Send + Sync + 'static;
+    /// The reply body.
+    type Reply: Serialize + DeserializeOwned + Send + 'static;
+
+    /// Decodes a request body read by `speaker` (default: [`decode`], strict).
+    ///
+    /// Errors: [`DecodeError`].
+    fn decode_request(payload: &[u8], speaker: &str) -> Result<Self::Request, DecodeError> {
+        decode(payload, Self::NAME, speaker)
+    }
+
+    /// Checks a decoded request beyond its shape (e.g. the workflow limits of
+    /// [`fedvol_common::limits`]).
+    ///
+    /// Errors: a `bad_request` [`ProtoError`] saying what is over which limit.
+    fn check(_request: &Self::Request) -> Result<(), ProtoError> {
+        Ok(())
+    }
+
+    /// The request's absolute deadline, ms since the epoch: past it the request is dropped
+    /// unanswered (the caller has stopped waiting). `None`: no deadline.
+    fn deadline_ms(_request: &Self::Request) -> Option<u64> {
+        None
+    }
+
+    /// The request's id, for logs and for the [`Failure`] answered to it.
+    fn request_id(_request: &Self::Request) -> Option<&str> {
+        None
+    }
+
+    /// Fields that readers of the previous release required in this endpoint's error replies,
+    /// added to a [`Failure`] body so they still read it (default: none).
+    fn legacy_failure_fields(_failure: &Failure) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::Map::new()
+    }
+
+    /// The request's wire body.
+    fn encode_request(request: &Self::Request) -> Bytes {
+        encode(request)
+    }
+
+    /// The reply's wire body.
+    fn encode_reply(reply: &Self::Reply) -> Bytes {
+        encode(reply)
+    }
+
+    /// A failure's wire body for this endpoint.
+    fn encode_failure(failure: &Failure) -> Bytes {
+        failure.encode_with(Self::legacy_failure_fields(failure))
+    }
+
+    /// Decodes an answer read by `speaker`: the reply, or the [`Failure`] the server sent
+    /// instead (a body with an `error` object, unless the reply type carries its own error and
+    /// the body reads as one).
+    ///
+    /// Errors: [`DecodeError`] when the body is neither.
+    fn decode_reply(payload: &[u8], speaker: &str) -> Result<Result<Self::Reply, Failure>, DecodeError> {
+        let what = format!("{} answer", Self::NAME);
+        check_version(payload, &what, speaker)?;
+        #[derive(serde::Deserialize)]
+        struct PeekError {
+            #[serde(default)]
+            error: Option<serde::de::IgnoredAny>,
+        }
+        let has_error = serde_json::from_slice::<PeekError>(payload).is_ok_and(|p| p.error.is_some());
+        let as_failure = || decode::<Failure>(payload, &what, speaker);
+        if has_error && !Self::REPLY_CARRIES_ERROR {
+            return as_failure().map(Err);
+        }
+        match decode::<Self::Reply>(payload, &what, speaker) {
+            Ok(r) => Ok(Ok(r)),
+            Err(e) if has_error => as_failure().map(Err).map_err(|_| e),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// [`Endpoint::decode_request`] for requests that take no fields: an empty body, or any
+/// versioned object (its fields are ignored).
+///
+/// Errors: a non-empty body that is not a versioned JSON object.
+pub fn decode_no_args(payload: &[u8], what: &str, speaker: &str) -> Result<NoArgs, DecodeError> {
+    decode_optional::<NoArgs>(payload, what, speaker).map(Option::unwrap_or_default)
+}

@@ -1,0 +1,201 @@
+//! The protocol version and the versioned JSON body: every body on the wire (and every record
+//! in the decision bucket) is a JSON object carrying `"v": VERSION` beside its fields. The
+//! body types do not hold `v` themselves: [`encode`] adds it and [`decode`] checks it.
+
+use bytes::Bytes;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// Protocol version carried in every body's `v` field.
+pub const VERSION: u32 = 1;
+
+/// Default largest request body an agent or coordinator accepts, bytes (1 MiB, nats-server's
+/// default `max_payload`). Larger bodies are refused with an error saying so; both daemons
+/// take `maxBodyBytes` to change it.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// The current time in milliseconds since the Unix epoch (0 if the clock is before 1970).
+/// Deadlines on the wire are absolute times in this unit.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Why a body could not be decoded. Every message names `what` was being read (e.g. "plan",
+/// "commit answer") and never repeats the body.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// The body is not a JSON object (serde would otherwise fill a struct from an array).
+    #[error("{what}: not a JSON object{}", detail.as_ref().map(|d| format!(": {d}")).unwrap_or_default())]
+    NotAnObject {
+        /// What was being read.
+        what: String,
+        /// The parser's message, when it got that far.
+        detail: Option<String>,
+    },
+    /// No `v` field.
+    #[error("{what}: missing protocol version field `v`")]
+    MissingVersion {
+        /// What was being read.
+        what: String,
+    },
+    /// `v` is not a whole number.
+    #[error("{what}: the protocol version `v` must be a whole number")]
+    VersionNotANumber {
+        /// What was being read.
+        what: String,
+    },
+    /// `v` is a version this build does not speak.
+    #[error("{what}: protocol version {found} is not supported (this {speaker} speaks {VERSION})")]
+    UnsupportedVersion {
+        /// What was being read.
+        what: String,
+        /// The version found.
+        found: u64,
+        /// Who is reading ("agent", "coordinator", "client").
+        speaker: String,
+    },
+    /// A field is missing or has the wrong shape.
+    #[error("{what}: {message}")]
+    Shape {
+        /// What was being read.
+        what: String,
+        /// serde's message (field name, expected type, line and column).
+        message: String,
+    },
+}
+
+/// The error sentence for a request body of `size` bytes over a `limit` of bytes, naming
+/// `what` (e.g. "submit request") and the setting that raises the limit.
+pub fn body_too_large(what: &str, size: usize, limit: usize) -> String {
+    format!("{what} body of {size} bytes is larger than this server's limit of {limit} bytes (maxBodyBytes)")
+}
+
+/// JSON bytes of `body` with `"v": VERSION` first. `body` must serialize as a JSON object (every
+/// body type of this crate does); anything else is encoded as `{"v":1}` alone, which every
+/// reader refuses as a body of the wrong shape.
+pub fn encode<T: Serialize + ?Sized>(body: &T) -> Bytes {
+    #[derive(Serialize)]
+    struct Versioned<'a, T: ?Sized> {
+        v: u32,
+        #[serde(flatten)]
+        body: &'a T,
+    }
+    let bytes = serde_json::to_vec(&Versioned { v: VERSION, body })
+        .or_else(|_| serde_json::to_vec(&serde_json::json!({ "v": VERSION })))
+        .unwrap_or_default();
+    Bytes::from(bytes)
+}
+
+/// Decodes a `what` body as `T`, reading as `speaker` ("agent", "coordinator", "client"): it
+/// must be a JSON object whose `v` is the whole number [`VERSION`]; then the same bytes are
+/// decoded straight as `T` (a `serde_json::Value` detour would lose byte sizes above 2^64).
+///
+/// Errors: [`DecodeError`], one sentence naming `what` and the problem.
+pub fn decode<T: DeserializeOwned>(payload: &[u8], what: &str, speaker: &str) -> Result<T, DecodeError> {
+    check_version(payload, what, speaker)?;
+    serde_json::from_slice(payload).map_err(|e| DecodeError::Shape {
+        what: what.to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// Checks that `payload` is a JSON object whose `v` is [`VERSION`] (see [`decode`]).
+///
+/// Errors: [`DecodeError`] other than `Shape`.
+pub fn check_version(payload: &[u8], what: &str, speaker: &str) -> Result<(), DecodeError> {
+    #[derive(serde::Deserialize)]
+    struct Peek {
+        #[serde(default)]
+        v: Option<serde::de::IgnoredAny>,
+    }
+    #[derive(serde::Deserialize)]
+    struct PeekNumber {
+        v: u64,
+    }
+    let what_s = || what.to_string();
+    if payload.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(DecodeError::NotAnObject {
+            what: what_s(),
+            detail: None,
+        });
+    }
+    let peek: Peek = serde_json::from_slice(payload).map_err(|e| DecodeError::NotAnObject {
+        what: what_s(),
+        detail: Some(e.to_string()),
+    })?;
+    if peek.v.is_none() {
+        return Err(DecodeError::MissingVersion { what: what_s() });
+    }
+    match serde_json::from_slice::<PeekNumber>(payload) {
+        Ok(p) if p.v == u64::from(VERSION) => Ok(()),
+        Ok(p) => Err(DecodeError::UnsupportedVersion {
+            what: what_s(),
+            found: p.v,
+            speaker: speaker.to_string(),
+        }),
+        Err(_) => Err(DecodeError::VersionNotANumber { what: what_s() }),
+    }
+}
+
+/// Decodes an optional body: empty (or only whitespace) means "no options" (`Ok(None)`),
+/// anything else must pass [`decode`].
+///
+/// Errors: as [`decode`].
+pub fn decode_optional<T: DeserializeOwned>(
+    payload: &[u8],
+    what: &str,
+    speaker: &str,
+) -> Result<Option<T>, DecodeError> {
+    if payload.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    decode(payload, what, speaker).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+    struct Big {
+        request_id: String,
+        size: fedvol_common::size::ByteSize,
+    }
+
+    #[test]
+    fn encode_puts_the_version_first_and_keeps_u128() {
+        let b = Big {
+            request_id: "r".into(),
+            size: fedvol_common::size::ByteSize(u128::MAX),
+        };
+        let bytes = encode(&b);
+        let text = std::str::from_utf8(&bytes).unwrap();
+        assert!(
+            text.starts_with(r#"{"v":1,"request_id":"r","size":340282366920938463463374607431768211455"#),
+            "{text}"
+        );
+        let back: Big = decode(&bytes, "big", "agent").unwrap();
+        assert_eq!(back, b);
+    }
+
+    #[test]
+    fn the_version_is_checked_and_named() {
+        let e = decode::<Big>(br#"{"v":2,"request_id":"r","size":1}"#, "get", "coordinator").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "get: protocol version 2 is not supported (this coordinator speaks 1)"
+        );
+        let e = decode::<Big>(br#"{"request_id":"r"}"#, "get", "agent").unwrap_err();
+        assert!(e.to_string().contains("missing protocol version"), "{e}");
+        let e = decode::<Big>(br#"{"v":"1"}"#, "get", "agent").unwrap_err();
+        assert!(e.to_string().contains("whole number"), "{e}");
+        let e = decode::<Big>(b"[1]", "get", "agent").unwrap_err();
+        assert!(e.to_string().contains("not a JSON object"), "{e}");
+        let e = decode::<Big>(br#"{"v":1}"#, "get", "agent").unwrap_err();
+        assert!(e.to_string().contains("request_id"), "{e}");
+        assert_eq!(decode_optional::<Big>(b"  ", "x", "agent").unwrap(), None);
+    }
+}
