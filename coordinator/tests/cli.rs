@@ -310,3 +310,85 @@ fn group_permissions_decide_whether_the_volume_can_be_provisioned() {
     let only_physics = plan_as(tmp.path(), &["physics"]);
     assert_eq!(only_physics.code, 0, "{}", only_physics.describe());
 }
+
+/// Offline `fedvol plan --why-not-*` explains a candidate from the inventory files, by the same
+/// funnel logic an agent's `why_not` runs (issue 19): the permission stage that rejected
+/// provisioner `scratch` for a user without group `physics`, in the table and in JSON.
+#[test]
+fn plan_explains_why_a_candidate_was_not_chosen() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    write(tmp.path(), "lab.yaml", PHYSICS_ONLY);
+    write(tmp.path(), "wf.yaml", FAST_SCRATCH);
+    let table = fedvol_in(
+        Some(tmp.path()),
+        &[
+            "plan",
+            "-i",
+            "lab.yaml",
+            "-g",
+            "chemistry",
+            "--why-not-provisioner",
+            "scratch",
+            "wf.yaml",
+        ],
+    );
+    assert_eq!(table.code, 2, "{}", table.describe());
+    assert!(
+        table.stdout.contains("why not, in cluster lab:"),
+        "{}",
+        table.describe()
+    );
+    assert!(
+        table
+            .stdout
+            .contains("provisioner scratch: blocked at provisioner.permission for scratch"),
+        "{}",
+        table.describe()
+    );
+    assert!(table.stdout.contains("(permission_denied)"), "{}", table.describe());
+
+    let json = fedvol_in(
+        Some(tmp.path()),
+        &[
+            "plan",
+            "-o",
+            "json",
+            "-i",
+            "lab.yaml",
+            "-g",
+            "chemistry",
+            "--why-not-provisioner",
+            "scratch",
+            "wf.yaml",
+        ],
+    );
+    let doc = json.json();
+    assert!(doc["decision"]["chosen_cluster"].is_null(), "{}", json.describe());
+    let why = &doc["why_not"][0];
+    assert_eq!(why["cluster"], "lab");
+    assert_eq!(why["blockers"][0]["stage"], "provisioner.permission", "{why}");
+    assert_eq!(why["blockers"][0]["reasons"][0]["code"], "permission_denied", "{why}");
+
+    // A cluster that is not among the inventories is an error naming the known ones.
+    let unknown = fedvol_in(
+        Some(tmp.path()),
+        &[
+            "plan",
+            "-i",
+            "lab.yaml",
+            "--why-not-zone",
+            "z1",
+            "--why-not-cluster",
+            "nope",
+            "wf.yaml",
+        ],
+    );
+    assert_eq!(unknown.code, 1, "{}", unknown.describe());
+    assert!(
+        unknown
+            .stderr
+            .contains("`nope` is not one of the inventories' clusters (lab)"),
+        "{}",
+        unknown.describe()
+    );
+}

@@ -4,14 +4,14 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use fedvol_common::decision::Action;
+use fedvol_common::decision::{Action, NewVolume};
 use fedvol_common::funnel::VolumeId;
 use fedvol_common::model::{PersistentVolume, VolumePhase};
 use fedvol_proto::Code;
 use fedvol_proto::agent::{ActionReply, VolumeOutcome};
 
 use super::core::{Core, CoreError, DriverResult, Next, ProvisionWork, claim_ref_for, event, outcome, refusal};
-use super::records::{Commit, CommittedVolume, Holding, ManagedVolume};
+use super::records::{Commit, CommittedVolume, Hold, Holding, ManagedVolume};
 use super::store::Batch;
 
 impl Core {
@@ -101,44 +101,9 @@ impl Core {
                 "the hold disappeared during the commit",
             ));
         };
-        let failures: Vec<String> = results
-            .iter()
-            .filter_map(|(w, r)| match r {
-                DriverResult::Failed(m) => Some(format!("volume `{}`: {m}", w.key)),
-                DriverResult::Ok(_) => None,
-            })
-            .collect();
-        if !failures.is_empty() {
-            let mut unmarked = hold.clone();
-            unmarked.committing = false;
-            let mut outcomes = Vec::new();
-            for (w, r) in &results {
-                let (outcome, detail) = match r {
-                    DriverResult::Ok(_) => (
-                        "rolled_back",
-                        "created, then removed because another volume failed".to_string(),
-                    ),
-                    DriverResult::Failed(m) => ("failed", m.clone()),
-                };
-                outcomes.push(VolumeOutcome {
-                    key: w.key.clone(),
-                    volume: w.volume.name.clone(),
-                    provisioner: Some(w.volume.provisioner.clone()),
-                    outcome: outcome.to_string(),
-                    detail: Some(detail),
-                });
-            }
-            self.store.write(&Batch {
-                put_holds: vec![unmarked.clone()],
-                ..Batch::default()
-            })?;
-            self.ledger.put_hold(unmarked);
-            let mut reply = refusal(&self.cluster, request_id, Code::ProvisioningFailed, failures.join("; "));
-            reply.volumes = outcomes;
-            return Ok(reply);
+        if results.iter().any(|(_, r)| matches!(r, DriverResult::Failed(_))) {
+            return self.record_failed_commit(hold, &results);
         }
-
-        let workflow = hold.workflow.clone();
         let sources: BTreeMap<String, String> = results
             .into_iter()
             .filter_map(|(w, r)| match r {
@@ -146,9 +111,65 @@ impl Core {
                 DriverResult::Failed(_) => None,
             })
             .collect();
-        let mut volumes = Vec::new();
-        let mut put_volumes = Vec::new();
+        self.record_commit(hold, &sources, now_ms)
+    }
+
+    /// A commit whose drivers failed: the hold stays, no longer `committing`; the reply says
+    /// what became of each volume tried (`failed`, or `rolled_back` when created, then removed).
+    fn record_failed_commit(
+        &mut self,
+        hold: Hold,
+        results: &[(ProvisionWork, DriverResult)],
+    ) -> Result<ActionReply, CoreError> {
+        let mut failures = Vec::new();
         let mut outcomes = Vec::new();
+        for (w, r) in results {
+            let (what, detail) = match r {
+                DriverResult::Ok(_) => (
+                    "rolled_back",
+                    "created, then removed because another volume failed".to_string(),
+                ),
+                DriverResult::Failed(m) => {
+                    failures.push(format!("volume `{}`: {m}", w.key));
+                    ("failed", m.clone())
+                }
+            };
+            outcomes.push(outcome(
+                &w.key,
+                &w.volume.name,
+                Some(w.volume.provisioner.clone()),
+                what,
+                Some(detail),
+            ));
+        }
+        let request_id = hold.request_id.clone();
+        let mut unmarked = hold;
+        unmarked.committing = false;
+        self.store.write(&Batch {
+            put_holds: vec![unmarked.clone()],
+            ..Batch::default()
+        })?;
+        self.ledger.put_hold(unmarked);
+        let mut reply = refusal(
+            &self.cluster,
+            &request_id,
+            Code::ProvisioningFailed,
+            failures.join("; "),
+        );
+        reply.volumes = outcomes;
+        Ok(reply)
+    }
+
+    /// A commit whose drivers all succeeded (`sources`: each provisioned volume's asset, by
+    /// volume key): the hold becomes a commit, with its allocations and volumes, in one write.
+    fn record_commit(
+        &mut self,
+        hold: Hold,
+        sources: &BTreeMap<String, String>,
+        now_ms: u64,
+    ) -> Result<ActionReply, CoreError> {
+        let request_id = hold.request_id.clone();
+        let mut rec = Recorded::default();
         for (key, vd) in &hold.reply.decision.volumes {
             let (Some(action), Some(name)) = (vd.action, vd.volume.clone()) else {
                 continue;
@@ -157,109 +178,135 @@ impl Core {
                 provisioner: vd.provisioner.clone(),
                 name: name.clone(),
             };
-            match action {
-                Action::Existing => {
-                    volumes.push(CommittedVolume {
-                        key: key.clone(),
-                        id,
-                        holding: Holding::Existing,
-                    });
-                    outcomes.push(outcome(key, &name, vd.provisioner.clone(), "existing", None));
-                }
+            let (holding, what, detail, name) = match action {
+                Action::Existing => (Holding::Existing, "existing", None, name),
                 Action::Bind => {
-                    let pv = self
-                        .effective
-                        .volumes
-                        .iter()
-                        .find(|v| v.name == name && v.provisioner == vd.provisioner);
-                    let Some(pv) = pv.cloned() else { continue };
-                    let mut pv: PersistentVolume = (*pv).clone();
-                    let mut mv = self.ledger.volume(&id).cloned().unwrap_or(ManagedVolume {
-                        pv: Arc::new(pv.clone()),
-                        source: None,
-                        provisioned: false,
-                        deleted: false,
-                        events: Vec::new(),
-                    });
-                    pv.phase = VolumePhase::Bound;
-                    if pv.claim_ref.is_none() {
-                        pv.claim_ref = Some(claim_ref_for(hold.claims.get(key), &workflow, key, request_id));
-                    }
-                    mv.pv = Arc::new(pv);
-                    mv.events.push(event(
-                        now_ms,
-                        "Bound",
-                        format!("bound to request {request_id} ({workflow}.{key})"),
-                    ));
-                    put_volumes.push(mv);
-                    volumes.push(CommittedVolume {
-                        key: key.clone(),
-                        id,
-                        holding: Holding::Bound,
-                    });
-                    outcomes.push(outcome(key, &name, vd.provisioner.clone(), "bound", None));
+                    let Some(mv) = self.bound(&hold, key, &id, now_ms) else {
+                        continue;
+                    };
+                    rec.put_volumes.push(mv);
+                    (Holding::Bound, "bound", None, name)
                 }
                 Action::Provision => {
                     let Some(nv) = vd.new_volume.as_ref() else { continue };
                     let source = sources.get(key).cloned();
-                    let pv = nv.to_persistent_volume(
-                        VolumePhase::Bound,
-                        Some(claim_ref_for(nv.claim_ref.as_ref(), &workflow, key, request_id)),
-                    );
-                    let detail = source.clone().unwrap_or_default();
-                    put_volumes.push(ManagedVolume {
-                        pv: Arc::new(pv),
-                        source: source.clone(),
-                        provisioned: true,
-                        deleted: false,
-                        events: vec![
-                            event(now_ms, "Provisioning", format!("provisioning for request {request_id}")),
-                            event(now_ms, "ProvisioningSucceeded", format!("created {detail}")),
-                            event(
-                                now_ms,
-                                "Bound",
-                                format!("bound to request {request_id} ({workflow}.{key})"),
-                            ),
-                        ],
-                    });
-                    volumes.push(CommittedVolume {
-                        key: key.clone(),
-                        id,
-                        holding: Holding::Provisioned,
-                    });
-                    outcomes.push(outcome(
-                        key,
-                        &nv.name,
-                        Some(nv.provisioner.clone()),
-                        "provisioned",
-                        source,
-                    ));
+                    rec.put_volumes
+                        .push(provisioned(&hold, key, nv, source.clone(), now_ms));
+                    (Holding::Provisioned, "provisioned", source, nv.name.clone())
                 }
-            }
+            };
+            rec.outcomes
+                .push(outcome(key, &name, vd.provisioner.clone(), what, detail));
+            rec.volumes.push(CommittedVolume {
+                key: key.clone(),
+                id,
+                holding,
+            });
         }
-        let reply = ActionReply::done(&self.cluster, request_id, outcomes);
+        let reply = ActionReply::done(&self.cluster, &request_id, rec.outcomes);
         let commit = Commit {
-            request_id: request_id.to_string(),
-            workflow,
+            request_id: request_id.clone(),
+            workflow: hold.workflow.clone(),
             allocations: hold.allocations().to_vec(),
-            volumes,
+            volumes: rec.volumes,
             reply: reply.clone(),
             plan_reply: hold.reply.clone(),
             completion: None,
             completed_ms: 0,
         };
         self.store.write(&Batch {
-            remove_holds: vec![request_id.to_string()],
+            remove_holds: vec![request_id.clone()],
             put_commits: vec![commit.clone()],
-            put_volumes: put_volumes.clone(),
+            put_volumes: rec.put_volumes.clone(),
             ..Batch::default()
         })?;
-        self.ledger.remove_hold(request_id);
+        self.ledger.remove_hold(&request_id);
         self.ledger.put_commit(commit);
-        for mv in put_volumes {
+        for mv in rec.put_volumes {
             self.ledger.put_volume(mv);
         }
         self.rebuild();
         Ok(reply)
+    }
+
+    /// The existing volume `id` bound to volume `key` of `hold` (phase Bound; its claimRef set
+    /// to the claim when it had none), with a `Bound` event. `None` when the volume is gone
+    /// from the inventory.
+    fn bound(&self, hold: &Hold, key: &str, id: &VolumeId, now_ms: u64) -> Option<ManagedVolume> {
+        let pv = self
+            .effective
+            .volumes
+            .iter()
+            .find(|v| v.name == id.name && v.provisioner == id.provisioner)?;
+        let mut pv: PersistentVolume = (**pv).clone();
+        let mut mv = self.ledger.volume(id).cloned().unwrap_or(ManagedVolume {
+            pv: Arc::new(pv.clone()),
+            source: None,
+            provisioned: false,
+            deleted: false,
+            events: Vec::new(),
+        });
+        pv.phase = VolumePhase::Bound;
+        if pv.claim_ref.is_none() {
+            pv.claim_ref = Some(claim_ref_for(
+                hold.claims.get(key),
+                &hold.workflow,
+                key,
+                &hold.request_id,
+            ));
+        }
+        mv.pv = Arc::new(pv);
+        mv.events.push(bound_event(hold, key, now_ms));
+        Some(mv)
+    }
+}
+
+/// What a commit records, volume by volume.
+#[derive(Default)]
+struct Recorded {
+    /// The commit's volumes.
+    volumes: Vec<CommittedVolume>,
+    /// Volumes fedvol now manages (bound or provisioned).
+    put_volumes: Vec<ManagedVolume>,
+    /// What happened to each, for the reply.
+    outcomes: Vec<VolumeOutcome>,
+}
+
+/// The `Bound` event of volume `key` of `hold`.
+fn bound_event(hold: &Hold, key: &str, now_ms: u64) -> fedvol_proto::agent::VolumeEvent {
+    event(
+        now_ms,
+        "Bound",
+        format!("bound to request {} ({}.{key})", hold.request_id, hold.workflow),
+    )
+}
+
+/// The new volume `nv` of volume `key` of `hold`, created at `source`: Bound to its claim, with
+/// its `Provisioning`, `ProvisioningSucceeded` and `Bound` events (seed 001 vocabulary).
+fn provisioned(hold: &Hold, key: &str, nv: &NewVolume, source: Option<String>, now_ms: u64) -> ManagedVolume {
+    let pv = nv.to_persistent_volume(
+        VolumePhase::Bound,
+        Some(claim_ref_for(
+            nv.claim_ref.as_ref(),
+            &hold.workflow,
+            key,
+            &hold.request_id,
+        )),
+    );
+    let detail = source.clone().unwrap_or_default();
+    ManagedVolume {
+        pv: Arc::new(pv),
+        source,
+        provisioned: true,
+        deleted: false,
+        events: vec![
+            event(
+                now_ms,
+                "Provisioning",
+                format!("provisioning for request {}", hold.request_id),
+            ),
+            event(now_ms, "ProvisioningSucceeded", format!("created {detail}")),
+            bound_event(hold, key, now_ms),
+        ],
     }
 }

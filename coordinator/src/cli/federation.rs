@@ -400,17 +400,7 @@ pub fn why_not(net: &NetArgs, a: &WhyNotArgs) -> u8 {
         match ask::<api::WhyNot>(&client, &q, &format!("why-not {}", a.id)).await {
             Ok(r) => {
                 let ok = print_doc(a.output.output, &r, || {
-                    let mut s = format!("{}\n", r.summary);
-                    for b in &r.blockers {
-                        s.push_str(&format!("  {} [{}] for {}:\n", b.candidate, b.stage, b.subject));
-                        for reason in &b.reasons {
-                            s.push_str(&format!("    - {} ({})\n", reason.message, reason.code));
-                        }
-                        if let Some(h) = &b.hint {
-                            s.push_str(&format!("    hint: {h}\n"));
-                        }
-                    }
-                    s
+                    crate::render::why_not::render(&r.summary, &r.blockers)
                 });
                 if ok { EXIT_OK } else { EXIT_BAD_INPUT }
             }

@@ -4,6 +4,7 @@
 
 pub mod check;
 pub mod dev;
+pub mod explain;
 pub mod federation;
 pub mod net;
 pub mod plan;

@@ -34,6 +34,9 @@ pub struct PlanArgs {
     /// Output format.
     #[command(flatten)]
     pub output: OutputArgs,
+    /// Explain why a zone, host or provisioner was not chosen (after the decision).
+    #[command(flatten)]
+    pub explain: super::explain::ExplainArgs,
     /// The workflow: a Fuzzfile (v1 or v4) or a file of Kubernetes PersistentVolumeClaims.
     #[arg(value_name = "WORKFLOW")]
     pub workflow: PathBuf,
@@ -92,10 +95,29 @@ pub fn run(a: &PlanArgs, user: &str) -> u8 {
         trace_limit: a.trace_limit,
     };
     let decision = plan_locally(&inventories, &req);
-    let printed = match a.output.output {
-        Output::Table => Ok(table::render(&decision)),
-        Output::Json => serde_json::to_string_pretty(&decision).map(|s| s + "\n"),
-        Output::Yaml => yaml::render(&decision),
+    let explained = match a.explain.explain(&inventories, &req) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_BAD_INPUT;
+        }
+    };
+    // With --why-not-*, the machine formats carry both: {"decision": ..., "why_not": [...]}.
+    #[derive(serde::Serialize)]
+    struct ExplainedPlan<'a> {
+        decision: &'a fedvol_common::decision::Decision,
+        why_not: &'a [super::explain::Explained],
+    }
+    let both = ExplainedPlan {
+        decision: &decision,
+        why_not: &explained,
+    };
+    let printed = match (a.output.output, a.explain.target().is_some()) {
+        (Output::Table, _) => Ok(table::render(&decision) + &super::explain::render(&explained)),
+        (Output::Json, false) => serde_json::to_string_pretty(&decision).map(|s| s + "\n"),
+        (Output::Json, true) => serde_json::to_string_pretty(&both).map(|s| s + "\n"),
+        (Output::Yaml, false) => yaml::render(&decision),
+        (Output::Yaml, true) => yaml::render(&both),
     };
     match printed {
         Ok(s) => print!("{s}"),

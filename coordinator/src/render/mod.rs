@@ -1,6 +1,7 @@
 //! Rendering of decision documents for people (`-o table`) and machines (`-o json|yaml`).
 
 pub mod table;
+pub mod why_not;
 pub mod yaml;
 
 /// Output formats of every `fedvol` command that prints a document.

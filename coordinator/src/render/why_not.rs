@@ -1,0 +1,26 @@
+//! The human view of a why-not explanation ([`fedvol_common::funnel::why_not`]), the same for
+//! `fedvol why-not` (asked of a cluster's agent) and `fedvol plan --why-not-*` (offline).
+
+use fedvol_common::funnel::why_not::Blocker;
+
+/// The summary line, then each blocking stage with every reason and its hint:
+///
+/// ```text
+/// host node-1: blocked at host.capacity for train (needs 64 GiB memory, 32 GiB free)
+///   cluster-c/node-1 [host.capacity] for train:
+///     - needs 64 GiB memory, 32 GiB free (capacity)
+///     hint: ...
+/// ```
+pub fn render(summary: &str, blockers: &[Blocker]) -> String {
+    let mut s = format!("{summary}\n");
+    for b in blockers {
+        s.push_str(&format!("  {} [{}] for {}:\n", b.candidate, b.stage, b.subject));
+        for reason in &b.reasons {
+            s.push_str(&format!("    - {} ({})\n", reason.message, reason.code));
+        }
+        if let Some(h) = &b.hint {
+            s.push_str(&format!("    hint: {h}\n"));
+        }
+    }
+    s
+}
