@@ -6,9 +6,17 @@
 //! test, so a changed config cannot silently go untested.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
 
 use crate::bins::{bin_path, workspace_root};
+use crate::{NatsServer, Spawned, wait_until};
+
+/// A workflow with one 1 MiB scratch volume and one 8-core job: one slot of the
+/// [`crate::federation::slots_inventory`] clusters.
+pub const SLOT_WORKFLOW: &str = "version: v4\nvolumes:\n  scratch:\n    size: 1MiB\njobs:\n  j:\n    image: {uri: docker://a}\n    mounts: {/s: scratch}\n    resource: {cpu: {cores: 8}, memory: {size: 8GiB}}\n";
 
 /// A copy of `deploy/nats/` in a temporary directory.
 pub struct Kit {
@@ -111,4 +119,203 @@ pub async fn client(url: &str, user: &str, inbox: &str) -> async_nats::Client {
         .connect(url)
         .await
         .unwrap_or_else(|e| panic!("{user} cannot log in to {url}: {e}"))
+}
+
+/// A command's exit code, stdout and stderr, for failure messages.
+pub fn output_text(o: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// `fedvol -u <user> <args>` logged in as NATS user `login` (with `login`'s private inbox when
+/// `private_inbox`), `FEDVOL_OUTPUT` unset.
+///
+/// Panics (test failure) when the binary cannot run.
+pub fn fedvol_as(urls: &str, login: &str, user: &str, private_inbox: bool, args: &[&str]) -> Output {
+    command("fedvol", urls, login, private_inbox)
+        .args(["-u", user])
+        .args(args)
+        .env_remove("FEDVOL_OUTPUT")
+        .output()
+        .expect("fedvol runs")
+}
+
+/// A coordinator logged in as `coordinator` (private inbox when `private_inbox`) with the
+/// shipped user directory, a 3 s deadline, `extra` arguments and `env`; returned once ready.
+pub async fn coordinator_as(urls: &str, private_inbox: bool, extra: &[&str], env: &[(&str, &str)]) -> Spawned {
+    let directory = workspace_root().join("deploy/config/directory.yaml");
+    let mut cmd = command("fedvol-coordinator", urls, "coordinator", private_inbox);
+    cmd.args(["--deadline-ms", "3000", "--discovery-ms", "300", "--directory"])
+        .arg(directory)
+        .args(extra)
+        .env("RUST_LOG", "debug,async_nats=info");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut p = Spawned::start(cmd);
+    p.wait_for_log("coordinator ready", Duration::from_secs(30)).await;
+    p
+}
+
+/// An agent of `cluster` logged in as `agent-<cluster>` (private inbox when `private_inbox`),
+/// serving `inventory` (written to `<dir>/inventory.yaml`) with its state in `<dir>/data` and
+/// `env`; returned once its endpoints are ready.
+pub async fn agent_as(
+    urls: &str,
+    cluster: &str,
+    private_inbox: bool,
+    dir: &Path,
+    inventory: &str,
+    env: &[(&str, &str)],
+) -> Spawned {
+    let inv = dir.join("inventory.yaml");
+    std::fs::create_dir_all(dir).expect("the agent's directory");
+    std::fs::write(&inv, inventory).expect("the agent's inventory");
+    let mut cmd = command("fedvol-agent", urls, &format!("agent-{cluster}"), private_inbox);
+    cmd.arg("--inventory")
+        .arg(&inv)
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .args(["--heartbeat-ms", "300"])
+        .env("RUST_LOG", "debug,async_nats=info");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut p = Spawned::start(cmd);
+    p.wait_for_log("endpoints ready", Duration::from_secs(30)).await;
+    p
+}
+
+/// Waits (20 s at most) until `fedvol clusters`, as alice, lists every cluster of `names` as
+/// alive.
+///
+/// Panics (test failure) naming the clusters when they never are.
+pub async fn wait_clusters_as(urls: &str, private_inbox: bool, names: &[&str]) {
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let o = fedvol_as(urls, "alice", "alice", private_inbox, &["clusters", "-o", "json"]);
+        if o.status.success()
+            && let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&o.stdout)
+        {
+            let alive = |n: &str| {
+                doc["clusters"]
+                    .as_array()
+                    .is_some_and(|cs| cs.iter().any(|c| c["name"] == n && c["alive"] == true))
+            };
+            if names.iter().all(|n| alive(n)) {
+                return;
+            }
+        }
+        assert!(
+            Instant::now() < end,
+            "clusters {names:?} never all alive: {}",
+            output_text(&o)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// True when nothing arrives on `sub` within `wait`.
+pub async fn silent(sub: &mut async_nats::Subscriber, wait: Duration) -> bool {
+    tokio::time::timeout(wait, sub.next()).await.is_err()
+}
+
+/// Waits (5 s at most) until the server's log has a line containing every part of `parts`.
+pub async fn server_logged(server: &NatsServer, parts: &[&str]) -> bool {
+    wait_until(Duration::from_secs(5), Duration::from_millis(50), || {
+        server.log().lines().any(|l| parts.iter().all(|p| l.contains(p)))
+    })
+    .await
+}
+
+/// A federation on the shipped leaf topology: a hub server with the coordinator, and two leaf
+/// servers (`leaf-a`, `leaf-b` variants of the shipped configs) each with one cluster's agent
+/// (`cluster-a`, `cluster-b`: two 8-core hosts whose scratch provisioner group `physics` may
+/// use). Everything stops when it is dropped.
+pub struct LeafFederation {
+    /// The hub server.
+    pub hub: NatsServer,
+    /// The leaf servers, `a` then `b`.
+    pub leaves: Vec<NatsServer>,
+    /// The coordinator (on the hub).
+    pub coordinator: Spawned,
+    /// The agents of cluster-a (on leaf a) and cluster-b (on leaf b).
+    pub agents: Vec<Spawned>,
+    /// The agents' files.
+    pub dir: tempfile::TempDir,
+}
+
+impl Kit {
+    /// Starts [`LeafFederation`] from the copies of `hub` (e.g. `leaf/hub.conf`) and of
+    /// `leaf_prefix` + `a.conf` / `b.conf` (e.g. `leaf/leaf-`), pointed at loopback; `leaf_a`
+    /// adds edits to leaf a's config. With `private_inbox`, every process replies under its
+    /// user's private inbox (the secure variants). Returns once both leaves are linked and the
+    /// coordinator sees both clusters alive.
+    ///
+    /// Panics (test failure) when a server, a link or a process does not come up.
+    pub async fn leaf_federation(
+        &self,
+        hub: &str,
+        leaf_prefix: &str,
+        private_inbox: bool,
+        leaf_a: Vec<(&str, String)>,
+    ) -> LeafFederation {
+        use crate::nats::free_port;
+        let (hub_port, leaf_port) = (free_port(), free_port());
+        let hub_conf = self.rewrite(
+            hub,
+            &[
+                ("listen: 0.0.0.0:4222", format!("listen: 127.0.0.1:{hub_port}")),
+                ("listen: 0.0.0.0:7422", format!("listen: 127.0.0.1:{leaf_port}")),
+                ("http: 127.0.0.1:8222", format!("http: 127.0.0.1:{}", free_port())),
+                (
+                    "store_dir: \"/var/lib/nats\"",
+                    format!("store_dir: \"{}\"", self.store("hub")),
+                ),
+            ],
+        );
+        let hub_server = NatsServer::start_config_file(&hub_conf, hub_port);
+        let mut leaves = Vec::new();
+        let mut leaf_a = Some(leaf_a);
+        for c in ["a", "b"] {
+            let port = free_port();
+            let mut edits = vec![
+                ("listen: 0.0.0.0:4222", format!("listen: 127.0.0.1:{port}")),
+                ("http: 127.0.0.1:8222", format!("http: 127.0.0.1:{}", free_port())),
+                ("@hub.example.org:7422", format!("@127.0.0.1:{leaf_port}")),
+            ];
+            if c == "a" {
+                edits.extend(leaf_a.take().unwrap_or_default());
+            }
+            let conf = self.rewrite(&format!("{leaf_prefix}{c}.conf"), &edits);
+            leaves.push(NatsServer::start_config_file(&conf, port));
+        }
+        let linked = wait_until(Duration::from_secs(15), Duration::from_millis(50), || {
+            hub_server.log().matches("Leafnode connection created").count() >= 2
+        })
+        .await;
+        assert!(linked, "both leaf servers log in to the hub:\n{}", hub_server.log());
+        let hub_url = hub_server.url();
+        let coordinator = coordinator_as(&hub_url, private_inbox, &[], &[]).await;
+        let dir = tempfile::tempdir().expect("a temporary directory for the agents");
+        let mut agents = Vec::new();
+        for (c, leaf) in ["a", "b"].iter().zip(&leaves) {
+            let d = dir.path().join(c);
+            let cluster = format!("cluster-{c}");
+            let inventory = crate::federation::slots_inventory(&cluster, 2, &d, "[physics]");
+            agents.push(agent_as(&leaf.url(), &cluster, private_inbox, &d, &inventory, &[]).await);
+        }
+        wait_clusters_as(&hub_url, private_inbox, &["cluster-a", "cluster-b"]).await;
+        LeafFederation {
+            hub: hub_server,
+            leaves,
+            coordinator,
+            agents,
+            dir,
+        }
+    }
 }

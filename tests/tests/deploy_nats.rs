@@ -17,8 +17,12 @@ use std::time::{Duration, Instant};
 
 use fedvol_tests::bins::workspace_root;
 use fedvol_tests::federation::slots_inventory;
+use fedvol_tests::kit::{
+    self, Kit, SLOT_WORKFLOW, agent_as, coordinator_as, fedvol_as, output_text as text, server_logged, shipped, silent,
+    wait_clusters_as,
+};
 use fedvol_tests::nats::{check_config, free_port};
-use fedvol_tests::{NatsServer, Spawned, bin_path, wait_until};
+use fedvol_tests::{NatsServer, Spawned, bin_path};
 use futures::StreamExt;
 
 /// One test at a time.
@@ -40,71 +44,7 @@ const SERVER_CONFIGS: [&str; 11] = [
     "leaf/secure-leaf-b.conf",
 ];
 
-const WORKFLOW: &str = "version: v4\nvolumes:\n  scratch:\n    size: 1MiB\njobs:\n  j:\n    image: {uri: docker://a}\n    mounts: {/s: scratch}\n    resource: {cpu: {cores: 8}, memory: {size: 8GiB}}\n";
-
-// ---------------------------------------------------------------------------------------------
-// The kit, copied and pointed at loopback
-
-fn shipped() -> PathBuf {
-    workspace_root().join("deploy/nats")
-}
-
-/// The example password of NATS user `user` (see deploy/nats/permissions/).
-fn password(user: &str) -> String {
-    format!("example-{user}")
-}
-
-/// A copy of `deploy/nats/` in a temporary directory (so `include` lines resolve).
-struct Kit {
-    dir: tempfile::TempDir,
-}
-
-impl Kit {
-    fn copy() -> Kit {
-        let dir = tempfile::tempdir().unwrap();
-        copy_tree(&shipped(), &dir.path().join("nats"));
-        Kit { dir }
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join("nats").join(rel)
-    }
-
-    /// A fresh directory for a server's JetStream store.
-    fn store(&self, name: &str) -> String {
-        let p = self.dir.path().join("store").join(name);
-        std::fs::create_dir_all(&p).unwrap();
-        p.display().to_string()
-    }
-
-    /// Replaces, in the copy of `rel`, each `from` (which must occur) with `to`.
-    fn rewrite(&self, rel: &str, edits: &[(&str, String)]) -> PathBuf {
-        let p = self.path(rel);
-        let mut text = std::fs::read_to_string(&p).unwrap();
-        for (from, to) in edits {
-            assert!(
-                text.contains(from),
-                "deploy/nats/{rel} no longer contains {from:?}: update the rewrite in this test"
-            );
-            text = text.replace(from, to);
-        }
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), target).unwrap();
-        }
-    }
-}
+const WORKFLOW: &str = SLOT_WORKFLOW;
 
 /// Every `.conf` under `dir`, relative, with `/` separators.
 fn conf_files(dir: &Path, rel: &str, out: &mut BTreeSet<String>) {
@@ -149,97 +89,40 @@ fn includes(rel: &str, out: &mut BTreeSet<String>) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Processes logged in with the shipped users
-
-/// A command for workspace binary `name` logged in to NATS as `user` (password from the
-/// environment, as an operator would run it) with no other FEDVOL_* setting inherited.
-fn command(name: &str, urls: &str, user: &str) -> Command {
-    let mut cmd = Command::new(bin_path(name));
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("FEDVOL_") {
-            cmd.env_remove(&k);
-        }
-    }
-    cmd.env("FEDVOL_NATS_PASSWORD", password(user))
-        .args(["--nats", urls, "--nats-user", user]);
-    cmd
-}
+// Processes logged in with the shipped users (public inboxes: these configurations have none)
 
 /// `fedvol -u <user> <args>` logged in as NATS user `login`.
 fn fedvol(urls: &str, login: &str, user: &str, args: &[&str]) -> Output {
-    command("fedvol", urls, login)
-        .args(["-u", user])
-        .args(args)
-        .output()
-        .expect("fedvol runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    fedvol_as(urls, login, user, false, args)
 }
 
 /// A coordinator logged in as `coordinator`, with the shipped user directory.
 async fn coordinator(urls: &str, extra: &[&str]) -> Spawned {
-    let directory = workspace_root().join("deploy/config/directory.yaml");
-    let mut cmd = command("fedvol-coordinator", urls, "coordinator");
-    cmd.args(["--deadline-ms", "3000", "--discovery-ms", "300", "--directory"])
-        .arg(directory)
-        .args(extra);
-    let mut p = Spawned::start(cmd);
-    p.wait_for_log("coordinator ready", Duration::from_secs(30)).await;
-    p
+    coordinator_as(urls, false, extra, &[]).await
 }
 
 /// An agent of `cluster` (two 8-core hosts whose scratch provisioner group `physics` may use)
 /// logged in as `agent-<cluster>`, its files in `dir`.
 async fn agent(urls: &str, cluster: &str, dir: &Path) -> Spawned {
-    let inv = dir.join("inventory.yaml");
-    std::fs::write(&inv, slots_inventory(cluster, 2, dir, "[physics]")).unwrap();
-    let mut cmd = command("fedvol-agent", urls, &format!("agent-{cluster}"));
-    cmd.arg("--inventory")
-        .arg(&inv)
-        .arg("--data-dir")
-        .arg(dir.join("data"))
-        .args(["--heartbeat-ms", "300"]);
-    let mut p = Spawned::start(cmd);
-    p.wait_for_log("endpoints ready", Duration::from_secs(30)).await;
-    p
+    agent_as(
+        urls,
+        cluster,
+        false,
+        dir,
+        &slots_inventory(cluster, 2, dir, "[physics]"),
+        &[],
+    )
+    .await
 }
 
 /// A plain NATS client logged in as `user`.
 async fn client(url: &str, user: &str) -> async_nats::Client {
-    async_nats::ConnectOptions::with_user_and_password(user.into(), password(user))
-        .name(format!("deploy-test {user}"))
-        .connect(url)
-        .await
-        .unwrap_or_else(|e| panic!("{user} cannot log in to {url}: {e}"))
+    kit::client(url, user, "_INBOX").await
 }
 
 /// Waits until `fedvol clusters` (as alice) lists every cluster of `names` as alive.
 async fn wait_clusters(url: &str, names: &[&str]) {
-    let end = Instant::now() + Duration::from_secs(20);
-    loop {
-        let o = fedvol(url, "alice", "alice", &["clusters", "-o", "json"]);
-        if o.status.success()
-            && let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&o.stdout)
-        {
-            let alive = |n: &str| {
-                doc["clusters"]
-                    .as_array()
-                    .is_some_and(|cs| cs.iter().any(|c| c["name"] == n && c["alive"] == true))
-            };
-            if names.iter().all(|n| alive(n)) {
-                return;
-            }
-        }
-        assert!(Instant::now() < end, "clusters {names:?} never all alive: {}", text(&o));
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_clusters_as(url, false, names).await
 }
 
 /// `fedvol submit` as alice; asserts exit 0 and a committed decision in which every cluster
@@ -266,19 +149,6 @@ fn workflow(dir: &Path) -> PathBuf {
     let wf = dir.join("wf.yaml");
     std::fs::write(&wf, WORKFLOW).unwrap();
     wf
-}
-
-/// True when nothing arrives on `sub` within `wait`.
-async fn silent(sub: &mut async_nats::Subscriber, wait: Duration) -> bool {
-    tokio::time::timeout(wait, sub.next()).await.is_err()
-}
-
-/// Waits (5 s at most) until the server's log has a line containing every part of `parts`.
-async fn server_logged(server: &NatsServer, parts: &[&str]) -> bool {
-    wait_until(Duration::from_secs(5), Duration::from_millis(50), || {
-        server.log().lines().any(|l| parts.iter().all(|p| l.contains(p)))
-    })
-    .await
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -456,7 +326,7 @@ async fn single_server_users_run_a_federation_with_least_privilege() {
     let chosen = doc["decision"]["chosen_cluster"].as_str().unwrap().to_string();
     // ...reads the decision bucket directly (watch) and completes the workflow.
     let mut watch = Spawned::start({
-        let mut c = command("fedvol", &url, "alice");
+        let mut c = kit::command("fedvol", &url, "alice", false);
         c.args(["-u", "alice", "decisions", "watch"]);
         c
     });
@@ -783,52 +653,16 @@ async fn three_node_cluster_keeps_decisions_when_a_node_dies() {
 async fn leaf_topology_decides_across_clusters_on_two_leaf_servers() {
     let _serial = SERIAL.lock().await;
     let kit = Kit::copy();
-    let (hub_port, leaf_port) = (free_port(), free_port());
-    let hub_conf = kit.rewrite(
-        "leaf/hub.conf",
-        &[
-            ("listen: 0.0.0.0:4222", format!("listen: 127.0.0.1:{hub_port}")),
-            ("listen: 0.0.0.0:7422", format!("listen: 127.0.0.1:{leaf_port}")),
-            ("http: 127.0.0.1:8222", format!("http: 127.0.0.1:{}", free_port())),
-            (
-                "store_dir: \"/var/lib/nats\"",
-                format!("store_dir: \"{}\"", kit.store("hub")),
-            ),
-        ],
-    );
-    let hub = NatsServer::start_config_file(&hub_conf, hub_port);
-    let mut leaves = Vec::new();
-    for c in ["a", "b"] {
-        let port = free_port();
-        let mut edits = vec![
-            ("listen: 0.0.0.0:4222", format!("listen: 127.0.0.1:{port}")),
-            ("http: 127.0.0.1:8222", format!("http: 127.0.0.1:{}", free_port())),
-            ("@hub.example.org:7422", format!("@127.0.0.1:{leaf_port}")),
-        ];
-        if c == "a" {
-            // A local user with no restrictions on leaf-a, to show what the hub lets through.
-            edits.push((
-                "    users: [\n",
-                "    users: [\n      { user: probe, password: probe }\n".into(),
-            ));
-        }
-        let conf = kit.rewrite(&format!("leaf/leaf-{c}.conf"), &edits);
-        leaves.push(NatsServer::start_config_file(&conf, port));
-    }
-    let linked = wait_until(Duration::from_secs(15), Duration::from_millis(50), || {
-        hub.log().matches("Leafnode connection created").count() >= 2
-    })
-    .await;
-    assert!(linked, "both leaf servers log in to the hub:\n{}", hub.log());
-
+    // A local user with no restrictions on leaf-a, to show what the hub lets through.
+    let probe_user = vec![(
+        "    users: [\n",
+        "    users: [\n      { user: probe, password: probe }\n".to_string(),
+    )];
+    let fed = kit
+        .leaf_federation("leaf/hub.conf", "leaf/leaf-", false, probe_user)
+        .await;
+    let (hub, leaves, dir) = (&fed.hub, &fed.leaves, &fed.dir);
     let hub_url = hub.url();
-    let _coord = coordinator(&hub_url, &[]).await;
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("a")).unwrap();
-    std::fs::create_dir_all(dir.path().join("b")).unwrap();
-    let _a = agent(&leaves[0].url(), "cluster-a", &dir.path().join("a")).await;
-    let _b = agent(&leaves[1].url(), "cluster-b", &dir.path().join("b")).await;
-    wait_clusters(&hub_url, &["cluster-a", "cluster-b"]).await;
 
     // Decided across both leaf servers, committed on one, completed.
     let wf = workflow(dir.path());
@@ -837,7 +671,7 @@ async fn leaf_topology_decides_across_clusters_on_two_leaf_servers() {
     assert!(chosen == "cluster-a" || chosen == "cluster-b", "{doc:#}");
     let o = fedvol(&hub_url, "alice", "alice", &["complete", "leaf-1"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    for s in [&hub, &leaves[0], &leaves[1]] {
+    for s in [hub, &leaves[0], &leaves[1]] {
         assert!(
             !s.log().contains("Violation"),
             "a permission refused fedvol traffic:\n{}",

@@ -14,19 +14,21 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use fedvol_tests::bins::workspace_root;
 use fedvol_tests::federation::slots_inventory;
-use fedvol_tests::kit::{Kit, client, command, inbox_prefix};
+use fedvol_tests::kit::{
+    Kit, SLOT_WORKFLOW, agent_as, client, command, coordinator_as, fedvol_as, inbox_prefix, output_text as text,
+    server_logged, silent, wait_clusters_as,
+};
 use fedvol_tests::nats::free_port;
-use fedvol_tests::{NatsServer, Spawned, bin_path, wait_until};
+use fedvol_tests::{NatsServer, Spawned, bin_path};
 use futures::StreamExt;
 
 /// One test at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-const WORKFLOW: &str = "version: v4\nvolumes:\n  scratch:\n    size: 1MiB\njobs:\n  j:\n    image: {uri: docker://a}\n    mounts: {/s: scratch}\n    resource: {cpu: {cores: 8}, memory: {size: 8GiB}}\n";
+const WORKFLOW: &str = SLOT_WORKFLOW;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -50,21 +52,7 @@ fn secure_server(kit: &Kit) -> NatsServer {
 
 /// `fedvol -u <user> <args>` logged in as NATS user `login` with `login`'s private inbox.
 fn fedvol(url: &str, login: &str, user: &str, args: &[&str]) -> Output {
-    command("fedvol", url, login, true)
-        .args(["-u", user])
-        .args(args)
-        .env_remove("FEDVOL_OUTPUT")
-        .output()
-        .expect("fedvol runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    fedvol_as(url, login, user, true, args)
 }
 
 fn json(o: &Output) -> serde_json::Value {
@@ -73,72 +61,18 @@ fn json(o: &Output) -> serde_json::Value {
 
 /// A coordinator logged in as `coordinator` with its private inbox and the shipped directory.
 async fn coordinator(url: &str, env: &[(&str, &str)]) -> Spawned {
-    let directory = workspace_root().join("deploy/config/directory.yaml");
-    let mut cmd = command("fedvol-coordinator", url, "coordinator", true);
-    cmd.args(["--deadline-ms", "3000", "--discovery-ms", "300", "--directory"])
-        .arg(directory)
-        .env("RUST_LOG", "debug,async_nats=info");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut p = Spawned::start(cmd);
-    p.wait_for_log("coordinator ready", Duration::from_secs(30)).await;
-    p
+    coordinator_as(url, true, &[], env).await
 }
 
 /// An agent of `cluster` logged in as `agent-<cluster>` with its private inbox, on the
 /// inventory `inventory` (written to `<dir>/inventory.yaml`).
 async fn agent(url: &str, cluster: &str, dir: &Path, inventory: &str, env: &[(&str, &str)]) -> Spawned {
-    let inv = dir.join("inventory.yaml");
-    std::fs::write(&inv, inventory).unwrap();
-    let mut cmd = command("fedvol-agent", url, &format!("agent-{cluster}"), true);
-    cmd.arg("--inventory")
-        .arg(&inv)
-        .arg("--data-dir")
-        .arg(dir.join("data"))
-        .args(["--heartbeat-ms", "300"])
-        .env("RUST_LOG", "debug,async_nats=info");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut p = Spawned::start(cmd);
-    p.wait_for_log("endpoints ready", Duration::from_secs(30)).await;
-    p
+    agent_as(url, cluster, true, dir, inventory, env).await
 }
 
 /// Waits until `fedvol clusters` (as alice) lists every cluster of `names` as alive.
 async fn wait_clusters(url: &str, names: &[&str]) {
-    let end = Instant::now() + Duration::from_secs(20);
-    loop {
-        let o = fedvol(url, "alice", "alice", &["clusters", "-o", "json"]);
-        if o.status.success()
-            && let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&o.stdout)
-        {
-            let alive = |n: &str| {
-                doc["clusters"]
-                    .as_array()
-                    .is_some_and(|cs| cs.iter().any(|c| c["name"] == n && c["alive"] == true))
-            };
-            if names.iter().all(|n| alive(n)) {
-                return;
-            }
-        }
-        assert!(Instant::now() < end, "clusters {names:?} never all alive: {}", text(&o));
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// True when nothing arrives on `sub` within `wait`.
-async fn silent(sub: &mut async_nats::Subscriber, wait: Duration) -> bool {
-    tokio::time::timeout(wait, sub.next()).await.is_err()
-}
-
-/// Waits (5 s at most) until the server's log has a line containing every part of `parts`.
-async fn server_logged(server: &NatsServer, parts: &[&str]) -> bool {
-    wait_until(Duration::from_secs(5), Duration::from_millis(50), || {
-        server.log().lines().any(|l| parts.iter().all(|p| l.contains(p)))
-    })
-    .await
+    wait_clusters_as(url, true, names).await
 }
 
 /// Asserts the server logged a `what` ("Publish Violation", "Subscription Violation") of
@@ -693,62 +627,11 @@ async fn driver_secrets_stay_references_and_never_appear_in_any_output() {
 async fn secure_leaf_topology_runs_a_federation_with_private_inboxes() {
     let _serial = SERIAL.lock().await;
     let kit = Kit::copy();
-    let (hub_port, leaf_port) = (free_port(), free_port());
-    let hub_conf = kit.rewrite(
-        "leaf/secure-hub.conf",
-        &[
-            ("listen: 0.0.0.0:4222", format!("listen: 127.0.0.1:{hub_port}")),
-            ("listen: 0.0.0.0:7422", format!("listen: 127.0.0.1:{leaf_port}")),
-            ("http: 127.0.0.1:8222", format!("http: 127.0.0.1:{}", free_port())),
-            (
-                "store_dir: \"/var/lib/nats\"",
-                format!("store_dir: \"{}\"", kit.store("hub")),
-            ),
-        ],
-    );
-    let hub = NatsServer::start_config_file(&hub_conf, hub_port);
-    let mut leaves = Vec::new();
-    for c in ["a", "b"] {
-        let port = free_port();
-        let conf = kit.rewrite(
-            &format!("leaf/secure-leaf-{c}.conf"),
-            &[
-                ("listen: 0.0.0.0:4222", format!("listen: 127.0.0.1:{port}")),
-                ("http: 127.0.0.1:8222", format!("http: 127.0.0.1:{}", free_port())),
-                ("@hub.example.org:7422", format!("@127.0.0.1:{leaf_port}")),
-            ],
-        );
-        leaves.push(NatsServer::start_config_file(&conf, port));
-    }
-    let linked = wait_until(Duration::from_secs(15), Duration::from_millis(50), || {
-        hub.log().matches("Leafnode connection created").count() >= 2
-    })
-    .await;
-    assert!(linked, "both leaf servers log in to the hub:\n{}", hub.log());
-
+    let fed = kit
+        .leaf_federation("leaf/secure-hub.conf", "leaf/secure-leaf-", true, Vec::new())
+        .await;
+    let (hub, leaves, dir) = (&fed.hub, &fed.leaves, &fed.dir);
     let hub_url = hub.url();
-    let _coord = coordinator(&hub_url, &[]).await;
-    let dir = tempfile::tempdir().unwrap();
-    let (da, db) = (dir.path().join("a"), dir.path().join("b"));
-    std::fs::create_dir_all(&da).unwrap();
-    std::fs::create_dir_all(&db).unwrap();
-    let _a = agent(
-        &leaves[0].url(),
-        "cluster-a",
-        &da,
-        &slots_inventory("cluster-a", 2, &da, "[physics]"),
-        &[],
-    )
-    .await;
-    let _b = agent(
-        &leaves[1].url(),
-        "cluster-b",
-        &db,
-        &slots_inventory("cluster-b", 2, &db, "[physics]"),
-        &[],
-    )
-    .await;
-    wait_clusters(&hub_url, &["cluster-a", "cluster-b"]).await;
     let wf = write(dir.path(), "wf.yaml", WORKFLOW).display().to_string();
     let o = fedvol(
         &hub_url,
