@@ -646,7 +646,7 @@ async fn secure_leaf_topology_runs_a_federation_with_private_inboxes() {
     }
     let o = fedvol(&hub_url, "alice", "alice", &["complete", "leaf-1"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    for s in [&hub, &leaves[0], &leaves[1]] {
+    for s in [hub, &leaves[0], &leaves[1]] {
         assert!(
             !s.log().contains("Violation"),
             "a permission refused fedvol traffic:\n{}",
