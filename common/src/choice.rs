@@ -19,6 +19,27 @@ use crate::decision::{ChoiceStep, ClusterDecision, ClusterStatus, Reason, Reject
 use crate::funnel::seeded_pick;
 use crate::model::Workflow;
 
+/// The names of the cluster-choice steps recorded in a decision's `choice` (DESIGN §4), in the
+/// order they run; the coordinator's commit phase adds the last two.
+pub mod rules {
+    /// Only clusters that answered and found everything feasible.
+    pub const FEASIBLE: &str = "feasible";
+    /// The workflow's `clusters:` order: the first listed feasible cluster.
+    pub const WORKFLOW_ORDER: &str = "workflow_order";
+    /// Clusters that hold a volume the workflow requests by name.
+    pub const NAMED_VOLUME: &str = "named_volume";
+    /// Most soft constraints matched.
+    pub const SOFT_CONSTRAINTS: &str = "soft_constraints";
+    /// Least loaded.
+    pub const LEAST_LOADED: &str = "least_loaded";
+    /// The seeded draw among the remaining ties.
+    pub const SEEDED_RANDOM: &str = "seeded_random";
+    /// Coordinator: clusters dropped because their commit failed (the choice was re-run).
+    pub const COMMIT_FAILED: &str = "commit_failed";
+    /// Coordinator: a cluster not tried because `commitAttempts` were used up.
+    pub const COMMIT_ATTEMPTS: &str = "commit_attempts";
+}
+
 /// Chooses the cluster for `workflow` among `clusters` (answer slots in the order asked).
 ///
 /// Returns the chosen cluster (or `None` when no cluster answered with a feasible placement)
@@ -33,7 +54,7 @@ pub fn choose_cluster(
     let all: Vec<(&str, &ClusterDecision)> = clusters.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let mut steps = Vec::new();
 
-    let (kept, step) = apply("feasible", all, |(_, c)| {
+    let (kept, step) = apply(rules::FEASIBLE, all, |(_, c)| {
         let reasons = infeasibility(c);
         if reasons.is_empty() { Ok(()) } else { Err(reasons) }
     });
@@ -44,7 +65,7 @@ pub fn choose_cluster(
 
     let rank = |name: &str| workflow.clusters.iter().position(|c| c == name);
     let leader = kept.iter().filter_map(|(n, _)| rank(n).map(|r| (r, *n))).min();
-    let (kept, step) = apply("workflow_order", kept, |(n, _)| match (leader, rank(n)) {
+    let (kept, step) = apply(rules::WORKFLOW_ORDER, kept, |(n, _)| match (leader, rank(n)) {
         (None, _) => Ok(()),
         (Some((best, _)), Some(r)) if r == best => Ok(()),
         (Some((best, lead)), mine) => {
@@ -58,7 +79,7 @@ pub fn choose_cluster(
     steps.push(step);
 
     let holder = kept.iter().find(|(_, c)| c.holds_named_volume).map(|(n, _)| *n);
-    let (kept, step) = apply("named_volume", kept, |(_, c)| match holder {
+    let (kept, step) = apply(rules::NAMED_VOLUME, kept, |(_, c)| match holder {
         Some(h) if !c.holds_named_volume => Err(vec![not_chosen(format!(
             "holds no volume the workflow requests by name; {h} does"
         ))]),
@@ -71,7 +92,7 @@ pub fn choose_cluster(
         .iter()
         .find(|(_, c)| c.soft_matched == best_soft)
         .map_or("", |(n, _)| *n);
-    let (kept, step) = apply("soft_constraints", kept, |(_, c)| {
+    let (kept, step) = apply(rules::SOFT_CONSTRAINTS, kept, |(_, c)| {
         if c.soft_matched < best_soft {
             Err(vec![not_chosen(format!(
                 "soft constraints matched {} < {best_soft} ({soft_lead})",
@@ -88,7 +109,7 @@ pub fn choose_cluster(
         .iter()
         .find(|(_, c)| c.load.total_cmp(&best_load).is_eq())
         .map_or("", |(n, _)| *n);
-    let (kept, step) = apply("least_loaded", kept, |(_, c)| {
+    let (kept, step) = apply(rules::LEAST_LOADED, kept, |(_, c)| {
         if c.load.total_cmp(&best_load).is_gt() {
             let (a, b) = loads(c.load, best_load);
             Err(vec![not_chosen(format!("load {a} > {b} ({load_lead})"))])
@@ -101,7 +122,7 @@ pub fn choose_cluster(
     let n = kept.len();
     let winner = kept.get(seeded_pick(seed, "cluster", n)).map(|(w, _)| w.to_string());
     let w = winner.clone().unwrap_or_default();
-    let (_, step) = apply("seeded_random", kept, |(name, _)| {
+    let (_, step) = apply(rules::SEEDED_RANDOM, kept, |(name, _)| {
         if *name == w {
             Ok(())
         } else {

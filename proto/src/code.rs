@@ -87,6 +87,9 @@ codes! {
     NatsError = "nats_error",
     /// Coordinator: the decision belongs to another user; only its owner may change it.
     NotOwner = "not_owner",
+    /// Coordinator: the request id is already the id of a different request (another
+    /// workflow, groups, seed, or a dry run against a real submit).
+    RequestIdConflict = "request_id_conflict",
 }
 
 impl Code {

@@ -91,6 +91,31 @@ pub struct SubmitMsg {
     pub trace_limit: Option<usize>,
 }
 
+impl SubmitMsg {
+    /// What makes two submits under one request id the same request (issue 12: one request id,
+    /// one workflow): the sha256, in hex, of the workflow without its source positions
+    /// ([`fedvol_common::model::Workflow::without_positions`]), the claimed groups (sorted,
+    /// without repeats) and the seed. Whether it is a dry run is compared from the stored
+    /// record, since a real submit may take over a stored dry run of the same request.
+    pub fn digest(&self) -> String {
+        use sha2::{Digest, Sha256};
+        #[derive(serde::Serialize)]
+        struct Identity<'a> {
+            workflow: &'a fedvol_common::model::Workflow,
+            groups: std::collections::BTreeSet<&'a str>,
+            seed: Option<u64>,
+        }
+        let workflow = self.workflow.without_positions();
+        let identity = Identity {
+            workflow: &workflow,
+            groups: self.groups.iter().map(String::as_str).collect(),
+            seed: self.seed,
+        };
+        let bytes = serde_json::to_vec(&identity).unwrap_or_default();
+        Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
 /// The answer to submit, get and complete: the stored decision, and/or why there is none or why
 /// the operation did not take effect (a complete the cluster refused comes with the decision).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]

@@ -58,4 +58,9 @@ pub struct StoredDecision {
     /// True for a dry run (nothing held or committed).
     #[serde(default)]
     pub dry_run: bool,
+    /// The submit's [`crate::coordinator::SubmitMsg::digest`]: a later submit under the same
+    /// request id must carry the same one (`request_id_conflict` otherwise). Absent in records
+    /// of earlier releases, which are not checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_digest: Option<String>,
 }

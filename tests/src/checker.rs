@@ -616,6 +616,7 @@ mod tests {
             completion: None,
             updated_ms: 1,
             dry_run: false,
+            request_digest: None,
         }
     }
 

@@ -139,3 +139,122 @@ fn without_a_coordinator_or_nats_the_cli_says_so_in_one_line() {
     assert_eq!(o.status.code(), Some(1));
     assert!(err.contains("cannot connect to NATS"), "{err}");
 }
+
+/// Issue 12, item 6: when planning found a feasible cluster but every commit failed (here an
+/// out-of-tree provisioner nobody serves), the decision says so per cluster, with the driver's
+/// error and what to do, instead of "no cluster can place this workflow".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_commit_says_planning_succeeded_and_what_to_do() {
+    let nats = NatsServer::start();
+    let _coord = CoordinatorProc::start(
+        &nats,
+        &[
+            "--deadline-ms",
+            "1500",
+            "--discovery-ms",
+            "300",
+            "--commit-timeout-ms",
+            "8000",
+        ],
+    )
+    .await;
+    let _ext = AgentProc::start(&nats, 200, |_| {
+        "cluster: ext\nprovisioners:\n  dirs:\n    driver: {type: external, provisioner: example.com/dirs}\n    ephemeral: all\nzones:\n  z1:\n    hosts:\n      - {name: h0, capacity: {cpu: 8, memory: 32GiB, instances: 4}}\n".to_string()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let wf = dir.path().join("wf.yaml");
+    std::fs::write(&wf, WORKFLOW).unwrap();
+    let wf = wf.display().to_string();
+    let mut o = fedvol(&nats, &["submit", &wf, "--request-id", "ext-1", "--wait"]);
+    for _ in 0..50 {
+        // The coordinator may not have heard the agent yet: a fresh id until it has.
+        if String::from_utf8_lossy(&o.stdout).contains("commit on ext") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        o = fedvol(&nats, &["submit", &wf, "--wait"]);
+    }
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "nothing committed: {out}\n{err}");
+    assert!(
+        out.contains("chosen cluster: none (planning found a feasible cluster, but the commit failed"),
+        "{out}"
+    );
+    assert!(!out.contains("no cluster can place this workflow"), "{out}");
+    assert!(out.contains("commit on ext: failed:"), "{out}");
+    assert!(out.contains("no provisioner serves"), "the driver's error: {out}");
+    assert!(
+        out.contains("start the out-of-tree provisioner example.com/dirs")
+            && out.contains("deploy/examples/external-provisioner/"),
+        "what to do: {out}"
+    );
+}
+
+/// Issue 12, item 5: one request id, one workflow. The same request again gets the stored
+/// decision (also from a file laid out differently); another workflow, other groups or a dry
+/// run under a taken id is `request_id_conflict` (exit 1), naming the stored workflow, and
+/// changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_request_id_is_one_workflow() {
+    let nats = NatsServer::start();
+    let _coord = CoordinatorProc::start(&nats, &["--deadline-ms", "1500", "--discovery-ms", "300"]).await;
+    let _big = AgentProc::start(&nats, 200, |d| slots_inventory("big", 4, d, "all")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    };
+    let first = write("first.yaml", WORKFLOW);
+    // The same workflow (a Fuzzfile's name is its file's stem) with a comment and blank lines:
+    // its positions move.
+    std::fs::create_dir(dir.path().join("again")).unwrap();
+    let relaid = write("again/first.yaml", &format!("# the same request\n\n{WORKFLOW}"));
+    let other = write("other.yaml", &WORKFLOW.replace("cores: 8", "cores: 4"));
+
+    let mut o = fedvol(
+        &nats,
+        &["submit", &first, "--request-id", "same-1", "--wait", "-o", "json"],
+    );
+    for _ in 0..50 {
+        if o.status.code() == Some(0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        o = fedvol(
+            &nats,
+            &["submit", &first, "--request-id", "same-1", "--wait", "-o", "json"],
+        );
+    }
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    let stored: serde_json::Value = serde_json::from_str(&out).unwrap();
+
+    for again in [&first, &relaid] {
+        let o = fedvol(&nats, &["submit", again, "--request-id", "same-1", "-o", "json"]);
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(0), "the same request: {out}\n{err}");
+        let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(doc["decision"], stored["decision"], "the stored decision, unchanged");
+    }
+    let conflicts: [&[&str]; 3] = [
+        &["submit", &other, "--request-id", "same-1"],
+        &["submit", &first, "--request-id", "same-1", "-g", "physics"],
+        &["submit", &first, "--request-id", "same-1", "--dry-run"],
+    ];
+    for args in conflicts {
+        let o = fedvol(&nats, args);
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {out}\n{err}");
+        assert!(err.contains("(request_id_conflict)"), "{args:?}: {err}");
+        assert!(
+            err.contains("request id `same-1` is taken by the decision of workflow `first` (committed)"),
+            "{args:?}: names the stored workflow: {err}"
+        );
+    }
+    let o = fedvol(&nats, &["decisions", "show", "same-1", "-o", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["decision"], stored["decision"], "nothing changed");
+    assert_eq!(doc["state"], "committed");
+}

@@ -192,9 +192,19 @@ fn failed(ep: &Endpoint<'_>, op: &str, subject: &str, x: &Exhausted, extra: &str
     } else {
         ""
     };
+    // Nobody listening is the one failure with an obvious fix: say it.
+    let hint = if x.last == AttemptError::NoResponders {
+        format!(
+            "; no provisioner serves {subject}: start the out-of-tree provisioner {} for this cluster \
+             (see deploy/examples/external-provisioner/)",
+            ep.provisioner
+        )
+    } else {
+        String::new()
+    };
     DriverError::Failed(format!(
         "external provisioner {} gave no answer to {op} on {subject}: {} attempt(s) of {} in {} ms{cut} \
-         (last: {}){extra}",
+         (last: {}){extra}{hint}",
         ep.provisioner,
         x.attempts,
         ep.policy.max_attempts(),

@@ -43,6 +43,22 @@ pub struct Workflow {
     pub annotations: BTreeMap<String, String>,
 }
 
+impl Workflow {
+    /// The workflow without its source positions (every `line` set to 0): what it asks for,
+    /// whatever the layout of the file it came from. Two files that differ only in comments,
+    /// blank lines or key order within a mapping give equal values.
+    pub fn without_positions(&self) -> Workflow {
+        let mut w = self.clone();
+        for v in &mut w.volumes {
+            v.line = 0;
+        }
+        for j in &mut w.jobs {
+            j.line = 0;
+        }
+        w
+    }
+}
+
 /// One volume the workflow needs.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct VolumeRequest {

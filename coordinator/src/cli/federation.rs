@@ -156,11 +156,15 @@ fn ago(ms: u64) -> String {
 /// The table view of a stored decision: state, attempts, then the decision itself.
 pub fn stored_table(s: &StoredDecision) -> String {
     let mut out = format!("state: {:?}{}\n", s.state, if s.dry_run { " (dry run)" } else { "" }).to_lowercase();
+    out.push_str(&table::render(&s.decision));
+    if !s.attempts.is_empty() {
+        out.push_str("\ncommit attempts:\n");
+    }
     for a in &s.attempts {
         match &a.error {
-            None => out.push_str(&format!("commit on {}: ok\n", a.cluster)),
+            None => out.push_str(&format!("  commit on {}: ok\n", a.cluster)),
             Some(e) => out.push_str(&format!(
-                "commit on {}: failed: {} ({})\n",
+                "  commit on {}: failed: {} ({})\n",
                 a.cluster, e.message, e.code
             )),
         }
@@ -168,7 +172,6 @@ pub fn stored_table(s: &StoredDecision) -> String {
     if let Some(c) = &s.completion {
         out.push_str(&format!("completed: {}\n", outcome_line(c)));
     }
-    out.push_str(&table::render(&s.decision));
     out
 }
 

@@ -18,7 +18,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fedvol_common::choice::choose_cluster;
+use fedvol_common::choice::{choose_cluster, rules};
 use fedvol_common::decision::{ChoiceStep, ClusterStatus, Rejection};
 use fedvol_proto::agent::{self as agent, ActionMsg, ActionReply, AgentEndpoint};
 use fedvol_proto::decisions::{CommitAttempt, DecisionState, StoredDecision};
@@ -247,7 +247,7 @@ pub async fn commit_phase(
     while let Some(c) = chosen.clone() {
         if stored.attempts.len() >= co.cfg.commit_attempts as usize {
             steps.push(ChoiceStep {
-                rule: "commit_attempts".into(),
+                rule: rules::COMMIT_ATTEMPTS.into(),
                 kept: Vec::new(),
                 dropped: vec![Rejection {
                     candidate: c.clone(),
@@ -297,7 +297,7 @@ pub async fn commit_phase(
         steps.insert(
             0,
             ChoiceStep {
-                rule: "commit_failed".into(),
+                rule: rules::COMMIT_FAILED.into(),
                 kept,
                 dropped: failed,
             },

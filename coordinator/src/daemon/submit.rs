@@ -101,7 +101,7 @@ enum Existing {
 
 /// Looks the request id up; waits while another coordinator is committing it; takes over an
 /// abandoned commit.
-async fn existing(co: &Arc<Coordinator>, id: &str, user: &str, dry_run: bool) -> Existing {
+async fn existing(co: &Arc<Coordinator>, id: &str, user: &str, dry_run: bool, digest: &str) -> Existing {
     loop {
         let (stored, rev) = match co.store.get(id).await {
             Err(e) => return Existing::Done(Box::new(error_reply(Code::StoreUnavailable, e.to_string()))),
@@ -114,6 +114,10 @@ async fn existing(co: &Arc<Coordinator>, id: &str, user: &str, dry_run: bool) ->
                 Code::NotOwner,
                 format!("request id `{id}` belongs to another user's decision: choose another request id"),
             )));
+        }
+        if let Some(conflict) = conflict(id, &stored, dry_run, digest) {
+            tracing::warn!(stored_workflow = %stored.decision.workflow, "a different request under a stored request id refused");
+            return Existing::Done(Box::new(SubmitReply::error(conflict)));
         }
         if stored.dry_run && !dry_run {
             return Existing::ReplaceDryRun(rev);
@@ -130,6 +134,25 @@ async fn existing(co: &Arc<Coordinator>, id: &str, user: &str, dry_run: bool) ->
         tracing::info!(state = ?stored.state, "request id already decided: stored decision returned");
         return Existing::Done(Box::new(stored_reply(stored)));
     }
+}
+
+/// Why a submit (`dry_run`, `digest`) under request id `id` is not the request `stored` under
+/// it (issue 12: one request id, one workflow): another workflow, other groups or another seed
+/// ([`fedvol_proto::coordinator::SubmitMsg::digest`]), or a dry run of a real decision. A real
+/// submit of a stored dry run of the same request is no conflict: it takes the dry run over.
+/// Records of earlier releases carry no digest and are not checked.
+fn conflict(id: &str, stored: &StoredDecision, dry_run: bool, digest: &str) -> Option<ProtoError> {
+    let what = if stored.dry_run { "dry run" } else { "decision" };
+    let differs = match &stored.request_digest {
+        Some(d) if d != digest => Some("another workflow, other groups or another seed"),
+        _ if dry_run && !stored.dry_run => Some("a dry run, and the stored decision is a real submit"),
+        _ => None,
+    }?;
+    let state = format!("{:?}", stored.state).to_lowercase();
+    Some(Code::RequestIdConflict.error(format!(
+        "request id `{id}` is taken by the {what} of workflow `{}` ({state}), and this request differs: {differs}; submit it under another request id, or the same request to get the stored decision",
+        stored.decision.workflow
+    )))
 }
 
 /// Finishes the commit of a decision left `planned` (the holds are those of every feasible
@@ -202,9 +225,10 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
     // creating the key fails if the id is taken, and that conflict is resolved below exactly as
     // the lookup would have (the stored decision, its owner check, a take-over). One store
     // round trip less per plan.
+    let digest = msg.digest();
     let look_up_first = !msg.request_id.is_empty() && !msg.dry_run;
     let replace = if look_up_first {
-        match existing(&co, &id, user, msg.dry_run).await {
+        match existing(&co, &id, user, msg.dry_run, &digest).await {
             Existing::Done(reply) => return *reply,
             Existing::Fresh => None,
             Existing::ReplaceDryRun(rev) => Some(rev),
@@ -262,6 +286,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
         completion: None,
         updated_ms: now_ms(),
         dry_run: msg.dry_run,
+        request_digest: Some(digest.clone()),
     };
     let mut replace = replace;
     let mut tries = 0;
@@ -280,7 +305,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
         // request id), so nothing is released here. A real submit replaces a dry run that won
         // the race (as it would have, had it come first); anything else is the answer.
         tracing::info!("the same request id was stored meanwhile by a concurrent submit");
-        match existing(&co, &id, user, msg.dry_run).await {
+        match existing(&co, &id, user, msg.dry_run, &digest).await {
             Existing::Done(reply) => return *reply,
             Existing::ReplaceDryRun(rev) if tries < 3 => replace = Some(rev),
             _ => {

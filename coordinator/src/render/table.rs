@@ -98,9 +98,20 @@ pub fn render(d: &Decision) -> String {
         "workflow: {}   request: {}   seed: {}\n",
         d.workflow, d.request_id, d.seed
     ));
-    match &d.chosen_cluster {
-        Some(c) => out.push_str(&format!("chosen cluster: {c}\n\n")),
-        None => out.push_str("chosen cluster: none (no cluster can place this workflow)\n\n"),
+    let commit_failed = d
+        .choice
+        .iter()
+        .find(|s| s.rule == fedvol_common::choice::rules::COMMIT_FAILED);
+    match (&d.chosen_cluster, commit_failed) {
+        (Some(c), _) => out.push_str(&format!("chosen cluster: {c}\n\n")),
+        (None, Some(step)) => {
+            let tried: Vec<&str> = step.dropped.iter().map(|r| r.candidate.as_str()).collect();
+            out.push_str(&format!(
+                "chosen cluster: none (planning found a feasible cluster, but the commit failed on {}: see the commit attempts below)\n\n",
+                tried.join(", ")
+            ));
+        }
+        (None, None) => out.push_str("chosen cluster: none (no cluster can place this workflow)\n\n"),
     }
 
     let mut t = new_table(&[
