@@ -109,12 +109,40 @@ pub struct PlanReply {
 }
 
 /// Commit, release or complete: act on the hold or allocation of `request_id`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ActionMsg {
     /// The request whose hold or allocation this is about.
     pub request_id: String,
     /// Absolute deadline, ms since the epoch.
     pub deadline_ms: u64,
+    /// Commit only: the request itself. With no hold for `request_id`, the agent plans it now,
+    /// on its current state and under the same lock as every other change, and commits what it
+    /// chose, or refuses with `no_longer_fits` / `capacity_in_flight` and the re-plan
+    /// (admission at commit: nothing is held while a coordinator chooses).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<PlanRequest>,
+    /// The coordinator's attempt number for this request on this cluster (commit and release;
+    /// 0 when absent). A release fences every attempt up to its number: a commit of a fenced
+    /// attempt is refused with `released`, so a commit that arrives after a coordinator
+    /// settled it as released never takes effect.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub attempt: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl ActionMsg {
+    /// An action on `request_id` before `deadline_ms`, with no request and attempt 0.
+    pub fn new(request_id: &str, deadline_ms: u64) -> Self {
+        ActionMsg {
+            request_id: request_id.to_string(),
+            deadline_ms,
+            request: None,
+            attempt: 0,
+        }
+    }
 }
 
 /// What happened to one volume in a commit or a completion.
@@ -136,7 +164,7 @@ pub struct VolumeOutcome {
 
 /// The answer to commit, release or complete. It carries its own `error` beside the volumes'
 /// outcomes: a commit that failed after creating some volumes says what became of each.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ActionReply {
     /// The request's id.
     pub request_id: String,
@@ -150,6 +178,10 @@ pub struct ActionReply {
     /// Why not, when `ok` is false.
     #[serde(default)]
     pub error: Option<ProtoError>,
+    /// Commit with a request: the cluster's decision the commit was made with (it may differ
+    /// from the broadcast plan: the state changed since), or the re-plan that no longer fits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<ClusterDecision>,
 }
 
 impl ActionReply {
@@ -161,6 +193,7 @@ impl ActionReply {
             ok: true,
             volumes,
             error: None,
+            decision: None,
         }
     }
 
@@ -172,6 +205,7 @@ impl ActionReply {
             ok: false,
             volumes: Vec::new(),
             error: Some(error),
+            decision: None,
         }
     }
 }

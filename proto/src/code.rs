@@ -63,6 +63,15 @@ codes! {
     NoSuchProvisioner = "no_such_provisioner",
     /// Agent, commit: a driver failed to create a volume; nothing was kept.
     ProvisioningFailed = "provisioning_failed",
+    /// Agent, commit with a request: re-planned on the cluster's current state, the request no
+    /// longer fits (the reply carries the re-plan). Nothing changed.
+    NoLongerFits = "no_longer_fits",
+    /// Agent, commit with a request: it does not fit now, but would without the commits of other
+    /// requests in progress on this cluster: ask again shortly. Nothing changed.
+    CapacityInFlight = "capacity_in_flight",
+    /// Agent, commit: this attempt of the request was released (fenced) on this cluster; it
+    /// never commits. Nothing changed.
+    Released = "released",
     /// Agent or coordinator, complete: the request is not committed.
     NotCommitted = "not_committed",
     /// Coordinator: no decision is stored under the request id.

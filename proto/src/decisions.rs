@@ -28,6 +28,14 @@ pub enum DecisionState {
 pub struct CommitAttempt {
     /// The cluster tried.
     pub cluster: String,
+    /// The attempt's number on that cluster (1, 2... ; 0 in records of earlier releases): a
+    /// release with this number fences it (see [`crate::agent::ActionMsg::attempt`]).
+    #[serde(default)]
+    pub attempt: u32,
+    /// The commit was sent (or is about to be) and its outcome is not recorded yet: a
+    /// coordinator that takes the decision over asks the cluster what became of it first.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pending: bool,
     /// True when it committed.
     pub ok: bool,
     /// Why not.

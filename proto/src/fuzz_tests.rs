@@ -54,8 +54,9 @@ fn samples() -> Vec<Vec<u8>> {
         agent::Plan::encode_request(&plan).to_vec(),
         coordinator::Submit::encode_request(&submit).to_vec(),
         agent::Commit::encode_request(&ActionMsg {
-            request_id: "r-1".into(),
-            deadline_ms: 5,
+            request: Some(request()),
+            attempt: 2,
+            ..ActionMsg::new("r-1", 5)
         })
         .to_vec(),
     ]

@@ -50,10 +50,7 @@ fn plan_msg(id: &str, reserve: bool, ttl_ms: u64) -> PlanMsg {
 }
 
 fn action(id: &str) -> ActionMsg {
-    ActionMsg {
-        request_id: id.into(),
-        deadline_ms: now_ms() + 10_000,
-    }
+    ActionMsg::new(id, now_ms() + 10_000)
 }
 
 /// Scatter-gather: one fresh inbox, one publish, replies until `want` or `wait`.

@@ -184,7 +184,6 @@ async fn coordinators_killed_at_random_points_lose_and_duplicate_nothing() {
         "decision planned",
         "commit attempt",
         "decision stored",
-        "hold released",
         "decision completed",
     ];
     let mut hit: std::collections::BTreeMap<String, usize> = Default::default();
@@ -525,11 +524,13 @@ async fn a_commit_slower_than_the_coordinators_wait_is_never_booked_twice() {
     let b_status = fetch_status(&client, "b").await.unwrap();
     assert!(b_status.committed.is_empty(), "nothing committed on b: {b_status:?}");
     let end = Instant::now() + Duration::from_secs(40);
+    // The same request again (one request id, one workflow: issue 12): the file the CLI sent.
+    let same = fedvol_common::format::load_workflow(&wf_file).unwrap().value;
     let settled = loop {
         let r: fedvol_proto::coordinator::SubmitReply = coordinator_op::<fedvol_proto::coordinator::Submit>(
             &client,
             "alice",
-            &submit_msg(&id, &prefers_a(), false),
+            &submit_msg(&id, &same, false),
             Duration::from_secs(40),
         )
         .await

@@ -461,10 +461,7 @@ async fn fuzzed_requests_get_errors_change_nothing_and_everyone_keeps_serving() 
         reserve: false,
         ttl_ms: 0,
     });
-    let action = fedvol_tests::versioned_body(&ActionMsg {
-        request_id: "fz-none".into(),
-        deadline_ms: deadline,
-    });
+    let action = fedvol_tests::versioned_body(&ActionMsg::new("fz-none", deadline));
     let why = fedvol_tests::versioned_body(&WhyNotMsg {
         request,
         deadline_ms: deadline,

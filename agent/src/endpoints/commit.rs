@@ -23,10 +23,10 @@ use crate::state::core::{DriverResult, Next, ProvisionWork};
 /// Answers a commit.
 pub async fn handle(shared: Arc<Shared>, msg: ActionMsg) -> Option<Result<ActionReply, Failure>> {
     let id = msg.request_id.clone();
-    let begun = lock(&shared).begin_commit(&id, now_ms());
+    let begun = lock(&shared).begin_commit(&msg, now_ms());
     let work = match begun {
         Err(e) => return Some(Err(internal(e))),
-        Ok(Next::Answer(reply)) => return Some(durable(&shared, reply).await),
+        Ok(Next::Answer(reply)) => return Some(durable(&shared, *reply).await),
         Ok(Next::Run(work)) => work,
     };
     if let Err(e) = sync(&shared).await {

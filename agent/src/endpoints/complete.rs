@@ -14,7 +14,7 @@ pub async fn handle(shared: Arc<Shared>, msg: ActionMsg) -> Option<Result<Action
     let id = msg.request_id.clone();
     let begun = lock(&shared).begin_complete(&id);
     let work = match begun {
-        Next::Answer(reply) => return Some(durable(&shared, reply).await),
+        Next::Answer(reply) => return Some(durable(&shared, *reply).await),
         Next::Run(work) => work,
     };
     let mut results = Vec::new();

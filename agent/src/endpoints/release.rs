@@ -11,7 +11,7 @@ use crate::service::{Shared, durable, internal, lock};
 
 /// Answers a release.
 pub async fn handle(shared: Arc<Shared>, msg: ActionMsg) -> Option<Result<ActionReply, Failure>> {
-    let r = lock(&shared).release(&msg.request_id);
+    let r = lock(&shared).release(&msg.request_id, msg.attempt, fedvol_proto::now_ms());
     Some(match r {
         Ok(reply) => durable(&shared, reply).await,
         Err(e) => Err(internal(e)),

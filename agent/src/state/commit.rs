@@ -5,39 +5,67 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use fedvol_common::decision::{Action, NewVolume};
-use fedvol_common::funnel::VolumeId;
+use fedvol_common::funnel::{PlanRequest, VolumeId, plan_cluster};
 use fedvol_common::model::{PersistentVolume, VolumePhase};
 use fedvol_proto::Code;
-use fedvol_proto::agent::{ActionReply, VolumeOutcome};
+use fedvol_proto::agent::{ActionMsg, ActionReply, HoldInfo, PlanReply, VolumeOutcome};
 
 use super::core::{Core, CoreError, DriverResult, Next, ProvisionWork, claim_ref_for, event, outcome, refusal};
+use super::hold::new_hold;
 use super::records::{Commit, CommittedVolume, Hold, Holding, ManagedVolume};
 use super::store::Batch;
 
 impl Core {
-    /// First half of commit: checks the hold and returns the provisionings to run, or the reply
-    /// to give now (a repeated id gets the stored reply; no hold or a lapsed one is refused).
+    /// First half of commit: finds the hold, or (admission at commit) plans `msg.request` now
+    /// and holds what it chose, and returns the provisionings to run; or the reply to give now:
+    /// a repeated id gets the stored reply; a commit in progress, a fenced attempt
+    /// (`released`), no hold and no request, a lapsed hold, or a request that no longer fits
+    /// (`no_longer_fits`, or `capacity_in_flight` when it would fit without other requests'
+    /// holds) is refused, and nothing changes.
     ///
     /// Errors: the store write failed.
-    pub fn begin_commit(&mut self, request_id: &str, now_ms: u64) -> Result<Next<Vec<ProvisionWork>>, CoreError> {
+    pub fn begin_commit(&mut self, msg: &ActionMsg, now_ms: u64) -> Result<Next<Vec<ProvisionWork>>, CoreError> {
+        let request_id = msg.request_id.as_str();
         if let Some(c) = self.ledger.commits().get(request_id) {
-            return Ok(Next::Answer(c.reply.clone()));
+            let mut reply = c.reply.clone();
+            reply.decision = Some(c.plan_reply.decision.clone());
+            return Ok(Next::Answer(Box::new(reply)));
         }
         if self.in_flight.contains(request_id) {
-            return Ok(Next::Answer(refusal(
+            return Ok(Next::Answer(Box::new(refusal(
                 &self.cluster,
                 request_id,
                 Code::CommitInProgress,
                 "a commit of this request is already running; retry with the same request id",
-            )));
+            ))));
         }
-        let Some(hold) = self.ledger.holds().get(request_id).cloned() else {
-            return Ok(Next::Answer(refusal(
+        if let Some((fenced, _)) = self.released.get(request_id)
+            && msg.attempt <= *fenced
+        {
+            return Ok(Next::Answer(Box::new(refusal(
                 &self.cluster,
                 request_id,
-                Code::NoHold,
-                "no hold for this request: it was never made, was released, or expired",
-            )));
+                Code::Released,
+                format!(
+                    "attempt {} of this request was released on this cluster: it never commits here",
+                    msg.attempt
+                ),
+            ))));
+        }
+        let hold = match (self.ledger.holds().get(request_id).cloned(), &msg.request) {
+            (Some(hold), _) => hold,
+            (None, Some(request)) => match self.admit(request, now_ms)? {
+                Ok(hold) => hold,
+                Err(refused) => return Ok(Next::Answer(refused)),
+            },
+            (None, None) => {
+                return Ok(Next::Answer(Box::new(refusal(
+                    &self.cluster,
+                    request_id,
+                    Code::NoHold,
+                    "no hold for this request: it was never made, was released, or expired",
+                ))));
+            }
         };
         if hold.expires_ms <= now_ms {
             self.store.write(&Batch {
@@ -46,22 +74,22 @@ impl Core {
             })?;
             self.ledger.remove_hold(request_id);
             self.rebuild();
-            return Ok(Next::Answer(refusal(
+            return Ok(Next::Answer(Box::new(refusal(
                 &self.cluster,
                 request_id,
                 Code::HoldExpired,
                 "the hold expired before the commit",
-            )));
+            ))));
         }
         let mut work = Vec::new();
         for (key, nv) in hold.new_volumes() {
             let Some(p) = self.base.provisioners.iter().find(|p| p.name == nv.provisioner) else {
-                return Ok(Next::Answer(refusal(
+                return Ok(Next::Answer(Box::new(refusal(
                     &self.cluster,
                     request_id,
                     Code::NoSuchProvisioner,
                     format!("provisioner `{}` is no longer in the inventory", nv.provisioner),
-                )));
+                ))));
             };
             work.push(ProvisionWork {
                 key,
@@ -69,15 +97,75 @@ impl Core {
                 volume: nv,
             });
         }
-        let mut marked = hold;
-        marked.committing = true;
-        self.store.write(&Batch {
-            put_holds: vec![marked.clone()],
-            ..Batch::default()
-        })?;
-        self.ledger.put_hold(marked);
+        if !hold.committing {
+            let mut marked = hold;
+            marked.committing = true;
+            self.store.write(&Batch {
+                put_holds: vec![marked.clone()],
+                ..Batch::default()
+            })?;
+            self.ledger.put_hold(marked);
+        }
         self.in_flight.insert(request_id.to_string());
         Ok(Next::Run(work))
+    }
+
+    /// Admission at commit: plans `request` on the current state (under the caller's lock, so
+    /// no concurrent commit can take the same capacity) and, when it fits, holds what it chose,
+    /// marked `committing`, in one write. Returns the hold, or the refusal (with the re-plan)
+    /// when it does not fit.
+    ///
+    /// Errors: the store write failed (nothing is held).
+    fn admit(&mut self, request: &PlanRequest, now_ms: u64) -> Result<Result<Hold, Box<ActionReply>>, CoreError> {
+        self.sweep(now_ms)?;
+        let decision = plan_cluster(&self.effective, &self.state, request);
+        if !decision.feasible {
+            let (code, why) = if self.fits_without_holds(request) {
+                (
+                    Code::CapacityInFlight,
+                    "it does not fit now, but would without the commits of other requests in progress here: ask again shortly",
+                )
+            } else {
+                (
+                    Code::NoLongerFits,
+                    "re-planned on this cluster's current state, the request no longer fits",
+                )
+            };
+            let mut reply = refusal(&self.cluster, &request.request_id, code, why);
+            reply.decision = Some(decision);
+            return Ok(Err(Box::new(reply)));
+        }
+        let expires_ms = now_ms.saturating_add(self.default_ttl_ms);
+        let reply = PlanReply {
+            request_id: request.request_id.clone(),
+            cluster: self.cluster.clone(),
+            decision,
+            hold: Some(HoldInfo { expires_ms }),
+        };
+        let hold = new_hold(request, reply, expires_ms, true);
+        self.store.write(&Batch {
+            put_holds: vec![hold.clone()],
+            ..Batch::default()
+        })?;
+        self.ledger.put_hold(hold.clone());
+        self.rebuild();
+        Ok(Ok(hold))
+    }
+
+    /// True when `request` would fit if no other request held anything here (their commits
+    /// are in progress, or their holds not yet released): what tells `capacity_in_flight`
+    /// from `no_longer_fits`. Plans once more, on this rare path only.
+    fn fits_without_holds(&self, request: &PlanRequest) -> bool {
+        if self.ledger.holds().is_empty() {
+            return false;
+        }
+        let mut without = self.ledger.clone();
+        let ids: Vec<String> = without.holds().keys().cloned().collect();
+        for id in ids {
+            without.remove_hold(&id);
+        }
+        let (inv, state) = without.effective(&self.base, &self.index);
+        plan_cluster(&inv, &state, request).feasible
     }
 
     /// Second half of commit: records the drivers' results. When every provisioning succeeded
@@ -204,6 +292,8 @@ impl Core {
             });
         }
         let reply = ActionReply::done(&self.cluster, &request_id, rec.outcomes);
+        let mut answer = reply.clone();
+        answer.decision = Some(hold.reply.decision.clone());
         let commit = Commit {
             request_id: request_id.clone(),
             workflow: hold.workflow.clone(),
@@ -226,7 +316,7 @@ impl Core {
             self.ledger.put_volume(mv);
         }
         self.rebuild();
-        Ok(reply)
+        Ok(answer)
     }
 
     /// The existing volume `id` bound to volume `key` of `hold` (phase Bound; its claimRef set

@@ -17,15 +17,15 @@ impl Core {
     /// unknown id is refused).
     pub fn begin_complete(&mut self, request_id: &str) -> Next<Vec<DeleteWork>> {
         let Some(c) = self.ledger.commits().get(request_id) else {
-            return Next::Answer(refusal(
+            return Next::Answer(Box::new(refusal(
                 &self.cluster,
                 request_id,
                 Code::NotCommitted,
                 "no committed request with this id",
-            ));
+            )));
         };
         if let Some(done) = &c.completion {
-            return Next::Answer(done.clone());
+            return Next::Answer(Box::new(done.clone()));
         }
         let mut work = Vec::new();
         for cv in &c.volumes {

@@ -69,7 +69,7 @@ pub enum Next<W> {
     /// Run this work, then call the matching `finish_*`.
     Run(W),
     /// Answer this now (a repeated id's stored reply, or a refusal).
-    Answer(ActionReply),
+    Answer(Box<ActionReply>),
 }
 
 /// The outcome of one driver call, as the caller reports it back.
@@ -98,6 +98,10 @@ pub struct Core {
     pub(super) ledger: Ledger,
     pub(super) store: std::sync::Arc<Store>,
     pub(super) in_flight: HashSet<String>,
+    /// Released requests: the highest attempt released and when, ms since the epoch. A commit
+    /// of an attempt up to it is refused (`released`); kept for [`COMPLETED_RETENTION_MS`],
+    /// in memory (a commit delayed past an agent restart is past its deadline and dropped).
+    pub(super) released: std::collections::HashMap<String, (u32, u64)>,
     pub(super) default_ttl_ms: u64,
 }
 
@@ -142,6 +146,7 @@ impl Core {
             ledger,
             store: std::sync::Arc::new(store),
             in_flight: HashSet::new(),
+            released: std::collections::HashMap::new(),
             default_ttl_ms,
         }
     }

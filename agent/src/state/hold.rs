@@ -1,6 +1,6 @@
 //! Plan-and-hold: a reserving plan holds what it chose, serialised with every other change.
 
-use fedvol_common::funnel::plan_cluster;
+use fedvol_common::funnel::{PlanRequest, plan_cluster};
 use fedvol_common::model::ClaimRef;
 use fedvol_proto::agent::{HoldInfo, PlanMsg, PlanReply};
 
@@ -40,30 +40,7 @@ impl Core {
         };
         let expires_ms = now_ms.saturating_add(ttl);
         reply.hold = Some(HoldInfo { expires_ms });
-        let hold = Hold {
-            request_id: id.clone(),
-            workflow: msg.request.workflow.name.clone(),
-            expires_ms,
-            reply: reply.clone(),
-            committing: false,
-            claims: msg
-                .request
-                .workflow
-                .volumes
-                .iter()
-                .filter_map(|v| match &v.source {
-                    fedvol_common::model::VolumeSource::Claim(c) => Some((
-                        v.key.clone(),
-                        ClaimRef {
-                            namespace: c.namespace.clone(),
-                            name: c.name.clone(),
-                            uid: c.uid.clone(),
-                        },
-                    )),
-                    fedvol_common::model::VolumeSource::Fuzzball(_) => None,
-                })
-                .collect(),
-        };
+        let hold = new_hold(&msg.request, reply.clone(), expires_ms, false);
         self.store.write(&Batch {
             put_holds: vec![hold.clone()],
             ..Batch::default()
@@ -71,5 +48,34 @@ impl Core {
         self.ledger.put_hold(hold);
         self.rebuild();
         Ok(reply)
+    }
+}
+
+/// The hold of `request` for the plan `reply`, lapsing at `expires_ms`; `committing` when a
+/// commit of it starts at once (admission at commit). The Kubernetes claims of the request are
+/// kept by volume key (a bound volume's claimRef names them).
+pub(super) fn new_hold(request: &PlanRequest, reply: PlanReply, expires_ms: u64, committing: bool) -> Hold {
+    Hold {
+        request_id: request.request_id.clone(),
+        workflow: request.workflow.name.clone(),
+        expires_ms,
+        reply,
+        committing,
+        claims: request
+            .workflow
+            .volumes
+            .iter()
+            .filter_map(|v| match &v.source {
+                fedvol_common::model::VolumeSource::Claim(c) => Some((
+                    v.key.clone(),
+                    ClaimRef {
+                        namespace: c.namespace.clone(),
+                        name: c.name.clone(),
+                        uid: c.uid.clone(),
+                    },
+                )),
+                fedvol_common::model::VolumeSource::Fuzzball(_) => None,
+            })
+            .collect(),
     }
 }

@@ -1,4 +1,4 @@
-//! Release: a hold freed (idempotent).
+//! Release: a hold freed (idempotent), and the attempt fenced so that it never commits.
 
 use fedvol_proto::Code;
 use fedvol_proto::agent::ActionReply;
@@ -7,11 +7,14 @@ use super::core::{Core, CoreError, refusal};
 use super::store::Batch;
 
 impl Core {
-    /// Frees the hold of `request_id`. Releasing an unknown or already released id succeeds
-    /// (idempotent); a hold being committed, or a committed request, is refused.
+    /// Frees the hold of `request_id` and fences its attempts up to `attempt`: a later commit of
+    /// one of them is refused (`released`), so "released" is a final answer to a coordinator
+    /// settling a commit it got no answer to. Releasing an unknown or already released id
+    /// succeeds (idempotent); a hold being committed (`commit_in_progress`), or a committed
+    /// request (`committed`), is refused.
     ///
     /// Errors: the store write failed.
-    pub fn release(&mut self, request_id: &str) -> Result<ActionReply, CoreError> {
+    pub fn release(&mut self, request_id: &str, attempt: u32, now_ms: u64) -> Result<ActionReply, CoreError> {
         if self.in_flight.contains(request_id) {
             return Ok(refusal(
                 &self.cluster,
@@ -36,6 +39,8 @@ impl Core {
             self.ledger.remove_hold(request_id);
             self.rebuild();
         }
+        let fenced = self.released.entry(request_id.to_string()).or_insert((attempt, now_ms));
+        *fenced = (fenced.0.max(attempt), now_ms);
         Ok(ActionReply::done(&self.cluster, request_id, Vec::new()))
     }
 }

@@ -14,6 +14,7 @@ impl Core {
     pub fn sweep(&mut self, now_ms: u64) -> Result<Vec<String>, CoreError> {
         let expired = self.ledger.expired(now_ms, &self.in_flight);
         let cutoff = now_ms.saturating_sub(COMPLETED_RETENTION_MS);
+        self.released.retain(|_, (_, at)| *at > cutoff);
         // Looking for prunable commits reads every commit: at most once per PRUNE_EVERY_MS,
         // not at every plan (with thousands of live commits that dominated a plan's cost).
         let prune_now = now_ms.saturating_sub(self.pruned_ms) >= PRUNE_EVERY_MS;

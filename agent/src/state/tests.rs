@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use fedvol_common::format::{parse_inventory_str, parse_workflow_str};
 use fedvol_common::funnel::PlanRequest;
 use fedvol_common::model::{Inventory, Workflow};
-use fedvol_proto::agent::PlanMsg;
+use fedvol_proto::agent::{ActionMsg, PlanMsg};
 
 use super::core::{Core, DriverResult, Next};
 use super::ledger::Ledger;
@@ -58,7 +58,7 @@ fn open(dir: &std::path::Path, hosts: usize) -> Core {
 
 /// Commits a hold whose provisionings all succeed.
 fn commit(core: &mut Core, id: &str) -> fedvol_proto::agent::ActionReply {
-    let Next::Run(work) = core.begin_commit(id, 1_000).expect("store") else {
+    let Next::Run(work) = core.begin_commit(&ActionMsg::new(id, 0), 1_000).expect("store") else {
         panic!("no work")
     };
     let results = work
@@ -131,7 +131,7 @@ fn a_lapsed_hold_frees_its_capacity() {
             .is_some()
     );
     // A commit of the lapsed hold is refused.
-    let Next::Answer(refused) = core.begin_commit("r1", 20_000).unwrap() else {
+    let Next::Answer(refused) = core.begin_commit(&ActionMsg::new("r1", 0), 20_000).unwrap() else {
         panic!("not refused")
     };
     assert_eq!(refused.error.unwrap().code.as_str(), "no_hold");
@@ -150,10 +150,10 @@ fn commit_survives_a_restart_and_a_repeated_commit_does_not_double_book() {
     };
     // "kill -9": the Core is dropped without any shutdown step; reopen from the file.
     let mut core = open(dir.path(), 2);
-    let Next::Answer(again) = core.begin_commit("r1", 2_000).unwrap() else {
+    let Next::Answer(again) = core.begin_commit(&ActionMsg::new("r1", 0), 2_000).unwrap() else {
         panic!("no stored reply")
     };
-    assert_eq!(again, first);
+    assert_eq!(*again, first);
     let status = core.status();
     assert_eq!(status.committed, vec!["r1".to_string()]);
     assert_eq!(
@@ -171,7 +171,7 @@ fn a_failed_provisioning_keeps_the_hold_and_commits_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let mut core = open(dir.path(), 1);
     core.plan_and_hold(&msg("r1", workflow()), 1_000).unwrap();
-    let Next::Run(work) = core.begin_commit("r1", 1_000).unwrap() else {
+    let Next::Run(work) = core.begin_commit(&ActionMsg::new("r1", 0), 1_000).unwrap() else {
         panic!("no work")
     };
     let results = work
@@ -183,9 +183,9 @@ fn a_failed_provisioning_keeps_the_hold_and_commits_nothing() {
     assert!(reply.error.unwrap().message.contains("disk full"));
     assert!(core.status().committed.is_empty());
     assert_eq!(core.hold_count(), 1);
-    assert!(core.release("r1").unwrap().ok);
+    assert!(core.release("r1", 0, 1_000).unwrap().ok);
     assert_eq!(core.hold_count(), 0);
-    assert!(core.release("r1").unwrap().ok, "release is idempotent");
+    assert!(core.release("r1", 0, 1_000).unwrap().ok, "release is idempotent");
 }
 
 #[test]
@@ -220,7 +220,7 @@ fn complete_applies_reclaim_policies_and_released_volumes_are_not_bound_again() 
     let Next::Answer(again) = core.begin_complete("w1") else {
         panic!("no stored reply")
     };
-    assert_eq!(again, done);
+    assert_eq!(*again, done);
     // Capacity is free again; pv-10 stays Released and is not bound by a new claim.
     assert!(core.status().host_use.is_empty());
     let p = core.plan_and_hold(&msg("c2", claim_workflow()), 3_000).unwrap();
@@ -318,7 +318,7 @@ fn a_completed_commit_keeps_a_small_record() {
         )
         .unwrap();
     assert!(done.ok);
-    assert!(matches!(core.begin_complete("small"), Next::Answer(r) if r == done));
+    assert!(matches!(core.begin_complete("small"), Next::Answer(r) if *r == done));
     drop(core);
     let (_store, snap) = Store::open(&dir.path().join("state.redb")).unwrap();
     let c = snap
@@ -329,4 +329,74 @@ fn a_completed_commit_keeps_a_small_record() {
     assert!(c.completion.is_some());
     assert!(c.plan_reply.decision.trace.is_empty(), "no trace kept");
     assert!(c.allocations.is_empty() && c.plan_reply.decision.allocations.is_empty());
+}
+
+/// Admission at commit (issue 13): a commit that carries its request and finds no hold plans
+/// it on the current state and commits what it chose, in one step; when the capacity is gone it
+/// is refused with the re-plan, `capacity_in_flight` while another request's commit holds it,
+/// `no_longer_fits` once it is committed, and nothing changes.
+#[test]
+fn a_commit_with_its_request_plans_and_commits_on_the_current_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut core = open(dir.path(), 1);
+    let with = |id: &str| ActionMsg {
+        request: Some(msg(id, workflow()).request),
+        attempt: 1,
+        ..ActionMsg::new(id, 0)
+    };
+    // r1 is admitted: its hold is made `committing` at once.
+    let Next::Run(work) = core.begin_commit(&with("r1"), 1_000).unwrap() else {
+        panic!("r1 fits")
+    };
+    assert_eq!(core.hold_count(), 1);
+    // While r1 commits, r2 is told to ask again: the capacity is promised, not committed.
+    let Next::Answer(busy) = core.begin_commit(&with("r2"), 1_000).unwrap() else {
+        panic!("r2 cannot fit now")
+    };
+    assert_eq!(
+        busy.error.as_ref().unwrap().code.as_str(),
+        "capacity_in_flight",
+        "{busy:?}"
+    );
+    assert!(!busy.decision.as_ref().unwrap().feasible, "the re-plan comes back");
+    let results = work
+        .into_iter()
+        .map(|w| (w, DriverResult::Ok("/tmp/x/v".into())))
+        .collect();
+    let done = core.finish_commit("r1", results, 1_000).unwrap();
+    assert!(
+        done.ok && done.decision.as_ref().is_some_and(|d| d.feasible),
+        "{done:?}"
+    );
+    // Committed: now r2 no longer fits, for good.
+    let Next::Answer(full) = core.begin_commit(&with("r2"), 1_000).unwrap() else {
+        panic!("r2 cannot fit")
+    };
+    assert_eq!(full.error.unwrap().code.as_str(), "no_longer_fits");
+    assert_eq!(core.status().committed, vec!["r1".to_string()]);
+    assert_eq!(core.hold_count(), 0, "a refused admission holds nothing");
+}
+
+/// A release fences the attempts up to its number: a commit of a fenced attempt arriving late
+/// never takes effect (the coordinator that settled it as released may have committed
+/// elsewhere), while a later attempt may still commit.
+#[test]
+fn a_released_attempt_never_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut core = open(dir.path(), 1);
+    let attempt = |n: u32| ActionMsg {
+        request: Some(msg("r1", workflow()).request),
+        attempt: n,
+        ..ActionMsg::new("r1", 0)
+    };
+    assert!(core.release("r1", 1, 1_000).unwrap().ok, "an unknown request releases");
+    let Next::Answer(fenced) = core.begin_commit(&attempt(1), 1_000).unwrap() else {
+        panic!("attempt 1 was released")
+    };
+    assert_eq!(fenced.error.unwrap().code.as_str(), "released");
+    assert_eq!(core.hold_count(), 0);
+    assert!(matches!(core.begin_commit(&attempt(2), 1_000).unwrap(), Next::Run(_)));
+    // Pruned with completed commits, after the retention.
+    core.sweep(1_000 + super::core::COMPLETED_RETENTION_MS + 1).unwrap();
+    assert!(core.released.is_empty());
 }

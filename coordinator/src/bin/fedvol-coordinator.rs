@@ -32,7 +32,8 @@ struct Args {
     /// Lease of the holds a submit asks for, ms.
     #[arg(long, env = "FEDVOL_HOLD_TTL_MS")]
     hold_ttl_ms: Option<u64>,
-    /// Clusters tried, in ranking order, before a decision fails.
+    /// Commit failures tolerated (clusters tried in ranking order; a cluster whose capacity
+    /// went to another request meanwhile does not count) before a decision fails.
     #[arg(long, env = "FEDVOL_COMMIT_ATTEMPTS")]
     commit_attempts: Option<u32>,
     /// How long one commit or complete may take on an agent, ms.
@@ -53,6 +54,10 @@ struct Args {
     /// How long start-up discovery waits for agents, ms.
     #[arg(long, env = "FEDVOL_DISCOVERY_MS")]
     discovery_ms: Option<u64>,
+    /// How often the reconciler looks for decisions left planned by a coordinator that died,
+    /// ms (0 = this coordinator never reconciles).
+    #[arg(long, env = "FEDVOL_RECONCILE_EVERY_MS")]
+    reconcile_every_ms: Option<u64>,
     /// Log as JSON lines instead of text.
     #[arg(long, env = "FEDVOL_LOG_JSON")]
     log_json: bool,
@@ -99,6 +104,9 @@ fn config(a: Args) -> Result<CoordinatorConfig, String> {
     }
     if let Some(v) = a.discovery_ms {
         cfg.discovery_ms = v;
+    }
+    if let Some(v) = a.reconcile_every_ms {
+        cfg.reconcile_every_ms = v;
     }
     Ok(cfg)
 }

@@ -1,34 +1,51 @@
-//! Committing a decision: `commit` on the chosen cluster (request/reply, fresh inbox, bounded
-//! wait); if it fails (an error, the hold lapsed, no answer, nobody listening) the cluster is
-//! dropped and the choice re-run over the rest ([`choose_cluster`] without it), up to
-//! `commitAttempts` clusters. Every attempt is recorded; every other hold is released once
-//! the outcome is known.
+//! Committing a decision, with admission at commit (issue 13): the plan broadcast holds
+//! nothing, so concurrent submits never see capacity taken by one another's undecided plans.
+//! The coordinator sends `commit` **with the request** to the chosen cluster; the agent plans it
+//! again on its current state, under the lock every change takes, and commits what it chose or
+//! refuses:
 //!
-//! A commit that times out is not assumed lost: the coordinator asks the agent to release the
-//! hold, again and again for up to one more commit timeout ([`settle`]): "released" means it
-//! did not commit and never will (a commit needs the hold); "committed" means it did, and the
-//! commit is asked again for its stored outcome (agents answer a repeated request id with the
-//! same answer); "commit in progress" or no answer means wait and ask again. When the outcome
-//! is still unknown after that, the commit is **in doubt**: no other cluster is tried (the
-//! agent may yet finish its commit, and committing elsewhere too would book the request
-//! twice), the decision stays `planned`, and a later submit of the same request id settles it
-//! (see `submit`).
+//! - `no_longer_fits` (with the re-plan): the capacity went to someone else since the
+//!   broadcast. The cluster's slot becomes the re-plan, the choice is re-run over the others.
+//! - `capacity_in_flight`: it would fit but for other requests' commits in progress. The
+//!   cluster is asked again after the others, until the phase's bound (`commitTimeoutMs`).
+//! - anything else (a driver failed, the hold lapsed...): a commit failure; the next cluster in
+//!   the ranking is tried, up to `commitAttempts` such failures.
+//!
+//! So a request is refused only once every cluster it fitted on has said it no longer fits,
+//! i.e. its capacity went to requests that were acknowledged (or are being committed past the
+//! bound).
+//!
+//! Before a commit is sent, its attempt (cluster, number) is stored in the decision record as
+//! `pending` (compare-and-set). A commit that gets no answer is settled by asking the cluster to
+//! release that attempt, again and again for up to one more commit timeout ([`settle`]):
+//! "released" means it did not commit and never will (the agent fences the attempt);
+//! "committed" means it did, and the commit is asked again for its stored outcome; "commit in
+//! progress" or no answer means wait and ask again. When the outcome is still unknown after
+//! that, the commit is **in doubt**: no other cluster is tried (committing elsewhere too could
+//! book the request twice), the decision stays `planned`, and whoever takes it over (a submit of
+//! the same id, or the reconciler) settles every pending attempt first.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use indexmap::IndexMap;
+
 use fedvol_common::choice::{choose_cluster, rules};
-use fedvol_common::decision::{ChoiceStep, ClusterStatus, Rejection};
+use fedvol_common::decision::{ChoiceStep, ClusterDecision, ClusterStatus, Rejection};
+use fedvol_common::funnel::PlanRequest;
 use fedvol_proto::agent::{self as agent, ActionMsg, ActionReply, AgentEndpoint};
 use fedvol_proto::decisions::{CommitAttempt, DecisionState, StoredDecision};
 use fedvol_proto::rpc::{RpcError, call};
 use fedvol_proto::{Code, ProtoError, now_ms};
 
 use super::Coordinator;
+use super::store::Write;
 
 /// The longest wait for a release, ms.
 pub const RELEASE_WAIT_MS: u64 = 5000;
+
+/// Pause before asking clusters with commits in progress again, ms.
+const BUSY_PAUSE_MS: u64 = 20;
 
 /// Why an action (commit, release, complete) on a cluster did not succeed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -70,27 +87,39 @@ pub async fn action<E>(
 where
     E: AgentEndpoint<Request = ActionMsg, Reply = ActionReply>,
 {
-    let msg = ActionMsg {
-        request_id: request_id.to_string(),
-        deadline_ms: now_ms() + wait_ms,
-    };
+    send::<E>(co, cluster, ActionMsg::new(request_id, now_ms() + wait_ms), wait_ms).await
+}
+
+/// Sends `msg` (its deadline `wait_ms` from now) as action `E` to `cluster`; see [`action`].
+///
+/// Errors: no answer or an unreadable one ([`ActionError::Rpc`]).
+async fn send<E>(co: &Coordinator, cluster: &str, msg: ActionMsg, wait_ms: u64) -> Result<ActionReply, ActionError>
+where
+    E: AgentEndpoint<Request = ActionMsg, Reply = ActionReply>,
+{
     let subject = co.subjects.cluster(cluster, E::OP);
+    let request_id = msg.request_id.clone();
     // A little longer than the agent's own deadline, so an answer sent at the deadline arrives.
     let wait = Duration::from_millis(wait_ms + 200);
     Ok(
         match call::<E>(&co.client, &subject, &msg, wait, "coordinator").await? {
             Ok(reply) => reply,
-            Err(f) => ActionReply::refused(cluster, request_id, f.error),
+            Err(f) => ActionReply::refused(cluster, &request_id, f.error),
         },
     )
 }
 
-/// Releases the hold of `request_id` on `cluster` (idempotent on the agent).
+/// Releases the hold of `request_id` on `cluster` and fences its attempts up to `attempt`
+/// (idempotent on the agent).
 ///
 /// Errors: no answer, or the agent refused (e.g. `committed`).
-pub async fn release(co: &Coordinator, cluster: &str, request_id: &str) -> Result<(), ActionError> {
+pub async fn release(co: &Coordinator, cluster: &str, request_id: &str, attempt: u32) -> Result<(), ActionError> {
     let wait = co.cfg.commit_timeout_ms.min(RELEASE_WAIT_MS);
-    let r = action::<agent::Release>(co, cluster, request_id, wait).await?;
+    let msg = ActionMsg {
+        attempt,
+        ..ActionMsg::new(request_id, now_ms() + wait)
+    };
+    let r = send::<agent::Release>(co, cluster, msg, wait).await?;
     if r.ok {
         Ok(())
     } else {
@@ -119,13 +148,14 @@ pub fn settle_window_ms(co: &Coordinator) -> u64 {
     co.cfg.commit_timeout_ms
 }
 
-/// Asks `cluster` to release the hold of `request_id` until its answer settles what became of
-/// a commit that was not answered in time: released, committed, or (after
-/// [`settle_window_ms`] of commits in progress and unanswered probes) unknown.
-pub async fn settle(co: &Coordinator, cluster: &str, request_id: &str) -> Settled {
+/// Asks `cluster` to release attempt `attempt` of `request_id` until its answer settles what
+/// became of a commit that was not answered in time: released (and fenced: it never commits),
+/// committed, or (after [`settle_window_ms`] of commits in progress and unanswered probes)
+/// unknown.
+pub async fn settle(co: &Coordinator, cluster: &str, request_id: &str, attempt: u32) -> Settled {
     let end = tokio::time::Instant::now() + Duration::from_millis(settle_window_ms(co));
     loop {
-        let last = match release(co, cluster, request_id).await {
+        let last = match release(co, cluster, request_id, attempt).await {
             Ok(()) => return Settled::Released,
             Err(ActionError::Refused(r)) if r.is(&Code::Committed) => return Settled::Committed,
             Err(ActionError::Refused(r)) if r.is(&Code::CommitInProgress) => format!("{}: {}", r.code, r.message),
@@ -139,37 +169,53 @@ pub async fn settle(co: &Coordinator, cluster: &str, request_id: &str) -> Settle
     }
 }
 
-/// One commit attempt as recorded, and whether its outcome is in doubt (see the module docs).
+/// One commit attempt as recorded, the agent's decision (the re-plan it committed or refused
+/// with), and whether its outcome is in doubt (see the module docs).
 #[derive(Debug, Clone)]
 pub struct Tried {
-    /// The attempt.
+    /// The attempt (no longer pending).
     pub attempt: CommitAttempt,
+    /// The cluster's decision as the agent planned it at commit time, when it said.
+    pub decision: Option<ClusterDecision>,
     /// The agent may still commit: no other cluster may be tried.
     pub in_doubt: bool,
 }
 
-/// Commits `request_id` on `cluster`, settling a timed-out commit through release probes
-/// ([`settle`]). Returns the attempt as recorded.
-pub async fn commit_on(co: &Coordinator, cluster: &str, request_id: &str) -> Tried {
+/// Commits attempt `n` of `request` on `cluster` (admission at commit), settling a commit that
+/// was not answered through release probes ([`settle`]). Returns the attempt as recorded.
+pub async fn commit_on(co: &Coordinator, cluster: &str, request: &PlanRequest, n: u32) -> Tried {
     let wait = co.cfg.commit_timeout_ms;
+    let request_id = request.request_id.as_str();
+    let msg = || ActionMsg {
+        request: Some(request.clone()),
+        attempt: n,
+        ..ActionMsg::new(request_id, now_ms() + wait)
+    };
     let attempt = |ok: bool, error: Option<ProtoError>, reply: Option<ActionReply>| Tried {
+        decision: reply.as_ref().and_then(|r| r.decision.clone()),
         attempt: CommitAttempt {
             cluster: cluster.to_string(),
+            attempt: n,
+            pending: false,
             ok,
             error,
             volumes: reply.map(|r| r.volumes).unwrap_or_default(),
         },
         in_doubt: false,
     };
-    match action::<agent::Commit>(co, cluster, request_id, wait).await {
+    match send::<agent::Commit>(co, cluster, msg(), wait).await {
         Ok(r) if r.ok => attempt(true, None, Some(r)),
         Ok(r) => {
             let reason = r
                 .error
                 .clone()
                 .unwrap_or_else(|| Code::BadAnswer.error("commit refused without a reason"));
-            tracing::warn!(cluster, code = %reason.code, error = %reason.message, "commit refused");
-            if let Err(e) = release(co, cluster, request_id).await {
+            tracing::info!(cluster, attempt = n, code = %reason.code, error = %reason.message, "commit refused");
+            // A commit that failed after its hold was made (a driver failed) leaves the hold:
+            // free it, and fence the attempt.
+            if !is_contention(&Some(reason.clone()))
+                && let Err(e) = release(co, cluster, request_id, n).await
+            {
                 tracing::debug!(cluster, error = %e, "release after a refused commit");
             }
             attempt(false, Some(reason), Some(r))
@@ -181,26 +227,14 @@ pub async fn commit_on(co: &Coordinator, cluster: &str, request_id: &str) -> Tri
                 ActionError::Rpc(RpcError::BadAnswer { .. }) => format!("the commit's answer was unreadable ({e})"),
                 _ => format!("commit not answered within {wait} ms"),
             };
-            tracing::warn!(cluster, wait_ms = wait, error = %e, "commit outcome unknown; asking the agent what happened");
-            match settle(co, cluster, request_id).await {
+            tracing::warn!(cluster, attempt = n, wait_ms = wait, error = %e, "commit outcome unknown; asking the agent what happened");
+            match settle(co, cluster, request_id, n).await {
                 Settled::Released => attempt(
                     false,
-                    Some(Code::TimedOut.error(format!("{what}; the hold was released"))),
+                    Some(Code::TimedOut.error(format!("{what}; the attempt was released"))),
                     None,
                 ),
-                Settled::Committed => match action::<agent::Commit>(co, cluster, request_id, wait).await {
-                    Ok(r) if r.ok => attempt(true, None, Some(r)),
-                    Ok(r) => attempt(false, r.error.clone(), Some(r)),
-                    // The agent says it committed; only its answer (the volumes' outcomes) is
-                    // missing.
-                    Err(e) => attempt(
-                        true,
-                        Some(Code::BadAnswer.error(format!(
-                            "committed (the agent says so), but its answer could not be had: {e}"
-                        ))),
-                        None,
-                    ),
-                },
+                Settled::Committed => committed_answer(co, cluster, request, n).await,
                 Settled::Unknown(why) => {
                     tracing::warn!(cluster, why = %why, "commit outcome in doubt: no other cluster is tried");
                     let mut t = attempt(false, Some(in_doubt_reason(&what, &why)), None);
@@ -216,79 +250,257 @@ pub async fn commit_on(co: &Coordinator, cluster: &str, request_id: &str) -> Tri
     }
 }
 
+/// The stored answer of a commit the agent says it made (a repeated commit gets it).
+async fn committed_answer(co: &Coordinator, cluster: &str, request: &PlanRequest, n: u32) -> Tried {
+    let wait = co.cfg.commit_timeout_ms;
+    let msg = ActionMsg {
+        request: Some(request.clone()),
+        attempt: n,
+        ..ActionMsg::new(&request.request_id, now_ms() + wait)
+    };
+    let (ok, error, reply) = match send::<agent::Commit>(co, cluster, msg, wait).await {
+        Ok(r) if r.ok => (true, None, Some(r)),
+        Ok(r) => (false, r.error.clone(), Some(r)),
+        // The agent says it committed; only its answer (the volumes' outcomes) is missing.
+        Err(e) => (
+            true,
+            Some(Code::BadAnswer.error(format!(
+                "committed (the agent says so), but its answer could not be had: {e}"
+            ))),
+            None,
+        ),
+    };
+    Tried {
+        decision: reply.as_ref().and_then(|r| r.decision.clone()),
+        attempt: CommitAttempt {
+            cluster: cluster.to_string(),
+            attempt: n,
+            pending: false,
+            ok,
+            error,
+            volumes: reply.map(|r| r.volumes).unwrap_or_default(),
+        },
+        in_doubt: false,
+    }
+}
+
 /// The reason of an in-doubt commit: `what` happened to the commit, `why` it is still unknown.
 fn in_doubt_reason(what: &str, why: &str) -> ProtoError {
     Code::CommitOutcomeUnknown.error(format!(
-        "{what}, and its outcome is still unknown ({why}); no other cluster was tried, so the request cannot be booked twice: submit the same request id again to settle it"
+        "{what}, and its outcome is still unknown ({why}); no other cluster was tried, so the request cannot be booked twice: it is settled when the decision is taken over (a submit of the same request id, or the coordinators' reconciler)"
     ))
 }
 
-/// Runs the commit phase on a planned, non-dry-run decision: tries the chosen cluster, then
-/// the next in the ranking, up to `commitAttempts` clusters; records each attempt; releases
-/// every cluster in `held` that did not commit. Sets the state to `committed` (with
-/// `chosen_cluster` the cluster that committed) or `failed` (with `chosen_cluster` null), and
-/// prepends a `commit_failed` step to the decision's choice when a cluster was dropped.
-///
-/// Returns the reason when a commit is in doubt ([`commit_on`]): the decision is then left
-/// `planned` with `chosen_cluster` the cluster in doubt (its hold is kept, every other one is
-/// released), and must not be stored as an outcome.
-pub async fn commit_phase(
-    co: &Arc<Coordinator>,
-    stored: &mut StoredDecision,
-    held: &BTreeSet<String>,
-) -> Option<ProtoError> {
-    let id = stored.decision.request_id.clone();
+/// How a commit phase begins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// A fresh decision: its one pending attempt (on the chosen cluster) was stored with it and
+    /// is sent now.
+    Fresh,
+    /// A decision taken over from a coordinator that stopped answering: every pending attempt
+    /// is settled first.
+    TakeOver,
+}
+
+/// What a commit phase came to.
+#[derive(Debug, Clone)]
+pub enum Phase {
+    /// The decision is `committed` or `failed`, to be stored over the revision now in hand.
+    Done,
+    /// A commit is in doubt: the decision stays `planned` (see the module docs).
+    InDoubt(ProtoError),
+    /// Another coordinator changed the decision meanwhile: its version.
+    Superseded(Box<StoredDecision>),
+}
+
+/// The next attempt number on `cluster`.
+fn next_attempt(stored: &StoredDecision, cluster: &str) -> u32 {
+    stored
+        .attempts
+        .iter()
+        .filter(|a| a.cluster == cluster)
+        .map(|a| a.attempt)
+        .max()
+        .unwrap_or(0)
+        + 1
+}
+
+/// A pending attempt on `cluster`, numbered after the decision's earlier ones there.
+pub fn pending_attempt(stored: &StoredDecision, cluster: &str) -> CommitAttempt {
+    CommitAttempt {
+        cluster: cluster.to_string(),
+        attempt: next_attempt(stored, cluster),
+        pending: true,
+        ok: false,
+        error: None,
+        volumes: Vec::new(),
+    }
+}
+
+/// True for a refusal that is no commit failure: the cluster's capacity changed since the
+/// broadcast (it does not count towards `commitAttempts`).
+fn is_contention(e: &Option<ProtoError>) -> bool {
+    e.as_ref()
+        .is_some_and(|e| e.is(&Code::NoLongerFits) || e.is(&Code::CapacityInFlight))
+}
+
+/// The slot `cluster` gets from the agent's commit-time `decision` (timed as the broadcast's).
+fn replace_slot(slots: &mut IndexMap<String, ClusterDecision>, cluster: &str, decision: Option<ClusterDecision>) {
+    if let (Some(mut d), Some(old)) = (decision, slots.get(cluster)) {
+        d.status = ClusterStatus::Answered;
+        d.elapsed_ms = old.elapsed_ms;
+        slots.insert(cluster.to_string(), d);
+    }
+}
+
+/// Runs the commit phase of a planned, non-dry-run decision (module docs): tries the chosen
+/// cluster, then the next in the ranking; asks clusters with commits in progress again until
+/// the phase's bound; records each attempt; stores each new attempt as `pending` before sending
+/// it (compare-and-set over `rev`, which it advances). Sets the state to `committed` (with
+/// `chosen_cluster` the cluster that committed, its slot the agent's commit-time decision) or
+/// `failed` (with `chosen_cluster` null), and prepends a `commit_failed` step to the choice when
+/// a cluster was dropped.
+pub async fn commit_phase(co: &Arc<Coordinator>, stored: &mut StoredDecision, rev: &mut u64, start: Start) -> Phase {
     let seed = stored.decision.seed;
+    let request = stored.request.clone();
+    let bound = tokio::time::Instant::now() + Duration::from_millis(co.cfg.commit_timeout_ms);
     let mut candidates = stored.decision.clusters.clone();
-    let mut chosen = stored.decision.chosen_cluster.clone();
-    let mut failed: Vec<Rejection> = Vec::new();
+    let mut dropped: Vec<Rejection> = Vec::new();
+    let mut busy: Vec<String> = Vec::new();
     let mut committed: Option<String> = None;
     let mut steps: Vec<ChoiceStep> = stored.decision.choice.clone();
-    while let Some(c) = chosen.clone() {
-        if stored.attempts.len() >= co.cfg.commit_attempts as usize {
+    let mut chosen = stored.decision.chosen_cluster.clone();
+
+    if start == Start::TakeOver {
+        match settle_pending(co, stored).await {
+            Ok(Some(c)) => committed = Some(c),
+            Ok(None) => {}
+            Err(doubt) => return Phase::InDoubt(doubt),
+        }
+        // Clusters tried before the take-over are not tried again.
+        for a in stored.attempts.iter().filter(|a| !a.ok && !is_contention(&a.error)) {
+            candidates.shift_remove(&a.cluster);
+        }
+        if committed.is_none() {
+            let (c, s) = choose_cluster(&request.workflow, &candidates, seed);
+            chosen = c;
+            steps = s;
+        }
+    }
+    while committed.is_none() {
+        let Some(c) = chosen.clone() else {
+            if busy.is_empty() || tokio::time::Instant::now() >= bound {
+                break;
+            }
+            // Every candidate left is busy with other requests' commits: ask them again.
+            tokio::time::sleep(Duration::from_millis(BUSY_PAUSE_MS)).await;
+            for b in busy.drain(..) {
+                if let Some(slot) = stored.decision.clusters.get(&b) {
+                    candidates.insert(b, slot.clone());
+                }
+            }
+            let (next, s) = choose_cluster(&request.workflow, &candidates, seed);
+            chosen = next;
+            steps = s;
+            continue;
+        };
+        let failures = stored
+            .attempts
+            .iter()
+            .filter(|a| !a.ok && !a.pending && !is_contention(&a.error))
+            .count();
+        if failures >= co.cfg.commit_attempts as usize {
             steps.push(ChoiceStep {
                 rule: rules::COMMIT_ATTEMPTS.into(),
                 kept: Vec::new(),
                 dropped: vec![Rejection {
                     candidate: c.clone(),
-                    reasons: vec![Code::CommitAttemptsExhausted.reason(format!(
-                        "not tried: {} commit attempts were used up",
-                        co.cfg.commit_attempts
-                    ))],
+                    reasons: vec![
+                        Code::CommitAttemptsExhausted
+                            .reason(format!("not tried: {} commit attempts failed", co.cfg.commit_attempts)),
+                    ],
                 }],
             });
             break;
         }
-        let Tried { attempt: a, in_doubt } = commit_on(co, &c, &id).await;
-        tracing::info!(cluster = %c, ok = a.ok, in_doubt, attempt = stored.attempts.len() + 1, "commit attempt");
-        let ok = a.ok;
+        // The attempt is stored as pending before it is sent (a fresh decision's first one was
+        // stored with the decision).
+        let n = match stored.attempts.last() {
+            Some(a) if a.pending && a.cluster == c => a.attempt,
+            _ => {
+                let a = pending_attempt(stored, &c);
+                let n = a.attempt;
+                stored.attempts.push(a);
+                stored.decision.chosen_cluster = Some(c.clone());
+                stored.updated_ms = now_ms();
+                match co.store.update(&stored.decision.request_id, stored, *rev).await {
+                    Ok(Write::Done(r)) => *rev = r,
+                    Ok(Write::Conflict) => return superseded(co, stored).await,
+                    Err(e) => {
+                        // Not sent: the decision stays `planned` (a take-over finishes it).
+                        stored.attempts.pop();
+                        tracing::error!(error = %e, "the next commit attempt could not be recorded");
+                        return Phase::InDoubt(
+                            Code::StoreUnavailable.error(format!("the next commit attempt could not be recorded: {e}")),
+                        );
+                    }
+                }
+                n
+            }
+        };
+        let Tried {
+            attempt: a,
+            decision,
+            in_doubt,
+        } = commit_on(co, &c, &request, n).await;
+        tracing::info!(cluster = %c, ok = a.ok, in_doubt, attempt = n, "commit attempt");
         let error = a.error.clone();
-        stored.attempts.push(a);
+        if let Some(last) = stored.attempts.last_mut()
+            && last.pending
+            && last.cluster == c
+        {
+            *last = a.clone();
+        }
         if in_doubt {
-            let reason = error.unwrap_or_else(|| in_doubt_reason("the commit was not answered", "no answer"));
             stored.decision.chosen_cluster = Some(c.clone());
             stored.state = DecisionState::Planned;
-            let others: Vec<String> = held.iter().filter(|h| **h != c).cloned().collect();
-            release_all(co, &id, &others).await;
-            return Some(reason);
+            // Still pending: whoever takes the decision over settles it.
+            if let Some(last) = stored.attempts.last_mut() {
+                last.pending = true;
+            }
+            return Phase::InDoubt(
+                error.unwrap_or_else(|| in_doubt_reason("the commit was not answered", "no answer")),
+            );
         }
-        if ok {
+        if a.ok {
+            replace_slot(&mut stored.decision.clusters, &c, decision);
             committed = Some(c);
             break;
         }
-        failed.push(Rejection {
-            candidate: c.clone(),
-            reasons: vec![Code::CommitFailed.reason(match error {
-                Some(e) => format!("commit failed: {}: {}", e.code, e.message),
-                None => "commit failed".to_string(),
-            })],
-        });
         candidates.shift_remove(&c);
-        let (next, s) = choose_cluster(&stored.request.workflow, &candidates, seed);
+        match &error {
+            Some(e) if e.is(&Code::CapacityInFlight) => busy.push(c.clone()),
+            Some(e) if e.is(&Code::NoLongerFits) => {
+                replace_slot(&mut stored.decision.clusters, &c, decision);
+                dropped.push(rejection(&c, e));
+            }
+            Some(e) => dropped.push(rejection(&c, e)),
+            None => dropped.push(rejection(&c, &Code::CommitFailed.error("commit failed"))),
+        }
+        let (next, s) = choose_cluster(&request.workflow, &candidates, seed);
         chosen = next;
         steps = s;
     }
-    if !failed.is_empty() {
+    for b in busy {
+        dropped.push(rejection(
+            &b,
+            &Code::CapacityInFlight.error(format!(
+                "still busy with other requests' commits after {} ms",
+                co.cfg.commit_timeout_ms
+            )),
+        ));
+    }
+    if !dropped.is_empty() {
         let kept = candidates
             .iter()
             .filter(|(_, d)| d.status == ClusterStatus::Answered)
@@ -299,7 +511,7 @@ pub async fn commit_phase(
             ChoiceStep {
                 rule: rules::COMMIT_FAILED.into(),
                 kept,
-                dropped: failed,
+                dropped,
             },
         );
     }
@@ -311,26 +523,62 @@ pub async fn commit_phase(
         DecisionState::Failed
     };
     stored.updated_ms = now_ms();
-    let tried: BTreeSet<&str> = stored.attempts.iter().map(|a| a.cluster.as_str()).collect();
-    let to_release: Vec<String> = held
-        .iter()
-        .filter(|c| Some(c.as_str()) != committed.as_deref() && !tried.contains(c.as_str()))
-        .cloned()
-        .collect();
-    release_all(co, &id, &to_release).await;
-    None
+    Phase::Done
 }
 
-/// Releases the holds of `request_id` on every cluster in `clusters`, concurrently, logging
-/// failures (a hold that cannot be released lapses at its TTL).
-pub async fn release_all(co: &Arc<Coordinator>, request_id: &str, clusters: &[String]) {
-    let jobs = clusters
-        .iter()
-        .map(|c| async move { (c, release(co, c, request_id).await) });
-    for (c, r) in futures::future::join_all(jobs).await {
-        match r {
-            Ok(()) => tracing::info!(cluster = %c, "hold released"),
-            Err(e) => tracing::warn!(cluster = %c, error = %e, "hold not released; it lapses at its TTL"),
-        }
+/// The `commit_failed` rejection of `cluster` for `e`.
+fn rejection(cluster: &str, e: &ProtoError) -> Rejection {
+    Rejection {
+        candidate: cluster.to_string(),
+        reasons: vec![Code::CommitFailed.reason(format!("commit failed: {}: {}", e.code, e.message))],
     }
+}
+
+/// The decision as another coordinator stored it meanwhile.
+async fn superseded(co: &Coordinator, stored: &StoredDecision) -> Phase {
+    match co.store.get(&stored.decision.request_id).await {
+        Ok(Some((theirs, _))) => Phase::Superseded(Box::new(theirs)),
+        _ => Phase::InDoubt(
+            Code::StoreUnavailable.error("the decision changed under this coordinator and cannot be read"),
+        ),
+    }
+}
+
+/// Settles every pending attempt of a decision taken over: each is asked (release probes,
+/// [`settle`]) what became of it. Returns the cluster that committed, if one did.
+///
+/// Errors: an attempt still in doubt (the reason).
+async fn settle_pending(co: &Coordinator, stored: &mut StoredDecision) -> Result<Option<String>, ProtoError> {
+    let request = stored.request.clone();
+    let mut committed = None;
+    for i in 0..stored.attempts.len() {
+        let a = stored.attempts[i].clone();
+        if !a.pending {
+            if a.ok {
+                committed = Some(a.cluster.clone());
+            }
+            continue;
+        }
+        let settled = match settle(co, &a.cluster, &request.request_id, a.attempt).await {
+            Settled::Released => CommitAttempt {
+                pending: false,
+                error: Some(
+                    Code::CommitOutcomeUnknown
+                        .error("its coordinator stopped before the outcome; the attempt was released on take-over"),
+                ),
+                ..a.clone()
+            },
+            Settled::Committed => {
+                let t = committed_answer(co, &a.cluster, &request, a.attempt).await;
+                replace_slot(&mut stored.decision.clusters, &a.cluster, t.decision);
+                committed = Some(a.cluster.clone());
+                t.attempt
+            }
+            Settled::Unknown(why) => {
+                return Err(in_doubt_reason("a commit of the coordinator that stopped", &why));
+            }
+        };
+        stored.attempts[i] = settled;
+    }
+    Ok(committed)
 }

@@ -7,11 +7,12 @@
 //! subjectPrefix: fedvol.v1
 //! deadlineMs: 2000        # how long a submit waits for clusters
 //! holdTtlMs: 30000        # lease of the holds a submit asks for
-//! commitAttempts: 3       # clusters tried, in ranking order, before the decision fails
+//! commitAttempts: 3       # commit failures (not capacity races) before the decision fails
 //! commitTimeoutMs: 10000  # how long one commit (or complete) may take on an agent
 //! directory: directory.yaml
 //! kv: {bucket: fedvol_decisions, history: 16, replicas: 1}
 //! maxBodyBytes: 1048576   # largest request body served
+//! reconcileEveryMs: 2000  # the reconciler's lease renewal and scan (0 = never reconcile here)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -65,6 +66,10 @@ pub struct CoordinatorConfig {
     pub kv: KvConfig,
     /// How long start-up discovery (`$SRV.INFO.fedvol-agent`) waits for agents, ms (default 500).
     pub discovery_ms: u64,
+    /// How often the reconciler renews its lease and looks for decisions left `planned` by a
+    /// coordinator that died, ms (default 2000; 0 = this coordinator never reconciles). See
+    /// `daemon::reconcile`.
+    pub reconcile_every_ms: u64,
     /// Largest request body served, bytes (default
     /// [`fedvol_proto::DEFAULT_MAX_BODY_BYTES`], 1 MiB); larger ones get `bad_request`.
     pub max_body_bytes: usize,
@@ -89,6 +94,7 @@ impl Default for CoordinatorConfig {
             directory: None,
             kv: KvConfig::default(),
             discovery_ms: 500,
+            reconcile_every_ms: 2000,
             max_body_bytes: fedvol_proto::DEFAULT_MAX_BODY_BYTES,
             trace_limit: fedvol_common::funnel::trace::STORED_TRACE_LIMIT,
         }
@@ -130,6 +136,7 @@ impl CoordinatorConfig {
             ("holdTtlMs", &mut cfg.hold_ttl_ms),
             ("commitTimeoutMs", &mut cfg.commit_timeout_ms),
             ("discoveryMs", &mut cfg.discovery_ms),
+            ("reconcileEveryMs", &mut cfg.reconcile_every_ms),
         ] {
             if let Some(n) = r.take(key)
                 && let Some(v) = ctx.u64(n, key)

@@ -288,7 +288,7 @@ pub async fn fan_out(
                         "late plan answer ignored: the gather had ended"
                     );
                     if a.holds() {
-                        match release(&co, &cluster, &request_id).await {
+                        match release(&co, &cluster, &request_id, 0).await {
                             Ok(()) => tracing::info!(cluster = %cluster, "late hold released"),
                             Err(e) => tracing::warn!(cluster = %cluster, error = %e, "late hold not released"),
                         }

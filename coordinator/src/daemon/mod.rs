@@ -17,6 +17,8 @@
 //! - [`store`]: the decision bucket; [`submit`]: the submit operation, idempotent by request
 //!   id; [`ops`]: complete, why_not, clusters, list, get, replay; [`replay`]: comparing a
 //!   replayed decision with the stored one.
+//! - [`reconcile`]: one coordinator at a time (a lease in the bucket) settles decisions left
+//!   `planned` by a coordinator that died.
 //! - [`run`]: start-up (connect, bucket, heartbeats, discovery) and the request loop.
 //!
 //! Several coordinators may run at once: requests arrive in queue group `coordinator`, and
@@ -29,6 +31,7 @@ pub mod config;
 pub mod directory;
 pub mod fanout;
 pub mod ops;
+pub mod reconcile;
 pub mod registry;
 pub mod replay;
 pub mod run;

@@ -117,6 +117,12 @@ pub async fn run(cfg: CoordinatorConfig) -> Result<(), StartError> {
         clusters = ?co.registry().names(),
         "coordinator ready"
     );
+    let instance = format!(
+        "{}-{}",
+        std::process::id(),
+        co.client.new_inbox().rsplit('.').next().unwrap_or_default()
+    );
+    super::reconcile::spawn(co.clone(), instance, Duration::from_millis(cfg.reconcile_every_ms));
     reload_on_hup(&co, cfg);
     wait_for_stop().await;
     tracing::info!("stopping: in-flight requests are finished first");

@@ -150,12 +150,69 @@ impl DecisionStore {
         }
     }
 
+    /// The raw value and revision of `key` (a key no request id can be, e.g. a lease).
+    ///
+    /// Errors: [`StoreError::Nats`].
+    pub async fn get_raw(&self, key: &str) -> Result<Option<(bytes::Bytes, u64)>, StoreError> {
+        let Some(entry) = self.kv.entry(key).await.map_err(nats)? else {
+            return Ok(None);
+        };
+        if entry.operation != kv::Operation::Put {
+            return Ok(None);
+        }
+        Ok(Some((entry.value, entry.revision)))
+    }
+
+    /// Writes `value` under `key` only if it has no value (`revision` `None`) or its latest
+    /// revision is still `revision`.
+    ///
+    /// Errors: [`StoreError::Nats`].
+    pub async fn put_raw(&self, key: &str, value: bytes::Bytes, revision: Option<u64>) -> Result<Write, StoreError> {
+        let written = match revision {
+            None => self.kv.create(key, value).await.map_err(|e| {
+                (e.kind() == kv::CreateErrorKind::AlreadyExists)
+                    .then_some(())
+                    .ok_or_else(|| e.to_string())
+            }),
+            Some(rev) => self.kv.update(key, value, rev).await.map_err(|e| {
+                let text = e.to_string();
+                (e.kind() == kv::UpdateErrorKind::WrongLastRevision
+                    || text.contains("wrong last sequence")
+                    || text.contains("10071"))
+                .then_some(())
+                .ok_or(text)
+            }),
+        };
+        match written {
+            Ok(rev) => Ok(Write::Done(rev)),
+            Err(Ok(())) => Ok(Write::Conflict),
+            Err(Err(e)) => Err(StoreError::Nats(e)),
+        }
+    }
+
+    /// Every change to the bucket: first the latest value of each key, then each change as it
+    /// happens.
+    ///
+    /// Errors: [`StoreError::Nats`] when the watch cannot start.
+    pub async fn watch(&self) -> Result<kv::Watch, StoreError> {
+        self.kv.watch_with_history(">").await.map_err(nats)
+    }
+
     /// Every stored decision's summary, newest first (then by request id). Values that cannot
     /// be read are skipped with a warning.
     ///
     /// Errors: [`StoreError`] when the keys cannot be listed.
     pub async fn list(&self) -> Result<Vec<DecisionSummary>, StoreError> {
-        let keys: Vec<String> = self.kv.keys().await.map_err(nats)?.try_collect().await.map_err(nats)?;
+        // Keys with `/` are not request ids (the reconciler's lease).
+        let keys: Vec<String> = self
+            .kv
+            .keys()
+            .await
+            .map_err(nats)?
+            .try_filter(|k| futures::future::ready(!k.contains('/')))
+            .try_collect()
+            .await
+            .map_err(nats)?;
         let mut out: Vec<DecisionSummary> = futures::stream::iter(keys)
             .map(|k| async move { (self.get(&k).await, k) })
             .buffer_unordered(16)

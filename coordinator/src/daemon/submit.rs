@@ -9,15 +9,16 @@
 //!    by a coordinator that died mid-commit (older than the whole commit phase can take) is
 //!    taken over and its commit finished. A stored dry run is replaced by a real submit of the
 //!    same id.
-//! 3. [`fan_out`] with `reserve = !dry_run`, then [`choose_cluster`].
-//! 4. The decision is stored (`planned`; `failed` at once when nothing fits), then committed
-//!    ([`commit_phase`]) and stored again (`committed` or `failed`). Each write is a
-//!    compare-and-set, so two coordinators racing on one id end with one decision (they share
-//!    the same holds, since agents hold per request id).
+//! 3. [`fan_out`], holding nothing (admission happens at commit: see `commit`), then
+//!    [`choose_cluster`].
+//! 4. The decision is stored (`planned`, with a pending commit attempt on the chosen cluster;
+//!    `failed` at once when nothing fits), then committed ([`commit_phase`]) and stored again
+//!    (`committed` or `failed`). Each write is a compare-and-set, so two coordinators racing on
+//!    one id end with one decision; an agent commits a request id once.
 //! 5. A commit in doubt (not answered, outcome unknown: see `commit`) is not stored as an
 //!    outcome: the decision stays `planned` and the client gets `commit_outcome_unknown` with
-//!    it. A submit of the same id after the commit phase's bound takes it over like an
-//!    abandoned one, and asks the cluster again.
+//!    it. A submit of the same id after the commit phase's bound, or the reconciler, takes it
+//!    over like an abandoned one: it settles the pending attempts, then finishes.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,7 +31,7 @@ use fedvol_proto::decisions::{DecisionState, StoredDecision};
 use fedvol_proto::{Code, ProtoError, now_ms};
 
 use super::Coordinator;
-use super::commit::{RELEASE_WAIT_MS, commit_phase, release_all, settle_window_ms};
+use super::commit::{Phase, RELEASE_WAIT_MS, Start, commit_phase, pending_attempt, settle_window_ms};
 use super::config::MAX_DEADLINE_MS;
 use super::fanout::fan_out;
 use super::store::{Write, valid_key};
@@ -75,8 +76,9 @@ pub fn new_request_id(co: &Coordinator, workflow: &str) -> String {
 /// beyond that, a `planned` decision is taken to be abandoned (or its commit to be in doubt).
 ///
 /// Per attempt: the commit's wait, the probes that settle an unanswered commit (their window
-/// plus one probe's wait and pause), and the commit asked again; then the final releases,
-/// and a second for the store.
+/// plus one probe's wait and pause), and the commit asked again; then the time clusters busy
+/// with other requests' commits are asked again (one commit timeout), and a second for the
+/// store.
 pub fn commit_phase_bound_ms(co: &Coordinator) -> u64 {
     let ct = co.cfg.commit_timeout_ms;
     let release = ct.min(RELEASE_WAIT_MS) + 200;
@@ -86,6 +88,7 @@ pub fn commit_phase_bound_ms(co: &Coordinator) -> u64 {
         .saturating_add(release + 200);
     per_attempt
         .saturating_mul(u64::from(co.cfg.commit_attempts))
+        .saturating_add(ct)
         .saturating_add(release + 1000)
 }
 
@@ -155,20 +158,15 @@ fn conflict(id: &str, stored: &StoredDecision, dry_run: bool, digest: &str) -> O
     )))
 }
 
-/// Finishes the commit of a decision left `planned` (the holds are those of every feasible
-/// answer: releasing a cluster that holds nothing is harmless).
-async fn resume(co: &Arc<Coordinator>, mut stored: StoredDecision, rev: u64) -> SubmitReply {
-    let held = stored
-        .decision
-        .clusters
-        .iter()
-        .filter(|(_, d)| d.feasible)
-        .map(|(n, _)| n.clone())
-        .collect();
-    if let Some(doubt) = commit_phase(co, &mut stored, &held).await {
-        return in_doubt(stored, doubt);
+/// Finishes the commit of a decision left `planned` by a coordinator that stopped answering (or
+/// whose commit was in doubt): settles its pending attempts, then goes on with the commit phase.
+pub async fn resume(co: &Arc<Coordinator>, mut stored: StoredDecision, rev: u64) -> SubmitReply {
+    let mut rev = rev;
+    match commit_phase(co, &mut stored, &mut rev, Start::TakeOver).await {
+        Phase::Done => save(co, stored, rev).await,
+        Phase::InDoubt(doubt) => in_doubt(stored, doubt),
+        Phase::Superseded(theirs) => stored_reply(*theirs),
     }
-    save(co, stored, rev).await
 }
 
 /// The answer for a commit in doubt: the decision as it stays stored (`planned`, with this
@@ -253,15 +251,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
         msg.timeout_ms.min(MAX_DEADLINE_MS)
     };
     tracing::info!(workflow = %request.workflow.name, dry_run = msg.dry_run, seed, wait_ms, "submit");
-    let gathered = match fan_out(
-        &co,
-        &request,
-        !msg.dry_run,
-        co.cfg.hold_ttl_ms,
-        Duration::from_millis(wait_ms),
-    )
-    .await
-    {
+    let gathered = match fan_out(&co, &request, false, 0, Duration::from_millis(wait_ms)).await {
         Ok(g) => g,
         Err(e) => return error_reply(Code::NatsError, e.to_string()),
     };
@@ -288,6 +278,14 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
         dry_run: msg.dry_run,
         request_digest: Some(digest.clone()),
     };
+    // The first commit attempt is recorded with the decision, before it is sent.
+    if state == DecisionState::Planned
+        && !msg.dry_run
+        && let Some(c) = stored.decision.chosen_cluster.clone()
+    {
+        let first = pending_attempt(&stored, &c);
+        stored.attempts.push(first);
+    }
     let mut replace = replace;
     let mut tries = 0;
     let written = loop {
@@ -301,8 +299,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
             Err(e) => break Err(e),
             Ok(Write::Conflict) => {}
         }
-        // Another submit of the same id stored first; its holds are ours (agents hold per
-        // request id), so nothing is released here. A real submit replaces a dry run that won
+        // Another submit of the same id stored first. A real submit replaces a dry run that won
         // the race (as it would have, had it come first); anything else is the answer.
         tracing::info!("the same request id was stored meanwhile by a concurrent submit");
         match existing(&co, &id, user, msg.dry_run, &digest).await {
@@ -316,24 +313,17 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
             }
         }
     };
-    let rev = match written {
+    let mut rev = match written {
         Ok(rev) => rev,
-        Err(e) => {
-            let holders: Vec<String> = gathered.held.iter().cloned().collect();
-            release_all(&co, &id, &holders).await;
-            return error_reply(Code::StoreUnavailable, e.to_string());
-        }
+        Err(e) => return error_reply(Code::StoreUnavailable, e.to_string()),
     };
     tracing::info!(state = ?stored.state, chosen = ?stored.decision.chosen_cluster, "decision planned");
     if stored.state != DecisionState::Planned || stored.dry_run {
-        if !gathered.held.is_empty() {
-            let holders: Vec<String> = gathered.held.iter().cloned().collect();
-            release_all(&co, &id, &holders).await;
-        }
         return stored_reply(stored);
     }
-    if let Some(doubt) = commit_phase(&co, &mut stored, &gathered.held).await {
-        return in_doubt(stored, doubt);
+    match commit_phase(&co, &mut stored, &mut rev, Start::Fresh).await {
+        Phase::Done => save(&co, stored, rev).await,
+        Phase::InDoubt(doubt) => in_doubt(stored, doubt),
+        Phase::Superseded(theirs) => stored_reply(*theirs),
     }
-    save(&co, stored, rev).await
 }

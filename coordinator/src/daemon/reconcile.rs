@@ -1,0 +1,195 @@
+//! The reconciler (issue 13): a decision left `planned` by a coordinator that died mid-commit,
+//! or whose commit was in doubt, is settled without anyone submitting it again.
+//!
+//! One coordinator at a time reconciles: it holds a lease, the key `fedvol/reconciler` of the
+//! decision bucket (a key no request id can be: request ids have no `/`), written by
+//! compare-and-set with its holder and expiry, renewed every `reconcileEveryMs` and valid for
+//! three of them. The holder watches the bucket (the latest value of every key, then every
+//! change), keeps the request ids of non-dry-run `planned` decisions with their last change,
+//! and takes over every one older than the commit phase's bound
+//! ([`super::submit::commit_phase_bound_ms`]) exactly as a submit of the same id would
+//! ([`super::submit::resume`]): it settles the pending commit attempts (release probes, which
+//! fence them), then finishes the commit phase. A decision still in doubt is tried again one
+//! bound later. Reading a change decodes only `state`, `dry_run` and `updated_ms`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::Instrument;
+
+use fedvol_proto::decisions::DecisionState;
+use fedvol_proto::now_ms;
+
+use super::Coordinator;
+use super::store::Write;
+use super::submit::{commit_phase_bound_ms, resume};
+
+/// The lease's key in the decision bucket.
+pub const LEASE_KEY: &str = "fedvol/reconciler";
+
+/// The lease as stored.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct Lease {
+    /// The coordinator instance holding it.
+    holder: String,
+    /// When it lapses unless renewed, ms since the epoch.
+    expires_ms: u64,
+}
+
+/// What the reconciler reads of each change: the decision's state, not its body.
+#[derive(serde::Deserialize)]
+struct Peek {
+    state: DecisionState,
+    #[serde(default)]
+    dry_run: bool,
+    updated_ms: u64,
+}
+
+/// Runs the reconciler of coordinator `instance` until the process ends: every `every`, it
+/// takes or renews the lease; while it holds it, it follows the bucket and settles abandoned
+/// decisions. `every` of zero: never.
+pub fn spawn(co: Arc<Coordinator>, instance: String, every: Duration) {
+    if every.is_zero() {
+        tracing::info!("reconciler off (reconcileEveryMs: 0)");
+        return;
+    }
+    tokio::spawn(async move {
+        let mut planned: HashMap<String, u64> = HashMap::new();
+        let mut next_try: HashMap<String, u64> = HashMap::new();
+        let mut watch = None;
+        let mut tick = tokio::time::interval(every);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                entry = async {
+                    match watch.as_mut() {
+                        Some(w) => futures::StreamExt::next(w).await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    match entry {
+                        Some(Ok(e)) => track(&mut planned, &e),
+                        Some(Err(e)) => {
+                            tracing::warn!(error = %e, "reconciler: the bucket watch failed; it restarts");
+                            watch = None;
+                        }
+                        None => watch = None,
+                    }
+                    continue;
+                }
+            }
+            let holds = match lease(&co, &instance, every).await {
+                Ok(h) => h,
+                Err(e) => {
+                    tracing::warn!(error = %e, "reconciler: the lease could not be read or written");
+                    false
+                }
+            };
+            if !holds {
+                if watch.take().is_some() {
+                    tracing::info!("reconciler: lease lost; another coordinator reconciles");
+                }
+                planned.clear();
+                continue;
+            }
+            if watch.is_none() {
+                match co.store.watch().await {
+                    Ok(w) => {
+                        tracing::info!(instance = %instance, "reconciler: lease held; following the decision bucket");
+                        watch = Some(w);
+                    }
+                    Err(e) => tracing::warn!(error = %e, "reconciler: cannot watch the decision bucket"),
+                }
+            }
+            settle_abandoned(&co, &mut planned, &mut next_try).await;
+        }
+    });
+}
+
+/// Notes a change of the bucket: a non-dry-run `planned` decision is tracked with its last
+/// change; any other state (or a deletion) stops tracking it.
+fn track(planned: &mut HashMap<String, u64>, e: &async_nats::jetstream::kv::Entry) {
+    if e.key.contains('/') {
+        return;
+    }
+    match serde_json::from_slice::<Peek>(&e.value) {
+        Ok(p) if p.state == DecisionState::Planned && !p.dry_run => {
+            planned.insert(e.key.clone(), p.updated_ms);
+        }
+        _ => {
+            planned.remove(&e.key);
+        }
+    }
+}
+
+/// Takes over each tracked decision older than the commit phase's bound (once per bound).
+async fn settle_abandoned(
+    co: &Arc<Coordinator>,
+    planned: &mut HashMap<String, u64>,
+    next_try: &mut HashMap<String, u64>,
+) {
+    let bound = commit_phase_bound_ms(co);
+    let now = now_ms();
+    let due: Vec<String> = planned
+        .iter()
+        .filter(|(id, updated)| now.saturating_sub(**updated) > bound && next_try.get(*id).is_none_or(|t| now >= *t))
+        .map(|(id, _)| id.clone())
+        .collect();
+    next_try.retain(|id, _| planned.contains_key(id));
+    for id in due {
+        next_try.insert(id.clone(), now + bound);
+        let (stored, rev) = match co.store.get(&id).await {
+            Ok(Some(x)) => x,
+            Ok(None) => {
+                planned.remove(&id);
+                continue;
+            }
+            Err(e) => {
+                tracing::warn!(request_id = %id, error = %e, "reconciler: cannot read a planned decision");
+                continue;
+            }
+        };
+        let age = now_ms().saturating_sub(stored.updated_ms);
+        if stored.state != DecisionState::Planned || stored.dry_run || age <= bound {
+            continue;
+        }
+        tracing::warn!(request_id = %id, age_ms = age, "reconciler: taking over a decision its coordinator left planned");
+        let span = tracing::info_span!("reconcile", request_id = %id);
+        let reply = resume(co, stored, rev).instrument(span).await;
+        match (&reply.stored, &reply.error) {
+            (Some(s), None) => {
+                tracing::info!(request_id = %id, state = ?s.state, chosen = ?s.decision.chosen_cluster, "reconciler: decision settled")
+            }
+            (_, Some(e)) => {
+                tracing::warn!(request_id = %id, code = %e.code, error = %e.message, "reconciler: not settled yet")
+            }
+            (None, None) => {}
+        }
+    }
+}
+
+/// Takes the lease, renews it, or finds it held by another live coordinator. Returns whether
+/// `instance` holds it now.
+///
+/// Errors: the bucket could not be read or written.
+async fn lease(co: &Coordinator, instance: &str, every: Duration) -> Result<bool, super::store::StoreError> {
+    let now = now_ms();
+    let mine = Lease {
+        holder: instance.to_string(),
+        expires_ms: now + 3 * every.as_millis() as u64,
+    };
+    let body = bytes::Bytes::from(serde_json::to_vec(&mine).unwrap_or_default());
+    let current = co.store.get_raw(LEASE_KEY).await?;
+    let revision = match &current {
+        None => None,
+        Some((value, rev)) => match serde_json::from_slice::<Lease>(value) {
+            Ok(l) if l.holder != instance && l.expires_ms > now => return Ok(false),
+            _ => Some(*rev),
+        },
+    };
+    Ok(matches!(
+        co.store.put_raw(LEASE_KEY, body, revision).await?,
+        Write::Done(_)
+    ))
+}
