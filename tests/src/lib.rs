@@ -13,6 +13,7 @@
 //! - [`load`]: requests as the CLI sends them, concurrent submitters that record every
 //!   acknowledgement, a seeded random generator (fault tests and the soak).
 //! - [`checker`]: compares acknowledged decisions with every agent's final state.
+//! - [`burst`]: bursts of submits against scarce capacity (`fedvol-burst`, RELIABILITY.md).
 //! - [`bench`]: the federated fan-out benchmark behind `fedvol-bench` (BENCHMARKS.md).
 //!
 //! Tests only ever talk to 127.0.0.1.
@@ -21,6 +22,7 @@
 
 pub mod bench;
 pub mod bins;
+pub mod burst;
 pub mod checker;
 pub mod faultkit;
 pub mod federation;
