@@ -7,6 +7,16 @@ use fedvol_common::format::files::read_text;
 use fedvol_common::yaml::{Ctx, Diagnostics, Limits, load_documents};
 use fedvol_proto::nats::{NatsAuth, parse_nats};
 
+/// Where an agent keeps its state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum StateStore {
+    /// A redb file in the data directory: one agent process per cluster.
+    #[default]
+    Redb,
+    /// A JetStream stream: replicas of the cluster's agent share it; one serves.
+    Jetstream,
+}
+
 /// Everything the agent needs to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentConfig {
@@ -29,6 +39,13 @@ pub struct AgentConfig {
     /// Development sandbox: re-root every local driver path under this directory (see
     /// `Drivers::with_storage_root`). Not for production.
     pub storage_root: Option<PathBuf>,
+    /// Where the state is kept: `redb` (a file in `dataDir`, the default) or `jetstream` (a
+    /// stream replicated with the NATS cluster, shared by the cluster's agent replicas, of
+    /// which the one holding the cluster's lease serves; see `state::replicated`).
+    pub state_store: StateStore,
+    /// Copies of the state stream and lease bucket with `stateStore: jetstream` (default 1; 3 on
+    /// a 3-node NATS cluster).
+    pub state_replicas: usize,
     /// Largest request body served, bytes (default
     /// [`fedvol_proto::DEFAULT_MAX_BODY_BYTES`], 1 MiB); larger ones get `bad_request`.
     pub max_body_bytes: usize,
@@ -47,6 +64,8 @@ impl AgentConfig {
             hold_ttl_ms: 30_000,
             reload_poll_ms: 2000,
             storage_root: None,
+            state_store: StateStore::Redb,
+            state_replicas: 1,
             max_body_bytes: fedvol_proto::DEFAULT_MAX_BODY_BYTES,
         }
     }
@@ -113,6 +132,24 @@ impl AgentConfig {
             {
                 *slot = v;
             }
+        }
+        if let Some(n) = r.take("stateStore")
+            && let Some(v) = ctx.string(n, "stateStore")
+        {
+            match v.as_str() {
+                "redb" => cfg.state_store = StateStore::Redb,
+                "jetstream" => cfg.state_store = StateStore::Jetstream,
+                other => ctx.error(
+                    n.span,
+                    "stateStore",
+                    format!("`{other}` is not a state store; expected redb or jetstream"),
+                ),
+            }
+        }
+        if let Some(n) = r.take("stateReplicas")
+            && let Some(v) = ctx.int(n, "stateReplicas", 1, 5)
+        {
+            cfg.state_replicas = v as usize;
         }
         if let Some(n) = r.take("maxBodyBytes")
             && let Some(v) = ctx.int(n, "maxBodyBytes", 1024, 64 * 1024 * 1024)

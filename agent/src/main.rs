@@ -30,6 +30,13 @@ struct Args {
     /// Subject prefix.
     #[arg(long, env = "FEDVOL_SUBJECT_PREFIX")]
     subject_prefix: Option<String>,
+    /// Where the state is kept: redb (a file in --data-dir) or jetstream (a stream replicated
+    /// with the NATS cluster, shared by the cluster's agent replicas; one serves).
+    #[arg(long, env = "FEDVOL_STATE_STORE", value_enum)]
+    state_store: Option<fedvol_agent::config::StateStore>,
+    /// Copies of the state stream with --state-store jetstream.
+    #[arg(long, env = "FEDVOL_STATE_REPLICAS")]
+    state_replicas: Option<usize>,
     /// Heartbeat interval, ms.
     #[arg(long)]
     heartbeat_ms: Option<u64>,
@@ -71,6 +78,12 @@ fn config(a: Args) -> Result<AgentConfig, String> {
     }
     if let Some(v) = a.subject_prefix {
         cfg.subject_prefix = v;
+    }
+    if let Some(v) = a.state_store {
+        cfg.state_store = v;
+    }
+    if let Some(v) = a.state_replicas {
+        cfg.state_replicas = v;
     }
     if let Some(v) = a.heartbeat_ms {
         cfg.heartbeat_ms = v;

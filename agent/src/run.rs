@@ -10,7 +10,7 @@ use fedvol_common::model::Inventory;
 use fedvol_proto::agent::Heartbeat;
 use fedvol_proto::{Subjects, now_ms};
 
-use crate::config::AgentConfig;
+use crate::config::{AgentConfig, StateStore};
 use crate::drivers::Drivers;
 use crate::service::{Shared, lock, serve};
 use crate::state::Core;
@@ -37,6 +37,10 @@ pub enum StartError {
     /// NATS could not be reached or the service not registered.
     #[error("{0}")]
     Nats(String),
+    /// This replica lost the cluster's lease or was fenced by the replica that took over: it
+    /// stopped serving (its supervisor starts it again, as a standby).
+    #[error("stepped down: {0}")]
+    SteppedDown(String),
 }
 
 /// Loads and checks the inventory against the configured cluster name.
@@ -94,23 +98,34 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
     cfg.validate().map_err(StartError::Config)?;
     let inv = load_checked(&cfg)?;
     let cluster = inv.cluster.clone();
-    std::fs::create_dir_all(&cfg.data_dir)
-        .map_err(|e| StartError::State(format!("cannot create data directory {}: {e}", cfg.data_dir.display())))?;
-    let state_path = cfg.data_dir.join("state.redb");
-    let (store, snapshot) = Store::open(&state_path).map_err(|e| StartError::State(e.to_string()))?;
+    let subjects = Subjects::new(&cfg.subject_prefix);
+    let client = fedvol_proto::nats::connect(&format!("fedvol-agent {cluster}"), &cfg.nats)
+        .await
+        .map_err(|e| StartError::Nats(e.to_string()))?;
+    let instance = format!("{}-{}", cluster, std::process::id());
+    let (store, snapshot, stop) = match cfg.state_store {
+        StateStore::Redb => {
+            std::fs::create_dir_all(&cfg.data_dir).map_err(|e| {
+                StartError::State(format!("cannot create data directory {}: {e}", cfg.data_dir.display()))
+            })?;
+            let state_path = cfg.data_dir.join("state.redb");
+            let (store, snapshot) = Store::open(&state_path).map_err(|e| StartError::State(e.to_string()))?;
+            tracing::info!(state = %state_path.display(), "state file open");
+            (store, snapshot, None)
+        }
+        StateStore::Jetstream => {
+            let (store, snapshot, stop) = replica::take_over(&client, &cfg, &cluster, &instance).await?;
+            (store, snapshot, Some(stop))
+        }
+    };
     tracing::info!(
         cluster = %cluster,
         holds = snapshot.holds.len(),
         commits = snapshot.commits.len(),
         volumes = snapshot.volumes.len(),
-        state = %state_path.display(),
         "state loaded"
     );
     let core = Core::new(&cluster, inv, store, Ledger::from_snapshot(snapshot), cfg.hold_ttl_ms);
-    let subjects = Subjects::new(&cfg.subject_prefix);
-    let client = fedvol_proto::nats::connect(&format!("fedvol-agent {cluster}"), &cfg.nats)
-        .await
-        .map_err(|e| StartError::Nats(e.to_string()))?;
     let mut drivers = Drivers::new(Some(client.clone()), &cluster, subjects.clone(), Default::default());
     if let Some(root) = &cfg.storage_root {
         tracing::warn!(root = %root.display(), "development sandbox: every volume is a directory under this root");
@@ -119,7 +134,6 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
     let shared = Arc::new(Shared::new(core, drivers, &cluster, cfg.max_body_bytes));
 
     // Heartbeat and sweep.
-    let instance = format!("{}-{}", cluster, std::process::id());
     {
         let (client, shared, subjects) = (client.clone(), shared.clone(), subjects.clone());
         let interval = cfg.heartbeat_ms;
@@ -198,7 +212,105 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
     }
 
     tracing::info!(cluster = %cluster, nats = %fedvol_proto::nats::redact_url(&cfg.nats.url), "agent starting its service");
-    serve(client, &subjects, shared)
-        .await
-        .map_err(|e| StartError::Nats(format!("service stopped: {e}")))
+    let served = serve(client, &subjects, shared);
+    match stop {
+        None => served
+            .await
+            .map_err(|e| StartError::Nats(format!("service stopped: {e}"))),
+        Some(mut stop) => tokio::select! {
+            r = served => r.map_err(|e| StartError::Nats(format!("service stopped: {e}"))),
+            why = stop.recv() => Err(StartError::SteppedDown(why.unwrap_or_else(|| "the lease task ended".into()))),
+        },
+    }
+}
+
+/// Start-up of a replica whose state is the cluster's JetStream stream
+/// ([`crate::state::replicated`]).
+mod replica {
+    use std::time::Duration;
+
+    use async_nats::jetstream;
+
+    use super::StartError;
+    use crate::config::AgentConfig;
+    use crate::state::replicated::{Lease, StreamStore, claim, open_stream, replay};
+    use crate::state::store::{Snapshot, Store};
+
+    /// Waits (as a standby) until this replica holds the cluster's lease, then replays the state
+    /// stream and claims it. Returns the store, the state, and a channel that says why this
+    /// replica must stop serving (lease lost, or fenced by another replica).
+    ///
+    /// Errors: JetStream is not enabled or refuses the stream or the bucket.
+    pub async fn take_over(
+        client: &async_nats::Client,
+        cfg: &AgentConfig,
+        cluster: &str,
+        instance: &str,
+    ) -> Result<(Store, Snapshot, tokio::sync::mpsc::Receiver<String>), StartError> {
+        let js = jetstream::new(client.clone());
+        let every = Duration::from_millis(cfg.heartbeat_ms);
+        let state = |e: crate::state::store::StoreError| StartError::State(e.to_string());
+        let lease = Lease::open(&js, cluster, instance, every * 3, cfg.state_replicas)
+            .await
+            .map_err(state)?;
+        let mut announced = false;
+        loop {
+            match lease.take_or_renew().await {
+                Ok(true) => break,
+                Ok(false) if !announced => {
+                    tracing::info!(cluster, instance, "standby: another replica serves this cluster");
+                    announced = true;
+                }
+                Ok(false) => {}
+                Err(e) => tracing::warn!(error = %e, "the lease could not be read or written"),
+            }
+            tokio::time::sleep(every).await;
+        }
+        let mut stream = open_stream(&js, cluster, cfg.state_replicas).await.map_err(state)?;
+        let (snapshot, claimed) = loop {
+            let (snapshot, last) = replay(&mut stream, cluster).await.map_err(state)?;
+            match claim(&js, cluster, instance, last).await {
+                Ok(seq) => break (snapshot, seq),
+                Err(e) => {
+                    tracing::warn!(error = %e, "the state stream moved while it was replayed; again");
+                    tokio::time::sleep(every).await;
+                }
+            }
+        };
+        tracing::info!(
+            cluster,
+            instance,
+            sequence = claimed,
+            "lease taken: this replica serves the cluster"
+        );
+        let store = StreamStore::start(js, stream, cluster, snapshot.clone(), claimed);
+        let (stop_tx, stop) = tokio::sync::mpsc::channel(1);
+        let mut fenced = store.fenced();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {
+                        match lease.take_or_renew().await {
+                            Ok(true) => {}
+                            Ok(false) => {
+                                let _ = stop_tx.send("another replica holds the cluster's lease".to_string()).await;
+                                return;
+                            }
+                            Err(e) => tracing::warn!(error = %e, "the lease could not be renewed"),
+                        }
+                    }
+                    changed = fenced.changed() => {
+                        let why = match changed {
+                            Ok(()) => fenced.borrow().clone().unwrap_or_default(),
+                            Err(_) => "the state publisher stopped".to_string(),
+                        };
+                        let _ = stop_tx.send(why).await;
+                        return;
+                    }
+                }
+            }
+        });
+        Ok((Store::Stream(store), snapshot, stop))
+    }
 }

@@ -24,11 +24,11 @@ use std::time::{Duration, Instant};
 use fedvol_proto::coordinator::{self as api, SubmitReply};
 use fedvol_proto::decisions::DecisionState;
 
+use crate::NatsServer;
 use crate::checker::Report;
 use crate::faultkit::{agent_on, coordinator_on, final_check, named_inventories};
 use crate::federation::{AgentProc, CoordinatorProc, slots_inventory};
 use crate::load::{Acked, LoadResult, coordinator_op, small_workflow, submit_msg};
-use crate::NatsServer;
 
 /// One burst.
 #[derive(Debug, Clone)]
@@ -201,7 +201,12 @@ pub async fn run(spec: &BurstSpec) -> BurstReport {
     for t in tasks {
         match t.await {
             Ok(a) => answers.push(a),
-            Err(e) => answers.push(("?".into(), Duration::ZERO, Instant::now(), Err(crate::load::CallError::Nats(e.to_string())))),
+            Err(e) => answers.push((
+                "?".into(),
+                Duration::ZERO,
+                Instant::now(),
+                Err(crate::load::CallError::Nats(e.to_string())),
+            )),
         }
     }
     let elapsed = started.elapsed();
@@ -212,7 +217,8 @@ pub async fn run(spec: &BurstSpec) -> BurstReport {
 async fn wait_for_clusters(client: &async_nats::Client, names: &[String]) {
     let end = Instant::now() + Duration::from_secs(60);
     while Instant::now() < end {
-        if let Ok(r) = coordinator_op::<api::Clusters>(client, "bench", &fedvol_proto::NoArgs {}, Duration::from_secs(5)).await
+        if let Ok(r) =
+            coordinator_op::<api::Clusters>(client, "bench", &fedvol_proto::NoArgs {}, Duration::from_secs(5)).await
             && names
                 .iter()
                 .all(|n| r.clusters.iter().any(|c| &c.name == n && c.alive && !c.suspect))
@@ -243,7 +249,10 @@ async fn report(
     for (id, took, _, r) in &answers {
         latencies.push(took.as_secs_f64() * 1000.0);
         match r {
-            Ok(SubmitReply { stored: Some(s), error: None }) if s.state == DecisionState::Committed => {
+            Ok(SubmitReply {
+                stored: Some(s),
+                error: None,
+            }) if s.state == DecisionState::Committed => {
                 committed += 1;
                 let c = s.decision.chosen_cluster.clone().unwrap_or_default();
                 *by_cluster.entry(c.clone()).or_insert(0) += 1;
@@ -256,7 +265,10 @@ async fn report(
                     },
                 );
             }
-            Ok(SubmitReply { stored: Some(s), error: None }) if s.state == DecisionState::Failed => {
+            Ok(SubmitReply {
+                stored: Some(s),
+                error: None,
+            }) if s.state == DecisionState::Failed => {
                 refused_at.push(s.updated_ms);
             }
             Ok(r) => errors.push(format!("{id}: {:?}", r.error)),
@@ -279,7 +291,13 @@ async fn report(
         elapsed,
     };
     let names: Vec<&str> = fed.names.iter().map(String::as_str).collect();
-    let check = final_check(client, &named_inventories(&names, &fed.agents), &load, Duration::from_secs(5)).await;
+    let check = final_check(
+        client,
+        &named_inventories(&names, &fed.agents),
+        &load,
+        Duration::from_secs(5),
+    )
+    .await;
     // When the agents committed each request: its volume's `Bound` event.
     let mut committed_at: Vec<u64> = Vec::new();
     for n in &fed.names {
@@ -292,7 +310,10 @@ async fn report(
         }
     }
     committed_at.sort_unstable();
-    let full_at = committed_at.get(spec.slots.saturating_sub(1)).copied().unwrap_or(u64::MAX);
+    let full_at = committed_at
+        .get(spec.slots.saturating_sub(1))
+        .copied()
+        .unwrap_or(u64::MAX);
     let refused = refused_at.len();
     let refused_while_free = refused_at.iter().filter(|t| **t < full_at).count();
     BurstReport {

@@ -1,4 +1,5 @@
-//! The agent's state: durable records ([`records`]) in a redb file ([`store`]), their
+//! The agent's state: durable records ([`records`]) in a redb file or a replicated JetStream
+//! stream ([`store`], [`replicated`]), their
 //! in-memory form and the effective inventory ([`ledger`]), and the operations that change them,
 //! one module per concern on [`Core`]: [`hold`] (plan and hold), [`commit`], [`release`],
 //! [`complete`], [`sweep`] (lapsed holds, pruning) and [`status`].
@@ -10,6 +11,7 @@ pub mod hold;
 pub mod ledger;
 pub mod records;
 pub mod release;
+pub mod replicated;
 pub mod status;
 pub mod store;
 pub mod sweep;

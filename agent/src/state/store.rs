@@ -33,6 +33,15 @@ pub enum StoreError {
         /// What went wrong.
         message: String,
     },
+    /// The replicated state stream failed, or this replica lost its lease to another (it must
+    /// stop serving).
+    #[error("state stream of cluster {cluster}: {message}")]
+    Stream {
+        /// The cluster.
+        cluster: String,
+        /// What went wrong.
+        message: String,
+    },
     /// A record did not decode (a damaged or foreign file).
     #[error("state database {path}: record `{key}` in table {table} is unreadable: {message}")]
     Record {
@@ -48,7 +57,7 @@ pub enum StoreError {
 }
 
 /// Everything in the store, as loaded at start-up.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Snapshot {
     /// Live holds.
     pub holds: Vec<Hold>,
@@ -59,7 +68,7 @@ pub struct Snapshot {
 }
 
 /// A set of changes written in one atomic transaction.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Batch {
     /// Holds to insert or replace.
     pub put_holds: Vec<Hold>,
@@ -92,8 +101,66 @@ pub fn volume_key(id: &VolumeId) -> String {
     format!("{}\u{1f}{}", id.provisioner.as_deref().unwrap_or(""), id.name)
 }
 
+/// Where the agent's state is kept: a redb file (the default: one agent per cluster), or a
+/// JetStream stream replicated with the NATS cluster, shared by a cluster's agent replicas of
+/// which one, holding a lease, serves ([`super::replicated`]). Both make writes durable in
+/// groups: [`Store::write`] returns at once, [`Store::sync_through`] waits.
+#[derive(Debug)]
+pub enum Store {
+    /// A redb file.
+    Redb(RedbStore),
+    /// The cluster's state stream.
+    Stream(super::replicated::StreamStore),
+}
+
+impl Store {
+    /// Opens (or creates) the redb store at `path` and loads everything in it
+    /// ([`RedbStore::open`]).
+    ///
+    /// Errors: as [`RedbStore::open`].
+    pub fn open(path: &Path) -> Result<(Store, Snapshot), StoreError> {
+        RedbStore::open(path).map(|(s, snap)| (Store::Redb(s), snap))
+    }
+
+    /// Sequence number of the last write made (0 before any).
+    pub fn written(&self) -> u64 {
+        match self {
+            Store::Redb(s) => s.written(),
+            Store::Stream(s) => s.written(),
+        }
+    }
+
+    /// True when every write up to `seq` is known durable.
+    pub fn is_durable(&self, seq: u64) -> bool {
+        match self {
+            Store::Redb(s) => s.is_durable(seq),
+            Store::Stream(s) => s.is_durable(seq),
+        }
+    }
+
+    /// Waits (blocking) until every write up to `seq` is durable.
+    ///
+    /// Errors: the disk or the stream failed; the writes are not known durable.
+    pub fn sync_through(&self, seq: u64) -> Result<(), StoreError> {
+        match self {
+            Store::Redb(s) => s.sync_through(seq),
+            Store::Stream(s) => s.sync_through(seq),
+        }
+    }
+
+    /// Writes `batch` atomically, without waiting for durability; returns its sequence number.
+    ///
+    /// Errors: the write failed; nothing of the batch is then visible.
+    pub fn write(&self, batch: &Batch) -> Result<u64, StoreError> {
+        match self {
+            Store::Redb(s) => s.write(batch),
+            Store::Stream(s) => s.write(batch),
+        }
+    }
+}
+
 /// The redb file.
-pub struct Store {
+pub struct RedbStore {
     db: Database,
     path: String,
     /// Sequence number of the last write transaction committed (1, 2, ...; not yet durable
@@ -105,18 +172,18 @@ pub struct Store {
     sync_lock: Mutex<()>,
 }
 
-impl std::fmt::Debug for Store {
+impl std::fmt::Debug for RedbStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("path", &self.path).finish()
+        f.debug_struct("RedbStore").field("path", &self.path).finish()
     }
 }
 
-impl Store {
+impl RedbStore {
     /// Opens (or creates) the store at `path` and loads everything in it.
     ///
     /// Errors: the file cannot be created or opened (for instance another agent process holds
     /// it: redb locks the file), or a record does not decode.
-    pub fn open(path: &Path) -> Result<(Store, Snapshot), StoreError> {
+    pub fn open(path: &Path) -> Result<(RedbStore, Snapshot), StoreError> {
         let p = path.display().to_string();
         // redb caches up to 1 GiB of the file by default, and the file grows with every
         // workflow until completed commits are pruned: the soak saw agents reach 520 MiB. The
@@ -132,7 +199,7 @@ impl Store {
             tx.open_table(t).map_err(|e| db_err(&p, e))?;
         }
         tx.commit().map_err(|e| db_err(&p, e))?;
-        let store = Store {
+        let store = RedbStore {
             db,
             path: p,
             written: AtomicU64::new(0),
