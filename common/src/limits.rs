@@ -84,15 +84,43 @@ pub fn check_user(user: &str) -> Result<(), InvalidUser> {
 }
 
 fn name_problem(line: usize, field: &str, what: &str, name: &str) -> Option<Problem> {
-    (name.len() > MAX_NAME_BYTES).then(|| Problem {
+    let problem = |message: String| Problem {
         file: String::new(),
         line,
-        field: field.to_string(),
-        message: format!(
+        field: printable(field),
+        message,
+    };
+    if name.len() > MAX_NAME_BYTES {
+        return Some(problem(format!(
             "{what} name of {} bytes is longer than the limit of {MAX_NAME_BYTES}",
             name.len()
-        ),
+        )));
+    }
+    // Issue 20: a name with a NUL or a newline broke log lines and tables; names are text.
+    name.chars().find(|c| c.is_control()).map(|c| {
+        problem(format!(
+            "{what} name `{}` contains the control character U+{:04X}; names are printable text",
+            printable(name),
+            u32::from(c)
+        ))
     })
+}
+
+/// `text` with every control character written as an escape (`\n`, `\u{0}`), for logs, tables
+/// and messages: a name never breaks a line or a terminal.
+pub fn printable(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_string();
+    }
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// Problems of one annotation map: keys over [`MAX_ANNOTATION_KEY_BYTES`], and all keys plus
@@ -305,6 +333,24 @@ mod tests {
             e.contains("`alice.smith` is not valid") && e.contains("letters, digits"),
             "{e}"
         );
+    }
+
+    /// Issue 20: a name with a NUL and a newline, sent over NATS by a client that does not
+    /// use fedvol's parser, broke log lines and was printed raw; every name is checked.
+    #[test]
+    fn control_characters_in_names_are_refused_and_escaped_in_messages() {
+        let mut w = workflow(
+            "version: v4\nvolumes:\n  a: {size: 1GiB}\njobs:\n  j: {image: {uri: docker://x}, mounts: {/a: a}}\n",
+        );
+        w.name = "evil\0name\nINFO forged line".into();
+        w.jobs[0].name = "j\u{1b}[31m".into();
+        let problems = workflow_problems(&w);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        let text = join_problems(&problems);
+        assert!(text.contains("U+0000") && text.contains("U+001B"), "{text}");
+        assert!(!text.chars().any(char::is_control), "messages are printable: {text:?}");
+        assert_eq!(printable("a\nb\0"), "a\\nb\\u{0}");
+        assert_eq!(printable("plain"), "plain");
     }
 
     #[test]

@@ -297,7 +297,7 @@ pub fn decisions(net: &NetArgs, cmd: &DecisionsCmd) -> u8 {
                         for d in &r.decisions {
                             t.add_row(vec![
                                 d.request_id.clone(),
-                                d.workflow.clone(),
+                                fedvol_common::limits::printable(&d.workflow),
                                 format!("{:?}", d.state).to_lowercase(),
                                 d.chosen_cluster.clone().unwrap_or_else(|| "-".into()),
                                 ago(d.updated_ms),
@@ -368,7 +368,7 @@ async fn watch(client: &Client) -> u8 {
                     e.revision,
                     format!("{:?}", s.state).to_lowercase(),
                     e.key,
-                    s.decision.workflow,
+                    fedvol_common::limits::printable(&s.decision.workflow),
                     s.decision.chosen_cluster.as_deref().unwrap_or("none")
                 ),
                 Err(err) => println!("{}  {}  (unreadable value: {err})", e.revision, e.key),

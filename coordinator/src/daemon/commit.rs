@@ -203,8 +203,13 @@ pub async fn commit_on(co: &Coordinator, cluster: &str, request: &PlanRequest, n
         },
         in_doubt: false,
     };
-    match send::<agent::Commit>(co, cluster, msg(), wait).await {
-        Ok(r) if r.ok => attempt(true, None, Some(r)),
+    let what = match send::<agent::Commit>(co, cluster, msg(), wait).await {
+        Ok(r) if r.ok => return attempt(true, None, Some(r)),
+        // Another commit of this request is running there (a coordinator that took the decision
+        // over races one that did not die): its outcome is unknown, not a failure (issue 20).
+        Ok(r) if r.error.as_ref().is_some_and(|e| e.is(&Code::CommitInProgress)) => {
+            "another commit of this request was in progress on the cluster".to_string()
+        }
         Ok(r) => {
             let reason = r
                 .error
@@ -218,34 +223,31 @@ pub async fn commit_on(co: &Coordinator, cluster: &str, request: &PlanRequest, n
             {
                 tracing::debug!(cluster, error = %e, "release after a refused commit");
             }
-            attempt(false, Some(reason), Some(r))
+            return attempt(false, Some(reason), Some(r));
         }
         // Not answered, or answered unreadably (e.g. an answer too large for NATS): the agent
-        // may have committed. Ask it until that is settled.
-        Err(e @ ActionError::Rpc(RpcError::TimedOut { .. } | RpcError::BadAnswer { .. })) => {
-            let what = match &e {
-                ActionError::Rpc(RpcError::BadAnswer { .. }) => format!("the commit's answer was unreadable ({e})"),
-                _ => format!("commit not answered within {wait} ms"),
-            };
-            tracing::warn!(cluster, attempt = n, wait_ms = wait, error = %e, "commit outcome unknown; asking the agent what happened");
-            match settle(co, cluster, request_id, n).await {
-                Settled::Released => attempt(
-                    false,
-                    Some(Code::TimedOut.error(format!("{what}; the attempt was released"))),
-                    None,
-                ),
-                Settled::Committed => committed_answer(co, cluster, request, n).await,
-                Settled::Unknown(why) => {
-                    tracing::warn!(cluster, why = %why, "commit outcome in doubt: no other cluster is tried");
-                    let mut t = attempt(false, Some(in_doubt_reason(&what, &why)), None);
-                    t.in_doubt = true;
-                    t
-                }
-            }
-        }
+        // may have committed.
+        Err(e @ ActionError::Rpc(RpcError::BadAnswer { .. })) => format!("the commit's answer was unreadable ({e})"),
+        Err(ActionError::Rpc(RpcError::TimedOut { .. })) => format!("commit not answered within {wait} ms"),
         Err(e) => {
             tracing::warn!(cluster, error = %e, "commit failed");
-            attempt(false, Some(e.error()), None)
+            return attempt(false, Some(e.error()), None);
+        }
+    };
+    // Ask the agent until what became of the commit is settled.
+    tracing::warn!(cluster, attempt = n, wait_ms = wait, why = %what, "commit outcome unknown; asking the agent what happened");
+    match settle(co, cluster, request_id, n).await {
+        Settled::Released => attempt(
+            false,
+            Some(Code::TimedOut.error(format!("{what}; the attempt was released"))),
+            None,
+        ),
+        Settled::Committed => committed_answer(co, cluster, request, n).await,
+        Settled::Unknown(why) => {
+            tracing::warn!(cluster, why = %why, "commit outcome in doubt: no other cluster is tried");
+            let mut t = attempt(false, Some(in_doubt_reason(&what, &why)), None);
+            t.in_doubt = true;
+            t
         }
     }
 }

@@ -96,7 +96,9 @@ pub fn render(d: &Decision) -> String {
     let mut out = String::new();
     out.push_str(&format!(
         "workflow: {}   request: {}   seed: {}\n",
-        d.workflow, d.request_id, d.seed
+        fedvol_common::limits::printable(&d.workflow),
+        d.request_id,
+        d.seed
     ));
     let commit_failed = d
         .choice

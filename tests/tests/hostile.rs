@@ -1,0 +1,72 @@
+//! Regressions of issue 20 (holes found by fault and adversarial runs), each against real
+//! processes.
+
+use std::time::Duration;
+
+use fedvol_proto::coordinator::{self as api, ListReply};
+use fedvol_proto::{Code, NoArgs};
+use fedvol_tests::faultkit::{agent_on, coordinator_on};
+use fedvol_tests::federation::slots_inventory;
+use fedvol_tests::load::{coordinator_op, small_workflow, submit_msg};
+use fedvol_tests::{NatsServer, versioned_body};
+
+/// Item 9: a workflow whose names carry NUL, newline or escape characters, sent over NATS by
+/// a client that does not use fedvol's parser, is refused at decoding (`bad_request`, the
+/// characters escaped in the message), is never stored, and never reaches an agent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_characters_in_names_are_refused_on_the_wire() {
+    let nats = NatsServer::start();
+    let agent = agent_on(&nats.url(), 200, &[], |d| slots_inventory("h", 2, d, "all")).await;
+    let _coord = coordinator_on(&nats.url(), &["--deadline-ms", "1500", "--discovery-ms", "300"]).await;
+    let client = nats.client().await;
+    let mut wf = small_workflow("x", 8);
+    wf.name = "evil\u{0}\nINFO forged log line".into();
+    let r = coordinator_op::<api::Submit>(
+        &client,
+        "alice",
+        &submit_msg("ctl-1", &wf, false),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    let e = r.error.expect("refused");
+    assert_eq!(e.code, Code::BadRequest, "{e:?}");
+    assert!(
+        e.message.contains("U+0000") && !e.message.chars().any(char::is_control),
+        "{e:?}"
+    );
+    assert!(r.stored.is_none());
+    let list: ListReply = coordinator_op::<api::List>(&client, "alice", &NoArgs {}, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert!(list.decisions.is_empty(), "nothing stored: {list:?}");
+    // Sent straight to the agent's plan: refused too.
+    let plan = fedvol_proto::agent::PlanMsg {
+        request: fedvol_common::funnel::PlanRequest {
+            request_id: "ctl-2".into(),
+            workflow: wf,
+            user: "alice".into(),
+            groups: vec![],
+            seed: 1,
+            trace_limit: 5,
+        },
+        deadline_ms: fedvol_proto::now_ms() + 10_000,
+        reserve: true,
+        ttl_ms: 0,
+    };
+    let answer = fedvol_tests::load::call_raw(
+        &client,
+        &fedvol_proto::Subjects::default().cluster("h", fedvol_proto::agent::AgentOp::Plan),
+        versioned_body(&plan),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+    assert_eq!(v["error"]["code"], "bad_request", "{v}");
+    let log = agent.proc.log();
+    assert!(
+        !log.lines().any(|l| l.starts_with("INFO forged log line")) && !log.contains('\u{0}'),
+        "the name never reached the agent's log raw:\n{log}"
+    );
+}
