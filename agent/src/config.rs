@@ -46,6 +46,8 @@ pub struct AgentConfig {
     /// Copies of the state stream and lease bucket with `stateStore: jetstream` (default 1; 3 on
     /// a 3-node NATS cluster).
     pub state_replicas: usize,
+    /// Requests in progress at once (default 1024); beyond, requests are answered `overloaded`.
+    pub max_in_flight: usize,
     /// Largest request body served, bytes (default
     /// [`fedvol_proto::DEFAULT_MAX_BODY_BYTES`], 1 MiB); larger ones get `bad_request`.
     pub max_body_bytes: usize,
@@ -65,6 +67,7 @@ impl AgentConfig {
             reload_poll_ms: 2000,
             storage_root: None,
             state_store: StateStore::Redb,
+            max_in_flight: 1024,
             state_replicas: 1,
             max_body_bytes: fedvol_proto::DEFAULT_MAX_BODY_BYTES,
         }
@@ -150,6 +153,11 @@ impl AgentConfig {
             && let Some(v) = ctx.int(n, "stateReplicas", 1, 5)
         {
             cfg.state_replicas = v as usize;
+        }
+        if let Some(n) = r.take("maxInFlight")
+            && let Some(v) = ctx.int(n, "maxInFlight", 1, 1_000_000)
+        {
+            cfg.max_in_flight = v as usize;
         }
         if let Some(n) = r.take("maxBodyBytes")
             && let Some(v) = ctx.int(n, "maxBodyBytes", 1024, 64 * 1024 * 1024)

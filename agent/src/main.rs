@@ -24,6 +24,9 @@ struct Args {
     /// Largest request body served, bytes (default 1048576).
     #[arg(long, env = "FEDVOL_MAX_BODY_BYTES")]
     max_body_bytes: Option<usize>,
+    /// Requests in progress at once; beyond, requests are answered `overloaded`.
+    #[arg(long, env = "FEDVOL_MAX_IN_FLIGHT")]
+    max_in_flight: Option<usize>,
     /// Directory for the state file.
     #[arg(long, env = "FEDVOL_DATA_DIR")]
     data_dir: Option<PathBuf>,
@@ -72,6 +75,9 @@ fn config(a: Args) -> Result<AgentConfig, String> {
     a.nats.apply(&mut cfg.nats);
     if let Some(v) = a.max_body_bytes {
         cfg.max_body_bytes = v;
+    }
+    if let Some(v) = a.max_in_flight {
+        cfg.max_in_flight = v;
     }
     if let Some(v) = a.data_dir {
         cfg.data_dir = v;

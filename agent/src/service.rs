@@ -39,13 +39,20 @@ pub struct Shared {
     pub sync_turn: tokio::sync::Mutex<()>,
     /// Plans computed at once: the number of cores (more only adds threads and switching).
     pub plan_slots: tokio::sync::Semaphore,
+    /// Requests in progress at once (`maxInFlight`); beyond, a request is answered
+    /// `overloaded` at once instead of queueing without end (issue 20).
+    pub admission: Arc<tokio::sync::Semaphore>,
+    /// The admission limit.
+    pub max_in_flight: usize,
 }
 
 impl Shared {
     /// What every handler shares, for `core` served with `drivers`.
-    pub fn new(core: Core, drivers: Drivers, cluster: &str, max_body_bytes: usize) -> Self {
+    pub fn new(core: Core, drivers: Drivers, cluster: &str, max_body_bytes: usize, max_in_flight: usize) -> Self {
         let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
         Shared {
+            admission: Arc::new(tokio::sync::Semaphore::new(max_in_flight)),
+            max_in_flight,
             core: Mutex::new(core),
             drivers,
             cluster: cluster.to_string(),
@@ -129,6 +136,7 @@ async fn add<E: Endpoint>(
     Ok(tokio::spawn(async move {
         while let Some(request) = endpoint.next().await {
             let (shared, client) = (shared.clone(), client.clone());
+            let permit = shared.admission.clone().try_acquire_owned();
             tokio::spawn(async move {
                 let server = Server {
                     speaker: "agent",
@@ -136,6 +144,14 @@ async fn add<E: Endpoint>(
                     max_body_bytes: shared.max_body_bytes,
                     max_payload: client.max_payload(),
                     too_large_hint: "raise max_payload in the NATS server's configuration",
+                };
+                let Ok(_permit) = permit else {
+                    tracing::warn!(endpoint = name, limit = shared.max_in_flight, "overloaded: request refused");
+                    let body = fedvol_proto::serve::overloaded::<E>(&server, shared.max_in_flight);
+                    if let Err(e) = request.respond(Ok(body)).await {
+                        tracing::warn!(error = %e, endpoint = name, "reply could not be sent");
+                    }
+                    return;
                 };
                 let payload = request.message.payload.clone();
                 let body = answer::<E, _, _>(&server, &payload, |req| handler(shared.clone(), req)).await;

@@ -49,6 +49,9 @@ codes! {
     Internal = "internal",
     /// The answer would be larger than the NATS server's `max_payload`.
     ReplyTooLarge = "reply_too_large",
+    /// The server has as many requests in progress as it takes (`maxInFlight`): ask again
+    /// later. Nothing was done.
+    Overloaded = "overloaded",
     /// Agent, release: the request is committed (so a release cannot undo it). Settles a commit
     /// whose answer was lost: it happened.
     Committed = "committed",

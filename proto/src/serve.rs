@@ -120,3 +120,17 @@ where
     );
     Some(E::encode_failure(&server.fail(f, request_id.as_deref())))
 }
+
+/// The answer to a request refused because the server is at its limit of requests in progress
+/// (`overloaded`; nothing was read or done), for endpoint `E`.
+pub fn overloaded<E: Endpoint>(server: &Server<'_>, limit: usize) -> Bytes {
+    let mut f = Failure::new(
+        Code::Overloaded,
+        format!(
+            "{} requests are in progress, this server's limit (maxInFlight): ask again later",
+            limit
+        ),
+    );
+    f.cluster = server.cluster.map(str::to_string);
+    E::encode_failure(&f)
+}

@@ -70,3 +70,57 @@ async fn control_characters_in_names_are_refused_on_the_wire() {
         "the name never reached the agent's log raw:\n{log}"
     );
 }
+
+/// Item 10: a coordinator at its limit of requests in progress (`--max-in-flight`) answers
+/// `overloaded` at once instead of queueing without end; once the slow request is done, it
+/// serves again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coordinator_at_its_limit_answers_overloaded_at_once() {
+    let nats = NatsServer::start();
+    let root = tempfile::tempdir().unwrap();
+    let mut provisioner = fedvol_tests::Spawned::bin(
+        "fedvol-example-provisioner",
+        [
+            "--nats",
+            &nats.url(),
+            "--cluster",
+            "slow",
+            "--name",
+            "example.com/dirs",
+            "--delay-ms",
+            "2000",
+            "--root",
+            &root.path().display().to_string(),
+        ],
+    );
+    provisioner.wait_for_log("listening", Duration::from_secs(30)).await;
+    let _agent = agent_on(&nats.url(), 200, &[], |_| {
+        "cluster: slow\nprovisioners:\n  dirs:\n    driver: {type: external, provisioner: example.com/dirs}\n    ephemeral: all\nzones:\n  z1:\n    hosts:\n      - {name: h0, capacity: {cpu: 8, memory: 32GiB, instances: 4}}\n".to_string()
+    })
+    .await;
+    let _coord = coordinator_on(
+        &nats.url(),
+        &["--deadline-ms", "1500", "--discovery-ms", "300", "--max-in-flight", "1"],
+    )
+    .await;
+    let client = nats.client().await;
+    let slow = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            coordinator_op::<api::Submit>(&client, "alice", &submit_msg("slow-1", &small_workflow("s", 1), false), Duration::from_secs(30))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let started = std::time::Instant::now();
+    let busy = coordinator_op::<api::List>(&client, "alice", &NoArgs {}, Duration::from_secs(10)).await;
+    let Err(fedvol_tests::load::CallError::Refused(why)) = busy else {
+        panic!("{busy:?}")
+    };
+    assert!(why.starts_with("overloaded:"), "{why}");
+    assert!(started.elapsed() < Duration::from_secs(1), "answered at once");
+    let r = slow.await.unwrap().unwrap();
+    assert!(r.error.is_none(), "{:?}", r.error);
+    let list = coordinator_op::<api::List>(&client, "alice", &NoArgs {}, Duration::from_secs(10)).await;
+    assert!(list.is_ok_and(|l| l.decisions.len() == 1), "serves again");
+}

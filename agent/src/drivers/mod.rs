@@ -49,6 +49,27 @@ pub struct Created {
     pub message: String,
 }
 
+/// Runs a driver call until the request's deadline (`deadline_ms`, ms since the epoch; 0 = no
+/// deadline): a hostpath or NFS call stuck on a hung mount no longer holds a commit or a
+/// completion forever (issue 20). The call's thread may still finish later; the answer is a
+/// failure that says so.
+async fn within_deadline<T>(
+    deadline_ms: u64,
+    what: &str,
+    call: impl std::future::Future<Output = Result<T, DriverError>>,
+) -> Result<T, DriverError> {
+    if deadline_ms == 0 {
+        return call.await;
+    }
+    let left = std::time::Duration::from_millis(deadline_ms.saturating_sub(fedvol_proto::now_ms()));
+    tokio::time::timeout(left, call).await.unwrap_or_else(|_| {
+        Err(DriverError::Failed(format!(
+            "{what} did not finish before the request's deadline ({} ms): a hung mount or storage backend?",
+            left.as_millis()
+        )))
+    })
+}
+
 /// Runs a blocking file-system job on tokio's blocking pool.
 async fn blocking<T: Send + 'static>(
     job: impl FnOnce() -> Result<T, DriverError> + Send + 'static,
@@ -167,19 +188,22 @@ impl Drivers {
             capacity = %v.capacity,
             "provisioning"
         );
-        let out = match &p.driver {
-            Driver::Hostpath { path, local } => hostpath::provision(path, *local, v).await,
-            Driver::Nfs { target, mount } => nfs::provision(target, mount.as_deref(), v).await,
-            Driver::Efs { file_system_id } => efs::provision(file_system_id, v),
-            Driver::External {
-                provisioner,
-                parameters,
-            } => {
-                let (client, provision_subject, delete_subject) = self.external(provisioner)?;
-                let ep = self.endpoint(&client, provisioner, &provision_subject, &delete_subject);
-                external::provision(&ep, parameters, v, request_id, deadline_ms).await
+        let out = within_deadline(deadline_ms, "provisioning", async {
+            match &p.driver {
+                Driver::Hostpath { path, local } => hostpath::provision(path, *local, v).await,
+                Driver::Nfs { target, mount } => nfs::provision(target, mount.as_deref(), v).await,
+                Driver::Efs { file_system_id } => efs::provision(file_system_id, v),
+                Driver::External {
+                    provisioner,
+                    parameters,
+                } => {
+                    let (client, provision_subject, delete_subject) = self.external(provisioner)?;
+                    let ep = self.endpoint(&client, provisioner, &provision_subject, &delete_subject);
+                    external::provision(&ep, parameters, v, request_id, deadline_ms).await
+                }
             }
-        };
+        })
+        .await;
         match &out {
             Ok(c) => {
                 tracing::info!(request_id, provisioner = %p.name, volume = %v.name, source = %c.source, "{}", c.message)
@@ -209,16 +233,19 @@ impl Drivers {
     ) -> Result<String, DriverError> {
         let p = &self.effective(p);
         tracing::info!(request_id, provisioner = %p.name, driver = p.driver.kind(), volume, source, "deleting");
-        let out = match &p.driver {
-            Driver::Hostpath { path, .. } => hostpath::delete(path, volume, source).await,
-            Driver::Nfs { target, mount } => nfs::delete(target, mount.as_deref(), volume, source).await,
-            Driver::Efs { file_system_id } => efs::delete(file_system_id, volume),
-            Driver::External { provisioner, .. } => {
-                let (client, provision_subject, delete_subject) = self.external(provisioner)?;
-                let ep = self.endpoint(&client, provisioner, &provision_subject, &delete_subject);
-                external::delete(&ep, &p.name, volume, request_id, deadline_ms).await
+        let out = within_deadline(deadline_ms, "deleting", async {
+            match &p.driver {
+                Driver::Hostpath { path, .. } => hostpath::delete(path, volume, source).await,
+                Driver::Nfs { target, mount } => nfs::delete(target, mount.as_deref(), volume, source).await,
+                Driver::Efs { file_system_id } => efs::delete(file_system_id, volume),
+                Driver::External { provisioner, .. } => {
+                    let (client, provision_subject, delete_subject) = self.external(provisioner)?;
+                    let ep = self.endpoint(&client, provisioner, &provision_subject, &delete_subject);
+                    external::delete(&ep, &p.name, volume, request_id, deadline_ms).await
+                }
             }
-        };
+        })
+        .await;
         match &out {
             Ok(m) => tracing::info!(request_id, provisioner = %p.name, volume, "{m}"),
             Err(e) => tracing::warn!(request_id, provisioner = %p.name, volume, error = %e, "deletion failed"),
@@ -275,6 +302,22 @@ mod tests {
     use super::*;
     use fedvol_common::model::{AccessMode, AccessModes, Origin, Permissions, ProvisionerStatus, ReclaimPolicy};
     use fedvol_common::size::ByteSize;
+
+    /// Issue 20: a driver call that never returns (a hung mount) fails at the request's
+    /// deadline instead of holding the commit forever.
+    #[tokio::test]
+    async fn a_driver_call_that_hangs_fails_at_the_deadline() {
+        let started = std::time::Instant::now();
+        let hung = std::future::pending::<Result<(), DriverError>>();
+        let r = within_deadline(fedvol_proto::now_ms() + 300, "provisioning", hung).await;
+        let Err(DriverError::Failed(m)) = r else {
+            panic!("{r:?}")
+        };
+        assert!(m.contains("did not finish before the request's deadline"), "{m}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        let quick = within_deadline(fedvol_proto::now_ms() + 300, "deleting", async { Ok(7) }).await;
+        assert_eq!(quick.unwrap(), 7);
+    }
 
     fn prov(driver: Driver) -> Provisioner {
         Provisioner {

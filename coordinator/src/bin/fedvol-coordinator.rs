@@ -20,6 +20,9 @@ struct Args {
     /// Largest request body served, bytes (default 1048576).
     #[arg(long, env = "FEDVOL_MAX_BODY_BYTES")]
     max_body_bytes: Option<usize>,
+    /// Requests in progress at once; beyond, requests are answered `overloaded`.
+    #[arg(long, env = "FEDVOL_MAX_IN_FLIGHT")]
+    max_in_flight: Option<usize>,
     /// Subject prefix.
     #[arg(long, env = "FEDVOL_SUBJECT_PREFIX")]
     subject_prefix: Option<String>,
@@ -71,6 +74,9 @@ fn config(a: Args) -> Result<CoordinatorConfig, String> {
     a.nats.apply(&mut cfg.nats);
     if let Some(v) = a.max_body_bytes {
         cfg.max_body_bytes = v;
+    }
+    if let Some(v) = a.max_in_flight {
+        cfg.max_in_flight = v;
     }
     if let Some(v) = a.subject_prefix {
         cfg.subject_prefix = v;

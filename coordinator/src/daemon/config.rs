@@ -13,6 +13,7 @@
 //! kv: {bucket: fedvol_decisions, history: 16, replicas: 1}
 //! maxBodyBytes: 1048576   # largest request body served
 //! reconcileEveryMs: 2000  # the reconciler's lease renewal and scan (0 = never reconcile here)
+//! maxInFlight: 4096       # requests in progress at once; beyond, `overloaded`
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -70,6 +71,8 @@ pub struct CoordinatorConfig {
     /// coordinator that died, ms (default 2000; 0 = this coordinator never reconciles). See
     /// `daemon::reconcile`.
     pub reconcile_every_ms: u64,
+    /// Requests in progress at once (default 4096); beyond, requests are answered `overloaded`.
+    pub max_in_flight: usize,
     /// Largest request body served, bytes (default
     /// [`fedvol_proto::DEFAULT_MAX_BODY_BYTES`], 1 MiB); larger ones get `bad_request`.
     pub max_body_bytes: usize,
@@ -95,6 +98,7 @@ impl Default for CoordinatorConfig {
             kv: KvConfig::default(),
             discovery_ms: 500,
             reconcile_every_ms: 2000,
+            max_in_flight: 4096,
             max_body_bytes: fedvol_proto::DEFAULT_MAX_BODY_BYTES,
             trace_limit: fedvol_common::funnel::trace::STORED_TRACE_LIMIT,
         }
@@ -143,6 +147,11 @@ impl CoordinatorConfig {
             {
                 *slot = v;
             }
+        }
+        if let Some(n) = r.take("maxInFlight")
+            && let Some(v) = ctx.int(n, "maxInFlight", 1, 1_000_000)
+        {
+            cfg.max_in_flight = v as usize;
         }
         if let Some(n) = r.take("commitAttempts")
             && let Some(v) = ctx.int(n, "commitAttempts", 1, 100)

@@ -61,6 +61,9 @@ pub struct Coordinator {
     pub registry: Mutex<Registry>,
     /// Users to groups; `None` = dev mode (claimed groups are trusted).
     pub directory: RwLock<Option<Directory>>,
+    /// Requests in progress at once (`maxInFlight`); beyond, a request is answered
+    /// `overloaded` at once instead of queueing without end (issue 20).
+    pub admission: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 impl Coordinator {

@@ -88,6 +88,7 @@ pub async fn run(cfg: CoordinatorConfig) -> Result<(), StartError> {
         store,
         registry: Mutex::new(Registry::new()),
         directory: RwLock::new(directory),
+        admission: Arc::new(tokio::sync::Semaphore::new(cfg.max_in_flight)),
     });
 
     follow_heartbeats(&co).await?;
@@ -103,7 +104,8 @@ pub async fn run(cfg: CoordinatorConfig) -> Result<(), StartError> {
         let co = co.clone();
         tasks.push(tokio::spawn(async move {
             while let Some(m) = sub.next().await {
-                tokio::spawn(handle(co.clone(), op, m));
+                let permit = co.admission.clone().try_acquire_owned().ok();
+                tokio::spawn(handle(co.clone(), op, m, permit));
             }
         }));
     }
@@ -249,12 +251,35 @@ fn record_id(id: &str) {
 
 /// Answers one request of operation `op` (in a `request` span naming the operation, the user
 /// and, once known, the request id).
-async fn handle(co: Arc<Coordinator>, op: CoordinatorOp, m: Message) {
+async fn handle(co: Arc<Coordinator>, op: CoordinatorOp, m: Message, permit: Option<tokio::sync::OwnedSemaphorePermit>) {
     let user = user_of(&m);
     let span = tracing::info_span!("request", op = %op.name(), user = %user, request_id = tracing::field::Empty);
     async move {
         // What the handlers borrow (references are copied into their `async move` blocks).
         let (c, u) = (&co, user.as_str());
+        if permit.is_none() {
+            let limit = co.cfg.max_in_flight;
+            tracing::warn!(limit, "overloaded: request refused");
+            let f = Failure::new(
+                fedvol_proto::Code::Overloaded,
+                format!("{limit} requests are in progress, this coordinator's limit (maxInFlight): ask again later"),
+            );
+            let body = match op {
+                CoordinatorOp::Submit => api::Submit::encode_failure(&f),
+                CoordinatorOp::Complete => api::Complete::encode_failure(&f),
+                CoordinatorOp::Get => api::Get::encode_failure(&f),
+                CoordinatorOp::Replay => api::Replay::encode_failure(&f),
+                CoordinatorOp::WhyNot => api::WhyNot::encode_failure(&f),
+                CoordinatorOp::Clusters => api::Clusters::encode_failure(&f),
+                CoordinatorOp::List => api::List::encode_failure(&f),
+            };
+            if let Some(reply) = m.reply
+                && let Err(e) = co.client.publish(reply, body).await
+            {
+                tracing::warn!(error = %e, "the answer could not be sent");
+            }
+            return;
+        }
         let body = match op {
             CoordinatorOp::Submit => {
                 serve::<api::Submit, _, _>(&co, &user, &m.payload, |req| {
