@@ -124,3 +124,42 @@ async fn a_coordinator_at_its_limit_answers_overloaded_at_once() {
     let list = coordinator_op::<api::List>(&client, "alice", &NoArgs {}, Duration::from_secs(10)).await;
     assert!(list.is_ok_and(|l| l.decisions.len() == 1), "serves again");
 }
+
+/// Item 7: a client with read access to the decision bucket cannot create consumers without
+/// end: the bucket's stream takes at most `kv.maxConsumers` (default 256), and the shipped
+/// NATS accounts cap consumers too (deploy/nats, checked by `deploy_nats.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumers_on_the_decision_bucket_are_limited() {
+    let nats = NatsServer::start();
+    let _coord = coordinator_on(&nats.url(), &["--discovery-ms", "300"]).await;
+    let js = async_nats::jetstream::new(nats.client().await);
+    let stream = js.get_stream("KV_fedvol_decisions").await.unwrap();
+    let mut made = 0;
+    let mut refused = None;
+    for i in 0..400 {
+        let r = stream
+            .create_consumer(async_nats::jetstream::consumer::pull::Config {
+                durable_name: Some(format!("c{i}")),
+                ..Default::default()
+            })
+            .await;
+        match r {
+            Ok(_) => made += 1,
+            Err(e) => {
+                refused = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    let refused = refused.expect("a limit");
+    assert!(made <= 256, "{made} consumers");
+    assert!(refused.contains("maximum consumers limit"), "{refused}");
+    // Every shipped account that has JetStream caps its consumers.
+    let root = fedvol_tests::kit::shipped();
+    for rel in ["accounts.conf", "secure.conf", "leaf/hub.conf", "leaf/secure-hub.conf"] {
+        let text = std::fs::read_to_string(root.join(rel)).unwrap();
+        for line in text.lines().filter(|l| l.trim_start().starts_with("jetstream:")) {
+            assert!(line.contains("max_consumers:"), "deploy/nats/{rel}: {line}");
+        }
+    }
+}

@@ -10,7 +10,7 @@
 //! commitAttempts: 3       # commit failures (not capacity races) before the decision fails
 //! commitTimeoutMs: 10000  # how long one commit (or complete) may take on an agent
 //! directory: directory.yaml
-//! kv: {bucket: fedvol_decisions, history: 16, replicas: 1}
+//! kv: {bucket: fedvol_decisions, history: 16, replicas: 1, maxConsumers: 256}
 //! maxBodyBytes: 1048576   # largest request body served
 //! reconcileEveryMs: 2000  # the reconciler's lease renewal and scan (0 = never reconcile here)
 //! maxInFlight: 4096       # requests in progress at once; beyond, `overloaded`
@@ -31,6 +31,10 @@ pub struct KvConfig {
     pub history: i64,
     /// Stream replicas (default 1; 3 or 5 on a clustered NATS).
     pub replicas: usize,
+    /// Most consumers the bucket's stream takes (default 256): every watch or listing of the
+    /// decisions is one, and a user with read access could otherwise create them without end
+    /// (issue 20). Applies when the coordinator creates the bucket.
+    pub max_consumers: i32,
 }
 
 impl Default for KvConfig {
@@ -39,6 +43,7 @@ impl Default for KvConfig {
             bucket: "fedvol_decisions".into(),
             history: 16,
             replicas: 1,
+            max_consumers: 256,
         }
     }
 }
@@ -191,6 +196,11 @@ impl CoordinatorConfig {
                 && let Some(v) = ctx.int(n, "kv.replicas", 1, 5)
             {
                 cfg.kv.replicas = v as usize;
+            }
+            if let Some(n) = m.take("maxConsumers")
+                && let Some(v) = ctx.int(n, "kv.maxConsumers", 1, 100_000)
+            {
+                cfg.kv.max_consumers = v as i32;
             }
             m.finish(&mut ctx);
         }

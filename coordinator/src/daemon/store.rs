@@ -88,6 +88,7 @@ impl DecisionStore {
             allow_direct: true,
             discard: DiscardPolicy::New,
             num_replicas: cfg.replicas.max(1),
+            max_consumers: cfg.max_consumers,
             ..Default::default()
         })
         .await
