@@ -131,7 +131,13 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
         tracing::warn!(root = %root.display(), "development sandbox: every volume is a directory under this root");
         drivers = drivers.with_storage_root(root.clone());
     }
-    let shared = Arc::new(Shared::new(core, drivers, &cluster, cfg.max_body_bytes, cfg.max_in_flight));
+    let shared = Arc::new(Shared::new(
+        core,
+        drivers,
+        &cluster,
+        cfg.max_body_bytes,
+        cfg.max_in_flight,
+    ));
 
     // Heartbeat and sweep.
     {

@@ -146,7 +146,11 @@ async fn add<E: Endpoint>(
                     too_large_hint: "raise max_payload in the NATS server's configuration",
                 };
                 let Ok(_permit) = permit else {
-                    tracing::warn!(endpoint = name, limit = shared.max_in_flight, "overloaded: request refused");
+                    tracing::warn!(
+                        endpoint = name,
+                        limit = shared.max_in_flight,
+                        "overloaded: request refused"
+                    );
                     let body = fedvol_proto::serve::overloaded::<E>(&server, shared.max_in_flight);
                     if let Err(e) = request.respond(Ok(body)).await {
                         tracing::warn!(error = %e, endpoint = name, "reply could not be sent");

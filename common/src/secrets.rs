@@ -15,7 +15,45 @@
 use std::fmt;
 
 /// Words that make a parameter key look secret (matched case-insensitively anywhere in the key).
-pub const SECRET_WORDS: [&str; 5] = ["password", "secret", "token", "key", "credential"];
+/// Widened in issue 20 (`passwd`, `auth`... passed as plain values before): it errs on the side
+/// of asking for a reference.
+pub const SECRET_WORDS: [&str; 12] = [
+    "password", "passwd", "pwd", "pass", "secret", "token", "key", "cred", "auth", "private", "bearer", "sas",
+];
+
+/// Parameter keys (lowercased) known to hold no secret, whose values logs and the agent's
+/// `inventory` endpoint may show; every other value is shown as `<redacted>` unless it is a
+/// secret reference ([`shown_value`]).
+pub const NON_SECRET_KEYS: [&str; 16] = [
+    "type",
+    "fstype",
+    "csi.storage.k8s.io/fstype",
+    "mode",
+    "iops",
+    "iopspergb",
+    "throughput",
+    "encrypted",
+    "blockexpress",
+    "allowautoiopspergbincrease",
+    "clusterid",
+    "pool",
+    "imagefeatures",
+    "fsname",
+    "skuname",
+    "protocol",
+];
+
+/// What logs and reports may show of parameter `key`'s `value` (issue 20: never a value that
+/// might be a secret): the value for a [known non-secret key](NON_SECRET_KEYS) or a secret
+/// reference; `<redacted>` otherwise (the name of a Kubernetes Secret too: it errs on hiding).
+pub fn shown_value<'a>(key: &str, value: &'a str) -> &'a str {
+    let k = key.to_ascii_lowercase();
+    if NON_SECRET_KEYS.contains(&k.as_str()) || SecretRef::parse(value).is_ok() {
+        value
+    } else {
+        "<redacted>"
+    }
+}
 
 /// Endings (of the key lowercased, with `-`, `_`, `.` and `/` removed) of keys that name or
 /// identify a secret rather than hold one; their values may be written inline.
@@ -160,6 +198,30 @@ mod tests {
         ] {
             assert!(SecretRef::parse(bad).is_err(), "{bad}");
         }
+        // Issue 20: keys the first list missed.
+        for k in [
+            "passwd",
+            "dbPwd",
+            "passphrase",
+            "auth",
+            "Authorization",
+            "sasToken",
+            "privateKey",
+            "creds",
+        ] {
+            assert!(check_parameter(k, "hunter2").is_err(), "{k}");
+        }
+        assert_eq!(shown_value("mode", "0750"), "0750");
+        assert_eq!(
+            shown_value("region", "us-west-2"),
+            "<redacted>",
+            "unknown keys are redacted"
+        );
+        assert_eq!(
+            shown_value("csi.storage.k8s.io/node-stage-secret-name", "rbd"),
+            "<redacted>"
+        );
+        assert_eq!(shown_value("token", "file:/run/t"), "file:/run/t");
         let e = check_parameter("apiToken", "s3cr3t-value").unwrap_err().to_string();
         assert!(e.contains("`apiToken`") && !e.contains("s3cr3t"), "{e}");
         assert!(check_parameter("password", "file:/run/secrets/nfs").is_ok());

@@ -392,7 +392,12 @@ pub struct LoadResult {
 }
 
 /// Error codes of answers worth asking again with the same request id.
-const RETRYABLE: [&str; 4] = ["store_unavailable", "nats_error", "commit_outcome_unknown", "overloaded"];
+const RETRYABLE: [&str; 4] = [
+    "store_unavailable",
+    "nats_error",
+    "commit_outcome_unknown",
+    "overloaded",
+];
 
 fn outcome_of(r: &Result<SubmitReply, CallError>) -> Outcome {
     match r {

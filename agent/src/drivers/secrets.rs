@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-pub use fedvol_common::secrets::{SECRET_WORDS, SecretRef, looks_secret, must_be_reference};
+pub use fedvol_common::secrets::{SECRET_WORDS, SecretRef, looks_secret, must_be_reference, shown_value};
 
 /// The largest secret file [`resolve`] reads, bytes (64 KiB).
 pub const MAX_SECRET_FILE_BYTES: u64 = 64 * 1024;
@@ -80,9 +80,9 @@ pub fn resolve(r: &SecretRef) -> Result<String, ResolveError> {
     Ok(value)
 }
 
-/// Parameters for logging: `Debug` and `Display` print every key, and the value only when the
-/// key does not [look secret](looks_secret) or the value is a secret reference (`file:`,
-/// `env:`); `<redacted>` otherwise.
+/// Parameters for logging: `Debug` and `Display` print every key, and the value only as
+/// [`shown_value`] allows (known non-secret keys, keys naming a secret kept elsewhere, secret
+/// references); `<redacted>` otherwise.
 pub struct Redacted<'a>(pub &'a BTreeMap<String, String>);
 
 impl fmt::Display for Redacted<'_> {
@@ -92,10 +92,9 @@ impl fmt::Display for Redacted<'_> {
             if i > 0 {
                 f.write_str(", ")?;
             }
-            if looks_secret(k) && SecretRef::parse(v).is_err() {
-                write!(f, "{k:?}: <redacted>")?;
-            } else {
-                write!(f, "{k:?}: {v:?}")?;
+            match shown_value(k, v) {
+                "<redacted>" => write!(f, "{k:?}: <redacted>")?,
+                shown => write!(f, "{k:?}: {shown:?}")?,
             }
         }
         f.write_str("}")

@@ -1,5 +1,6 @@
 //! Inventory: the effective inventory (files plus fedvol's changes) and the status. Driver
-//! parameters that hold credentials are references (`file:`, `env:`), never secrets.
+//! parameter values are shown only for known non-secret keys and secret references
+//! ([`fedvol_common::secrets::shown_value`]); every other value reads `<redacted>` (issue 20).
 
 use std::sync::Arc;
 
@@ -11,9 +12,17 @@ use crate::service::{Shared, lock};
 /// Answers an inventory.
 pub async fn handle(shared: Arc<Shared>, _: NoArgs) -> Option<Result<InventoryReply, Failure>> {
     let core = lock(&shared);
+    let mut inventory = (*core.snapshot().0).clone();
+    for p in &mut inventory.provisioners {
+        if let fedvol_common::model::Driver::External { parameters, .. } = &mut p.driver {
+            for (k, v) in parameters.iter_mut() {
+                *v = fedvol_common::secrets::shown_value(k, v).to_string();
+            }
+        }
+    }
     Some(Ok(InventoryReply {
         cluster: shared.cluster.clone(),
-        inventory: (*core.snapshot().0).clone(),
+        inventory,
         status: core.status(),
     }))
 }

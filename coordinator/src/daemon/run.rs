@@ -251,7 +251,12 @@ fn record_id(id: &str) {
 
 /// Answers one request of operation `op` (in a `request` span naming the operation, the user
 /// and, once known, the request id).
-async fn handle(co: Arc<Coordinator>, op: CoordinatorOp, m: Message, permit: Option<tokio::sync::OwnedSemaphorePermit>) {
+async fn handle(
+    co: Arc<Coordinator>,
+    op: CoordinatorOp,
+    m: Message,
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+) {
     let user = user_of(&m);
     let span = tracing::info_span!("request", op = %op.name(), user = %user, request_id = tracing::field::Empty);
     async move {
