@@ -291,7 +291,8 @@ mod tests {
             KvConfig {
                 bucket: "decisions".into(),
                 history: 4,
-                replicas: 3
+                replicas: 3,
+                max_consumers: 256,
             }
         );
         assert!(c.validate().is_ok());
