@@ -152,7 +152,7 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
                     match core.sweep(now_ms()) {
                         Ok(gone) if !gone.is_empty() => tracing::info!(expired = ?gone, "holds expired"),
                         Ok(_) => {}
-                        Err(e) => tracing::error!(error = %e, "sweep of expired holds failed"),
+                        Err(e) => crate::service::store_failed(&e),
                     }
                     (core.inventory_version().to_string(), core.hold_count(), core.load())
                 };

@@ -75,14 +75,30 @@ pub fn internal(e: impl std::fmt::Display) -> Failure {
     Failure::new(fedvol_proto::Code::Internal, e.to_string())
 }
 
+/// The state store failed (a full or broken disk, a lost JetStream stream, or this replica was
+/// fenced by another): memory may hold a change the store did not take, and redb refuses every
+/// write after an I/O error. The agent exits (code 75, EX_TEMPFAIL) so that its supervisor
+/// starts it again on what is durable (issue 20); the request is not answered, which its
+/// coordinator settles like any lost answer. Never returns.
+pub fn store_failed(e: &dyn std::fmt::Display) -> ! {
+    tracing::error!(error = %e, "the state store failed: exiting so that the supervisor restarts the agent on its durable state");
+    eprintln!("fedvol-agent: the state store failed: {e}; exiting (75) for the supervisor to restart the agent");
+    std::process::exit(75)
+}
+
 /// Makes every state change so far durable, then gives `answer` back: called before any answer
 /// that acknowledges state (a hold, a commit, a release, a completion), including one read from
 /// memory (a repeated request may see a change another task made and has not yet synced).
 /// Answers waiting together share one fsync ([`crate::state::store::Store::sync_through`]).
 ///
-/// Errors: the disk failed: an `internal` failure, since the change is not known durable.
+/// Errors: the blocking task failed (`internal`). A store that fails ends the process
+/// ([`store_failed`]).
 pub async fn durable<T>(shared: &Shared, answer: T) -> Result<T, Failure> {
-    sync(shared).await.map(|()| answer).map_err(internal)
+    match sync(shared).await {
+        Ok(()) => Ok(answer),
+        Err(SyncError::Store(e)) => store_failed(&e),
+        Err(e) => Err(internal(e)),
+    }
 }
 
 /// Waits until every state change made so far is on disk (one fsync shared with every caller

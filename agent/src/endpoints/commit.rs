@@ -17,7 +17,7 @@ use std::sync::Arc;
 use fedvol_proto::agent::{ActionMsg, ActionReply};
 use fedvol_proto::{Failure, now_ms};
 
-use crate::service::{Shared, durable, internal, lock, sync};
+use crate::service::{Shared, durable, internal, lock, store_failed, sync};
 use crate::state::core::{DriverResult, Next, ProvisionWork};
 
 /// Answers a commit.
@@ -25,12 +25,14 @@ pub async fn handle(shared: Arc<Shared>, msg: ActionMsg) -> Option<Result<Action
     let id = msg.request_id.clone();
     let begun = lock(&shared).begin_commit(&msg, now_ms());
     let work = match begun {
-        Err(e) => return Some(Err(internal(e))),
+        Err(e) => store_failed(&e),
         Ok(Next::Answer(reply)) => return Some(durable(&shared, *reply).await),
         Ok(Next::Run(work)) => work,
     };
-    if let Err(e) = sync(&shared).await {
-        return Some(Err(internal(e)));
+    match sync(&shared).await {
+        Ok(()) => {}
+        Err(crate::service::SyncError::Store(e)) => store_failed(&e),
+        Err(e) => return Some(Err(internal(e))),
     }
     let results = provision(&shared, &id, msg.deadline_ms, work).await;
     if results.iter().any(|(_, r)| matches!(r, DriverResult::Failed(_))) {
@@ -43,7 +45,7 @@ pub async fn handle(shared: Arc<Shared>, msg: ActionMsg) -> Option<Result<Action
             tracing::info!(request_id = %id, ok = answer.as_ref().is_ok_and(|r| r.ok), "commit answered");
             answer
         }
-        Err(e) => Err(internal(e)),
+        Err(e) => store_failed(&e),
     })
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use fedvol_proto::Failure;
 use fedvol_proto::agent::{ActionMsg, ActionReply};
 
-use crate::service::{Shared, durable, internal, lock};
+use crate::service::{Shared, durable, lock, store_failed};
 use crate::state::core::{DriverResult, Next};
 
 /// Answers a complete.
@@ -31,6 +31,6 @@ pub async fn handle(shared: Arc<Shared>, msg: ActionMsg) -> Option<Result<Action
     let finished = lock(&shared).finish_complete(&id, results, fedvol_proto::now_ms());
     Some(match finished {
         Ok(reply) => durable(&shared, reply).await,
-        Err(e) => Err(internal(e)),
+        Err(e) => store_failed(&e),
     })
 }

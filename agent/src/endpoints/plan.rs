@@ -10,7 +10,7 @@ use fedvol_common::funnel::plan_cluster;
 use fedvol_proto::agent::{PlanMsg, PlanReply};
 use fedvol_proto::{Failure, now_ms};
 
-use crate::service::{Shared, durable, internal, lock};
+use crate::service::{Shared, durable, internal, lock, store_failed};
 
 /// Answers a plan (broadcast or cluster-addressed).
 pub async fn handle(shared: Arc<Shared>, msg: PlanMsg) -> Option<Result<PlanReply, Failure>> {
@@ -21,7 +21,7 @@ pub async fn handle(shared: Arc<Shared>, msg: PlanMsg) -> Option<Result<PlanRepl
     let sh = shared.clone();
     let result = tokio::task::spawn_blocking(move || {
         if msg.reserve {
-            lock(&sh).plan_and_hold(&msg, now_ms()).map_err(internal)
+            lock(&sh).plan_and_hold(&msg, now_ms()).map_err(|e| e.to_string())
         } else {
             let (inv, state) = lock(&sh).snapshot_for(&msg.request.request_id);
             Ok(PlanReply {
@@ -37,7 +37,7 @@ pub async fn handle(shared: Arc<Shared>, msg: PlanMsg) -> Option<Result<PlanRepl
     drop(slot);
     let mut reply = match result {
         Ok(Ok(r)) => r,
-        Ok(Err(f)) => return Some(Err(f)),
+        Ok(Err(e)) => store_failed(&e),
         Err(e) => return Some(Err(internal(e))),
     };
     reply.decision.elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;

@@ -7,13 +7,13 @@ use std::sync::Arc;
 use fedvol_proto::Failure;
 use fedvol_proto::agent::{ActionMsg, ActionReply};
 
-use crate::service::{Shared, durable, internal, lock};
+use crate::service::{Shared, durable, lock, store_failed};
 
 /// Answers a release.
 pub async fn handle(shared: Arc<Shared>, msg: ActionMsg) -> Option<Result<ActionReply, Failure>> {
     let r = lock(&shared).release(&msg.request_id, msg.attempt, fedvol_proto::now_ms());
     Some(match r {
         Ok(reply) => durable(&shared, reply).await,
-        Err(e) => Err(internal(e)),
+        Err(e) => store_failed(&e),
     })
 }
