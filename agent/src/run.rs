@@ -91,6 +91,42 @@ pub fn reload(cfg: &AgentConfig, shared: &Shared) -> bool {
     }
 }
 
+/// Rolls back every commit the agent was running when it stopped (issue 20): the durable
+/// `committing` mark says assets may have been created with no record. Each new volume's asset
+/// is deleted (names are deterministic, deleting a missing asset succeeds), then the hold is
+/// unmarked; its coordinator settles the attempt (a release probe now finds it released), or
+/// commits it again. Runs before serving, so no request can see the half-done commit.
+async fn roll_back_interrupted(shared: &Arc<Shared>) {
+    let interrupted = lock(shared).interrupted();
+    for (id, work) in interrupted {
+        let mut deleted = 0;
+        for w in &work {
+            let r = shared
+                .drivers
+                .delete(&w.provisioner, &w.volume.name, None, &id, now_ms() + 30_000)
+                .await;
+            match r {
+                Ok(_) => deleted += 1,
+                Err(e) => tracing::error!(
+                    request_id = %id,
+                    volume = %w.volume.name,
+                    error = %e,
+                    "an asset of an interrupted commit could not be deleted; delete it by hand"
+                ),
+            }
+        }
+        match lock(shared).finish_interrupted(&id) {
+            Ok(()) => {
+                tracing::warn!(request_id = %id, volumes = work.len(), deleted, "an interrupted commit was rolled back")
+            }
+            Err(e) => crate::service::store_failed(&e),
+        }
+    }
+    if let Err(e) = crate::service::sync(shared).await {
+        tracing::error!(error = %e, "the rollback of interrupted commits is not known durable");
+    }
+}
+
 /// Runs the agent until the process is stopped.
 ///
 /// Errors: any [`StartError`] before serving begins.
@@ -217,6 +253,7 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
         });
     }
 
+    roll_back_interrupted(&shared).await;
     tracing::info!(cluster = %cluster, nats = %fedvol_proto::nats::redact_url(&cfg.nats.url), "agent starting its service");
     let served = serve(client, &subjects, shared);
     match stop {

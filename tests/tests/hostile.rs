@@ -375,3 +375,78 @@ async fn a_full_disk_stops_the_agent_and_nothing_acknowledged_is_lost() {
     assert!(r.error.is_none(), "{:?}", r.error);
     eprintln!("{} commits acknowledged before the disk filled; all kept", acked.len());
 }
+
+/// Item 3: kill -9 of the agent while an out-of-tree provisioner creates a volume. The commit's
+/// durable `committing` mark is acted on at restart: the asset is deleted (the commit rolled
+/// back) before the agent serves, so no volume is left without a record; the decision settles
+/// (failed, or committed by a retried commit), and what exists matches it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_commit_leaves_no_orphaned_volume() {
+    let nats = NatsServer::start();
+    let root = tempfile::tempdir().unwrap();
+    let mut provisioner = fedvol_tests::Spawned::bin(
+        "fedvol-example-provisioner",
+        [
+            "--nats",
+            &nats.url(),
+            "--cluster",
+            "o",
+            "--name",
+            "example.com/dirs",
+            "--delay-ms",
+            "3000",
+            "--root",
+            &root.path().display().to_string(),
+        ],
+    );
+    provisioner.wait_for_log("listening", Duration::from_secs(30)).await;
+    let mut agent = agent_on(&nats.url(), 200, &[], |_| {
+        "cluster: o\nprovisioners:\n  dirs:\n    driver: {type: external, provisioner: example.com/dirs}\n    ephemeral: all\nzones:\n  z1:\n    hosts:\n      - {name: h0, capacity: {cpu: 8, memory: 32GiB, instances: 4}}\n".to_string()
+    })
+    .await;
+    let _coord = coordinator_on(
+        &nats.url(),
+        &[
+            "--deadline-ms",
+            "1500",
+            "--discovery-ms",
+            "300",
+            "--commit-timeout-ms",
+            "5000",
+            "--commit-attempts",
+            "1",
+        ],
+    )
+    .await;
+    let client = nats.client().await;
+    let submit = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            coordinator_op::<api::Submit>(
+                &client,
+                "alice",
+                &submit_msg("orph-1", &small_workflow("o", 1), false),
+                Duration::from_secs(60),
+            )
+            .await
+        })
+    };
+    // The provisioner created the directory and is still answering: kill -9 the agent.
+    provisioner.wait_for_log("provisioned", Duration::from_secs(20)).await;
+    assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 1, "the asset exists");
+    fedvol_tests::faultkit::crash_agent(&mut agent, Duration::ZERO).await;
+    assert!(
+        agent.proc.log().contains("an interrupted commit was rolled back"),
+        "{}",
+        agent.proc.log()
+    );
+    let r = submit.await.unwrap();
+    let state = r.ok().and_then(|r| r.stored).map(|s| s.state);
+    eprintln!("the decision settled as {state:?}");
+    // Whatever the decision, what exists matches what the agent records.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let st = fedvol_tests::checker::fetch_status(&client, "o").await.unwrap();
+    let dirs = std::fs::read_dir(root.path()).unwrap().count();
+    assert_eq!(dirs, st.volumes.len(), "no volume without a record: {st:?}");
+    assert!(st.holds.iter().all(|h| h.request_id != "orph-1") || st.committed.is_empty());
+}

@@ -400,3 +400,49 @@ fn provisioned(hold: &Hold, key: &str, nv: &NewVolume, source: Option<String>, n
         ],
     }
 }
+
+impl Core {
+    /// Holds whose commit was interrupted (the agent stopped after marking them `committing`
+    /// and before recording the outcome), with the provisionings that commit may have started:
+    /// their assets may exist without a record (issue 20). See
+    /// [`Core::finish_interrupted`].
+    pub fn interrupted(&self) -> Vec<(String, Vec<ProvisionWork>)> {
+        self.ledger
+            .holds()
+            .values()
+            .filter(|h| h.committing && !self.in_flight.contains(&h.request_id))
+            .map(|h| {
+                let work = h
+                    .new_volumes()
+                    .into_iter()
+                    .filter_map(|(key, nv)| {
+                        let p = self.base.provisioners.iter().find(|p| p.name == nv.provisioner)?;
+                        Some(ProvisionWork {
+                            key,
+                            provisioner: p.clone(),
+                            volume: nv,
+                        })
+                    })
+                    .collect();
+                (h.request_id.clone(), work)
+            })
+            .collect()
+    }
+
+    /// Records that the interrupted commit of `request_id` was rolled back (its assets deleted
+    /// by the caller): the hold is no longer `committing`, and lapses or is released as any.
+    ///
+    /// Errors: the store write failed.
+    pub fn finish_interrupted(&mut self, request_id: &str) -> Result<(), CoreError> {
+        let Some(mut hold) = self.ledger.holds().get(request_id).cloned() else {
+            return Ok(());
+        };
+        hold.committing = false;
+        self.store.write(&Batch {
+            put_holds: vec![hold.clone()],
+            ..Batch::default()
+        })?;
+        self.ledger.put_hold(hold);
+        Ok(())
+    }
+}
