@@ -48,6 +48,9 @@ pub struct AgentConfig {
     pub state_replicas: usize,
     /// Requests in progress at once (default 1024); beyond, requests are answered `overloaded`.
     pub max_in_flight: usize,
+    /// Create the state file when it is missing (`--init`; never from a configuration file):
+    /// without it an agent refuses to start on a missing or empty state file.
+    pub init: bool,
     /// Largest request body served, bytes (default
     /// [`fedvol_proto::DEFAULT_MAX_BODY_BYTES`], 1 MiB); larger ones get `bad_request`.
     pub max_body_bytes: usize,
@@ -68,6 +71,7 @@ impl AgentConfig {
             storage_root: None,
             state_store: StateStore::Redb,
             max_in_flight: 1024,
+            init: false,
             state_replicas: 1,
             max_body_bytes: fedvol_proto::DEFAULT_MAX_BODY_BYTES,
         }

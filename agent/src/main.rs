@@ -50,6 +50,11 @@ struct Args {
     /// unmounted NFS exports are simulated there). Not for production.
     #[arg(long, env = "FEDVOL_STORAGE_ROOT")]
     storage_root: Option<PathBuf>,
+    /// Create the state file if it is missing (a new cluster, or a deliberate reset). Without
+    /// it, a missing or empty state file is an error: an agent that forgot its commits would
+    /// give their capacity away again.
+    #[arg(long)]
+    init: bool,
     /// Log as JSON lines instead of text.
     #[arg(long)]
     log_json: bool,
@@ -76,6 +81,7 @@ fn config(a: Args) -> Result<AgentConfig, String> {
     if let Some(v) = a.max_body_bytes {
         cfg.max_body_bytes = v;
     }
+    cfg.init = a.init;
     if let Some(v) = a.max_in_flight {
         cfg.max_in_flight = v;
     }

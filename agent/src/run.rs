@@ -91,6 +91,44 @@ pub fn reload(cfg: &AgentConfig, shared: &Shared) -> bool {
     }
 }
 
+/// Watches the state file (issue 20): deleted or replaced while the agent runs, its commits
+/// would vanish at the next restart. Once a second it checks the file is still the one opened;
+/// when it is not, the agent writes what it holds in memory to a new file at the same path
+/// (with the same identity) and exits (75) so that its supervisor restarts it on that file.
+fn watch_state_file(shared: Arc<Shared>, path: std::path::PathBuf, identity: crate::state::store::Identity) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(opened) = std::fs::metadata(&path).map(|m| (m.dev(), m.ino())) else {
+        return;
+    };
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            let now = std::fs::metadata(&path).map(|m| (m.dev(), m.ino())).ok();
+            if now == Some(opened) {
+                continue;
+            }
+            tracing::error!(state = %path.display(), "the state file was deleted or replaced while the agent ran");
+            let snapshot = lock(&shared).snapshot_state();
+            if now.is_some() {
+                let aside = path.with_extension("redb.replaced");
+                let _ = std::fs::rename(&path, &aside);
+                tracing::error!(moved_to = %aside.display(), "the file found in its place was set aside");
+            }
+            match crate::state::store::RedbStore::create_from(&path, &snapshot, &identity) {
+                Ok(()) => tracing::warn!(
+                    state = %path.display(),
+                    holds = snapshot.holds.len(),
+                    commits = snapshot.commits.len(),
+                    "the state held in memory was written to a new state file"
+                ),
+                Err(e) => tracing::error!(error = %e, "the state could not be saved again"),
+            }
+            crate::service::store_failed(&"the state file was deleted or replaced while the agent ran");
+        }
+    });
+}
+
 /// Rolls back every commit the agent was running when it stopped (issue 20): the durable
 /// `committing` mark says assets may have been created with no record. Each new volume's asset
 /// is deleted (names are deterministic, deleting a missing asset succeeds), then the hold is
@@ -139,19 +177,20 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
         .await
         .map_err(|e| StartError::Nats(e.to_string()))?;
     let instance = format!("{}-{}", cluster, std::process::id());
-    let (store, snapshot, stop) = match cfg.state_store {
+    let (store, snapshot, state_file, stop) = match cfg.state_store {
         StateStore::Redb => {
             std::fs::create_dir_all(&cfg.data_dir).map_err(|e| {
                 StartError::State(format!("cannot create data directory {}: {e}", cfg.data_dir.display()))
             })?;
             let state_path = cfg.data_dir.join("state.redb");
-            let (store, snapshot) = Store::open(&state_path).map_err(|e| StartError::State(e.to_string()))?;
-            tracing::info!(state = %state_path.display(), "state file open");
-            (store, snapshot, None)
+            let (store, snapshot, identity) =
+                Store::open_checked(&state_path, &cluster, cfg.init).map_err(|e| StartError::State(e.to_string()))?;
+            tracing::info!(state = %state_path.display(), generation = %identity.generation, "state file open");
+            (store, snapshot, Some((state_path, identity)), None)
         }
         StateStore::Jetstream => {
             let (store, snapshot, stop) = replica::take_over(&client, &cfg, &cluster, &instance).await?;
-            (store, snapshot, Some(stop))
+            (store, snapshot, None, Some(stop))
         }
     };
     tracing::info!(
@@ -253,6 +292,9 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
         });
     }
 
+    if let Some((path, identity)) = state_file {
+        watch_state_file(shared.clone(), path, identity);
+    }
     roll_back_interrupted(&shared).await;
     tracing::info!(cluster = %cluster, nats = %fedvol_proto::nats::redact_url(&cfg.nats.url), "agent starting its service");
     let served = serve(client, &subjects, shared);

@@ -276,6 +276,8 @@ impl DevFederation {
                 fed.dir.path().join("storage").join(&name).display().to_string(),
                 "--heartbeat-ms".into(),
                 "500".into(),
+                // A fresh sandbox: the agent creates its state file.
+                "--init".into(),
             ];
             let i = fed.spawn(&format!("agent-{name}"), &agent_bin, &args)?;
             fed.wait_for(i, |l| l.contains("endpoints ready"), Duration::from_secs(30))?;

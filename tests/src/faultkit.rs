@@ -29,6 +29,7 @@ pub async fn agent_on(url: &str, heartbeat_ms: u64, extra: &[&str], text: impl F
         dir.path().join("data").display().to_string(),
         "--heartbeat-ms".into(),
         heartbeat_ms.to_string(),
+        "--init".into(),
     ];
     args.extend(extra.iter().map(|s| s.to_string()));
     let mut proc = Spawned::bin("fedvol-agent", &args);

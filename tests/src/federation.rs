@@ -32,6 +32,7 @@ impl AgentProc {
             dir.path().join("data").display().to_string(),
             "--heartbeat-ms".into(),
             heartbeat_ms.to_string(),
+            "--init".into(),
         ];
         let proc = AgentProc::spawn(&args).await;
         AgentProc { proc, args, dir }

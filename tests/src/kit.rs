@@ -180,7 +180,7 @@ pub async fn agent_as(
         .arg(&inv)
         .arg("--data-dir")
         .arg(dir.join("data"))
-        .args(["--heartbeat-ms", "300"])
+        .args(["--heartbeat-ms", "300", "--init"])
         .env("RUST_LOG", "debug,async_nats=info");
     for (k, v) in env {
         cmd.env(k, v);

@@ -199,7 +199,16 @@ async fn unknown_parameter_is_refused_at_once_and_secrets_stay_out_of_the_logs()
 
     let text = logs.text();
     assert!(text.contains("req-d1") && text.contains("apiKey"), "{text}");
-    assert!(text.contains("zstd"), "non-secret parameters are logged: {text}");
+    // Issue 20 item 8: values are redacted unless their key is a known non-secret one
+    // (`mode` is; `compression` is not known to fedvol, so its value is not shown either).
+    assert!(
+        text.contains("\"mode\": \"0750\""),
+        "known non-secret parameters are logged: {text}"
+    );
+    assert!(
+        !text.contains("zstd"),
+        "an unknown parameter's value was logged: {text}"
+    );
     assert!(!text.contains("hunter2"), "a secret parameter value was logged: {text}");
     assert!(!e.to_string().contains("hunter2"));
 
@@ -300,7 +309,9 @@ async fn the_deadline_cuts_retries_short() {
     let DriverError::Failed(m) = &e else {
         panic!("expected a failure, got {e:?}")
     };
-    assert!(m.contains("stopped by the request's deadline"), "{m}");
+    // Cut by the external driver's retry loop or by the agent's bound on every driver call
+    // (issue 20 item 10), whichever sees the deadline first.
+    assert!(m.contains("deadline"), "{m}");
     assert!(
         took < Duration::from_millis(1500),
         "retries ran past the deadline: {took:?}"

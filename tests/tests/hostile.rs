@@ -281,6 +281,7 @@ async fn a_full_disk_stops_the_agent_and_nothing_acknowledged_is_lost() {
         &mnt.path().join("data").display().to_string(),
         "--heartbeat-ms",
         "200",
+        "--init",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -449,4 +450,122 @@ async fn an_interrupted_commit_leaves_no_orphaned_volume() {
     let dirs = std::fs::read_dir(root.path()).unwrap().count();
     assert_eq!(dirs, st.volumes.len(), "no volume without a record: {st:?}");
     assert!(st.holds.iter().all(|h| h.request_id != "orph-1") || st.committed.is_empty());
+}
+
+/// Item 2: an agent never starts on a missing, empty or foreign state file unless told to
+/// (`--init`), and a state file deleted while it runs is written again from memory (the agent
+/// then exits for its supervisor): no restart forgets an acknowledged commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_or_foreign_state_file_is_refused_and_a_deleted_one_is_saved_again() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let inv = dir.path().join("inventory.yaml");
+    std::fs::write(&inv, slots_inventory("s", 4, dir.path(), "all")).unwrap();
+    let data = dir.path().join("data");
+    let args = |extra: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "--inventory",
+            &inv.display().to_string(),
+            "--nats",
+            &nats.url(),
+            "--data-dir",
+            &data.display().to_string(),
+            "--heartbeat-ms",
+            "200",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let run = |a: Vec<String>| {
+        std::process::Command::new(fedvol_tests::bin_path("fedvol-agent"))
+            .args(a)
+            .output()
+            .unwrap()
+    };
+    // Missing: refused, naming --init.
+    let o = run(args(&[]));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("state.redb is missing or empty") && err.contains("--init"),
+        "{err}"
+    );
+    // Empty (zero-length): refused the same way.
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("state.redb"), b"").unwrap();
+    let o = run(args(&[]));
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+
+    // With --init it starts and commits.
+    let mut agent = fedvol_tests::Spawned::bin("fedvol-agent", args(&["--init"]));
+    agent.wait_for_log("endpoints ready", Duration::from_secs(30)).await;
+    let _coord = coordinator_on(&nats.url(), &["--deadline-ms", "1500", "--discovery-ms", "300"]).await;
+    let client = nats.client().await;
+    let mut acked = Vec::new();
+    for i in 0..2 {
+        let r = coordinator_op::<api::Submit>(
+            &client,
+            "alice",
+            &submit_msg(&format!("keep-{i}"), &small_workflow("k", 8), false),
+            Duration::from_secs(20),
+        )
+        .await
+        .unwrap();
+        assert!(r.error.is_none(), "{:?}", r.error);
+        acked.push(format!("keep-{i}"));
+    }
+
+    // Deleted while running: written again from memory, then the agent exits (75).
+    std::fs::remove_file(data.join("state.redb")).unwrap();
+    let gone = fedvol_tests::wait_until(Duration::from_secs(10), Duration::from_millis(50), || {
+        agent.try_status().is_some()
+    })
+    .await;
+    assert!(gone, "{}", agent.log());
+    assert_eq!(agent.try_status().and_then(|s| s.code()), Some(75), "{}", agent.log());
+    assert!(
+        agent
+            .log()
+            .contains("the state held in memory was written to a new state file"),
+        "{}",
+        agent.log()
+    );
+    // Restarted without --init: every acknowledged commit is there, and no slot is given twice.
+    let mut again = fedvol_tests::Spawned::bin("fedvol-agent", args(&[]));
+    again.wait_for_log("endpoints ready", Duration::from_secs(30)).await;
+    let st = fedvol_tests::checker::fetch_status(&client, "s").await.unwrap();
+    let mut committed = st.committed.clone();
+    committed.sort();
+    assert_eq!(committed, acked);
+    let mut more = 0;
+    for i in 0..4 {
+        let r = coordinator_op::<api::Submit>(
+            &client,
+            "alice",
+            &submit_msg(&format!("more-{i}"), &small_workflow("k", 8), false),
+            Duration::from_secs(20),
+        )
+        .await
+        .unwrap();
+        if r.stored
+            .is_some_and(|s| s.state == fedvol_proto::decisions::DecisionState::Committed)
+        {
+            more += 1;
+        }
+    }
+    assert_eq!(more, 2, "4 slots, 2 already committed");
+    again.kill();
+
+    // Another cluster's state file: refused.
+    let other = dir.path().join("other.yaml");
+    std::fs::write(&other, slots_inventory("t", 1, dir.path(), "all")).unwrap();
+    let mut foreign = args(&[]);
+    foreign[1] = other.display().to_string();
+    let o = run(foreign);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("belongs to cluster `s`, not `t`"), "{err}");
 }

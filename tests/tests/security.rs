@@ -705,7 +705,8 @@ async fn oversized_bodies_answers_and_bad_names_get_clear_errors() {
         ])
         .arg(&inv)
         .arg("--data-dir")
-        .arg(dir.path().join("data"));
+        .arg(dir.path().join("data"))
+        .arg("--init");
         c
     });
     agent.wait_for_log("endpoints ready", Duration::from_secs(30)).await;

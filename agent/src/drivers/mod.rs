@@ -70,6 +70,16 @@ async fn within_deadline<T>(
     })
 }
 
+/// The deadline [`within_deadline`] puts on a call of `driver`: the request's, except for an
+/// external provisioner, whose calls stop at that deadline by themselves and say how many
+/// attempts were made (0 = no outer bound).
+fn local_bound(driver: &Driver, deadline_ms: u64) -> u64 {
+    match driver {
+        Driver::External { .. } => 0,
+        _ => deadline_ms,
+    }
+}
+
 /// Runs a blocking file-system job on tokio's blocking pool.
 async fn blocking<T: Send + 'static>(
     job: impl FnOnce() -> Result<T, DriverError> + Send + 'static,
@@ -188,7 +198,7 @@ impl Drivers {
             capacity = %v.capacity,
             "provisioning"
         );
-        let out = within_deadline(deadline_ms, "provisioning", async {
+        let out = within_deadline(local_bound(&p.driver, deadline_ms), "provisioning", async {
             match &p.driver {
                 Driver::Hostpath { path, local } => hostpath::provision(path, *local, v).await,
                 Driver::Nfs { target, mount } => nfs::provision(target, mount.as_deref(), v).await,
@@ -233,7 +243,7 @@ impl Drivers {
     ) -> Result<String, DriverError> {
         let p = &self.effective(p);
         tracing::info!(request_id, provisioner = %p.name, driver = p.driver.kind(), volume, source, "deleting");
-        let out = within_deadline(deadline_ms, "deleting", async {
+        let out = within_deadline(local_bound(&p.driver, deadline_ms), "deleting", async {
             match &p.driver {
                 Driver::Hostpath { path, .. } => hostpath::delete(path, volume, source).await,
                 Driver::Nfs { target, mount } => nfs::delete(target, mount.as_deref(), volume, source).await,

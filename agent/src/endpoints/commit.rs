@@ -20,6 +20,10 @@ use fedvol_proto::{Failure, now_ms};
 use crate::service::{Shared, durable, internal, lock, store_failed, sync};
 use crate::state::core::{DriverResult, Next, ProvisionWork};
 
+/// Time a failed commit's rollback may take to delete what it created, ms. Not the request's
+/// deadline: a commit cut short by that deadline must still delete its assets.
+pub const ROLLBACK_BUDGET_MS: u64 = 30_000;
+
 /// Answers a commit.
 pub async fn handle(shared: Arc<Shared>, msg: ActionMsg) -> Option<Result<ActionReply, Failure>> {
     let id = msg.request_id.clone();
@@ -36,7 +40,8 @@ pub async fn handle(shared: Arc<Shared>, msg: ActionMsg) -> Option<Result<Action
     }
     let results = provision(&shared, &id, msg.deadline_ms, work).await;
     if results.iter().any(|(_, r)| matches!(r, DriverResult::Failed(_))) {
-        roll_back(&shared, &id, msg.deadline_ms, &results).await;
+        // The request's deadline may be what failed it: the rollback gets its own time.
+        roll_back(&shared, &id, now_ms() + ROLLBACK_BUDGET_MS, &results).await;
     }
     let finished = lock(&shared).finish_commit(&id, results, now_ms());
     Some(match finished {

@@ -183,6 +183,11 @@ impl Core {
         (Arc::new(inv), Arc::new(state))
     }
 
+    /// Everything the state holds, as the store loads it.
+    pub fn snapshot_state(&self) -> super::store::Snapshot {
+        self.ledger.snapshot()
+    }
+
     /// Number of live holds.
     pub fn hold_count(&self) -> usize {
         self.ledger.holds().len()

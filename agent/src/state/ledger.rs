@@ -116,6 +116,15 @@ impl Ledger {
         l
     }
 
+    /// Everything the ledger holds, as the store loads it.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            holds: self.holds.values().cloned().collect(),
+            commits: self.commits.values().cloned().collect(),
+            volumes: self.volumes.values().cloned().collect(),
+        }
+    }
+
     /// Managed volumes by [`volume_key`].
     pub fn volumes(&self) -> &BTreeMap<String, ManagedVolume> {
         &self.volumes

@@ -21,6 +21,19 @@ pub const CACHE_BYTES: usize = 32 << 20;
 const HOLDS: TableDefinition<&str, &[u8]> = TableDefinition::new("holds");
 const COMMITS: TableDefinition<&str, &[u8]> = TableDefinition::new("commits");
 const VOLUMES: TableDefinition<&str, &[u8]> = TableDefinition::new("volumes");
+const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+
+/// Which cluster a state file belongs to (issue 20), written when the file is created with
+/// `--init` (or adopted from a file of an earlier release, which had none).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Identity {
+    /// The cluster.
+    pub cluster: String,
+    /// A random id of this state's lifetime: a new one only with `--init`.
+    pub generation: String,
+    /// When it was created, ms since the epoch.
+    pub created_ms: u64,
+}
 
 /// Why the store failed.
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +54,27 @@ pub enum StoreError {
         cluster: String,
         /// What went wrong.
         message: String,
+    },
+    /// The state file is missing or empty and `--init` was not given: an agent without its state
+    /// would give away capacity it already committed.
+    #[error(
+        "state file {path} is missing or empty: this agent would forget every commit it made and give their capacity away again; if this cluster's agent is new (or its state was deliberately wiped), start it once with --init"
+    )]
+    Missing {
+        /// The file.
+        path: String,
+    },
+    /// The state file is another cluster's.
+    #[error(
+        "state file {path} belongs to cluster `{found}`, not `{expected}`: point --data-dir at this cluster's state"
+    )]
+    Foreign {
+        /// The file.
+        path: String,
+        /// Its cluster.
+        found: String,
+        /// This agent's cluster.
+        expected: String,
     },
     /// A record did not decode (a damaged or foreign file).
     #[error("state database {path}: record `{key}` in table {table} is unreadable: {message}")]
@@ -114,8 +148,47 @@ pub enum Store {
 }
 
 impl Store {
+    /// Opens the redb state of `cluster` at `path`, checked (issue 20): a missing or empty file
+    /// is refused unless `init` (then it is created with a new [`Identity`]); a file of another
+    /// cluster is refused; a file without an identity (written by an earlier release) is
+    /// adopted. Returns the store, its contents and its identity.
+    ///
+    /// Errors: [`StoreError::Missing`], [`StoreError::Foreign`], or as [`RedbStore::open`].
+    pub fn open_checked(path: &Path, cluster: &str, init: bool) -> Result<(Store, Snapshot, Identity), StoreError> {
+        let p = path.display().to_string();
+        let present = std::fs::metadata(path).is_ok_and(|m| m.len() > 0);
+        if !present && !init {
+            return Err(StoreError::Missing { path: p });
+        }
+        if !present {
+            // A zero-length file would make redb fail; start afresh.
+            let _ = std::fs::remove_file(path);
+        }
+        let (store, snapshot) = RedbStore::open(path)?;
+        let identity = match store.identity()? {
+            Some(id) if id.cluster != cluster => {
+                return Err(StoreError::Foreign {
+                    path: p,
+                    found: id.cluster,
+                    expected: cluster.to_string(),
+                });
+            }
+            Some(id) => id,
+            None => {
+                let id = Identity {
+                    cluster: cluster.to_string(),
+                    generation: new_generation(),
+                    created_ms: fedvol_proto::now_ms(),
+                };
+                store.set_identity(&id)?;
+                id
+            }
+        };
+        Ok((Store::Redb(store), snapshot, identity))
+    }
+
     /// Opens (or creates) the redb store at `path` and loads everything in it
-    /// ([`RedbStore::open`]).
+    /// ([`RedbStore::open`]), unchecked (tests and tools).
     ///
     /// Errors: as [`RedbStore::open`].
     pub fn open(path: &Path) -> Result<(Store, Snapshot), StoreError> {
@@ -195,7 +268,7 @@ impl RedbStore {
             .map_err(|e| db_err(&p, e))?;
         // Make sure every table exists, so that reads never fail on a fresh file.
         let tx = db.begin_write().map_err(|e| db_err(&p, e))?;
-        for t in [HOLDS, COMMITS, VOLUMES] {
+        for t in [HOLDS, COMMITS, VOLUMES, META] {
             tx.open_table(t).map_err(|e| db_err(&p, e))?;
         }
         tx.commit().map_err(|e| db_err(&p, e))?;
@@ -233,6 +306,54 @@ impl RedbStore {
             }
         }
         Ok(snap)
+    }
+
+    /// The file's identity, if it has one.
+    ///
+    /// Errors: the file cannot be read, or the identity does not decode.
+    pub fn identity(&self) -> Result<Option<Identity>, StoreError> {
+        let rx = self.db.begin_read().map_err(|e| db_err(&self.path, e))?;
+        let table = rx.open_table(META).map_err(|e| db_err(&self.path, e))?;
+        let Some(v) = table.get("identity").map_err(|e| db_err(&self.path, e))? else {
+            return Ok(None);
+        };
+        serde_json::from_slice(v.value())
+            .map(Some)
+            .map_err(|e| StoreError::Record {
+                path: self.path.clone(),
+                table: "meta",
+                key: "identity".into(),
+                message: e.to_string(),
+            })
+    }
+
+    /// Writes the file's identity, durably.
+    ///
+    /// Errors: the write failed.
+    pub fn set_identity(&self, id: &Identity) -> Result<(), StoreError> {
+        let p = &self.path;
+        let tx = self.db.begin_write().map_err(|e| db_err(p, e))?;
+        {
+            let mut meta = tx.open_table(META).map_err(|e| db_err(p, e))?;
+            meta.insert("identity", json(id).as_slice()).map_err(|e| db_err(p, e))?;
+        }
+        tx.commit().map_err(|e| db_err(p, e))
+    }
+
+    /// Creates a state file at `path` (which must not exist) holding `snapshot` and `identity`,
+    /// durably: how an agent whose file was deleted while it ran saves what it holds in memory.
+    ///
+    /// Errors: the file cannot be created or written.
+    pub fn create_from(path: &Path, snapshot: &Snapshot, identity: &Identity) -> Result<(), StoreError> {
+        let (store, _) = RedbStore::open(path)?;
+        store.set_identity(identity)?;
+        store.write(&Batch {
+            put_holds: snapshot.holds.clone(),
+            put_commits: snapshot.commits.clone(),
+            put_volumes: snapshot.volumes.clone(),
+            ..Batch::default()
+        })?;
+        store.sync_through(store.written())
     }
 
     /// Sequence number of the last write made (0 before any): pass it to
@@ -324,4 +445,18 @@ fn db_err(path: &str, e: impl std::fmt::Display) -> StoreError {
         path: path.to_string(),
         message: e.to_string(),
     }
+}
+
+/// A new random generation id (16 hex digits, from the clock and the process).
+fn new_generation() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.write_u32(std::process::id());
+    format!("{:016x}", h.finish())
 }

@@ -54,6 +54,7 @@ pub fn serve_agents(spec: AgentsSpec) -> Result<(), String> {
             let mut cfg = AgentConfig::new(inv.clone(), spec.data_dir.join(format!("agent-{i}")));
             cfg.nats.url = spec.nats.clone();
             cfg.heartbeat_ms = spec.heartbeat_ms;
+            cfg.init = true;
             (inv.display().to_string(), cfg)
         })
         .collect();

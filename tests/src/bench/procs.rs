@@ -227,6 +227,7 @@ impl Federation {
                     dir.path().join(c).join("data").display().to_string(),
                     "--heartbeat-ms".into(),
                     hb,
+                    "--init".into(),
                 ];
                 agents.push((format!("agent {c}"), spawn(&agent_bin, &args)?));
             } else {
