@@ -34,6 +34,9 @@ pub fn cluster(name: &str, s: SynthSizes) -> Inventory {
                 driver: Driver::Nfs {
                     target: format!("nfs-{i}:/export"),
                     mount: None,
+                    version: None,
+                    options: None,
+                    sub_path: None,
                 },
                 annotations: BTreeMap::from([("tier".to_string(), if fast { "fast" } else { "slow" }.to_string())]),
                 permissions: Permissions::open(),
@@ -47,6 +50,9 @@ pub fn cluster(name: &str, s: SynthSizes) -> Inventory {
                 volume_modes: vec![VolumeMode::Filesystem],
                 from_storage_class: false,
                 origin: Origin::default(),
+                cost_per_gb_hour: None,
+                self_provisioned: false,
+                nfs_sync_mode: None,
             }
         })
         .collect();

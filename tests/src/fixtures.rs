@@ -27,6 +27,9 @@ pub fn provisioner(name: &str, driver: Driver) -> Provisioner {
         volume_modes: vec![VolumeMode::Filesystem],
         from_storage_class: false,
         origin: Origin::default(),
+        cost_per_gb_hour: None,
+        self_provisioned: false,
+        nfs_sync_mode: None,
     }
 }
 
@@ -35,6 +38,7 @@ pub fn hostpath(path: &std::path::Path) -> Driver {
     Driver::Hostpath {
         path: path.display().to_string(),
         local: false,
+        sub_path: None,
     }
 }
 

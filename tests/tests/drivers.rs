@@ -114,6 +114,9 @@ async fn nfs_without_a_mount_is_refused_with_the_fix() {
         Driver::Nfs {
             target: "nfs-fast:/export/nvme".into(),
             mount: None,
+            version: None,
+            options: None,
+            sub_path: None,
         },
     );
     let v = new_volume("pvc-00000000000000b1", "nfs-fast", MIB);

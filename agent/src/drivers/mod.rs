@@ -80,6 +80,62 @@ fn local_bound(driver: &Driver, deadline_ms: u64) -> u64 {
     }
 }
 
+/// The refusal for a driver type fedvol plans with but cannot create or delete volumes on
+/// (`k8s_pvc`, `azure_files`, `oci_fss`, `oci_lustre`, `filestore`; see README "Drivers").
+fn not_acted_on(driver: &Driver) -> DriverError {
+    DriverError::Refused(format!(
+        "driver type `{}` is accepted for planning (selection, reachability, binding of existing volumes), \
+         but fedvol cannot create or delete volumes on it yet: bind an existing volume, or use an \
+         nfs, hostpath, efs or external provisioner",
+        driver.kind()
+    ))
+}
+
+/// `driver` with its `subPath` folded into the base path (hostpath `path`, nfs `target` and
+/// `mount`); the subdirectory is created below an existing base, so that a missing mount is
+/// still reported as missing. EFS keeps its `subPath` (the access point path carries it).
+fn fold_sub_path(driver: Driver) -> Driver {
+    let below = |base: &str, sub: &str| format!("{}/{sub}", base.trim_end_matches('/'));
+    let make = |base: &str, sub: &str| {
+        if Path::new(base).is_dir() {
+            let _ = std::fs::create_dir_all(Path::new(base).join(sub));
+        }
+    };
+    match driver {
+        Driver::Hostpath {
+            path,
+            local,
+            sub_path: Some(sub),
+        } => {
+            make(&path, &sub);
+            Driver::Hostpath {
+                path: below(&path, &sub),
+                local,
+                sub_path: None,
+            }
+        }
+        Driver::Nfs {
+            target,
+            mount,
+            version,
+            options,
+            sub_path: Some(sub),
+        } => {
+            if let Some(m) = &mount {
+                make(m, &sub);
+            }
+            Driver::Nfs {
+                target: below(&target, &sub),
+                mount: mount.map(|m| below(&m, &sub)),
+                version,
+                options,
+                sub_path: None,
+            }
+        }
+        other => other,
+    }
+}
+
 /// Runs a blocking file-system job on tokio's blocking pool.
 async fn blocking<T: Send + 'static>(
     job: impl FnOnce() -> Result<T, DriverError> + Send + 'static,
@@ -126,35 +182,48 @@ impl Drivers {
         self
     }
 
-    /// The driver as this agent runs it: unchanged, or re-rooted under the storage root.
+    /// The driver as this agent runs it: re-rooted under the storage root when there is one,
+    /// and with its `subPath` folded into the base (Fuzzball `subPath`: a provisioner's volumes
+    /// live in that subdirectory of the export or base path, so that provisioners sharing one
+    /// file system don't collide).
     fn effective(&self, p: &Provisioner) -> Provisioner {
-        let Some(root) = &self.storage_root else {
-            return p.clone();
-        };
-        let under = |path: &str| root.join(path.trim_start_matches('/'));
         let mut q = p.clone();
-        q.driver = match &p.driver {
-            Driver::Hostpath { path, local } => {
-                let base = under(path);
-                let _ = std::fs::create_dir_all(&base);
-                Driver::Hostpath {
-                    path: base.display().to_string(),
-                    local: *local,
+        if let Some(root) = &self.storage_root {
+            let under = |path: &str| root.join(path.trim_start_matches('/'));
+            q.driver = match &p.driver {
+                Driver::Hostpath { path, local, sub_path } => {
+                    let base = under(path);
+                    let _ = std::fs::create_dir_all(&base);
+                    Driver::Hostpath {
+                        path: base.display().to_string(),
+                        local: *local,
+                        sub_path: sub_path.clone(),
+                    }
                 }
-            }
-            Driver::Nfs { target, mount } => {
-                let m = match mount {
-                    Some(m) => under(m),
-                    None => root.join("nfs").join(fedvol_proto::subject_token(target)),
-                };
-                let _ = std::fs::create_dir_all(&m);
                 Driver::Nfs {
-                    target: target.clone(),
-                    mount: Some(m.display().to_string()),
+                    target,
+                    mount,
+                    version,
+                    options,
+                    sub_path,
+                } => {
+                    let m = match mount {
+                        Some(m) => under(m),
+                        None => root.join("nfs").join(fedvol_proto::subject_token(target)),
+                    };
+                    let _ = std::fs::create_dir_all(&m);
+                    Driver::Nfs {
+                        target: target.clone(),
+                        mount: Some(m.display().to_string()),
+                        version: *version,
+                        options: options.clone(),
+                        sub_path: sub_path.clone(),
+                    }
                 }
-            }
-            other => other.clone(),
-        };
+                other => other.clone(),
+            };
+        }
+        q.driver = fold_sub_path(q.driver);
         q
     }
 
@@ -200,9 +269,13 @@ impl Drivers {
         );
         let out = within_deadline(local_bound(&p.driver, deadline_ms), "provisioning", async {
             match &p.driver {
-                Driver::Hostpath { path, local } => hostpath::provision(path, *local, v).await,
-                Driver::Nfs { target, mount } => nfs::provision(target, mount.as_deref(), v).await,
-                Driver::Efs { file_system_id } => efs::provision(file_system_id, v),
+                Driver::Hostpath { path, local, .. } => hostpath::provision(path, *local, v).await,
+                Driver::Nfs { target, mount, .. } => nfs::provision(target, mount.as_deref(), v).await,
+                Driver::Efs {
+                    file_system_id,
+                    sub_path,
+                    ..
+                } => efs::provision(file_system_id, sub_path.as_deref(), v),
                 Driver::External {
                     provisioner,
                     parameters,
@@ -211,6 +284,7 @@ impl Drivers {
                     let ep = self.endpoint(&client, provisioner, &provision_subject, &delete_subject);
                     external::provision(&ep, parameters, v, request_id, deadline_ms).await
                 }
+                other => Err(not_acted_on(other)),
             }
         })
         .await;
@@ -246,13 +320,18 @@ impl Drivers {
         let out = within_deadline(local_bound(&p.driver, deadline_ms), "deleting", async {
             match &p.driver {
                 Driver::Hostpath { path, .. } => hostpath::delete(path, volume, source).await,
-                Driver::Nfs { target, mount } => nfs::delete(target, mount.as_deref(), volume, source).await,
-                Driver::Efs { file_system_id } => efs::delete(file_system_id, volume),
+                Driver::Nfs { target, mount, .. } => nfs::delete(target, mount.as_deref(), volume, source).await,
+                Driver::Efs {
+                    file_system_id,
+                    sub_path,
+                    ..
+                } => efs::delete(file_system_id, sub_path.as_deref(), volume),
                 Driver::External { provisioner, .. } => {
                     let (client, provision_subject, delete_subject) = self.external(provisioner)?;
                     let ep = self.endpoint(&client, provisioner, &provision_subject, &delete_subject);
                     external::delete(&ep, &p.name, volume, request_id, deadline_ms).await
                 }
+                other => Err(not_acted_on(other)),
             }
         })
         .await;
@@ -272,7 +351,7 @@ impl Drivers {
         match &p.driver {
             Driver::Hostpath { path, .. } => localdir::free_bytes(Path::new(path)),
             Driver::Nfs { mount: Some(m), .. } => localdir::free_bytes(Path::new(m)),
-            Driver::Nfs { mount: None, .. } | Driver::Efs { .. } | Driver::External { .. } => None,
+            _ => None,
         }
     }
 
@@ -346,6 +425,9 @@ mod tests {
             volume_modes: vec![],
             from_storage_class: false,
             origin: Origin::default(),
+            cost_per_gb_hour: None,
+            self_provisioned: false,
+            nfs_sync_mode: None,
         }
     }
 
@@ -375,6 +457,9 @@ mod tests {
         let p = prov(Driver::Nfs {
             target: "nfs-fast:/export/nvme/".into(),
             mount: Some(t.path().display().to_string()),
+            version: None,
+            options: None,
+            sub_path: None,
         });
         let d = drivers();
         let c = d.provision(&p, &vol("pvc-1"), "r1", 0).await.unwrap();
@@ -396,6 +481,9 @@ mod tests {
         let d = drivers();
         let efs = prov(Driver::Efs {
             file_system_id: "fs-12345678".into(),
+            region: None,
+            subnet_ids: Vec::new(),
+            sub_path: None,
         });
         let c = d.provision(&efs, &vol("pvc-2"), "r", 0).await.unwrap();
         assert_eq!(c.source, "fs-12345678:/pvc-2");
@@ -406,6 +494,7 @@ mod tests {
         let hp = prov(Driver::Hostpath {
             path: t.path().display().to_string(),
             local: false,
+            sub_path: None,
         });
         for p in [&efs, &hp] {
             for bad in ["..", "../x", "a/b"] {
@@ -434,5 +523,68 @@ mod tests {
             "{e:?}"
         );
         assert_eq!(drivers().free_bytes(&p), None);
+    }
+
+    /// Fuzzball `subPath`: a provisioner's volumes live in that subdirectory of its base
+    /// (`../shared/reference/provisioner-schema.md`, "Driver"), created on first use.
+    #[tokio::test]
+    async fn sub_path_confines_volumes_to_a_subdirectory() {
+        let d = drivers();
+        let t = tempfile::tempdir().unwrap();
+        let hp = prov(Driver::Hostpath {
+            path: t.path().display().to_string(),
+            local: false,
+            sub_path: Some("team-a/vols".into()),
+        });
+        let c = d.provision(&hp, &vol("pvc-4"), "r", 0).await.unwrap();
+        let dir = t.path().join("team-a/vols/pvc-4");
+        assert!(dir.is_dir());
+        assert_eq!(c.source, dir.display().to_string());
+        d.delete(&hp, "pvc-4", Some(&c.source), "r", 0).await.unwrap();
+        assert!(!dir.exists() && t.path().join("team-a/vols").is_dir());
+
+        let efs = prov(Driver::Efs {
+            file_system_id: "fs-12345678".into(),
+            region: Some("us-west-2".into()),
+            subnet_ids: Vec::new(),
+            sub_path: Some("wf".into()),
+        });
+        assert_eq!(
+            d.provision(&efs, &vol("pvc-5"), "r", 0).await.unwrap().source,
+            "fs-12345678:/wf/pvc-5"
+        );
+
+        // A missing base is still reported as missing, not silently created.
+        let gone = prov(Driver::Hostpath {
+            path: t.path().join("absent").display().to_string(),
+            local: false,
+            sub_path: Some("x".into()),
+        });
+        let e = d.provision(&gone, &vol("pvc-6"), "r", 0).await.unwrap_err();
+        assert!(
+            matches!(&e, DriverError::Failed(m) if m.contains("cannot be used")),
+            "{e:?}"
+        );
+    }
+
+    /// Driver types fedvol plans with but cannot create volumes on are refused at commit,
+    /// naming the type (README "Drivers").
+    #[tokio::test]
+    async fn drivers_fedvol_does_not_act_on_are_refused_with_the_type() {
+        let p = prov(Driver::AzureFiles {
+            account_name: Some("acct".into()),
+            share_name: Some("share".into()),
+            region: None,
+            sub_path: None,
+        });
+        let e = drivers().provision(&p, &vol("pvc-7"), "r", 0).await.unwrap_err();
+        assert!(
+            matches!(&e, DriverError::Refused(m) if m.contains("`azure_files`") && m.contains("cannot create")),
+            "{e:?}"
+        );
+        assert!(matches!(
+            drivers().delete(&p, "pvc-7", None, "r", 0).await,
+            Err(DriverError::Refused(_))
+        ));
     }
 }

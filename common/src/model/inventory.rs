@@ -80,7 +80,14 @@ impl ProvisionerStatus {
     }
 }
 
-/// How a provisioner creates storage.
+/// How a provisioner creates storage: the `driver` block of a Fuzzball provisioner definition
+/// (`../shared/reference/provisioner-schema.md`, "Driver"), every documented type and field with
+/// Fuzzball's spelling in files, plus fedvol's `external` type (seed 001 out-of-tree
+/// provisioners) and nfs `mount`. Fields added here are optional on the wire (DESIGN §5).
+///
+/// The agent acts on `nfs`, `hostpath`, `efs` and `external`; the other types plan (selection,
+/// reachability, binding of their existing volumes) and are refused at commit when a new volume
+/// would have to be created on them ([`Driver::acted_on`]).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Driver {
@@ -88,8 +95,18 @@ pub enum Driver {
     Nfs {
         /// `server:/export` as in seed 000 (`nfs-fast:/export/nvme`).
         target: String,
-        /// Where the export is mounted on the agent's host, when it is (for real directory creation).
+        /// Where the export is mounted on the agent's host, when it is (for real directory
+        /// creation; a fedvol addition).
         mount: Option<String>,
+        /// NFS protocol version, 3 or 4 (Fuzzball `version`; `None` = negotiate).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        version: Option<u8>,
+        /// Mount options, e.g. `hard,intr` (Fuzzball `options`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        options: Option<String>,
+        /// Subdirectory of the export holding this provisioner's volumes (Fuzzball `subPath`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sub_path: Option<String>,
     },
     /// A directory on the host(s); `local: true` makes volumes node-local (they pin their host).
     Hostpath {
@@ -97,11 +114,72 @@ pub enum Driver {
         path: String,
         /// Node-local storage: a volume lives on one host and pins every job that mounts it.
         local: bool,
+        /// Subdirectory of `path` holding this provisioner's volumes (Fuzzball `subPath`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sub_path: Option<String>,
     },
     /// An AWS EFS file system.
     Efs {
-        /// The file system id, e.g. `fs-12345678`.
+        /// The file system id, e.g. `fs-12345678` (Fuzzball `filesystemId`).
         file_system_id: String,
+        /// AWS region, e.g. `us-west-2` (Fuzzball `region`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        region: Option<String>,
+        /// Subnets of the mount targets (Fuzzball `subnetIds`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        subnet_ids: Vec<String>,
+        /// Directory inside the file system holding this provisioner's volumes (`subPath`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sub_path: Option<String>,
+    },
+    /// Volumes are Kubernetes PersistentVolumeClaims (Fuzzball `k8s_pvc`). Planned, not
+    /// created by fedvol.
+    K8sPvc {
+        /// The claims' storage class (Fuzzball `storageClassName`).
+        storage_class_name: Option<String>,
+        /// The claims' namespace (Fuzzball `namespace`).
+        namespace: Option<String>,
+    },
+    /// An Azure Files share (Fuzzball `azure_files`). Planned, not created by fedvol.
+    AzureFiles {
+        /// Storage account (Fuzzball `accountName`).
+        account_name: Option<String>,
+        /// File share (Fuzzball `shareName`).
+        share_name: Option<String>,
+        /// Azure region (Fuzzball `region`).
+        region: Option<String>,
+        /// Subdirectory holding this provisioner's volumes (`subPath`).
+        sub_path: Option<String>,
+    },
+    /// An OCI File Storage file system (Fuzzball `oci_fss`). Planned, not created by fedvol.
+    OciFss {
+        /// OCI compartment (Fuzzball `compartmentId`).
+        compartment_id: Option<String>,
+        /// Availability domain (Fuzzball `availabilityDomain`).
+        availability_domain: Option<String>,
+        /// Mount target (Fuzzball `mountTargetId`).
+        mount_target_id: Option<String>,
+        /// Subdirectory holding this provisioner's volumes (`subPath`).
+        sub_path: Option<String>,
+    },
+    /// An OCI File Storage with Lustre file system (Fuzzball `oci_lustre`). Planned, not
+    /// created by fedvol.
+    OciLustre {
+        /// Capacity in GB (Fuzzball `lustreCapacityGbs`).
+        lustre_capacity_gbs: Option<u64>,
+        /// Performance tier (Fuzzball `lustrePerformanceTier`).
+        lustre_performance_tier: Option<String>,
+        /// OCI compartment (Fuzzball `compartmentId`).
+        compartment_id: Option<String>,
+        /// Availability domain (Fuzzball `availabilityDomain`).
+        availability_domain: Option<String>,
+    },
+    /// A Google Cloud Filestore instance (Fuzzball `filestore`). Planned, not created by fedvol.
+    Filestore {
+        /// GCP region (Fuzzball `region`).
+        region: Option<String>,
+        /// Subdirectory holding this provisioner's volumes (`subPath`).
+        sub_path: Option<String>,
     },
     /// An out-of-tree provisioner named `vendor/name` (seed 001), reached over NATS; Kubernetes
     /// StorageClasses map here with their `provisioner` and `parameters`.
@@ -113,20 +191,72 @@ pub enum Driver {
     },
 }
 
+/// Every `driver.type` a file may name, in the spelling of files (Fuzzball's, plus `external`).
+pub const DRIVER_TYPES: &[&str] = &[
+    "nfs",
+    "hostpath",
+    "efs",
+    "k8s_pvc",
+    "azure_files",
+    "oci_fss",
+    "oci_lustre",
+    "filestore",
+    "external",
+];
+
 impl Driver {
-    /// The driver kind as written in files (`nfs`, `hostpath`, `efs`, `external`).
+    /// The driver type as written in files (one of [`DRIVER_TYPES`]).
     pub fn kind(&self) -> &'static str {
         match self {
             Driver::Nfs { .. } => "nfs",
             Driver::Hostpath { .. } => "hostpath",
             Driver::Efs { .. } => "efs",
+            Driver::K8sPvc { .. } => "k8s_pvc",
+            Driver::AzureFiles { .. } => "azure_files",
+            Driver::OciFss { .. } => "oci_fss",
+            Driver::OciLustre { .. } => "oci_lustre",
+            Driver::Filestore { .. } => "filestore",
             Driver::External { .. } => "external",
         }
     }
 
-    /// True for node-local storage (hostpath with `local: true`).
+    /// True for node-local storage (hostpath with `local: true`; the provisioner schema: "Only
+    /// hostpath supports node-local volumes").
     pub fn is_node_local(&self) -> bool {
         matches!(self, Driver::Hostpath { local: true, .. })
+    }
+
+    /// True for a file system many hosts mount at once (nfs, shared hostpath, efs, Azure Files,
+    /// OCI FSS and Lustre, Filestore): its volumes offer ReadWriteOnce, ReadOnlyMany and
+    /// ReadWriteMany when an entry gives no access modes.
+    pub fn is_shared_file_system(&self) -> bool {
+        !matches!(
+            self,
+            Driver::Hostpath { local: true, .. } | Driver::K8sPvc { .. } | Driver::External { .. }
+        )
+    }
+
+    /// True when fedvol's agent can create and delete volumes with this driver (nfs, hostpath,
+    /// efs, external). Volumes of the other types are planned and bound, and a commit that would
+    /// create one is refused with an error naming the driver type.
+    pub fn acted_on(&self) -> bool {
+        matches!(
+            self,
+            Driver::Nfs { .. } | Driver::Hostpath { .. } | Driver::Efs { .. } | Driver::External { .. }
+        )
+    }
+
+    /// The `subPath` volumes live under, if the driver has one.
+    pub fn sub_path(&self) -> Option<&str> {
+        match self {
+            Driver::Nfs { sub_path, .. }
+            | Driver::Hostpath { sub_path, .. }
+            | Driver::Efs { sub_path, .. }
+            | Driver::AzureFiles { sub_path, .. }
+            | Driver::OciFss { sub_path, .. }
+            | Driver::Filestore { sub_path, .. } => sub_path.as_deref(),
+            Driver::K8sPvc { .. } | Driver::OciLustre { .. } | Driver::External { .. } => None,
+        }
     }
 }
 
@@ -181,6 +311,17 @@ pub struct Provisioner {
     pub from_storage_class: bool,
     /// Where it was defined.
     pub origin: Origin,
+    /// Billing rate for ephemeral volume usage, per GB-hour (Fuzzball `costPerGbHour`;
+    /// informational: no funnel stage reads it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_per_gb_hour: Option<f64>,
+    /// Fuzzball created the backing infrastructure (API field `selfProvisioned`, set by its
+    /// server; informational).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub self_provisioned: bool,
+    /// NFS synchronisation mode (API field `nfsSyncMode`; informational).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nfs_sync_mode: Option<String>,
 }
 
 /// An existing persistent volume known to the cluster.

@@ -3,6 +3,11 @@
 use std::collections::BTreeSet;
 
 /// Who may perform one operation on a provisioner. Default-deny: an absent policy is `Deny`.
+///
+/// Files write `all` or a list of groups (seed 000); Fuzzball's API form
+/// `{all: bool, groups: {names: [...]}, users: {names: [...]}}` is read too
+/// (`../shared/reference/provisioner-schema.md`, "Top level": users additive with groups,
+/// ignored when `all` is set).
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AccessPolicy {
@@ -13,24 +18,35 @@ pub enum AccessPolicy {
     All,
     /// Members of these groups.
     Groups(BTreeSet<String>),
+    /// Members of these groups, and these users (the API form with `users`). A user matches
+    /// when the request's user identity is one of the names, exactly.
+    Members {
+        /// Group names.
+        groups: BTreeSet<String>,
+        /// User names.
+        users: BTreeSet<String>,
+    },
 }
 
 impl AccessPolicy {
-    /// True when a user with `groups` is allowed.
-    pub fn allows(&self, groups: &[String]) -> bool {
+    /// True when `user`, a member of `groups`, is allowed.
+    pub fn allows(&self, user: &str, groups: &[String]) -> bool {
         match self {
             AccessPolicy::Deny => false,
             AccessPolicy::All => true,
             AccessPolicy::Groups(g) => groups.iter().any(|x| g.contains(x)),
+            AccessPolicy::Members { groups: g, users } => users.contains(user) || groups.iter().any(|x| g.contains(x)),
         }
     }
 
-    /// Short text for messages: `nobody`, `all`, or `groups [a, b]`.
+    /// Short text for messages: `nobody`, `all`, `groups [a, b]` or `groups [a] and users [u]`.
     pub fn describe(&self) -> String {
+        let list = |s: &BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>().join(", ");
         match self {
             AccessPolicy::Deny => "nobody".into(),
             AccessPolicy::All => "all".into(),
-            AccessPolicy::Groups(g) => format!("groups [{}]", g.iter().cloned().collect::<Vec<_>>().join(", ")),
+            AccessPolicy::Groups(g) => format!("groups [{}]", list(g)),
+            AccessPolicy::Members { groups, users } => format!("groups [{}] and users [{}]", list(groups), list(users)),
         }
     }
 }
@@ -80,12 +96,12 @@ impl Permissions {
         }
     }
 
-    /// True when a user in `groups` may perform `op`.
-    pub fn allows(&self, op: Operation, groups: &[String]) -> bool {
+    /// True when `user`, a member of `groups`, may perform `op`.
+    pub fn allows(&self, op: Operation, user: &str, groups: &[String]) -> bool {
         match op {
-            Operation::Create => self.create.allows(groups),
-            Operation::Access => self.access.allows(groups) || self.create.allows(groups),
-            Operation::Ephemeral => self.ephemeral.allows(groups) || self.create.allows(groups),
+            Operation::Create => self.create.allows(user, groups),
+            Operation::Access => self.access.allows(user, groups) || self.create.allows(user, groups),
+            Operation::Ephemeral => self.ephemeral.allows(user, groups) || self.create.allows(user, groups),
         }
     }
 
@@ -107,12 +123,12 @@ mod tests {
     fn default_deny_and_create_implies() {
         let g = vec!["physics".to_string()];
         let mut p = Permissions::default();
-        assert!(!p.allows(Operation::Ephemeral, &g));
+        assert!(!p.allows(Operation::Ephemeral, "u", &g));
         p.create = AccessPolicy::Groups(["physics".to_string()].into());
-        assert!(p.allows(Operation::Ephemeral, &g));
-        assert!(p.allows(Operation::Access, &g));
-        assert!(!p.allows(Operation::Access, &["chem".to_string()]));
+        assert!(p.allows(Operation::Ephemeral, "u", &g));
+        assert!(p.allows(Operation::Access, "u", &g));
+        assert!(!p.allows(Operation::Access, "u", &["chem".to_string()]));
         p.ephemeral = AccessPolicy::All;
-        assert!(p.allows(Operation::Ephemeral, &[]));
+        assert!(p.allows(Operation::Ephemeral, "u", &[]));
     }
 }

@@ -15,11 +15,12 @@ fn at(line: usize) -> Span {
     Span { line, col: 1 }
 }
 
-/// Access modes a volume gets when its entry gives none: shared file systems (nfs, efs,
-/// shared hostpath) offer RWO, ROX and RWX; node-local hostpath and external storage RWO.
+/// Access modes a volume gets when its entry gives none: shared file systems
+/// ([`Driver::is_shared_file_system`]: nfs, efs, shared hostpath, Azure Files, OCI, Filestore)
+/// offer RWO, ROX and RWX; node-local hostpath, `k8s_pvc` and external storage RWO.
 fn natural_modes(driver: Option<&Driver>) -> AccessModes {
     match driver {
-        Some(Driver::Nfs { .. } | Driver::Efs { .. } | Driver::Hostpath { local: false, .. }) => AccessModes::of(&[
+        Some(d) if d.is_shared_file_system() => AccessModes::of(&[
             AccessMode::ReadWriteOnce,
             AccessMode::ReadOnlyMany,
             AccessMode::ReadWriteMany,

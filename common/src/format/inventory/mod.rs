@@ -175,6 +175,8 @@ pub fn parse_inventory(
 }
 
 #[cfg(test)]
+mod fuzzball_tests;
+#[cfg(test)]
 mod tests;
 
 /// Orders diagnostics by file (in order of first appearance: the main file, then includes),

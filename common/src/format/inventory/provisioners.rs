@@ -1,5 +1,6 @@
 //! The `provisioners:` section: a name-keyed map in seed 000's syntax (`description`, `driver`,
-//! `annotations`, `access`/`create`/`ephemeral`) plus fedvol's `status`, `default`,
+//! `annotations`, `access`/`create`/`ephemeral`, `costPerGbHour`, every driver type of
+//! `../shared/reference/provisioner-schema.md`) plus fedvol's `status`, `default`,
 //! `reclaimPolicy`, `zones`/`segment` reachability, `labels`, `maxVolumeSize`, `freeSpace` and
 //! `volumeModes`.
 
@@ -8,7 +9,8 @@ use std::collections::BTreeSet;
 use super::common::{RESERVED_PROVISIONER_NAMES, check_object_name, positioned_list};
 use crate::format::kube::fields::{check_secret_parameters, is_qualified_name, size};
 use crate::model::{
-    AccessPolicy, Driver, Origin, Permissions, Provisioner, ProvisionerStatus, Reachability, ReclaimPolicy, VolumeMode,
+    AccessPolicy, DRIVER_TYPES, Driver, Origin, Permissions, Provisioner, ProvisionerStatus, Reachability,
+    ReclaimPolicy, VolumeMode,
 };
 use crate::yaml::{Ctx, Key, Node, Span, join};
 
@@ -60,10 +62,14 @@ fn decode_provisioner(ctx: &mut Ctx, key: &Key, node: &Node, field: &str) -> Opt
     let description = r
         .take("description")
         .and_then(|n| ctx.string(n, &join(field, "description")));
+    let mut extras = DriverExtras::default();
     let driver = match r.require(ctx, "driver") {
-        Some(n) => driver(ctx, n, &join(field, "driver")),
+        Some(n) => driver(ctx, n, &join(field, "driver"), &mut extras),
         None => None,
     };
+    let cost_per_gb_hour = r
+        .take("costPerGbHour")
+        .and_then(|n| cost(ctx, n, &join(field, "costPerGbHour")));
     let annotations = r
         .take("annotations")
         .and_then(|n| ctx.string_map(n, &join(field, "annotations")))
@@ -148,6 +154,9 @@ fn decode_provisioner(ctx: &mut Ctx, key: &Key, node: &Node, field: &str) -> Opt
             file: ctx.file().to_string(),
             line: key.span.line,
         },
+        cost_per_gb_hour,
+        self_provisioned: extras.self_provisioned,
+        nfs_sync_mode: extras.nfs_sync_mode,
     };
     Some(ProvisionerDef { provisioner, zone_refs })
 }
@@ -161,7 +170,9 @@ pub(crate) fn reclaim_policy(ctx: &mut Ctx, node: &Node, field: &str) -> Option<
     })
 }
 
-/// Reads an access policy: `all`, or a list of group names (an empty list means nobody).
+/// Reads an access policy: `all`, a list of group names (an empty list means nobody), or
+/// Fuzzball's API form `{all: bool, groups: {names: [...]}, users: {names: [...]}}` (users
+/// additive with groups, both ignored when `all` is true; the provisioner schema, "Top level").
 fn policy(ctx: &mut Ctx, node: &Node, field: &str) -> Option<AccessPolicy> {
     if let Some(s) = node.as_scalar() {
         if s.eq_ignore_ascii_case("all") {
@@ -175,13 +186,59 @@ fn policy(ctx: &mut Ctx, node: &Node, field: &str) -> Option<AccessPolicy> {
         );
         return None;
     }
+    if node.as_map().is_some() {
+        return api_policy(ctx, node, field);
+    }
     let groups = ctx.string_list(node, field)?;
-    let set: BTreeSet<String> = groups.into_iter().filter(|g| !g.trim().is_empty()).collect();
-    Some(if set.is_empty() {
-        AccessPolicy::Deny
+    Some(groups_policy(groups, Vec::new()))
+}
+
+/// The API form of a policy.
+fn api_policy(ctx: &mut Ctx, node: &Node, field: &str) -> Option<AccessPolicy> {
+    let errs = ctx.error_count();
+    let mut r = ctx.map(node, field)?;
+    let all = r
+        .take("all")
+        .and_then(|n| ctx.bool(n, &join(field, "all")))
+        .unwrap_or(false);
+    let names = |ctx: &mut Ctx, r: &mut crate::yaml::MapReader, key: &'static str| -> Vec<String> {
+        let Some(n) = r.take(key) else {
+            return Vec::new();
+        };
+        let f = join(field, key);
+        let Some(mut m) = ctx.map(n, &f) else {
+            return Vec::new();
+        };
+        let list = m
+            .take("names")
+            .and_then(|l| ctx.string_list(l, &join(&f, "names")))
+            .unwrap_or_default();
+        m.finish(ctx);
+        list
+    };
+    let groups = names(ctx, &mut r, "groups");
+    let users = names(ctx, &mut r, "users");
+    r.finish(ctx);
+    if ctx.error_count() > errs {
+        return None;
+    }
+    Some(if all {
+        AccessPolicy::All
     } else {
-        AccessPolicy::Groups(set)
+        groups_policy(groups, users)
     })
+}
+
+/// `Deny` when both lists are empty (blank names ignored), `Groups` without users, else
+/// `Members`.
+fn groups_policy(groups: Vec<String>, users: Vec<String>) -> AccessPolicy {
+    let clean = |v: Vec<String>| -> BTreeSet<String> { v.into_iter().filter(|g| !g.trim().is_empty()).collect() };
+    let (groups, users) = (clean(groups), clean(users));
+    match (groups.is_empty(), users.is_empty()) {
+        (true, true) => AccessPolicy::Deny,
+        (_, true) => AccessPolicy::Groups(groups),
+        _ => AccessPolicy::Members { groups, users },
+    }
 }
 
 fn volume_modes(ctx: &mut Ctx, node: &Node, field: &str) -> Option<Vec<VolumeMode>> {
@@ -209,45 +266,59 @@ fn volume_modes(ctx: &mut Ctx, node: &Node, field: &str) -> Option<Vec<VolumeMod
     Some(out)
 }
 
-/// Reads a `driver` mapping: `type` nfs (`target` `server:/path`, optional `mount`), hostpath
-/// (`path`, `local`), efs (`fileSystemId`) or external (`provisioner` `vendor/name`,
-/// `parameters`). Keys of other driver types are unknown keys.
-fn driver(ctx: &mut Ctx, node: &Node, field: &str) -> Option<Driver> {
+/// Reads a `driver` mapping as a Fuzzball provisioner definition spells it
+/// (`../shared/reference/provisioner-schema.md`, "Driver"): `type` and that type's fields —
+/// nfs (`target` `server:/path`, `version` 3|4, `options`, `subPath`, plus fedvol's `mount`),
+/// hostpath (`path`, `local`, `subPath`), efs (`filesystemId`, also accepted as fedvol's earlier
+/// `fileSystemId`; `region`, `subnetIds`, `subPath`), `k8s_pvc` (`storageClassName`,
+/// `namespace`), `azure_files` (`accountName`, `shareName`, `region`, `subPath`), `oci_fss`
+/// (`compartmentId`, `availabilityDomain`, `mountTargetId`, `subPath`), `oci_lustre`
+/// (`lustreCapacityGbs`, `lustrePerformanceTier`, `compartmentId`, `availabilityDomain`),
+/// `filestore` (`region`, `subPath`) — or fedvol's `external` (`provisioner` `vendor/name`,
+/// `parameters`). The API fields `nfsSyncMode` and `selfProvisioned` are read by the caller.
+/// Keys of another driver type are unknown keys, reported with the type's own fields.
+fn driver(ctx: &mut Ctx, node: &Node, field: &str, extras: &mut DriverExtras) -> Option<Driver> {
     let errs = ctx.error_count();
     let mut r = ctx.map(node, field)?;
     let ty = r
         .require(ctx, "type")
-        .and_then(|n| ctx.one_of(n, &join(field, "type"), &["nfs", "hostpath", "efs", "external"]));
+        .and_then(|n| ctx.one_of(n, &join(field, "type"), DRIVER_TYPES));
     let Some(ty) = ty else {
         // Without a known type the other keys cannot be judged; only the type is reported.
         return None;
     };
+    extras.nfs_sync_mode = r
+        .take("nfsSyncMode")
+        .and_then(|n| ctx.nonempty_string(n, &join(field, "nfsSyncMode")));
+    extras.self_provisioned = r
+        .take("selfProvisioned")
+        .and_then(|n| ctx.bool(n, &join(field, "selfProvisioned")))
+        .unwrap_or(false);
+    let text = |ctx: &mut Ctx, r: &mut crate::yaml::MapReader, key: &'static str| {
+        r.take(key).and_then(|n| ctx.nonempty_string(n, &join(field, key)))
+    };
     let driver = match ty {
         "nfs" => {
-            let target = r.require(ctx, "target").and_then(|n| {
-                let f = join(field, "target");
-                let s = ctx.nonempty_string(n, &f)?;
-                match s.split_once(':') {
-                    Some((server, path))
-                        if !server.is_empty() && !server.contains(char::is_whitespace) && path.starts_with('/') =>
-                    {
-                        Some(s)
-                    }
-                    _ => {
-                        ctx.error_hint(
-                            n.span,
-                            &f,
-                            format!("`{s}` is not an NFS export"),
-                            "expected server:/path, e.g. nfs-fast:/export/nvme",
-                        );
-                        None
-                    }
-                }
-            });
+            let target = r
+                .require(ctx, "target")
+                .and_then(|n| nfs_target(ctx, n, &join(field, "target")));
             let mount = r
                 .take("mount")
                 .and_then(|n| absolute_path(ctx, n, &join(field, "mount")));
-            target.map(|target| Driver::Nfs { target, mount })
+            let version = r
+                .take("version")
+                .and_then(|n| nfs_version(ctx, n, &join(field, "version")));
+            let options = text(ctx, &mut r, "options");
+            let sub_path = r
+                .take("subPath")
+                .and_then(|n| sub_path(ctx, n, &join(field, "subPath")));
+            target.map(|target| Driver::Nfs {
+                target,
+                mount,
+                version,
+                options,
+                sub_path,
+            })
         }
         "hostpath" => {
             let path = r
@@ -257,27 +328,81 @@ fn driver(ctx: &mut Ctx, node: &Node, field: &str) -> Option<Driver> {
                 .take("local")
                 .and_then(|n| ctx.bool(n, &join(field, "local")))
                 .unwrap_or(false);
-            path.map(|path| Driver::Hostpath { path, local })
+            let sub_path = r
+                .take("subPath")
+                .and_then(|n| sub_path(ctx, n, &join(field, "subPath")));
+            path.map(|path| Driver::Hostpath { path, local, sub_path })
         }
         "efs" => {
-            let id = r.require(ctx, "fileSystemId").and_then(|n| {
-                let f = join(field, "fileSystemId");
-                let s = ctx.nonempty_string(n, &f)?;
-                let hex = s.strip_prefix("fs-").unwrap_or("");
-                if hex.len() >= 8 && hex.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()) {
-                    Some(s)
-                } else {
-                    ctx.error_hint(
-                        n.span,
-                        &f,
-                        format!("`{s}` is not an EFS file system id"),
-                        "expected fs- followed by hex digits, e.g. fs-12345678",
+            // Fuzzball spells it `filesystemId`; fedvol's earlier releases `fileSystemId`.
+            let fuzzball = r.take("filesystemId");
+            let earlier = r.take("fileSystemId");
+            let id_node = match (fuzzball, earlier) {
+                (Some(a), Some(b)) => {
+                    ctx.error(
+                        b.span,
+                        &join(field, "fileSystemId"),
+                        "the file system id is given twice (`filesystemId` and `fileSystemId`): keep `filesystemId`",
                     );
+                    let _ = a;
                     None
                 }
-            });
-            id.map(|file_system_id| Driver::Efs { file_system_id })
+                (Some(n), None) | (None, Some(n)) => Some(n),
+                (None, None) => {
+                    ctx.error(r.span(), field, "missing required field `filesystemId`");
+                    None
+                }
+            };
+            let id = id_node.and_then(|n| efs_id(ctx, n, &join(field, "filesystemId")));
+            let region = text(ctx, &mut r, "region");
+            let subnet_ids = r
+                .take("subnetIds")
+                .and_then(|n| ctx.string_list(n, &join(field, "subnetIds")))
+                .unwrap_or_default();
+            let sub_path = r
+                .take("subPath")
+                .and_then(|n| sub_path(ctx, n, &join(field, "subPath")));
+            id.map(|file_system_id| Driver::Efs {
+                file_system_id,
+                region,
+                subnet_ids,
+                sub_path,
+            })
         }
+        "k8s_pvc" => Some(Driver::K8sPvc {
+            storage_class_name: text(ctx, &mut r, "storageClassName"),
+            namespace: text(ctx, &mut r, "namespace"),
+        }),
+        "azure_files" => Some(Driver::AzureFiles {
+            account_name: text(ctx, &mut r, "accountName"),
+            share_name: text(ctx, &mut r, "shareName"),
+            region: text(ctx, &mut r, "region"),
+            sub_path: r
+                .take("subPath")
+                .and_then(|n| sub_path(ctx, n, &join(field, "subPath"))),
+        }),
+        "oci_fss" => Some(Driver::OciFss {
+            compartment_id: text(ctx, &mut r, "compartmentId"),
+            availability_domain: text(ctx, &mut r, "availabilityDomain"),
+            mount_target_id: text(ctx, &mut r, "mountTargetId"),
+            sub_path: r
+                .take("subPath")
+                .and_then(|n| sub_path(ctx, n, &join(field, "subPath"))),
+        }),
+        "oci_lustre" => Some(Driver::OciLustre {
+            lustre_capacity_gbs: r
+                .take("lustreCapacityGbs")
+                .and_then(|n| ctx.u64(n, &join(field, "lustreCapacityGbs"))),
+            lustre_performance_tier: text(ctx, &mut r, "lustrePerformanceTier"),
+            compartment_id: text(ctx, &mut r, "compartmentId"),
+            availability_domain: text(ctx, &mut r, "availabilityDomain"),
+        }),
+        "filestore" => Some(Driver::Filestore {
+            region: text(ctx, &mut r, "region"),
+            sub_path: r
+                .take("subPath")
+                .and_then(|n| sub_path(ctx, n, &join(field, "subPath"))),
+        }),
         _ => {
             let prov = r.require(ctx, "provisioner").and_then(|n| {
                 let f = join(field, "provisioner");
@@ -309,6 +434,109 @@ fn driver(ctx: &mut Ctx, node: &Node, field: &str) -> Option<Driver> {
     };
     r.finish(ctx);
     if ctx.error_count() > errs { None } else { driver }
+}
+
+/// The driver-level API fields Fuzzball keeps beside the type's own (`nfsSyncMode`,
+/// `selfProvisioned`), carried onto the [`Provisioner`].
+#[derive(Debug, Default)]
+struct DriverExtras {
+    nfs_sync_mode: Option<String>,
+    self_provisioned: bool,
+}
+
+/// An NFS `target`: `server:/path`.
+fn nfs_target(ctx: &mut Ctx, n: &Node, f: &str) -> Option<String> {
+    let s = ctx.nonempty_string(n, f)?;
+    match s.split_once(':') {
+        Some((server, path))
+            if !server.is_empty() && !server.contains(char::is_whitespace) && path.starts_with('/') =>
+        {
+            Some(s)
+        }
+        _ => {
+            ctx.error_hint(
+                n.span,
+                f,
+                format!("`{s}` is not an NFS export"),
+                "expected server:/path, e.g. nfs-fast:/export/nvme",
+            );
+            None
+        }
+    }
+}
+
+/// An NFS `version`: 3 or 4, as a number or a string (the provisioner schema: "3 or 4;
+/// omitted = negotiate").
+fn nfs_version(ctx: &mut Ctx, n: &Node, f: &str) -> Option<u8> {
+    match n.as_scalar().map(str::trim) {
+        Some("3") => Some(3),
+        Some("4") => Some(4),
+        _ => {
+            ctx.error_hint(
+                n.span,
+                f,
+                format!(
+                    "expected NFS version 3 or 4, found {}",
+                    crate::yaml::decode::describe(n)
+                ),
+                "omit `version` to let the client negotiate",
+            );
+            None
+        }
+    }
+}
+
+/// An EFS file system id: `fs-` and at least 8 lower-case hex digits.
+fn efs_id(ctx: &mut Ctx, n: &Node, f: &str) -> Option<String> {
+    let s = ctx.nonempty_string(n, f)?;
+    let hex = s.strip_prefix("fs-").unwrap_or("");
+    if hex.len() >= 8 && hex.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()) {
+        Some(s)
+    } else {
+        ctx.error_hint(
+            n.span,
+            f,
+            format!("`{s}` is not an EFS file system id"),
+            "expected fs- followed by hex digits, e.g. fs-12345678",
+        );
+        None
+    }
+}
+
+/// A `subPath`: a relative directory below the driver's base (a leading `/` is taken as
+/// relative to the base, as the provisioner schema's "confines a provisioner's volumes to a
+/// subdirectory" reads), without `..` or empty components, normalised to `a/b`.
+fn sub_path(ctx: &mut Ctx, n: &Node, f: &str) -> Option<String> {
+    let s = ctx.nonempty_string(n, f)?;
+    let parts: Vec<&str> = s.trim_matches('/').split('/').collect();
+    if parts.iter().any(|p| p.is_empty() || *p == "." || *p == "..") {
+        ctx.error_hint(
+            n.span,
+            f,
+            format!("`{s}` is not a subdirectory"),
+            "expected a relative path such as team-a/volumes, without `..`",
+        );
+        return None;
+    }
+    Some(parts.join("/"))
+}
+
+/// `costPerGbHour`: a finite number >= 0 (a rate, not a size, so a float is exact enough).
+fn cost(ctx: &mut Ctx, n: &Node, f: &str) -> Option<f64> {
+    match n.as_scalar().and_then(|s| s.trim().parse::<f64>().ok()) {
+        Some(v) if v.is_finite() && v >= 0.0 => Some(v),
+        _ => {
+            ctx.error(
+                n.span,
+                f,
+                format!(
+                    "expected a number >= 0 (a price per GB-hour), found {}",
+                    crate::yaml::decode::describe(n)
+                ),
+            );
+            None
+        }
+    }
 }
 
 fn absolute_path(ctx: &mut Ctx, node: &Node, field: &str) -> Option<String> {

@@ -146,7 +146,10 @@ fn full_inventory_in_seed_syntax() {
         fast.driver,
         Driver::Nfs {
             target: "nfs-fast:/export/nvme".into(),
-            mount: None
+            mount: None,
+            version: None,
+            options: None,
+            sub_path: None,
         }
     );
     assert_eq!(fast.annotations.get("tier").map(String::as_str), Some("fast"));
@@ -154,7 +157,7 @@ fn full_inventory_in_seed_syntax() {
     assert_eq!(fast.permissions.access, AccessPolicy::All);
     assert_eq!(fast.permissions.ephemeral, AccessPolicy::All);
     assert_eq!(fast.permissions.create, AccessPolicy::Deny, "absent policy = nobody");
-    assert!(!fast.permissions.allows(Operation::Create, &["anyone".into()]));
+    assert!(!fast.permissions.allows(Operation::Create, "anyone", &["anyone".into()]));
     assert_eq!(fast.status, ProvisionerStatus::Ready);
     assert_eq!(fast.reclaim_policy, ReclaimPolicy::Delete);
     assert_eq!(fast.volume_modes, vec![VolumeMode::Filesystem]);
@@ -166,7 +169,10 @@ fn full_inventory_in_seed_syntax() {
         work.driver,
         Driver::Nfs {
             target: "nfs-server:/export/work".into(),
-            mount: Some("/mnt/work".into())
+            mount: Some("/mnt/work".into()),
+            version: None,
+            options: None,
+            sub_path: None,
         }
     );
     assert_eq!(work.permissions.access, AccessPolicy::Deny);
@@ -177,7 +183,9 @@ fn full_inventory_in_seed_syntax() {
         AccessPolicy::Groups(["admins".to_string(), "archivists".to_string()].into())
     );
     assert!(
-        archive.permissions.allows(Operation::Ephemeral, &["admins".into()]),
+        archive
+            .permissions
+            .allows(Operation::Ephemeral, "u", &["admins".into()]),
         "create implies ephemeral"
     );
     assert_eq!(archive.reclaim_policy, ReclaimPolicy::Retain);
@@ -188,7 +196,8 @@ fn full_inventory_in_seed_syntax() {
         tier.driver,
         Driver::Hostpath {
             path: "/mnt/nvme".into(),
-            local: true
+            local: true,
+            sub_path: None,
         }
     );
     assert_eq!(tier.status, ProvisionerStatus::Disabled);
@@ -294,7 +303,10 @@ fn kubernetes_documents_in_the_same_file_follow_fedvol_provisioners() {
     assert_eq!(
         inv.provisioners[0].driver,
         Driver::Efs {
-            file_system_id: "fs-12345678".into()
+            file_system_id: "fs-12345678".into(),
+            region: None,
+            subnet_ids: Vec::new(),
+            sub_path: None,
         }
     );
     assert_eq!(inv.volumes.len(), 2);
@@ -512,7 +524,7 @@ fn bad_values_are_errors() {
         ),
         (
             "cluster: c\nprovisioners:\n  p: {driver: {type: ceph}}\n",
-            "expected one of nfs, hostpath, efs, external",
+            "expected one of nfs, hostpath, efs, k8s_pvc, azure_files, oci_fss, oci_lustre, filestore, external",
         ),
         (
             "cluster: c\nprovisioners:\n  ephemeral: {driver: {type: hostpath, path: /x}}\n",

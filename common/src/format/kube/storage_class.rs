@@ -129,5 +129,8 @@ pub fn decode_storage_class(ctx: &mut Ctx, doc: &Node, notes: &mut Vec<Diagnosti
             file: ctx.file().to_string(),
             line: doc.span.line,
         },
+        cost_per_gb_hour: None,
+        self_provisioned: false,
+        nfs_sync_mode: None,
     })
 }

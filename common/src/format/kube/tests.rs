@@ -54,7 +54,7 @@ fn storage_class_defaults_and_driver() {
     assert!(!p.default);
     assert!(p.from_storage_class);
     assert_eq!(p.volume_modes, vec![VolumeMode::Filesystem, VolumeMode::Block]);
-    assert!(p.permissions.allows(crate::model::Operation::Create, &[]));
+    assert!(p.permissions.allows(crate::model::Operation::Create, "u", &[]));
     assert_eq!(p.origin.line, 1);
     assert!(p.reachability.zones.is_empty());
 }

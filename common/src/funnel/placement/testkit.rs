@@ -87,6 +87,9 @@ pub fn inv(zones: Vec<Zone>) -> Inventory {
             Driver::Nfs {
                 target: "srv:/export".into(),
                 mount: None,
+                version: None,
+                options: None,
+                sub_path: None,
             },
         )],
         volumes: Vec::new(),
@@ -114,6 +117,9 @@ pub fn prov(name: &str, driver: Driver) -> Provisioner {
         volume_modes: vec![VolumeMode::Filesystem],
         from_storage_class: false,
         origin: Origin::default(),
+        cost_per_gb_hour: None,
+        self_provisioned: false,
+        nfs_sync_mode: None,
     }
 }
 
@@ -124,6 +130,7 @@ pub fn local_prov(name: &str) -> Provisioner {
         Driver::Hostpath {
             path: "/scratch".into(),
             local: true,
+            sub_path: None,
         },
     )
 }

@@ -293,6 +293,9 @@ fn storage_profile_reports_each_unreachable_volume() {
         Driver::Nfs {
             target: "f:/x".into(),
             mount: None,
+            version: None,
+            options: None,
+            sub_path: None,
         },
     );
     fast.reachability.zones = strs(&["west"]);
@@ -301,6 +304,9 @@ fn storage_profile_reports_each_unreachable_volume() {
         Driver::Nfs {
             target: "s:/x".into(),
             mount: None,
+            version: None,
+            options: None,
+            sub_path: None,
         },
     );
     seg.reachability.segment = Some("s-west".into());

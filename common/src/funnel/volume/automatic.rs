@@ -117,7 +117,7 @@ pub(crate) fn select<'a>(
             let (mut s, mut a, mut g) = (Vec::new(), Vec::new(), Vec::new());
             checks::status(p, &mut s);
             checks::annotations(wanted, &p.annotations, &mut a);
-            checks::permission(p, op, ctx.groups(), &mut g);
+            checks::permission(p, op, ctx.user(), ctx.groups(), &mut g);
             [s, a, g]
         })
         .collect();

@@ -62,7 +62,7 @@ pub(crate) fn search<'a>(
         candidates,
         |p| p.name.clone(),
         |p, out| {
-            checks::permission(p, Operation::Access, ctx.groups(), out);
+            checks::permission(p, Operation::Access, ctx.user(), ctx.groups(), out);
             checks::annotations(annotations, &p.annotations, out);
             if ctx.volume_on(&p.name, name).is_none() {
                 out.push(Reason::new(
@@ -117,7 +117,7 @@ fn not_found(ctx: &Ctx<'_>, name: &str, annotations: &BTreeMap<String, String>) 
             v.provisioner
                 .as_deref()
                 .and_then(|p| ctx.provisioner(p))
-                .is_some_and(|p| p.permissions.allows(Operation::Access, ctx.groups()))
+                .is_some_and(|p| p.permissions.allows(Operation::Access, ctx.user(), ctx.groups()))
         });
         if let Some(c) = closest(name, accessible.map(|v| v.name.as_str())) {
             msg.push_str(&format!(" (did you mean `{c}`?)"));

@@ -44,8 +44,8 @@ pub fn annotations(wanted: &BTreeMap<String, String>, have: &BTreeMap<String, St
 
 /// Seed 000 "group permission check" for `op` (default-deny; `create` implies `access` and
 /// `ephemeral`): pushes `permission_denied` naming the policies consulted and the user's groups.
-pub fn permission(p: &Provisioner, op: Operation, groups: &[String], out: &mut impl ReasonSink) {
-    if p.permissions.allows(op, groups) {
+pub fn permission(p: &Provisioner, op: Operation, user: &str, groups: &[String], out: &mut impl ReasonSink) {
+    if p.permissions.allows(op, user, groups) {
         return;
     }
     let mut policies = format!("`{}` allows {}", op.as_str(), p.permissions.policy(op).describe());
@@ -60,7 +60,7 @@ pub fn permission(p: &Provisioner, op: Operation, groups: &[String], out: &mut i
     out.push_reason(Reason::new(
         codes::PERMISSION_DENIED,
         format!(
-            "provisioner `{}` does not grant `{}` to your groups [{yours}]: {policies}",
+            "provisioner `{}` does not grant `{}` to user `{user}` or your groups [{yours}]: {policies}",
             p.name,
             op.as_str()
         ),
@@ -162,7 +162,7 @@ mod tests {
         let nobody = prov("p", nfs()).build();
         for op in [Operation::Access, Operation::Ephemeral, Operation::Create] {
             let mut out = Vec::new();
-            permission(&nobody, op, &g, &mut out);
+            permission(&nobody, op, "u", &g, &mut out);
             assert_eq!(codes_of(&out), [codes::PERMISSION_DENIED]);
             assert!(out[0].message.contains("nobody"));
         }
@@ -171,16 +171,16 @@ mod tests {
             .build();
         for op in [Operation::Access, Operation::Ephemeral, Operation::Create] {
             let mut out = Vec::new();
-            permission(&creators, op, &g, &mut out);
+            permission(&creators, op, "u", &g, &mut out);
             assert!(out.is_empty(), "{op:?}");
         }
         let mut out = Vec::new();
-        permission(&creators, Operation::Ephemeral, &["chem".to_string()], &mut out);
+        permission(&creators, Operation::Ephemeral, "u", &["chem".to_string()], &mut out);
         assert!(out[0].message.contains("groups [physics]") && out[0].message.contains("[chem]"));
         let ephemeral_only = prov("p", nfs()).ephemeral_all().build();
         let mut out = Vec::new();
-        permission(&ephemeral_only, Operation::Create, &g, &mut out);
-        permission(&ephemeral_only, Operation::Access, &g, &mut out);
+        permission(&ephemeral_only, Operation::Create, "u", &g, &mut out);
+        permission(&ephemeral_only, Operation::Access, "u", &g, &mut out);
         assert_eq!(out.len(), 2);
     }
 

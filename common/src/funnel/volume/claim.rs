@@ -39,7 +39,7 @@ pub(crate) fn resolve(ctx: &Ctx<'_>, v: &VolumeRequest, c: &Claim, trace: &mut T
     let definition = class.and_then(|n| ctx.provisioner(n));
     if let Some(p) = definition {
         let mut reasons = Vec::new();
-        checks::permission(p, Operation::Access, ctx.groups(), &mut reasons);
+        checks::permission(p, Operation::Access, ctx.user(), ctx.groups(), &mut reasons);
         let reasons = single(trace, stages::PERMISSION, &v.key, &p.name, reasons);
         if !reasons.is_empty() {
             return failed(mode, Some(&p.name), checks::combine(&reasons));

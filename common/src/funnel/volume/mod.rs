@@ -136,6 +136,11 @@ pub(crate) struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
+    /// The user's identity.
+    pub fn user(&self) -> &'a str {
+        &self.req.user
+    }
+
     /// The user's groups.
     pub fn groups(&self) -> &'a [String] {
         &self.req.groups

@@ -48,7 +48,7 @@ pub(crate) fn resolve(
         None => reasons.push(no_such_provisioner(ctx, provisioner)),
         Some(p) => {
             checks::status(p, &mut reasons);
-            checks::permission(p, op, ctx.groups(), &mut reasons);
+            checks::permission(p, op, ctx.user(), ctx.groups(), &mut reasons);
             if let (Some(n), Operation::Create, Some(last)) = (name, op, reasons.last_mut())
                 && last.code == codes::PERMISSION_DENIED
             {

@@ -142,7 +142,7 @@ fn plan(
 ) -> Result<NewVolume, Reason> {
     let mut reasons = Vec::new();
     checks::status(p, &mut reasons);
-    checks::permission(p, op, ctx.groups(), &mut reasons);
+    checks::permission(p, op, ctx.user(), ctx.groups(), &mut reasons);
     let supported: &[VolumeMode] = if p.volume_modes.is_empty() {
         &[VolumeMode::Filesystem]
     } else {

@@ -31,6 +31,7 @@ pub fn hostpath() -> Driver {
     Driver::Hostpath {
         path: "/mnt/nvme".into(),
         local: true,
+        sub_path: None,
     }
 }
 
@@ -38,12 +39,18 @@ pub fn nfs() -> Driver {
     Driver::Nfs {
         target: "nfs-server:/export/standard".into(),
         mount: None,
+        version: None,
+        options: None,
+        sub_path: None,
     }
 }
 
 pub fn efs(id: &str) -> Driver {
     Driver::Efs {
         file_system_id: id.into(),
+        region: None,
+        subnet_ids: Vec::new(),
+        sub_path: None,
     }
 }
 
@@ -73,6 +80,9 @@ pub fn prov(name: &str, driver: Driver) -> ProvBuilder {
         volume_modes: vec![VolumeMode::Filesystem],
         from_storage_class: false,
         origin: Origin::default(),
+        cost_per_gb_hour: None,
+        self_provisioned: false,
+        nfs_sync_mode: None,
     })
 }
 
