@@ -26,7 +26,7 @@ pub(crate) struct VolumeDef {
 /// Reads the `volumes` list. Each entry: `name` and `provisioner` (required), `size` (default 0
 /// bytes: an unknown size only satisfies requests without a size), `accessModes` (long or
 /// short names), `volumeMode` (default Filesystem), `labels`, `annotations`, `phase` (default
-/// Available), `claimRef` {namespace (default `default`), name, uid}, `reclaimPolicy` (default
+/// Available), `claimRef` {namespace (default `default`), name, uid; each optional}, `reclaimPolicy` (default
 /// Retain) and `host`.
 pub(crate) fn decode_volumes(ctx: &mut Ctx, node: &Node, field: &str) -> Vec<VolumeDef> {
     let mut out = Vec::new();
@@ -95,7 +95,9 @@ fn decode_volume(ctx: &mut Ctx, node: &Node, field: &str) -> Option<VolumeDef> {
         },
         None => VolumePhase::Available,
     };
-    let claim = r.take("claimRef").and_then(|n| claim_ref(ctx, n, &r.path("claimRef")));
+    let claim = r
+        .take("claimRef")
+        .and_then(|n| claim_ref(ctx, n, &r.path("claimRef"), Some("default")));
     let reclaim = match r.take("reclaimPolicy") {
         Some(n) => reclaim_policy(ctx, n, &r.path("reclaimPolicy")).unwrap_or(ReclaimPolicy::Retain),
         None => ReclaimPolicy::Retain,

@@ -44,7 +44,8 @@ pub const VOLUME_SOURCES: &[&str] = &[
 ///   Delete or Recycle;
 /// - `status.phase`: when absent the volume is `Available`; a `spec.claimRef` then keeps it
 ///   pre-bound to that claim (phase Available, `claim_ref` set);
-/// - `spec.claimRef` (namespace defaults to `default`), `metadata.deletionTimestamp` →
+/// - `spec.claimRef` (every field optional, compared exactly: no namespace defaulting),
+///   `metadata.deletionTimestamp` →
 ///   `being_deleted`, `spec.nodeAffinity.required.nodeSelectorTerms` → node affinity;
 /// - exactly one volume source ([`VOLUME_SOURCES`]) must be present; its content is not read.
 ///
@@ -108,7 +109,7 @@ pub fn decode_persistent_volume(ctx: &mut Ctx, doc: &Node, notes: &mut Vec<Diagn
             spec_class = ctx.string(n, "spec.storageClassName");
         }
         if let Some(n) = s.take("claimRef") {
-            pv.claim_ref = claim_ref(ctx, n, "spec.claimRef");
+            pv.claim_ref = claim_ref(ctx, n, "spec.claimRef", None);
         }
         if let Some(n) = s.take("nodeAffinity") {
             pv.node_affinity = node_affinity(ctx, n, "spec.nodeAffinity");
@@ -173,21 +174,34 @@ pub fn decode_persistent_volume(ctx: &mut Ctx, doc: &Node, notes: &mut Vec<Diagn
     Some(pv)
 }
 
-/// Reads an ObjectReference used as a claimRef: `name` required, `namespace` defaulting to
-/// `default`, `uid` optional; `kind`, `apiVersion`, `resourceVersion` and `fieldPath` accepted.
-pub(crate) fn claim_ref(ctx: &mut Ctx, node: &Node, field: &str) -> Option<ClaimRef> {
+/// Reads a claimRef. Kubernetes' validation never checks a claimRef's fields
+/// (`pkg/apis/core/validation/validation.go`, `ValidatePersistentVolumeSpec`), so every field is
+/// optional and may be empty: `claimRef: {}` and a claimRef with only `uid` are accepted (they
+/// reserve the volume for a claim no request names, see `funnel::volume::bind`). An empty `uid`
+/// means "no uid". The namespace is kept as written; `default_namespace` fills it in when absent
+/// (fedvol's own volume syntax passes `default`; a Kubernetes PersistentVolume passes `None`, as
+/// Kubernetes compares it exactly). `kind`, when given, must be `PersistentVolumeClaim`;
+/// `apiVersion`, `resourceVersion` and `fieldPath` are read and ignored.
+pub(crate) fn claim_ref(ctx: &mut Ctx, node: &Node, field: &str, default_namespace: Option<&str>) -> Option<ClaimRef> {
     let errs = ctx.error_count();
     let mut r = ctx.map(node, field)?;
     let name = r
-        .require(ctx, "name")
-        .and_then(|n| ctx.nonempty_string(n, &format!("{field}.name")));
+        .take("name")
+        .and_then(|n| ctx.string(n, &format!("{field}.name")))
+        .unwrap_or_default();
     let namespace = r
         .take("namespace")
-        .and_then(|n| ctx.nonempty_string(n, &format!("{field}.namespace")));
-    let uid = r.take("uid").and_then(|n| ctx.string(n, &format!("{field}.uid")));
+        .and_then(|n| ctx.string(n, &format!("{field}.namespace")))
+        .or_else(|| default_namespace.map(str::to_string))
+        .unwrap_or_default();
+    let uid = r
+        .take("uid")
+        .and_then(|n| ctx.string(n, &format!("{field}.uid")))
+        .filter(|u| !u.is_empty());
     if let Some(n) = r.take("kind")
         && let Some(k) = ctx.string(n, &format!("{field}.kind"))
         && k != "PersistentVolumeClaim"
+        && !k.is_empty()
     {
         ctx.error(
             n.span,
@@ -200,9 +214,5 @@ pub(crate) fn claim_ref(ctx: &mut Ctx, node: &Node, field: &str) -> Option<Claim
     if ctx.error_count() > errs {
         return None;
     }
-    Some(ClaimRef {
-        namespace: namespace.unwrap_or_else(|| "default".to_string()),
-        name: name?,
-        uid,
-    })
+    Some(ClaimRef { namespace, name, uid })
 }

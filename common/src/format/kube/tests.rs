@@ -190,7 +190,8 @@ fn persistent_volume_claim_ref_phase_deletion_and_affinity() {
     let cr = v.claim_ref.unwrap();
     assert_eq!(
         (cr.namespace.as_str(), cr.name.as_str(), cr.uid.as_deref()),
-        ("default", "data", Some("u-1"))
+        ("", "data", Some("u-1")),
+        "the namespace is kept as written (absent = empty), never defaulted"
     );
     let na = v.node_affinity.unwrap();
     assert_eq!(na.terms.len(), 2);
@@ -215,6 +216,34 @@ fn pre_bound_volume_without_phase_stays_available() {
     .unwrap();
     assert_eq!(v.phase, VolumePhase::Available);
     assert_eq!(v.claim_ref.unwrap().namespace, "ml");
+}
+
+/// Kubernetes' validation never checks a claimRef's fields (`pkg/apis/core/validation/
+/// validation.go`, `ValidatePersistentVolumeSpec`): every field is optional and may be empty.
+#[test]
+fn claim_ref_fields_are_all_optional_and_may_be_empty() {
+    let base =
+        "spec:\n  capacity: {storage: 1Gi}\n  accessModes: [ReadWriteOnce]\n  csi: {driver: d, volumeHandle: h}\n";
+    for (claim_ref, want) in [
+        ("{}", ("", "", None)),
+        ("{uid: 7d0c}", ("", "", Some("7d0c"))),
+        ("{name: \"\", namespace: \"\", uid: \"\"}", ("", "", None)),
+        ("{name: data, uid: \"\"}", ("", "data", None)),
+        (
+            "{kind: \"\", apiVersion: v1, name: data, namespace: ml}",
+            ("ml", "data", None),
+        ),
+    ] {
+        let v = pv(&format!("{PV}{base}  claimRef: {claim_ref}\n")).unwrap_or_else(|e| panic!("{claim_ref}: {e}"));
+        let cr = v.claim_ref.unwrap();
+        assert_eq!(
+            (cr.namespace.as_str(), cr.name.as_str(), cr.uid.as_deref()),
+            want,
+            "{claim_ref}"
+        );
+    }
+    let e = pv(&format!("{PV}{base}  claimRef: {{kind: Pod, name: p}}\n")).unwrap_err();
+    assert!(e.0[0].message.contains("refers to a PersistentVolumeClaim"), "{e}");
 }
 
 #[test]

@@ -1,21 +1,28 @@
 //! Step 5 (DESIGN §2; seed 001 "the controller attempts to find an existing volume that will
 //! fulfill the claim", with Kubernetes' own matching order): bind before provisioning.
 //!
-//! Two stages, both recording every reason:
+//! The rules are Kubernetes' (component-helpers `storage/volume/pv_helpers.go`:
+//! `FindMatchingVolume`, `IsVolumeBoundToClaim`; `pkg/controller/volume/persistentvolume/index.go`:
+//! `findByClaim`). Two stages, both recording every reason:
 //! - `binding.candidates`: class equality. Only volumes whose class equals the request's class
-//!   are considered (`Some(c)` ↔ volumes of class `c`; `None` ↔ volumes with no class).
-//! - `binding.match`: phase Available, not being deleted, not reserved by another request (or an
-//!   earlier volume of this workflow), not pre-bound to another claim, capacity >= request
-//!   (exact bytes), same volume mode, access modes a superset of the request's, every selector
-//!   requirement met, and the claim's `volumeName` when it has one.
+//!   are considered (`Some(c)` ↔ volumes of class `c`; `None` ↔ volumes with no class) — except
+//!   a volume pre-bound to this claim, which `FindMatchingVolume` returns before its class check.
+//! - `binding.match`: not being deleted, not reserved by another request (or an earlier volume
+//!   of this workflow), capacity >= request (exact bytes), same volume mode, access modes a
+//!   superset of the request's (`findByClaim` only searches such access-mode sets), and the
+//!   claim's `volumeName` when it has one; for a volume not pre-bound to this claim also: no
+//!   claimRef at all (a claimRef naming anything else, even with empty fields, reserves the
+//!   volume), phase Available and every selector requirement met.
 //!
-//! Choice: a volume pre-bound to this claim (its claimRef names the claim's namespace and name,
-//! and uid when both sides carry one) wins outright; it needs capacity, volume mode and access
-//! modes to fit and a phase of Available or Bound (already bound to this claim), and, as in
-//! Kubernetes, the administrator's explicit binding is not second-guessed by the selector.
-//! Otherwise the fitting volumes are grouped by their exact access-mode set, groups with fewer
-//! modes first (equal counts: by the set's canonical order), and the first group gives its
-//! smallest volume (ties: inventory order) — seed 001 "the smallest matching volume".
+//! A volume is pre-bound to a claim when its claimRef's name and namespace equal the claim's,
+//! exactly (no defaulting), and, when the claimRef has a non-empty uid, the claim's uid equals
+//! it (`IsVolumeBoundToClaim`).
+//!
+//! Choice (`findByClaim`): the fitting volumes are grouped by their exact access-mode set,
+//! groups with fewer modes first (equal counts: by the set's canonical order); the first group
+//! with a fit decides: its volume pre-bound to this claim if it has one, else its smallest
+//! volume (ties: inventory order) — seed 001 "the smallest matching volume". A pre-bound volume
+//! in a later group does not beat a fit in an earlier one.
 
 use crate::decision::{Reason, codes};
 use crate::funnel::trace::run_filter;
@@ -34,13 +41,15 @@ pub(crate) struct BindOutcome<'a> {
     pub named_reasons: Option<Vec<Reason>>,
 }
 
-/// True when `r` names `claim`: namespace and name equal, and uid equal when both have one.
+/// True when `r` names `claim`, by Kubernetes' `IsVolumeBoundToClaim` (component-helpers
+/// `storage/volume/pv_helpers.go`): name and namespace equal, exactly; a non-empty claimRef uid
+/// must equal the claim's uid (a claim without one does not match it).
 pub fn claim_ref_names(r: &ClaimRef, claim: &Claim) -> bool {
     r.namespace == claim.namespace
         && r.name == claim.name
-        && match (&r.uid, &claim.uid) {
-            (Some(a), Some(b)) => a == b,
-            _ => true,
+        && match r.uid.as_deref() {
+            None | Some("") => true,
+            Some(u) => claim.uid.as_deref() == Some(u),
         }
 }
 
@@ -62,7 +71,8 @@ pub(crate) fn bind<'a>(
         all,
         |v| v.name.clone(),
         |v, out| {
-            if v.provisioner.as_deref() != class {
+            // FindMatchingVolume returns a volume pre-bound to the claim before its class check.
+            if v.provisioner.as_deref() != class && !prebound(need, v) {
                 out.push(Reason::new(
                     codes::CLASS_MISMATCH,
                     format!(
@@ -121,8 +131,8 @@ fn match_reasons(
     out: &mut impl ReasonSink,
 ) {
     let pre = prebound(need, v);
-    let phase_ok = v.phase == VolumePhase::Available || (pre && v.phase == VolumePhase::Bound);
-    if !phase_ok {
+    // FindMatchingVolume returns a pre-bound volume before it looks at the phase.
+    if !pre && v.phase != VolumePhase::Available {
         out.push_reason(Reason::new(
             codes::NOT_AVAILABLE,
             format!("volume is {:?}, not Available", v.phase),
@@ -131,7 +141,7 @@ fn match_reasons(
     if !pre && let Some(r) = &v.claim_ref {
         out.push_reason(Reason::new(
             codes::CLAIMED_BY_OTHER,
-            format!("volume is pre-bound to claim {}/{}", r.namespace, r.name),
+            format!("volume is pre-bound to claim {}", describe_ref(r)),
         ));
     }
     if v.being_deleted {
@@ -177,14 +187,35 @@ fn match_reasons(
     }
 }
 
-/// Pre-bound first; else fewest access modes, then the smallest capacity, then inventory order.
+/// `findByClaim`'s order: the first access-mode group (fewest modes, then the set's canonical
+/// order) holding a fit decides; within it the volume pre-bound to this claim, else the smallest
+/// capacity (ties: inventory order).
 fn choose<'a>(need: &Need<'_>, fits: &[&'a PersistentVolume]) -> Option<&'a PersistentVolume> {
-    if let Some(v) = fits.iter().find(|v| prebound(need, v)) {
-        return Some(v);
-    }
-    fits.iter()
-        .min_by_key(|v| (v.access_modes.len(), v.access_modes, v.capacity))
+    let group = fits.iter().map(|v| (v.access_modes.len(), v.access_modes)).min()?;
+    let in_group = || {
+        fits.iter()
+            .filter(move |v| (v.access_modes.len(), v.access_modes) == group)
+    };
+    in_group()
+        .find(|v| prebound(need, v))
+        .or_else(|| in_group().min_by_key(|v| v.capacity))
         .copied()
+}
+
+/// A claimRef for messages: `namespace/name`, with the uid when it has one; empty fields are
+/// shown as `""`.
+fn describe_ref(r: &ClaimRef) -> String {
+    let show = |s: &str| {
+        if s.is_empty() {
+            "\"\"".to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    match r.uid.as_deref() {
+        Some(u) if !u.is_empty() => format!("{}/{} (uid {u})", show(&r.namespace), show(&r.name)),
+        _ => format!("{}/{}", show(&r.namespace), show(&r.name)),
+    }
 }
 
 #[cfg(test)]
@@ -277,14 +308,10 @@ mod tests {
     }
 
     #[test]
-    fn prebound_volume_wins_outright() {
+    fn prebound_volume_wins_within_its_access_mode_group() {
         let inv = class_fast()
             .volume(pv("snug", Some("fast"), gib(5)))
-            .volume(
-                pv("mine", Some("fast"), gib(50))
-                    .modes(&[RWO, RWX])
-                    .claim_ref("default", "c", None),
-            )
+            .volume(pv("mine", Some("fast"), gib(50)).claim_ref("default", "c", None))
             .volume(pv("theirs", Some("fast"), gib(5)).claim_ref("default", "other", None))
             .build();
         let (d, trace) = bind_claim(&inv, claim("c").class_named("fast").size(gib(5)));

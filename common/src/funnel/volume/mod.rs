@@ -26,6 +26,8 @@ pub mod named;
 pub mod provision;
 
 #[cfg(test)]
+mod bind_k8s_tests;
+#[cfg(test)]
 mod proptests;
 #[cfg(test)]
 mod testkit;
