@@ -106,7 +106,12 @@ pub mod codes {
     pub const NODE_AFFINITY: &str = "node_affinity";
     /// seed 002 step 4: the zone lost the zone choice to one with a lower priority number.
     pub const LOWER_PRIORITY: &str = "lower_priority";
-    /// seed 002 step 4.1: the zone lost the zone choice on soft constraints matched.
+    /// seed 002 step 3.8: a fitting host of the chosen zone ranked after the chosen one(s) by
+    /// the zone's placement policy (or its seeded draw).
+    pub const POLICY_ORDER: &str = "policy_order";
+    /// seed 002 step 4.1: the zone lost the zone choice on soft constraints matched; or a host of
+    /// the chosen zone met fewer soft constraints than the chosen host (seed 002 step 3: hosts
+    /// are selected "by matching a series of filters, including hard & soft constraints").
     pub const FEWER_SOFT_MATCHES: &str = "fewer_soft_matches";
     /// seed 002 step 4.1: the zone tied and lost the seeded random draw.
     pub const SEEDED_DRAW: &str = "seeded_draw";

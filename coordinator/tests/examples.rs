@@ -347,7 +347,9 @@ fn the_seed_changes_only_seeded_choices() {
                 || p.starts_with("/clusters/cluster-b/volumes/scratch/new_volume/host");
             let b_zone_draw = p.starts_with("/clusters/cluster-b/trace/") && {
                 let idx: usize = p.split('/').nth(4).and_then(|s| s.parse().ok()).expect("trace index");
-                doc["clusters"]["cluster-b"]["trace"][idx]["stage"] == "zone.choice"
+                // The zone draw, and the chosen zone's host choice that follows from it.
+                let stage = &doc["clusters"]["cluster-b"]["trace"][idx]["stage"];
+                stage == "zone.choice" || stage == "host.choice"
             };
             assert!(
                 seed_field || b_placement || b_zone_draw,

@@ -5,7 +5,9 @@
 //! `zone.project` → `zone.power` → `zone.limits` → `zone.profiles` (module `zones`) →
 //! `host.power` → `host.hard_constraints` → `host.affinity` → `host.anti_affinity` →
 //! `host.network` → `host.storage` → `host.capacity` (module `hosts`) → `zone.multi_host`
-//! (hosts picked by the zone's placement policy) → `zone.choice` (module `select`).
+//! (hosts ranked by soft constraints met, then the zone's placement policy) → `zone.choice` →
+//! `host.choice` (the chosen zone's other fitting hosts and why they were not taken; module
+//! `select`).
 //!
 //! Jobs placed earlier in the same workflow count: their capacity on hosts (when they may run
 //! concurrently), their usage against project limits, the new volumes whose storage they
@@ -165,6 +167,7 @@ fn place_one(trace: &mut Trace, inv: &Inventory, ctx: &JobCtx<'_>, project: &str
     }
     let picks = nonempty(select::multi_host(trace, ctx, &zs, &hs), trace, job)?;
     let (pick, soft) = select::choose_zone(trace, ctx, picks).ok_or_else(|| no_zone(trace, job))?;
+    select::record_host_choice(trace, ctx, &pick);
     Ok(Chosen {
         zone: pick.zone.zone.name.clone(),
         hosts: pick.hosts.iter().map(|h| h.name.clone()).collect(),

@@ -1,7 +1,13 @@
-//! Choosing (seed 002 steps 3.5, 3.8, 4 and 4.1): hosts within each zone by the zone's placement
-//! policy (enough of them, sharing a network, for a multi-host job), then one zone among those
-//! that still have hosts: lowest priority number, then most soft constraints matched, then a
-//! seeded random draw.
+//! Choosing (seed 002 steps 3, 3.5, 3.8, 4 and 4.1): hosts within each zone — those meeting
+//! more of the job's soft constraints (host tags ∪ zone tags) first, then by the zone's
+//! placement policy (enough of them, sharing a network, for a multi-host job) — then one zone
+//! among those that still have hosts: lowest priority number, then most soft constraints matched
+//! (a zone scores what its best remaining host meets), then a seeded random draw; then the
+//! `host.choice` stage records why each other fitting host of the chosen zone was not taken.
+//!
+//! Seed 002: "After a cloud zone is selected, a host is selected by matching a series of
+//! filters, including hard & soft constraints", and zones of equal priority are "sorted by
+//! matching soft constraints, using a combination of the cloud zone and compute capabilities".
 
 use crate::decision::{Reason, codes};
 use crate::funnel::trace::Trace;
@@ -20,6 +26,30 @@ pub(crate) struct ZonePick<'z, 'a> {
     pub zone: &'z ZoneCand<'a>,
     /// Chosen hosts, one per node, best first.
     pub hosts: Vec<&'a Host>,
+    /// Every host of the zone that passed the host filters, in inventory order.
+    pub fitting: Vec<&'a Host>,
+    /// The zone's soft score: the most soft constraints any of its fitting hosts meets (with
+    /// the zone's tags).
+    pub best_soft: u32,
+}
+
+/// How many of the job's soft constraints hold on `zone_tags` united with `host`'s tags.
+fn host_soft(ctx: &JobCtx<'_>, zone_tags: &[Tag], host: &Host) -> u32 {
+    let count = ctx
+        .needs
+        .soft()
+        .filter(|c| c.holds(zone_tags.iter().chain(&host.tags)))
+        .count();
+    u32::try_from(count).unwrap_or(u32::MAX)
+}
+
+/// Soft scores of `hosts` in `zone` (all 0, computed without looking, when the job has no soft
+/// constraints).
+fn soft_scores(ctx: &JobCtx<'_>, zone: &ZoneCand<'_>, hosts: &[&Host]) -> Vec<u32> {
+    if ctx.needs.soft().next().is_none() {
+        return vec![0; hosts.len()];
+    }
+    hosts.iter().map(|h| host_soft(ctx, &zone.zone.tags, h)).collect()
 }
 
 /// Load of a host in [0, 1]: the larger of cpu and memory allocated / capacity, counting the
@@ -38,11 +68,13 @@ fn metrics(ctx: &JobCtx<'_>, zone: &str, host: &Host) -> (f64, u128) {
     (load, cap.memory.0.saturating_sub(used.memory.0))
 }
 
-/// Orders a zone's fitting hosts by its placement policy, best first (seed 002 step 3.8):
-/// BINPACK most loaded first, SPREAD least loaded first, SPREAD_MEMORY most free memory first
-/// (ties keep inventory order), DEFAULT a seeded random order whose first element is
-/// `seeded_pick(seed, "host:<job>:<zone>", n)` and each next one is drawn from the rest with
-/// context `host:<job>:<zone>:<i>`.
+/// Orders a zone's fitting hosts, best first: hosts meeting more soft constraints first
+/// (seed 002 step 3), then, among equal scores, the zone's placement policy (seed 002 step
+/// 3.8): BINPACK most loaded first, SPREAD least loaded first, SPREAD_MEMORY most free memory
+/// first (ties keep inventory order), DEFAULT a seeded random order: draw `i` (from 0, counted
+/// over the whole zone) takes `seeded_pick(seed, "host:<job>:<zone>", n)` for `i = 0` and
+/// context `host:<job>:<zone>:<i>` after, from the hosts left in the best remaining score group.
+/// Without soft constraints every host scores 0 and the order is the policy's alone.
 ///
 /// With `only_best` (single-host jobs) only the first host of that order is computed, in one
 /// linear pass: the same host the full order would put first.
@@ -53,49 +85,63 @@ pub(crate) fn rank_hosts<'a>(
     only_best: bool,
 ) -> Vec<&'a Host> {
     let z = zone.zone;
+    let soft = soft_scores(ctx, zone, &hosts);
     if only_best {
-        return best_host(ctx, zone, hosts).into_iter().collect();
+        return best_host(ctx, zone, hosts, &soft).into_iter().collect();
     }
-    let mut keyed: Vec<(f64, u128, &'a Host)> = hosts
+    let mut keyed: Vec<(u32, f64, u128, &'a Host)> = hosts
         .into_iter()
-        .map(|h| {
+        .zip(soft)
+        .map(|(h, s)| {
             let (load, free) = metrics(ctx, &z.name, h);
-            (load, free, h)
+            (s, load, free, h)
         })
         .collect();
+    let by_soft = |a: &(u32, f64, u128, &Host), b: &(u32, f64, u128, &Host)| b.0.cmp(&a.0);
     match z.placement_policy {
-        PlacementPolicy::Binpack => keyed.sort_by(|a, b| b.0.total_cmp(&a.0)),
-        PlacementPolicy::Spread => keyed.sort_by(|a, b| a.0.total_cmp(&b.0)),
-        PlacementPolicy::SpreadMemory => keyed.sort_by_key(|k| std::cmp::Reverse(k.1)),
+        PlacementPolicy::Binpack => keyed.sort_by(|a, b| by_soft(a, b).then(b.1.total_cmp(&a.1))),
+        PlacementPolicy::Spread => keyed.sort_by(|a, b| by_soft(a, b).then(a.1.total_cmp(&b.1))),
+        PlacementPolicy::SpreadMemory => keyed.sort_by(|a, b| by_soft(a, b).then(b.2.cmp(&a.2))),
         PlacementPolicy::Default => {
             let mut out = Vec::with_capacity(keyed.len());
             let mut i = 0usize;
-            while !keyed.is_empty() {
+            while let Some(top) = keyed.iter().map(|k| k.0).max() {
+                let group: Vec<usize> = (0..keyed.len()).filter(|&j| keyed[j].0 == top).collect();
                 let context = if i == 0 {
                     format!("host:{}:{}", ctx.job(), z.name)
                 } else {
                     format!("host:{}:{}:{i}", ctx.job(), z.name)
                 };
-                let k = seeded_pick(ctx.seed, &context, keyed.len()).min(keyed.len() - 1);
-                out.push(keyed.remove(k));
+                let k = seeded_pick(ctx.seed, &context, group.len()).min(group.len() - 1);
+                out.push(keyed.remove(group[k]));
                 i += 1;
             }
             keyed = out;
         }
     }
-    keyed.into_iter().map(|(_, _, h)| h).collect()
+    keyed.into_iter().map(|(_, _, _, h)| h).collect()
 }
 
 /// The first host of [`rank_hosts`]' order, found in one pass (stable sorts keep the earliest of
 /// equal keys, so ties go to the earliest host here too).
-fn best_host<'a>(ctx: &JobCtx<'_>, zone: &ZoneCand<'a>, hosts: Vec<&'a Host>) -> Option<&'a Host> {
+fn best_host<'a>(ctx: &JobCtx<'_>, zone: &ZoneCand<'a>, hosts: Vec<&'a Host>, soft: &[u32]) -> Option<&'a Host> {
     let z = zone.zone;
+    let top = soft.iter().copied().max()?;
     if z.placement_policy == PlacementPolicy::Default {
-        let k = seeded_pick(ctx.seed, &format!("host:{}:{}", ctx.job(), z.name), hosts.len());
-        return hosts.get(k.min(hosts.len().saturating_sub(1))).copied();
+        let group: Vec<&'a Host> = hosts
+            .iter()
+            .zip(soft)
+            .filter(|(_, s)| **s == top)
+            .map(|(h, _)| *h)
+            .collect();
+        let k = seeded_pick(ctx.seed, &format!("host:{}:{}", ctx.job(), z.name), group.len());
+        return group.get(k.min(group.len().saturating_sub(1))).copied();
     }
     let mut best: Option<(f64, u128, &'a Host)> = None;
-    for h in hosts {
+    for (h, s) in hosts.into_iter().zip(soft) {
+        if *s != top {
+            continue;
+        }
         let (load, free) = metrics(ctx, &z.name, h);
         let better = match (&best, z.placement_policy) {
             (None, _) => true,
@@ -187,9 +233,12 @@ pub(crate) fn multi_host<'z, 'a>(
         .iter()
         .filter_map(|z| {
             let fitting = by_zone.remove(&std::ptr::from_ref(z))?;
+            let best_soft = soft_scores(ctx, z, &fitting).into_iter().max().unwrap_or(0);
             Some(ZonePick {
                 zone: z,
-                hosts: rank_hosts(ctx, z, fitting, n <= 1),
+                hosts: rank_hosts(ctx, z, fitting.clone(), n <= 1),
+                fitting,
+                best_soft,
             })
         })
         .collect();
@@ -208,7 +257,7 @@ pub(crate) fn multi_host<'z, 'a>(
     survivors
         .into_iter()
         .zip(chosen)
-        .map(|(p, hosts)| ZonePick { zone: p.zone, hosts })
+        .map(|(p, hosts)| ZonePick { hosts, ..p })
         .collect()
 }
 
@@ -229,9 +278,11 @@ pub(crate) fn soft_matched(ctx: &JobCtx<'_>, pick: &ZonePick<'_, '_>) -> u32 {
 }
 
 /// Stage 4 (`zone.choice`): among zones that still have hosts, the lowest priority number wins;
-/// ties go to the most soft constraints matched (seed 002 step 4.1), then to
+/// ties go to the most soft constraints matched (seed 002 step 4.1: a zone scores
+/// [`ZonePick::best_soft`], what its best remaining host meets with the zone's tags), then to
 /// `seeded_pick(seed, "zone:<job>", n)` over the remaining zones in inventory order. Every other
-/// zone is recorded with the reason it lost. Returns the winner and its soft-constraint count.
+/// zone is recorded with the reason it lost. Returns the winner and the soft constraints its
+/// chosen hosts meet ([`soft_matched`]).
 pub(crate) fn choose_zone<'z, 'a>(
     trace: &mut Trace,
     ctx: &JobCtx<'_>,
@@ -240,7 +291,7 @@ pub(crate) fn choose_zone<'z, 'a>(
     let scored: Vec<(ZonePick<'z, 'a>, u32)> = picks
         .into_iter()
         .map(|p| {
-            let s = soft_matched(ctx, &p);
+            let s = p.best_soft;
             (p, s)
         })
         .collect();
@@ -292,7 +343,7 @@ pub(crate) fn choose_zone<'z, 'a>(
             } else if *s < best_soft {
                 r.push(Reason::new(
                     codes::FEWER_SOFT_MATCHES,
-                    format!("soft constraints matched {s} < {best_soft} of zone `{soft_leader}`"),
+                    format!("its best host meets {s} soft constraint(s) < {best_soft} in zone `{soft_leader}`"),
                 ));
             } else if *name != winner {
                 r.push(Reason::new(
@@ -305,5 +356,54 @@ pub(crate) fn choose_zone<'z, 'a>(
             }
         },
     );
-    kept.pop()
+    let winner = kept.pop()?;
+    let soft = soft_matched(ctx, &winner.0);
+    Some((winner.0, soft))
+}
+
+/// Stage `host.choice` (seed 002 steps 3 and 3.8): every fitting host of the chosen zone that
+/// the job does not use, with why: it meets fewer soft constraints than the first chosen host
+/// (`fewer_soft_matches`), or the zone's placement policy ranked it after the chosen one(s)
+/// (`policy_order`; for a multi-host job also a host off the network the chosen hosts share).
+pub(crate) fn record_host_choice(trace: &mut Trace, ctx: &JobCtx<'_>, pick: &ZonePick<'_, '_>) {
+    let Some(first) = pick.hosts.first() else {
+        return;
+    };
+    let zone = pick.zone.zone;
+    let soft = soft_scores(ctx, pick.zone, &pick.fitting);
+    let first_soft = host_soft(ctx, &zone.tags, first);
+    let total = ctx.needs.soft().count();
+    let policy = match zone.placement_policy {
+        PlacementPolicy::Binpack => "BINPACK (most loaded first)",
+        PlacementPolicy::Spread => "SPREAD (least loaded first)",
+        PlacementPolicy::SpreadMemory => "SPREAD_MEMORY (most free memory first)",
+        PlacementPolicy::Default => "DEFAULT (a seeded random draw)",
+    };
+    let chosen: Vec<&str> = pick.hosts.iter().map(|h| h.name.as_str()).collect();
+    let cands: Vec<(&Host, u32)> = pick.fitting.iter().copied().zip(soft).collect();
+    let first_name = &first.name;
+    run_filter(
+        trace,
+        "host.choice",
+        ctx.job(),
+        cands,
+        |(h, _)| format!("{}/{}", zone.name, h.name),
+        |(h, s), r| {
+            if chosen.contains(&h.name.as_str()) {
+                return;
+            }
+            if *s < first_soft {
+                r.fail(codes::FEWER_SOFT_MATCHES, || {
+                    format!("meets {s} of {total} soft constraint(s); host `{first_name}` meets {first_soft}")
+                });
+            } else {
+                r.fail(codes::POLICY_ORDER, || {
+                    format!(
+                        "as many soft constraints as host `{first_name}`; placement policy {policy} chose {}",
+                        chosen.join(", ")
+                    )
+                });
+            }
+        },
+    );
 }

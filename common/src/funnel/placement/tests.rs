@@ -860,6 +860,113 @@ fn equal_priority_goes_to_most_soft_constraints_on_zone_and_host_tags() {
     );
 }
 
+/// Seed 002 step 3: "After a cloud zone is selected, a host is selected by matching a series of
+/// filters, including hard & soft constraints". Within a zone, hosts meeting more soft
+/// constraints (host tags ∪ zone tags) come first; BINPACK then orders the rest. Recorded in
+/// `host.choice`.
+#[test]
+fn soft_constraints_rank_hosts_before_the_placement_policy() {
+    for policy in [
+        PlacementPolicy::Binpack,
+        PlacementPolicy::Spread,
+        PlacementPolicy::SpreadMemory,
+        PlacementPolicy::Default,
+    ] {
+        let i = inv(vec![with(
+            zone(
+                "a",
+                vec![
+                    loaded("busy", 8, 32, 6, 24),
+                    with(loaded("gpu", 8, 32, 1, 1), |h| h.tags = tags(&["gpu"])),
+                    loaded("idle", 8, 32, 0, 0),
+                ],
+            ),
+            |z| {
+                z.placement_policy = policy;
+                z.tags = tags(&["ssd"]);
+            },
+        )]);
+        let j = with(job("j", &["data"]), |j| j.constraints = cons(&["gpu:soft", "ssd:soft"]));
+        for seed in 0..8 {
+            let (p, trace) = run(&i, &req(vec![j.clone()], seed), &data());
+            assert_eq!(placed(&p, "j"), ("a", "gpu"), "{policy:?} seed {seed}");
+            assert_eq!(p.jobs["j"].soft_matched, 2, "zone tag ssd + host tag gpu");
+            let hc = stage(&trace, "host.choice", "j");
+            assert_eq!((hc.considered, hc.passed), (3, 1));
+            assert_eq!(
+                codes_of(&trace, "host.choice", "j", "a/busy"),
+                [codes::FEWER_SOFT_MATCHES]
+            );
+            let rs = reasons(&trace, "host.choice", "j", "a/idle");
+            assert_eq!(rs[0].message, "meets 1 of 2 soft constraint(s); host `gpu` meets 2");
+        }
+    }
+    // Without soft constraints the policy alone decides (BINPACK: the busiest host), and the
+    // others are recorded as ranked after it.
+    let i = inv(vec![with(
+        zone("a", vec![loaded("busy", 8, 32, 6, 24), loaded("idle", 8, 32, 0, 0)]),
+        |z| z.placement_policy = PlacementPolicy::Binpack,
+    )]);
+    let (p, trace) = run(&i, &req(vec![job("j", &["data"])], 1), &data());
+    assert_eq!(placed(&p, "j").1, "busy");
+    assert_eq!(codes_of(&trace, "host.choice", "j", "a/idle"), [codes::POLICY_ORDER]);
+}
+
+/// Seed 002 step 4.1: zones of equal priority are "sorted by matching soft constraints, using a
+/// combination of the cloud zone and compute capabilities": a zone scores what its best
+/// remaining host meets, not what the host its policy would pick without them meets.
+#[test]
+fn a_zone_scores_the_soft_constraints_of_its_best_remaining_host() {
+    let i = inv(vec![
+        with(
+            zone(
+                "binpacked",
+                vec![
+                    loaded("full-ish", 8, 32, 7, 30),
+                    with(host("tagged", 8, 32), |h| h.tags = tags(&["gpu"])),
+                ],
+            ),
+            |z| z.placement_policy = PlacementPolicy::Binpack,
+        ),
+        zone("plain", vec![host("p1", 8, 32)]),
+    ]);
+    let j = with(job("j", &["data"]), |j| j.constraints = cons(&["gpu:soft"]));
+    for seed in 0..8 {
+        let (p, trace) = run(&i, &req(vec![j.clone()], seed), &data());
+        assert_eq!(placed(&p, "j"), ("binpacked", "tagged"), "seed {seed}");
+        let rs = reasons(&trace, "zone.choice", "j", "plain");
+        assert_eq!(rs[0].code, codes::FEWER_SOFT_MATCHES);
+        assert_eq!(
+            rs[0].message,
+            "its best host meets 0 soft constraint(s) < 1 in zone `binpacked`"
+        );
+    }
+}
+
+/// A multi-host job takes the hosts meeting the most soft constraints first.
+#[test]
+fn multi_host_jobs_take_soft_matching_hosts_first() {
+    let i = inv(vec![with(
+        zone(
+            "a",
+            vec![
+                loaded("b1", 8, 32, 6, 24),
+                with(host("g1", 8, 32), |h| h.tags = tags(&["gpu"])),
+                loaded("b2", 8, 32, 6, 24),
+                with(host("g2", 8, 32), |h| h.tags = tags(&["gpu"])),
+            ],
+        ),
+        |z| z.placement_policy = PlacementPolicy::Binpack,
+    )]);
+    let j = with(job("j", &["data"]), |j| {
+        j.nodes = 2;
+        j.constraints = cons(&["gpu:soft"]);
+    });
+    let (p, _) = run(&i, &req(vec![j], 1), &data());
+    assert_eq!(p.jobs["j"].hosts, ["g1", "g2"]);
+    assert_eq!(p.jobs["j"].soft_matched, 1);
+}
+
 #[test]
 fn full_ties_are_broken_by_a_seeded_draw() {
     let i = inv((0..4)
@@ -905,7 +1012,8 @@ fn stages_run_in_order_and_stop_when_nothing_is_left() {
             "host.storage",
             "host.capacity",
             "zone.multi_host",
-            "zone.choice"
+            "zone.choice",
+            "host.choice"
         ]
     );
     let j = with(job("j", &["data"]), |j| j.networks = strs(&["ib"]));
