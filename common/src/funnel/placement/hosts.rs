@@ -2,6 +2,7 @@
 //! filters, named `zone/host`. Each is a named stage recording every rejected host with all its
 //! reasons.
 
+use super::stages;
 use std::collections::BTreeMap;
 
 use crate::decision::{Reason, codes};
@@ -48,7 +49,7 @@ pub(crate) fn power<'z, 'a>(
     ctx: &JobCtx<'_>,
     hosts: Vec<HostCand<'z, 'a>>,
 ) -> Vec<HostCand<'z, 'a>> {
-    run_filter(trace, "host.power", ctx.job(), hosts, HostCand::name, |c, r| {
+    run_filter(trace, stages::HOST_POWER, ctx.job(), hosts, HostCand::name, |c, r| {
         if c.host.power != PowerState::On {
             r.fail(codes::POWERED_OFF, || format!("host `{}` is powered off", c.host.name));
         }
@@ -66,7 +67,7 @@ pub(crate) fn hard_constraints<'z, 'a>(
     let needs = ctx.needs;
     run_filter(
         trace,
-        "host.hard_constraints",
+        stages::HOST_HARD_CONSTRAINTS,
         ctx.job(),
         hosts,
         HostCand::name,
@@ -124,16 +125,23 @@ pub(crate) fn affinity<'z, 'a>(
     hosts: Vec<HostCand<'z, 'a>>,
 ) -> Vec<HostCand<'z, 'a>> {
     let with = partners(ctx, &ctx.needs.job.affinity.with, |p| &p.with);
-    run_filter(trace, "host.affinity", ctx.job(), hosts, HostCand::name, |c, r| {
-        for p in &with {
-            if !p.on(c.zone_name(), &c.host.name) {
-                r.push(Reason::new(
-                    codes::AFFINITY,
-                    format!("must share a host with job `{}`, which runs on {}", p.name, where_(p)),
-                ));
+    run_filter(
+        trace,
+        stages::HOST_AFFINITY,
+        ctx.job(),
+        hosts,
+        HostCand::name,
+        |c, r| {
+            for p in &with {
+                if !p.on(c.zone_name(), &c.host.name) {
+                    r.push(Reason::new(
+                        codes::AFFINITY,
+                        format!("must share a host with job `{}`, which runs on {}", p.name, where_(p)),
+                    ));
+                }
             }
-        }
-    })
+        },
+    )
 }
 
 /// Stage 3.4 (`host.anti_affinity`): the host must not run any already placed job this job must
@@ -144,16 +152,23 @@ pub(crate) fn anti_affinity<'z, 'a>(
     hosts: Vec<HostCand<'z, 'a>>,
 ) -> Vec<HostCand<'z, 'a>> {
     let apart = partners(ctx, &ctx.needs.job.affinity.apart_from, |p| &p.apart_from);
-    run_filter(trace, "host.anti_affinity", ctx.job(), hosts, HostCand::name, |c, r| {
-        for p in &apart {
-            if p.on(c.zone_name(), &c.host.name) {
-                r.push(Reason::new(
-                    codes::ANTI_AFFINITY,
-                    format!("must not share a host with job `{}`, which runs on this host", p.name),
-                ));
+    run_filter(
+        trace,
+        stages::HOST_ANTI_AFFINITY,
+        ctx.job(),
+        hosts,
+        HostCand::name,
+        |c, r| {
+            for p in &apart {
+                if p.on(c.zone_name(), &c.host.name) {
+                    r.push(Reason::new(
+                        codes::ANTI_AFFINITY,
+                        format!("must not share a host with job `{}`, which runs on this host", p.name),
+                    ));
+                }
             }
-        }
-    })
+        },
+    )
 }
 
 fn where_(p: &PlacedJob) -> String {
@@ -171,7 +186,7 @@ pub(crate) fn network<'z, 'a>(
     hosts: Vec<HostCand<'z, 'a>>,
 ) -> Vec<HostCand<'z, 'a>> {
     let wanted = &ctx.needs.job.networks;
-    run_filter(trace, "host.network", ctx.job(), hosts, HostCand::name, |c, r| {
+    run_filter(trace, stages::HOST_NETWORK, ctx.job(), hosts, HostCand::name, |c, r| {
         for n in wanted {
             if !c.host.networks.contains(n) {
                 let have = if c.host.networks.is_empty() {
@@ -219,7 +234,7 @@ pub(crate) fn storage<'z, 'a>(
     hosts: Vec<HostCand<'z, 'a>>,
 ) -> Vec<HostCand<'z, 'a>> {
     let needs = ctx.needs;
-    run_filter(trace, "host.storage", ctx.job(), hosts, HostCand::name, |c, r| {
+    run_filter(trace, stages::HOST_STORAGE, ctx.job(), hosts, HostCand::name, |c, r| {
         for m in &needs.mounts {
             if let Some((pv, Some(na))) = m.pv.map(|pv| (pv, pv.node_affinity.as_ref()))
                 && !na.matches(&host_labels(c.zone.zone, c.host))
@@ -281,93 +296,100 @@ pub(crate) fn capacity<'z, 'a>(
     hosts: Vec<HostCand<'z, 'a>>,
 ) -> Vec<HostCand<'z, 'a>> {
     let need = &ctx.needs.per_node;
-    run_filter(trace, "host.capacity", ctx.job(), hosts, HostCand::name, |c, r| {
-        let h = c.host;
-        let (free, holders) = usage(ctx, c.zone_name(), h);
-        let (cap, alloc, wf, used) = (&h.capacity, &h.allocated, &free.workflow, &free.used);
-        let mut short =
-            |what: &str, need: u128, cap: u128, alloc: u128, wf: u128, used: u128, f: &dyn Fn(u128) -> String| {
-                let left = cap.saturating_sub(used);
-                if need > left {
-                    r.fail(codes::INSUFFICIENT, || {
-                        format!(
-                            "{what}: needs {}, {} free (capacity {}, allocated {}, this workflow {})",
-                            f(need),
-                            f(left),
-                            f(cap),
-                            f(alloc),
-                            f(wf)
-                        )
-                    });
-                }
-            };
-        let cores = |v: u128| format!("{v} cores");
-        let bytes = |v: u128| ByteSize(v).to_string();
-        let count = |v: u128| v.to_string();
-        short(
-            "cpu",
-            need.cpu.into(),
-            cap.cpu.into(),
-            alloc.cpu.into(),
-            wf.cpu.into(),
-            used.cpu.into(),
-            &cores,
-        );
-        short(
-            "memory",
-            need.memory.0,
-            cap.memory.0,
-            alloc.memory.0,
-            wf.memory.0,
-            used.memory.0,
-            &bytes,
-        );
-        if cap.instances > 0 {
-            let (n, c, a, w, u) = (
-                need.instances,
-                cap.instances,
-                alloc.instances,
-                wf.instances,
-                used.instances,
-            );
-            short("instances", n.into(), c.into(), a.into(), w.into(), u.into(), &count);
-        }
-        for (d, n) in need.devices.iter().filter(|(_, n)| **n > 0) {
-            let get = |m: &BTreeMap<String, u64>| u128::from(m.get(d).copied().unwrap_or(0));
-            let what = format!("device {d}");
+    run_filter(
+        trace,
+        stages::HOST_CAPACITY,
+        ctx.job(),
+        hosts,
+        HostCand::name,
+        |c, r| {
+            let h = c.host;
+            let (free, holders) = usage(ctx, c.zone_name(), h);
+            let (cap, alloc, wf, used) = (&h.capacity, &h.allocated, &free.workflow, &free.used);
+            let mut short =
+                |what: &str, need: u128, cap: u128, alloc: u128, wf: u128, used: u128, f: &dyn Fn(u128) -> String| {
+                    let left = cap.saturating_sub(used);
+                    if need > left {
+                        r.fail(codes::INSUFFICIENT, || {
+                            format!(
+                                "{what}: needs {}, {} free (capacity {}, allocated {}, this workflow {})",
+                                f(need),
+                                f(left),
+                                f(cap),
+                                f(alloc),
+                                f(wf)
+                            )
+                        });
+                    }
+                };
+            let cores = |v: u128| format!("{v} cores");
+            let bytes = |v: u128| ByteSize(v).to_string();
+            let count = |v: u128| v.to_string();
             short(
-                &what,
-                (*n).into(),
-                get(&cap.devices),
-                get(&alloc.devices),
-                get(&wf.devices),
-                get(&used.devices),
-                &count,
+                "cpu",
+                need.cpu.into(),
+                cap.cpu.into(),
+                alloc.cpu.into(),
+                wf.cpu.into(),
+                used.cpu.into(),
+                &cores,
             );
-        }
-        if ctx.needs.exclusive() && !is_empty(used) {
-            let mut parts = Vec::new();
-            if !is_empty(alloc) {
-                parts.push(format!("allocated {}", describe(alloc)));
+            short(
+                "memory",
+                need.memory.0,
+                cap.memory.0,
+                alloc.memory.0,
+                wf.memory.0,
+                used.memory.0,
+                &bytes,
+            );
+            if cap.instances > 0 {
+                let (n, c, a, w, u) = (
+                    need.instances,
+                    cap.instances,
+                    alloc.instances,
+                    wf.instances,
+                    used.instances,
+                );
+                short("instances", n.into(), c.into(), a.into(), w.into(), u.into(), &count);
             }
-            for p in &holders {
-                parts.push(format!("job `{}` of this workflow", p.name));
+            for (d, n) in need.devices.iter().filter(|(_, n)| **n > 0) {
+                let get = |m: &BTreeMap<String, u64>| u128::from(m.get(d).copied().unwrap_or(0));
+                let what = format!("device {d}");
+                short(
+                    &what,
+                    (*n).into(),
+                    get(&cap.devices),
+                    get(&alloc.devices),
+                    get(&wf.devices),
+                    get(&used.devices),
+                    &count,
+                );
             }
-            r.push(Reason::new(
-                codes::INSUFFICIENT,
-                format!(
-                    "exclusive job needs a host with nothing allocated; host has {}",
-                    parts.join(", ")
-                ),
-            ));
-        }
-        for p in holders.iter().filter(|p| p.exclusive) {
-            r.push(Reason::new(
-                codes::INSUFFICIENT,
-                format!("host is held exclusively by job `{}` of this workflow", p.name),
-            ));
-        }
-    })
+            if ctx.needs.exclusive() && !is_empty(used) {
+                let mut parts = Vec::new();
+                if !is_empty(alloc) {
+                    parts.push(format!("allocated {}", describe(alloc)));
+                }
+                for p in &holders {
+                    parts.push(format!("job `{}` of this workflow", p.name));
+                }
+                r.push(Reason::new(
+                    codes::INSUFFICIENT,
+                    format!(
+                        "exclusive job needs a host with nothing allocated; host has {}",
+                        parts.join(", ")
+                    ),
+                ));
+            }
+            for p in holders.iter().filter(|p| p.exclusive) {
+                r.push(Reason::new(
+                    codes::INSUFFICIENT,
+                    format!("host is held exclusively by job `{}` of this workflow", p.name),
+                ));
+            }
+        },
+    )
 }
 
 /// Non-zero parts of `r`, e.g. `cpu 4 cores, memory 8GiB, device nvidia.com/gpu 1`.

@@ -9,6 +9,7 @@
 //! filters, including hard & soft constraints", and zones of equal priority are "sorted by
 //! matching soft constraints, using a combination of the cloud zone and compute capabilities".
 
+use super::stages;
 use crate::decision::{Reason, codes};
 use crate::funnel::trace::Trace;
 use crate::funnel::{run_filter, seeded_pick};
@@ -245,7 +246,7 @@ pub(crate) fn multi_host<'z, 'a>(
     let mut chosen: Vec<Vec<&'a Host>> = Vec::new();
     let survivors = run_filter(
         trace,
-        "zone.multi_host",
+        stages::ZONE_MULTI_HOST,
         ctx.job(),
         cands,
         |p| p.zone.zone.name.clone(),
@@ -329,7 +330,7 @@ pub(crate) fn choose_zone<'z, 'a>(
     let seed = ctx.seed;
     let mut kept = run_filter(
         trace,
-        "zone.choice",
+        stages::ZONE_CHOICE,
         ctx.job(),
         scored,
         |(p, _)| p.zone.zone.name.clone(),
@@ -384,7 +385,7 @@ pub(crate) fn record_host_choice(trace: &mut Trace, ctx: &JobCtx<'_>, pick: &Zon
     let first_name = &first.name;
     run_filter(
         trace,
-        "host.choice",
+        stages::HOST_CHOICE,
         ctx.job(),
         cands,
         |(h, _)| format!("{}/{}", zone.name, h.name),

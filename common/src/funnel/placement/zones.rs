@@ -2,6 +2,7 @@
 //! power state, project limits and profiles (image, flavor, storage). Each is a named stage that
 //! records every rejected zone with all its reasons.
 
+use super::stages;
 use crate::decision::{Reason, codes};
 use crate::funnel::run_filter;
 use crate::funnel::trace::Trace;
@@ -43,7 +44,7 @@ pub(crate) fn project<'a>(
         });
         return Ok(run_filter(
             trace,
-            "zone.project",
+            stages::ZONE_PROJECT,
             job,
             cands.collect(),
             |c| c.zone.name.clone(),
@@ -62,7 +63,7 @@ pub(crate) fn project<'a>(
         );
         run_filter(
             trace,
-            "zone.project",
+            stages::ZONE_PROJECT,
             job,
             all,
             |z| z.name.clone(),
@@ -83,7 +84,7 @@ pub(crate) fn project<'a>(
         .collect();
     Ok(run_filter(
         trace,
-        "zone.project",
+        stages::ZONE_PROJECT,
         job,
         cands,
         |c| c.zone.name.clone(),
@@ -102,7 +103,7 @@ pub(crate) fn project<'a>(
 pub(crate) fn power<'a>(trace: &mut Trace, job: &str, zones: Vec<ZoneCand<'a>>) -> Vec<ZoneCand<'a>> {
     run_filter(
         trace,
-        "zone.power",
+        stages::ZONE_POWER,
         job,
         zones,
         |c| c.zone.name.clone(),
@@ -129,6 +130,13 @@ pub(crate) fn power<'a>(trace: &mut Trace, job: &str, zones: Vec<ZoneCand<'a>>) 
 /// (instances, memory bytes, cpu cores, storage bytes). Storage is the size of the new volumes
 /// this job mounts that no earlier job of the workflow has counted. Every exceeded limit is
 /// reported.
+///
+/// Seed 002 row 2.2 reads "Zone with full memory or instances are filtered out". A zone with no
+/// project assignment (an inventory without `projects`) has no limits to be full against, so
+/// nothing is dropped here: a zone whose hosts are full in memory or instances loses every host
+/// at `host.capacity` (step 3.6) instead, which names each full host and what it lacks, and the
+/// job fails with `no_zone` just the same. Checking the hosts' capacity here too would only say
+/// it twice.
 pub(crate) fn limits<'a>(trace: &mut Trace, ctx: &JobCtx<'_>, zones: Vec<ZoneCand<'a>>) -> Vec<ZoneCand<'a>> {
     let (inst, cpu, mem) = ctx.needs.totals();
     let storage = ctx
@@ -139,7 +147,7 @@ pub(crate) fn limits<'a>(trace: &mut Trace, ctx: &JobCtx<'_>, zones: Vec<ZoneCan
         .fold(0u128, |a, m| a.saturating_add(m.new_bytes()));
     run_filter(
         trace,
-        "zone.limits",
+        stages::ZONE_LIMITS,
         ctx.job(),
         zones,
         |c| c.zone.name.clone(),
@@ -192,7 +200,7 @@ pub(crate) fn profiles<'a>(trace: &mut Trace, ctx: &JobCtx<'_>, zones: Vec<ZoneC
     let needs = ctx.needs;
     run_filter(
         trace,
-        "zone.profiles",
+        stages::ZONE_PROFILES,
         ctx.job(),
         zones,
         |c| c.zone.name.clone(),
