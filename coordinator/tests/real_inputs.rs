@@ -697,3 +697,14 @@ fn render_errors_name_file_line_and_column() {
         run.describe()
     );
 }
+
+#[test]
+fn render_help_lists_every_function_a_template_may_call() {
+    use fedvol_common::format::render::funcs::{BUILTINS, NAMES};
+    let run = fedvol(&["render", "--help"]);
+    assert_eq!(run.code, 0, "{}", run.describe());
+    let words: std::collections::BTreeSet<&str> = run.stdout.split(|c: char| !c.is_ascii_alphanumeric()).collect();
+    for f in NAMES.iter().chain(BUILTINS.iter()) {
+        assert!(words.contains(f), "`fedvol render --help` lists `{f}`\n{}", run.stdout);
+    }
+}

@@ -42,6 +42,7 @@ pub enum Command {
     /// Validate inventories and workflows; print every problem with file:line:column.
     Check(check::CheckArgs),
     /// Render a catalog template with its values files and print the YAML.
+    #[command(long_about = template::RENDER_ABOUT)]
     Render(template::RenderArgs),
     /// Submit a workflow to the federation: every cluster plans, one commits.
     Submit(federation::SubmitArgs),

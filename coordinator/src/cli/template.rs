@@ -24,7 +24,7 @@ pub struct ValuesArgs {
 }
 
 /// Help shown by `fedvol render --help`: the rules of rendering.
-const RENDER_ABOUT: &str = "\
+pub const RENDER_ABOUT: &str = "\
 Render a catalog template with its values files and print the YAML.
 
 The template is Go text/template (trim markers, variables, if/else, range, with, pipelines,
@@ -44,7 +44,6 @@ name and the values, so the same inputs always render the same text (now is not 
 
 /// Arguments of `fedvol render`.
 #[derive(Debug, clap::Args)]
-#[command(long_about = RENDER_ABOUT)]
 pub struct RenderArgs {
     /// The template (a catalog `template.yaml`).
     #[arg(value_name = "TEMPLATE")]

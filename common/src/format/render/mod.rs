@@ -294,7 +294,9 @@ impl Output {
 
 impl fmt::Write for Output {
     fn write_str(&mut self, s: &str) -> fmt::Result {
-        // gotmpl prints a nil action value with exactly this one write.
+        // gotmpl prints a nil action value with exactly this one write. (Template text that is
+        // exactly `<no value>` between two actions would be taken for one: no catalog template
+        // has such text, and the error would name the line.)
         if s == "<no value>" {
             self.no_value = true;
             return Err(fmt::Error);

@@ -5,9 +5,10 @@
 //! Each function follows its [sprig](https://masterminds.github.io/sprig/) definition, with one
 //! deliberate difference: where sprig would turn a missing value (Go's `nil`) into `<nil>` or
 //! `0`, fedvol's functions refuse it ("argument 1 is not set"), so a value no values file sets
-//! never slips into a rendered workflow. Only `default`, `empty`, and Go's own `not`, `and`,
-//! `or`, `if` take an unset value (as empty). Errors name the function; the renderer adds the
-//! file, line and column of the call.
+//! never slips into a rendered workflow. Functions that test or carry a value take an unset one:
+//! `default` and `empty` (as empty), `list`, `append` and `dict` (as an item), and Go's own
+//! `not`, `and`, `or` and `if`. Errors name the function; the renderer adds the file, line and
+//! column of the call.
 //!
 //! `randInt` and `now` are deterministic: they draw from the render seed (see
 //! [`super::seed`]), so the same template and values always render the same text.
