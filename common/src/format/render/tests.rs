@@ -347,3 +347,26 @@ fn span_at_moves_back_to_the_action() {
     assert_eq!(span_at(t, 0), Span { line: 1, col: 1 });
     assert_eq!(span_at("é {{x}}", 3), Span { line: 1, col: 3 });
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+    /// Any text made of template pieces renders or fails with a positioned error; never a
+    /// panic, and an error's line is a line of the template.
+    #[test]
+    fn arbitrary_templates_never_panic(pieces in proptest::collection::vec(proptest::sample::select(vec![
+        "{{", "}}", "{{-", "-}}", " ", "\n", "if", "else", "end", "range", "with", "$x", ":=", "=",
+        ".A", ".L", ".Missing", "|", "(", ")", "\"s\"", "`r`", "1", "-1", "/*", "*/", "trim",
+        "substr", "index", "len", "printf", "default", "fail", "randInt", "splitList", "add",
+        "list", "dict", "join", "toJson", "text", "é", "}", "{",
+    ]), 0..40)) {
+        let text: String = pieces.concat();
+        let v = values("A: a\nL: [1, 2]\n");
+        if let Err(e) = render("t.yaml", &text, &v) {
+            let lines = text.split('\n').count();
+            for d in e.diagnostics().0 {
+                proptest::prop_assert!(d.line >= 1 && d.line <= lines, "{d} in {text:?}");
+            }
+        }
+    }
+}
