@@ -1,6 +1,7 @@
-//! Real third-party inputs (`shared/real-inputs`), taken unmodified: public Fuzzfiles (many of
-//! them unrendered Go templates) and Kubernetes storage manifests. The file lists are derived by
-//! scanning the directories, so new inputs are covered without touching this file.
+//! Real third-party inputs (`shared/real-inputs`), taken unmodified: public Fuzzfiles (most of
+//! them catalog templates, refused alone and planned with their values files) and Kubernetes
+//! storage manifests. The file lists are derived by scanning the directories, so new inputs are
+//! covered without touching this file.
 
 // Test support: a panic here is a failed test (unwrap/expect are denied outside tests).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -70,7 +71,7 @@ fn error_positions(stderr: &str, label: &str) -> Vec<(usize, usize)> {
 }
 
 #[test]
-fn fuzzfile_templates_are_refused_with_a_position_and_plain_fuzzfiles_plan() {
+fn templates_alone_are_refused_naming_values_and_plain_fuzzfiles_plan() {
     let (mut templates, mut plain) = (0, 0);
     for f in fuzzfiles() {
         let text = read(&f);
@@ -96,6 +97,11 @@ fn fuzzfile_templates_are_refused_with_a_position_and_plain_fuzzfiles_plan() {
                     assert!(
                         run.stderr.contains("unrendered template"),
                         "the error must say the file is an unrendered template\n{}",
+                        run.describe()
+                    );
+                    assert!(
+                        run.stderr.contains("`--values VALUES.yaml`") && run.stderr.contains("`fedvol render "),
+                        "the error must name --values and fedvol render\n{}",
                         run.describe()
                     );
                     let positions = error_positions(&run.stderr, &label);
@@ -143,8 +149,141 @@ fn fuzzfile_templates_are_refused_with_a_position_and_plain_fuzzfiles_plan() {
     assert!(plain > 0, "the real inputs hold plain Fuzzfiles");
 }
 
+/// The catalog values file of a real template (`X__template.yaml` -> `X__values.yaml`).
+fn values_of(template: &Path) -> PathBuf {
+    let name = template
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .replace("__template.yaml", "__values.yaml");
+    real_inputs().join("catalog-values").join(name)
+}
+
+/// This crate's override values for a real template whose catalog defaults do not render a
+/// plannable Fuzzfile (each file says why), if it has one.
+fn override_of(template: &Path) -> Option<PathBuf> {
+    let name = template
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .replace("__template.yaml", ".yaml");
+    let p = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/catalog-overrides")).join(name);
+    p.is_file().then_some(p)
+}
+
+/// Templates whose rendered workflow fits none of the three example clusters (exit 2), and why.
+const NO_FIT: [(&str, &str); 9] = [
+    (
+        "ciq-fuzzball-catalog-7b9d307__applications__lammps_cpu__",
+        "run-lammps needs 2 hosts in one zone (cluster-c has 1 that fits); a and b let nobody create the volume",
+    ),
+    (
+        "ciq-fuzzball-catalog-7b9d307__applications__lammps_gpu__",
+        "asks for GPU model T4 by annotation; no example host has it",
+    ),
+    (
+        "ciq-fuzzball-catalog-7b9d307__applications__open-webui__",
+        "ollama needs more than cluster-c's hosts have free; a and b let nobody create the volume",
+    ),
+    (
+        "ciq-fuzzball-catalog-7b9d307__applications__wrf__",
+        "real and wrf need more hosts in one zone than any example zone has",
+    ),
+    (
+        "ciq-fuzzball-catalog__applications__lammps_gpu__",
+        "asks for GPU model T4 by annotation",
+    ),
+    (
+        "ciq-fuzzball-catalog__applications__llm_client_server__",
+        "asks for GPU model NVIDIA L4 by annotation",
+    ),
+    (
+        "ciq-fuzzball-catalog__applications__unsloth-studio__",
+        "asks for a GPU model by annotation",
+    ),
+    (
+        "ciq-fuzzball-catalog__applications__vllm-server__",
+        "asks for GPU model NVIDIA L40S by annotation",
+    ),
+    (
+        "ciq-fuzzball-catalog__applications__wrf__",
+        "real and wrf need more hosts in one zone than any example zone has",
+    ),
+];
+
+/// `--values V` for each of `values`.
+fn values_args(values: &[PathBuf]) -> Vec<String> {
+    values
+        .iter()
+        .flat_map(|v| ["--values".to_string(), v.display().to_string()])
+        .collect()
+}
+
+/// `fedvol plan -o json` of a template against the example clusters with `values`.
+fn plan_template(template: &Path, values: &[PathBuf]) -> Run {
+    let extra = values_args(values);
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    plan_json(&clusters(), template, &extra)
+}
+
+#[test]
+fn every_catalog_template_plans_with_its_values() {
+    let (mut planned, mut overridden, mut no_fit) = (0, 0, 0);
+    for f in fuzzfiles() {
+        if first_template_action(&read(&f)).is_none() {
+            continue;
+        }
+        let label = f.display().to_string();
+        let mut values = vec![values_of(&f)];
+        assert!(values[0].is_file(), "{label} has a values file");
+        if let Some(o) = override_of(&f) {
+            overridden += 1;
+            // With the catalog defaults alone it is refused, with positions and the reason.
+            let run = plan_template(&f, &values);
+            assert_eq!(run.code, 1, "{}", run.describe());
+            assert!(run.stdout.is_empty(), "{}", run.describe());
+            let stopped =
+                run.stderr.contains(&format!("error: {label}:")) && run.stderr.contains("stopped with `fail`");
+            let reference = run.stderr.contains(&format!("error: {label} (rendered):"))
+                && run.stderr.contains("is not a volume reference")
+                && run.stderr.contains("line numbers refer to the rendered text");
+            assert!(stopped || reference, "{}", run.describe());
+            values.push(o);
+        }
+        let mut render_args = vec!["render".to_string(), label.clone()];
+        render_args.extend(values_args(&values));
+        let rendered = fedvol(&render_args);
+        assert_eq!(rendered.code, 0, "{}", rendered.describe());
+        let run = plan_template(&f, &values);
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        let expected = if NO_FIT.iter().any(|(p, _)| name.starts_with(p)) {
+            no_fit += 1;
+            2
+        } else {
+            0
+        };
+        assert_eq!(run.code, expected, "{}", run.describe());
+        assert_decision(&f, &rendered.stdout, &run);
+        planned += 1;
+    }
+    assert_eq!((planned, overridden, no_fit), (53, 11, NO_FIT.len()));
+}
+
 /// Plans a plain real Fuzzfile against the three example clusters and checks the decision.
 fn assert_fuzzfile_plans(f: &Path, text: &str) {
+    let run = plan_json(&clusters(), f, &[]);
+    assert!(
+        run.code == 0 || run.code == 2,
+        "a valid Fuzzfile plans (exit 0 or 2), never bad input\n{}",
+        run.describe()
+    );
+    assert_decision(f, text, &run);
+}
+
+/// Checks the decision document of `run`, a plan of the Fuzzfile `text` (read from `f` or
+/// rendered from it): every example cluster answered and decided every volume of the text; exit
+/// 0 names a feasible cluster, exit 2 none.
+fn assert_decision(f: &Path, text: &str, run: &Run) {
     let docs = yaml_docs(text);
     let volume_keys: Vec<String> = {
         let mut v: Vec<String> = match &docs[0]["volumes"] {
@@ -154,12 +293,6 @@ fn assert_fuzzfile_plans(f: &Path, text: &str) {
         v.sort();
         v
     };
-    let run = plan_json(&clusters(), f, &[]);
-    assert!(
-        run.code == 0 || run.code == 2,
-        "a valid Fuzzfile plans (exit 0 or 2), never bad input\n{}",
-        run.describe()
-    );
     let doc = run.json();
     assert_eq!(keys(&doc["clusters"]), CLUSTER_NAMES.to_vec(), "{}", run.describe());
     for name in CLUSTER_NAMES {
@@ -380,4 +513,198 @@ fn kubernetes_storage_classes_and_volumes_serve_as_inventories() {
     }
     assert!(class_files > 0, "the real inputs hold StorageClass files");
     assert!(pv_files > 0, "the real inputs hold PersistentVolume files");
+}
+
+/// A real catalog template by application (`ciq-fuzzball-catalog__applications__APP__...`).
+fn catalog_template(app: &str) -> PathBuf {
+    real_inputs()
+        .join("fuzzfiles")
+        .join(format!("ciq-fuzzball-catalog__applications__{app}__template.yaml"))
+}
+
+#[test]
+fn render_prints_the_rendered_yaml() {
+    let t = catalog_template("hello_world");
+    let v = values_of(&t);
+    let run = fedvol(&["render", &t.display().to_string(), "--values", &v.display().to_string()]);
+    assert_eq!(run.code, 0, "{}", run.describe());
+    assert_eq!(
+        run.stdout,
+        "# Copyright 2025 CIQ, Inc. All rights reserved.
+version: v4
+jobs:
+  helloworld:
+    image:
+      uri: \"docker://alpine:latest\"
+    policy:
+      retry:
+        attempts: 1
+      timeout:
+        execute: \"5m0s\"
+    command:
+      - /bin/sh
+      - '-c'
+      - echo \"Hello, world! Hostname ${HOSTNAME}\"
+    resource:
+      cpu:
+        cores: 1
+        affinity: NUMA
+      memory:
+        size: 1GiB
+",
+        "{}",
+        run.describe()
+    );
+    assert!(run.stderr.is_empty(), "{}", run.describe());
+
+    // A later values file overrides the form's default; the result still checks.
+    let tmp = tempfile::tempdir().unwrap();
+    let o = write(tmp.path(), "more.yaml", "Cores: 3\nScript: echo hi\n");
+    let args = |extra: &Path| {
+        vec![
+            "render".to_string(),
+            t.display().to_string(),
+            "--values".into(),
+            v.display().to_string(),
+            "--values".into(),
+            extra.display().to_string(),
+        ]
+    };
+    let run = fedvol(&args(&o));
+    assert_eq!(run.code, 0, "{}", run.describe());
+    assert!(
+        run.stdout.contains("cores: 3\n") && run.stdout.contains("- echo hi\n"),
+        "{}",
+        run.describe()
+    );
+    let check = fedvol(&[
+        "check",
+        &t.display().to_string(),
+        "--values",
+        &v.display().to_string(),
+        "--values",
+        &o.display().to_string(),
+    ]);
+    assert_eq!(check.code, 0, "{}", check.describe());
+    assert_eq!(
+        check.stdout,
+        format!(
+            "ok  {}: workflow ciq-fuzzball-catalog__applications__hello_world__template (0 volumes, 1 jobs), rendered with 2 values files\n",
+            t.display()
+        )
+    );
+
+    // A bad override is refused naming its file, line and what was expected.
+    let bad = write(tmp.path(), "bad.yaml", "Script: ok\nCores: many\n");
+    let run = fedvol(&args(&bad));
+    assert_eq!(run.code, 1, "{}", run.describe());
+    assert!(run.stdout.is_empty(), "{}", run.describe());
+    assert!(
+        run.stderr.starts_with(&format!(
+            "error: {}:2:8: Cores: expected a whole number >= 0, found `many`",
+            bad.display()
+        )),
+        "{}",
+        run.describe()
+    );
+}
+
+#[test]
+fn render_is_repeatable_and_seeded_by_the_values() {
+    // filebrowser draws a password with `randInt 1 1000000000000 | toString | b64enc`.
+    let t = catalog_template("filebrowser");
+    let v = values_of(&t);
+    let render = |extra: &[&str]| {
+        let mut a = vec![
+            "render".to_string(),
+            t.display().to_string(),
+            "--values".into(),
+            v.display().to_string(),
+        ];
+        a.extend(extra.iter().map(|s| s.to_string()));
+        let run = fedvol(&a);
+        assert_eq!(run.code, 0, "{}", run.describe());
+        run.stdout
+    };
+    let password = |text: &str| {
+        text.lines()
+            .find(|l| l.contains("--lockPassword"))
+            .expect("the password line")
+            .to_string()
+    };
+    let first = render(&[]);
+    assert_eq!(first, render(&[]), "the same inputs render the same text");
+    let tmp = tempfile::tempdir().unwrap();
+    let o = write(tmp.path(), "o.yaml", "Unused: 1\n");
+    let other = render(&["--values", &o.display().to_string()]);
+    assert_ne!(password(&first), password(&other), "other values, another seed");
+}
+
+#[test]
+fn render_errors_name_file_line_and_column() {
+    let tmp = tempfile::tempdir().unwrap();
+    let v = write(tmp.path(), "v.yaml", "Name: x\n");
+    let vs = v.display().to_string();
+    let cases: [(&str, &str); 4] = [
+        (
+            "version: v4\njobs:\n  a:\n    image: {{ .Name | quote }}\n",
+            "4:23: the template calls function `quote`",
+        ),
+        (
+            "version: v4\njobs:\n  a: {{ .Missing }}\n",
+            "3:6: the template prints `.Missing`, which is set by no values file",
+        ),
+        (
+            "version: v4\n{{- if .Name }}\njobs: {}\n",
+            "2:1: template syntax: unexpected EOF",
+        ),
+        (
+            "version: v4\n{{ fail (printf \"no %s\" .Name) }}\n",
+            "2:1: the template stopped with `fail`: no x",
+        ),
+    ];
+    for (i, (text, want)) in cases.iter().enumerate() {
+        let t = write(tmp.path(), &format!("t{i}.yaml"), text);
+        let run = fedvol(&["render", &t.display().to_string(), "--values", &vs]);
+        assert_eq!(run.code, 1, "{}", run.describe());
+        assert!(run.stdout.is_empty(), "{}", run.describe());
+        assert!(
+            run.stderr.starts_with(&format!("error: {}:{want}", t.display())),
+            "{}",
+            run.describe()
+        );
+    }
+    // A rendered text the strict parser refuses: its lines are the rendered text's.
+    // Template line 7 is rendered line 6 (the `if`/`end` lines go).
+    let t = write(
+        tmp.path(),
+        "bad.yaml",
+        "{{- if .Name }}\n# named\n{{- end }}\nversion: v4\njobs:\n  a:\n    imag: {{ .Name }}\n",
+    );
+    let run = fedvol(&["check", &t.display().to_string(), "--values", &vs]);
+    assert_eq!(run.code, 1, "{}", run.describe());
+    assert!(
+        run.stderr.starts_with(&format!(
+            "error: {} (rendered):6:5: jobs.a.imag: unknown field",
+            t.display()
+        )),
+        "{}",
+        run.describe()
+    );
+    assert!(
+        run.stderr.contains("line numbers refer to the rendered text"),
+        "{}",
+        run.describe()
+    );
+}
+
+#[test]
+fn render_help_lists_every_function_a_template_may_call() {
+    use fedvol_common::format::render::funcs::{BUILTINS, NAMES};
+    let run = fedvol(&["render", "--help"]);
+    assert_eq!(run.code, 0, "{}", run.describe());
+    let words: std::collections::BTreeSet<&str> = run.stdout.split(|c: char| !c.is_ascii_alphanumeric()).collect();
+    for f in NAMES.iter().chain(BUILTINS.iter()) {
+        assert!(words.contains(f), "`fedvol render --help` lists `{f}`\n{}", run.stdout);
+    }
 }

@@ -121,6 +121,35 @@ async fn every_federation_command_works_against_a_live_federation() {
     let (out, _) = text(&o);
     assert_eq!(o.status.code(), Some(2), "{out}");
     assert!(out.contains("chosen cluster: none"), "{out}");
+
+    // A catalog template is submitted with --values (rendered first); alone it is refused.
+    let tpl = dir.path().join("template.yaml");
+    std::fs::write(&tpl, WORKFLOW.replace("cores: 8", "cores: {{ .Cores }}")).unwrap();
+    let values = dir.path().join("values.yaml");
+    std::fs::write(&values, "values:\n  - name: Cores\n    uint_value: 4\n").unwrap();
+    let tpl = tpl.display().to_string();
+    let o = fedvol(&nats, &["submit", &tpl, "--request-id", "cli-t0"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    assert!(err.contains("unrendered template") && err.contains("--values"), "{err}");
+    let o = fedvol(
+        &nats,
+        &[
+            "submit",
+            &tpl,
+            "--values",
+            &values.display().to_string(),
+            "--request-id",
+            "cli-t1",
+            "--dry-run",
+            "-o",
+            "json",
+        ],
+    );
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(doc["decision"]["chosen_cluster"], "big", "{out}");
 }
 
 #[test]

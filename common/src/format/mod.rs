@@ -7,12 +7,15 @@
 //! - [`kube`]: Kubernetes StorageClass / PersistentVolume / PersistentVolumeClaim decoding.
 //! - [`fuzzfile`]: Fuzzfile workflows (v1 and v4).
 //! - [`template`]: detection of unrendered Go templates (`{{ }}`).
+//! - [`render`]: rendering catalog templates with their values files (`fedvol render`,
+//!   `--values`).
 //! - [`files`]: reading files, classifying documents, inventory versions.
 
 pub mod files;
 pub mod fuzzfile;
 pub mod inventory;
 pub mod kube;
+pub mod render;
 pub mod template;
 
 pub use files::{FileKind, classify, load_inventory, load_workflow, parse_inventory_str, parse_workflow_str};

@@ -4,7 +4,8 @@
 //! YAML only once rendered with their values file. Fed to a YAML parser as they are, they fail
 //! with confusing errors (`{{.Volume}}` reads as a flow mapping used as a key) or, worse, parse
 //! into nonsense. fedvol therefore looks for a template action before parsing and refuses the
-//! file with one clear message instead.
+//! file with one clear message instead, naming `--values` and `fedvol render`
+//! ([`crate::format::render`] renders templates with their values files).
 
 use crate::yaml::Span;
 
@@ -40,19 +41,20 @@ pub fn find_template(text: &str) -> Option<Span> {
 }
 
 /// The one diagnostic fedvol gives for an unrendered template in `file`, at `span` (its first
-/// `{{`): it names the problem and tells the user to render the template with its values first.
+/// `{{`): it names the problem and the two ways to render it, `--values` (on `fedvol check`,
+/// `plan` and `submit`) and `fedvol render` (see [`crate::format::render`]).
 pub fn unrendered_template(file: &str, span: Span) -> crate::yaml::Diagnostic {
     crate::yaml::Diagnostic {
         file: file.to_string(),
         line: span.line,
         col: span.col,
         field: String::new(),
-        message: "this file is an unrendered template (a Go template `{{ }}` action is here); render it with its \
-                  values first"
+        message: "this file is an unrendered template (a Go template `{{ }}` action is here); give its values \
+                  with `--values VALUES.yaml`, or render it with `fedvol render FILE --values VALUES.yaml`"
             .to_string(),
         hint: Some(
-            "for a catalog application, render the template with the values file that goes with it and give \
-             fedvol the rendered file"
+            "a catalog application's values file is the `values.yaml` beside its `template.yaml`; several \
+             `--values` merge, later files overriding earlier keys"
                 .to_string(),
         ),
     }

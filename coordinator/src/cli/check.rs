@@ -1,10 +1,13 @@
 //! `fedvol check`: validate inventories and workflows without planning. Every problem in every
 //! file is printed with file:line:column, field and a hint; exit 1 when any file is invalid.
+//! With `--values`, each template among the files is rendered and its rendered text checked.
 
 use std::path::{Path, PathBuf};
 
-use fedvol_common::format::files::read_text;
+use fedvol_common::format::files::{parse_rendered_inventory, parse_rendered_workflow, read_text};
+use fedvol_common::format::render::render_file;
 use fedvol_common::format::{FileKind, classify, load_inventory, load_workflow};
+use fedvol_common::model::{Inventory, Workflow};
 
 use super::{EXIT_BAD_INPUT, EXIT_OK, label, print_diagnostics, print_notices};
 
@@ -14,10 +17,75 @@ pub struct CheckArgs {
     /// Files to check: cluster inventories, Fuzzfiles, Kubernetes storage manifests.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
+    /// Values files for the catalog templates among the files.
+    #[command(flatten)]
+    pub values: super::template::ValuesArgs,
+}
+
+fn inventory_line(p: &Path, inv: &Inventory, suffix: &str) {
+    let hosts: usize = inv.zones.iter().map(|z| z.hosts.len()).sum();
+    println!(
+        "ok  {}: inventory of cluster {} ({} provisioners, {} volumes, {} projects, {} zones, {} hosts; version {}){suffix}",
+        label(p),
+        inv.cluster,
+        inv.provisioners.len(),
+        inv.volumes.len(),
+        inv.projects.len(),
+        inv.zones.len(),
+        hosts,
+        inv.version
+    );
+}
+
+fn workflow_line(p: &Path, wf: &Workflow, suffix: &str) {
+    println!(
+        "ok  {}: workflow {} ({} volumes, {} jobs){suffix}",
+        label(p),
+        wf.name,
+        wf.volumes.len(),
+        wf.jobs.len()
+    );
+}
+
+/// Renders the template `p` with `values` and checks the rendered text as whatever it holds.
+fn check_rendered(p: &Path, values: &[PathBuf]) -> bool {
+    let rendered = match render_file(p, values) {
+        Ok(r) => r,
+        Err(e) => {
+            print_diagnostics(&e.diagnostics());
+            return false;
+        }
+    };
+    let suffix = format!(
+        ", rendered with {} values file{}",
+        values.len(),
+        if values.len() == 1 { "" } else { "s" }
+    );
+    let result = match classify(&fedvol_common::format::files::rendered_label(p), &rendered.text) {
+        Ok(FileKind::Inventory | FileKind::KubernetesInventory) => {
+            parse_rendered_inventory(p, &rendered.text).map(|l| {
+                print_notices(&l.notices);
+                inventory_line(p, &l.value, &suffix);
+            })
+        }
+        Ok(_) => parse_rendered_workflow(p, &rendered.text).map(|l| {
+            print_notices(&l.notices);
+            workflow_line(p, &l.value, &suffix);
+        }),
+        Err(d) => Err(d),
+    };
+    match result {
+        Ok(()) => true,
+        Err(d) => {
+            print_diagnostics(&d);
+            false
+        }
+    }
 }
 
 /// Checks one file; prints its verdict line to stdout and problems to stderr; true when valid.
-fn check_one(p: &Path) -> bool {
+/// `values` render the file first when it is a template.
+fn check_one(p: &Path, values: &[PathBuf]) -> bool {
     let text = match read_text(p) {
         Ok(t) => t,
         Err(d) => {
@@ -33,22 +101,11 @@ fn check_one(p: &Path) -> bool {
         }
     };
     match kind {
+        FileKind::Template if !values.is_empty() => check_rendered(p, values),
         FileKind::Inventory | FileKind::KubernetesInventory => match load_inventory(p) {
             Ok(l) => {
                 print_notices(&l.notices);
-                let inv = &l.value;
-                let hosts: usize = inv.zones.iter().map(|z| z.hosts.len()).sum();
-                println!(
-                    "ok  {}: inventory of cluster {} ({} provisioners, {} volumes, {} projects, {} zones, {} hosts; version {})",
-                    label(p),
-                    inv.cluster,
-                    inv.provisioners.len(),
-                    inv.volumes.len(),
-                    inv.projects.len(),
-                    inv.zones.len(),
-                    hosts,
-                    inv.version
-                );
+                inventory_line(p, &l.value, "");
                 true
             }
             Err(d) => {
@@ -59,14 +116,7 @@ fn check_one(p: &Path) -> bool {
         FileKind::Workflow | FileKind::KubernetesClaims | FileKind::Template => match load_workflow(p) {
             Ok(l) => {
                 print_notices(&l.notices);
-                let wf = &l.value;
-                println!(
-                    "ok  {}: workflow {} ({} volumes, {} jobs)",
-                    label(p),
-                    wf.name,
-                    wf.volumes.len(),
-                    wf.jobs.len()
-                );
+                workflow_line(p, &l.value, "");
                 true
             }
             Err(d) => {
@@ -81,7 +131,7 @@ fn check_one(p: &Path) -> bool {
 pub fn run(a: &CheckArgs) -> u8 {
     let mut ok = true;
     for p in &a.files {
-        ok &= check_one(p);
+        ok &= check_one(p, &a.values.values);
     }
     if ok { EXIT_OK } else { EXIT_BAD_INPUT }
 }

@@ -7,23 +7,26 @@ use std::path::PathBuf;
 
 use comfy_table::Table;
 use comfy_table::presets::UTF8_BORDERS_ONLY;
-use fedvol_common::format::load_workflow;
 use fedvol_proto::agent::ActionReply;
 use fedvol_proto::coordinator::{self as api, CoordinatorEndpoint, DecisionRef, SubmitMsg, SubmitReply, WhyNotQuery};
 use fedvol_proto::decisions::StoredDecision;
 use fedvol_proto::{NoArgs, now_ms};
 
 use super::net::{NetArgs, block_on};
-use super::{EXIT_BAD_INPUT, EXIT_NO_FIT, EXIT_OK, OutputArgs, print_diagnostics, print_notices};
+use super::{EXIT_BAD_INPUT, EXIT_NO_FIT, EXIT_OK, OutputArgs};
 use crate::client::{Client, ClientError};
 use crate::render::{Output, table, yaml};
 
 /// `fedvol submit`.
 #[derive(Debug, clap::Args)]
 pub struct SubmitArgs {
-    /// The workflow: a Fuzzfile (v1 or v4) or a file of Kubernetes PersistentVolumeClaims.
+    /// The workflow: a Fuzzfile (v1 or v4), a file of Kubernetes PersistentVolumeClaims, or a
+    /// catalog template with `--values`.
     #[arg(value_name = "WORKFLOW")]
     pub workflow: PathBuf,
+    /// Values files for a workflow that is a catalog template.
+    #[command(flatten)]
+    pub values: super::template::ValuesArgs,
     /// Plan only: nothing is held or committed (the decision is still stored).
     #[arg(long)]
     pub dry_run: bool,
@@ -198,16 +201,10 @@ fn decision_exit(s: &StoredDecision) -> u8 {
 
 /// Runs `fedvol submit`.
 pub fn submit(net: &NetArgs, a: &SubmitArgs) -> u8 {
-    let workflow = match load_workflow(&a.workflow) {
-        Ok(l) => {
-            print_notices(&l.notices);
-            l.value
-        }
-        Err(d) => {
-            print_diagnostics(&d);
-            return EXIT_BAD_INPUT;
-        }
+    let Some(input) = super::template::load_workflow_input(&a.workflow, &a.values.values) else {
+        return EXIT_BAD_INPUT;
     };
+    let workflow = input.loaded.value;
     let msg = SubmitMsg {
         request_id: a.request_id.clone().unwrap_or_default(),
         workflow,

@@ -8,6 +8,7 @@ pub mod explain;
 pub mod federation;
 pub mod net;
 pub mod plan;
+pub mod template;
 
 use clap::{Parser, Subcommand};
 use fedvol_common::yaml::Diagnostics;
@@ -40,6 +41,9 @@ pub enum Command {
     Plan(plan::PlanArgs),
     /// Validate inventories and workflows; print every problem with file:line:column.
     Check(check::CheckArgs),
+    /// Render a catalog template with its values files and print the YAML.
+    #[command(long_about = template::RENDER_ABOUT)]
+    Render(template::RenderArgs),
     /// Submit a workflow to the federation: every cluster plans, one commits.
     Submit(federation::SubmitArgs),
     /// Stored decisions: list, show, watch, replay.
@@ -90,6 +94,7 @@ pub fn run() -> u8 {
     match cli.command {
         Command::Plan(a) => plan::run(&a, &cli.net.user),
         Command::Check(a) => check::run(&a),
+        Command::Render(a) => template::render(&a),
         Command::Submit(a) => federation::submit(&cli.net, &a),
         Command::Decisions(c) => federation::decisions(&cli.net, &c),
         Command::WhyNot(a) => federation::why_not(&cli.net, &a),

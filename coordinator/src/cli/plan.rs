@@ -5,7 +5,6 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use fedvol_common::format::load_inventory;
-use fedvol_common::format::load_workflow;
 use fedvol_common::funnel::{PlanRequest, seed_from_request_id, trace::fnv1a};
 use fedvol_common::offline::plan_locally;
 
@@ -37,7 +36,11 @@ pub struct PlanArgs {
     /// Explain why a zone, host or provisioner was not chosen (after the decision).
     #[command(flatten)]
     pub explain: super::explain::ExplainArgs,
-    /// The workflow: a Fuzzfile (v1 or v4) or a file of Kubernetes PersistentVolumeClaims.
+    /// Values files for a workflow that is a catalog template.
+    #[command(flatten)]
+    pub values: super::template::ValuesArgs,
+    /// The workflow: a Fuzzfile (v1 or v4), a file of Kubernetes PersistentVolumeClaims, or a
+    /// catalog template with `--values`.
     #[arg(value_name = "WORKFLOW")]
     pub workflow: PathBuf,
 }
@@ -68,23 +71,17 @@ pub fn run(a: &PlanArgs, user: &str) -> u8 {
             }
         }
     }
-    let workflow = match load_workflow(&a.workflow) {
-        Ok(l) => {
-            print_notices(&l.notices);
-            Some(l.value)
-        }
-        Err(d) => {
-            print_diagnostics(&d);
-            None
-        }
-    };
-    let (Some(workflow), false) = (workflow, bad) else {
+    let input = super::template::load_workflow_input(&a.workflow, &a.values.values);
+    let (Some(input), false) = (input, bad) else {
         return EXIT_BAD_INPUT;
     };
-    let request_id = a.request_id.clone().unwrap_or_else(|| {
-        let bytes = std::fs::read(&a.workflow).unwrap_or_default();
-        format!("plan-{:016x}", fnv1a(&bytes))
-    });
+    let workflow = input.loaded.value;
+    // The default id comes from the text planned: a template's rendered text, so other values
+    // give another id (and seed).
+    let request_id = a
+        .request_id
+        .clone()
+        .unwrap_or_else(|| format!("plan-{:016x}", fnv1a(&input.source)));
     let seed = a.seed.unwrap_or_else(|| seed_from_request_id(&request_id));
     let req = PlanRequest {
         request_id,

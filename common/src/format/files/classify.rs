@@ -49,6 +49,13 @@ pub fn classify(label: &str, text: &str) -> Result<FileKind, Diagnostics> {
     classify_docs(label, &docs)
 }
 
+/// Classifies the rendered text of a template: [`classify`] without the template check (a
+/// rendered text may hold a literal `{{`), so the result is never [`FileKind::Template`].
+pub fn classify_rendered(label: &str, text: &str) -> Result<FileKind, Diagnostics> {
+    let docs = load_documents(text, Limits::default()).map_err(|e| load_error(label, &e))?;
+    classify_docs(label, &docs)
+}
+
 fn classify_docs(label: &str, docs: &[Node]) -> Result<FileKind, Diagnostics> {
     let mut scratch = Ctx::new(label);
     let (mut inventory, mut workflow, mut claims, mut storage) = (false, false, false, false);

@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 
 pub use claims::claims_workflow;
 pub(crate) use classify::load_docs;
-pub use classify::{FileKind, classify};
+pub use classify::{FileKind, classify, classify_rendered};
 
-use crate::format::fuzzfile::parse_fuzzfile;
+use crate::format::fuzzfile::{parse_fuzzfile, parse_rendered_fuzzfile};
 use crate::format::inventory::{IncludedFile, parse_inventory};
 use crate::format::kube::notice;
 use crate::model::{Inventory, Workflow};
@@ -144,6 +144,59 @@ fn parse_inventory_at(
 pub fn load_workflow(path: &Path) -> Result<Loaded<Workflow>, Diagnostics> {
     let text = read_text(path)?;
     parse_workflow_str(&path.display().to_string(), &stem_of(path), &text)
+}
+
+/// How a template's rendered text is named in messages: `PATH (rendered)`.
+pub fn rendered_label(path: &Path) -> String {
+    format!("{} (rendered)", path.display())
+}
+
+/// The note on the first diagnostic of a rendered text: its line numbers are the rendered
+/// text's, not the template's.
+fn note_rendered(mut d: Diagnostics, path: &Path) -> Diagnostics {
+    if let Some(first) = d.0.first_mut() {
+        let note = format!(
+            "line numbers refer to the rendered text; `fedvol render {} --values ...` prints it",
+            path.display()
+        );
+        first.hint = Some(match first.hint.take() {
+            Some(h) => format!("{h}; {note}"),
+            None => note,
+        });
+    }
+    d
+}
+
+/// Parses `rendered`, the rendered text of the template at `path`, as a workflow named after
+/// the template's file (as [`load_workflow`] would name it). A Fuzzfile is parsed by
+/// [`parse_rendered_fuzzfile`] (a literal `{{` in it is data, not a template); other kinds as
+/// [`parse_workflow_str`] would. Every diagnostic names the file [`rendered_label`]; their
+/// lines are lines of the rendered text, which the first one says.
+pub fn parse_rendered_workflow(path: &Path, rendered: &str) -> Result<Loaded<Workflow>, Diagnostics> {
+    let label = rendered_label(path);
+    let name = stem_of(path);
+    let parsed = match classify_rendered(&label, rendered) {
+        Ok(FileKind::Workflow) => parse_rendered_fuzzfile(&label, &name, rendered)
+            .map(|w| Loaded {
+                value: w,
+                notices: Vec::new(),
+            })
+            .and_then(|l| {
+                check_limits(&label, crate::limits::workflow_problems(&l.value))?;
+                Ok(l)
+            }),
+        Ok(_) => parse_workflow_str(&label, &name, rendered),
+        Err(d) => Err(d),
+    };
+    parsed.map_err(|d| note_rendered(d, path))
+}
+
+/// Parses `rendered`, the rendered text of the template at `path`, as a cluster inventory
+/// (includes resolve from the template's directory); diagnostics as in
+/// [`parse_rendered_workflow`].
+pub fn parse_rendered_inventory(path: &Path, rendered: &str) -> Result<Loaded<Inventory>, Diagnostics> {
+    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    parse_inventory_at(&rendered_label(path), &stem_of(path), rendered, Some(&base)).map_err(|d| note_rendered(d, path))
 }
 
 /// Parses a workflow from text; `name` names a Fuzzfile (which has no name field) and a file of

@@ -174,10 +174,18 @@ fn for_each_entry(ctx: &mut Ctx, node: &Node, field: &str, mut f: impl FnMut(&mu
 /// - invalid YAML, or not exactly one YAML document;
 /// - everything [`decode_fuzzfile`] reports.
 pub fn parse_fuzzfile(label: &str, name: &str, text: &str) -> Result<Workflow, Diagnostics> {
-    let mut ctx = Ctx::new(label);
     if let Some(span) = find_template(text) {
         return Err(Diagnostics(vec![super::template::unrendered_template(label, span)]));
     }
+    parse_rendered_fuzzfile(label, name, text)
+}
+
+/// Parses the rendered text of a catalog template as a Fuzzfile: [`parse_fuzzfile`] without
+/// the template check, since a rendered text may hold a literal `{{` on purpose (a template
+/// writes one with ``{{ `{{` }}``, e.g. for a Python f-string in a script). Errors: as
+/// [`parse_fuzzfile`], less the unrendered template.
+pub fn parse_rendered_fuzzfile(label: &str, name: &str, text: &str) -> Result<Workflow, Diagnostics> {
+    let mut ctx = Ctx::new(label);
     let docs = match load_documents(text, Limits::default()) {
         Ok(docs) => docs,
         Err(e) => {
