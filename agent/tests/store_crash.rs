@@ -27,6 +27,7 @@ fn hold(id: &str) -> Hold {
             hold: None,
         },
         committing: false,
+        committing_since_ms: 0,
         claims: Default::default(),
     }
 }

@@ -73,7 +73,8 @@ pub struct BurstReport {
     pub committed: usize,
     /// Answers `failed` (nothing fits).
     pub refused: usize,
-    /// Refusals decided while the agents had committed fewer than S requests.
+    /// Refusals decided before S requests had taken their capacity (been admitted for a commit
+    /// that then succeeded): refusals while capacity was free and promised to nobody.
     pub refused_while_free: usize,
     /// No answer, or an error reply, with the first few.
     pub errors: Vec<String>,
@@ -298,12 +299,15 @@ async fn report(
         Duration::from_secs(5),
     )
     .await;
-    // When the agents committed each request: its volume's `Bound` event.
+    // When each committed request took its capacity on its agent: its volume's `Provisioning`
+    // event, stamped when the commit was admitted (the capacity is promised from then on; a
+    // refusal after that moment found it taken, and a commit that then failed would show as
+    // fewer than S committed instead).
     let mut committed_at: Vec<u64> = Vec::new();
     for n in &fed.names {
         if let Ok(st) = crate::checker::fetch_status(client, n).await {
             for v in &st.volumes {
-                if let Some(e) = v.events.iter().find(|e| e.reason == "Bound") {
+                if let Some(e) = v.events.iter().find(|e| e.reason == "Provisioning") {
                     committed_at.push(e.at_ms);
                 }
             }

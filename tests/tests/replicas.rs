@@ -219,6 +219,7 @@ async fn a_replaced_writer_cannot_append_to_the_state_stream() {
                 hold: None,
             },
             committing: true,
+            committing_since_ms: 1,
             claims: Default::default(),
         }],
         ..Batch::default()

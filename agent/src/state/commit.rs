@@ -100,6 +100,7 @@ impl Core {
         if !hold.committing {
             let mut marked = hold;
             marked.committing = true;
+            marked.committing_since_ms = now_ms;
             self.store.write(&Batch {
                 put_holds: vec![marked.clone()],
                 ..Batch::default()
@@ -142,7 +143,8 @@ impl Core {
             decision,
             hold: Some(HoldInfo { expires_ms }),
         };
-        let hold = new_hold(request, reply, expires_ms, true);
+        let mut hold = new_hold(request, reply, expires_ms, true);
+        hold.committing_since_ms = now_ms;
         self.store.write(&Batch {
             put_holds: vec![hold.clone()],
             ..Batch::default()
@@ -391,7 +393,12 @@ fn provisioned(hold: &Hold, key: &str, nv: &NewVolume, source: Option<String>, n
         deleted: false,
         events: vec![
             event(
-                now_ms,
+                // Provisioning began when the commit did.
+                if hold.committing_since_ms > 0 {
+                    hold.committing_since_ms
+                } else {
+                    now_ms
+                },
                 "Provisioning",
                 format!("provisioning for request {}", hold.request_id),
             ),

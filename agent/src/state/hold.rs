@@ -61,6 +61,7 @@ pub(super) fn new_hold(request: &PlanRequest, reply: PlanReply, expires_ms: u64,
         expires_ms,
         reply,
         committing,
+        committing_since_ms: 0,
         claims: request
             .workflow
             .volumes

@@ -21,6 +21,11 @@ pub struct Hold {
     /// A commit of this hold has started (drivers may have created assets).
     #[serde(default)]
     pub committing: bool,
+    /// When that commit began (admission at commit: when its capacity was taken), ms since the
+    /// epoch; 0 when not committing (or written by an earlier release). Stamps the new volumes'
+    /// `Provisioning` event.
+    #[serde(default)]
+    pub committing_since_ms: u64,
     /// The Kubernetes claims of the request by volume key (a bound volume's claimRef names them).
     #[serde(default)]
     pub claims: std::collections::BTreeMap<String, fedvol_common::model::ClaimRef>,

@@ -347,8 +347,10 @@ impl Publisher {
                 Err(e) => {
                     let why = format!("writing the state stream failed (another replica took over?): {e}");
                     tracing::error!(cluster = %self.cluster, error = %why, "this replica stops writing");
-                    self.done(0, Some(why.clone()));
-                    self.fence.send_replace(Some(why));
+                    // Fenced first, then the waiters woken: whoever learns that a write was
+                    // refused finds the replica already marked as no longer writing.
+                    self.fence.send_replace(Some(why.clone()));
+                    self.done(0, Some(why));
                     return;
                 }
             }
