@@ -290,10 +290,16 @@ pub async fn why_not(co: &Coordinator, q: &WhyNotQuery) -> Result<WhyNotReply, F
     }
 }
 
-/// `clusters`: the registry, sorted by name.
+/// `clusters`: the registry, sorted by name, without the clusters not heard from for
+/// `forgetClusterAfterMs` (forgotten now).
 pub fn clusters(co: &Coordinator) -> ClustersReply {
+    let now = now_ms();
+    let mut reg = co.registry();
+    for (name, seen_ms) in reg.forget_silent(now, co.cfg.forget_cluster_after_ms) {
+        tracing::warn!(cluster = %name, silent_ms = now.saturating_sub(seen_ms), "cluster forgotten: not heard from for longer than forgetClusterAfterMs");
+    }
     ClustersReply {
-        clusters: co.registry().info(now_ms()),
+        clusters: reg.info(now),
     }
 }
 

@@ -234,7 +234,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
         msg.timeout_ms.min(MAX_DEADLINE_MS)
     };
     tracing::info!(workflow = %request.workflow.name, dry_run = msg.dry_run, seed, wait_ms, "submit");
-    let gathered = match fan_out(&co, &request, false, 0, Duration::from_millis(wait_ms)).await {
+    let gathered = match fan_out(&co, &request, Duration::from_millis(wait_ms)).await {
         Ok(g) => g,
         Err(e) => return error_reply(Code::NatsError, e.to_string()),
     };
