@@ -236,18 +236,10 @@ pub fn submit(net: &NetArgs, a: &SubmitArgs) -> u8 {
             Ok(c) => c,
             Err(e) => return fail(&e),
         };
-        let request_id = match &a.request_id {
-            Some(id) => id.clone(),
-            None => {
-                let id = crate::client::request_id_for(&workflow.name, &crate::client::unique_token(&client.nats));
-                eprintln!(
-                    "request id: {id} (if this submit ends in an error, run it again with --request-id {id}: it is never booked twice)"
-                );
-                id
-            }
-        };
         let msg = SubmitMsg {
-            request_id,
+            request_id: a.request_id.clone().unwrap_or_else(|| {
+                crate::client::request_id_for(&workflow.name, &crate::client::unique_token(&client.nats))
+            }),
             workflow,
             dry_run: a.dry_run,
             seed: a.seed,
@@ -255,6 +247,15 @@ pub fn submit(net: &NetArgs, a: &SubmitArgs) -> u8 {
             timeout_ms: 0,
             trace_limit: a.trace_limit,
         };
+        // A request too large to send is refused below with one line; an id is worth printing
+        // only for a request that leaves.
+        let sendable = <api::Submit as fedvol_proto::Endpoint>::encode_request(&msg).len() <= client.nats.max_payload();
+        if a.request_id.is_none() && sendable {
+            let id = &msg.request_id;
+            eprintln!(
+                "request id: {id} (if this submit ends in an error, run it again with --request-id {id}: it is never booked twice)"
+            );
+        }
         let until = std::time::Instant::now() + std::time::Duration::from_millis(a.wait_ms);
         let reply: SubmitReply = loop {
             let waiting = a.wait && std::time::Instant::now() < until;
