@@ -179,7 +179,7 @@ async fn coordinators_killed_at_random_points_lose_and_duplicate_nothing() {
     );
 
     let points = [
-        "plan broadcast",
+        "plan sent to each cluster",
         "plan gathered",
         "decision planned",
         "commit attempt",

@@ -1,6 +1,7 @@
 //! Regressions of issue 20 (holes found by fault and adversarial runs), each against real
 //! processes.
 
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use fedvol_proto::coordinator::{self as api, ListReply};
@@ -568,4 +569,290 @@ async fn a_missing_or_foreign_state_file_is_refused_and_a_deleted_one_is_saved_a
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("belongs to cluster `s`, not `t`"), "{err}");
+}
+
+/// `fedvol --nats <url> -u alice <args>`, run to its end in the background.
+fn fedvol_cli(url: &str, args: &[&str]) -> tokio::task::JoinHandle<Output> {
+    let mut cmd = Command::new(fedvol_tests::bin_path("fedvol"));
+    cmd.args(["--nats", url, "-u", "alice"])
+        .args(args)
+        .env_remove("FEDVOL_OUTPUT")
+        .env_remove("FEDVOL_USER")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    tokio::task::spawn_blocking(move || cmd.output().unwrap())
+}
+
+fn out_text(o: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The request id the CLI printed on stderr before sending (`request id: <id> (...)`).
+fn printed_id(o: &Output) -> String {
+    let err = String::from_utf8_lossy(&o.stderr);
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("request id: "))
+        .unwrap_or_else(|| panic!("the CLI printed no request id before sending:\n{}", out_text(o)));
+    let id = line["request id: ".len()..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    assert!(
+        line.contains(&format!("--request-id {id}")),
+        "the line says how to retry: {line}"
+    );
+    id
+}
+
+/// Starts `cli` (a `fedvol submit`), freezes the agent the moment its commit starts, kills the
+/// coordinator with `kill -9` meanwhile, then lets the agent finish its commit: the decision is
+/// left `planned` with its commit pending, and the agent committed it.
+async fn kill_coordinator_mid_commit(
+    agent: &fedvol_tests::federation::AgentProc,
+    coord: &mut fedvol_tests::federation::CoordinatorProc,
+    cli: impl FnOnce() -> tokio::task::JoinHandle<Output>,
+) -> tokio::task::JoinHandle<Output> {
+    let freezer = fedvol_tests::faultkit::signal_on_line(
+        agent.proc.log_path(),
+        "provisioning",
+        agent.proc.pid(),
+        nix::sys::signal::Signal::SIGSTOP,
+        Duration::from_secs(30),
+    );
+    let running = cli();
+    let line = tokio::task::spawn_blocking(move || freezer.join().ok().flatten())
+        .await
+        .unwrap()
+        .expect("the agent's commit starts");
+    coord.proc.kill();
+    agent.proc.signal(nix::sys::signal::Signal::SIGCONT);
+    eprintln!("coordinator killed while the agent committed: {}", line.trim());
+    running
+}
+
+/// Item 1: a plain retry double-booked. A coordinator is killed (-9) while its commit runs; the
+/// `fedvol submit` that sent it gets no answer. The CLI made the request id and printed it
+/// before sending, so the user's retry (`--request-id <printed id>`, as the line says) finds the
+/// decision, which a second coordinator takes over and settles: committed once, one decision,
+/// one commit on the agent (a retry under a fresh id, what the CLI did before, commits a second
+/// slot and leaves the first decision `planned`). `fedvol complete` of a decision left
+/// `planned` the same way settles it (its commit is found and completed) instead of refusing
+/// with `not_committed`. And `fedvol submit --wait` rides out the same kill by itself, asking
+/// again under its one id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_a_coordinator_died_mid_commit_commits_once() {
+    let nats = NatsServer::start();
+    let url = nats.url();
+    let agent = agent_on(&url, 200, &[], |d| slots_inventory("k", 4, d, "all")).await;
+    // One attempt, 1 s commits, no reconciler: the commit phase's bound is 8 s, and only the
+    // operations under test settle what a dead coordinator left.
+    let args = [
+        "--deadline-ms",
+        "1500",
+        "--discovery-ms",
+        "300",
+        "--commit-timeout-ms",
+        "1000",
+        "--commit-attempts",
+        "1",
+        "--reconcile-every-ms",
+        "0",
+    ];
+    let mut coord = coordinator_on(&url, &args).await;
+    let dir = tempfile::tempdir().unwrap();
+    let wf = dir.path().join("wf.yaml");
+    std::fs::write(&wf, fedvol_tests::kit::SLOT_WORKFLOW).unwrap();
+    let wf = wf.display().to_string();
+    let client = nats.client().await;
+    let committed_on_agent = || async {
+        let mut c = fedvol_tests::checker::fetch_status(&client, "k")
+            .await
+            .unwrap()
+            .committed;
+        c.sort();
+        c
+    };
+
+    // 1. The submit's coordinator dies mid-commit: no answer.
+    let first = {
+        let (url, wf) = (url.clone(), wf.clone());
+        kill_coordinator_mid_commit(&agent, &mut coord, move || {
+            fedvol_cli(&url, &["--timeout-ms", "3000", "submit", &wf, "-o", "json"])
+        })
+        .await
+        .await
+        .unwrap()
+    };
+    assert_eq!(first.status.code(), Some(1), "no answer: {}", out_text(&first));
+    let id = printed_id(&first);
+    // The retry, as the printed line says, on a coordinator started since: committed once.
+    fedvol_tests::faultkit::crash_coordinator(&mut coord, Duration::ZERO).await;
+    let again = fedvol_cli(
+        &url,
+        &[
+            "--timeout-ms",
+            "30000",
+            "submit",
+            &wf,
+            "--request-id",
+            &id,
+            "-o",
+            "json",
+        ],
+    )
+    .await
+    .unwrap();
+    assert_eq!(again.status.code(), Some(0), "{}", out_text(&again));
+    let doc: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(doc["state"], "committed", "{doc:#}");
+    assert_eq!(doc["decision"]["request_id"], id.as_str());
+    assert!(
+        doc["attempts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["pending"].is_null()),
+        "no attempt left pending: {doc:#}"
+    );
+    assert_eq!(committed_on_agent().await, std::slice::from_ref(&id), "one commit");
+    let list: ListReply = coordinator_op::<api::List>(&client, "alice", &NoArgs {}, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(list.decisions.len(), 1, "one decision: {list:?}");
+
+    // 2. Left planned again; `fedvol complete` of it settles it: found committed, completed.
+    let second = {
+        let (url, wf) = (url.clone(), wf.clone());
+        kill_coordinator_mid_commit(&agent, &mut coord, move || {
+            fedvol_cli(&url, &["--timeout-ms", "3000", "submit", &wf, "-o", "json"])
+        })
+        .await
+        .await
+        .unwrap()
+    };
+    let planned = printed_id(&second);
+    fedvol_tests::faultkit::crash_coordinator(&mut coord, Duration::ZERO).await;
+    let done = fedvol_cli(&url, &["--timeout-ms", "30000", "complete", &planned, "-o", "json"])
+        .await
+        .unwrap();
+    assert_eq!(done.status.code(), Some(0), "{}", out_text(&done));
+    let doc: serde_json::Value = serde_json::from_slice(&done.stdout).unwrap();
+    assert_eq!(doc["state"], "completed", "{doc:#}");
+    assert_eq!(doc["decision"]["chosen_cluster"], "k", "{doc:#}");
+    assert_eq!(
+        committed_on_agent().await,
+        std::slice::from_ref(&id),
+        "the settled commit was completed"
+    );
+
+    // 3. `--wait`: the CLI asks again by itself, under the one id it printed.
+    let third = {
+        let (url, wf) = (url.clone(), wf.clone());
+        kill_coordinator_mid_commit(&agent, &mut coord, move || {
+            fedvol_cli(&url, &["--timeout-ms", "3000", "submit", &wf, "--wait", "-o", "json"])
+        })
+        .await
+    };
+    fedvol_tests::faultkit::crash_coordinator(&mut coord, Duration::ZERO).await;
+    let third = third.await.unwrap();
+    assert_eq!(third.status.code(), Some(0), "{}", out_text(&third));
+    let waited = printed_id(&third);
+    let err = String::from_utf8_lossy(&third.stderr);
+    assert_eq!(err.matches("request id: ").count(), 1, "{err}");
+    assert!(err.contains(&format!("asking again with request id {waited}")), "{err}");
+    let doc: serde_json::Value = serde_json::from_slice(&third.stdout).unwrap();
+    assert_eq!(doc["state"], "committed", "{doc:#}");
+    let mut expected = vec![id, waited];
+    expected.sort();
+    assert_eq!(committed_on_agent().await, expected, "one commit per request");
+}
+
+/// Item 6: a hold leak on a same-id race. Two coordinators; 60 submits at once over 8
+/// connections sharing 6 request ids (ten racers per id, same user), for ten 8-core slots on
+/// three clusters whose holds would last two minutes. Racers sharing an id get one decision.
+/// Then no agent lists a hold, and every slot left is usable at once: as many fresh submits as
+/// slots left, plus three, sent together, commit exactly the slots left (the loser of a store
+/// race used to keep its holds: 2 of 10 slots blocked for the hold's lease).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_submits_sharing_ids_on_two_coordinators_leave_every_slot_usable() {
+    use fedvol_proto::decisions::DecisionState;
+    let nats = NatsServer::start();
+    let url = nats.url();
+    let sizes = [("a", 4usize), ("b", 3), ("c", 3)];
+    let mut agents = Vec::new();
+    for (name, hosts) in sizes {
+        agents.push(
+            agent_on(&url, 200, &["--hold-ttl-ms", "120000"], |d| {
+                slots_inventory(name, hosts, d, "all")
+            })
+            .await,
+        );
+    }
+    let args = [
+        "--deadline-ms",
+        "1500",
+        "--discovery-ms",
+        "300",
+        "--hold-ttl-ms",
+        "120000",
+    ];
+    let _c1 = coordinator_on(&url, &args).await;
+    let _c2 = coordinator_on(&url, &args).await;
+    let mut clients = Vec::new();
+    for _ in 0..8 {
+        clients.push(nats.client().await);
+    }
+    let wf = small_workflow("same", 8);
+    let submit = |i: usize, id: String| {
+        let client = clients[i % clients.len()].clone();
+        let wf = wf.clone();
+        tokio::spawn(async move {
+            let mut msg = submit_msg(&id, &wf, false);
+            msg.timeout_ms = 3000;
+            let r = coordinator_op::<api::Submit>(&client, "alice", &msg, Duration::from_secs(60)).await;
+            (id, r)
+        })
+    };
+    let racers: Vec<_> = (0..60).map(|i| submit(i, format!("same-{}", i % 6))).collect();
+    let mut by_id: std::collections::BTreeMap<String, (DecisionState, Option<String>)> = Default::default();
+    for t in racers {
+        let (id, r) = t.await.unwrap();
+        let r = r.unwrap_or_else(|e| panic!("{id}: every racer gets an answer: {e}"));
+        assert!(r.error.is_none(), "{id}: {:?}", r.error);
+        let s = r.stored.expect("a decision");
+        let got = (s.state, s.decision.chosen_cluster.clone());
+        if let Some(prev) = by_id.insert(id.clone(), got.clone()) {
+            assert_eq!(prev, got, "{id}: racers sharing an id get one decision");
+        }
+    }
+    let committed = by_id.values().filter(|(s, _)| *s == DecisionState::Committed).count();
+    eprintln!("6 ids raced by 60 submits: {committed} committed");
+    assert_eq!(committed, 6, "every id fits: {by_id:?}");
+    for (name, _) in sizes {
+        let st = fedvol_tests::checker::fetch_status(&clients[0], name).await.unwrap();
+        assert!(st.holds.is_empty(), "{name} lists holds after the race: {:?}", st.holds);
+    }
+    let left = 10 - committed;
+    let fill: Vec<_> = (0..left + 3).map(|i| submit(i, format!("fill-{i}"))).collect();
+    let mut filled = 0;
+    for t in fill {
+        let (id, r) = t.await.unwrap();
+        let r = r.unwrap_or_else(|e| panic!("{id}: {e}"));
+        if r.stored.is_some_and(|s| s.state == DecisionState::Committed) {
+            filled += 1;
+        }
+    }
+    assert_eq!(filled, left, "every slot left is usable at once, and no more");
+    for (name, hosts) in sizes {
+        let st = fedvol_tests::checker::fetch_status(&clients[0], name).await.unwrap();
+        assert_eq!(st.committed.len(), hosts, "{name} is full: {st:?}");
+        assert!(st.holds.is_empty(), "{name}: {:?}", st.holds);
+    }
 }

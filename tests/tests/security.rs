@@ -327,6 +327,188 @@ async fn secure_conf_confines_agents_and_users_to_their_own_subjects_and_inboxes
 }
 
 // ---------------------------------------------------------------------------------------------
+// Speaking for another cluster (issue 20, item 5)
+
+/// The body of a plan answer in cluster `named`'s name for request `id`: infeasible when
+/// `feasible` is false, else "feasible" on a host of the attacker's choosing.
+fn forged_answer(id: &str, named: &str, feasible: bool) -> bytes::Bytes {
+    let jobs = if feasible {
+        serde_json::json!({"j": {"zone": "z1", "host": "evil-host", "error": null}})
+    } else {
+        serde_json::json!({})
+    };
+    let body = serde_json::json!({
+        "v": 1, "request_id": id, "cluster": named,
+        "decision": {"status": "answered", "elapsed_ms": 0.1, "inventory_version": "forged",
+            "feasible": feasible, "volumes": {}, "jobs": jobs, "trace": [], "load": 0.0}
+    });
+    serde_json::to_vec(&body).unwrap().into()
+}
+
+/// Issue 20, item 5: agent-cluster-a's credentials (here in an attacker's hands, no real
+/// agent a) answer every plan they receive in another cluster's name: cluster-b's (infeasible)
+/// and an invented `cluster-zz` (feasible on `evil-host`); they also try to answer on the reply
+/// subject meant for cluster-b, and answer the coordinator's discovery as `cluster-zz`.
+/// cluster-b's real agent runs. Every decision is b's own answer, committed on b; the forged
+/// answers are refused by the server (the reply subject of another cluster: `Publish
+/// Violation`) or refused and logged by the coordinator (an answer naming another cluster
+/// than the one asked); `cluster-zz` never stays in the registry (`fedvol clusters`) and never
+/// appears in a decision once the coordinator found nobody serving it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_credential_cannot_answer_for_another_cluster() {
+    let _serial = SERIAL.lock().await;
+    let kit = Kit::copy();
+    let nats = secure_server(&kit);
+    let url = nats.url();
+    let dir = tempfile::tempdir().unwrap();
+
+    // The attacker, logged in as agent-cluster-a.
+    let rogue = client(&url, "agent-cluster-a", &inbox_prefix("agent-cluster-a")).await;
+    let heartbeats = {
+        let rogue = rogue.clone();
+        tokio::spawn(async move {
+            loop {
+                let hb = fedvol_proto::agent::Heartbeat {
+                    cluster: "cluster-a".into(),
+                    instance: "rogue".into(),
+                    inventory_version: "forged".into(),
+                    holds: 0,
+                    load: 0.0,
+                    sent_ms: fedvol_proto::now_ms(),
+                    interval_ms: 300,
+                };
+                let _ = rogue
+                    .publish("fedvol.v1.heartbeat.cluster-a", fedvol_proto::encode(&hb))
+                    .await;
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        })
+    };
+    let mut discovery = rogue.subscribe("$SRV.INFO.fedvol-agent").await.unwrap();
+    let discovery = {
+        let rogue = rogue.clone();
+        tokio::spawn(async move {
+            while let Some(m) = discovery.next().await {
+                let info = serde_json::json!({"type": "io.nats.micro.v1.info_response", "name": "fedvol-agent",
+                    "id": "rogue-zz", "description": "forged", "version": "0.0.0",
+                    "metadata": {"cluster": "cluster-zz"}, "endpoints": []});
+                if let Some(reply) = m.reply {
+                    let _ = rogue.publish(reply, serde_json::to_vec(&info).unwrap().into()).await;
+                }
+            }
+        })
+    };
+    let sibling_tries: std::sync::Arc<std::sync::Mutex<Vec<String>>> = Default::default();
+    let mut plans = futures::stream::select(
+        rogue
+            .queue_subscribe("fedvol.v1.plan", "agent.cluster-a".into())
+            .await
+            .unwrap(),
+        rogue
+            .queue_subscribe("fedvol.v1.cluster.cluster-a.>", "agent.cluster-a".into())
+            .await
+            .unwrap(),
+    );
+    let forger = {
+        let (rogue, tries) = (rogue.clone(), sibling_tries.clone());
+        tokio::spawn(async move {
+            let mut n = 0;
+            while let Some(m) = plans.next().await {
+                let Some(reply) = m.reply.clone() else { continue };
+                let body: serde_json::Value = serde_json::from_slice(&m.payload).unwrap_or_default();
+                let id = body["request"]["request_id"].as_str().unwrap_or_default().to_string();
+                let forged = if n % 2 == 0 {
+                    forged_answer(&id, "cluster-b", false)
+                } else {
+                    forged_answer(&id, "cluster-zz", true)
+                };
+                n += 1;
+                let _ = rogue.publish(reply.clone(), forged).await;
+                // The reply subject meant for cluster-b, when the request carries a per-cluster
+                // one.
+                if let Some(stem) = reply.strip_suffix(".cluster-a") {
+                    let theirs = format!("{stem}.cluster-b");
+                    tries.lock().unwrap().push(theirs.clone());
+                    let _ = rogue.publish(theirs, forged_answer(&id, "cluster-b", false)).await;
+                }
+                let _ = rogue.flush().await;
+            }
+        })
+    };
+    rogue.flush().await.unwrap();
+
+    let mut coord = coordinator(&url, &[]).await;
+    let db = dir.path().join("b");
+    let _b = agent(
+        &url,
+        "cluster-b",
+        &db,
+        &slots_inventory("cluster-b", 2, &db, "[physics]"),
+        &[],
+    )
+    .await;
+    wait_clusters(&url, &["cluster-a", "cluster-b"]).await;
+
+    let wf = write(dir.path(), "wf.yaml", WORKFLOW).display().to_string();
+    for i in 0..2 {
+        let id = format!("forge-{i}");
+        let o = fedvol(
+            &url,
+            "alice",
+            "alice",
+            &["submit", &wf, "--request-id", &id, "-o", "json"],
+        );
+        let doc = json(&o);
+        let clusters = &doc["decision"]["clusters"];
+        assert!(
+            clusters["cluster-b"]["inventory_version"]
+                .as_str()
+                .is_some_and(|v| v != "forged"),
+            "{id}: cluster-b's slot is b's own answer: {doc:#}"
+        );
+        assert_eq!(clusters["cluster-b"]["feasible"], true, "{id}: {doc:#}");
+        assert_eq!(o.status.code(), Some(0), "{id}: {}", text(&o));
+        assert_eq!(doc["state"], "committed", "{id}: {doc:#}");
+        assert_eq!(doc["decision"]["chosen_cluster"], "cluster-b", "{id}: {doc:#}");
+        assert!(!doc.to_string().contains("evil-host"), "{id}: {doc:#}");
+        if i > 0 {
+            assert!(clusters.get("cluster-zz").is_none(), "{id}: {doc:#}");
+        }
+        // cluster-a's credentials answered, but in another cluster's name: its own slot says so.
+        assert_eq!(clusters["cluster-a"]["status"], "error", "{id}: {doc:#}");
+    }
+    coord
+        .wait_for_log(
+            "a plan answer in another cluster's name: refused",
+            Duration::from_secs(5),
+        )
+        .await;
+    let tried = sibling_tries.lock().unwrap().clone();
+    assert!(!tried.is_empty(), "the coordinator sends per-cluster reply subjects");
+    for subject in &tried {
+        violation(&nats, "Publish Violation", "agent-cluster-a", subject).await;
+    }
+    // The invented cluster is not in the registry.
+    let o = fedvol(&url, "alice", "alice", &["clusters", "-o", "json"]);
+    let names: Vec<String> = json(&o)["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(names, ["cluster-a", "cluster-b"], "{}", text(&o));
+    // b committed both, once each.
+    let co = client(&url, "coordinator", &inbox_prefix("coordinator")).await;
+    let st = fedvol_tests::checker::fetch_status(&co, "cluster-b").await.unwrap();
+    let mut committed = st.committed.clone();
+    committed.sort();
+    assert_eq!(committed, ["forge-0", "forge-1"]);
+    heartbeats.abort();
+    discovery.abort();
+    forger.abort();
+}
+
+// ---------------------------------------------------------------------------------------------
 // Secrets
 
 const FILE_SECRET: &str = "s3cr3t-f1le-7f3a9c04d2";
@@ -664,6 +846,26 @@ async fn secure_leaf_topology_runs_a_federation_with_private_inboxes() {
         "_INBOX_coordinator.>",
     )
     .await;
+    // Issue 20: even leaf a's own hub login may answer a plan only in cluster-a's name (the
+    // coordinator expects cluster-b's answer on `<inbox>.cluster-b`).
+    let leaf_login = client(&hub_url, "leaf-cluster-a", "_INBOX_leaf-cluster-a").await;
+    // cluster-a first: its refusal, if any, would be logged before cluster-b's.
+    for s in ["_INBOX_coordinator.x.cluster-a", "_INBOX_coordinator.x.cluster-b"] {
+        leaf_login.publish(s, "{\"v\":1}".into()).await.unwrap();
+    }
+    leaf_login.flush().await.unwrap();
+    violation(
+        hub,
+        "Publish Violation",
+        "leaf-cluster-a",
+        "_INBOX_coordinator.x.cluster-b",
+    )
+    .await;
+    assert!(
+        !hub.log().contains("\"_INBOX_coordinator.x.cluster-a\""),
+        "its own cluster's token is allowed:\n{}",
+        hub.log()
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

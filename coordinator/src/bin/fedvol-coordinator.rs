@@ -61,6 +61,9 @@ struct Args {
     /// ms (0 = this coordinator never reconciles).
     #[arg(long, env = "FEDVOL_RECONCILE_EVERY_MS")]
     reconcile_every_ms: Option<u64>,
+    /// How long a cluster may go unheard before the registry forgets it, ms (default 600000).
+    #[arg(long, env = "FEDVOL_FORGET_CLUSTER_AFTER_MS")]
+    forget_cluster_after_ms: Option<u64>,
     /// Log as JSON lines instead of text.
     #[arg(long, env = "FEDVOL_LOG_JSON")]
     log_json: bool,
@@ -113,6 +116,9 @@ fn config(a: Args) -> Result<CoordinatorConfig, String> {
     }
     if let Some(v) = a.reconcile_every_ms {
         cfg.reconcile_every_ms = v;
+    }
+    if let Some(v) = a.forget_cluster_after_ms {
+        cfg.forget_cluster_after_ms = v;
     }
     Ok(cfg)
 }

@@ -30,10 +30,19 @@ pub struct SubmitArgs {
     /// Plan only: nothing is held or committed (the decision is still stored).
     #[arg(long)]
     pub dry_run: bool,
-    /// Wait for a coordinator to come up (retrying while none answers) instead of failing at once.
+    /// Keep asking, with the same request id, while no coordinator answers (none is running,
+    /// or the one asked stopped before answering) or the answer is a passing error
+    /// (`overloaded`, `store_unavailable`, `nats_error`, `commit_outcome_unknown`), for up to
+    /// `--wait-ms`, instead of failing at once. A retry never books the workflow twice.
     #[arg(long)]
     pub wait: bool,
-    /// Request id (idempotency key: the same id returns the same decision).
+    /// How long `--wait` keeps asking, ms.
+    #[arg(long, default_value_t = 300_000)]
+    pub wait_ms: u64,
+    /// Request id (idempotency key: the same id returns the same decision, and never books the
+    /// workflow twice). Without it, the CLI makes one (`<workflow>-<unique>`), prints it on
+    /// stderr before sending, and uses it for every retry; to run the submit again by hand
+    /// after an error, pass that id here.
     #[arg(long)]
     pub request_id: Option<String>,
     /// Seed for every random choice (default: derived from the request id).
@@ -199,32 +208,73 @@ fn decision_exit(s: &StoredDecision) -> u8 {
     }
 }
 
+/// Error codes after which `fedvol submit --wait` asks again with the same request id: the
+/// request may not have been decided yet, and asking again cannot book it twice.
+const PASSING: [fedvol_proto::Code; 4] = [
+    fedvol_proto::Code::Overloaded,
+    fedvol_proto::Code::StoreUnavailable,
+    fedvol_proto::Code::NatsError,
+    fedvol_proto::Code::CommitOutcomeUnknown,
+];
+
 /// Runs `fedvol submit`.
+///
+/// The request id is the one given, or one made here ([`crate::client::request_id_for`]) and
+/// printed on stderr before anything is sent (issue 20: a coordinator that dies mid-commit
+/// leaves the decision under that id; a retry under a fresh id would book a second slot). With
+/// `--wait`, every retry carries that id (see [`SubmitArgs::wait`]).
 pub fn submit(net: &NetArgs, a: &SubmitArgs) -> u8 {
     let Some(input) = super::template::load_workflow_input(&a.workflow, &a.values.values) else {
         return EXIT_BAD_INPUT;
     };
     let workflow = input.loaded.value;
-    let msg = SubmitMsg {
-        request_id: a.request_id.clone().unwrap_or_default(),
-        workflow,
-        dry_run: a.dry_run,
-        seed: a.seed,
-        groups: a.groups.clone(),
-        timeout_ms: 0,
-        trace_limit: a.trace_limit,
-    };
     block_on(async {
         let client = match net.connect().await {
             Ok(c) => c,
             Err(e) => return fail(&e),
         };
-        let started = std::time::Instant::now();
+        let msg = SubmitMsg {
+            request_id: a.request_id.clone().unwrap_or_else(|| {
+                crate::client::request_id_for(&workflow.name, &crate::client::unique_token(&client.nats))
+            }),
+            workflow,
+            dry_run: a.dry_run,
+            seed: a.seed,
+            groups: a.groups.clone(),
+            timeout_ms: 0,
+            trace_limit: a.trace_limit,
+        };
+        // A request too large to send is refused below with one line; an id is worth printing
+        // only for a request that leaves.
+        let sendable = <api::Submit as fedvol_proto::Endpoint>::encode_request(&msg).len() <= client.nats.max_payload();
+        if a.request_id.is_none() && sendable {
+            let id = &msg.request_id;
+            eprintln!(
+                "request id: {id} (if this submit ends in an error, run it again with --request-id {id}: it is never booked twice)"
+            );
+        }
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(a.wait_ms);
         let reply: SubmitReply = loop {
+            let waiting = a.wait && std::time::Instant::now() < until;
             match client.call::<api::Submit>(&msg).await {
-                Ok(r) => break as_submit_reply(r),
-                Err(ClientError::NoCoordinator { .. }) if a.wait && started.elapsed() < client.timeout => {
+                Ok(r) => {
+                    let r = as_submit_reply(r);
+                    match &r.error {
+                        Some(e) if waiting && PASSING.iter().any(|c| e.is(c)) => {
+                            eprintln!(
+                                "note: {} ({}); asking again with request id {}",
+                                e.message, e.code, msg.request_id
+                            );
+                            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                        }
+                        _ => break r,
+                    }
+                }
+                Err(ClientError::NoCoordinator { .. }) if waiting => {
                     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                }
+                Err(e @ ClientError::Timeout { .. }) if waiting => {
+                    eprintln!("note: {e}; asking again with request id {}", msg.request_id);
                 }
                 Err(e) => return fail(&e),
             }

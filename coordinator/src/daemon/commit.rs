@@ -546,11 +546,13 @@ async fn superseded(co: &Coordinator, stored: &StoredDecision) -> Phase {
     }
 }
 
-/// Settles every pending attempt of a decision taken over: each is asked (release probes,
-/// [`settle`]) what became of it. Returns the cluster that committed, if one did.
+/// Settles every pending attempt of a decision taken over (by a submit of its id, the
+/// reconciler, or a `complete`): each is asked (release probes, [`settle`]) what became of it,
+/// and recorded as settled in `stored`; a cluster that committed gets its commit-time slot.
+/// Nothing new is committed. Returns the cluster that committed, if one did.
 ///
-/// Errors: an attempt still in doubt (the reason).
-async fn settle_pending(co: &Coordinator, stored: &mut StoredDecision) -> Result<Option<String>, ProtoError> {
+/// Errors: an attempt still in doubt (the reason); `stored` then keeps it pending.
+pub async fn settle_pending(co: &Coordinator, stored: &mut StoredDecision) -> Result<Option<String>, ProtoError> {
     let request = stored.request.clone();
     let mut committed = None;
     for i in 0..stored.attempts.len() {

@@ -14,6 +14,7 @@
 //! maxBodyBytes: 1048576   # largest request body served
 //! reconcileEveryMs: 2000  # the reconciler's lease renewal and scan (0 = never reconcile here)
 //! maxInFlight: 4096       # requests in progress at once; beyond, `overloaded`
+//! forgetClusterAfterMs: 600000  # a cluster not heard from for this long leaves the registry
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -78,6 +79,10 @@ pub struct CoordinatorConfig {
     pub reconcile_every_ms: u64,
     /// Requests in progress at once (default 4096); beyond, requests are answered `overloaded`.
     pub max_in_flight: usize,
+    /// How long a cluster may go unheard (no heartbeat, no answer) before the registry forgets
+    /// it, ms (default 600000, at least 1000): a cluster taken out of the federation (or a name
+    /// someone invented) stops appearing in decisions and in `fedvol clusters` (issue 20).
+    pub forget_cluster_after_ms: u64,
     /// Largest request body served, bytes (default
     /// [`fedvol_proto::DEFAULT_MAX_BODY_BYTES`], 1 MiB); larger ones get `bad_request`.
     pub max_body_bytes: usize,
@@ -104,6 +109,7 @@ impl Default for CoordinatorConfig {
             discovery_ms: 500,
             reconcile_every_ms: 2000,
             max_in_flight: 4096,
+            forget_cluster_after_ms: 600_000,
             max_body_bytes: fedvol_proto::DEFAULT_MAX_BODY_BYTES,
             trace_limit: fedvol_common::funnel::trace::STORED_TRACE_LIMIT,
         }
@@ -146,6 +152,7 @@ impl CoordinatorConfig {
             ("commitTimeoutMs", &mut cfg.commit_timeout_ms),
             ("discoveryMs", &mut cfg.discovery_ms),
             ("reconcileEveryMs", &mut cfg.reconcile_every_ms),
+            ("forgetClusterAfterMs", &mut cfg.forget_cluster_after_ms),
         ] {
             if let Some(n) = r.take(key)
                 && let Some(v) = ctx.u64(n, key)
@@ -225,6 +232,9 @@ impl CoordinatorConfig {
         }
         if self.deadline_ms > MAX_DEADLINE_MS {
             out.push(format!("deadlineMs must be at most {MAX_DEADLINE_MS}"));
+        }
+        if self.forget_cluster_after_ms < 1000 {
+            out.push("forgetClusterAfterMs must be at least 1000".to_string());
         }
         if self.commit_attempts == 0 {
             out.push("commitAttempts must be at least 1".to_string());

@@ -1,18 +1,29 @@
-//! The plan broadcast: one [`PlanMsg`] on `<prefix>.plan` (each cluster's agents answer once,
-//! through their queue group `agent.<cluster>`), one fresh reply inbox, answers gathered until
-//! every cluster the registry expects has answered or the deadline passed.
+//! Asking every known cluster to plan (issue 20: one request per cluster, never the broadcast).
 //!
-//! Each cluster gets a slot:
+//! The [`PlanMsg`] is sent to each cluster the registry knows (from heartbeats or start-up
+//! discovery) on that cluster's own subject `<prefix>.cluster.<c>.plan`, with the reply subject
+//! `<inbox>.<c>`: one fresh inbox per request, one token (and one subscription) per cluster. An answer belongs to the
+//! cluster whose token it arrived on, and only that cluster's agents can send it there: with
+//! the secure NATS configurations an agent receives only its own cluster's subjects and may
+//! publish only replies to requests it received (`allow_responses`), so agent-a's credentials
+//! can never answer on cluster-b's token. The body must name that cluster too: an answer naming
+//! another one is refused and logged, and the cluster it arrived for gets an `error` slot
+//! (`bad_answer`); a second answer for one cluster is logged and ignored. Clusters the
+//! registry does not know are never asked, so an answer can no longer invent one.
+//!
+//! Answers are gathered until every cluster the registry expects has answered or the deadline
+//! passed. Each cluster gets a slot:
 //! - `answered`: the agent's [`ClusterDecision`], with `elapsed_ms` measured here from the
 //!   publish to the answer's arrival;
-//! - `error`: the agent answered with an error;
+//! - `error`: the agent answered with an error (or in another cluster's name);
 //! - `timed_out`: expected, but no answer by the deadline (counts towards suspicion);
-//! - `unreachable`: known dead or suspect (not waited for), or NATS said "no responders" at
-//!   once (nobody serves `<prefix>.plan`).
+//! - `unreachable`: known dead or suspect (asked, but not waited for), or NATS said "no
+//!   responders" for its subject (nobody serves it). A cluster known only through discovery
+//!   (never a heartbeat) whose subject has no responders is forgotten at once: discovery
+//!   answers are not authenticated, so such an entry may be an invention.
 //!
-//! Answers from clusters the registry does not know are kept (and registered). Answers that
-//! arrive after the gather ended are ignored, and any hold they carry is released at once, so
-//! a late cluster never keeps capacity for a decision that does not include it.
+//! Plans hold nothing (admission happens at commit: see `commit`), so an answer that arrives
+//! after the gather ended is simply dropped with the inbox.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -20,21 +31,15 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use indexmap::IndexMap;
-use tracing::Instrument;
 
 use fedvol_common::decision::{ClusterDecision, ClusterStatus, Reason};
 use fedvol_common::funnel::PlanRequest;
-use fedvol_proto::agent::{Plan, PlanMsg, PlanReply};
+use fedvol_proto::agent::{AgentOp, Plan, PlanMsg, PlanReply};
 use fedvol_proto::rpc::{RpcError, is_no_responders};
 use fedvol_proto::{Code, Endpoint, Failure, now_ms};
 
 use super::Coordinator;
-use super::commit::release;
 use super::registry::Expectation;
-
-/// How long after the agents' deadline late answers are still listened for (to release their
-/// holds), ms: covers clock differences between hosts.
-pub const LATE_GRACE_MS: u64 = 2000;
 
 /// An agent's answer to a plan: its reply, or the failure it sent instead (which names the
 /// cluster when the agent could tell; one that names none cannot be given a slot).
@@ -107,40 +112,68 @@ impl AgentAnswer {
     }
 }
 
-/// The result of one broadcast.
+/// The result of one round of plans.
 #[derive(Debug, Clone)]
 pub struct Gathered {
-    /// Every cluster's slot, sorted by cluster name (a deterministic order, so the seeded
+    /// Every asked cluster's slot, sorted by cluster name (a deterministic order, so the seeded
     /// cluster choice replays identically).
     pub slots: IndexMap<String, ClusterDecision>,
-    /// Clusters whose answer carries a hold.
-    pub held: BTreeSet<String>,
     /// How long the gather took, ms.
     pub gather_ms: f64,
 }
 
-/// Broadcasts `request` (holding what each cluster chooses when `reserve`, for `ttl_ms`) and
-/// gathers the answers for at most `wait`.
+/// What one message on the gather's inbox is.
+#[derive(Debug)]
+enum Arrival {
+    /// NATS found nobody serving the cluster's plan subject.
+    NoResponders,
+    /// The cluster's answer, attributed to the cluster whose reply token it arrived on.
+    Answer(AgentAnswer),
+    /// An answer sent on the cluster's token in another cluster's name (refused).
+    Impersonation(String),
+    /// An answer for another request (ignored).
+    OtherRequest,
+    /// Unreadable (ignored).
+    Unreadable(String),
+}
+
+/// Reads a message that arrived on `<inbox>.<asked>` for `request_id`.
+fn arrival(m: &async_nats::Message, asked: &str, request_id: &str) -> Arrival {
+    if is_no_responders(m) {
+        return Arrival::NoResponders;
+    }
+    let a = match AgentAnswer::decode(&m.payload) {
+        Ok(a) => a,
+        Err(e) => return Arrival::Unreadable(e.to_string()),
+    };
+    match a.cluster() {
+        Some(named) if named != asked => return Arrival::Impersonation(named.to_string()),
+        _ => {}
+    }
+    if a.request_id().is_some_and(|id| id != request_id) {
+        return Arrival::OtherRequest;
+    }
+    Arrival::Answer(a)
+}
+
+/// Asks every known cluster to plan `request` (holding nothing) and gathers the answers for at
+/// most `wait` (module docs). When the registry knows no cluster yet (a coordinator that just
+/// started), agents are discovered first.
 ///
 /// Errors: only when NATS itself fails (publish or subscribe); unanswered clusters are slots,
 /// not errors.
-pub async fn fan_out(
-    co: &Arc<Coordinator>,
-    request: &PlanRequest,
-    reserve: bool,
-    ttl_ms: u64,
-    wait: Duration,
-) -> Result<Gathered, RpcError> {
-    let subject = co.subjects.plan();
-    let nats_err = |e: &dyn std::fmt::Display| RpcError::Nats {
-        subject: subject.clone(),
-        message: e.to_string(),
-    };
+pub async fn fan_out(co: &Arc<Coordinator>, request: &PlanRequest, wait: Duration) -> Result<Gathered, RpcError> {
+    if co.registry().names().is_empty() {
+        super::run::discover(co).await;
+    }
     let asked_ms = now_ms();
     let mut wait_for = BTreeSet::new();
     let mut skipped: BTreeMap<String, Reason> = BTreeMap::new();
     {
-        let reg = co.registry();
+        let mut reg = co.registry();
+        for (name, seen_ms) in reg.forget_silent(asked_ms, co.cfg.forget_cluster_after_ms) {
+            tracing::warn!(cluster = %name, silent_ms = asked_ms.saturating_sub(seen_ms), "cluster forgotten: not heard from for longer than forgetClusterAfterMs");
+        }
         for name in reg.names() {
             match reg.expectation(&name, asked_ms) {
                 Expectation::Wait => {
@@ -156,88 +189,120 @@ pub async fn fan_out(
     let msg = PlanMsg {
         request: request.clone(),
         deadline_ms,
-        reserve,
-        ttl_ms,
+        reserve: false,
+        ttl_ms: 0,
     };
+    let body = Plan::encode_request(&msg);
     let inbox = co.client.new_inbox();
-    let mut sub = co.client.subscribe(inbox.clone()).await.map_err(|e| nats_err(&e))?;
+    // One literal subscription per cluster rather than `<inbox>.*`: a NATS server passes a
+    // subscription's interest over a leaf connection only when the leaf's login may publish to
+    // all of it, and the secure hub lets cluster c's leaf publish only `<inbox>.c`.
+    let mut subs = Vec::new();
+    for name in wait_for.iter().chain(skipped.keys()) {
+        let reply = format!("{inbox}.{name}");
+        subs.push(co.client.subscribe(reply.clone()).await.map_err(|e| RpcError::Nats {
+            subject: reply,
+            message: e.to_string(),
+        })?);
+    }
+    let mut sub = futures::stream::select_all(subs);
     let started = Instant::now();
-    co.client
-        .publish_with_reply(subject.clone(), inbox, Plan::encode_request(&msg))
-        .await
-        .map_err(|e| nats_err(&e))?;
+    for name in wait_for.iter().chain(skipped.keys()) {
+        let subject = co.subjects.cluster(name, AgentOp::Plan);
+        co.client
+            .publish_with_reply(subject.clone(), format!("{inbox}.{name}"), body.clone())
+            .await
+            .map_err(|e| RpcError::Nats {
+                subject,
+                message: e.to_string(),
+            })?;
+    }
     tracing::info!(
         waiting_for = ?wait_for,
         not_waited_for = ?skipped.keys().collect::<Vec<_>>(),
         wait_ms = wait.as_millis() as u64,
-        reserve,
-        "plan broadcast"
+        "plan sent to each cluster"
     );
     let end = tokio::time::Instant::from_std(started + wait);
     let mut answers: BTreeMap<String, (AgentAnswer, f64)> = BTreeMap::new();
+    let mut refused: BTreeMap<String, (Reason, f64)> = BTreeMap::new();
+    let mut no_responders: BTreeSet<String> = BTreeSet::new();
     let mut pending = wait_for.clone();
-    let mut no_responders = false;
-    loop {
-        if !wait_for.is_empty() && pending.is_empty() {
-            break;
-        }
+    while !pending.is_empty() {
         let m = match tokio::time::timeout_at(end, sub.next()).await {
             Ok(Some(m)) => m,
             Ok(None) | Err(_) => break,
         };
-        if is_no_responders(&m) {
-            no_responders = true;
-            break;
-        }
         let elapsed = started.elapsed().as_secs_f64() * 1000.0;
-        match AgentAnswer::decode(&m.payload) {
-            Ok(a) => {
-                let Some(cluster) = a.cluster().map(str::to_string) else {
-                    tracing::warn!(answer = ?a, "a plan answer names no cluster: ignored");
-                    continue;
-                };
-                if a.request_id().is_some_and(|id| id != request.request_id) {
-                    tracing::warn!(cluster = %cluster, "a plan answer for another request: ignored");
-                    continue;
-                }
-                if answers.contains_key(&cluster) {
-                    continue;
-                }
-                tracing::debug!(cluster = %cluster, elapsed_ms = elapsed, "plan answer");
-                pending.remove(&cluster);
-                answers.insert(cluster, (a, elapsed));
-            }
-            Err(e) => tracing::warn!(error = %e, "an unreadable plan answer: ignored"),
+        let token = m.subject.rsplit('.').next().unwrap_or_default().to_string();
+        if !wait_for.contains(&token) && !skipped.contains_key(&token) {
+            tracing::warn!(subject = %m.subject, "a plan answer on a token no cluster was asked on: ignored");
+            continue;
         }
+        if answers.contains_key(&token) || refused.contains_key(&token) || no_responders.contains(&token) {
+            tracing::warn!(cluster = %token, "a second plan answer for one cluster: ignored");
+            continue;
+        }
+        match arrival(&m, &token, &request.request_id) {
+            Arrival::NoResponders => {
+                no_responders.insert(token.clone());
+            }
+            Arrival::Answer(a) => {
+                tracing::debug!(cluster = %token, elapsed_ms = elapsed, "plan answer");
+                answers.insert(token.clone(), (a, elapsed));
+            }
+            Arrival::Impersonation(named) => {
+                let named: String = fedvol_common::limits::printable(&named).chars().take(80).collect();
+                tracing::warn!(
+                    cluster = %token,
+                    named = %named,
+                    "a plan answer in another cluster's name: refused (the cluster that sent it gets an error slot)"
+                );
+                let reason = Code::BadAnswer.reason(format!(
+                    "the answer on this cluster's reply subject named cluster `{named}`: refused"
+                ));
+                refused.insert(token.clone(), (reason, elapsed));
+            }
+            Arrival::OtherRequest => {
+                tracing::warn!(cluster = %token, "a plan answer for another request: ignored");
+                continue;
+            }
+            Arrival::Unreadable(e) => {
+                tracing::warn!(cluster = %token, error = %e, "an unreadable plan answer: ignored");
+                continue;
+            }
+        }
+        pending.remove(&token);
     }
+    drop(sub);
     let gather_ms = started.elapsed().as_secs_f64() * 1000.0;
     let ended_ms = now_ms();
     {
         let mut reg = co.registry();
-        for c in answers.keys() {
+        for c in answers.keys().chain(refused.keys()) {
             reg.answered(c, ended_ms);
         }
-        if !no_responders {
-            for c in &pending {
-                reg.timed_out(c, ended_ms);
+        for c in &pending {
+            reg.timed_out(c, ended_ms);
+        }
+        for c in &no_responders {
+            if reg.forget_if_unconfirmed(c) {
+                tracing::warn!(cluster = %c, "a cluster known only through discovery has no agent serving its subjects: forgotten");
             }
         }
     }
 
-    let mut names: BTreeSet<String> = wait_for.clone();
-    names.extend(skipped.keys().cloned());
-    names.extend(answers.keys().cloned());
     let mut slots = IndexMap::new();
-    let mut held = BTreeSet::new();
+    let names: BTreeSet<&String> = wait_for.iter().chain(skipped.keys()).collect();
     for name in names {
-        let slot = if let Some((a, elapsed)) = answers.get(&name) {
-            if a.holds() {
-                held.insert(name.clone());
-            }
+        let slot = if let Some((a, elapsed)) = answers.get(name) {
             a.slot(*elapsed)
-        } else if let Some(reason) = skipped.get(&name) {
+        } else if let Some((reason, elapsed)) = refused.get(name) {
+            ClusterDecision::without_answer(ClusterStatus::Error, *elapsed, Some(reason.clone()))
+        } else if let Some(reason) = skipped.get(name) {
             ClusterDecision::without_answer(ClusterStatus::Unreachable, 0.0, Some(reason.clone()))
-        } else if no_responders {
+        } else if no_responders.contains(name) {
+            let subject = co.subjects.cluster(name, AgentOp::Plan);
             ClusterDecision::without_answer(
                 ClusterStatus::Unreachable,
                 gather_ms,
@@ -250,55 +315,20 @@ pub async fn fan_out(
                 Some(Code::TimedOut.reason(format!("no answer within {} ms", wait.as_millis()))),
             )
         };
-        slots.insert(name, slot);
+        slots.insert(name.clone(), slot);
     }
     tracing::info!(
         answered = answers.len(),
-        timed_out = if no_responders { 0 } else { pending.len() },
-        unreachable = skipped.len(),
-        no_responders,
+        refused = refused.len(),
+        timed_out = pending.len(),
+        unreachable = skipped.len() + no_responders.len(),
         gather_ms,
         "plan gathered"
     );
-
-    if reserve && !no_responders {
-        let answered: BTreeSet<String> = answers.keys().cloned().collect();
-        let co = co.clone();
-        let request_id = request.request_id.clone();
-        let listen = Duration::from_millis(deadline_ms.saturating_sub(now_ms()) + LATE_GRACE_MS);
-        tokio::spawn(
-            async move {
-                let until = tokio::time::Instant::now() + listen;
-                while let Ok(Some(m)) = tokio::time::timeout_at(until, sub.next()).await {
-                    if is_no_responders(&m) {
-                        continue;
-                    }
-                    let Ok(a) = AgentAnswer::decode(&m.payload) else {
-                        continue;
-                    };
-                    let Some(cluster) = a.cluster().map(str::to_string) else {
-                        continue;
-                    };
-                    if answered.contains(&cluster) {
-                        continue;
-                    }
-                    tracing::warn!(
-                        cluster = %cluster,
-                        held = a.holds(),
-                        "late plan answer ignored: the gather had ended"
-                    );
-                    if a.holds() {
-                        match release(&co, &cluster, &request_id, 0).await {
-                            Ok(()) => tracing::info!(cluster = %cluster, "late hold released"),
-                            Err(e) => tracing::warn!(cluster = %cluster, error = %e, "late hold not released"),
-                        }
-                    }
-                }
-            }
-            .in_current_span(),
-        );
+    if slots.is_empty() {
+        tracing::warn!("no cluster is known (no heartbeat, nothing discovered): nothing was asked");
     }
-    Ok(Gathered { slots, held, gather_ms })
+    Ok(Gathered { slots, gather_ms })
 }
 
 #[cfg(test)]

@@ -1,18 +1,19 @@
 //! The coordinator daemon (`fedvol-coordinator`): the federation (DESIGN §1, §4–§6).
 //!
-//! A submitted workflow is planned by every cluster at once (one [`PlanMsg`] broadcast on
-//! `<prefix>.plan` with a fresh reply inbox), the answers are gathered until every cluster
-//! expected to answer did or the deadline passed, the cluster is chosen
-//! ([`fedvol_common::choice::choose_cluster`]), the workflow is committed there and every other
-//! hold released, and the decision is stored in a JetStream key-value bucket. One slow or dead
+//! A submitted workflow is planned by every known cluster at once (one [`PlanMsg`] sent to each
+//! cluster's own `<prefix>.cluster.<c>.plan`, its answer expected on that cluster's token of a
+//! fresh reply inbox), the answers are gathered until every cluster expected to answer did or
+//! the deadline passed, the cluster is chosen ([`fedvol_common::choice::choose_cluster`]), the
+//! workflow is committed there (admission at commit), and the decision is stored in a
+//! JetStream key-value bucket. One slow or dead
 //! cluster never discards the others' answers: each cluster's slot says `answered`,
 //! `timed_out`, `unreachable` or `error`.
 //!
 //! Modules, one job each:
 //! - [`config`]: the configuration file; [`directory`]: users to groups.
-//! - [`registry`]: clusters from heartbeats and discovery (alive, suspect).
+//! - [`registry`]: clusters from heartbeats and discovery (alive, suspect, forgotten).
 //! - Bodies, subjects, errors, serving and calling come from [`fedvol_proto`].
-//! - [`fanout`]: the plan broadcast and the per-cluster slots; [`commit`]: commit with
+//! - [`fanout`]: the plan sent to each known cluster and the per-cluster slots; [`commit`]: commit with
 //!   fallback to the next cluster, releases.
 //! - [`store`]: the decision bucket; [`submit`]: the submit operation, idempotent by request
 //!   id; [`ops`]: complete, why_not, clusters, list, get, replay; [`replay`]: comparing a

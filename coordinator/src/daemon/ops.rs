@@ -7,19 +7,20 @@ use std::time::Duration;
 
 use indexmap::IndexMap;
 
-use fedvol_common::choice::choose_cluster;
-use fedvol_common::decision::{ClusterDecision, ClusterStatus, Decision};
+use fedvol_common::choice::{choose_cluster, rules};
+use fedvol_common::decision::{ChoiceStep, ClusterDecision, ClusterStatus, Decision, Rejection};
 use fedvol_proto::agent::{self as agent, AgentOp, PlanMsg, WhyNotMsg, WhyNotReply};
 use fedvol_proto::coordinator::{ClustersReply, DecisionRef, ListReply, ReplayReply, SubmitReply, WhyNotQuery};
-use fedvol_proto::decisions::DecisionState;
+use fedvol_proto::decisions::{DecisionState, StoredDecision};
 use fedvol_proto::rpc::{RpcError, call, request};
 use fedvol_proto::{Code, Endpoint, Failure, now_ms, subject_token};
 
 use super::Coordinator;
-use super::commit::{ActionError, action};
+use super::commit::{ActionError, action, settle_pending};
 use super::fanout::AgentAnswer;
 use super::replay::compare_cluster;
 use super::store::Write;
+use super::submit::commit_phase_bound_ms;
 
 /// A submit-shaped reply with an error only.
 fn error_reply(code: Code, message: impl Into<String>) -> SubmitReply {
@@ -39,15 +40,28 @@ fn not_found(id: &str) -> SubmitReply {
     error_reply(Code::NotFound, format!("no decision is stored under request id `{id}`"))
 }
 
+/// How often `complete` looks again at a decision another coordinator is committing, ms.
+const POLL_MS: u64 = 100;
+
 /// `complete`: sends `complete` to the decision's cluster (which frees its allocations and
 /// reclaims its volumes) and stores the decision as `completed` with the agent's answer.
-/// Completing a completed decision returns it unchanged; a decision that is not committed is
+/// Completing a completed decision returns it unchanged; a dry run or a failed decision is
 /// refused (`not_committed`); an agent's refusal comes back as the error, with the decision
 /// unchanged. Only the decision's owner (the user who submitted it) may complete it: anyone
 /// else gets `not_owner` and nothing changes.
+///
+/// A decision still `planned` (issue 20) is waited for while a live coordinator may be
+/// committing it (up to the commit phase's bound, [`commit_phase_bound_ms`]); past that bound
+/// its coordinator is taken to be gone and the decision is settled here, as a take-over does
+/// but committing nothing new ([`settle_planned`]): a cluster that committed it is recorded and
+/// completed; when none did, the decision is stored `failed` and the answer says nothing was
+/// committed (`not_committed`); a commit still in doubt is the error, the decision unchanged.
 pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> SubmitReply {
-    for _ in 0..3 {
-        let (mut stored, rev) = match co.store.get(&q.request_id).await {
+    let bound = commit_phase_bound_ms(co);
+    let give_up = tokio::time::Instant::now() + Duration::from_millis(bound.saturating_mul(2));
+    let mut conflicts = 0;
+    loop {
+        let (mut stored, mut rev) = match co.store.get(&q.request_id).await {
             Ok(Some(x)) => x,
             Ok(None) => return not_found(&q.request_id),
             Err(e) => return error_reply(Code::StoreUnavailable, e.to_string()),
@@ -61,6 +75,29 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
                     q.request_id, stored.request.user
                 ),
             );
+        }
+        if stored.state == DecisionState::Planned && !stored.dry_run {
+            let age = now_ms().saturating_sub(stored.updated_ms);
+            if age <= bound && tokio::time::Instant::now() < give_up {
+                // Its coordinator may still be committing it: wait for the outcome.
+                tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+                continue;
+            }
+            tracing::warn!(
+                age_ms = age,
+                "complete of a decision left planned: settling its commit attempts"
+            );
+            match settle_planned(co, &mut stored, rev).await {
+                Settle::Committed(r) => rev = r,
+                Settle::Answer(reply) => return *reply,
+                Settle::Changed => {
+                    conflicts += 1;
+                    if conflicts >= 3 {
+                        break;
+                    }
+                    continue;
+                }
+            }
         }
         let cluster = match (stored.state, stored.decision.chosen_cluster.clone()) {
             (DecisionState::Completed, _) => return SubmitReply::stored(stored),
@@ -110,7 +147,12 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
             }
             // Changed meanwhile (another complete): read again; the agent answers a repeated
             // complete with its stored answer.
-            Ok(Write::Conflict) => continue,
+            Ok(Write::Conflict) => {
+                conflicts += 1;
+                if conflicts >= 3 {
+                    break;
+                }
+            }
             Err(e) => {
                 return SubmitReply {
                     stored: Some(stored),
@@ -120,6 +162,84 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
         }
     }
     error_reply(Code::StoreUnavailable, "the decision kept changing; try again")
+}
+
+/// What settling a decision left `planned` came to, for `complete`.
+enum Settle {
+    /// A cluster had committed it: `stored` now says so, stored at this revision.
+    Committed(u64),
+    /// The answer to give (nothing had committed, a commit is in doubt, or the store failed).
+    Answer(Box<SubmitReply>),
+    /// Another coordinator changed the decision meanwhile: read it again.
+    Changed,
+}
+
+/// Settles the pending commit attempts of `stored` (revision `rev`), a decision its coordinator
+/// left `planned`, committing nothing new ([`settle_pending`]), and stores the outcome:
+/// `committed` on the cluster that committed it, or `failed` (with a `commit_failed` step
+/// naming the settled attempts) when none did.
+async fn settle_planned(co: &Coordinator, stored: &mut StoredDecision, rev: u64) -> Settle {
+    let committed = match settle_pending(co, stored).await {
+        Ok(c) => c,
+        Err(doubt) => {
+            tracing::warn!(code = %doubt.code, error = %doubt.message, "complete: a commit attempt is still in doubt");
+            return Settle::Answer(Box::new(SubmitReply {
+                stored: Some(stored.clone()),
+                error: Some(doubt),
+            }));
+        }
+    };
+    let failed = committed.is_none();
+    match committed {
+        Some(c) => {
+            stored.state = DecisionState::Committed;
+            stored.decision.chosen_cluster = Some(c);
+        }
+        None => {
+            stored.state = DecisionState::Failed;
+            stored.decision.chosen_cluster = None;
+            let dropped = stored
+                .attempts
+                .iter()
+                .map(|a| Rejection {
+                    candidate: a.cluster.clone(),
+                    reasons: vec![Code::CommitFailed.reason(
+                        "its coordinator stopped before the outcome; settled by `complete`: it had not committed",
+                    )],
+                })
+                .collect();
+            stored.decision.choice.insert(
+                0,
+                ChoiceStep {
+                    rule: rules::COMMIT_FAILED.into(),
+                    kept: Vec::new(),
+                    dropped,
+                },
+            );
+        }
+    }
+    stored.updated_ms = now_ms();
+    match co.store.update(&stored.decision.request_id, stored, rev).await {
+        Ok(Write::Done(r)) if !failed => {
+            tracing::info!(chosen = ?stored.decision.chosen_cluster, "complete: the decision left planned was committed; completing it");
+            Settle::Committed(r)
+        }
+        Ok(Write::Done(_)) => {
+            tracing::info!("complete: the decision left planned had committed nowhere: stored failed");
+            Settle::Answer(Box::new(SubmitReply {
+                stored: Some(stored.clone()),
+                error: Some(Code::NotCommitted.error(format!(
+                    "decision `{}` was left planned by a coordinator that stopped; its commit attempts are settled and none had committed, so it is now failed and nothing needs completing",
+                    stored.decision.request_id
+                ))),
+            }))
+        }
+        Ok(Write::Conflict) => Settle::Changed,
+        Err(e) => Settle::Answer(Box::new(SubmitReply {
+            stored: Some(stored.clone()),
+            error: Some(Code::StoreUnavailable.error(e.to_string())),
+        })),
+    }
 }
 
 /// `why_not`: asks the named cluster to explain, for the stored request, why a zone, host or
@@ -170,10 +290,16 @@ pub async fn why_not(co: &Coordinator, q: &WhyNotQuery) -> Result<WhyNotReply, F
     }
 }
 
-/// `clusters`: the registry, sorted by name.
+/// `clusters`: the registry, sorted by name, without the clusters not heard from for
+/// `forgetClusterAfterMs` (forgotten now).
 pub fn clusters(co: &Coordinator) -> ClustersReply {
+    let now = now_ms();
+    let mut reg = co.registry();
+    for (name, seen_ms) in reg.forget_silent(now, co.cfg.forget_cluster_after_ms) {
+        tracing::warn!(cluster = %name, silent_ms = now.saturating_sub(seen_ms), "cluster forgotten: not heard from for longer than forgetClusterAfterMs");
+    }
     ClustersReply {
-        clusters: co.registry().info(now_ms()),
+        clusters: reg.info(now),
     }
 }
 

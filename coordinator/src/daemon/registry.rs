@@ -8,6 +8,10 @@
 //! - **suspect**: timed out on [`SUSPECT_AFTER`] consecutive plans and sent no heartbeat since
 //!   the last of those timeouts. A suspect cluster is not waited for; an answer or a newer
 //!   heartbeat lifts the suspicion.
+//! - **forgotten**: not heard from for `forgetClusterAfterMs` ([`Registry::forget_silent`]), or
+//!   known only through discovery (never a heartbeat) and served by nobody
+//!   ([`Registry::forget_if_unconfirmed`]). Only heartbeats and discovery add clusters; an
+//!   answer never does (issue 20: an answer could name a cluster that does not exist).
 //!
 //! Each coordinator keeps its own registry (it is rebuilt from heartbeats within seconds);
 //! decisions, the state that matters, live in NATS.
@@ -117,12 +121,44 @@ impl Registry {
         e.instances.insert(instance.to_string(), now_ms);
     }
 
-    /// Records that `cluster` answered a plan: its timeouts are forgotten. An unknown cluster
-    /// is added (heard from now).
+    /// Records that `cluster` answered a plan: its timeouts are forgotten and it counts as
+    /// heard from at `now_ms`. An unknown cluster is not added (only heartbeats and discovery
+    /// add clusters).
     pub fn answered(&mut self, cluster: &str, now_ms: u64) {
-        let e = self.clusters.entry(cluster.to_string()).or_insert_with(Entry::new);
-        e.consecutive_timeouts = 0;
-        e.last_seen_ms = e.last_seen_ms.max(now_ms);
+        if let Some(e) = self.clusters.get_mut(cluster) {
+            e.consecutive_timeouts = 0;
+            e.last_seen_ms = e.last_seen_ms.max(now_ms);
+        }
+    }
+
+    /// Forgets every cluster not heard from (heartbeat, discovery, answer) within `after_ms`
+    /// of `now_ms` (ms since the epoch). Returns each forgotten cluster with when it was last
+    /// heard from.
+    pub fn forget_silent(&mut self, now_ms: u64, after_ms: u64) -> Vec<(String, u64)> {
+        let gone: Vec<(String, u64)> = self
+            .clusters
+            .iter()
+            .filter(|(_, e)| now_ms.saturating_sub(e.last_seen_ms) > after_ms)
+            .map(|(n, e)| (n.clone(), e.last_seen_ms))
+            .collect();
+        for (n, _) in &gone {
+            self.clusters.remove(n);
+        }
+        gone
+    }
+
+    /// Forgets `cluster` if it is known only through discovery (it never sent a heartbeat,
+    /// which only its own credentials may publish): called when nobody serves its subjects.
+    /// Returns whether it was forgotten.
+    pub fn forget_if_unconfirmed(&mut self, cluster: &str) -> bool {
+        let unconfirmed = self
+            .clusters
+            .get(cluster)
+            .is_some_and(|e| e.last_heartbeat_sent_ms == 0);
+        if unconfirmed {
+            self.clusters.remove(cluster);
+        }
+        unconfirmed
     }
 
     /// Records that `cluster` did not answer a plan it was waited for (at `now_ms`).
@@ -281,6 +317,36 @@ mod tests {
         assert_eq!(r.names(), ["b"]);
         assert_eq!(r.inventory_version("b"), None);
         assert_eq!(r.expectation("never-heard", 0), Expectation::Wait);
+    }
+
+    #[test]
+    fn answers_never_add_clusters_and_silent_ones_are_forgotten() {
+        let mut r = Registry::new();
+        r.answered("invented", 1000);
+        assert!(r.names().is_empty(), "an answer adds no cluster");
+        r.heartbeat(&hb("a", "a-1", 1000, 100), 1000);
+        r.discovered("b", "b-1", 1000);
+        r.answered("a", 5000);
+        assert_eq!(r.forget_silent(5000, 3000), [("b".to_string(), 1000)]);
+        assert_eq!(r.names(), ["a"], "a answered at 5000: heard from");
+        assert!(r.forget_silent(8000, 3000).is_empty());
+        assert_eq!(r.forget_silent(8001, 3000), [("a".to_string(), 5000)]);
+        assert!(r.names().is_empty());
+    }
+
+    #[test]
+    fn a_discovered_cluster_nobody_serves_is_forgotten_unless_it_heartbeated() {
+        let mut r = Registry::new();
+        r.discovered("ghost", "g-1", 1000);
+        r.heartbeat(&hb("a", "a-1", 1000, 100), 1000);
+        r.discovered("a", "a-1", 1000);
+        assert!(r.forget_if_unconfirmed("ghost"));
+        assert!(
+            !r.forget_if_unconfirmed("a"),
+            "a heartbeated: kept (its agent may be restarting)"
+        );
+        assert!(!r.forget_if_unconfirmed("never-known"));
+        assert_eq!(r.names(), ["a"]);
     }
 
     #[test]

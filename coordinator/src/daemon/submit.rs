@@ -49,27 +49,10 @@ pub fn stored_reply(stored: StoredDecision) -> SubmitReply {
     SubmitReply::stored(stored)
 }
 
-/// A fresh request id for a workflow: its name reduced to key characters (at most 64), a
-/// dash, and a random NUID (22 characters, unique across processes).
+/// A fresh request id for a workflow: [`crate::client::request_id_for`] with a NUID (unique
+/// across processes).
 pub fn new_request_id(co: &Coordinator, workflow: &str) -> String {
-    let stem: String = workflow
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .take(64)
-        .collect();
-    let inbox = co.client.new_inbox();
-    let unique = inbox.rsplit('.').next().unwrap_or(&inbox).to_string();
-    if stem.trim_matches('-').is_empty() {
-        unique
-    } else {
-        format!("{}-{unique}", stem.trim_matches('-'))
-    }
+    crate::client::request_id_for(workflow, &crate::client::unique_token(&co.client))
 }
 
 /// How long a live coordinator may take from storing `planned` to storing the outcome, ms:
@@ -251,7 +234,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
         msg.timeout_ms.min(MAX_DEADLINE_MS)
     };
     tracing::info!(workflow = %request.workflow.name, dry_run = msg.dry_run, seed, wait_ms, "submit");
-    let gathered = match fan_out(&co, &request, false, 0, Duration::from_millis(wait_ms)).await {
+    let gathered = match fan_out(&co, &request, Duration::from_millis(wait_ms)).await {
         Ok(g) => g,
         Err(e) => return error_reply(Code::NatsError, e.to_string()),
     };
