@@ -218,6 +218,10 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
     {
         let (client, shared, subjects) = (client.clone(), shared.clone(), subjects.clone());
         let interval = cfg.heartbeat_ms;
+        let generation = state_file
+            .as_ref()
+            .map(|(_, identity)| identity.generation.clone())
+            .unwrap_or_default();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_millis(interval));
             loop {
@@ -239,6 +243,7 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
                     load,
                     sent_ms: now_ms(),
                     interval_ms: interval,
+                    state_generation: generation.clone(),
                 };
                 let body = fedvol_proto::encode(&hb);
                 if let Err(e) = client.publish(subjects.heartbeat(&shared.cluster), body).await {

@@ -338,6 +338,12 @@ pub struct Heartbeat {
     pub sent_ms: u64,
     /// Heartbeat interval, ms (a cluster silent for 3 intervals is presumed dead).
     pub interval_ms: u64,
+    /// The generation of the agent's state file (a random id made when the file was created
+    /// with `--init`; empty for replicated state or an earlier release). A new generation tells
+    /// the coordinators' reconciler that the agent starts from an empty state, so that the
+    /// commits it had are restored (issue 20).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub state_generation: String,
 }
 
 /// The plan endpoint.

@@ -856,3 +856,127 @@ async fn racing_submits_sharing_ids_on_two_coordinators_leave_every_slot_usable(
         assert!(st.holds.is_empty(), "{name}: {:?}", st.holds);
     }
 }
+
+/// Item 2, "at start-up reconcile with the coordinators' committed decisions": an agent whose
+/// state file was lost and that is started again with `--init` knows none of its commits. Its
+/// heartbeat carries the new state generation; the coordinators' reconciler commits every
+/// decision stored `committed` there again, so the agent holds their capacity before anyone
+/// else can take it, and each decision records the restoring attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_started_on_a_new_state_gets_its_commits_back() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let inv = dir.path().join("inventory.yaml");
+    std::fs::write(&inv, slots_inventory("s", 4, dir.path(), "all")).unwrap();
+    let data = dir.path().join("data");
+    let args: Vec<String> = [
+        "--inventory",
+        &inv.display().to_string(),
+        "--nats",
+        &nats.url(),
+        "--data-dir",
+        &data.display().to_string(),
+        "--heartbeat-ms",
+        "200",
+        "--init",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut agent = fedvol_tests::Spawned::bin("fedvol-agent", &args);
+    agent.wait_for_log("endpoints ready", Duration::from_secs(30)).await;
+    let coord = coordinator_on(
+        &nats.url(),
+        &[
+            "--deadline-ms",
+            "1500",
+            "--discovery-ms",
+            "300",
+            "--reconcile-every-ms",
+            "300",
+        ],
+    )
+    .await;
+    let client = nats.client().await;
+    let submit = |id: String| {
+        let client = client.clone();
+        async move {
+            coordinator_op::<api::Submit>(
+                &client,
+                "alice",
+                &submit_msg(&id, &small_workflow("k", 8), false),
+                Duration::from_secs(20),
+            )
+            .await
+            .unwrap()
+        }
+    };
+    for i in 0..2 {
+        let r = submit(format!("kept-{i}")).await;
+        assert_eq!(
+            r.stored.map(|s| s.state),
+            Some(fedvol_proto::decisions::DecisionState::Committed),
+            "{:?}",
+            r.error
+        );
+    }
+    // Let the reconciler record the first generation.
+    let seen = fedvol_tests::wait_until(Duration::from_secs(10), Duration::from_millis(100), || {
+        coord.proc.log().contains("reconciler: lease held")
+    })
+    .await;
+    assert!(seen, "{}", coord.proc.log());
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    // The state file is lost; the agent starts again on a new one.
+    agent.kill();
+    std::fs::remove_file(data.join("state.redb")).unwrap();
+    let mut again = fedvol_tests::Spawned::bin("fedvol-agent", &args);
+    again.wait_for_log("endpoints ready", Duration::from_secs(30)).await;
+    let restored = fedvol_tests::wait_until(Duration::from_secs(20), Duration::from_millis(100), || {
+        coord
+            .proc
+            .log()
+            .matches("a commit the cluster's agent forgot was restored")
+            .count()
+            == 2
+    })
+    .await;
+    assert!(restored, "{}", coord.proc.log());
+    let st = fedvol_tests::checker::fetch_status(&client, "s").await.unwrap();
+    let mut committed = st.committed.clone();
+    committed.sort();
+    assert_eq!(committed, ["kept-0", "kept-1"]);
+    for id in ["kept-0", "kept-1"] {
+        let got = coordinator_op::<api::Get>(
+            &client,
+            "alice",
+            &fedvol_proto::coordinator::DecisionRef { request_id: id.into() },
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+        let s = got.stored.unwrap();
+        assert_eq!(s.state, fedvol_proto::decisions::DecisionState::Committed);
+        assert_eq!(
+            s.attempts.len(),
+            2,
+            "the first commit and the restoring one: {:?}",
+            s.attempts
+        );
+        assert!(s.attempts.iter().all(|a| a.ok && !a.pending), "{:?}", s.attempts);
+    }
+    // Four slots, two restored: exactly two more commit.
+    let mut more = 0;
+    for i in 0..4 {
+        if submit(format!("more-{i}"))
+            .await
+            .stored
+            .is_some_and(|s| s.state == fedvol_proto::decisions::DecisionState::Committed)
+        {
+            more += 1;
+        }
+    }
+    assert_eq!(more, 2, "the restored commits hold their capacity");
+    again.kill();
+}

@@ -376,6 +376,7 @@ async fn an_agent_credential_cannot_answer_for_another_cluster() {
                     load: 0.0,
                     sent_ms: fedvol_proto::now_ms(),
                     interval_ms: 300,
+                    state_generation: String::new(),
                 };
                 let _ = rogue
                     .publish("fedvol.v1.heartbeat.cluster-a", fedvol_proto::encode(&hb))

@@ -339,13 +339,16 @@ impl Core {
             events: Vec::new(),
         });
         pv.phase = VolumePhase::Bound;
-        if pv.claim_ref.is_none() {
-            pv.claim_ref = Some(claim_ref_for(
-                hold.claims.get(key),
-                &hold.workflow,
-                key,
-                &hold.request_id,
-            ));
+        // A pre-bound volume keeps its claimRef, with the uid filled in when it had none (as
+        // Kubernetes' binder does); any other gets one naming this request's claim.
+        let uid = pv.claim_ref.as_ref().and_then(|r| r.uid.clone()).unwrap_or_default();
+        if pv.claim_ref.is_none() || uid.is_empty() {
+            let claim = hold.claims.get(key);
+            let mut named = pv.claim_ref.clone().or_else(|| claim.cloned());
+            if let (Some(n), Some(c)) = (named.as_mut(), claim) {
+                n.uid = c.uid.clone();
+            }
+            pv.claim_ref = Some(claim_ref_for(named.as_ref(), &hold.workflow, key, &hold.request_id));
         }
         mv.pv = Arc::new(pv);
         mv.events.push(bound_event(hold, key, now_ms));

@@ -121,12 +121,21 @@ pub(super) fn refusal(cluster: &str, request_id: &str, code: Code, message: impl
 
 /// The claimRef a committed volume carries: the claim's own for Kubernetes claims, else
 /// `fedvol/<workflow>.<volume key>` with the request id as uid.
+///
+/// The claimRef always carries a uid, as Kubernetes' binder writes the claim's `metadata.uid`
+/// (`pv_controller.go`, `bindVolumeToClaim`): the claim's own, or the request id for a claim
+/// whose document has none. So a later claim of the same name (another request) is not taken
+/// for this one once the volume is Released (`IsVolumeBoundToClaim` compares a set uid).
 pub(super) fn claim_ref_for(nv_claim: Option<&ClaimRef>, workflow: &str, key: &str, request_id: &str) -> ClaimRef {
-    nv_claim.cloned().unwrap_or_else(|| ClaimRef {
+    let mut r = nv_claim.cloned().unwrap_or_else(|| ClaimRef {
         namespace: "fedvol".to_string(),
         name: format!("{workflow}.{key}"),
-        uid: Some(request_id.to_string()),
-    })
+        uid: None,
+    });
+    if r.uid.as_deref().unwrap_or("").is_empty() {
+        r.uid = Some(request_id.to_string());
+    }
+    r
 }
 
 impl Core {

@@ -19,7 +19,8 @@
 //!   id; [`ops`]: complete, why_not, clusters, list, get, replay; [`replay`]: comparing a
 //!   replayed decision with the stored one.
 //! - [`reconcile`]: one coordinator at a time (a lease in the bucket) settles decisions left
-//!   `planned` by a coordinator that died.
+//!   `planned` by a coordinator that died; [`restore`]: it also commits again what an agent
+//!   started on a new state file forgot.
 //! - [`run`]: start-up (connect, bucket, heartbeats, discovery) and the request loop.
 //!
 //! Several coordinators may run at once: requests arrive in queue group `coordinator`, and
@@ -35,6 +36,7 @@ pub mod ops;
 pub mod reconcile;
 pub mod registry;
 pub mod replay;
+pub mod restore;
 pub mod run;
 pub mod store;
 pub mod submit;

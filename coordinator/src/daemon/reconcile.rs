@@ -11,6 +11,9 @@
 //! ([`super::submit::resume`]): it settles the pending commit attempts (release probes, which
 //! fence them), then finishes the commit phase. A decision still in doubt is tried again one
 //! bound later. Reading a change decodes only `state`, `dry_run` and `updated_ms`.
+//!
+//! The holder also restores the commits of an agent that starts from a new state file
+//! ([`super::restore`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -57,6 +60,7 @@ pub fn spawn(co: Arc<Coordinator>, instance: String, every: Duration) {
     tokio::spawn(async move {
         let mut planned: HashMap<String, u64> = HashMap::new();
         let mut next_try: HashMap<String, u64> = HashMap::new();
+        let mut generations: HashMap<String, String> = HashMap::new();
         let mut watch = None;
         let mut tick = tokio::time::interval(every);
         loop {
@@ -91,6 +95,7 @@ pub fn spawn(co: Arc<Coordinator>, instance: String, every: Duration) {
                     tracing::info!("reconciler: lease lost; another coordinator reconciles");
                 }
                 planned.clear();
+                generations.clear();
                 continue;
             }
             if watch.is_none() {
@@ -103,6 +108,7 @@ pub fn spawn(co: Arc<Coordinator>, instance: String, every: Duration) {
                 }
             }
             settle_abandoned(&co, &mut planned, &mut next_try).await;
+            super::restore::check_generations(&co, &mut generations).await;
         }
     });
 }

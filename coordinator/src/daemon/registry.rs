@@ -48,6 +48,8 @@ struct Entry {
     interval_ms: u64,
     consecutive_timeouts: u32,
     last_timeout_ms: u64,
+    /// The agent's state generation from its latest heartbeat (empty: none said).
+    state_generation: String,
 }
 
 impl Entry {
@@ -62,6 +64,7 @@ impl Entry {
             interval_ms: DISCOVERY_INTERVAL_MS,
             consecutive_timeouts: 0,
             last_timeout_ms: 0,
+            state_generation: String::new(),
         }
     }
 
@@ -111,6 +114,18 @@ impl Registry {
             e.interval_ms = hb.interval_ms;
         }
         e.instances.insert(hb.instance.clone(), now_ms);
+        if !hb.state_generation.is_empty() {
+            e.state_generation = hb.state_generation.clone();
+        }
+    }
+
+    /// Every alive cluster (at `now_ms`) whose agent said its state generation, with it.
+    pub fn state_generations(&self, now_ms: u64) -> Vec<(String, String)> {
+        self.clusters
+            .iter()
+            .filter(|(_, e)| e.alive(now_ms) && !e.state_generation.is_empty())
+            .map(|(c, e)| (c.clone(), e.state_generation.clone()))
+            .collect()
     }
 
     /// Records an agent instance found by service discovery at `now_ms`. It counts as heard
@@ -251,6 +266,7 @@ mod tests {
             load: 0.25,
             sent_ms,
             interval_ms,
+            state_generation: String::new(),
         }
     }
 
