@@ -980,3 +980,106 @@ async fn an_agent_started_on_a_new_state_gets_its_commits_back() {
     assert_eq!(more, 2, "the restored commits hold their capacity");
     again.kill();
 }
+
+/// Item 11: a commit answered `commit_in_progress` (another commit of the same request is
+/// running on the cluster: a coordinator that took the decision over races one that did not
+/// die) is in doubt, not failed: no other cluster is tried and the decision is not stored
+/// `failed` while the agent may still commit it. The cluster is a scripted agent (a real funnel
+/// answers its plan; every commit and release gets `commit_in_progress`), so the answer is the
+/// same whatever the timing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_in_progress_elsewhere_is_in_doubt_not_failed() {
+    use fedvol_proto::agent::{ActionReply, PlanMsg, PlanReply};
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let inv_text = slots_inventory("x", 2, dir.path(), "all");
+    let inv = fedvol_common::format::files::parse_inventory_str("x.yaml", &inv_text, None)
+        .unwrap()
+        .value;
+    let agent = nats.client().await;
+    let mut plans = agent.subscribe("fedvol.v1.cluster.x.plan").await.unwrap();
+    let mut actions = agent.subscribe("fedvol.v1.cluster.x.>").await.unwrap();
+    agent.flush().await.unwrap();
+    let beat = {
+        let agent = agent.clone();
+        tokio::spawn(async move {
+            loop {
+                let hb = fedvol_proto::agent::Heartbeat {
+                    cluster: "x".into(),
+                    instance: "scripted".into(),
+                    inventory_version: "scripted".into(),
+                    holds: 0,
+                    load: 0.0,
+                    sent_ms: fedvol_proto::now_ms(),
+                    interval_ms: 200,
+                    state_generation: String::new(),
+                };
+                let _ = agent.publish("fedvol.v1.heartbeat.x", fedvol_proto::encode(&hb)).await;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    };
+    let answers = {
+        let agent = agent.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    Some(m) = futures::StreamExt::next(&mut plans) => {
+                        let msg: PlanMsg = serde_json::from_slice(&m.payload).unwrap();
+                        let decision = fedvol_common::funnel::plan_cluster(&inv, &Default::default(), &msg.request);
+                        let reply = PlanReply { request_id: msg.request.request_id.clone(), cluster: "x".into(), decision, hold: None };
+                        if let Some(r) = m.reply { let _ = agent.publish(r, fedvol_proto::encode(&reply)).await; }
+                    }
+                    Some(m) = futures::StreamExt::next(&mut actions) => {
+                        let op = m.subject.as_str().rsplit('.').next().unwrap_or("").to_string();
+                        if op == "plan" { continue; }
+                        let body: serde_json::Value = serde_json::from_slice(&m.payload).unwrap_or_default();
+                        let id = body["request_id"].as_str().unwrap_or_default().to_string();
+                        let reply = ActionReply::refused("x", &id, Code::CommitInProgress.error("another commit of this request is running"));
+                        if let Some(r) = m.reply { let _ = agent.publish(r, fedvol_proto::encode(&reply)).await; }
+                    }
+                    else => break,
+                }
+            }
+        })
+    };
+    let _coord = coordinator_on(
+        &nats.url(),
+        &[
+            "--deadline-ms",
+            "800",
+            "--commit-timeout-ms",
+            "600",
+            "--commit-attempts",
+            "2",
+            "--discovery-ms",
+            "300",
+            "--reconcile-every-ms",
+            "0",
+        ],
+    )
+    .await;
+    let client = nats.client().await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let r = coordinator_op::<api::Submit>(
+        &client,
+        "alice",
+        &submit_msg("doubt-1", &small_workflow("d", 8), false),
+        Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    let e = r.error.clone().expect("an error: the commit is in doubt");
+    assert!(e.is(&Code::CommitOutcomeUnknown), "{e:?}");
+    let s = r.stored.unwrap();
+    assert_eq!(
+        s.state,
+        fedvol_proto::decisions::DecisionState::Planned,
+        "{:?}",
+        s.attempts
+    );
+    assert_eq!(s.decision.chosen_cluster.as_deref(), Some("x"));
+    assert!(s.attempts.iter().all(|a| !a.ok), "{:?}", s.attempts);
+    beat.abort();
+    answers.abort();
+}
