@@ -14,23 +14,29 @@ use crate::process::Spawned;
 /// How long a process may take to become ready.
 const READY: Duration = Duration::from_secs(30);
 
+/// The arguments of an agent for `inventory` on `url` keeping its state in `data`,
+/// heartbeating every `heartbeat_ms` (without `--init`: add it for a new state file).
+pub fn agent_args(inventory: &Path, url: &str, data: &Path, heartbeat_ms: u64) -> Vec<String> {
+    vec![
+        "--inventory".to_string(),
+        inventory.display().to_string(),
+        "--nats".into(),
+        url.to_string(),
+        "--data-dir".into(),
+        data.display().to_string(),
+        "--heartbeat-ms".into(),
+        heartbeat_ms.to_string(),
+    ]
+}
+
 /// Starts an agent on `url` (one or more comma-separated NATS URLs) for the inventory
 /// `text(dir)`, heartbeating every `heartbeat_ms`, with `extra` arguments; waits until ready.
 pub async fn agent_on(url: &str, heartbeat_ms: u64, extra: &[&str], text: impl FnOnce(&Path) -> String) -> AgentProc {
     let dir = tempfile::tempdir().expect("a temporary directory for the agent");
     let inv = dir.path().join("inventory.yaml");
     std::fs::write(&inv, text(dir.path())).expect("the inventory file");
-    let mut args = vec![
-        "--inventory".to_string(),
-        inv.display().to_string(),
-        "--nats".into(),
-        url.to_string(),
-        "--data-dir".into(),
-        dir.path().join("data").display().to_string(),
-        "--heartbeat-ms".into(),
-        heartbeat_ms.to_string(),
-        "--init".into(),
-    ];
+    let mut args = agent_args(&inv, url, &dir.path().join("data"), heartbeat_ms);
+    args.push("--init".into());
     args.extend(extra.iter().map(|s| s.to_string()));
     let mut proc = Spawned::bin("fedvol-agent", &args);
     proc.wait_for_log("endpoints ready", READY).await;
@@ -241,4 +247,33 @@ pub fn named_inventories(names: &[&str], agents: &[AgentProc]) -> Vec<(String, P
         .zip(agents)
         .map(|(n, a)| (n.to_string(), a.inventory()))
         .collect()
+}
+
+/// Publishes a heartbeat of `cluster` as replica `instance` (inventory version `version`) every
+/// `interval_ms` on `client` until the task is aborted: a scripted or forged agent's heartbeat.
+pub fn heartbeats(
+    client: async_nats::Client,
+    cluster: &str,
+    instance: &str,
+    version: &str,
+    interval_ms: u64,
+) -> tokio::task::JoinHandle<()> {
+    let subject = fedvol_proto::Subjects::default().heartbeat(cluster);
+    let (cluster, instance, version) = (cluster.to_string(), instance.to_string(), version.to_string());
+    tokio::spawn(async move {
+        loop {
+            let hb = fedvol_proto::agent::Heartbeat {
+                cluster: cluster.clone(),
+                instance: instance.clone(),
+                inventory_version: version.clone(),
+                holds: 0,
+                load: 0.0,
+                sent_ms: fedvol_proto::now_ms(),
+                interval_ms,
+                state_generation: String::new(),
+            };
+            let _ = client.publish(subject.clone(), fedvol_proto::encode(&hb)).await;
+            tokio::time::sleep(Duration::from_millis(interval_ms)).await;
+        }
+    })
 }

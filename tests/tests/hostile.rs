@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use fedvol_proto::coordinator::{self as api, ListReply};
 use fedvol_proto::{Code, NoArgs};
-use fedvol_tests::faultkit::{agent_on, coordinator_on};
+use fedvol_tests::faultkit::{agent_args, agent_on, coordinator_on};
 use fedvol_tests::federation::slots_inventory;
 use fedvol_tests::load::{coordinator_op, small_workflow, submit_msg};
 use fedvol_tests::{NatsServer, versioned_body};
@@ -273,20 +273,8 @@ async fn a_full_disk_stops_the_agent_and_nothing_acknowledged_is_lost() {
     let dir = tempfile::tempdir().unwrap();
     let inv = dir.path().join("inventory.yaml");
     std::fs::write(&inv, fedvol_tests::load::roomy_inventory("full", 4, 64, dir.path())).unwrap();
-    let args: Vec<String> = [
-        "--inventory",
-        &inv.display().to_string(),
-        "--nats",
-        &nats.url(),
-        "--data-dir",
-        &mnt.path().join("data").display().to_string(),
-        "--heartbeat-ms",
-        "200",
-        "--init",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let mut args = agent_args(&inv, &nats.url(), &mnt.path().join("data"), 200);
+    args.push("--init".into());
     let mut proc = fedvol_tests::Spawned::bin("fedvol-agent", &args);
     proc.wait_for_log("endpoints ready", Duration::from_secs(30)).await;
     let mut agent = fedvol_tests::federation::AgentProc { proc, args, dir };
@@ -464,19 +452,7 @@ async fn a_missing_or_foreign_state_file_is_refused_and_a_deleted_one_is_saved_a
     std::fs::write(&inv, slots_inventory("s", 4, dir.path(), "all")).unwrap();
     let data = dir.path().join("data");
     let args = |extra: &[&str]| -> Vec<String> {
-        let mut a: Vec<String> = [
-            "--inventory",
-            &inv.display().to_string(),
-            "--nats",
-            &nats.url(),
-            "--data-dir",
-            &data.display().to_string(),
-            "--heartbeat-ms",
-            "200",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        let mut a = agent_args(&inv, &nats.url(), &data, 200);
         a.extend(extra.iter().map(|s| s.to_string()));
         a
     };
@@ -865,26 +841,8 @@ async fn racing_submits_sharing_ids_on_two_coordinators_leave_every_slot_usable(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_started_on_a_new_state_gets_its_commits_back() {
     let nats = NatsServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let inv = dir.path().join("inventory.yaml");
-    std::fs::write(&inv, slots_inventory("s", 4, dir.path(), "all")).unwrap();
-    let data = dir.path().join("data");
-    let args: Vec<String> = [
-        "--inventory",
-        &inv.display().to_string(),
-        "--nats",
-        &nats.url(),
-        "--data-dir",
-        &data.display().to_string(),
-        "--heartbeat-ms",
-        "200",
-        "--init",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let mut agent = fedvol_tests::Spawned::bin("fedvol-agent", &args);
-    agent.wait_for_log("endpoints ready", Duration::from_secs(30)).await;
+    let agent = agent_on(&nats.url(), 200, &[], |dir| slots_inventory("s", 4, dir, "all")).await;
+    let data = agent.dir.path().join("data");
     let coord = coordinator_on(
         &nats.url(),
         &[
@@ -929,9 +887,11 @@ async fn an_agent_started_on_a_new_state_gets_its_commits_back() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
 
     // The state file is lost; the agent starts again on a new one.
-    agent.kill();
+    let mut agent = agent;
+    agent.proc.kill();
     std::fs::remove_file(data.join("state.redb")).unwrap();
-    let mut again = fedvol_tests::Spawned::bin("fedvol-agent", &args);
+    // Its arguments carry `--init`, as an operator restarting a lost cluster would.
+    let mut again = fedvol_tests::Spawned::bin("fedvol-agent", &agent.args);
     again.wait_for_log("endpoints ready", Duration::from_secs(30)).await;
     let restored = fedvol_tests::wait_until(Duration::from_secs(20), Duration::from_millis(100), || {
         coord
@@ -1000,25 +960,7 @@ async fn a_commit_in_progress_elsewhere_is_in_doubt_not_failed() {
     let mut plans = agent.subscribe("fedvol.v1.cluster.x.plan").await.unwrap();
     let mut actions = agent.subscribe("fedvol.v1.cluster.x.>").await.unwrap();
     agent.flush().await.unwrap();
-    let beat = {
-        let agent = agent.clone();
-        tokio::spawn(async move {
-            loop {
-                let hb = fedvol_proto::agent::Heartbeat {
-                    cluster: "x".into(),
-                    instance: "scripted".into(),
-                    inventory_version: "scripted".into(),
-                    holds: 0,
-                    load: 0.0,
-                    sent_ms: fedvol_proto::now_ms(),
-                    interval_ms: 200,
-                    state_generation: String::new(),
-                };
-                let _ = agent.publish("fedvol.v1.heartbeat.x", fedvol_proto::encode(&hb)).await;
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        })
-    };
+    let beat = fedvol_tests::faultkit::heartbeats(agent.clone(), "x", "scripted", "scripted", 200);
     let answers = {
         let agent = agent.clone();
         tokio::spawn(async move {

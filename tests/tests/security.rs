@@ -364,27 +364,7 @@ async fn an_agent_credential_cannot_answer_for_another_cluster() {
 
     // The attacker, logged in as agent-cluster-a.
     let rogue = client(&url, "agent-cluster-a", &inbox_prefix("agent-cluster-a")).await;
-    let heartbeats = {
-        let rogue = rogue.clone();
-        tokio::spawn(async move {
-            loop {
-                let hb = fedvol_proto::agent::Heartbeat {
-                    cluster: "cluster-a".into(),
-                    instance: "rogue".into(),
-                    inventory_version: "forged".into(),
-                    holds: 0,
-                    load: 0.0,
-                    sent_ms: fedvol_proto::now_ms(),
-                    interval_ms: 300,
-                    state_generation: String::new(),
-                };
-                let _ = rogue
-                    .publish("fedvol.v1.heartbeat.cluster-a", fedvol_proto::encode(&hb))
-                    .await;
-                tokio::time::sleep(Duration::from_millis(300)).await;
-            }
-        })
-    };
+    let heartbeats = fedvol_tests::faultkit::heartbeats(rogue.clone(), "cluster-a", "rogue", "forged", 300);
     let mut discovery = rogue.subscribe("$SRV.INFO.fedvol-agent").await.unwrap();
     let discovery = {
         let rogue = rogue.clone();

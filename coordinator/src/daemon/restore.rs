@@ -46,59 +46,38 @@ pub async fn check_generations(co: &Arc<Coordinator>, known: &mut HashMap<String
         if known.get(&cluster) == Some(&generation) {
             continue;
         }
-        match record_generation(co, &cluster, &generation).await {
-            Ok(None) => {}
-            Ok(Some(previous)) => {
-                tracing::warn!(
-                    cluster = %cluster,
-                    previous = %previous,
-                    generation = %generation,
-                    "reconciler: the cluster's agent starts from a new state; restoring its commits"
-                );
-                if let Err(e) = restore(co, &cluster).await {
-                    tracing::warn!(cluster = %cluster, error = %e, "reconciler: commits not restored yet; trying again");
-                    // Not cached: tried again at the next tick. The generation is recorded
-                    // only after a complete restore (below).
-                    continue;
-                }
-            }
+        let key = generation_key(&cluster);
+        let recorded = match co.store.get_raw(&key).await {
+            Ok(r) => r,
             Err(e) => {
                 tracing::warn!(cluster = %cluster, error = %e, "reconciler: the cluster's state generation could not be read");
                 continue;
             }
+        };
+        let revision = recorded.as_ref().map(|(_, r)| *r);
+        // A first sight (nothing recorded) or the same generation restores nothing.
+        if let Some((value, _)) = &recorded
+            && value.as_ref() != generation.as_bytes()
+        {
+            tracing::warn!(
+                cluster = %cluster,
+                previous = %String::from_utf8_lossy(value),
+                generation = %generation,
+                "reconciler: the cluster's agent starts from a new state; restoring its commits"
+            );
+            if let Err(e) = restore(co, &cluster).await {
+                // Not recorded: tried again at the next tick.
+                tracing::warn!(cluster = %cluster, error = %e, "reconciler: commits not restored yet; trying again");
+                continue;
+            }
         }
-        if let Err(e) = write_generation(co, &cluster, &generation).await {
+        let body = bytes::Bytes::from(generation.clone());
+        if let Err(e) = co.store.put_raw(&key, body, revision).await {
             tracing::warn!(cluster = %cluster, error = %e, "reconciler: the state generation could not be recorded");
             continue;
         }
         known.insert(cluster, generation);
     }
-}
-
-/// The generation recorded for `cluster` when it differs from `generation` (`None` when it is
-/// the same or none was recorded: a first sight).
-///
-/// Errors: the bucket could not be read.
-async fn record_generation(co: &Coordinator, cluster: &str, generation: &str) -> Result<Option<String>, StoreError> {
-    Ok(match co.store.get_raw(&generation_key(cluster)).await? {
-        Some((value, _)) => {
-            let previous = String::from_utf8_lossy(&value).to_string();
-            (previous != generation).then_some(previous)
-        }
-        None => None,
-    })
-}
-
-/// Stores `generation` as the last seen of `cluster`.
-///
-/// Errors: the bucket could not be written.
-async fn write_generation(co: &Coordinator, cluster: &str, generation: &str) -> Result<(), StoreError> {
-    let key = generation_key(cluster);
-    let revision = co.store.get_raw(&key).await?.map(|(_, r)| r);
-    co.store
-        .put_raw(&key, bytes::Bytes::from(generation.to_string()), revision)
-        .await
-        .map(|_| ())
 }
 
 /// Why a restore could not run to its end (it is tried again).

@@ -297,6 +297,10 @@ fn driver(ctx: &mut Ctx, node: &Node, field: &str, extras: &mut DriverExtras) ->
     let text = |ctx: &mut Ctx, r: &mut crate::yaml::MapReader, key: &'static str| {
         r.take(key).and_then(|n| ctx.nonempty_string(n, &join(field, key)))
     };
+    let sub = |ctx: &mut Ctx, r: &mut crate::yaml::MapReader| {
+        r.take("subPath")
+            .and_then(|n| sub_path(ctx, n, &join(field, "subPath")))
+    };
     let driver = match ty {
         "nfs" => {
             let target = r
@@ -309,9 +313,7 @@ fn driver(ctx: &mut Ctx, node: &Node, field: &str, extras: &mut DriverExtras) ->
                 .take("version")
                 .and_then(|n| nfs_version(ctx, n, &join(field, "version")));
             let options = text(ctx, &mut r, "options");
-            let sub_path = r
-                .take("subPath")
-                .and_then(|n| sub_path(ctx, n, &join(field, "subPath")));
+            let sub_path = sub(ctx, &mut r);
             target.map(|target| Driver::Nfs {
                 target,
                 mount,
@@ -328,9 +330,7 @@ fn driver(ctx: &mut Ctx, node: &Node, field: &str, extras: &mut DriverExtras) ->
                 .take("local")
                 .and_then(|n| ctx.bool(n, &join(field, "local")))
                 .unwrap_or(false);
-            let sub_path = r
-                .take("subPath")
-                .and_then(|n| sub_path(ctx, n, &join(field, "subPath")));
+            let sub_path = sub(ctx, &mut r);
             path.map(|path| Driver::Hostpath { path, local, sub_path })
         }
         "efs" => {
@@ -338,13 +338,12 @@ fn driver(ctx: &mut Ctx, node: &Node, field: &str, extras: &mut DriverExtras) ->
             let fuzzball = r.take("filesystemId");
             let earlier = r.take("fileSystemId");
             let id_node = match (fuzzball, earlier) {
-                (Some(a), Some(b)) => {
+                (Some(_), Some(b)) => {
                     ctx.error(
                         b.span,
                         &join(field, "fileSystemId"),
                         "the file system id is given twice (`filesystemId` and `fileSystemId`): keep `filesystemId`",
                     );
-                    let _ = a;
                     None
                 }
                 (Some(n), None) | (None, Some(n)) => Some(n),
@@ -359,9 +358,7 @@ fn driver(ctx: &mut Ctx, node: &Node, field: &str, extras: &mut DriverExtras) ->
                 .take("subnetIds")
                 .and_then(|n| ctx.string_list(n, &join(field, "subnetIds")))
                 .unwrap_or_default();
-            let sub_path = r
-                .take("subPath")
-                .and_then(|n| sub_path(ctx, n, &join(field, "subPath")));
+            let sub_path = sub(ctx, &mut r);
             id.map(|file_system_id| Driver::Efs {
                 file_system_id,
                 region,
@@ -377,17 +374,13 @@ fn driver(ctx: &mut Ctx, node: &Node, field: &str, extras: &mut DriverExtras) ->
             account_name: text(ctx, &mut r, "accountName"),
             share_name: text(ctx, &mut r, "shareName"),
             region: text(ctx, &mut r, "region"),
-            sub_path: r
-                .take("subPath")
-                .and_then(|n| sub_path(ctx, n, &join(field, "subPath"))),
+            sub_path: sub(ctx, &mut r),
         }),
         "oci_fss" => Some(Driver::OciFss {
             compartment_id: text(ctx, &mut r, "compartmentId"),
             availability_domain: text(ctx, &mut r, "availabilityDomain"),
             mount_target_id: text(ctx, &mut r, "mountTargetId"),
-            sub_path: r
-                .take("subPath")
-                .and_then(|n| sub_path(ctx, n, &join(field, "subPath"))),
+            sub_path: sub(ctx, &mut r),
         }),
         "oci_lustre" => Some(Driver::OciLustre {
             lustre_capacity_gbs: r
@@ -399,9 +392,7 @@ fn driver(ctx: &mut Ctx, node: &Node, field: &str, extras: &mut DriverExtras) ->
         }),
         "filestore" => Some(Driver::Filestore {
             region: text(ctx, &mut r, "region"),
-            sub_path: r
-                .take("subPath")
-                .and_then(|n| sub_path(ctx, n, &join(field, "subPath"))),
+            sub_path: sub(ctx, &mut r),
         }),
         _ => {
             let prov = r.require(ctx, "provisioner").and_then(|n| {

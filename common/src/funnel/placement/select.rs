@@ -29,9 +29,15 @@ pub(crate) struct ZonePick<'z, 'a> {
     pub hosts: Vec<&'a Host>,
     /// Every host of the zone that passed the host filters, in inventory order.
     pub fitting: Vec<&'a Host>,
-    /// The zone's soft score: the most soft constraints any of its fitting hosts meets (with
-    /// the zone's tags).
-    pub best_soft: u32,
+    /// How many soft constraints each of `fitting` meets with the zone's tags (same order).
+    pub soft: Vec<u32>,
+}
+
+impl ZonePick<'_, '_> {
+    /// The zone's soft score: the most soft constraints any of its fitting hosts meets.
+    pub fn best_soft(&self) -> u32 {
+        self.soft.iter().copied().max().unwrap_or(0)
+    }
 }
 
 /// How many of the job's soft constraints hold on `zone_tags` united with `host`'s tags.
@@ -82,17 +88,18 @@ fn metrics(ctx: &JobCtx<'_>, zone: &str, host: &Host) -> (f64, u128) {
 pub(crate) fn rank_hosts<'a>(
     ctx: &JobCtx<'_>,
     zone: &ZoneCand<'a>,
-    hosts: Vec<&'a Host>,
+    hosts: &[&'a Host],
+    soft: &[u32],
     only_best: bool,
 ) -> Vec<&'a Host> {
     let z = zone.zone;
-    let soft = soft_scores(ctx, zone, &hosts);
     if only_best {
-        return best_host(ctx, zone, hosts, &soft).into_iter().collect();
+        return best_host(ctx, zone, hosts, soft).into_iter().collect();
     }
     let mut keyed: Vec<(u32, f64, u128, &'a Host)> = hosts
-        .into_iter()
-        .zip(soft)
+        .iter()
+        .copied()
+        .zip(soft.iter().copied())
         .map(|(h, s)| {
             let (load, free) = metrics(ctx, &z.name, h);
             (s, load, free, h)
@@ -125,7 +132,7 @@ pub(crate) fn rank_hosts<'a>(
 
 /// The first host of [`rank_hosts`]' order, found in one pass (stable sorts keep the earliest of
 /// equal keys, so ties go to the earliest host here too).
-fn best_host<'a>(ctx: &JobCtx<'_>, zone: &ZoneCand<'a>, hosts: Vec<&'a Host>, soft: &[u32]) -> Option<&'a Host> {
+fn best_host<'a>(ctx: &JobCtx<'_>, zone: &ZoneCand<'a>, hosts: &[&'a Host], soft: &[u32]) -> Option<&'a Host> {
     let z = zone.zone;
     let top = soft.iter().copied().max()?;
     if z.placement_policy == PlacementPolicy::Default {
@@ -139,7 +146,7 @@ fn best_host<'a>(ctx: &JobCtx<'_>, zone: &ZoneCand<'a>, hosts: Vec<&'a Host>, so
         return group.get(k.min(group.len().saturating_sub(1))).copied();
     }
     let mut best: Option<(f64, u128, &'a Host)> = None;
-    for (h, s) in hosts.into_iter().zip(soft) {
+    for (h, s) in hosts.iter().copied().zip(soft) {
         if *s != top {
             continue;
         }
@@ -234,12 +241,12 @@ pub(crate) fn multi_host<'z, 'a>(
         .iter()
         .filter_map(|z| {
             let fitting = by_zone.remove(&std::ptr::from_ref(z))?;
-            let best_soft = soft_scores(ctx, z, &fitting).into_iter().max().unwrap_or(0);
+            let soft = soft_scores(ctx, z, &fitting);
             Some(ZonePick {
                 zone: z,
-                hosts: rank_hosts(ctx, z, fitting.clone(), n <= 1),
+                hosts: rank_hosts(ctx, z, &fitting, &soft, n <= 1),
                 fitting,
-                best_soft,
+                soft,
             })
         })
         .collect();
@@ -292,7 +299,7 @@ pub(crate) fn choose_zone<'z, 'a>(
     let scored: Vec<(ZonePick<'z, 'a>, u32)> = picks
         .into_iter()
         .map(|p| {
-            let s = p.best_soft;
+            let s = p.best_soft();
             (p, s)
         })
         .collect();
@@ -371,7 +378,6 @@ pub(crate) fn record_host_choice(trace: &mut Trace, ctx: &JobCtx<'_>, pick: &Zon
         return;
     };
     let zone = pick.zone.zone;
-    let soft = soft_scores(ctx, pick.zone, &pick.fitting);
     let first_soft = host_soft(ctx, &zone.tags, first);
     let total = ctx.needs.soft().count();
     let policy = match zone.placement_policy {
@@ -381,7 +387,7 @@ pub(crate) fn record_host_choice(trace: &mut Trace, ctx: &JobCtx<'_>, pick: &Zon
         PlacementPolicy::Default => "DEFAULT (a seeded random draw)",
     };
     let chosen: Vec<&str> = pick.hosts.iter().map(|h| h.name.as_str()).collect();
-    let cands: Vec<(&Host, u32)> = pick.fitting.iter().copied().zip(soft).collect();
+    let cands: Vec<(&Host, u32)> = pick.fitting.iter().copied().zip(pick.soft.iter().copied()).collect();
     let first_name = &first.name;
     run_filter(
         trace,
