@@ -441,6 +441,18 @@ async fn an_interrupted_commit_leaves_no_orphaned_volume() {
     assert!(st.holds.iter().all(|h| h.request_id != "orph-1") || st.committed.is_empty());
 }
 
+/// Submits, as alice, `small_workflow("k", 8)` (one 8-core job: one slot) under request id `id`.
+async fn submit_slot(client: &async_nats::Client, id: &str) -> api::SubmitReply {
+    coordinator_op::<api::Submit>(
+        client,
+        "alice",
+        &submit_msg(id, &small_workflow("k", 8), false),
+        Duration::from_secs(20),
+    )
+    .await
+    .unwrap()
+}
+
 /// Item 2: an agent never starts on a missing, empty or foreign state file unless told to
 /// (`--init`), and a state file deleted while it runs is written again from memory (the agent
 /// then exits for its supervisor): no restart forgets an acknowledged commit.
@@ -483,14 +495,7 @@ async fn a_missing_or_foreign_state_file_is_refused_and_a_deleted_one_is_saved_a
     let client = nats.client().await;
     let mut acked = Vec::new();
     for i in 0..2 {
-        let r = coordinator_op::<api::Submit>(
-            &client,
-            "alice",
-            &submit_msg(&format!("keep-{i}"), &small_workflow("k", 8), false),
-            Duration::from_secs(20),
-        )
-        .await
-        .unwrap();
+        let r = submit_slot(&client, &format!("keep-{i}")).await;
         assert!(r.error.is_none(), "{:?}", r.error);
         acked.push(format!("keep-{i}"));
     }
@@ -519,14 +524,7 @@ async fn a_missing_or_foreign_state_file_is_refused_and_a_deleted_one_is_saved_a
     assert_eq!(committed, acked);
     let mut more = 0;
     for i in 0..4 {
-        let r = coordinator_op::<api::Submit>(
-            &client,
-            "alice",
-            &submit_msg(&format!("more-{i}"), &small_workflow("k", 8), false),
-            Duration::from_secs(20),
-        )
-        .await
-        .unwrap();
+        let r = submit_slot(&client, &format!("more-{i}")).await;
         if r.stored
             .is_some_and(|s| s.state == fedvol_proto::decisions::DecisionState::Committed)
         {
@@ -856,21 +854,8 @@ async fn an_agent_started_on_a_new_state_gets_its_commits_back() {
     )
     .await;
     let client = nats.client().await;
-    let submit = |id: String| {
-        let client = client.clone();
-        async move {
-            coordinator_op::<api::Submit>(
-                &client,
-                "alice",
-                &submit_msg(&id, &small_workflow("k", 8), false),
-                Duration::from_secs(20),
-            )
-            .await
-            .unwrap()
-        }
-    };
     for i in 0..2 {
-        let r = submit(format!("kept-{i}")).await;
+        let r = submit_slot(&client, &format!("kept-{i}")).await;
         assert_eq!(
             r.stored.map(|s| s.state),
             Some(fedvol_proto::decisions::DecisionState::Committed),
@@ -929,7 +914,7 @@ async fn an_agent_started_on_a_new_state_gets_its_commits_back() {
     // Four slots, two restored: exactly two more commit.
     let mut more = 0;
     for i in 0..4 {
-        if submit(format!("more-{i}"))
+        if submit_slot(&client, &format!("more-{i}"))
             .await
             .stored
             .is_some_and(|s| s.state == fedvol_proto::decisions::DecisionState::Committed)
