@@ -125,6 +125,25 @@ fn the_previous_releases_replies_and_records_decode() {
         .unwrap()
         .unwrap_err();
     assert_eq!(f.code(), &Code::StoreUnavailable);
+    // The one-pass reading (issue 14) gives what the full checks give: a top-level error is a
+    // failure however it is spelled or spaced, and `"error": null` fields are no error.
+    for body in [
+        r#"{"v":1,"decisions":[],"err\u006fr":{"code":"store_unavailable","message":"down"}}"#,
+        r#"{ "v" : 1, "decisions" : [], "error" : {"code":"store_unavailable","message":"down"} }"#,
+        r#"{"error":{"code":"store_unavailable","message":"down"},"v":1,"decisions":[]}"#,
+    ] {
+        let f = coordinator::List::decode_reply(body.as_bytes(), "client").unwrap();
+        assert_eq!(f.unwrap_err().code(), &Code::StoreUnavailable, "{body}");
+    }
+    let nulls = format!(
+        r#"{{"v":1,"request_id":"r-1","cluster":"a","decision":{},"error" :  null}}"#,
+        decision_json()
+    );
+    assert!(agent::Plan::decode_reply(nulls.as_bytes(), "coordinator").unwrap().is_ok());
+    let e = agent::Plan::decode_reply(br#"{"v":2,"cluster":"a"}"#, "coordinator").unwrap_err();
+    assert!(e.to_string().contains("protocol version 2"), "{e}");
+    let e = agent::Plan::decode_reply(br#"{"v":1,"cluster":"a","decision":5}"#, "coordinator").unwrap_err();
+    assert!(matches!(e, crate::DecodeError::Shape { .. }), "{e}");
     let provisioner_reply = br#"{"v":1,"ok":false,"source":null,"error":"unknown parameter(s): x"}"#;
     let p = provisioner::Provision::decode_reply(provisioner_reply, "agent")
         .unwrap()

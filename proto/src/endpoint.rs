@@ -92,23 +92,72 @@ pub trait Endpoint: 'static {
     /// Errors: [`DecodeError`] when the body is neither.
     fn decode_reply(payload: &[u8], speaker: &str) -> Result<Result<Self::Reply, Failure>, DecodeError> {
         let what = format!("{} answer", Self::NAME);
-        check_version(payload, &what, speaker)?;
-        #[derive(serde::Deserialize)]
-        struct PeekError {
-            #[serde(default)]
-            error: Option<serde::de::IgnoredAny>,
+        // One pass in the common case (issue 14): a body that starts as `encode` writes it and
+        // reads as the reply, with no top-level `error` (checked only when the bytes could hold
+        // one), is the reply. Every other case takes the full checks, with the same outcome.
+        let fast = crate::version::starts_versioned(payload);
+        if !fast {
+            check_version(payload, &what, speaker)?;
         }
-        let has_error = serde_json::from_slice::<PeekError>(payload).is_ok_and(|p| p.error.is_some());
+        let reply = serde_json::from_slice::<Self::Reply>(payload);
+        let has_error = || {
+            #[derive(serde::Deserialize)]
+            struct PeekError {
+                #[serde(default)]
+                error: Option<serde::de::IgnoredAny>,
+            }
+            may_name_error(payload) && serde_json::from_slice::<PeekError>(payload).is_ok_and(|p| p.error.is_some())
+        };
         let as_failure = || decode::<Failure>(payload, &what, speaker);
-        if has_error && !Self::REPLY_CARRIES_ERROR {
-            return as_failure().map(Err);
-        }
-        match decode::<Self::Reply>(payload, &what, speaker) {
-            Ok(r) => Ok(Ok(r)),
-            Err(e) if has_error => as_failure().map(Err).map_err(|_| e),
-            Err(e) => Err(e),
+        match reply {
+            Ok(r) if Self::REPLY_CARRIES_ERROR || !has_error() => Ok(Ok(r)),
+            Ok(_) => as_failure().map(Err),
+            Err(e) => {
+                if fast {
+                    check_version(payload, &what, speaker)?;
+                }
+                let e = DecodeError::Shape {
+                    what: what.clone(),
+                    message: e.to_string(),
+                };
+                if has_error() {
+                    as_failure().map(Err).map_err(|f| if Self::REPLY_CARRIES_ERROR { e } else { f })
+                } else {
+                    Err(e)
+                }
+            }
         }
     }
+}
+
+/// False only when `payload` cannot hold a key `error` with a value other than `null` (which
+/// reads as no error): every `"error"` in it is followed by `: null`, and no `\u` escape could
+/// spell the key otherwise. Nested decisions carry `"error": null` fields; a body that says
+/// nothing else about errors is read in one pass.
+fn may_name_error(payload: &[u8]) -> bool {
+    const KEY: &[u8] = b"\"error\"";
+    if payload.windows(2).any(|w| w == b"\\u") {
+        return true;
+    }
+    let skip_ws = |mut i: usize| {
+        while payload.get(i).is_some_and(u8::is_ascii_whitespace) {
+            i += 1;
+        }
+        i
+    };
+    let mut from = 0;
+    while let Some(at) = payload[from..].windows(KEY.len()).position(|w| w == KEY) {
+        let i = skip_ws(from + at + KEY.len());
+        if payload.get(i) != Some(&b':') {
+            return true;
+        }
+        let i = skip_ws(i + 1);
+        if !payload[i..].starts_with(b"null") {
+            return true;
+        }
+        from = i;
+    }
+    false
 }
 
 /// [`Endpoint::decode_request`] for requests that take no fields: an empty body, or any

@@ -94,15 +94,42 @@ pub fn encode<T: Serialize + ?Sized>(body: &T) -> Bytes {
 /// decoded straight as `T` (a `serde_json::Value` detour would lose byte sizes above 2^64).
 ///
 /// Errors: [`DecodeError`], one sentence naming `what` and the problem.
+///
+/// One pass over the bytes when the body starts as [`encode`] writes it (`{"v":1,`): the
+/// version checks run only when decoding fails, so that every error is the one the full checks
+/// give.
 pub fn decode<T: DeserializeOwned>(payload: &[u8], what: &str, speaker: &str) -> Result<T, DecodeError> {
-    check_version(payload, what, speaker)?;
-    serde_json::from_slice(payload).map_err(|e| DecodeError::Shape {
-        what: what.to_string(),
-        message: e.to_string(),
+    let fast = starts_versioned(payload);
+    if !fast {
+        check_version(payload, what, speaker)?;
+    }
+    serde_json::from_slice(payload).map_err(|e| {
+        if fast && let Err(v) = check_version(payload, what, speaker) {
+            return v;
+        }
+        DecodeError::Shape {
+            what: what.to_string(),
+            message: e.to_string(),
+        }
     })
 }
 
-/// Checks that `payload` is a JSON object whose `v` is [`VERSION`] (see [`decode`]).
+/// True when `payload` begins (after whitespace) with `{"v":1,` or is `{"v":1}`: the version
+/// [`encode`] writes first. A body that starts so has a current version field; whether the rest
+/// is valid is for the decoder to say. Other bodies (another writer's field order, spaces) go
+/// through [`check_version`].
+pub fn starts_versioned(payload: &[u8]) -> bool {
+    let start = payload.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(payload.len());
+    let Some(after) = payload[start..].strip_prefix(b"{\"v\":") else {
+        return false;
+    };
+    let digits = after.iter().take_while(|b| b.is_ascii_digit()).count();
+    let version = std::str::from_utf8(&after[..digits]).ok().and_then(|d| d.parse::<u32>().ok());
+    version == Some(VERSION) && matches!(after.get(digits), Some(b',' | b'}'))
+}
+
+/// Checks that `payload` is a JSON object whose `v` is [`VERSION`] (see [`decode`]). Reads the
+/// whole body twice: use it on error paths, or where [`starts_versioned`] is false.
 ///
 /// Errors: [`DecodeError`] other than `Shape`.
 pub fn check_version(payload: &[u8], what: &str, speaker: &str) -> Result<(), DecodeError> {

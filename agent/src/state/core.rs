@@ -181,6 +181,11 @@ impl Core {
         (self.effective.clone(), self.state.clone())
     }
 
+    /// Hosts in the cluster's inventory (every zone), to judge what a plan costs.
+    pub fn host_count(&self) -> usize {
+        self.base.zones.iter().map(|z| z.hosts.len()).sum()
+    }
+
     /// The view a dry-run plan of `request_id` must see: the usual one, or, when the request
     /// already holds or committed something, the view without it (replay gives the original
     /// answer).
