@@ -139,7 +139,11 @@ fn the_previous_releases_replies_and_records_decode() {
         r#"{{"v":1,"request_id":"r-1","cluster":"a","decision":{},"error" :  null}}"#,
         decision_json()
     );
-    assert!(agent::Plan::decode_reply(nulls.as_bytes(), "coordinator").unwrap().is_ok());
+    assert!(
+        agent::Plan::decode_reply(nulls.as_bytes(), "coordinator")
+            .unwrap()
+            .is_ok()
+    );
     let e = agent::Plan::decode_reply(br#"{"v":2,"cluster":"a"}"#, "coordinator").unwrap_err();
     assert!(e.to_string().contains("protocol version 2"), "{e}");
     let e = agent::Plan::decode_reply(br#"{"v":1,"cluster":"a","decision":5}"#, "coordinator").unwrap_err();

@@ -89,6 +89,12 @@ pub struct SubmitMsg {
     /// [`fedvol_common::funnel::trace::STORED_TRACE_LIMIT`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_limit: Option<usize>,
+    /// Store a dry run's decision in the decision bucket (then `get`, `why_not` and `replay`
+    /// find it under its request id, and the id is taken). Without it (issue 14) a dry run
+    /// reads and writes nothing in the bucket: the answer carries the whole decision. Real
+    /// submits are always stored.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep: bool,
 }
 
 impl SubmitMsg {

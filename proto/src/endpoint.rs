@@ -121,7 +121,9 @@ pub trait Endpoint: 'static {
                     message: e.to_string(),
                 };
                 if has_error() {
-                    as_failure().map(Err).map_err(|f| if Self::REPLY_CARRIES_ERROR { e } else { f })
+                    as_failure()
+                        .map(Err)
+                        .map_err(|f| if Self::REPLY_CARRIES_ERROR { e } else { f })
                 } else {
                     Err(e)
                 }
@@ -136,7 +138,7 @@ pub trait Endpoint: 'static {
 /// nothing else about errors is read in one pass.
 fn may_name_error(payload: &[u8]) -> bool {
     const KEY: &[u8] = b"\"error\"";
-    if payload.windows(2).any(|w| w == b"\\u") {
+    if memchr::memmem::find(payload, b"\\u").is_some() {
         return true;
     }
     let skip_ws = |mut i: usize| {
@@ -145,17 +147,14 @@ fn may_name_error(payload: &[u8]) -> bool {
         }
         i
     };
-    let mut from = 0;
-    while let Some(at) = payload[from..].windows(KEY.len()).position(|w| w == KEY) {
-        let i = skip_ws(from + at + KEY.len());
+    for at in memchr::memmem::find_iter(payload, KEY) {
+        let i = skip_ws(at + KEY.len());
         if payload.get(i) != Some(&b':') {
             return true;
         }
-        let i = skip_ws(i + 1);
-        if !payload[i..].starts_with(b"null") {
+        if !payload[skip_ws(i + 1)..].starts_with(b"null") {
             return true;
         }
-        from = i;
     }
     false
 }

@@ -49,6 +49,7 @@ fn samples() -> Vec<Vec<u8>> {
         groups: vec!["g".into()],
         timeout_ms: 100,
         trace_limit: None,
+        keep: false,
     };
     vec![
         agent::Plan::encode_request(&plan).to_vec(),

@@ -119,12 +119,17 @@ pub fn decode<T: DeserializeOwned>(payload: &[u8], what: &str, speaker: &str) ->
 /// is valid is for the decoder to say. Other bodies (another writer's field order, spaces) go
 /// through [`check_version`].
 pub fn starts_versioned(payload: &[u8]) -> bool {
-    let start = payload.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(payload.len());
+    let start = payload
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(payload.len());
     let Some(after) = payload[start..].strip_prefix(b"{\"v\":") else {
         return false;
     };
     let digits = after.iter().take_while(|b| b.is_ascii_digit()).count();
-    let version = std::str::from_utf8(&after[..digits]).ok().and_then(|d| d.parse::<u32>().ok());
+    let version = std::str::from_utf8(&after[..digits])
+        .ok()
+        .and_then(|d| d.parse::<u32>().ok());
     version == Some(VERSION) && matches!(after.get(digits), Some(b',' | b'}'))
 }
 

@@ -130,6 +130,7 @@ pub fn submit_msg(id: &str, workflow: &Workflow, dry_run: bool) -> SubmitMsg {
         groups: vec!["physics".into()],
         timeout_ms: 0,
         trace_limit: None,
+        keep: false,
     }
 }
 

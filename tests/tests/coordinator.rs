@@ -99,6 +99,7 @@ fn submit_msg(id: &str, workflow: Workflow) -> SubmitMsg {
         groups: vec!["physics".into()],
         timeout_ms: 0,
         trace_limit: None,
+        keep: false,
     }
 }
 
@@ -722,6 +723,7 @@ async fn idempotent_submit_complete_dry_run_replay_directory_and_bad_input() {
     // A dry run holds nothing, and replays identically.
     let mut dry = submit_msg("dry-1", job_workflow("dry"));
     dry.dry_run = true;
+    dry.keep = true;
     let (d, _) = submit(&client, "alice", &dry).await;
     assert_eq!((d.state, d.dry_run), (DecisionState::Planned, true));
     assert_eq!(d.decision.chosen_cluster.as_deref(), Some("a"));
@@ -748,6 +750,20 @@ async fn idempotent_submit_complete_dry_run_replay_directory_and_bad_input() {
     )
     .await;
     assert_eq!(refused.error.unwrap().code.as_str(), "not_committed");
+    // A dry run not asked to be kept (issue 14) is answered in full but not stored: the bucket
+    // does not know its id.
+    let mut unkept = submit_msg("dry-2", job_workflow("dry"));
+    unkept.dry_run = true;
+    let (d, _) = submit(&client, "alice", &unkept).await;
+    assert_eq!((d.state, d.dry_run), (DecisionState::Planned, true));
+    assert_eq!(d.decision.chosen_cluster.as_deref(), Some("a"));
+    assert!(
+        !d.decision.clusters["a"].trace.is_empty(),
+        "the answer carries the trace"
+    );
+    let missing = get(&client, "dry-2").await;
+    assert!(missing.stored.is_none(), "{missing:?}");
+    assert_eq!(missing.error.unwrap().code.as_str(), "not_found");
 
     // Bad input gets an error and changes nothing.
     let before: ListReply = op::<api::List>(&client, "alice", &NoArgs {}).await;

@@ -4,6 +4,12 @@
 use std::path::PathBuf;
 
 use clap::Parser;
+
+/// mimalloc instead of glibc's malloc: decoding and encoding decisions allocates many small
+/// strings, and glibc's malloc and free took about a quarter of the coordinator's CPU per plan
+/// (issue 14, `scripts/profile`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use fedvol_coordinator::daemon::CoordinatorConfig;
 
 /// fedvol's coordinator: plans workflows on every cluster at once, chooses, commits, and

@@ -168,6 +168,7 @@ pub fn demo(a: &DemoArgs) -> u8 {
                 groups: vec!["researchers".into(), "physics".into()],
                 timeout_ms: 0,
                 trace_limit: None,
+                keep: false,
             };
             match c
                 .call::<api::Submit>(&msg)

@@ -27,9 +27,13 @@ pub struct SubmitArgs {
     /// Values files for a workflow that is a catalog template.
     #[command(flatten)]
     pub values: super::template::ValuesArgs,
-    /// Plan only: nothing is held or committed (the decision is still stored).
+    /// Plan only: nothing is held or committed, and nothing is stored unless `--keep`.
     #[arg(long)]
     pub dry_run: bool,
+    /// With `--dry-run`: store the decision, so that `fedvol decisions show`, `why-not` and
+    /// `replay` find it under its request id.
+    #[arg(long, requires = "dry_run")]
+    pub keep: bool,
     /// Keep asking, with the same request id, while no coordinator answers (none is running,
     /// or the one asked stopped before answering) or the answer is a passing error
     /// (`overloaded`, `store_unavailable`, `nats_error`, `commit_outcome_unknown`), for up to
@@ -243,6 +247,7 @@ pub fn submit(net: &NetArgs, a: &SubmitArgs) -> u8 {
             groups: a.groups.clone(),
             timeout_ms: 0,
             trace_limit: a.trace_limit,
+            keep: a.keep,
         };
         // A request too large to send is refused below with one line; an id is worth printing
         // only for a request that leaves.

@@ -8,7 +8,8 @@
 //!    decision still being committed by another coordinator is waited for; one left `planned`
 //!    by a coordinator that died mid-commit (older than the whole commit phase can take) is
 //!    taken over and its commit finished. A stored dry run is replaced by a real submit of the
-//!    same id.
+//!    same id. A dry run is stored only when it asks (`keep`); otherwise it skips steps 2 and 4
+//!    and is answered with its decision (issue 14: no bucket write on a plan's reply path).
 //! 3. [`fan_out`], holding nothing (admission happens at commit: see `commit`), then
 //!    [`choose_cluster`].
 //! 4. The decision is stored (`planned`, with a pending commit attempt on the chosen cluster;
@@ -206,7 +207,10 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
     // creating the key fails if the id is taken, and that conflict is resolved below exactly as
     // the lookup would have (the stored decision, its owner check, a take-over). One store
     // round trip less per plan.
-    let digest = msg.digest();
+    // A dry run not asked to be kept never touches the bucket (issue 14): it is answered and
+    // forgotten, and its id is not taken.
+    let kept = !msg.dry_run || msg.keep;
+    let digest = if kept { msg.digest() } else { String::new() };
     let look_up_first = !msg.request_id.is_empty() && !msg.dry_run;
     let replace = if look_up_first {
         match existing(&co, &id, user, msg.dry_run, &digest).await {
@@ -259,8 +263,12 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
         completion: None,
         updated_ms: now_ms(),
         dry_run: msg.dry_run,
-        request_digest: Some(digest.clone()),
+        request_digest: kept.then(|| digest.clone()),
     };
+    if !kept {
+        tracing::info!(chosen = ?stored.decision.chosen_cluster, "dry run answered (not kept)");
+        return stored_reply(stored);
+    }
     // The first commit attempt is recorded with the decision, before it is sent.
     if state == DecisionState::Planned
         && !msg.dry_run

@@ -5,9 +5,10 @@
 //! drives a closed loop ([`driver`]) with a fixed number of requests in flight in three modes:
 //!
 //! - `plan`: a dry-run submit of the benchmark workflow ([`workflow`]): fan-out to every
-//!   cluster, gather, cluster choice, decision stored in JetStream KV;
-//! - `submit`: the same, holding, then the commit on the chosen cluster (a real hostpath
-//!   `mkdir`), releases, and the decision stored again (decisions are not completed: the hosts
+//!   cluster, gather, cluster choice, the decision answered (a dry run is not stored unless
+//!   it asks to be kept: issue 14);
+//! - `submit`: the same, then the decision stored (`planned`), the commit on the chosen cluster
+//!   (which plans again under its lock; a real hostpath `mkdir`), and the decision stored again (decisions are not completed: the hosts
 //!   are big enough, see [`inventory`]);
 //! - `raw`: the limit of the transport ([`raw`]): a scatter-gather with the coordinator's real
 //!   plan-broadcast body to N trivial responders through the same server, collecting N answers

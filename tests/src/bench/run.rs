@@ -25,7 +25,8 @@ use crate::bench::{fedvol, plot};
 /// What is measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// A dry-run submit: fan-out, gather, choice, decision stored; nothing held.
+    /// A dry-run submit: fan-out, gather, choice, the decision answered; nothing held or
+    /// stored.
     Plan,
     /// A submit: fan-out holding, choice, commit (a hostpath `mkdir`), releases, stores.
     Submit,

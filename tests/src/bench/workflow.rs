@@ -59,6 +59,7 @@ pub fn submit_body(workflow: &Workflow, id: &str, dry_run: bool) -> Vec<u8> {
         groups: vec![GROUP.to_string()],
         timeout_ms: 0,
         trace_limit: None,
+        keep: false,
     };
     Submit::encode_request(&msg).to_vec()
 }
