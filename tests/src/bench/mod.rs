@@ -8,8 +8,8 @@
 //!   cluster, gather, cluster choice, the decision answered (a dry run is not stored unless
 //!   it asks to be kept: issue 14);
 //! - `submit`: the same, then the decision stored (`planned`), the commit on the chosen cluster
-//!   (which plans again under its lock; a real hostpath `mkdir`), and the decision stored again (decisions are not completed: the hosts
-//!   are big enough, see [`inventory`]);
+//!   (which plans again under its lock; a real hostpath `mkdir`), and the decision stored
+//!   again (decisions are not completed: the hosts are big enough, see [`inventory`]);
 //! - `raw`: the limit of the transport ([`raw`]): a scatter-gather with the coordinator's real
 //!   plan-broadcast body to N trivial responders through the same server, collecting N answers
 //!   as large as real agent answers.
