@@ -16,7 +16,7 @@ use crate::funnel::{run_filter, seeded_pick};
 use crate::model::{Host, PlacementPolicy, Tag};
 
 use super::JobCtx;
-use super::hosts::HostCand;
+use super::hosts::{HostCand, Touched};
 use super::ledger::add;
 use super::zones::ZoneCand;
 
@@ -62,17 +62,24 @@ fn soft_scores(ctx: &JobCtx<'_>, zone: &ZoneCand<'_>, hosts: &[&Host]) -> Vec<u3
 /// Load of a host in [0, 1]: the larger of cpu and memory allocated / capacity, counting the
 /// inventory's allocations and every earlier job of this workflow on it (a resource with no
 /// capacity counts as full when anything is allocated, else empty); and its free memory bytes.
-fn metrics(ctx: &JobCtx<'_>, zone: &str, host: &Host) -> (f64, u128) {
-    let (mut used, _) = ctx.ledger.host_use(zone, &host.name, |_| true);
-    add(&mut used, &host.allocated);
+/// `held`: an earlier job of this workflow may run on the host ([`Touched::holds_in`]); when
+/// false the ledger is not summed (it holds nothing there).
+fn metrics(ctx: &JobCtx<'_>, zone: &str, host: &Host, held: bool) -> (f64, u128) {
+    let (cpu, memory) = if held {
+        let (mut used, _) = ctx.ledger.host_use(zone, &host.name, |_| true);
+        add(&mut used, &host.allocated);
+        (used.cpu, used.memory.0)
+    } else {
+        (host.allocated.cpu, host.allocated.memory.0)
+    };
     let ratio = |a: u128, c: u128| match (a, c) {
         (0, _) => 0.0,
         (_, 0) => 1.0,
         (a, c) => (a as f64 / c as f64).min(1.0),
     };
     let cap = &host.capacity;
-    let load = ratio(used.cpu.into(), cap.cpu.into()).max(ratio(used.memory.0, cap.memory.0));
-    (load, cap.memory.0.saturating_sub(used.memory.0))
+    let load = ratio(cpu.into(), cap.cpu.into()).max(ratio(memory, cap.memory.0));
+    (load, cap.memory.0.saturating_sub(memory))
 }
 
 /// Orders a zone's fitting hosts, best first: hosts meeting more soft constraints first
@@ -84,24 +91,29 @@ fn metrics(ctx: &JobCtx<'_>, zone: &str, host: &Host) -> (f64, u128) {
 /// Without soft constraints every host scores 0 and the order is the policy's alone.
 ///
 /// With `only_best` (single-host jobs) only the first host of that order is computed, in one
-/// linear pass: the same host the full order would put first.
+/// linear pass: the same host the full order would put first. `touched`: where earlier jobs of
+/// this workflow run (for the loads).
 pub(crate) fn rank_hosts<'a>(
     ctx: &JobCtx<'_>,
     zone: &ZoneCand<'a>,
     hosts: &[&'a Host],
     soft: &[u32],
     only_best: bool,
+    touched: &Touched<'_, '_, '_>,
 ) -> Vec<&'a Host> {
     let z = zone.zone;
+    let names = touched.in_zone(zone);
     if only_best {
-        return best_host(ctx, zone, hosts, soft).into_iter().collect();
+        return best_host(ctx, zone, hosts, soft, |h| touched.holds_in(names, h))
+            .into_iter()
+            .collect();
     }
     let mut keyed: Vec<(u32, f64, u128, &'a Host)> = hosts
         .iter()
         .copied()
         .zip(soft.iter().copied())
         .map(|(h, s)| {
-            let (load, free) = metrics(ctx, &z.name, h);
+            let (load, free) = metrics(ctx, &z.name, h, touched.holds_in(names, h));
             (s, load, free, h)
         })
         .collect();
@@ -132,7 +144,13 @@ pub(crate) fn rank_hosts<'a>(
 
 /// The first host of [`rank_hosts`]' order, found in one pass (stable sorts keep the earliest of
 /// equal keys, so ties go to the earliest host here too).
-fn best_host<'a>(ctx: &JobCtx<'_>, zone: &ZoneCand<'a>, hosts: &[&'a Host], soft: &[u32]) -> Option<&'a Host> {
+fn best_host<'a>(
+    ctx: &JobCtx<'_>,
+    zone: &ZoneCand<'a>,
+    hosts: &[&'a Host],
+    soft: &[u32],
+    held: impl Fn(&Host) -> bool,
+) -> Option<&'a Host> {
     let z = zone.zone;
     let top = soft.iter().copied().max()?;
     if z.placement_policy == PlacementPolicy::Default {
@@ -150,7 +168,7 @@ fn best_host<'a>(ctx: &JobCtx<'_>, zone: &ZoneCand<'a>, hosts: &[&'a Host], soft
         if *s != top {
             continue;
         }
-        let (load, free) = metrics(ctx, &z.name, h);
+        let (load, free) = metrics(ctx, &z.name, h, held(h));
         let better = match (&best, z.placement_policy) {
             (None, _) => true,
             (Some(b), PlacementPolicy::Binpack) => load > b.0,
@@ -229,25 +247,38 @@ pub(crate) fn multi_host<'z, 'a>(
     ctx: &JobCtx<'_>,
     zones: &'z [ZoneCand<'a>],
     hosts: &[HostCand<'z, 'a>],
+    touched: &Touched<'_, '_, '_>,
 ) -> Vec<ZonePick<'z, 'a>> {
     let n = ctx.needs.nodes;
-    // One pass groups the fitting hosts by zone (keyed by the zone's address: candidates point
-    // into `zones`).
-    let mut by_zone: std::collections::HashMap<*const ZoneCand<'a>, Vec<&'a Host>> = std::collections::HashMap::new();
+    // One pass groups the fitting hosts by zone (candidates point into `zones`; consecutive
+    // candidates share a zone, so the zone's position is looked up only when it changes).
+    let mut by_zone: Vec<Vec<&'a Host>> = vec![Vec::new(); zones.len()];
+    let mut last: Option<(&ZoneCand<'a>, usize)> = None;
     for c in hosts {
-        by_zone.entry(std::ptr::from_ref(c.zone)).or_default().push(c.host);
+        let i = match last {
+            Some((z, i)) if std::ptr::eq(z, c.zone) => i,
+            _ => {
+                let Some(i) = zones.iter().position(|z| std::ptr::eq(z, c.zone)) else {
+                    continue;
+                };
+                last = Some((c.zone, i));
+                i
+            }
+        };
+        by_zone[i].push(c.host);
     }
     let cands: Vec<ZonePick<'z, 'a>> = zones
         .iter()
-        .filter_map(|z| {
-            let fitting = by_zone.remove(&std::ptr::from_ref(z))?;
+        .zip(by_zone)
+        .filter(|(_, fitting)| !fitting.is_empty())
+        .map(|(z, fitting)| {
             let soft = soft_scores(ctx, z, &fitting);
-            Some(ZonePick {
+            ZonePick {
                 zone: z,
-                hosts: rank_hosts(ctx, z, &fitting, &soft, n <= 1),
+                hosts: rank_hosts(ctx, z, &fitting, &soft, n <= 1, touched),
                 fitting,
                 soft,
-            })
+            }
         })
         .collect();
     let mut chosen: Vec<Vec<&'a Host>> = Vec::new();
