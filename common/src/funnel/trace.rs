@@ -2,7 +2,6 @@
 //! recording **every** reason each rejected candidate failed, and seeded randomness.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::ops::{Deref, DerefMut};
 
 use crate::decision::{Reason, Rejection, StageTrace};
@@ -129,7 +128,9 @@ struct Record {
     considered: usize,
     rejected: Vec<Rejection>,
     omitted: usize,
-    reason_counts: BTreeMap<String, usize>,
+    /// Rejected candidates per reason code, in order of first appearance (a few codes per
+    /// stage: a short list is cheaper to search than a map).
+    counts: Vec<(Cow<'static, str>, usize)>,
 }
 
 impl Record {
@@ -138,7 +139,7 @@ impl Record {
             considered: 0,
             rejected: Vec::new(),
             omitted: 0,
-            reason_counts: BTreeMap::new(),
+            counts: Vec::new(),
         }
     }
 
@@ -154,13 +155,12 @@ impl Record {
     fn reject(&mut self, reasons: &mut Reasons, name: impl FnOnce() -> String) {
         let list = &reasons.list;
         for (i, (code, _)) in list.iter().enumerate() {
-            if list[..i].iter().all(|(p, _)| p != code) {
-                match self.reason_counts.get_mut(&**code) {
-                    Some(n) => *n += 1,
-                    None => {
-                        self.reason_counts.insert(code.to_string(), 1);
-                    }
-                }
+            if list[..i].iter().any(|(p, _)| p == code) {
+                continue;
+            }
+            match self.counts.iter_mut().find(|(c, _)| same(c, code)) {
+                Some((_, n)) => *n += 1,
+                None => self.counts.push((code.clone(), 1)),
             }
         }
         if reasons.detailed {
@@ -193,9 +193,14 @@ impl Record {
             passed: self.considered - self.rejected_count(),
             rejected: self.rejected,
             omitted: self.omitted,
-            reason_counts: self.reason_counts,
+            reason_counts: self.counts.into_iter().map(|(c, n)| (c.into_owned(), n)).collect(),
         }
     }
+}
+
+/// Equal codes (the same constant compares by address first).
+fn same(a: &str, b: &str) -> bool {
+    std::ptr::eq(a, b) || a == b
 }
 
 /// Runs one named filter stage.

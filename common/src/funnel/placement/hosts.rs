@@ -328,15 +328,27 @@ pub(crate) fn usage<'l>(ctx: &'l JobCtx<'_>, zone: &str, host: &Host) -> (Free, 
 /// `allocated`.
 pub(crate) fn capacity<'c, 'z, 'a>(ctx: &'c JobCtx<'c>, touched: &'c Touched<'z, 'a, 'c>) -> HostStage<'c, 'z, 'a> {
     let nothing = Resources::default();
+    let need = &ctx.needs.per_node;
+    // Without devices or exclusivity, the full check of a host that holds nothing of this
+    // workflow finds nothing exactly when cpu, memory and instances fit beside `allocated`.
+    let plain = !ctx.needs.exclusive() && need.devices.values().all(|n| *n == 0);
     stage(stages::HOST_CAPACITY, false, move |c, r| {
         let h = c.host;
         if touched.may_hold(c) {
             let (free, holders) = usage(ctx, c.zone_name(), h);
             check_capacity(ctx, h, &free.used, &free.workflow, &holders, r);
-        } else {
+        } else if !(plain && fits(need, &h.capacity, &h.allocated)) {
             check_capacity(ctx, h, &h.allocated, &nothing, &[], r);
         }
     })
+}
+
+/// True when cpu cores, memory and instances (when the host declares an instance capacity)
+/// of `need` fit in `cap` − `used`, as [`check_capacity`] compares them.
+fn fits(need: &Resources, cap: &Resources, used: &Resources) -> bool {
+    need.cpu <= cap.cpu.saturating_sub(used.cpu)
+        && need.memory.0 <= cap.memory.0.saturating_sub(used.memory.0)
+        && (cap.instances == 0 || need.instances <= cap.instances.saturating_sub(used.instances))
 }
 
 /// The capacity check of one host: `used` = allocated + `wf` (what `holders`, the concurrent

@@ -13,7 +13,7 @@ use super::stages;
 use crate::decision::{Reason, codes};
 use crate::funnel::trace::Trace;
 use crate::funnel::{run_filter, seeded_pick};
-use crate::model::{Host, PlacementPolicy, Tag};
+use crate::model::{Constraint, Host, PlacementPolicy, Tag};
 
 use super::JobCtx;
 use super::hosts::{HostCand, Touched};
@@ -51,12 +51,26 @@ fn host_soft(ctx: &JobCtx<'_>, zone_tags: &[Tag], host: &Host) -> u32 {
 }
 
 /// Soft scores of `hosts` in `zone` (all 0, computed without looking, when the job has no soft
-/// constraints).
+/// constraints): [`host_soft`], with each constraint looked up among the zone's tags once.
 fn soft_scores(ctx: &JobCtx<'_>, zone: &ZoneCand<'_>, hosts: &[&Host]) -> Vec<u32> {
-    if ctx.needs.soft().next().is_none() {
+    let soft: Vec<(&Constraint, bool)> = ctx
+        .needs
+        .soft()
+        .map(|c| (c, zone.zone.tags.iter().any(|t| c.matches(t))))
+        .collect();
+    if soft.is_empty() {
         return vec![0; hosts.len()];
     }
-    hosts.iter().map(|h| host_soft(ctx, &zone.zone.tags, h)).collect()
+    hosts
+        .iter()
+        .map(|h| {
+            let met = soft
+                .iter()
+                .filter(|(c, in_zone)| (*in_zone || h.tags.iter().any(|t| c.matches(t))) != c.negated)
+                .count();
+            u32::try_from(met).unwrap_or(u32::MAX)
+        })
+        .collect()
 }
 
 /// Load of a host in [0, 1]: the larger of cpu and memory allocated / capacity, counting the
@@ -75,11 +89,20 @@ fn metrics(ctx: &JobCtx<'_>, zone: &str, host: &Host, held: bool) -> (f64, u128)
     let ratio = |a: u128, c: u128| match (a, c) {
         (0, _) => 0.0,
         (_, 0) => 1.0,
-        (a, c) => (a as f64 / c as f64).min(1.0),
+        (a, c) => (to_f64(a) / to_f64(c)).min(1.0),
     };
     let cap = &host.capacity;
     let load = ratio(cpu.into(), cap.cpu.into()).max(ratio(memory, cap.memory.0));
     (load, cap.memory.0.saturating_sub(memory))
+}
+
+/// `v as f64` (the nearest double), through the hardware conversion when `v` fits in 64 bits
+/// (the same double: both round the same integer to nearest).
+fn to_f64(v: u128) -> f64 {
+    match u64::try_from(v) {
+        Ok(v) => v as f64,
+        Err(_) => v as f64,
+    }
 }
 
 /// Orders a zone's fitting hosts, best first: hosts meeting more soft constraints first
