@@ -10,12 +10,13 @@
 //! looking at any host.
 
 use super::stages;
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::decision::codes;
 use crate::funnel::trace::{Check, Reasons, Stage};
-use crate::model::{Host, NodeAffinity, PowerState, Resources, Tag, Zone};
+use crate::model::{Constraint, Host, NodeAffinity, PowerState, Resources, Tag, Zone};
 use crate::size::ByteSize;
 
 use super::JobCtx;
@@ -117,7 +118,7 @@ impl<'z, 'a, 'l> Touched<'z, 'a, 'l> {
 
     /// [`Touched::may_hold`] for `host` of `zone`, given `names` = [`Touched::in_zone`].
     pub fn holds_in(&self, names: &[&str], host: &Host) -> bool {
-        self.all || names.contains(&host.name.as_str())
+        self.all || (!names.is_empty() && names.contains(&host.name.as_str()))
     }
 }
 
@@ -133,13 +134,44 @@ pub(crate) fn power<'c, 'z, 'a>(_ctx: &'c JobCtx<'c>) -> HostStage<'c, 'z, 'a> {
 /// Stage 3.2 (`host.hard_constraints`): every hard constraint of the job and every resource
 /// annotation (`key` with exactly `value`; a bare tag counts as value "") must hold on the
 /// union of host and zone capability tags. Every failing one is listed.
-pub(crate) fn hard_constraints<'c, 'z, 'a>(ctx: &'c JobCtx<'c>) -> HostStage<'c, 'z, 'a> {
+///
+/// Each constraint and annotation is looked up among each zone's tags once (for the `zones`
+/// the hosts belong to); a host then looks only at its own tags.
+pub(crate) fn hard_constraints<'c, 'z: 'c, 'a: 'c>(
+    ctx: &'c JobCtx<'c>,
+    zones: &'z [ZoneCand<'a>],
+) -> HostStage<'c, 'z, 'a> {
     let needs = ctx.needs;
-    let idle = needs.hard().next().is_none() && needs.annotations().is_empty();
+    let hard: Vec<&Constraint> = needs.hard().collect();
+    let annotations: Vec<(&String, &String)> = needs.annotations().iter().collect();
+    let idle = hard.is_empty() && annotations.is_empty();
+    // Per zone, in `zones` order: which of `hard`, then of `annotations`, its tags meet.
+    let in_zones: Vec<Vec<bool>> = zones
+        .iter()
+        .map(|z| {
+            let tags = &z.zone.tags;
+            let cons = hard.iter().map(|c| tags.iter().any(|t| c.matches(t)));
+            let anns = annotations.iter().map(|(k, v)| tags.iter().any(|t| annotated(t, k, v)));
+            cons.chain(anns).collect()
+        })
+        .collect();
+    let last = Cell::new(0usize);
     stage(stages::HOST_HARD_CONSTRAINTS, idle, move |c, r| {
-        let tags = || c.zone.zone.tags.iter().chain(&c.host.tags);
-        for con in needs.hard() {
-            if con.holds(tags()) {
+        // Hosts come zone by zone: the zone is looked for only when it changes.
+        let mut i = last.get();
+        if !zones.get(i).is_some_and(|z| std::ptr::eq(z, c.zone)) {
+            i = zones.iter().position(|z| std::ptr::eq(z, c.zone)).unwrap_or(usize::MAX);
+            last.set(i);
+        }
+        let in_zone = |k: usize| in_zones.get(i).and_then(|v| v.get(k)).copied();
+        let host_tags = &c.host.tags;
+        let tags = || c.zone.zone.tags.iter().chain(host_tags);
+        for (k, con) in hard.iter().enumerate() {
+            let holds = match in_zone(k) {
+                Some(z) => (z || host_tags.iter().any(|t| con.matches(t))) != con.negated,
+                None => con.holds(tags()),
+            };
+            if holds {
                 continue;
             }
             r.fail(codes::HARD_CONSTRAINT, || {
@@ -148,16 +180,25 @@ pub(crate) fn hard_constraints<'c, 'z, 'a>(ctx: &'c JobCtx<'c>) -> HostStage<'c,
                 format!("hard constraint `{con}` fails: host ∪ zone tags {verb} {have}")
             });
         }
-        for (k, v) in needs.annotations() {
-            if tags().any(|t| &t.key == k && t.value.as_deref().unwrap_or("") == v) {
+        for (k, (key, v)) in annotations.iter().enumerate() {
+            let holds = match in_zone(hard.len() + k) {
+                Some(z) => z || host_tags.iter().any(|t| annotated(t, key, v)),
+                None => tags().any(|t| annotated(t, key, v)),
+            };
+            if holds {
                 continue;
             }
             r.fail(codes::HARD_CONSTRAINT, || {
-                let have = tags_with_key(&tags().collect::<Vec<_>>(), k);
-                format!("resource annotation `{k}={v}` fails: host ∪ zone tags have {have}")
+                let have = tags_with_key(&tags().collect::<Vec<_>>(), key);
+                format!("resource annotation `{key}={v}` fails: host ∪ zone tags have {have}")
             });
         }
     })
+}
+
+/// True when `t` is the resource annotation `key` = `value` (a bare tag counts as value "").
+fn annotated(t: &Tag, key: &str, value: &str) -> bool {
+    t.key == key && t.value.as_deref().unwrap_or("") == value
 }
 
 /// `k:v, k:w` for the tags with key `k`, or `no tag k`.

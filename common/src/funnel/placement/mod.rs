@@ -188,7 +188,7 @@ fn place_one(trace: &mut Trace, inv: &Inventory, ctx: &JobCtx<'_>, project: &str
     let touched = hosts::Touched::new(ctx.ledger, &zs);
     let stages = [
         hosts::power(ctx),
-        hosts::hard_constraints(ctx),
+        hosts::hard_constraints(ctx, &zs),
         hosts::affinity(ctx),
         hosts::anti_affinity(ctx),
         hosts::network(ctx),

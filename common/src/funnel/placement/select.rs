@@ -79,21 +79,36 @@ fn soft_scores(ctx: &JobCtx<'_>, zone: &ZoneCand<'_>, hosts: &[&Host]) -> Vec<u3
 /// `held`: an earlier job of this workflow may run on the host ([`Touched::holds_in`]); when
 /// false the ledger is not summed (it holds nothing there).
 fn metrics(ctx: &JobCtx<'_>, zone: &str, host: &Host, held: bool) -> (f64, u128) {
-    let (cpu, memory) = if held {
+    let used = used(ctx, zone, host, held);
+    (load(host, used), free_memory(host, used))
+}
+
+/// (cpu cores, memory bytes) in use on `host`: its allocations plus, when `held`, what every
+/// earlier job of this workflow holds there.
+fn used(ctx: &JobCtx<'_>, zone: &str, host: &Host, held: bool) -> (u64, u128) {
+    if held {
         let (mut used, _) = ctx.ledger.host_use(zone, &host.name, |_| true);
         add(&mut used, &host.allocated);
         (used.cpu, used.memory.0)
     } else {
         (host.allocated.cpu, host.allocated.memory.0)
-    };
+    }
+}
+
+/// The load part of [`metrics`] for `used` = [`used`].
+fn load(host: &Host, (cpu, memory): (u64, u128)) -> f64 {
     let ratio = |a: u128, c: u128| match (a, c) {
         (0, _) => 0.0,
         (_, 0) => 1.0,
         (a, c) => (to_f64(a) / to_f64(c)).min(1.0),
     };
     let cap = &host.capacity;
-    let load = ratio(cpu.into(), cap.cpu.into()).max(ratio(memory, cap.memory.0));
-    (load, cap.memory.0.saturating_sub(memory))
+    ratio(cpu.into(), cap.cpu.into()).max(ratio(memory, cap.memory.0))
+}
+
+/// The free-memory part of [`metrics`] for `used` = [`used`].
+fn free_memory(host: &Host, (_, memory): (u64, u128)) -> u128 {
+    host.capacity.memory.0.saturating_sub(memory)
 }
 
 /// `v as f64` (the nearest double), through the hardware conversion when `v` fits in 64 bits
@@ -186,12 +201,19 @@ fn best_host<'a>(
         let k = seeded_pick(ctx.seed, &format!("host:{}:{}", ctx.job(), z.name), group.len());
         return group.get(k.min(group.len().saturating_sub(1))).copied();
     }
+    // Each policy compares one of the two metrics: only that one is computed.
+    let by_memory = z.placement_policy == PlacementPolicy::SpreadMemory;
     let mut best: Option<(f64, u128, &'a Host)> = None;
     for (h, s) in hosts.iter().copied().zip(soft) {
         if *s != top {
             continue;
         }
-        let (load, free) = metrics(ctx, &z.name, h, held(h));
+        let used = used(ctx, &z.name, h, held(h));
+        let (load, free) = if by_memory {
+            (0.0, free_memory(h, used))
+        } else {
+            (load(h, used), 0)
+        };
         let better = match (&best, z.placement_policy) {
             (None, _) => true,
             (Some(b), PlacementPolicy::Binpack) => load > b.0,
