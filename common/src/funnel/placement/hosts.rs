@@ -113,10 +113,11 @@ impl<'z, 'a, 'l> Touched<'z, 'a, 'l> {
 
     /// False when no placed job of this workflow runs on `c` (true when one may).
     pub fn may_hold(&self, c: &HostCand<'_, '_>) -> bool {
-        self.all || self.in_zone(c.zone).contains(&c.host.name.as_str())
+        self.holds_in(self.in_zone(c.zone), c.host)
     }
 
-    /// [`Touched::may_hold`] for `host` of `zone`, given `names` = [`Touched::in_zone`].
+    /// [`Touched::may_hold`] for `host` of a zone, given `names` = [`Touched::in_zone`] of
+    /// that zone (the host's name is read only when `names` is not empty).
     pub fn holds_in(&self, names: &[&str], host: &Host) -> bool {
         self.all || (!names.is_empty() && names.contains(&host.name.as_str()))
     }
