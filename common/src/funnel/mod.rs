@@ -116,8 +116,9 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
 
-        /// The whole funnel: never panics, deterministic for a fixed seed, and never gives a host
-        /// more than its free capacity (allocated + this plan's allocations <= capacity).
+        /// The whole funnel: never panics, deterministic for a fixed seed, the same on placement's
+        /// reference path, and never gives a host more than its free capacity (allocated + this
+        /// plan's allocations <= capacity).
         #[test]
         fn whole_funnel_is_deterministic_and_within_capacity(
             hosts in 0usize..400,
@@ -139,6 +140,10 @@ mod tests {
             let a = plan_cluster(&inv, &ClusterState::default(), &req);
             let b = plan_cluster(&inv, &ClusterState::default(), &req);
             prop_assert_eq!(&a, &b);
+            placement::REFERENCE.set(true);
+            let reference = plan_cluster(&inv, &ClusterState::default(), &req);
+            placement::REFERENCE.set(false);
+            prop_assert_eq!(&a, &reference);
             for h in inv.zones.iter().flat_map(|z| &z.hosts) {
                 let (mut cpu, mut mem) = (h.allocated.cpu, h.allocated.memory.0);
                 for al in a.allocations.iter().filter(|al| al.host == h.name) {

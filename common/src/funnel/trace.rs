@@ -1,7 +1,7 @@
 //! The machinery every funnel stage shares: running a named filter over candidates while
 //! recording **every** reason each rejected candidate failed, and seeded randomness.
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
 use std::ops::{Deref, DerefMut};
 
 use crate::decision::{Reason, Rejection, StageTrace};
@@ -64,32 +64,34 @@ impl DerefMut for Trace {
 /// Where a stage's check puts the reasons one candidate fails.
 ///
 /// Use [`Reasons::fail`] with a message closure in hot stages: when the candidate will not be
-/// listed in the trace (the stage is past its limit) the message is never formatted, only the
-/// code is counted.
+/// listed in the trace (the stage is past its limit) the message is never formatted and nothing
+/// is allocated, only the code is counted.
 #[derive(Debug, Default)]
 pub struct Reasons {
-    list: Vec<Reason>,
+    /// Codes and messages (a message is empty when the candidate will not be listed and the
+    /// reason came through [`Reasons::fail`]).
+    list: Vec<(Cow<'static, str>, String)>,
     detailed: bool,
 }
 
 impl Reasons {
-    /// Records a failure with `code`; `message` runs only if the candidate will be listed.
-    pub fn fail(&mut self, code: &str, message: impl FnOnce() -> String) {
+    /// Records a failure with `code` (one of [`crate::decision::codes`]); `message` runs only if
+    /// the candidate will be listed.
+    pub fn fail(&mut self, code: &'static str, message: impl FnOnce() -> String) {
         let message = if self.detailed { message() } else { String::new() };
-        self.list.push(Reason {
-            code: code.to_string(),
-            message,
-        });
+        self.list.push((Cow::Borrowed(code), message));
     }
 
     /// Records a fully formed reason.
     pub fn push(&mut self, reason: Reason) {
-        self.list.push(reason);
+        self.list.push((Cow::Owned(reason.code), reason.message));
     }
 
     /// Records several reasons.
     pub fn extend(&mut self, reasons: impl IntoIterator<Item = Reason>) {
-        self.list.extend(reasons);
+        for r in reasons {
+            self.push(r);
+        }
     }
 
     /// True when no reason was recorded (the candidate passes).
@@ -97,9 +99,9 @@ impl Reasons {
         self.list.is_empty()
     }
 
-    /// The reasons recorded so far.
-    pub fn as_slice(&self) -> &[Reason] {
-        &self.list
+    /// The codes recorded so far, in order.
+    pub fn codes(&self) -> impl Iterator<Item = &str> {
+        self.list.iter().map(|(c, _)| &**c)
     }
 }
 
@@ -117,8 +119,88 @@ impl ReasonSink for Vec<Reason> {
 
 impl ReasonSink for Reasons {
     fn push_reason(&mut self, reason: Reason) {
-        self.list.push(reason);
+        self.push(reason);
     }
+}
+
+/// The record of one stage while candidates go through it.
+struct Record {
+    considered: usize,
+    rejected: Vec<Rejection>,
+    omitted: usize,
+    /// Rejected candidates per reason code, in order of first appearance (a few codes per
+    /// stage: a short list is cheaper to search than a map).
+    counts: Vec<(Cow<'static, str>, usize)>,
+}
+
+impl Record {
+    fn new() -> Self {
+        Record {
+            considered: 0,
+            rejected: Vec::new(),
+            omitted: 0,
+            counts: Vec::new(),
+        }
+    }
+
+    /// Prepares `reasons` for the next candidate: empty, detailed while the stage lists fewer
+    /// than `limit` rejected candidates.
+    fn start(&self, reasons: &mut Reasons, limit: usize) {
+        reasons.list.clear();
+        reasons.detailed = self.rejected.len() < limit;
+    }
+
+    /// Records a candidate that failed with `reasons` (not empty): each distinct code counted
+    /// once, and the candidate listed with every reason when `reasons` is detailed.
+    fn reject(&mut self, reasons: &mut Reasons, name: impl FnOnce() -> String) {
+        let list = &reasons.list;
+        for (i, (code, _)) in list.iter().enumerate() {
+            if list[..i].iter().any(|(p, _)| p == code) {
+                continue;
+            }
+            match self.counts.iter_mut().find(|(c, _)| same(c, code)) {
+                Some((_, n)) => *n += 1,
+                None => self.counts.push((code.clone(), 1)),
+            }
+        }
+        if reasons.detailed {
+            let reasons = reasons
+                .list
+                .drain(..)
+                .map(|(code, message)| Reason {
+                    code: code.into_owned(),
+                    message,
+                })
+                .collect();
+            self.rejected.push(Rejection {
+                candidate: name(),
+                reasons,
+            });
+        } else {
+            self.omitted += 1;
+        }
+    }
+
+    fn rejected_count(&self) -> usize {
+        self.rejected.len() + self.omitted
+    }
+
+    fn into_stage(self, stage: &str, subject: &str) -> StageTrace {
+        StageTrace {
+            stage: stage.to_string(),
+            subject: subject.to_string(),
+            considered: self.considered,
+            passed: self.considered - self.rejected_count(),
+            rejected: self.rejected,
+            omitted: self.omitted,
+            reason_counts: self.counts.into_iter().map(|(c, n)| (c.into_owned(), n)).collect(),
+        }
+    }
+}
+
+/// Equal codes (the same constant compares by address first).
+fn same(a: &str, b: &str) -> bool {
+    std::ptr::eq(a, b) || a == b
 }
 
 /// Runs one named filter stage.
@@ -135,50 +217,82 @@ pub fn run_filter<T>(
     name: impl Fn(&T) -> String,
     mut check: impl FnMut(&T, &mut Reasons),
 ) -> Vec<T> {
-    let considered = candidates.len();
     let mut candidates = candidates;
-    let mut rejected = Vec::new();
-    let mut omitted = 0;
-    let mut reason_counts: BTreeMap<String, usize> = BTreeMap::new();
+    let mut record = Record::new();
+    record.considered = candidates.len();
     let mut reasons = Reasons::default();
     let limit = trace.limit;
     candidates.retain(|c| {
-        reasons.list.clear();
-        reasons.detailed = rejected.len() < limit;
+        record.start(&mut reasons, limit);
         check(c, &mut reasons);
         if reasons.list.is_empty() {
             return true;
         }
-        let list = &reasons.list;
-        for (i, r) in list.iter().enumerate() {
-            if list[..i].iter().all(|p| p.code != r.code) {
-                match reason_counts.get_mut(&r.code) {
-                    Some(n) => *n += 1,
-                    None => {
-                        reason_counts.insert(r.code.clone(), 1);
-                    }
-                }
-            }
-        }
-        if reasons.detailed {
-            rejected.push(Rejection {
-                candidate: name(c),
-                reasons: std::mem::take(&mut reasons.list),
-            });
-        } else {
-            omitted += 1;
-        }
+        record.reject(&mut reasons, || name(c));
         false
     });
-    trace.stages.push(StageTrace {
-        stage: stage.to_string(),
-        subject: subject.to_string(),
-        considered,
-        passed: candidates.len(),
-        rejected,
-        omitted,
-        reason_counts,
+    trace.stages.push(record.into_stage(stage, subject));
+    candidates
+}
+
+/// The check of one stage run by [`run_filters`].
+pub type Check<'c, T> = Box<dyn Fn(&T, &mut Reasons) + 'c>;
+
+/// One named stage of [`run_filters`].
+pub struct Stage<'c, T> {
+    /// The stage's name in the trace.
+    pub name: &'static str,
+    /// Its check, as for [`run_filter`]; `None` when the stage has nothing to check for this
+    /// subject (every candidate passes: the stage is still recorded, considered = passed).
+    pub check: Option<Check<'c, T>>,
+}
+
+/// Runs a chain of named filter stages over `candidates` in one pass: each candidate goes
+/// through the stages in order and stops at the first that rejects it, which records it.
+///
+/// The trace and the result are exactly those of calling [`run_filter`] once per stage, each on
+/// the survivors of the one before, and stopping after the first stage that leaves no candidate
+/// (later stages are neither run nor recorded): checks are per candidate and candidates keep
+/// their order, so every stage sees the same candidates in the same order and lists the same
+/// first rejections.
+pub fn run_filters<T>(
+    trace: &mut Trace,
+    subject: &str,
+    candidates: Vec<T>,
+    name: impl Fn(&T) -> String,
+    stages: &[Stage<'_, T>],
+) -> Vec<T> {
+    let mut candidates = candidates;
+    let mut records: Vec<Record> = stages.iter().map(|_| Record::new()).collect();
+    let mut reasons = Reasons::default();
+    let limit = trace.limit;
+    let active: Vec<(usize, &Check<'_, T>)> = stages
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| s.check.as_ref().map(|c| (i, c)))
+        .collect();
+    let considered = candidates.len();
+    candidates.retain(|c| {
+        for (i, check) in &active {
+            let record = &mut records[*i];
+            record.start(&mut reasons, limit);
+            check(c, &mut reasons);
+            if !reasons.list.is_empty() {
+                record.reject(&mut reasons, || name(c));
+                return false;
+            }
+        }
+        true
     });
+    let mut left = considered;
+    for (stage, mut record) in stages.iter().zip(records) {
+        record.considered = left;
+        left -= record.rejected_count();
+        trace.stages.push(record.into_stage(stage.name, subject));
+        if left == 0 {
+            break;
+        }
+    }
     candidates
 }
 
@@ -272,6 +386,52 @@ mod tests {
             |_, r| r.push(Reason::new("x", "x")),
         );
         assert_eq!((all[0].rejected.len(), all[0].omitted), (100, 0));
+    }
+
+    proptest::proptest! {
+        /// `run_filters` records exactly what `run_filter` records stage after stage (stopping
+        /// after a stage that leaves nothing), with listing limits and stages without a check.
+        #[test]
+        fn one_pass_over_the_stages_records_what_a_pass_per_stage_records(
+            candidates in proptest::collection::vec(0u32..64, 0..40),
+            divisors in proptest::collection::vec(proptest::option::of(1u32..7), 0..5),
+            limit in 0usize..4,
+        ) {
+            // Stage `i` rejects multiples of its divisor, with one or two reasons.
+            let check = |d: u32| move |n: &u32, r: &mut Reasons| {
+                if n.is_multiple_of(d) {
+                    r.fail(if d.is_multiple_of(2) { "even" } else { "odd" }, || format!("{n} divides by {d}"));
+                    if n.is_multiple_of(2 * d) {
+                        r.push(Reason::new("twice", format!("{n} divides by {}", 2 * d)));
+                    }
+                }
+            };
+            const NAMES: [&str; 5] = ["a", "b", "c", "d", "e"];
+            let mut chained = Trace::new(limit);
+            let mut left = candidates.clone();
+            for (i, d) in divisors.iter().enumerate() {
+                left = run_filter(&mut chained, NAMES[i], "s", left, |n| n.to_string(), |n, r| {
+                    if let Some(d) = d {
+                        check(*d)(n, r);
+                    }
+                });
+                if left.is_empty() {
+                    break;
+                }
+            }
+            let stages: Vec<Stage<'_, u32>> = divisors
+                .iter()
+                .enumerate()
+                .map(|(i, d)| Stage {
+                    name: NAMES[i],
+                    check: d.map(|d| Box::new(check(d)) as Check<'_, u32>),
+                })
+                .collect();
+            let mut fused = Trace::new(limit);
+            let out = run_filters(&mut fused, "s", candidates, |n| n.to_string(), &stages);
+            proptest::prop_assert_eq!(out, left);
+            proptest::prop_assert_eq!(fused, chained);
+        }
     }
 
     #[test]

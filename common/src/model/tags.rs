@@ -103,11 +103,15 @@ impl Constraint {
         })
     }
 
+    /// True when `tag` is one the constraint looks for: its key, with its value when it names
+    /// one.
+    pub fn matches(&self, tag: &Tag) -> bool {
+        tag.key == self.key && (self.value.is_none() || tag.value == self.value)
+    }
+
     /// True when the constraint holds for the set of `tags` (zone tags ∪ host tags).
     pub fn holds<'a>(&self, tags: impl IntoIterator<Item = &'a Tag>) -> bool {
-        let present = tags
-            .into_iter()
-            .any(|t| t.key == self.key && (self.value.is_none() || t.value == self.value));
+        let present = tags.into_iter().any(|t| self.matches(t));
         present != self.negated
     }
 }

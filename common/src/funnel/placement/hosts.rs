@@ -1,18 +1,26 @@
 //! Host filters (seed 002 stage 3.1-3.7) over every host of the zones that survived the zone
 //! filters, named `zone/host`. Each is a named stage recording every rejected host with all its
 //! reasons.
+//!
+//! Each stage function prepares its check for one job and returns it as a
+//! [`Stage`](crate::funnel::trace::Stage); `place_one` runs them all in one pass over the hosts
+//! with [`run_filters`](crate::funnel::trace::run_filters) (the same records as one pass per
+//! stage). A stage with nothing to check for the job (no hard constraint, no affinity partner
+//! placed yet, no network wanted, no volume with node affinity or pin) is recorded without
+//! looking at any host.
 
 use super::stages;
+use std::cell::Cell;
 use std::collections::BTreeMap;
+use std::fmt;
 
-use crate::decision::{Reason, codes};
-use crate::funnel::run_filter;
-use crate::funnel::trace::Trace;
-use crate::model::{Host, NodeAffinity, PowerState, Resources, Tag, Zone};
+use crate::decision::codes;
+use crate::funnel::trace::{Check, Reasons, Stage};
+use crate::model::{Constraint, Host, NodeAffinity, PowerState, Resources, Tag, Zone};
 use crate::size::ByteSize;
 
 use super::JobCtx;
-use super::ledger::{PlacedJob, add, is_empty};
+use super::ledger::{Ledger, PlacedJob, add, is_empty};
 use super::zones::ZoneCand;
 
 /// A host of a surviving zone.
@@ -43,13 +51,81 @@ pub(crate) fn candidates<'z, 'a>(zones: &'z [ZoneCand<'a>]) -> Vec<HostCand<'z, 
         .collect()
 }
 
+/// A host stage prepared for one job.
+pub(crate) type HostStage<'c, 'z, 'a> = Stage<'c, HostCand<'z, 'a>>;
+
+/// The stage `name` with `check`; with `idle` (the check can reject no host for this job) it is
+/// recorded without running (tests asking for the reference path run it all the same).
+fn stage<'c, 'z, 'a>(
+    name: &'static str,
+    idle: bool,
+    check: impl Fn(&HostCand<'z, 'a>, &mut Reasons) + 'c,
+) -> HostStage<'c, 'z, 'a> {
+    let check: Option<Check<'c, HostCand<'z, 'a>>> = if idle && !super::reference() {
+        None
+    } else {
+        Some(Box::new(check))
+    };
+    Stage { name, check }
+}
+
+/// The hosts earlier jobs of this workflow were placed on, per zone candidate: a host outside
+/// them holds nothing of this workflow, so its use is what the inventory says (`allocated`)
+/// without summing the ledger (the capacity stage and host ranking look at every host).
+pub(crate) struct Touched<'z, 'a, 'l> {
+    /// Per zone holding placed jobs: the names of its hosts they run on.
+    zones: Vec<(&'z ZoneCand<'a>, Vec<&'l str>)>,
+    /// Every host may hold something (the reference path of tests).
+    all: bool,
+}
+
+impl<'z, 'a, 'l> Touched<'z, 'a, 'l> {
+    /// The hosts of `zones` that placed jobs of `ledger` run on (by zone and host name, as
+    /// [`PlacedJob::on`] matches them).
+    pub fn new(ledger: &'l Ledger, zones: &'z [ZoneCand<'a>]) -> Self {
+        let mut out = Vec::new();
+        if !ledger.placed.is_empty() {
+            for z in zones {
+                let names: Vec<&'l str> = ledger
+                    .placed
+                    .iter()
+                    .filter(|p| p.zone == z.zone.name)
+                    .flat_map(|p| p.hosts.iter().map(String::as_str))
+                    .collect();
+                if !names.is_empty() {
+                    out.push((z, names));
+                }
+            }
+        }
+        Touched {
+            zones: out,
+            all: super::reference(),
+        }
+    }
+
+    /// The names of the hosts of `zone` that placed jobs run on (empty for most zones).
+    pub fn in_zone(&self, zone: &ZoneCand<'_>) -> &[&'l str] {
+        self.zones
+            .iter()
+            .find(|(z, _)| std::ptr::eq(*z, zone))
+            .map_or(&[], |(_, names)| names.as_slice())
+    }
+
+    /// False when no placed job of this workflow runs on `c` (true when one may).
+    pub fn may_hold(&self, c: &HostCand<'_, '_>) -> bool {
+        self.holds_in(self.in_zone(c.zone), c.host)
+    }
+
+    /// [`Touched::may_hold`] for `host` of a zone, given `names` = [`Touched::in_zone`] of
+    /// that zone (the host's name is read only when `names` is not empty).
+    pub fn holds_in(&self, names: &[&str], host: &Host) -> bool {
+        self.all || (!names.is_empty() && names.contains(&host.name.as_str()))
+    }
+}
+
 /// Stage 3.1 (`host.power`): drops powered-off hosts.
-pub(crate) fn power<'z, 'a>(
-    trace: &mut Trace,
-    ctx: &JobCtx<'_>,
-    hosts: Vec<HostCand<'z, 'a>>,
-) -> Vec<HostCand<'z, 'a>> {
-    run_filter(trace, stages::HOST_POWER, ctx.job(), hosts, HostCand::name, |c, r| {
+pub(crate) fn power<'c, 'z, 'a>(_ctx: &'c JobCtx<'c>) -> HostStage<'c, 'z, 'a> {
+    stage(stages::HOST_POWER, false, |c, r| {
         if c.host.power != PowerState::On {
             r.fail(codes::POWERED_OFF, || format!("host `{}` is powered off", c.host.name));
         }
@@ -59,41 +135,71 @@ pub(crate) fn power<'z, 'a>(
 /// Stage 3.2 (`host.hard_constraints`): every hard constraint of the job and every resource
 /// annotation (`key` with exactly `value`; a bare tag counts as value "") must hold on the
 /// union of host and zone capability tags. Every failing one is listed.
-pub(crate) fn hard_constraints<'z, 'a>(
-    trace: &mut Trace,
-    ctx: &JobCtx<'_>,
-    hosts: Vec<HostCand<'z, 'a>>,
-) -> Vec<HostCand<'z, 'a>> {
+///
+/// Each constraint and annotation is looked up among each zone's tags once (for the `zones`
+/// the hosts belong to); a host then looks only at its own tags.
+pub(crate) fn hard_constraints<'c, 'z: 'c, 'a: 'c>(
+    ctx: &'c JobCtx<'c>,
+    zones: &'z [ZoneCand<'a>],
+) -> HostStage<'c, 'z, 'a> {
     let needs = ctx.needs;
-    run_filter(
-        trace,
-        stages::HOST_HARD_CONSTRAINTS,
-        ctx.job(),
-        hosts,
-        HostCand::name,
-        |c, r| {
-            let tags = || c.zone.zone.tags.iter().chain(&c.host.tags);
-            for con in needs.hard() {
-                if con.holds(tags()) {
-                    continue;
-                }
-                r.fail(codes::HARD_CONSTRAINT, || {
-                    let have = tags_with_key(&tags().collect::<Vec<_>>(), &con.key);
-                    let verb = if con.negated { "hold" } else { "have" };
-                    format!("hard constraint `{con}` fails: host ∪ zone tags {verb} {have}")
-                });
+    let hard: Vec<&Constraint> = needs.hard().collect();
+    let annotations: Vec<(&String, &String)> = needs.annotations().iter().collect();
+    let idle = hard.is_empty() && annotations.is_empty();
+    // Per zone, in `zones` order: which of `hard`, then of `annotations`, its tags meet.
+    let in_zones: Vec<Vec<bool>> = zones
+        .iter()
+        .map(|z| {
+            let tags = &z.zone.tags;
+            let cons = hard.iter().map(|c| tags.iter().any(|t| c.matches(t)));
+            let anns = annotations.iter().map(|(k, v)| tags.iter().any(|t| annotated(t, k, v)));
+            cons.chain(anns).collect()
+        })
+        .collect();
+    let last = Cell::new(0usize);
+    stage(stages::HOST_HARD_CONSTRAINTS, idle, move |c, r| {
+        // Hosts come zone by zone: the zone is looked for only when it changes.
+        let mut i = last.get();
+        if !zones.get(i).is_some_and(|z| std::ptr::eq(z, c.zone)) {
+            i = zones.iter().position(|z| std::ptr::eq(z, c.zone)).unwrap_or(usize::MAX);
+            last.set(i);
+        }
+        let in_zone = |k: usize| in_zones.get(i).and_then(|v| v.get(k)).copied();
+        let host_tags = &c.host.tags;
+        let tags = || c.zone.zone.tags.iter().chain(host_tags);
+        for (k, con) in hard.iter().enumerate() {
+            let holds = match in_zone(k) {
+                Some(z) => (z || host_tags.iter().any(|t| con.matches(t))) != con.negated,
+                None => con.holds(tags()),
+            };
+            if holds {
+                continue;
             }
-            for (k, v) in needs.annotations() {
-                if tags().any(|t| &t.key == k && t.value.as_deref().unwrap_or("") == v) {
-                    continue;
-                }
-                r.fail(codes::HARD_CONSTRAINT, || {
-                    let have = tags_with_key(&tags().collect::<Vec<_>>(), k);
-                    format!("resource annotation `{k}={v}` fails: host ∪ zone tags have {have}")
-                });
+            r.fail(codes::HARD_CONSTRAINT, || {
+                let have = tags_with_key(&tags().collect::<Vec<_>>(), &con.key);
+                let verb = if con.negated { "hold" } else { "have" };
+                format!("hard constraint `{con}` fails: host ∪ zone tags {verb} {have}")
+            });
+        }
+        for (k, (key, v)) in annotations.iter().enumerate() {
+            let holds = match in_zone(hard.len() + k) {
+                Some(z) => z || host_tags.iter().any(|t| annotated(t, key, v)),
+                None => tags().any(|t| annotated(t, key, v)),
+            };
+            if holds {
+                continue;
             }
-        },
-    )
+            r.fail(codes::HARD_CONSTRAINT, || {
+                let have = tags_with_key(&tags().collect::<Vec<_>>(), key);
+                format!("resource annotation `{key}={v}` fails: host ∪ zone tags have {have}")
+            });
+        }
+    })
+}
+
+/// True when `t` is the resource annotation `key` = `value` (a bare tag counts as value "").
+fn annotated(t: &Tag, key: &str, value: &str) -> bool {
+    t.key == key && t.value.as_deref().unwrap_or("") == value
 }
 
 /// `k:v, k:w` for the tags with key `k`, or `no tag k`.
@@ -119,56 +225,32 @@ fn partners<'l>(ctx: &'l JobCtx<'_>, own: &[String], theirs: impl Fn(&PlacedJob)
 
 /// Stage 3.3 (`host.affinity`): the host must run every already placed job this job must share
 /// a host with (its `affinity.with`, or theirs naming it).
-pub(crate) fn affinity<'z, 'a>(
-    trace: &mut Trace,
-    ctx: &JobCtx<'_>,
-    hosts: Vec<HostCand<'z, 'a>>,
-) -> Vec<HostCand<'z, 'a>> {
+pub(crate) fn affinity<'c, 'z, 'a>(ctx: &'c JobCtx<'c>) -> HostStage<'c, 'z, 'a> {
     let with = partners(ctx, &ctx.needs.job.affinity.with, |p| &p.with);
-    run_filter(
-        trace,
-        stages::HOST_AFFINITY,
-        ctx.job(),
-        hosts,
-        HostCand::name,
-        |c, r| {
-            for p in &with {
-                if !p.on(c.zone_name(), &c.host.name) {
-                    r.push(Reason::new(
-                        codes::AFFINITY,
-                        format!("must share a host with job `{}`, which runs on {}", p.name, where_(p)),
-                    ));
-                }
+    stage(stages::HOST_AFFINITY, with.is_empty(), move |c, r| {
+        for p in &with {
+            if !p.on(c.zone_name(), &c.host.name) {
+                r.fail(codes::AFFINITY, || {
+                    format!("must share a host with job `{}`, which runs on {}", p.name, where_(p))
+                });
             }
-        },
-    )
+        }
+    })
 }
 
 /// Stage 3.4 (`host.anti_affinity`): the host must not run any already placed job this job must
 /// stay apart from (its `affinity.apart_from`, or theirs naming it).
-pub(crate) fn anti_affinity<'z, 'a>(
-    trace: &mut Trace,
-    ctx: &JobCtx<'_>,
-    hosts: Vec<HostCand<'z, 'a>>,
-) -> Vec<HostCand<'z, 'a>> {
+pub(crate) fn anti_affinity<'c, 'z, 'a>(ctx: &'c JobCtx<'c>) -> HostStage<'c, 'z, 'a> {
     let apart = partners(ctx, &ctx.needs.job.affinity.apart_from, |p| &p.apart_from);
-    run_filter(
-        trace,
-        stages::HOST_ANTI_AFFINITY,
-        ctx.job(),
-        hosts,
-        HostCand::name,
-        |c, r| {
-            for p in &apart {
-                if p.on(c.zone_name(), &c.host.name) {
-                    r.push(Reason::new(
-                        codes::ANTI_AFFINITY,
-                        format!("must not share a host with job `{}`, which runs on this host", p.name),
-                    ));
-                }
+    stage(stages::HOST_ANTI_AFFINITY, apart.is_empty(), move |c, r| {
+        for p in &apart {
+            if p.on(c.zone_name(), &c.host.name) {
+                r.fail(codes::ANTI_AFFINITY, || {
+                    format!("must not share a host with job `{}`, which runs on this host", p.name)
+                });
             }
-        },
-    )
+        }
+    })
 }
 
 fn where_(p: &PlacedJob) -> String {
@@ -180,24 +262,19 @@ fn where_(p: &PlacedJob) -> String {
 }
 
 /// Stage 3.6 (`host.network`): the host must be attached to every network the job names.
-pub(crate) fn network<'z, 'a>(
-    trace: &mut Trace,
-    ctx: &JobCtx<'_>,
-    hosts: Vec<HostCand<'z, 'a>>,
-) -> Vec<HostCand<'z, 'a>> {
+pub(crate) fn network<'c, 'z, 'a>(ctx: &'c JobCtx<'c>) -> HostStage<'c, 'z, 'a> {
     let wanted = &ctx.needs.job.networks;
-    run_filter(trace, stages::HOST_NETWORK, ctx.job(), hosts, HostCand::name, |c, r| {
+    stage(stages::HOST_NETWORK, wanted.is_empty(), move |c, r| {
         for n in wanted {
             if !c.host.networks.contains(n) {
-                let have = if c.host.networks.is_empty() {
-                    "none".to_string()
-                } else {
-                    c.host.networks.join(", ")
-                };
-                r.push(Reason::new(
-                    codes::NETWORK,
-                    format!("host is not attached to network `{n}` (attached: {have})"),
-                ));
+                r.fail(codes::NETWORK, || {
+                    let have = if c.host.networks.is_empty() {
+                        "none".to_string()
+                    } else {
+                        c.host.networks.join(", ")
+                    };
+                    format!("host is not attached to network `{n}` (attached: {have})")
+                });
             }
         }
     })
@@ -228,26 +305,25 @@ fn describe_affinity(a: &NodeAffinity) -> String {
 /// Stage 3.7 (`host.storage`): a mounted existing persistent volume with node affinity must
 /// match the host's labels; a node-local new volume already placed by an earlier job pins this
 /// job to that host.
-pub(crate) fn storage<'z, 'a>(
-    trace: &mut Trace,
-    ctx: &JobCtx<'_>,
-    hosts: Vec<HostCand<'z, 'a>>,
-) -> Vec<HostCand<'z, 'a>> {
+pub(crate) fn storage<'c, 'z, 'a>(ctx: &'c JobCtx<'c>) -> HostStage<'c, 'z, 'a> {
     let needs = ctx.needs;
-    run_filter(trace, stages::HOST_STORAGE, ctx.job(), hosts, HostCand::name, |c, r| {
+    let idle = needs.mounts.iter().all(|m| {
+        m.pv.is_none_or(|pv| pv.node_affinity.is_none())
+            && !(m.is_node_local_new() && ctx.ledger.pins.contains_key(m.key))
+    });
+    stage(stages::HOST_STORAGE, idle, move |c, r| {
         for m in &needs.mounts {
             if let Some((pv, Some(na))) = m.pv.map(|pv| (pv, pv.node_affinity.as_ref()))
                 && !na.matches(&host_labels(c.zone.zone, c.host))
             {
-                r.push(Reason::new(
-                    codes::NODE_AFFINITY,
+                r.fail(codes::NODE_AFFINITY, || {
                     format!(
                         "volume `{}`: persistent volume `{}` is usable only from hosts matching {}",
                         m.key,
                         pv.name,
                         describe_affinity(na)
-                    ),
-                ));
+                    )
+                });
             }
             if !m.is_node_local_new() {
                 continue;
@@ -255,13 +331,12 @@ pub(crate) fn storage<'z, 'a>(
             if let Some((z, h)) = ctx.ledger.pins.get(m.key)
                 && (z != c.zone_name() || h != &c.host.name)
             {
-                r.push(Reason::new(
-                    codes::PINNED_ELSEWHERE,
+                r.fail(codes::PINNED_ELSEWHERE, || {
                     format!(
                         "volume `{}` is node-local and lives on {z}/{h}, placed there by an earlier job",
                         m.key
-                    ),
-                ));
+                    )
+                });
             }
         }
     })
@@ -290,106 +365,138 @@ pub(crate) fn usage<'l>(ctx: &'l JobCtx<'_>, zone: &str, host: &Host) -> (Free, 
 /// reported (cpu cores, memory bytes, instances when the host declares an instance capacity
 /// (0 = not limited), each device); an exclusive job needs a host with nothing allocated, and a
 /// host held by a concurrent exclusive job of the workflow takes nothing else.
-pub(crate) fn capacity<'z, 'a>(
-    trace: &mut Trace,
-    ctx: &JobCtx<'_>,
-    hosts: Vec<HostCand<'z, 'a>>,
-) -> Vec<HostCand<'z, 'a>> {
+///
+/// Only the hosts in `touched` sum the ledger ([`usage`]); every other host's use is its
+/// `allocated`.
+pub(crate) fn capacity<'c, 'z, 'a>(ctx: &'c JobCtx<'c>, touched: &'c Touched<'z, 'a, 'c>) -> HostStage<'c, 'z, 'a> {
+    let nothing = Resources::default();
     let need = &ctx.needs.per_node;
-    run_filter(
-        trace,
-        stages::HOST_CAPACITY,
-        ctx.job(),
-        hosts,
-        HostCand::name,
-        |c, r| {
-            let h = c.host;
+    // Without devices or exclusivity, the full check of a host that holds nothing of this
+    // workflow finds nothing exactly when cpu, memory and instances fit beside `allocated`.
+    let plain = !ctx.needs.exclusive() && need.devices.values().all(|n| *n == 0);
+    stage(stages::HOST_CAPACITY, false, move |c, r| {
+        let h = c.host;
+        if touched.may_hold(c) {
             let (free, holders) = usage(ctx, c.zone_name(), h);
-            let (cap, alloc, wf, used) = (&h.capacity, &h.allocated, &free.workflow, &free.used);
-            let mut short =
-                |what: &str, need: u128, cap: u128, alloc: u128, wf: u128, used: u128, f: &dyn Fn(u128) -> String| {
-                    let left = cap.saturating_sub(used);
-                    if need > left {
-                        r.fail(codes::INSUFFICIENT, || {
-                            format!(
-                                "{what}: needs {}, {} free (capacity {}, allocated {}, this workflow {})",
-                                f(need),
-                                f(left),
-                                f(cap),
-                                f(alloc),
-                                f(wf)
-                            )
-                        });
-                    }
-                };
-            let cores = |v: u128| format!("{v} cores");
-            let bytes = |v: u128| ByteSize(v).to_string();
-            let count = |v: u128| v.to_string();
-            short(
-                "cpu",
-                need.cpu.into(),
-                cap.cpu.into(),
-                alloc.cpu.into(),
-                wf.cpu.into(),
-                used.cpu.into(),
-                &cores,
-            );
-            short(
-                "memory",
-                need.memory.0,
-                cap.memory.0,
-                alloc.memory.0,
-                wf.memory.0,
-                used.memory.0,
-                &bytes,
-            );
-            if cap.instances > 0 {
-                let (n, c, a, w, u) = (
-                    need.instances,
-                    cap.instances,
-                    alloc.instances,
-                    wf.instances,
-                    used.instances,
-                );
-                short("instances", n.into(), c.into(), a.into(), w.into(), u.into(), &count);
+            check_capacity(ctx, h, &free.used, &free.workflow, &holders, r);
+        } else if !(plain && fits(need, &h.capacity, &h.allocated)) {
+            check_capacity(ctx, h, &h.allocated, &nothing, &[], r);
+        }
+    })
+}
+
+/// True when cpu cores, memory and instances (when the host declares an instance capacity)
+/// of `need` fit in `cap` − `used`, as [`check_capacity`] compares them.
+fn fits(need: &Resources, cap: &Resources, used: &Resources) -> bool {
+    need.cpu <= cap.cpu.saturating_sub(used.cpu)
+        && need.memory.0 <= cap.memory.0.saturating_sub(used.memory.0)
+        && (cap.instances == 0 || need.instances <= cap.instances.saturating_sub(used.instances))
+}
+
+/// The capacity check of one host: `used` = allocated + `wf` (what `holders`, the concurrent
+/// earlier jobs of this workflow on the host, hold there).
+fn check_capacity(
+    ctx: &JobCtx<'_>,
+    h: &Host,
+    used: &Resources,
+    wf: &Resources,
+    holders: &[&PlacedJob],
+    r: &mut Reasons,
+) {
+    let need = &ctx.needs.per_node;
+    let (cap, alloc) = (&h.capacity, &h.allocated);
+    let mut short = |what: fmt::Arguments<'_>,
+                     need: u128,
+                     cap: u128,
+                     alloc: u128,
+                     wf: u128,
+                     used: u128,
+                     f: &dyn Fn(u128) -> String| {
+        let left = cap.saturating_sub(used);
+        if need > left {
+            r.fail(codes::INSUFFICIENT, || {
+                format!(
+                    "{what}: needs {}, {} free (capacity {}, allocated {}, this workflow {})",
+                    f(need),
+                    f(left),
+                    f(cap),
+                    f(alloc),
+                    f(wf)
+                )
+            });
+        }
+    };
+    let cores = |v: u128| format!("{v} cores");
+    let bytes = |v: u128| ByteSize(v).to_string();
+    let count = |v: u128| v.to_string();
+    short(
+        format_args!("cpu"),
+        need.cpu.into(),
+        cap.cpu.into(),
+        alloc.cpu.into(),
+        wf.cpu.into(),
+        used.cpu.into(),
+        &cores,
+    );
+    short(
+        format_args!("memory"),
+        need.memory.0,
+        cap.memory.0,
+        alloc.memory.0,
+        wf.memory.0,
+        used.memory.0,
+        &bytes,
+    );
+    if cap.instances > 0 {
+        let (n, c, a, w, u) = (
+            need.instances,
+            cap.instances,
+            alloc.instances,
+            wf.instances,
+            used.instances,
+        );
+        short(
+            format_args!("instances"),
+            n.into(),
+            c.into(),
+            a.into(),
+            w.into(),
+            u.into(),
+            &count,
+        );
+    }
+    for (d, n) in need.devices.iter().filter(|(_, n)| **n > 0) {
+        let get = |m: &BTreeMap<String, u64>| u128::from(m.get(d).copied().unwrap_or(0));
+        short(
+            format_args!("device {d}"),
+            (*n).into(),
+            get(&cap.devices),
+            get(&alloc.devices),
+            get(&wf.devices),
+            get(&used.devices),
+            &count,
+        );
+    }
+    if ctx.needs.exclusive() && !is_empty(used) {
+        r.fail(codes::INSUFFICIENT, || {
+            let mut parts = Vec::new();
+            if !is_empty(alloc) {
+                parts.push(format!("allocated {}", describe(alloc)));
             }
-            for (d, n) in need.devices.iter().filter(|(_, n)| **n > 0) {
-                let get = |m: &BTreeMap<String, u64>| u128::from(m.get(d).copied().unwrap_or(0));
-                let what = format!("device {d}");
-                short(
-                    &what,
-                    (*n).into(),
-                    get(&cap.devices),
-                    get(&alloc.devices),
-                    get(&wf.devices),
-                    get(&used.devices),
-                    &count,
-                );
+            for p in holders {
+                parts.push(format!("job `{}` of this workflow", p.name));
             }
-            if ctx.needs.exclusive() && !is_empty(used) {
-                let mut parts = Vec::new();
-                if !is_empty(alloc) {
-                    parts.push(format!("allocated {}", describe(alloc)));
-                }
-                for p in &holders {
-                    parts.push(format!("job `{}` of this workflow", p.name));
-                }
-                r.push(Reason::new(
-                    codes::INSUFFICIENT,
-                    format!(
-                        "exclusive job needs a host with nothing allocated; host has {}",
-                        parts.join(", ")
-                    ),
-                ));
-            }
-            for p in holders.iter().filter(|p| p.exclusive) {
-                r.push(Reason::new(
-                    codes::INSUFFICIENT,
-                    format!("host is held exclusively by job `{}` of this workflow", p.name),
-                ));
-            }
-        },
-    )
+            format!(
+                "exclusive job needs a host with nothing allocated; host has {}",
+                parts.join(", ")
+            )
+        });
+    }
+    for p in holders.iter().filter(|p| p.exclusive) {
+        r.fail(codes::INSUFFICIENT, || {
+            format!("host is held exclusively by job `{}` of this workflow", p.name)
+        });
+    }
 }
 
 /// Non-zero parts of `r`, e.g. `cpu 4 cores, memory 8GiB, device nvidia.com/gpu 1`.

@@ -63,7 +63,7 @@ use indexmap::IndexMap;
 
 use super::PlanRequest;
 use crate::decision::{HostAllocation, JobDecision, Reason, StageTrace, VolumeDecision, codes};
-use crate::funnel::trace::Trace;
+use crate::funnel::trace::{Reasons, Trace, run_filter, run_filters};
 use crate::model::Inventory;
 
 use ledger::{Ledger, PlacedJob};
@@ -184,21 +184,36 @@ fn place_one(trace: &mut Trace, inv: &Inventory, ctx: &JobCtx<'_>, project: &str
     let zs = nonempty(zones::power(trace, job, zs), trace, job)?;
     let zs = nonempty(zones::limits(trace, ctx, zs), trace, job)?;
     let zs = nonempty(zones::profiles(trace, ctx, zs), trace, job)?;
-    let hs = hosts::candidates(&zs);
-    let stages: [HostStage; 7] = [
-        hosts::power,
-        hosts::hard_constraints,
-        hosts::affinity,
-        hosts::anti_affinity,
-        hosts::network,
-        hosts::storage,
-        hosts::capacity,
+    let hs = nonempty(hosts::candidates(&zs), trace, job)?;
+    let touched = hosts::Touched::new(ctx.ledger, &zs);
+    let stages = [
+        hosts::power(ctx),
+        hosts::hard_constraints(ctx, &zs),
+        hosts::affinity(ctx),
+        hosts::anti_affinity(ctx),
+        hosts::network(ctx),
+        hosts::storage(ctx),
+        hosts::capacity(ctx, &touched),
     ];
-    let mut hs = nonempty(hs, trace, job)?;
-    for stage in stages {
-        hs = nonempty(stage(trace, ctx, hs), trace, job)?;
-    }
-    let picks = nonempty(select::multi_host(trace, ctx, &zs, &hs), trace, job)?;
+    let hs = if reference() {
+        let mut hs = hs;
+        for st in &stages {
+            let check = |c: &_, r: &mut Reasons| {
+                if let Some(f) = &st.check {
+                    f(c, r);
+                }
+            };
+            hs = nonempty(
+                run_filter(trace, st.name, job, hs, hosts::HostCand::name, check),
+                trace,
+                job,
+            )?;
+        }
+        hs
+    } else {
+        nonempty(run_filters(trace, job, hs, hosts::HostCand::name, &stages), trace, job)?
+    };
+    let picks = nonempty(select::multi_host(trace, ctx, &zs, &hs, &touched), trace, job)?;
     let (pick, soft) = select::choose_zone(trace, ctx, picks).ok_or_else(|| no_zone(trace, job))?;
     select::record_host_choice(trace, ctx, &pick);
     Ok(Chosen {
@@ -208,8 +223,25 @@ fn place_one(trace: &mut Trace, inv: &Inventory, ctx: &JobCtx<'_>, project: &str
     })
 }
 
-/// A host filter stage.
-type HostStage = for<'z, 'a> fn(&mut Trace, &JobCtx<'_>, Vec<hosts::HostCand<'z, 'a>>) -> Vec<hosts::HostCand<'z, 'a>>;
+#[cfg(test)]
+thread_local! {
+    /// Test switch for [`reference`].
+    pub(crate) static REFERENCE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// True when a test asks for the reference path: every host stage a pass of its own with its
+/// check run on every host (none skipped as having nothing to check), and every host's use
+/// summed from the ledger. Tests compare it with the fast path; always false outside tests.
+pub(crate) fn reference() -> bool {
+    #[cfg(test)]
+    {
+        REFERENCE.get()
+    }
+    #[cfg(not(test))]
+    {
+        false
+    }
+}
 
 /// Passes `v` on, or stops with `no_zone` when the last stage left nothing.
 fn nonempty<T>(v: Vec<T>, trace: &[StageTrace], job: &str) -> Result<Vec<T>, Reason> {

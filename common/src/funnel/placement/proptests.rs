@@ -358,3 +358,114 @@ proptest! {
         prop_assert!(js.iter().filter(|j| j.mounts.is_empty()).all(|j| !p1.jobs.contains_key(&j.name)));
     }
 }
+
+/// Places `r`'s jobs on the fast path and on the reference path ([`super::reference`]: one pass
+/// per host stage, every check run on every host, every host's use summed from the ledger).
+fn both_paths(
+    inv: &Inventory,
+    r: &crate::funnel::PlanRequest,
+    v: &indexmap::IndexMap<String, crate::decision::VolumeDecision>,
+) -> [(super::Placement, Vec<crate::decision::StageTrace>); 2] {
+    [true, false].map(|reference| {
+        super::REFERENCE.set(reference);
+        let mut trace = crate::funnel::trace::Trace::new(r.trace_limit);
+        let p = super::place_jobs(inv, r, v, &mut trace);
+        super::REFERENCE.set(false);
+        (p, trace.into_stages())
+    })
+}
+
+fn three_volumes() -> indexmap::IndexMap<String, crate::decision::VolumeDecision> {
+    vols(vec![
+        ("data", existing("nfs", "data")),
+        ("scratch", provisioned("local", "scratch", 1)),
+        ("shared", provisioned("nfs", "shared", 2)),
+    ])
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// The fast path (all host stages in one pass over the hosts, stages with nothing to check
+    /// recorded without running, hosts no earlier job of the workflow runs on checked against
+    /// their `allocated` alone) gives exactly the reference path's decisions and trace, with
+    /// listing limits that cut stages' listings short (1, 2) or list everything (0).
+    #[test]
+    fn fast_path_matches_the_reference(
+        zones in prop::collection::vec(zone_spec(), 1..4),
+        jobs in prop::collection::vec(job_spec(), 1..6),
+        seed in any::<u64>(),
+        with_projects in any::<bool>(),
+        limit in 0usize..3,
+    ) {
+        let (inv, js) = build(&zones, &jobs, with_projects);
+        let mut r = req(js, seed);
+        r.trace_limit = limit;
+        let [(slow, slow_trace), (fast, fast_trace)] = both_paths(&inv, &r, &three_volumes());
+        prop_assert_eq!(&fast.jobs, &slow.jobs);
+        prop_assert_eq!(&fast.allocations, &slow.allocations);
+        prop_assert_eq!(&fast.volume_hosts, &slow.volume_hosts);
+        prop_assert_eq!(fast.soft_matched, slow.soft_matched);
+        prop_assert_eq!(&fast_trace, &slow_trace);
+    }
+}
+
+/// The comparison above meets what the fast path skips: on a fixed sample of generated cases,
+/// the paths agree and the sample has hosts rejected while earlier jobs of the same workflow
+/// hold capacity on them, affinity partners, node-local pins and wanted networks.
+#[test]
+fn the_fast_path_comparison_covers_hosts_held_by_earlier_jobs() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+
+    let strategy = (
+        prop::collection::vec(zone_spec(), 1..4),
+        prop::collection::vec(job_spec(), 1..6),
+        any::<u64>(),
+        any::<bool>(),
+    );
+    let mut runner = TestRunner::new_with_rng(Config::default(), TestRng::from_seed(RngAlgorithm::ChaCha, &[7; 32]));
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for _ in 0..400 {
+        let (zones, jobs, seed, with_projects) = strategy.new_tree(&mut runner).unwrap().current();
+        let (inv, js) = build(&zones, &jobs, with_projects);
+        let r = req(js, seed);
+        let [(slow, slow_trace), (fast, fast_trace)] = both_paths(&inv, &r, &three_volumes());
+        assert_eq!((&fast.jobs, &fast.allocations), (&slow.jobs, &slow.allocations));
+        assert_eq!(fast_trace, slow_trace);
+        for rej in fast_trace.iter().flat_map(|t| &t.rejected) {
+            for reason in &rej.reasons {
+                let m = &reason.message;
+                let kind = if m.contains("of this workflow")
+                    || (m.contains("this workflow ") && !m.contains("this workflow 0"))
+                {
+                    "held by an earlier job"
+                } else {
+                    reason.code.as_str()
+                };
+                *seen
+                    .entry(match kind {
+                        "held by an earlier job" => "held by an earlier job",
+                        crate::decision::codes::AFFINITY => "affinity",
+                        crate::decision::codes::ANTI_AFFINITY => "anti_affinity",
+                        crate::decision::codes::PINNED_ELSEWHERE => "pinned_elsewhere",
+                        crate::decision::codes::NETWORK => "network",
+                        _ => "other",
+                    })
+                    .or_default() += 1;
+            }
+        }
+    }
+    for kind in [
+        "held by an earlier job",
+        "affinity",
+        "anti_affinity",
+        "pinned_elsewhere",
+        "network",
+    ] {
+        assert!(
+            seen.get(kind).copied().unwrap_or(0) > 0,
+            "no `{kind}` rejection in the sample: {seen:?}"
+        );
+    }
+}

@@ -13,10 +13,10 @@ use super::stages;
 use crate::decision::{Reason, codes};
 use crate::funnel::trace::Trace;
 use crate::funnel::{run_filter, seeded_pick};
-use crate::model::{Host, PlacementPolicy, Tag};
+use crate::model::{Constraint, Host, PlacementPolicy, Tag};
 
 use super::JobCtx;
-use super::hosts::HostCand;
+use super::hosts::{HostCand, Touched};
 use super::ledger::add;
 use super::zones::ZoneCand;
 
@@ -51,28 +51,73 @@ fn host_soft(ctx: &JobCtx<'_>, zone_tags: &[Tag], host: &Host) -> u32 {
 }
 
 /// Soft scores of `hosts` in `zone` (all 0, computed without looking, when the job has no soft
-/// constraints).
+/// constraints): [`host_soft`], with each constraint looked up among the zone's tags once.
 fn soft_scores(ctx: &JobCtx<'_>, zone: &ZoneCand<'_>, hosts: &[&Host]) -> Vec<u32> {
-    if ctx.needs.soft().next().is_none() {
+    let soft: Vec<(&Constraint, bool)> = ctx
+        .needs
+        .soft()
+        .map(|c| (c, zone.zone.tags.iter().any(|t| c.matches(t))))
+        .collect();
+    if soft.is_empty() {
         return vec![0; hosts.len()];
     }
-    hosts.iter().map(|h| host_soft(ctx, &zone.zone.tags, h)).collect()
+    hosts
+        .iter()
+        .map(|h| {
+            let met = soft
+                .iter()
+                .filter(|(c, in_zone)| (*in_zone || h.tags.iter().any(|t| c.matches(t))) != c.negated)
+                .count();
+            u32::try_from(met).unwrap_or(u32::MAX)
+        })
+        .collect()
 }
 
 /// Load of a host in [0, 1]: the larger of cpu and memory allocated / capacity, counting the
 /// inventory's allocations and every earlier job of this workflow on it (a resource with no
 /// capacity counts as full when anything is allocated, else empty); and its free memory bytes.
-fn metrics(ctx: &JobCtx<'_>, zone: &str, host: &Host) -> (f64, u128) {
-    let (mut used, _) = ctx.ledger.host_use(zone, &host.name, |_| true);
-    add(&mut used, &host.allocated);
+/// `held`: an earlier job of this workflow may run on the host ([`Touched::holds_in`]); when
+/// false the ledger is not summed (it holds nothing there).
+fn metrics(ctx: &JobCtx<'_>, zone: &str, host: &Host, held: bool) -> (f64, u128) {
+    let used = used(ctx, zone, host, held);
+    (load(host, used), free_memory(host, used))
+}
+
+/// (cpu cores, memory bytes) in use on `host`: its allocations plus, when `held`, what every
+/// earlier job of this workflow holds there.
+fn used(ctx: &JobCtx<'_>, zone: &str, host: &Host, held: bool) -> (u64, u128) {
+    if held {
+        let (mut used, _) = ctx.ledger.host_use(zone, &host.name, |_| true);
+        add(&mut used, &host.allocated);
+        (used.cpu, used.memory.0)
+    } else {
+        (host.allocated.cpu, host.allocated.memory.0)
+    }
+}
+
+/// The load part of [`metrics`] for `used` = [`used`].
+fn load(host: &Host, (cpu, memory): (u64, u128)) -> f64 {
     let ratio = |a: u128, c: u128| match (a, c) {
         (0, _) => 0.0,
         (_, 0) => 1.0,
-        (a, c) => (a as f64 / c as f64).min(1.0),
+        (a, c) => (to_f64(a) / to_f64(c)).min(1.0),
     };
     let cap = &host.capacity;
-    let load = ratio(used.cpu.into(), cap.cpu.into()).max(ratio(used.memory.0, cap.memory.0));
-    (load, cap.memory.0.saturating_sub(used.memory.0))
+    ratio(cpu.into(), cap.cpu.into()).max(ratio(memory, cap.memory.0))
+}
+
+/// The free-memory part of [`metrics`] for `used` = [`used`].
+fn free_memory(host: &Host, (_, memory): (u64, u128)) -> u128 {
+    host.capacity.memory.0.saturating_sub(memory)
+}
+
+/// `v as f64` (the nearest double), through the hardware conversion when `v` fits in 64 bits
+/// (the same double: both round the same integer to nearest).
+fn to_f64(v: u128) -> f64 {
+    match u64::try_from(v) {
+        Ok(v) => v as f64,
+        Err(_) => v as f64,
+    }
 }
 
 /// Orders a zone's fitting hosts, best first: hosts meeting more soft constraints first
@@ -84,24 +129,29 @@ fn metrics(ctx: &JobCtx<'_>, zone: &str, host: &Host) -> (f64, u128) {
 /// Without soft constraints every host scores 0 and the order is the policy's alone.
 ///
 /// With `only_best` (single-host jobs) only the first host of that order is computed, in one
-/// linear pass: the same host the full order would put first.
+/// linear pass: the same host the full order would put first. `touched`: where earlier jobs of
+/// this workflow run (for the loads).
 pub(crate) fn rank_hosts<'a>(
     ctx: &JobCtx<'_>,
     zone: &ZoneCand<'a>,
     hosts: &[&'a Host],
     soft: &[u32],
     only_best: bool,
+    touched: &Touched<'_, '_, '_>,
 ) -> Vec<&'a Host> {
     let z = zone.zone;
+    let names = touched.in_zone(zone);
     if only_best {
-        return best_host(ctx, zone, hosts, soft).into_iter().collect();
+        return best_host(ctx, zone, hosts, soft, |h| touched.holds_in(names, h))
+            .into_iter()
+            .collect();
     }
     let mut keyed: Vec<(u32, f64, u128, &'a Host)> = hosts
         .iter()
         .copied()
         .zip(soft.iter().copied())
         .map(|(h, s)| {
-            let (load, free) = metrics(ctx, &z.name, h);
+            let (load, free) = metrics(ctx, &z.name, h, touched.holds_in(names, h));
             (s, load, free, h)
         })
         .collect();
@@ -132,7 +182,13 @@ pub(crate) fn rank_hosts<'a>(
 
 /// The first host of [`rank_hosts`]' order, found in one pass (stable sorts keep the earliest of
 /// equal keys, so ties go to the earliest host here too).
-fn best_host<'a>(ctx: &JobCtx<'_>, zone: &ZoneCand<'a>, hosts: &[&'a Host], soft: &[u32]) -> Option<&'a Host> {
+fn best_host<'a>(
+    ctx: &JobCtx<'_>,
+    zone: &ZoneCand<'a>,
+    hosts: &[&'a Host],
+    soft: &[u32],
+    held: impl Fn(&Host) -> bool,
+) -> Option<&'a Host> {
     let z = zone.zone;
     let top = soft.iter().copied().max()?;
     if z.placement_policy == PlacementPolicy::Default {
@@ -145,12 +201,19 @@ fn best_host<'a>(ctx: &JobCtx<'_>, zone: &ZoneCand<'a>, hosts: &[&'a Host], soft
         let k = seeded_pick(ctx.seed, &format!("host:{}:{}", ctx.job(), z.name), group.len());
         return group.get(k.min(group.len().saturating_sub(1))).copied();
     }
+    // Each policy compares one of the two metrics: only that one is computed.
+    let by_memory = z.placement_policy == PlacementPolicy::SpreadMemory;
     let mut best: Option<(f64, u128, &'a Host)> = None;
     for (h, s) in hosts.iter().copied().zip(soft) {
         if *s != top {
             continue;
         }
-        let (load, free) = metrics(ctx, &z.name, h);
+        let used = used(ctx, &z.name, h, held(h));
+        let (load, free) = if by_memory {
+            (0.0, free_memory(h, used))
+        } else {
+            (load(h, used), 0)
+        };
         let better = match (&best, z.placement_policy) {
             (None, _) => true,
             (Some(b), PlacementPolicy::Binpack) => load > b.0,
@@ -229,25 +292,38 @@ pub(crate) fn multi_host<'z, 'a>(
     ctx: &JobCtx<'_>,
     zones: &'z [ZoneCand<'a>],
     hosts: &[HostCand<'z, 'a>],
+    touched: &Touched<'_, '_, '_>,
 ) -> Vec<ZonePick<'z, 'a>> {
     let n = ctx.needs.nodes;
-    // One pass groups the fitting hosts by zone (keyed by the zone's address: candidates point
-    // into `zones`).
-    let mut by_zone: std::collections::HashMap<*const ZoneCand<'a>, Vec<&'a Host>> = std::collections::HashMap::new();
+    // One pass groups the fitting hosts by zone (candidates point into `zones`; consecutive
+    // candidates share a zone, so the zone's position is looked up only when it changes).
+    let mut by_zone: Vec<Vec<&'a Host>> = vec![Vec::new(); zones.len()];
+    let mut last: Option<(&ZoneCand<'a>, usize)> = None;
     for c in hosts {
-        by_zone.entry(std::ptr::from_ref(c.zone)).or_default().push(c.host);
+        let i = match last {
+            Some((z, i)) if std::ptr::eq(z, c.zone) => i,
+            _ => {
+                let Some(i) = zones.iter().position(|z| std::ptr::eq(z, c.zone)) else {
+                    continue;
+                };
+                last = Some((c.zone, i));
+                i
+            }
+        };
+        by_zone[i].push(c.host);
     }
     let cands: Vec<ZonePick<'z, 'a>> = zones
         .iter()
-        .filter_map(|z| {
-            let fitting = by_zone.remove(&std::ptr::from_ref(z))?;
+        .zip(by_zone)
+        .filter(|(_, fitting)| !fitting.is_empty())
+        .map(|(z, fitting)| {
             let soft = soft_scores(ctx, z, &fitting);
-            Some(ZonePick {
+            ZonePick {
                 zone: z,
-                hosts: rank_hosts(ctx, z, &fitting, &soft, n <= 1),
+                hosts: rank_hosts(ctx, z, &fitting, &soft, n <= 1, touched),
                 fitting,
                 soft,
-            })
+            }
         })
         .collect();
     let mut chosen: Vec<Vec<&'a Host>> = Vec::new();

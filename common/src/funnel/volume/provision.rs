@@ -109,13 +109,16 @@ pub(crate) fn decide(
     name: NewName,
     trace: &mut Trace,
 ) -> VolumeDecision {
-    if let NewName::Generated(n) = &name
-        && let Some(vol) = ctx.volume_on(&p.name, n)
+    // One walk over the inventory's volumes answers both questions about the name.
+    let existing = match &name {
+        NewName::Requested(n) | NewName::Generated(n) => ctx.volume_on(&p.name, n),
+    };
+    if let (NewName::Generated(_), Some(vol)) = (&name, existing)
         && !vol.being_deleted
     {
         return bound(mode, vol);
     }
-    match plan(ctx, need, p, op, name, trace) {
+    match plan(ctx, need, p, op, name, existing.is_some(), trace) {
         Ok(nv) => VolumeDecision {
             provisioner: Some(p.name.clone()),
             volume: Some(nv.name.clone()),
@@ -131,13 +134,14 @@ pub(crate) fn decide(
 /// Reasons (all recorded): `not_ready`, `permission_denied` for `op`, and
 /// `provisioning_refused` for an unsupported volume mode, a size over `max_volume_size` or
 /// `free_bytes`, each selector requirement its labels fail, each unknown fedvol parameter, and a
-/// requested name already taken on `p`.
+/// name already taken on `p` (`taken`: a volume of `p` has that name).
 fn plan(
     ctx: &Ctx<'_>,
     need: &Need<'_>,
     p: &Provisioner,
     op: Operation,
     name: NewName,
+    taken: bool,
     trace: &mut Trace,
 ) -> Result<NewVolume, Reason> {
     let mut reasons = Vec::new();
@@ -188,7 +192,7 @@ fn plan(
     let name = match name {
         NewName::Requested(n) | NewName::Generated(n) => n,
     };
-    if ctx.volume_on(&p.name, &name).is_some() {
+    if taken {
         reasons.push(refused(format!(
             "a volume named `{name}` already exists on provisioner `{}`",
             p.name
