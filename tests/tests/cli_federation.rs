@@ -270,7 +270,8 @@ async fn one_request_id_is_one_workflow() {
     let conflicts: [&[&str]; 3] = [
         &["submit", &other, "--request-id", "same-1"],
         &["submit", &first, "--request-id", "same-1", "-g", "physics"],
-        &["submit", &first, "--request-id", "same-1", "--dry-run"],
+        // A kept dry run takes its id (issue 14: one not kept never touches the bucket).
+        &["submit", &first, "--request-id", "same-1", "--dry-run", "--keep"],
     ];
     for args in conflicts {
         let o = fedvol(&nats, args);
