@@ -120,7 +120,8 @@ pub async fn coordinator_op<E: CoordinatorEndpoint>(
 }
 
 /// A submit message for group `physics` (which the test inventories let use their scratch
-/// provisioner), waiting the coordinator's default deadline.
+/// provisioner), waiting the coordinator's default deadline. A dry run asks to be kept
+/// (issue 14), since the load tests read every decision back from the bucket.
 pub fn submit_msg(id: &str, workflow: &Workflow, dry_run: bool) -> SubmitMsg {
     SubmitMsg {
         request_id: id.to_string(),
@@ -130,7 +131,7 @@ pub fn submit_msg(id: &str, workflow: &Workflow, dry_run: bool) -> SubmitMsg {
         groups: vec!["physics".into()],
         timeout_ms: 0,
         trace_limit: None,
-        keep: false,
+        keep: dry_run,
     }
 }
 
