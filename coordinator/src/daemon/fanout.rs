@@ -2,7 +2,8 @@
 //!
 //! The [`PlanMsg`] is sent to each cluster the registry knows (from heartbeats or start-up
 //! discovery) on that cluster's own subject `<prefix>.cluster.<c>.plan`, with the reply subject
-//! `<inbox>.<c>`: one fresh inbox per request, one token (and one subscription) per cluster. An answer belongs to the
+//! `<inbox>.<c>` (the coordinator's inbox, subscribed once per cluster and routed by request
+//! id: [`super::replies`]). An answer belongs to the
 //! cluster whose token it arrived on, and only that cluster's agents can send it there: with
 //! the secure NATS configurations an agent receives only its own cluster's subjects and may
 //! publish only replies to requests it received (`allow_responses`), so agent-a's credentials
@@ -29,17 +30,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use indexmap::IndexMap;
 
 use fedvol_common::decision::{ClusterDecision, ClusterStatus, Reason};
 use fedvol_common::funnel::PlanRequest;
 use fedvol_proto::agent::{AgentOp, Plan, PlanMsg, PlanReply};
-use fedvol_proto::rpc::{RpcError, is_no_responders};
+use fedvol_proto::rpc::RpcError;
 use fedvol_proto::{Code, Endpoint, Failure, now_ms};
 
 use super::Coordinator;
 use super::registry::Expectation;
+use super::replies::Arrived;
 
 /// An agent's answer to a plan: its reply, or the failure it sent instead (which names the
 /// cluster when the agent could tell; one that names none cannot be given a slot).
@@ -122,40 +123,6 @@ pub struct Gathered {
     pub gather_ms: f64,
 }
 
-/// What one message on the gather's inbox is.
-#[derive(Debug)]
-enum Arrival {
-    /// NATS found nobody serving the cluster's plan subject.
-    NoResponders,
-    /// The cluster's answer, attributed to the cluster whose reply token it arrived on.
-    Answer(AgentAnswer),
-    /// An answer sent on the cluster's token in another cluster's name (refused).
-    Impersonation(String),
-    /// An answer for another request (ignored).
-    OtherRequest,
-    /// Unreadable (ignored).
-    Unreadable(String),
-}
-
-/// Reads a message that arrived on `<inbox>.<asked>` for `request_id`.
-fn arrival(m: &async_nats::Message, asked: &str, request_id: &str) -> Arrival {
-    if is_no_responders(m) {
-        return Arrival::NoResponders;
-    }
-    let a = match AgentAnswer::decode(&m.payload) {
-        Ok(a) => a,
-        Err(e) => return Arrival::Unreadable(e.to_string()),
-    };
-    match a.cluster() {
-        Some(named) if named != asked => return Arrival::Impersonation(named.to_string()),
-        _ => {}
-    }
-    if a.request_id().is_some_and(|id| id != request_id) {
-        return Arrival::OtherRequest;
-    }
-    Arrival::Answer(a)
-}
-
 /// Asks every known cluster to plan `request` (holding nothing) and gathers the answers for at
 /// most `wait` (module docs). When the registry knows no cluster yet (a coordinator that just
 /// started), agents are discovered first.
@@ -193,24 +160,19 @@ pub async fn fan_out(co: &Arc<Coordinator>, request: &PlanRequest, wait: Duratio
         ttl_ms: 0,
     };
     let body = Plan::encode_request(&msg);
-    let inbox = co.client.new_inbox();
-    // One literal subscription per cluster rather than `<inbox>.*`: a NATS server passes a
-    // subscription's interest over a leaf connection only when the leaf's login may publish to
-    // all of it, and the secure hub lets cluster c's leaf publish only `<inbox>.c`.
-    let mut subs = Vec::new();
+    // Answers arrive on each cluster's long-lived subscription, routed here by request id
+    // (`replies`).
     for name in wait_for.iter().chain(skipped.keys()) {
-        let reply = format!("{inbox}.{name}");
-        subs.push(co.client.subscribe(reply.clone()).await.map_err(|e| RpcError::Nats {
-            subject: reply,
-            message: e.to_string(),
-        })?);
+        co.replies.watch(&co.client, name).await?;
     }
-    let mut sub = futures::stream::select_all(subs);
+    let mut gather = co
+        .replies
+        .open(&request.request_id, wait_for.iter().chain(skipped.keys()));
     let started = Instant::now();
     for name in wait_for.iter().chain(skipped.keys()) {
         let subject = co.subjects.cluster(name, AgentOp::Plan);
         co.client
-            .publish_with_reply(subject.clone(), format!("{inbox}.{name}"), body.clone())
+            .publish_with_reply(subject.clone(), co.replies.reply_subject(name), body.clone())
             .await
             .map_err(|e| RpcError::Nats {
                 subject,
@@ -229,52 +191,50 @@ pub async fn fan_out(co: &Arc<Coordinator>, request: &PlanRequest, wait: Duratio
     let mut no_responders: BTreeSet<String> = BTreeSet::new();
     let mut pending = wait_for.clone();
     while !pending.is_empty() {
-        let m = match tokio::time::timeout_at(end, sub.next()).await {
-            Ok(Some(m)) => m,
+        let routed = match tokio::time::timeout_at(end, gather.answers.recv()).await {
+            Ok(Some(r)) => r,
             Ok(None) | Err(_) => break,
         };
-        let elapsed = started.elapsed().as_secs_f64() * 1000.0;
-        let token = m.subject.rsplit('.').next().unwrap_or_default().to_string();
+        let elapsed = routed.at.saturating_duration_since(started).as_secs_f64() * 1000.0;
+        let token = routed.cluster.clone();
         if !wait_for.contains(&token) && !skipped.contains_key(&token) {
-            tracing::warn!(subject = %m.subject, "a plan answer on a token no cluster was asked on: ignored");
+            tracing::warn!(cluster = %token, "a plan answer from a cluster this request did not ask: ignored");
             continue;
         }
         if answers.contains_key(&token) || refused.contains_key(&token) || no_responders.contains(&token) {
             tracing::warn!(cluster = %token, "a second plan answer for one cluster: ignored");
             continue;
         }
-        match arrival(&m, &token, &request.request_id) {
-            Arrival::NoResponders => {
+        match &routed.arrived {
+            Arrived::NoResponders => {
                 no_responders.insert(token.clone());
             }
-            Arrival::Answer(a) => {
-                tracing::debug!(cluster = %token, elapsed_ms = elapsed, "plan answer");
-                answers.insert(token.clone(), (a, elapsed));
-            }
-            Arrival::Impersonation(named) => {
-                let named: String = fedvol_common::limits::printable(&named).chars().take(80).collect();
-                tracing::warn!(
-                    cluster = %token,
-                    named = %named,
-                    "a plan answer in another cluster's name: refused (the cluster that sent it gets an error slot)"
-                );
-                let reason = Code::BadAnswer.reason(format!(
-                    "the answer on this cluster's reply subject named cluster `{named}`: refused"
-                ));
-                refused.insert(token.clone(), (reason, elapsed));
-            }
-            Arrival::OtherRequest => {
-                tracing::warn!(cluster = %token, "a plan answer for another request: ignored");
-                continue;
-            }
-            Arrival::Unreadable(e) => {
+            Arrived::Answer(a) => match a.cluster() {
+                Some(named) if named != token => {
+                    let named: String = fedvol_common::limits::printable(named).chars().take(80).collect();
+                    tracing::warn!(
+                        cluster = %token,
+                        named = %named,
+                        "a plan answer in another cluster's name: refused (the cluster that sent it gets an error slot)"
+                    );
+                    let reason = Code::BadAnswer.reason(format!(
+                        "the answer on this cluster's reply subject named cluster `{named}`: refused"
+                    ));
+                    refused.insert(token.clone(), (reason, elapsed));
+                }
+                _ => {
+                    tracing::debug!(cluster = %token, elapsed_ms = elapsed, "plan answer");
+                    answers.insert(token.clone(), (a.clone(), elapsed));
+                }
+            },
+            Arrived::Unreadable(e) => {
                 tracing::warn!(cluster = %token, error = %e, "an unreadable plan answer: ignored");
                 continue;
             }
         }
         pending.remove(&token);
     }
-    drop(sub);
+    drop(gather);
     let gather_ms = started.elapsed().as_secs_f64() * 1000.0;
     let ended_ms = now_ms();
     {

@@ -36,6 +36,7 @@ pub mod ops;
 pub mod reconcile;
 pub mod registry;
 pub mod replay;
+pub mod replies;
 pub mod restore;
 pub mod run;
 pub mod store;
@@ -67,6 +68,8 @@ pub struct Coordinator {
     /// Requests in progress at once (`maxInFlight`); beyond, a request is answered
     /// `overloaded` at once instead of queueing without end (issue 20).
     pub admission: std::sync::Arc<tokio::sync::Semaphore>,
+    /// Where plan answers arrive: one subscription per cluster ([`replies`]).
+    pub replies: replies::Replies,
 }
 
 impl Coordinator {

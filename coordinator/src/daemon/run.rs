@@ -89,6 +89,7 @@ pub async fn run(cfg: CoordinatorConfig) -> Result<(), StartError> {
         registry: Mutex::new(Registry::new()),
         directory: RwLock::new(directory),
         admission: Arc::new(tokio::sync::Semaphore::new(cfg.max_in_flight)),
+        replies: super::replies::Replies::new(&client),
     });
 
     follow_heartbeats(&co).await?;
