@@ -34,6 +34,15 @@ pub enum ClientError {
         /// The NATS server's last error on this connection (a permissions violation), if any.
         refused: Option<String>,
     },
+    /// The NATS server refused the request's publish or its reply subscription (a permissions
+    /// violation, reported as soon as the server sends it rather than after the timeout).
+    #[error("the NATS server refused this request on {subject}{}", refused_hint(&Some(.message.clone())))]
+    Refused {
+        /// The subject.
+        subject: String,
+        /// The server's error.
+        message: String,
+    },
     /// The answer was not what the protocol says.
     #[error("unreadable answer on {subject}: {message}")]
     BadReply {
@@ -74,13 +83,18 @@ fn refused_hint(refused: &Option<String>) -> String {
         return String::new();
     };
     let hint = if e.contains("Subscription") && e.contains("_INBOX") {
-        " (your NATS user may not read this reply inbox: with deploy/nats/secure.conf, pass --nats-inbox-prefix _INBOX_<your NATS user>)"
+        " (your NATS user may not read this reply inbox: the inbox prefix is _INBOX_<-u user> when -u is given, else _INBOX; pass --nats-inbox-prefix with the one your NATS permissions allow)"
     } else if e.contains("Publish") && e.contains(".coordinator.") {
         " (your NATS user may not send requests under this name: -u must be your NATS user)"
     } else {
         ""
     };
     format!(": the NATS server refused this client: {e}{hint}")
+}
+
+/// Whether a server error is a refusal of this client's publish or subscription.
+fn is_refusal(e: &str) -> bool {
+    e.to_ascii_lowercase().contains("permissions violation")
 }
 
 /// A request id for workflow `workflow`: its name reduced to key characters (letters, digits,
@@ -171,6 +185,9 @@ impl Client {
                 max,
             });
         }
+        // Refusals come back asynchronously; one sent after this point is this request's (the
+        // CLI's connection carries nothing else), and ends the wait at once.
+        let mut refusals = self.errors.watch();
         let inbox = self.nats.new_inbox();
         let mut sub = self.nats.subscribe(inbox.clone()).await.map_err(|e| nats_err(&e))?;
         self.nats
@@ -178,16 +195,32 @@ impl Client {
             .await
             .map_err(|e| nats_err(&e))?;
         self.nats.flush().await.map_err(|e| nats_err(&e))?;
-        let msg = match tokio::time::timeout(self.timeout, sub.next()).await {
-            Ok(Some(m)) => m,
-            Ok(None) => return Err(nats_err(&"the reply subscription closed")),
-            Err(_) => {
-                return Err(ClientError::Timeout {
-                    subject,
-                    timeout_ms: self.timeout.as_millis() as u64,
-                    refused: self.errors.last(),
-                });
+        let refused = async {
+            loop {
+                if refusals.changed().await.is_err() {
+                    // The connection is gone with its error watcher: only the timeout is left.
+                    std::future::pending::<()>().await;
+                }
+                if let Some(e) = refusals.borrow_and_update().clone()
+                    && is_refusal(&e)
+                {
+                    return e;
+                }
             }
+        };
+        let msg = tokio::select! {
+            m = tokio::time::timeout(self.timeout, sub.next()) => match m {
+                Ok(Some(m)) => m,
+                Ok(None) => return Err(nats_err(&"the reply subscription closed")),
+                Err(_) => {
+                    return Err(ClientError::Timeout {
+                        subject,
+                        timeout_ms: self.timeout.as_millis() as u64,
+                        refused: self.errors.last(),
+                    });
+                }
+            },
+            message = refused => return Err(ClientError::Refused { subject, message }),
         };
         let _ = sub.unsubscribe().await;
         if msg.status == Some(async_nats::StatusCode::NO_RESPONDERS) {

@@ -361,10 +361,20 @@ async fn single_server_users_run_a_federation_with_least_privilege() {
         nats.log()
     );
 
-    // alice cannot speak as bob: the server drops the request, nobody answers.
-    let o = fedvol(&url, "alice", "bob", &["--timeout-ms", "1500", "clusters"]);
+    // alice cannot speak as bob: the server refuses the request, and the CLI says so as soon
+    // as the server does (issue 15), not after its timeout.
+    let t0 = std::time::Instant::now();
+    let o = fedvol(&url, "alice", "bob", &["--timeout-ms", "30000", "clusters"]);
     assert_ne!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("no answer"), "{}", text(&o));
+    assert!(
+        text(&o).contains("refused this request") && text(&o).contains("-u must be your NATS user"),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(20),
+        "reported at once, not at the timeout"
+    );
     assert!(
         server_logged(
             &nats,

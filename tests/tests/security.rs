@@ -14,12 +14,12 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use fedvol_tests::federation::slots_inventory;
 use fedvol_tests::kit::{
     Kit, SLOT_WORKFLOW, agent_as, client, command, coordinator_as, fedvol_as, inbox_prefix, output_text as text,
-    server_logged, silent, wait_clusters_as,
+    password, server_logged, silent, wait_clusters_as,
 };
 use fedvol_tests::nats::free_port;
 use fedvol_tests::{NatsServer, Spawned, bin_path};
@@ -185,23 +185,50 @@ async fn secure_conf_confines_agents_and_users_to_their_own_subjects_and_inboxes
     let o = fedvol(&url, "alice", "alice", &["decisions", "show", "sec-1", "-o", "json"]);
     assert_eq!(json(&o)["state"], "committed", "bob changed nothing");
 
-    // alice cannot submit as bob: the server drops the request, nobody answers, it is logged.
-    let o = fedvol(&url, "alice", "bob", &["--timeout-ms", "1500", "clusters"]);
+    // alice cannot submit as bob: the server refuses the request, it is logged, and the CLI
+    // says so as soon as the server does (issue 15), not after its timeout.
+    let t0 = Instant::now();
+    let o = fedvol(&url, "alice", "bob", &["--timeout-ms", "30000", "clusters"]);
     assert_ne!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("no answer"), "{}", text(&o));
     assert!(
-        text(&o).contains("the NATS server refused this client") && text(&o).contains("-u must be your NATS user"),
+        text(&o).contains("the NATS server refused this request") && text(&o).contains("-u must be your NATS user"),
         "{}",
         text(&o)
     );
-    // Forgetting the private inbox gets no answer either, and says what to do.
-    let o = command("fedvol", &url, "alice", false)
-        .args(["-u", "alice", "--timeout-ms", "1500", "clusters"])
+    assert!(t0.elapsed() < Duration::from_secs(20), "at once, not at the timeout");
+    // Identity in one flag (issue 15): `-u alice` with the password in the environment is
+    // enough; the NATS user and the private inbox `_INBOX_alice` follow from it.
+    let bare = || {
+        let mut c = Command::new(bin_path("fedvol"));
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("FEDVOL_") {
+                c.env_remove(&k);
+            }
+        }
+        c.env("FEDVOL_NATS_PASSWORD", password("alice"));
+        c
+    };
+    let o = bare()
+        .args(["clusters", "--nats", &url, "-u", "alice"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // An inbox the permissions do not allow is refused at once, saying what to do.
+    let o = bare()
+        .args([
+            "clusters",
+            "--nats",
+            &url,
+            "-u",
+            "alice",
+            "--nats-inbox-prefix",
+            "_INBOX",
+        ])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(
-        text(&o).contains("pass --nats-inbox-prefix _INBOX_<your NATS user>"),
+        text(&o).contains("pass --nats-inbox-prefix with the one your NATS permissions allow"),
         "{}",
         text(&o)
     );

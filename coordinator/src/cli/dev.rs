@@ -101,10 +101,17 @@ pub fn dev(a: &DevArgs) -> u8 {
         if let Err(code) = connected(&url, &clusters, false).await {
             return code;
         }
+        let context = super::context::write(&url);
         println!("\nfedvol federation running: clusters {}", clusters.join(", "));
         println!("NATS: {url}   (logs and state in {})", fed.dir.path().display());
+        match &context {
+            Ok(p) => println!(
+                "fedvol commands in any terminal use it (URL saved in {}, removed at exit)",
+                p.display()
+            ),
+            Err(e) => println!("cannot save the URL for other terminals ({e}): export FEDVOL_NATS_URL={url}"),
+        }
         println!("\ntry, in another terminal:");
-        println!("  export FEDVOL_NATS_URL={url}");
         println!("  fedvol clusters");
         println!("  fedvol submit deploy/examples/workflows/scratch-fast.yaml");
         println!("  fedvol decisions list");
@@ -112,12 +119,31 @@ pub fn dev(a: &DevArgs) -> u8 {
         println!("  fedvol why-not <ID> --cluster cluster-a --host a-east-2");
         println!("  fedvol complete <ID>");
         println!("\nCtrl-C stops everything and removes {}", fed.dir.path().display());
-        let _ = tokio::signal::ctrl_c().await;
+        wait_for_stop().await;
+        if let Ok(p) = &context {
+            super::context::remove_if_ours(p);
+        }
         EXIT_OK
     });
     eprintln!("stopping ...");
     fed.stop();
     code
+}
+
+/// Waits for Ctrl-C (SIGINT) or SIGTERM.
+async fn wait_for_stop() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
 }
 
 fn workflow_files(dir: &Path) -> Vec<PathBuf> {

@@ -20,6 +20,9 @@ use crate::render::{Output, table, yaml};
 /// `fedvol submit`.
 #[derive(Debug, clap::Args)]
 pub struct SubmitArgs {
+    /// NATS connection and identity.
+    #[command(flatten)]
+    pub net: NetArgs,
     /// The workflow: a Fuzzfile (v1 or v4), a file of Kubernetes PersistentVolumeClaims, or a
     /// catalog template with `--values`.
     #[arg(value_name = "WORKFLOW")]
@@ -69,18 +72,40 @@ pub struct SubmitArgs {
 #[derive(Debug, clap::Subcommand)]
 pub enum DecisionsCmd {
     /// Stored decisions, newest first.
-    List(OutputArgs),
+    List(ListArgs),
     /// One decision: per-cluster table, then each cluster's failed stages with every reason.
     Show(IdArgs),
     /// Print the latest state of every decision, then every change as it happens (Ctrl-C to stop).
-    Watch,
+    Watch(WatchArgs),
     /// Re-run a stored request with its seed and say whether the answer is identical.
     Replay(IdArgs),
+}
+
+/// `fedvol decisions list`.
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    /// NATS connection and identity.
+    #[command(flatten)]
+    pub net: NetArgs,
+    /// Output format.
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// `fedvol decisions watch`.
+#[derive(Debug, clap::Args)]
+pub struct WatchArgs {
+    /// NATS connection and identity.
+    #[command(flatten)]
+    pub net: NetArgs,
 }
 
 /// A decision id and the output format.
 #[derive(Debug, clap::Args)]
 pub struct IdArgs {
+    /// NATS connection and identity.
+    #[command(flatten)]
+    pub net: NetArgs,
     /// The decision's request id.
     #[arg(value_name = "ID")]
     pub id: String,
@@ -92,6 +117,9 @@ pub struct IdArgs {
 /// `fedvol why-not`.
 #[derive(Debug, clap::Args)]
 pub struct WhyNotArgs {
+    /// NATS connection and identity.
+    #[command(flatten)]
+    pub net: NetArgs,
     /// The decision's request id.
     #[arg(value_name = "ID")]
     pub id: String,
@@ -227,7 +255,8 @@ const PASSING: [fedvol_proto::Code; 4] = [
 /// printed on stderr before anything is sent (issue 20: a coordinator that dies mid-commit
 /// leaves the decision under that id; a retry under a fresh id would book a second slot). With
 /// `--wait`, every retry carries that id (see [`SubmitArgs::wait`]).
-pub fn submit(net: &NetArgs, a: &SubmitArgs) -> u8 {
+pub fn submit(a: &SubmitArgs) -> u8 {
+    let net = &a.net;
     let Some(input) = super::template::load_workflow_input(&a.workflow, &a.values.values) else {
         return EXIT_BAD_INPUT;
     };
@@ -335,16 +364,21 @@ async fn get(client: &Client, id: &str) -> Result<SubmitReply, ClientError> {
 }
 
 /// Runs `fedvol decisions ...`.
-pub fn decisions(net: &NetArgs, cmd: &DecisionsCmd) -> u8 {
+pub fn decisions(cmd: &DecisionsCmd) -> u8 {
+    let net = match cmd {
+        DecisionsCmd::List(a) => &a.net,
+        DecisionsCmd::Show(a) | DecisionsCmd::Replay(a) => &a.net,
+        DecisionsCmd::Watch(a) => &a.net,
+    };
     block_on(async {
         let client = match net.connect().await {
             Ok(c) => c,
             Err(e) => return fail(&e),
         };
         match cmd {
-            DecisionsCmd::List(o) => match ask::<api::List>(&client, &NoArgs {}, "decisions list").await {
+            DecisionsCmd::List(la) => match ask::<api::List>(&client, &NoArgs {}, "decisions list").await {
                 Ok(r) => {
-                    let ok = print_doc(o.output, &r, || {
+                    let ok = print_doc(la.output.output, &r, || {
                         let mut t = new_table(&["REQUEST", "WORKFLOW", "STATE", "CLUSTER", "UPDATED"]);
                         for d in &r.decisions {
                             t.add_row(vec![
@@ -389,7 +423,7 @@ pub fn decisions(net: &NetArgs, cmd: &DecisionsCmd) -> u8 {
                     Err(code) => code,
                 }
             }
-            DecisionsCmd::Watch => watch(&client).await,
+            DecisionsCmd::Watch(_) => watch(&client).await,
         }
     })
 }
@@ -435,7 +469,8 @@ async fn watch(client: &Client) -> u8 {
 }
 
 /// Runs `fedvol why-not`.
-pub fn why_not(net: &NetArgs, a: &WhyNotArgs) -> u8 {
+pub fn why_not(a: &WhyNotArgs) -> u8 {
+    let net = &a.net;
     let q = WhyNotQuery {
         request_id: a.id.clone(),
         cluster: a.cluster.clone(),
@@ -465,7 +500,8 @@ pub fn why_not(net: &NetArgs, a: &WhyNotArgs) -> u8 {
 }
 
 /// Runs `fedvol complete`.
-pub fn complete(net: &NetArgs, a: &IdArgs) -> u8 {
+pub fn complete(a: &IdArgs) -> u8 {
+    let net = &a.net;
     block_on(async {
         let client = match net.connect().await {
             Ok(c) => c,
@@ -481,8 +517,20 @@ pub fn complete(net: &NetArgs, a: &IdArgs) -> u8 {
     })
 }
 
+/// `fedvol clusters`.
+#[derive(Debug, clap::Args)]
+pub struct ClustersArgs {
+    /// NATS connection and identity.
+    #[command(flatten)]
+    pub net: NetArgs,
+    /// Output format.
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
 /// Runs `fedvol clusters`.
-pub fn clusters(net: &NetArgs, o: &OutputArgs) -> u8 {
+pub fn clusters(a: &ClustersArgs) -> u8 {
+    let (net, o) = (&a.net, &a.output);
     block_on(async {
         let client = match net.connect().await {
             Ok(c) => c,

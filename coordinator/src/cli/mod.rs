@@ -1,8 +1,10 @@
 //! The `fedvol` command line: argument parsing and dispatch. Each subcommand lives in its own
 //! module and returns an [`ExitCode`]-compatible status (DESIGN §4: 0 when a cluster was chosen,
-//! 2 when nothing fits, 1 on bad input).
+//! 2 when nothing fits, 1 on bad input; 64 when the command line itself is wrong).
 
 pub mod check;
+pub mod completions;
+pub mod context;
 pub mod dev;
 pub mod explain;
 pub mod federation;
@@ -10,7 +12,7 @@ pub mod net;
 pub mod plan;
 pub mod template;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use fedvol_common::yaml::Diagnostics;
 
 use crate::render::Output;
@@ -21,17 +23,20 @@ pub const EXIT_OK: u8 = 0;
 pub const EXIT_BAD_INPUT: u8 = 1;
 /// Exit status: the input is valid but no cluster can place the workflow.
 pub const EXIT_NO_FIT: u8 = 2;
+/// Exit status: the command line itself is wrong (unknown subcommand or flag, missing or bad
+/// argument): sysexits(3)'s `EX_USAGE`, so that 2 means only "valid input, nothing fits".
+pub const EXIT_USAGE: u8 = 64;
 
 /// fedvol places workflow volumes across a federation of clusters.
 #[derive(Debug, Parser)]
-#[command(name = "fedvol", version, about, long_about = None)]
+#[command(name = "fedvol", version, long_about = None)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
-    /// NATS connection and identity (federation commands).
+    /// NATS options written before the subcommand (hidden; see [`net::LeadingNet`]).
     #[command(flatten)]
-    pub net: net::NetArgs,
+    pub leading: net::LeadingNet,
 }
 
 /// `fedvol` subcommands.
@@ -54,11 +59,33 @@ pub enum Command {
     /// End a committed workflow: its cluster frees capacity and reclaims volumes.
     Complete(federation::IdArgs),
     /// The clusters the coordinators know: alive, last seen, inventory version, load.
-    Clusters(OutputArgs),
+    Clusters(federation::ClustersArgs),
     /// Run a local federation (nats-server, coordinator, one agent per inventory) until Ctrl-C.
     Dev(dev::DevArgs),
     /// Run the local federation, submit every example workflow, show, complete, tear down.
     Demo(dev::DemoArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(long_about = completions::COMPLETIONS_ABOUT, visible_alias = "completion")]
+    Completions(completions::CompletionsArgs),
+    /// Write man pages (fedvol.1 and one per subcommand) to a directory, or fedvol.1 to stdout.
+    Man(completions::ManArgs),
+}
+
+impl Command {
+    /// The NATS options of a federation command (`None` for the offline ones).
+    pub fn net_mut(&mut self) -> Option<&mut net::NetArgs> {
+        use federation::DecisionsCmd as D;
+        match self {
+            Command::Submit(a) => Some(&mut a.net),
+            Command::Decisions(D::List(a)) => Some(&mut a.net),
+            Command::Decisions(D::Show(a) | D::Replay(a)) => Some(&mut a.net),
+            Command::Decisions(D::Watch(a)) => Some(&mut a.net),
+            Command::WhyNot(a) => Some(&mut a.net),
+            Command::Complete(a) => Some(&mut a.net),
+            Command::Clusters(a) => Some(&mut a.net),
+            _ => None,
+        }
+    }
 }
 
 /// Options shared by commands that print a document.
@@ -88,19 +115,67 @@ pub fn label(p: &std::path::Path) -> String {
     p.display().to_string()
 }
 
+/// Parses the command line (`args`, the program name first) into a [`Cli`] with the options
+/// written before the subcommand applied ([`net::LeadingNet`]).
+///
+/// Errors: clap's, for help and version too (print them with [`clap::Error::print`]).
+pub fn parse<I, T>(args: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let matches = Cli::command().try_get_matches_from(args)?;
+    let mut cli = Cli::from_arg_matches(&matches)?;
+    let mut leaf = &matches;
+    while let Some((_, m)) = leaf.subcommand() {
+        leaf = m;
+    }
+    let leading = cli.leading.clone();
+    if let Some(net) = cli.command.net_mut() {
+        leading.apply(net, leaf);
+    } else if let Command::Plan(p) = &mut cli.command {
+        if let Some(u) = leading.user()
+            && !net::given_after(leaf, "user")
+        {
+            p.user = u.to_string();
+        }
+    } else if leading.any() {
+        eprintln!("warning: the NATS options before the subcommand are not used by it");
+    }
+    Ok(cli)
+}
+
+/// The exit status of a command line clap refused: 0 for `--help` and `--version`,
+/// [`EXIT_USAGE`] for everything else.
+pub fn usage_exit(e: &clap::Error) -> u8 {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => EXIT_OK,
+        _ => EXIT_USAGE,
+    }
+}
+
 /// Parses the command line and runs it; returns the process exit status.
 pub fn run() -> u8 {
-    let cli = Cli::parse();
+    let cli = match parse(std::env::args_os()) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return usage_exit(&e);
+        }
+    };
     match cli.command {
-        Command::Plan(a) => plan::run(&a, &cli.net.user),
+        Command::Plan(a) => plan::run(&a),
         Command::Check(a) => check::run(&a),
         Command::Render(a) => template::render(&a),
-        Command::Submit(a) => federation::submit(&cli.net, &a),
-        Command::Decisions(c) => federation::decisions(&cli.net, &c),
-        Command::WhyNot(a) => federation::why_not(&cli.net, &a),
-        Command::Complete(a) => federation::complete(&cli.net, &a),
-        Command::Clusters(o) => federation::clusters(&cli.net, &o),
+        Command::Submit(a) => federation::submit(&a),
+        Command::Decisions(c) => federation::decisions(&c),
+        Command::WhyNot(a) => federation::why_not(&a),
+        Command::Complete(a) => federation::complete(&a),
+        Command::Clusters(a) => federation::clusters(&a),
         Command::Dev(a) => dev::dev(&a),
         Command::Demo(a) => dev::demo(&a),
+        Command::Completions(a) => completions::completions(&a),
+        Command::Man(a) => completions::man(&a),
     }
 }

@@ -17,6 +17,9 @@ pub struct PlanArgs {
     /// A cluster inventory (repeat once per cluster). Kubernetes StorageClass/PV files work too.
     #[arg(short = 'i', long = "inventory", required = true, value_name = "FILE")]
     pub inventories: Vec<PathBuf>,
+    /// The user the plan is for (provisioner access policies name users and groups).
+    #[arg(short = 'u', long, env = "FEDVOL_USER", default_value = "anonymous")]
+    pub user: String,
     /// A group of the user (repeat for several); used by provisioner access policies.
     #[arg(short = 'g', long = "group", value_name = "GROUP")]
     pub groups: Vec<String>,
@@ -45,9 +48,10 @@ pub struct PlanArgs {
     pub workflow: PathBuf,
 }
 
-/// Runs `fedvol plan` as `user`; returns 0 when a cluster was chosen, 2 when none fits, 1 on bad
-/// input.
-pub fn run(a: &PlanArgs, user: &str) -> u8 {
+/// Runs `fedvol plan` as `a.user`; returns 0 when a cluster was chosen, 2 when none fits, 1 on
+/// bad input.
+pub fn run(a: &PlanArgs) -> u8 {
+    let user = a.user.as_str();
     let mut bad = false;
     let mut inventories = Vec::new();
     let mut names = BTreeSet::new();

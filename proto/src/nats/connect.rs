@@ -1,7 +1,7 @@
 //! Connecting to NATS with the configured identity: unlimited reconnects, every connection
 //! event logged, credentials from options (never from the URL).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::auth::{NatsAuth, redact_url};
@@ -29,20 +29,33 @@ pub enum ConnectError {
     },
 }
 
-/// The last error the server sent on a connection (`-ERR`), e.g. `Permissions Violation for
+/// The errors the server sent on a connection (`-ERR`), e.g. `Permissions Violation for
 /// Subscription to "_INBOX.x"`: what a refused publish or subscription leaves behind, since
-/// NATS reports those asynchronously. Cheap to clone.
-#[derive(Debug, Clone, Default)]
-pub struct ServerErrors(Arc<Mutex<Option<String>>>);
+/// NATS reports those asynchronously (`publish` still returns `Ok`). Keeps the last one and
+/// lets a caller wait for the next ([`ServerErrors::watch`]). Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ServerErrors(Arc<tokio::sync::watch::Sender<Option<String>>>);
+
+impl Default for ServerErrors {
+    fn default() -> Self {
+        ServerErrors(Arc::new(tokio::sync::watch::Sender::new(None)))
+    }
+}
 
 impl ServerErrors {
     /// The last error the server sent, if any.
     pub fn last(&self) -> Option<String> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.0.borrow().clone()
+    }
+
+    /// A receiver whose `changed()` resolves at the next error the server sends (errors sent
+    /// before this call are marked seen).
+    pub fn watch(&self) -> tokio::sync::watch::Receiver<Option<String>> {
+        self.0.subscribe()
     }
 
     fn record(&self, e: String) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+        self.0.send_replace(Some(e));
     }
 }
 
