@@ -219,6 +219,12 @@ pub struct DecisionSummary {
     pub chosen_cluster: Option<String>,
     /// Last change, ms since the epoch.
     pub updated_ms: u64,
+    /// The user the request was made for (absent from coordinators before issue 15: empty).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub user: String,
+    /// A kept dry run (nothing was held or committed); absent when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
 }
 
 /// The answer to list.

@@ -288,3 +288,175 @@ async fn one_request_id_is_one_workflow() {
     assert_eq!(doc["decision"], stored["decision"], "nothing changed");
     assert_eq!(doc["state"], "committed");
 }
+
+/// Every line of `out` is at most 100 characters (issue 15: output fits 100 columns).
+fn assert_fits_100(what: &str, out: &str) {
+    for l in out.lines() {
+        assert!(
+            l.chars().count() <= 100,
+            "{what}: a line of {} columns:\n{l}\n\n{out}",
+            l.chars().count()
+        );
+    }
+}
+
+/// Issue 15: `decisions list` filters, sorts and limits like `kubectl get`, marks dry runs, fits
+/// 100 columns (`-o wide` in full); ids are accepted by unique prefix; `watch` stamps each line
+/// and says what changed; `plan` and `show` fit 100 columns too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decisions_are_found_filtered_and_shown_within_100_columns() {
+    let nats = NatsServer::start();
+    let _coord = CoordinatorProc::start(&nats, &["--deadline-ms", "1500", "--discovery-ms", "300"]).await;
+    let _big = AgentProc::start(&nats, 200, |d| slots_inventory("big", 4, d, "all")).await;
+    let _none = AgentProc::start(&nats, 200, |d| slots_inventory("none", 2, d, "[physics]")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let wf = dir.path().join("wf.yaml");
+    std::fs::write(&wf, WORKFLOW).unwrap();
+    let wf = wf.display().to_string();
+    let long_id = "a-rather-long-request-id-for-the-prefix-test-0001";
+    let mut ok = false;
+    for _ in 0..50 {
+        let o = fedvol(&nats, &["submit", &wf, "--request-id", long_id]);
+        if o.status.code() == Some(0) && text(&o).0.contains("chosen cluster: big") {
+            ok = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(ok, "the first submit is committed");
+    let o = fedvol(&nats, &["submit", &wf, "--request-id", "other-2"]);
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    // A kept dry run for bob.
+    let o = Command::new(bin_path("fedvol"))
+        .args(["submit", &wf, "--request-id", "bobs-dry-3", "--dry-run", "--keep"])
+        .args(["--nats", &nats.url(), "-u", "bob"])
+        .env_remove("FEDVOL_OUTPUT")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+
+    let list = |args: &[&str]| -> String {
+        let mut all = vec!["decisions", "list"];
+        all.extend_from_slice(args);
+        let o = fedvol(&nats, &all);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {:?}", text(&o));
+        text(&o).0
+    };
+    let out = list(&[]);
+    assert_fits_100("decisions list", &out);
+    assert!(
+        out.contains("a-rather-long-request-id-…"),
+        "ids cut with an ellipsis:\n{out}"
+    );
+    assert!(out.contains("planned (dry run)") && out.contains("bob"), "{out}");
+    let wide = list(&["-o", "wide"]);
+    assert!(wide.contains(long_id), "{wide}");
+    let out = list(&["--for-user", "bob"]);
+    assert!(out.contains("bobs-dry-3") && !out.contains("other-2"), "{out}");
+    let out = list(&["--state", "dry-run"]);
+    assert!(out.contains("bobs-dry-3") && !out.contains("other-2"), "{out}");
+    let out = list(&["--state", "committed", "--sort", "workflow"]);
+    assert!(out.contains("other-2") && !out.contains("bobs-dry-3"), "{out}");
+    let json = |args: &[&str]| -> Vec<String> {
+        let mut all = args.to_vec();
+        all.extend_from_slice(&["-o", "json"]);
+        let v: serde_json::Value = serde_json::from_str(&list(&all)).unwrap();
+        v["decisions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["request_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(json(&["--limit", "1"]), ["bobs-dry-3"], "newest first, then cut");
+    assert_eq!(json(&["--since", "1h"]).len(), 3);
+    assert_eq!(json(&["--cluster", "none"]).len(), 0);
+    assert_eq!(json(&["--workflow", "no-such-workflow"]).len(), 0);
+    let o = fedvol(&nats, &["decisions", "list", "--since", "yesterday-ish"]);
+    assert_eq!(o.status.code(), Some(64), "a bad age is a usage error: {:?}", text(&o));
+
+    // Ids by unique prefix; an ambiguous or unknown prefix is an error naming what it found.
+    let o = fedvol(&nats, &["decisions", "show", "a-rather"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert!(out.contains(long_id), "{out}");
+    assert_fits_100("decisions show", &out);
+    let o = fedvol(
+        &nats,
+        &["submit", &wf, "--request-id", "other-4", "--dry-run", "--keep"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    let o = fedvol(&nats, &["decisions", "show", "other"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err.contains("start of 2 request ids") && err.contains("other-2") && err.contains("other-4"),
+        "{err}"
+    );
+    let o = fedvol(
+        &nats,
+        &["why-not", "zzz", "--cluster", "none", "--provisioner", "scratch"],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o).1.contains("no decision is stored under `zzz`"),
+        "{:?}",
+        text(&o)
+    );
+
+    // watch: a timestamp on each line, and what changed.
+    let url = nats.url();
+    let mut watch = Spawned::bin("fedvol", ["decisions", "watch", "--nats", url.as_str()]);
+    watch.wait_for_log("other-2", Duration::from_secs(10)).await;
+    let o = fedvol(&nats, &["complete", "other-"]);
+    assert_eq!(o.status.code(), Some(1), "ambiguous prefix: {:?}", text(&o));
+    let o = fedvol(&nats, &["complete", "other-2"]);
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    watch
+        .wait_for_log("committed → completed", Duration::from_secs(10))
+        .await;
+    let log = watch.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("other-2") && l.contains("(new)"))
+        .unwrap();
+    assert!(
+        line.starts_with("20") && line.contains('T') && line.contains('Z'),
+        "{line}"
+    );
+    assert!(
+        !log.contains("fedvol/"),
+        "the coordinators' own keys are not decisions:\n{log}"
+    );
+}
+
+/// Issue 15: `fedvol plan` fits 100 columns on every example workflow (3 clusters, failures
+/// and all), and says a reason shared by several clusters once, naming them.
+#[test]
+fn plan_output_fits_100_columns_and_says_shared_reasons_once() {
+    let root = fedvol_tests::bins::workspace_root();
+    let clusters = root.join("deploy/examples/clusters");
+    let mut args: Vec<String> = vec!["plan".into()];
+    for c in ["cluster-a", "cluster-b", "cluster-c"] {
+        args.push("-i".into());
+        args.push(clusters.join(format!("{c}.yaml")).display().to_string());
+    }
+    args.extend(["-u", "alice", "-g", "researchers", "-g", "physics"].map(String::from));
+    let mut shared = false;
+    for e in std::fs::read_dir(root.join("deploy/examples/workflows")).unwrap() {
+        let p = e.unwrap().path();
+        let mut a = args.clone();
+        a.push(p.display().to_string());
+        let o = Command::new(bin_path("fedvol"))
+            .args(&a)
+            .env_remove("FEDVOL_OUTPUT")
+            .env_remove("COLUMNS")
+            .output()
+            .unwrap();
+        let (out, err) = text(&o);
+        assert!(matches!(o.status.code(), Some(0 | 2)), "{}: {out}\n{err}", p.display());
+        assert_fits_100(&p.display().to_string(), &out);
+        shared |= out.contains("why not, on cluster-b and cluster-c:");
+    }
+    assert!(shared, "work-archive fails alike on b and c: said once");
+}

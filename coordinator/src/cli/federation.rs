@@ -81,15 +81,137 @@ pub enum DecisionsCmd {
     Replay(IdArgs),
 }
 
-/// `fedvol decisions list`.
+/// `fedvol decisions list`: filters combine (all must hold).
 #[derive(Debug, clap::Args)]
 pub struct ListArgs {
     /// NATS connection and identity.
     #[command(flatten)]
     pub net: NetArgs,
-    /// Output format.
+    /// Only decisions made for this user.
+    #[arg(long = "for-user", value_name = "USER")]
+    pub for_user: Option<String>,
+    /// Only workflows whose name contains this text.
+    #[arg(long, value_name = "TEXT")]
+    pub workflow: Option<String>,
+    /// Only decisions in this state.
+    #[arg(long, value_enum)]
+    pub state: Option<StateFilter>,
+    /// Only decisions whose chosen cluster is this one (`none` for none chosen).
+    #[arg(long, value_name = "CLUSTER")]
+    pub cluster: Option<String>,
+    /// Only decisions changed within this long: `90s`, `15m`, `2h`, `7d`.
+    #[arg(long, value_name = "AGE", value_parser = parse_age_ms)]
+    pub since: Option<u64>,
+    /// Order: newest change first (`updated`), or by `workflow`, `state` or `cluster`.
+    #[arg(long, value_enum, default_value_t = SortBy::Updated)]
+    pub sort: SortBy,
+    /// At most this many lines (after filtering and sorting; 0 = all).
+    #[arg(long, default_value_t = 0)]
+    pub limit: usize,
+    /// Output format (`-o wide`: ids and names in full).
     #[command(flatten)]
     pub output: OutputArgs,
+}
+
+/// The states `fedvol decisions list --state` filters on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StateFilter {
+    /// Being planned or committed.
+    Planned,
+    /// Committed on its cluster.
+    Committed,
+    /// Ended by `fedvol complete`.
+    Completed,
+    /// No cluster took it.
+    Failed,
+    /// Kept dry runs (any state).
+    DryRun,
+}
+
+/// Orders of `fedvol decisions list`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SortBy {
+    /// Newest change first.
+    Updated,
+    /// By workflow name, then newest first.
+    Workflow,
+    /// By state, then newest first.
+    State,
+    /// By chosen cluster, then newest first.
+    Cluster,
+}
+
+/// Parses an age such as `90s`, `15m`, `2h`, `7d` (humantime's duration syntax) into ms.
+///
+/// Errors: anything else, in words.
+pub fn parse_age_ms(s: &str) -> Result<u64, String> {
+    humantime::parse_duration(s.trim())
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .map_err(|e| format!("`{s}` is not an age ({e}): expected e.g. 90s, 15m, 2h, 7d"))
+}
+
+fn state_name(s: fedvol_proto::decisions::DecisionState) -> String {
+    format!("{s:?}").to_lowercase()
+}
+
+/// The summaries `a` selects, in its order, at most `a.limit` of them.
+pub fn select(a: &ListArgs, all: Vec<api::DecisionSummary>, now: u64) -> Vec<api::DecisionSummary> {
+    let mut v: Vec<api::DecisionSummary> = all
+        .into_iter()
+        .filter(|d| a.for_user.as_deref().is_none_or(|u| d.user == u))
+        .filter(|d| a.workflow.as_deref().is_none_or(|w| d.workflow.contains(w)))
+        .filter(|d| match a.state {
+            None => true,
+            Some(StateFilter::DryRun) => d.dry_run,
+            Some(f) => state_name(d.state) == format!("{f:?}").to_lowercase(),
+        })
+        .filter(|d| match a.cluster.as_deref() {
+            None => true,
+            Some("none") => d.chosen_cluster.is_none(),
+            Some(c) => d.chosen_cluster.as_deref() == Some(c),
+        })
+        .filter(|d| a.since.is_none_or(|s| now.saturating_sub(d.updated_ms) <= s))
+        .collect();
+    let newest = |x: &api::DecisionSummary, y: &api::DecisionSummary| {
+        y.updated_ms
+            .cmp(&x.updated_ms)
+            .then_with(|| x.request_id.cmp(&y.request_id))
+    };
+    match a.sort {
+        SortBy::Updated => v.sort_by(newest),
+        SortBy::Workflow => v.sort_by(|x, y| x.workflow.cmp(&y.workflow).then_with(|| newest(x, y))),
+        SortBy::State => v.sort_by(|x, y| state_name(x.state).cmp(&state_name(y.state)).then_with(|| newest(x, y))),
+        SortBy::Cluster => v.sort_by(|x, y| x.chosen_cluster.cmp(&y.chosen_cluster).then_with(|| newest(x, y))),
+    }
+    if a.limit > 0 {
+        v.truncate(a.limit);
+    }
+    v
+}
+
+/// The table of `decisions list`: REQUEST, WORKFLOW, USER, STATE, CLUSTER, UPDATED; ids and
+/// names cut with `…` to fit 100 columns unless `wide` (a cut id still works as a prefix).
+pub fn list_table(v: &[api::DecisionSummary], wide: bool, now: u64) -> String {
+    use crate::render::layout::{age, truncate};
+    let cut = |s: &str, n: usize| if wide { s.to_string() } else { truncate(s, n) };
+    let header = ["REQUEST", "WORKFLOW", "USER", "STATE", "CLUSTER", "UPDATED"];
+    let mut t = new_table(&header);
+    for d in v {
+        let state = if d.dry_run {
+            format!("{} (dry run)", state_name(d.state))
+        } else {
+            state_name(d.state)
+        };
+        t.add_row(vec![
+            cut(&d.request_id, 26),
+            cut(&fedvol_common::limits::printable(&d.workflow), 16),
+            cut(if d.user.is_empty() { "-" } else { &d.user }, 10),
+            state,
+            cut(d.chosen_cluster.as_deref().unwrap_or("-"), 12),
+            age(now.saturating_sub(d.updated_ms)),
+        ]);
+    }
+    format!("{t}\n")
 }
 
 /// `fedvol decisions watch`.
@@ -106,7 +228,7 @@ pub struct IdArgs {
     /// NATS connection and identity.
     #[command(flatten)]
     pub net: NetArgs,
-    /// The decision's request id.
+    /// The decision's request id, or a unique start of it.
     #[arg(value_name = "ID")]
     pub id: String,
     /// Output format.
@@ -142,7 +264,7 @@ pub struct WhyNotArgs {
 
 fn print_doc<T: serde::Serialize>(o: Output, value: &T, table_text: impl FnOnce() -> String) -> bool {
     let text = match o {
-        Output::Table => Ok(table_text()),
+        Output::Table | Output::Wide => Ok(table_text()),
         Output::Json => serde_json::to_string_pretty(value).map(|s| s + "\n"),
         Output::Yaml => yaml::render(value),
     };
@@ -189,12 +311,7 @@ fn new_table(header: &[&str]) -> Table {
 }
 
 fn ago(ms: u64) -> String {
-    let d = now_ms().saturating_sub(ms);
-    if d < 1_000 {
-        format!("{d} ms ago")
-    } else {
-        format!("{:.1} s ago", d as f64 / 1000.0)
-    }
+    crate::render::layout::age(now_ms().saturating_sub(ms))
 }
 
 /// The table view of a stored decision: state, attempts, then the decision itself.
@@ -363,6 +480,47 @@ async fn get(client: &Client, id: &str) -> Result<SubmitReply, ClientError> {
         .map(as_submit_reply)
 }
 
+/// The request id `given` stands for: itself when a decision is stored under it, else the one
+/// stored id it is a prefix of (like `docker` and `git` ids). A prefix of several ids, or of
+/// none, is an error line naming them; the exit code is returned instead.
+pub async fn resolve_id(client: &Client, given: &str) -> Result<String, u8> {
+    match get(client, given).await {
+        Ok(r) if r.stored.is_some() => return Ok(given.to_string()),
+        Ok(r) if r.error.as_ref().is_some_and(|e| e.is(&fedvol_proto::Code::NotFound)) => {}
+        // Any other answer is left to the command itself to report.
+        Ok(_) => return Ok(given.to_string()),
+        Err(e) => return Err(fail(&e)),
+    }
+    let all = ask::<api::List>(client, &NoArgs {}, "decisions list").await?;
+    let matches: Vec<&str> = all
+        .decisions
+        .iter()
+        .map(|d| d.request_id.as_str())
+        .filter(|id| id.starts_with(given))
+        .collect();
+    match matches.as_slice() {
+        [one] => Ok((*one).to_string()),
+        [] => {
+            eprintln!("error: no decision is stored under `{given}` or an id starting with it (fedvol decisions list)");
+            Err(EXIT_BAD_INPUT)
+        }
+        many => {
+            let shown: Vec<&str> = many.iter().take(5).copied().collect();
+            let more = if many.len() > 5 {
+                format!(" and {} more", many.len() - 5)
+            } else {
+                String::new()
+            };
+            eprintln!(
+                "error: `{given}` is the start of {} request ids ({}{more}); give more of it",
+                many.len(),
+                shown.join(", ")
+            );
+            Err(EXIT_BAD_INPUT)
+        }
+    }
+}
+
 /// Runs `fedvol decisions ...`.
 pub fn decisions(cmd: &DecisionsCmd) -> u8 {
     let net = match cmd {
@@ -378,40 +536,47 @@ pub fn decisions(cmd: &DecisionsCmd) -> u8 {
         match cmd {
             DecisionsCmd::List(la) => match ask::<api::List>(&client, &NoArgs {}, "decisions list").await {
                 Ok(r) => {
+                    let now = now_ms();
+                    let r = api::ListReply {
+                        decisions: select(la, r.decisions, now),
+                    };
+                    let wide = la.output.output == Output::Wide;
                     let ok = print_doc(la.output.output, &r, || {
-                        let mut t = new_table(&["REQUEST", "WORKFLOW", "STATE", "CLUSTER", "UPDATED"]);
-                        for d in &r.decisions {
-                            t.add_row(vec![
-                                d.request_id.clone(),
-                                fedvol_common::limits::printable(&d.workflow),
-                                format!("{:?}", d.state).to_lowercase(),
-                                d.chosen_cluster.clone().unwrap_or_else(|| "-".into()),
-                                ago(d.updated_ms),
-                            ]);
+                        if r.decisions.is_empty() {
+                            "no decisions match\n".to_string()
+                        } else {
+                            list_table(&r.decisions, wide, now)
                         }
-                        format!("{t}\n")
                     });
                     if ok { EXIT_OK } else { EXIT_BAD_INPUT }
                 }
                 Err(code) => code,
             },
-            DecisionsCmd::Show(a) => match get(&client, &a.id).await {
-                Ok(r) => {
-                    show_stored(&r, a.output.output, &format!("decision {}", a.id)).map_or_else(|c| c, |_| EXIT_OK)
-                }
-                Err(e) => fail(&e),
-            },
-            DecisionsCmd::Replay(a) => {
-                let q = DecisionRef {
-                    request_id: a.id.clone(),
+            DecisionsCmd::Show(a) => {
+                let id = match resolve_id(&client, &a.id).await {
+                    Ok(id) => id,
+                    Err(code) => return code,
                 };
-                match ask::<api::Replay>(&client, &q, &format!("replay of {}", a.id)).await {
+                match get(&client, &id).await {
+                    Ok(r) => {
+                        show_stored(&r, a.output.output, &format!("decision {id}")).map_or_else(|c| c, |_| EXIT_OK)
+                    }
+                    Err(e) => fail(&e),
+                }
+            }
+            DecisionsCmd::Replay(a) => {
+                let id = match resolve_id(&client, &a.id).await {
+                    Ok(id) => id,
+                    Err(code) => return code,
+                };
+                let q = DecisionRef { request_id: id.clone() };
+                match ask::<api::Replay>(&client, &q, &format!("replay of {id}")).await {
                     Ok(r) => {
                         let ok = print_doc(a.output.output, &r, || {
                             let mut s = if r.identical {
-                                format!("replay of {}: identical\n", a.id)
+                                format!("replay of {id}: identical\n")
                             } else {
-                                format!("replay of {}: different\n", a.id)
+                                format!("replay of {id}: different\n")
                             };
                             for d in &r.differences {
                                 s.push_str(&format!("  - {d}\n"));
@@ -446,18 +611,37 @@ async fn watch(client: &Client) -> u8 {
             return EXIT_BAD_INPUT;
         }
     };
+    // The state each decision was last seen in, to say what changed.
+    let mut seen: std::collections::HashMap<String, String> = std::collections::HashMap::new();
     while let Some(entry) = w.next().await {
         match entry {
+            // Keys with `/` are the coordinators' own records (lease, generations).
+            Ok(e) if e.key.contains('/') => {}
+            Ok(e) if e.operation != async_nats::jetstream::kv::Operation::Put => {
+                let at = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
+                println!("{at}  {}  removed", e.key);
+                seen.remove(&e.key);
+            }
             Ok(e) => match fedvol_proto::decode::<StoredDecision>(&e.value, "stored decision", "client") {
-                Ok(s) => println!(
-                    "{}  {:<10} {}  {}  -> {}",
-                    e.revision,
-                    format!("{:?}", s.state).to_lowercase(),
-                    e.key,
-                    fedvol_common::limits::printable(&s.decision.workflow),
-                    s.decision.chosen_cluster.as_deref().unwrap_or("none")
-                ),
-                Err(err) => println!("{}  {}  (unreadable value: {err})", e.revision, e.key),
+                Ok(s) => {
+                    let at = humantime::format_rfc3339_seconds(
+                        std::time::UNIX_EPOCH + std::time::Duration::from_millis(s.updated_ms),
+                    );
+                    let state = format!("{:?}", s.state).to_lowercase();
+                    let change = match seen.insert(e.key.clone(), state.clone()) {
+                        None => "new".to_string(),
+                        Some(before) if before == state => "updated".to_string(),
+                        Some(before) => format!("{before} → {state}"),
+                    };
+                    println!(
+                        "{at}  {}  {}  {state}{}  cluster {}  ({change})",
+                        e.key,
+                        fedvol_common::limits::printable(&s.decision.workflow),
+                        if s.dry_run { " (dry run)" } else { "" },
+                        s.decision.chosen_cluster.as_deref().unwrap_or("none"),
+                    );
+                }
+                Err(err) => println!("{}  (unreadable value: {err})", e.key),
             },
             Err(err) => {
                 eprintln!("error: watch ended: {err}");
@@ -471,7 +655,7 @@ async fn watch(client: &Client) -> u8 {
 /// Runs `fedvol why-not`.
 pub fn why_not(a: &WhyNotArgs) -> u8 {
     let net = &a.net;
-    let q = WhyNotQuery {
+    let mut q = WhyNotQuery {
         request_id: a.id.clone(),
         cluster: a.cluster.clone(),
         zone: a.zone.clone(),
@@ -487,7 +671,11 @@ pub fn why_not(a: &WhyNotArgs) -> u8 {
             Ok(c) => c,
             Err(e) => return fail(&e),
         };
-        match ask::<api::WhyNot>(&client, &q, &format!("why-not {}", a.id)).await {
+        match resolve_id(&client, &a.id).await {
+            Ok(id) => q.request_id = id,
+            Err(code) => return code,
+        }
+        match ask::<api::WhyNot>(&client, &q, &format!("why-not {}", q.request_id)).await {
             Ok(r) => {
                 let ok = print_doc(a.output.output, &r, || {
                     crate::render::why_not::render(&r.summary, &r.blockers)
@@ -507,11 +695,13 @@ pub fn complete(a: &IdArgs) -> u8 {
             Ok(c) => c,
             Err(e) => return fail(&e),
         };
-        let msg = DecisionRef {
-            request_id: a.id.clone(),
+        let id = match resolve_id(&client, &a.id).await {
+            Ok(id) => id,
+            Err(code) => return code,
         };
+        let msg = DecisionRef { request_id: id.clone() };
         match client.call::<api::Complete>(&msg).await.map(as_submit_reply) {
-            Ok(r) => show_stored(&r, a.output.output, &format!("complete {}", a.id)).map_or_else(|c| c, |_| EXIT_OK),
+            Ok(r) => show_stored(&r, a.output.output, &format!("complete {id}")).map_or_else(|c| c, |_| EXIT_OK),
             Err(e) => fail(&e),
         }
     })

@@ -225,6 +225,8 @@ impl DecisionStore {
                         state: s.state,
                         chosen_cluster: s.decision.chosen_cluster,
                         updated_ms: s.updated_ms,
+                        user: s.request.user,
+                        dry_run: s.dry_run,
                     }),
                     Ok(None) => None,
                     Err(e) => {

@@ -1,5 +1,6 @@
 //! Rendering of decision documents for people (`-o table`) and machines (`-o json|yaml`).
 
+pub mod layout;
 pub mod table;
 pub mod why_not;
 pub mod yaml;
@@ -7,9 +8,11 @@ pub mod yaml;
 /// Output formats of every `fedvol` command that prints a document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
 pub enum Output {
-    /// Human tables (the default).
+    /// Human tables (the default), fitting the terminal (100 columns in a pipe).
     #[default]
     Table,
+    /// Human tables with every column in full, however wide (`kubectl -o wide`).
+    Wide,
     /// The JSON document, pretty-printed.
     Json,
     /// The same document as YAML.

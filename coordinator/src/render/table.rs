@@ -1,24 +1,13 @@
-//! The human view of a decision: a per-cluster summary table, per-cluster volume and job
-//! tables, each failed stage as a kube-scheduler-style line with every reason, and the
+//! The human view of a decision, fitting the terminal (100 columns in a pipe): a per-cluster
+//! summary table, per-cluster volume and job tables, then "why not": every error and failed
+//! stage with every reason, each said once with the clusters it applies to, and the
 //! cross-cluster choice step by step.
 
-use comfy_table::presets::UTF8_BORDERS_ONLY;
-use comfy_table::{ContentArrangement, Table};
 use fedvol_common::decision::{Action, ClusterDecision, ClusterStatus, Decision, Mode};
 use fedvol_common::explain::{failed_stages, stage_summary};
+use indexmap::IndexMap;
 
-fn new_table(header: &[&str]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_BORDERS_ONLY)
-        .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_header(header.to_vec());
-    // On a terminal the table fits its width; in a pipe or a file long messages wrap at 140
-    // columns instead of making one very long line.
-    if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-        t.set_width(140);
-    }
-    t
-}
+use super::layout::{fill, para, table};
 
 fn status(s: ClusterStatus) -> &'static str {
     match s {
@@ -60,19 +49,15 @@ fn dash(s: Option<&str>) -> String {
     s.unwrap_or("-").to_string()
 }
 
-/// One line per volume and job of a cluster, e.g. `scratch → fast-storage/pvc-1a2b (provision)`.
+/// One line per volume and job of a cluster, e.g. `scratch → fast-storage (provision)` (the
+/// volume's name is in the cluster's volume table).
 fn cluster_summary(c: &ClusterDecision) -> (String, String) {
     let vols = c
         .volumes
         .iter()
         .map(|(k, v)| match &v.error {
-            Some(e) => format!("{k}: ✗ {}", e.code),
-            None => format!(
-                "{k} → {}/{} ({})",
-                dash(v.provisioner.as_deref()),
-                dash(v.volume.as_deref()),
-                action(v.action)
-            ),
+            Some(e) => format!("{k} ✗ {}", e.code),
+            None => format!("{k} → {} ({})", dash(v.provisioner.as_deref()), action(v.action)),
         })
         .collect::<Vec<_>>()
         .join("\n");
@@ -80,7 +65,7 @@ fn cluster_summary(c: &ClusterDecision) -> (String, String) {
         .jobs
         .iter()
         .map(|(k, j)| match &j.error {
-            Some(e) => format!("{k}: ✗ {}", e.code),
+            Some(e) => format!("{k} ✗ {}", e.code),
             None => format!("{k} → {}/{}", dash(j.zone.as_deref()), dash(j.host.as_deref())),
         })
         .collect::<Vec<_>>()
@@ -91,14 +76,129 @@ fn cluster_summary(c: &ClusterDecision) -> (String, String) {
     )
 }
 
-/// Renders the whole decision for a terminal.
+/// A job error that only says its volumes could not be resolved (they are explained above it).
+const VOLUME_UNRESOLVED: &str = "volume_unresolved";
+
+/// The "why not" of one cluster as blocks of text (an error, or a failed stage with its
+/// rejected candidates), so that identical blocks of several clusters are said once.
+fn why_not_blocks(c: &ClusterDecision) -> Vec<String> {
+    let mut blocks = Vec::new();
+    if let Some(e) = &c.error {
+        blocks.push(para("  ✗ ", "      ", &format!("{} ({})", e.message, e.code)));
+    }
+    for (k, v) in &c.volumes {
+        if let Some(e) = &v.error {
+            blocks.push(para(
+                "  ✗ ",
+                "      ",
+                &format!("volume {k}: {}: {}", e.code, e.message),
+            ));
+        }
+    }
+    for (k, j) in &c.jobs {
+        if let Some(e) = &j.error {
+            let text = if e.code == VOLUME_UNRESOLVED {
+                format!("job {k}: {}: a volume it mounts could not be resolved", e.code)
+            } else {
+                format!("job {k}: {}: {}", e.code, e.message)
+            };
+            blocks.push(para("  ✗ ", "      ", &text));
+        }
+    }
+    for st in failed_stages(c) {
+        let mut b = para(
+            "  - ",
+            "      ",
+            &format!("{} [{}]: {}", st.subject, st.stage, stage_summary(st)),
+        );
+        for r in &st.rejected {
+            b.push_str(&para(
+                "      ",
+                "          ",
+                &format!("{}: {}", r.candidate, messages(&r.reasons)),
+            ));
+        }
+        if st.omitted > 0 {
+            b.push_str(&format!(
+                "      ... and {} more (raise --trace-limit to list them)\n",
+                st.omitted
+            ));
+        }
+        blocks.push(b);
+    }
+    blocks
+}
+
+/// "a", "a and b", "a, b and c".
+fn and_list(names: &[&str]) -> String {
+    match names {
+        [] => String::new(),
+        [one] => (*one).to_string(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
+}
+
+/// Every cluster's "why not", each block once: blocks are grouped by the set of clusters they
+/// apply to, in the order they first appear.
+fn why_not_section(d: &Decision) -> String {
+    let mut by_block: IndexMap<String, Vec<&str>> = IndexMap::new();
+    for (name, c) in &d.clusters {
+        for b in why_not_blocks(c) {
+            by_block.entry(b).or_default().push(name.as_str());
+        }
+    }
+    let mut by_clusters: IndexMap<Vec<&str>, Vec<&str>> = IndexMap::new();
+    for (b, clusters) in &by_block {
+        by_clusters.entry(clusters.clone()).or_default().push(b.as_str());
+    }
+    let mut out = String::new();
+    for (clusters, blocks) in by_clusters {
+        out.push_str(&format!("\nwhy not, on {}:\n", and_list(&clusters)));
+        for b in blocks {
+            out.push_str(b);
+        }
+    }
+    out
+}
+
+/// The reasons a cluster was dropped at a choice step; for `feasible`, the codes of what failed
+/// (each explained under "why not").
+fn dropped_text(d: &Decision, rule: &str, r: &fedvol_common::decision::Rejection) -> String {
+    if rule == fedvol_common::choice::rules::FEASIBLE
+        && let Some(c) = d.clusters.get(&r.candidate)
+        && c.status == ClusterStatus::Answered
+        && c.error.is_none()
+    {
+        let mut failed: Vec<String> = Vec::new();
+        failed.extend(
+            c.volumes
+                .iter()
+                .filter_map(|(k, v)| v.error.as_ref().map(|e| format!("volume {k} {}", e.code))),
+        );
+        failed.extend(
+            c.jobs
+                .iter()
+                .filter_map(|(k, j)| j.error.as_ref().map(|e| format!("job {k} {}", e.code))),
+        );
+        if !failed.is_empty() {
+            return format!("{}: not feasible: {} (why not: above)", r.candidate, failed.join(", "));
+        }
+    }
+    format!("{}: {}", r.candidate, messages(&r.reasons))
+}
+
+/// Renders the whole decision for a terminal, fitting [`super::layout::width`] columns.
 pub fn render(d: &Decision) -> String {
     let mut out = String::new();
-    out.push_str(&format!(
-        "workflow: {}   request: {}   seed: {}\n",
-        fedvol_common::limits::printable(&d.workflow),
-        d.request_id,
-        d.seed
+    out.push_str(&para(
+        "",
+        "  ",
+        &format!(
+            "workflow: {}   request: {}   seed: {}",
+            fedvol_common::limits::printable(&d.workflow),
+            d.request_id,
+            d.seed
+        ),
     ));
     let commit_failed = d
         .choice
@@ -108,43 +208,47 @@ pub fn render(d: &Decision) -> String {
         (Some(c), _) => out.push_str(&format!("chosen cluster: {c}\n\n")),
         (None, Some(step)) => {
             let tried: Vec<&str> = step.dropped.iter().map(|r| r.candidate.as_str()).collect();
-            out.push_str(&format!(
-                "chosen cluster: none (planning found a feasible cluster, but the commit failed on {}: see the commit attempts below)\n\n",
-                tried.join(", ")
+            out.push_str(&para(
+                "",
+                "  ",
+                &format!(
+                    "chosen cluster: none (planning found a feasible cluster, but the commit failed on {}: see the commit attempts below)",
+                    tried.join(", ")
+                ),
             ));
+            out.push('\n');
         }
         (None, None) => out.push_str("chosen cluster: none (no cluster can place this workflow)\n\n"),
     }
 
-    let mut t = new_table(&[
-        "CLUSTER",
-        "STATUS",
-        "FEASIBLE",
-        "VOLUMES",
-        "JOBS (zone/host)",
-        "ELAPSED",
-    ]);
-    for (name, c) in &d.clusters {
-        let (vols, jobs) = cluster_summary(c);
-        let marker = if d.chosen_cluster.as_deref() == Some(name) {
-            format!("{name} *")
-        } else {
-            name.clone()
-        };
-        t.add_row(vec![
-            marker,
-            status(c.status).to_string(),
-            if c.feasible { "yes".into() } else { "no".into() },
-            vols,
-            jobs,
-            format!("{:.2} ms", c.elapsed_ms),
-        ]);
-    }
+    let header = ["CLUSTER", "STATUS", "FIT", "VOLUMES", "JOBS (zone/host)", "ELAPSED"];
+    let mut t = table(&header);
+    let rows = d
+        .clusters
+        .iter()
+        .map(|(name, c)| {
+            let (vols, jobs) = cluster_summary(c);
+            let marker = if d.chosen_cluster.as_deref() == Some(name) {
+                format!("{name} *")
+            } else {
+                name.clone()
+            };
+            vec![
+                marker,
+                status(c.status).to_string(),
+                if c.feasible { "yes".into() } else { "no".into() },
+                vols,
+                jobs,
+                format!("{:.2} ms", c.elapsed_ms),
+            ]
+        })
+        .collect();
+    fill(&mut t, &header, rows);
     out.push_str(&t.to_string());
     out.push('\n');
 
     for (name, c) in &d.clusters {
-        if c.volumes.is_empty() && c.jobs.is_empty() && c.error.is_none() {
+        if c.volumes.is_empty() && c.jobs.is_empty() {
             continue;
         }
         out.push_str(&format!("\ncluster {name}"));
@@ -152,78 +256,62 @@ pub fn render(d: &Decision) -> String {
             out.push_str(&format!(" (inventory {v})"));
         }
         out.push('\n');
-        if let Some(e) = &c.error {
-            out.push_str(&format!("  error: {} ({})\n", e.message, e.code));
-        }
         if !c.volumes.is_empty() {
-            let mut vt = new_table(&["VOLUME", "MODE", "PROVISIONER", "VOLUME NAME", "ACTION", "ERROR"]);
-            for (k, v) in &c.volumes {
-                vt.add_row(vec![
-                    k.clone(),
-                    mode(v.mode).to_string(),
-                    dash(v.provisioner.as_deref()),
-                    dash(v.volume.as_deref()),
-                    action(v.action).to_string(),
-                    v.error
-                        .as_ref()
-                        .map(|e| e.message.clone())
-                        .unwrap_or_else(|| "-".into()),
-                ]);
-            }
+            let header = ["VOLUME", "MODE", "PROVISIONER", "VOLUME NAME", "ACTION"];
+            let mut vt = table(&header);
+            let rows = c
+                .volumes
+                .iter()
+                .map(|(k, v)| {
+                    vec![
+                        k.clone(),
+                        mode(v.mode).to_string(),
+                        dash(v.provisioner.as_deref()),
+                        dash(v.volume.as_deref()),
+                        match &v.error {
+                            Some(e) => format!("✗ {}", e.code),
+                            None => action(v.action).to_string(),
+                        },
+                    ]
+                })
+                .collect();
+            fill(&mut vt, &header, rows);
             out.push_str(&vt.to_string());
             out.push('\n');
         }
         if !c.jobs.is_empty() {
-            let mut jt = new_table(&["JOB", "ZONE", "HOST", "ERROR"]);
-            for (k, j) in &c.jobs {
-                let host = if j.hosts.len() > 1 {
-                    j.hosts.join(",")
-                } else {
-                    dash(j.host.as_deref())
-                };
-                jt.add_row(vec![
-                    k.clone(),
-                    dash(j.zone.as_deref()),
-                    host,
-                    j.error
-                        .as_ref()
-                        .map(|e| e.message.clone())
-                        .unwrap_or_else(|| "-".into()),
-                ]);
-            }
+            let header = ["JOB", "ZONE", "HOST"];
+            let mut jt = table(&header);
+            let rows = c
+                .jobs
+                .iter()
+                .map(|(k, j)| {
+                    let host = match &j.error {
+                        Some(e) => format!("✗ {}", e.code),
+                        None if j.hosts.len() > 1 => j.hosts.join(" "),
+                        None => dash(j.host.as_deref()),
+                    };
+                    vec![k.clone(), dash(j.zone.as_deref()), host]
+                })
+                .collect();
+            fill(&mut jt, &header, rows);
             out.push_str(&jt.to_string());
             out.push('\n');
         }
-        let failed = failed_stages(c);
-        if !failed.is_empty() {
-            out.push_str("  why not:\n");
-            for st in failed {
-                out.push_str(&format!("  - {} [{}]: {}\n", st.subject, st.stage, stage_summary(st)));
-                for r in &st.rejected {
-                    let reasons = messages(&r.reasons);
-                    out.push_str(&format!("      {}: {}\n", r.candidate, reasons));
-                }
-                if st.omitted > 0 {
-                    out.push_str(&format!(
-                        "      ... and {} more (raise --trace-limit to list them)\n",
-                        st.omitted
-                    ));
-                }
-            }
-        }
     }
+
+    out.push_str(&why_not_section(d));
 
     if !d.choice.is_empty() {
         out.push_str("\ncluster choice:\n");
         for step in &d.choice {
-            out.push_str(&format!("  {}: kept [{}]", step.rule, step.kept.join(", ")));
+            let kept = format!("{}: kept [{}]", step.rule, step.kept.join(", "));
             if step.dropped.is_empty() {
-                out.push('\n');
+                out.push_str(&para("  ", "      ", &kept));
             } else {
-                out.push_str(", dropped:\n");
+                out.push_str(&para("  ", "      ", &format!("{kept}, dropped:")));
                 for r in &step.dropped {
-                    let reasons = messages(&r.reasons);
-                    out.push_str(&format!("      {}: {}\n", r.candidate, reasons));
+                    out.push_str(&para("      ", "          ", &dropped_text(d, &step.rule, r)));
                 }
             }
         }

@@ -1,25 +1,37 @@
-//! YAML output for `-o yaml`: JSON values re-emitted through yaml-rust2's emitter.
+//! YAML output for `-o yaml`: the JSON document re-emitted through yaml-rust2's emitter, with
+//! its keys in the same order as `-o json` (issue 15; `serde_json::Value` would sort them).
 
+use indexmap::IndexMap;
 use yaml_rust2::YamlEmitter;
 use yaml_rust2::yaml::{Hash, Yaml};
 
-fn to_yaml(v: &serde_json::Value) -> Yaml {
+/// A JSON value that keeps its object keys in document order.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum Ordered {
+    Null(()),
+    Bool(bool),
+    Int(i64),
+    UInt(u64),
+    Float(f64),
+    Str(String),
+    List(Vec<Ordered>),
+    Map(IndexMap<String, Ordered>),
+}
+
+fn to_yaml(v: &Ordered) -> Yaml {
     match v {
-        serde_json::Value::Null => Yaml::Null,
-        serde_json::Value::Bool(b) => Yaml::Boolean(*b),
-        serde_json::Value::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                Yaml::Integer(i)
-            } else if n.is_u64() || n.as_f64().is_none() {
-                // Integers beyond i64 (u128 byte counts) are kept exact as their decimal text.
-                Yaml::Real(n.to_string())
-            } else {
-                Yaml::Real(n.to_string())
-            }
+        Ordered::Null(()) => Yaml::Null,
+        Ordered::Bool(b) => Yaml::Boolean(*b),
+        Ordered::Int(i) => Yaml::Integer(*i),
+        // Integers beyond i64 (byte counts) are kept exact as their decimal text.
+        Ordered::UInt(u) => Yaml::Real(u.to_string()),
+        Ordered::Float(f) => {
+            Yaml::Real(serde_json::Number::from_f64(*f).map_or_else(|| f.to_string(), |n| n.to_string()))
         }
-        serde_json::Value::String(s) => Yaml::String(s.clone()),
-        serde_json::Value::Array(a) => Yaml::Array(a.iter().map(to_yaml).collect()),
-        serde_json::Value::Object(o) => {
+        Ordered::Str(s) => Yaml::String(s.clone()),
+        Ordered::List(a) => Yaml::Array(a.iter().map(to_yaml).collect()),
+        Ordered::Map(o) => {
             let mut h = Hash::new();
             for (k, v) in o {
                 h.insert(Yaml::String(k.clone()), to_yaml(v));
@@ -33,11 +45,53 @@ fn to_yaml(v: &serde_json::Value) -> Yaml {
 ///
 /// Errors: the value cannot be represented as JSON (never for fedvol's own types).
 pub fn render<T: serde::Serialize>(value: &T) -> Result<String, serde_json::Error> {
-    let json = serde_json::to_value(value)?;
+    let text = serde_json::to_string(value)?;
+    let ordered: Ordered = serde_json::from_str(&text)?;
     let mut out = String::new();
     let mut em = YamlEmitter::new(&mut out);
     // Writing into a String cannot fail.
-    let _ = em.dump(&to_yaml(&json));
+    let _ = em.dump(&to_yaml(&ordered));
     out.push('\n');
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[derive(serde::Serialize)]
+    struct Doc {
+        zeta: u64,
+        alpha: Vec<Inner>,
+        big: u64,
+        ratio: f64,
+        none: Option<u8>,
+    }
+    #[derive(serde::Serialize)]
+    struct Inner {
+        name: &'static str,
+        b: bool,
+    }
+
+    #[test]
+    fn keys_come_in_the_order_json_gives_them() {
+        let d = Doc {
+            zeta: 1,
+            alpha: vec![Inner { name: "x", b: true }],
+            big: u64::MAX,
+            ratio: 0.25,
+            none: None,
+        };
+        let y = super::render(&d).unwrap();
+        let json = serde_json::to_string_pretty(&d).unwrap();
+        let order = |t: &str| -> Vec<usize> {
+            ["zeta", "alpha", "name", "big", "ratio", "none"]
+                .iter()
+                .map(|k| t.find(k).unwrap())
+                .collect()
+        };
+        let (yo, jo) = (order(&y), order(&json));
+        assert!(yo.windows(2).all(|w| w[0] < w[1]), "{y}");
+        assert!(jo.windows(2).all(|w| w[0] < w[1]), "{json}");
+        assert!(y.contains("18446744073709551615"), "{y}");
+        assert!(y.contains("ratio: 0.25") && y.contains("none: ~"), "{y}");
+    }
 }

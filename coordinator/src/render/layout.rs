@@ -1,0 +1,133 @@
+//! Fitting the human views into a terminal (issue 15): the width to fit, tables whose columns
+//! never split a word, and paragraphs wrapped with a hanging indent.
+
+use comfy_table::presets::UTF8_BORDERS_ONLY;
+use comfy_table::{ColumnConstraint, ContentArrangement, Table, Width};
+
+/// The width every table view fits when nothing says otherwise, columns.
+pub const DEFAULT_WIDTH: usize = 100;
+
+/// Longest word a column is widened for; longer ones (rare: a very long volume name) may be
+/// split rather than push the table past the width.
+const MAX_UNSPLIT_WORD: usize = 40;
+
+/// The width to fit, columns: `$COLUMNS` when it is a number of at least 40, else the
+/// terminal's width when stdout is one, else [`DEFAULT_WIDTH`] (a pipe, a file, a test).
+pub fn width() -> usize {
+    if let Some(w) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|w| *w >= 40)
+    {
+        return w;
+    }
+    // comfy-table reads the terminal's size when stdout is one.
+    if std::io::IsTerminal::is_terminal(&std::io::stdout())
+        && let Some(w) = Table::new().width()
+        && w >= 40
+    {
+        return usize::from(w);
+    }
+    DEFAULT_WIDTH
+}
+
+/// A table with `header`, borders only, fitting `width` columns: cells wrap at spaces, and each
+/// column is at least as wide as the longest word in it (up to 40), so that an id or a name is
+/// never split in the middle. Add rows with [`fill`].
+pub fn table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_header(header.to_vec());
+    t.set_width(u16::try_from(width()).unwrap_or(u16::MAX));
+    t
+}
+
+/// Adds `rows` to `t`, then sets each column's lower bound to its longest word.
+pub fn fill(t: &mut Table, header: &[&str], rows: Vec<Vec<String>>) {
+    let mut longest: Vec<usize> = header.iter().map(|h| longest_word(h)).collect();
+    for row in &rows {
+        for (i, cell) in row.iter().enumerate() {
+            if let Some(l) = longest.get_mut(i) {
+                *l = (*l).max(longest_word(cell));
+            }
+        }
+    }
+    for row in rows {
+        t.add_row(row);
+    }
+    for (i, l) in longest.into_iter().enumerate() {
+        if let Some(c) = t.column_mut(i) {
+            // The bound counts the cell's padding, one space each side.
+            let w = u16::try_from(l.min(MAX_UNSPLIT_WORD) + 2).unwrap_or(u16::MAX);
+            c.set_constraint(ColumnConstraint::LowerBoundary(Width::Fixed(w)));
+        }
+    }
+}
+
+fn longest_word(s: &str) -> usize {
+    s.split_whitespace().map(|w| w.chars().count()).max().unwrap_or(0)
+}
+
+/// `text` wrapped to [`width`] columns, the first line after `first`, the others indented by
+/// `rest`; words are never split. Ends with a newline.
+pub fn para(first: &str, rest: &str, text: &str) -> String {
+    let opts = textwrap::Options::new(width())
+        .initial_indent(first)
+        .subsequent_indent(rest)
+        .break_words(false)
+        .word_splitter(textwrap::WordSplitter::NoHyphenation);
+    let mut out = textwrap::fill(text, opts);
+    out.push('\n');
+    out
+}
+
+/// `n` humanised as an age: `now`, `12s ago`, `5m ago`, `3h ago`, `2d ago`.
+pub fn age(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0 => "now".to_string(),
+        1..=59 => format!("{s}s ago"),
+        60..=3599 => format!("{}m ago", s / 60),
+        3600..=172_799 => format!("{}h ago", s / 3600),
+        _ => format!("{}d ago", s / 86_400),
+    }
+}
+
+/// `s` cut to at most `max` characters, ending with `…` when cut.
+pub fn truncate(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_read_like_kubectl() {
+        assert_eq!(age(400), "now");
+        assert_eq!(age(12_300), "12s ago");
+        assert_eq!(age(5 * 60_000 + 1), "5m ago");
+        assert_eq!(age(3 * 3_600_000), "3h ago");
+        assert_eq!(age(3 * 86_400_000), "3d ago");
+    }
+
+    #[test]
+    fn truncation_marks_the_cut() {
+        assert_eq!(truncate("abcdef", 6), "abcdef");
+        assert_eq!(truncate("abcdefg", 6), "abcde…");
+    }
+
+    #[test]
+    fn paragraphs_never_split_words_and_hang() {
+        let long = "word ".repeat(60);
+        let p = para("  - ", "      ", &long);
+        assert!(p.lines().all(|l| l.chars().count() <= DEFAULT_WIDTH));
+        assert!(p.lines().skip(1).all(|l| l.starts_with("      word")));
+    }
+}
