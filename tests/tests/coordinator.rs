@@ -156,7 +156,9 @@ async fn nobody_serves(client: &async_nats::Client, subject: &str) -> bool {
         .publish_with_reply(subject.to_string(), inbox, br#"{"v":1}"#.to_vec().into())
         .await
         .unwrap();
-    match tokio::time::timeout(Duration::from_secs(5), sub.next()).await {
+    // A probe the server routed to the killed agent's connection before it noticed the close
+    // gets no answer at all: a short wait, and the caller probes again.
+    match tokio::time::timeout(Duration::from_millis(500), sub.next()).await {
         Ok(Some(m)) => m.status == Some(async_nats::StatusCode::NO_RESPONDERS),
         _ => false,
     }
@@ -309,7 +311,7 @@ async fn a_killed_agent_is_unreachable_at_once_then_presumed_dead() {
     // wait for it (with the broadcast, it waited until the deadline).
     c.proc.kill();
     let subject = Subjects::default().cluster("c", AgentOp::Plan);
-    let end = Instant::now() + Duration::from_secs(5);
+    let end = Instant::now() + Duration::from_secs(15);
     while !nobody_serves(&client, &subject).await {
         assert!(Instant::now() < end, "c still served");
         tokio::time::sleep(Duration::from_millis(20)).await;
