@@ -33,7 +33,7 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// Every outcome, in a fixed order.
+    /// Every outcome, in declaration order (so `ALL[o as usize] == o`).
     pub const ALL: [Outcome; 5] = [
         Outcome::Ok,
         Outcome::Error,
@@ -65,7 +65,17 @@ impl Registry {
     /// A registry for `daemon` (`agent` or `coordinator`) holding `fedvol_build_info{daemon,
     /// version}` = 1, the version being `version` (the daemon's crate version).
     pub fn new(daemon: &'static str, version: &'static str) -> Self {
-        let mut inner = prometheus_client::registry::Registry::default();
+        Self::with_labels(daemon, version, &[])
+    }
+
+    /// As [`Registry::new`], every series also carrying the constant `labels` (the agent's
+    /// `cluster`), so that dashboards group by them without relabelling.
+    pub fn with_labels(daemon: &'static str, version: &'static str, labels: &[(&'static str, String)]) -> Self {
+        let constant = labels
+            .iter()
+            .map(|(k, v)| (std::borrow::Cow::Borrowed(*k), std::borrow::Cow::Owned(v.clone())))
+            .collect::<Vec<_>>();
+        let mut inner = prometheus_client::registry::Registry::with_labels(constant.into_iter());
         let info = prometheus_client::metrics::family::Family::<[(&'static str, &'static str); 2], Gauge>::default();
         info.get_or_create(&[("daemon", daemon), ("version", version)]).set(1);
         inner.register(
@@ -135,6 +145,19 @@ mod tests {
     }
 
     #[test]
+    fn constant_labels_are_on_every_series() {
+        let mut r = Registry::with_labels("agent", "1", &[("cluster", "east".to_string())]);
+        let c = Counter::<u64>::default();
+        r.register("fedvol_test_things", "Things", c.clone());
+        c.inc();
+        r.register_collector(crate::NatsCollector::default());
+        let text = r.encode().unwrap();
+        assert!(text.contains("fedvol_build_info{cluster=\"east\",daemon=\"agent\",version=\"1\"} 1"), "{text}");
+        assert!(text.contains("fedvol_test_things_total{cluster=\"east\"} 1"), "{text}");
+        assert!(text.contains("fedvol_nats_connected{cluster=\"east\"} 0"), "{text}");
+    }
+
+    #[test]
     fn buckets_span_half_a_millisecond_to_half_a_minute() {
         let b: Vec<f64> = duration_buckets().collect();
         assert_eq!(b.len(), 17);
@@ -146,5 +169,8 @@ mod tests {
     fn outcomes_are_distinct_label_values() {
         let names: std::collections::BTreeSet<&str> = Outcome::ALL.iter().map(|o| o.as_str()).collect();
         assert_eq!(names.len(), Outcome::ALL.len());
+        for (i, o) in Outcome::ALL.iter().enumerate() {
+            assert_eq!(*o as usize, i, "ALL is in declaration order (daemons index it by `as u8`)");
+        }
     }
 }

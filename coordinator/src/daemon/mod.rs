@@ -22,6 +22,7 @@
 //!   `planned` by a coordinator that died; [`restore`]: it also commits again what an agent
 //!   started on a new state file forgot.
 //! - [`run`]: start-up (connect, bucket, heartbeats, discovery) and the request loop.
+//! - [`metrics`]: what `/metrics` shows (`metricsListen`; the server is `fedvol_obs`).
 //!
 //! Several coordinators may run at once: requests arrive in queue group `coordinator`, and
 //! every decision change is a compare-and-set on the bucket.
@@ -32,6 +33,7 @@ pub mod commit;
 pub mod config;
 pub mod directory;
 pub mod fanout;
+pub mod metrics;
 pub mod ops;
 pub mod reconcile;
 pub mod registry;
@@ -67,6 +69,8 @@ pub struct Coordinator {
     /// Requests in progress at once (`maxInFlight`); beyond, a request is answered
     /// `overloaded` at once instead of queueing without end (issue 20).
     pub admission: std::sync::Arc<tokio::sync::Semaphore>,
+    /// Counted metrics (requests, gathers, commits, bucket writes).
+    pub metrics: metrics::CoordinatorMetrics,
 }
 
 impl Coordinator {
