@@ -76,9 +76,32 @@ impl Default for AgentMetrics {
     }
 }
 
+/// The endpoints the agent serves (the `endpoint` label), as [`crate::service::serve`] names
+/// them.
+pub const ENDPOINTS: [&str; 8] = [
+    "plan",
+    "cluster_plan",
+    "commit",
+    "release",
+    "complete",
+    "why_not",
+    "status",
+    "inventory",
+];
+
 impl AgentMetrics {
-    /// Registers these metrics in `registry`.
+    /// Registers these metrics in `registry`, with the series of successful requests and of
+    /// reloads present (at 0) from the start, so that rates see their first increase.
     pub fn register(&self, registry: &mut Registry) {
+        for endpoint in ENDPOINTS {
+            let _ = self.requests.get_or_create(&RequestLabels {
+                endpoint,
+                outcome: Outcome::Ok.as_str(),
+            });
+        }
+        for outcome in ["applied", "unchanged", "refused"] {
+            let _ = self.reloads.get_or_create(&ReloadLabel { outcome });
+        }
         registry.register(
             "fedvol_agent_requests",
             "Requests served, by endpoint and outcome (ok, error, bad_request, dropped, overloaded)",
@@ -149,7 +172,7 @@ struct ZoneLabel {
 
 /// Encodes one gauge without labels.
 fn gauge(encoder: &mut DescriptorEncoder, name: &str, help: &str, value: f64) -> Result<(), std::fmt::Error> {
-    ConstGauge::new(value).encode(encoder.encode_descriptor(name, help, None, MetricType::Gauge)?)
+    ConstGauge::new(value).encode(encoder.encode_descriptor(name, &format!("{help}."), None, MetricType::Gauge)?)
 }
 
 /// Encodes one gauge family: one sample per label set.
@@ -159,7 +182,7 @@ fn gauges<S: EncodeLabelSet>(
     help: &str,
     samples: impl IntoIterator<Item = (S, f64)>,
 ) -> Result<(), std::fmt::Error> {
-    let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    let mut family = encoder.encode_descriptor(name, &format!("{help}."), None, MetricType::Gauge)?;
     for (labels, value) in samples {
         ConstGauge::new(value).encode(family.encode_family(&labels)?)?;
     }
@@ -225,5 +248,82 @@ impl Collector for StateCollector {
             )?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_and_reload_series_with_their_labels() {
+        let m = AgentMetrics::default();
+        let mut r = Registry::with_labels("agent", "0", &[("cluster", "c1".to_string())]);
+        m.register(&mut r);
+        m.request("commit", Outcome::Error, Duration::from_millis(3));
+        m.request("plan", Outcome::Overloaded, Duration::ZERO);
+        m.reload("refused");
+        let text = r.encode().unwrap();
+        for line in [
+            "fedvol_agent_requests_total{cluster=\"c1\",endpoint=\"cluster_plan\",outcome=\"ok\"} 0",
+            "fedvol_agent_requests_total{cluster=\"c1\",endpoint=\"commit\",outcome=\"error\"} 1",
+            "fedvol_agent_requests_total{cluster=\"c1\",endpoint=\"plan\",outcome=\"overloaded\"} 1",
+            "fedvol_agent_request_duration_seconds_bucket{cluster=\"c1\",le=\"0.004\",endpoint=\"commit\"} 1",
+            "fedvol_agent_inventory_reloads_total{cluster=\"c1\",outcome=\"refused\"} 1",
+            "fedvol_agent_inventory_reloads_total{cluster=\"c1\",outcome=\"applied\"} 0",
+        ] {
+            assert!(text.contains(line), "{line} missing from:\n{text}");
+        }
+        assert!(
+            !text.contains("fedvol_agent_request_duration_seconds_count{cluster=\"c1\",endpoint=\"plan\"}"),
+            "an overloaded request is not timed:\n{text}"
+        );
+    }
+
+    #[test]
+    fn state_series_are_read_at_each_scrape() {
+        let dir = tempfile::tempdir().unwrap();
+        let inv = fedvol_common::format::parse_inventory_str(
+            "inv.yaml",
+            "cluster: c1\nzones:\n  z1:\n    hosts:\n      - {name: h0, capacity: {cpu: 8, memory: 32GiB, instances: 4}}\n",
+            None,
+        )
+        .unwrap()
+        .value;
+        let version = inv.version.clone();
+        let (store, snap) = crate::state::store::Store::open(&dir.path().join("state.redb")).unwrap();
+        let core = crate::state::Core::new(
+            "c1",
+            inv,
+            store,
+            crate::state::ledger::Ledger::from_snapshot(snap),
+            30_000,
+        );
+        let drivers = crate::drivers::Drivers::new(
+            None,
+            "c1",
+            fedvol_proto::Subjects::new("fedvol.v1"),
+            Default::default(),
+        );
+        let shared = Arc::new(Shared::new(core, drivers, "c1", 1 << 20, 16));
+        let mut r = Registry::new("agent", "0");
+        let state = StateCollector::default();
+        r.register_collector(state.clone());
+        assert!(!r.encode().unwrap().contains("fedvol_agent_holds"), "nothing before the state exists");
+        state.set(&shared);
+        let text = r.encode().unwrap();
+        for line in [
+            format!("fedvol_agent_inventory_info{{version=\"{version}\"}} 1.0"),
+            "fedvol_agent_holds 0.0".to_string(),
+            "fedvol_agent_commits_in_flight 0.0".to_string(),
+            "fedvol_agent_zone_cpu_capacity_cores{zone=\"z1\"} 8.0".to_string(),
+            "fedvol_agent_zone_memory_capacity_bytes{zone=\"z1\"} 34359738368.0".to_string(),
+            "fedvol_agent_zone_instances_in_use{zone=\"z1\"} 0.0".to_string(),
+            "# HELP fedvol_agent_holds Live holds.".to_string(),
+        ] {
+            assert!(text.contains(&line), "{line} missing from:\n{text}");
+        }
+        drop(shared);
+        assert!(!r.encode().unwrap().contains("fedvol_agent_holds"), "a stopped agent's state is not kept");
     }
 }

@@ -43,14 +43,14 @@ impl Collector for NatsCollector {
         let up = ConstGauge::new(i64::from(connected));
         up.encode(encoder.encode_descriptor(
             "fedvol_nats_connected",
-            "1 when the connection to NATS is up, else 0",
+            "1 when the connection to NATS is up, else 0.",
             None,
             up.metric_type(),
         )?)?;
         let again = ConstCounter::new(reconnects);
         again.encode(encoder.encode_descriptor(
             "fedvol_nats_reconnects",
-            "Connections to NATS established after the first one (each follows a lost connection)",
+            "Connections to NATS established after the first one (each follows a lost connection).",
             None,
             again.metric_type(),
         )?)?;

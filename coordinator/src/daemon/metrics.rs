@@ -165,8 +165,19 @@ impl Drop for InFlight {
 }
 
 impl CoordinatorMetrics {
-    /// Registers these metrics in `registry`.
+    /// Registers these metrics in `registry`, with the series of successful requests and of
+    /// committed and failed decisions present (at 0) from the start, so that rates see their
+    /// first increase.
     pub fn register(&self, r: &mut Registry) {
+        for op in fedvol_proto::coordinator::CoordinatorOp::ALL {
+            let _ = self.requests.get_or_create(&RequestLabels {
+                endpoint: op.name(),
+                outcome: Outcome::Ok.as_str(),
+            });
+        }
+        for state in ["committed", "failed"] {
+            let _ = self.decisions.get_or_create(&StateLabel { state });
+        }
         r.register(
             "fedvol_coordinator_requests",
             "Requests served, by endpoint and outcome (ok, error, bad_request, dropped, overloaded); a submit answered with an error counts as error",
@@ -295,7 +306,7 @@ fn gauges<S: EncodeLabelSet>(
     help: &str,
     samples: impl IntoIterator<Item = (S, f64)>,
 ) -> Result<(), std::fmt::Error> {
-    let mut family = e.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    let mut family = e.encode_descriptor(name, &format!("{help}."), None, MetricType::Gauge)?;
     for (labels, value) in samples {
         ConstGauge::new(value).encode(family.encode_family(&labels)?)?;
     }
@@ -343,5 +354,55 @@ impl Collector for ClustersCollector {
             }),
         )?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counted_series_with_their_labels() {
+        let m = CoordinatorMetrics::default();
+        let mut r = Registry::new("coordinator", "0");
+        m.register(&mut r);
+        m.request("submit", Outcome::Ok, Duration::from_millis(20));
+        m.request("get", Outcome::BadRequest, Duration::from_millis(1));
+        m.decision("committed");
+        m.gathered(
+            Duration::from_millis(5),
+            [
+                ("east", ClusterStatus::Answered),
+                ("west", ClusterStatus::TimedOut),
+                ("north", ClusterStatus::Unreachable),
+                ("south", ClusterStatus::Error),
+            ],
+        );
+        m.kv.write("create", "done", Duration::from_millis(2));
+        m.kv.write("update", "conflict", Duration::from_millis(2));
+        {
+            let _in_flight = m.commit_started();
+            assert!(r.encode().unwrap().contains("fedvol_coordinator_commits_in_flight 1\n"));
+            m.commit_took(Duration::from_millis(40));
+        }
+        let text = r.encode().unwrap();
+        for line in [
+            "fedvol_coordinator_requests_total{endpoint=\"submit\",outcome=\"ok\"} 1",
+            "fedvol_coordinator_requests_total{endpoint=\"list\",outcome=\"ok\"} 0",
+            "fedvol_coordinator_requests_total{endpoint=\"get\",outcome=\"bad_request\"} 1",
+            "fedvol_coordinator_decisions_total{state=\"committed\"} 1",
+            "fedvol_coordinator_decisions_total{state=\"failed\"} 0",
+            "fedvol_coordinator_gather_total{cluster=\"east\",status=\"answered\"} 1",
+            "fedvol_coordinator_gather_total{cluster=\"west\",status=\"timed_out\"} 1",
+            "fedvol_coordinator_gather_total{cluster=\"north\",status=\"unreachable\"} 1",
+            "fedvol_coordinator_gather_total{cluster=\"south\",status=\"error\"} 1",
+            "fedvol_coordinator_plan_duration_seconds_count 1",
+            "fedvol_coordinator_commit_duration_seconds_count 1",
+            "fedvol_coordinator_commits_in_flight 0",
+            "fedvol_coordinator_kv_write_duration_seconds_count{op=\"create\"} 1",
+            "fedvol_coordinator_kv_writes_total{op=\"update\",outcome=\"conflict\"} 1",
+        ] {
+            assert!(text.contains(line), "{line} missing from:\n{text}");
+        }
     }
 }
