@@ -210,6 +210,31 @@ async fn prometheus_scrapes_a_live_federation_and_sees_the_counters_move() {
     assert!(missing.is_empty(), "the dashboard queries metrics nobody exports: {missing:?}");
 }
 
+/// The example scrape configuration in `deploy/prometheus/` is one Prometheus accepts.
+#[test]
+fn the_shipped_scrape_config_is_valid() {
+    let Some(prometheus) = prometheus::binary() else {
+        eprintln!("SKIPPED the_shipped_scrape_config_is_valid: no `prometheus` binary (nor its promtool)");
+        return;
+    };
+    let promtool = prometheus.with_file_name("promtool");
+    if !promtool.is_file() {
+        eprintln!("SKIPPED the_shipped_scrape_config_is_valid: no promtool beside {}", prometheus.display());
+        return;
+    }
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/prometheus/prometheus.yml");
+    let out = std::process::Command::new(&promtool)
+        .args(["check", "config", config])
+        .output()
+        .expect("promtool runs");
+    assert!(
+        out.status.success(),
+        "promtool check config {config}:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// `/healthz` is 200 while the process runs; `/readyz` is 200 once the daemon serves, 503
 /// with the reason while NATS is down, 200 again once it reconnected (counted in
 /// `fedvol_nats_reconnects_total`).
