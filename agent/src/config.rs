@@ -252,12 +252,19 @@ mod tests {
         std::fs::write(&p, "inventory: i.yaml\nmetricsListen: 127.0.0.1:9464\n").unwrap();
         let c = AgentConfig::load(&p).unwrap();
         assert_eq!(c.metrics_listen, Some("127.0.0.1:9464".parse().unwrap()));
-        assert_eq!(AgentConfig::new("i".into(), "d".into()).metrics_listen, None, "off by default");
+        assert_eq!(
+            AgentConfig::new("i".into(), "d".into()).metrics_listen,
+            None,
+            "off by default"
+        );
         std::fs::write(&p, "inventory: i.yaml\nmetricsListen: localhost\n").unwrap();
         let e = AgentConfig::load(&p).unwrap_err().to_string();
         assert!(e.contains("agent.yaml:2:"), "{e}");
         assert!(e.contains("metricsListen"), "{e}");
-        assert!(e.contains("`localhost` is not a listen address; expected IP:PORT"), "{e}");
+        assert!(
+            e.contains("`localhost` is not a listen address; expected IP:PORT"),
+            "{e}"
+        );
     }
 
     #[test]

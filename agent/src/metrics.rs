@@ -17,11 +17,11 @@ use std::time::Duration;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::metrics::MetricType;
 
 use fedvol_obs::{Outcome, Registry};
 
@@ -299,17 +299,16 @@ mod tests {
             crate::state::ledger::Ledger::from_snapshot(snap),
             30_000,
         );
-        let drivers = crate::drivers::Drivers::new(
-            None,
-            "c1",
-            fedvol_proto::Subjects::new("fedvol.v1"),
-            Default::default(),
-        );
+        let drivers =
+            crate::drivers::Drivers::new(None, "c1", fedvol_proto::Subjects::new("fedvol.v1"), Default::default());
         let shared = Arc::new(Shared::new(core, drivers, "c1", 1 << 20, 16));
         let mut r = Registry::new("agent", "0");
         let state = StateCollector::default();
         r.register_collector(state.clone());
-        assert!(!r.encode().unwrap().contains("fedvol_agent_holds"), "nothing before the state exists");
+        assert!(
+            !r.encode().unwrap().contains("fedvol_agent_holds"),
+            "nothing before the state exists"
+        );
         state.set(&shared);
         let text = r.encode().unwrap();
         for line in [
@@ -324,6 +323,9 @@ mod tests {
             assert!(text.contains(&line), "{line} missing from:\n{text}");
         }
         drop(shared);
-        assert!(!r.encode().unwrap().contains("fedvol_agent_holds"), "a stopped agent's state is not kept");
+        assert!(
+            !r.encode().unwrap().contains("fedvol_agent_holds"),
+            "a stopped agent's state is not kept"
+        );
     }
 }

@@ -245,14 +245,10 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
         tracing::warn!(root = %root.display(), "development sandbox: every volume is a directory under this root");
         drivers = drivers.with_storage_root(root.clone());
     }
-    let shared = Arc::new(Shared::new(
-        core,
-        drivers,
-        &cluster,
-        cfg.max_body_bytes,
-        cfg.max_in_flight,
-    )
-    .with_obs(obs.metrics.clone(), obs.readiness.clone()));
+    let shared = Arc::new(
+        Shared::new(core, drivers, &cluster, cfg.max_body_bytes, cfg.max_in_flight)
+            .with_obs(obs.metrics.clone(), obs.readiness.clone()),
+    );
     obs.state.set(&shared);
 
     // Heartbeat and sweep.

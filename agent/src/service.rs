@@ -14,10 +14,10 @@ use std::sync::{Arc, Mutex};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 
+use fedvol_obs::Outcome;
 use fedvol_proto::agent::{self as ops, AgentOp};
 use fedvol_proto::serve::{Server, answer};
 use fedvol_proto::subjects::AGENT_SERVICE;
-use fedvol_obs::Outcome;
 use fedvol_proto::{Endpoint, Failure, Subjects};
 
 use crate::drivers::Drivers;

@@ -100,7 +100,13 @@ mod tests {
         let seen = up.clone();
         r.ready_when(Arc::new(move || {
             let ok = seen.load(std::sync::atomic::Ordering::Relaxed);
-            Box::pin(async move { if ok { Ok(()) } else { Err("inventory not loaded".to_string()) } })
+            Box::pin(async move {
+                if ok {
+                    Ok(())
+                } else {
+                    Err("inventory not loaded".to_string())
+                }
+            })
         }));
         assert_eq!(r.check().await, Err("inventory not loaded".to_string()));
         up.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -135,7 +135,10 @@ mod tests {
             text.contains("fedvol_test_requests_total{endpoint=\"plan\",outcome=\"ok\"} 1"),
             "{text}"
         );
-        assert!(text.contains("# HELP fedvol_test_duration_seconds Time taken."), "{text}");
+        assert!(
+            text.contains("# HELP fedvol_test_duration_seconds Time taken."),
+            "{text}"
+        );
         assert!(
             text.contains("fedvol_test_duration_seconds_bucket{le=\"0.004\"} 1"),
             "{text}"
@@ -152,7 +155,10 @@ mod tests {
         c.inc();
         r.register_collector(crate::NatsCollector::default());
         let text = r.encode().unwrap();
-        assert!(text.contains("fedvol_build_info{cluster=\"east\",daemon=\"agent\",version=\"1\"} 1"), "{text}");
+        assert!(
+            text.contains("fedvol_build_info{cluster=\"east\",daemon=\"agent\",version=\"1\"} 1"),
+            "{text}"
+        );
         assert!(text.contains("fedvol_test_things_total{cluster=\"east\"} 1"), "{text}");
         assert!(text.contains("fedvol_nats_connected{cluster=\"east\"} 0"), "{text}");
     }
@@ -170,7 +176,10 @@ mod tests {
         let names: std::collections::BTreeSet<&str> = Outcome::ALL.iter().map(|o| o.as_str()).collect();
         assert_eq!(names.len(), Outcome::ALL.len());
         for (i, o) in Outcome::ALL.iter().enumerate() {
-            assert_eq!(*o as usize, i, "ALL is in declaration order (daemons index it by `as u8`)");
+            assert_eq!(
+                *o as usize, i,
+                "ALL is in declaration order (daemons index it by `as u8`)"
+            );
         }
     }
 }

@@ -91,7 +91,9 @@ pub async fn serve(addr: SocketAddr, registry: Arc<Registry>, ready: Readiness) 
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| ServeError::Bind { addr, source })?;
-    let bound = listener.local_addr().map_err(|source| ServeError::Bind { addr, source })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|source| ServeError::Bind { addr, source })?;
     let app = router(registry, ready);
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
@@ -132,11 +134,17 @@ mod tests {
         let (status, head, body) = get(addr, "/metrics").await;
         assert_eq!(status, 200);
         assert!(head.contains("content-type: application/openmetrics-text"), "{head}");
-        assert!(body.contains("fedvol_build_info{daemon=\"coordinator\",version=\"1.2.3\"} 1"), "{body}");
+        assert!(
+            body.contains("fedvol_build_info{daemon=\"coordinator\",version=\"1.2.3\"} 1"),
+            "{body}"
+        );
 
         assert_eq!(get(addr, "/healthz").await.0, 200);
         let (status, _, body) = get(addr, "/readyz").await;
-        assert_eq!((status, body.as_str()), (503, "not ready: starting: connecting to NATS\n"));
+        assert_eq!(
+            (status, body.as_str()),
+            (503, "not ready: starting: connecting to NATS\n")
+        );
         ready.ready_when(Arc::new(|| Box::pin(async { Ok(()) })));
         let (status, _, body) = get(addr, "/readyz").await;
         assert_eq!((status, body.as_str()), (200, "ready\n"));
@@ -150,7 +158,11 @@ mod tests {
         let e = serve(addr, Arc::new(Registry::new("agent", "0")), Readiness::default())
             .await
             .unwrap_err();
-        assert!(e.to_string().starts_with(&format!("cannot listen for metrics on {addr}: ")), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with(&format!("cannot listen for metrics on {addr}: ")),
+            "{e}"
+        );
     }
 
     #[test]
@@ -158,6 +170,9 @@ mod tests {
         assert_eq!(parse_listen("127.0.0.1:9464").unwrap().port(), 9464);
         assert!(parse_listen("[::1]:0").is_ok());
         let e = parse_listen("localhost").unwrap_err();
-        assert!(e.contains("`localhost` is not a listen address; expected IP:PORT"), "{e}");
+        assert!(
+            e.contains("`localhost` is not a listen address; expected IP:PORT"),
+            "{e}"
+        );
     }
 }

@@ -53,11 +53,7 @@ impl Prometheus {
         let bin = binary()?;
         let dir = tempfile::tempdir().expect("a temporary directory for prometheus");
         let config = dir.path().join("prometheus.yml");
-        let list = targets
-            .iter()
-            .map(|t| format!("'{t}'"))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let list = targets.iter().map(|t| format!("'{t}'")).collect::<Vec<_>>().join(", ");
         std::fs::write(
             &config,
             format!(
@@ -103,8 +99,7 @@ impl Prometheus {
     /// Errors: the API could not be reached or refused the query (a sentence with its answer).
     pub async fn query(&self, promql: &str) -> Result<Vec<Sample>, String> {
         let (status, body) = get(self.addr, &format!("/api/v1/query?query={}", query_value(promql))).await?;
-        let v: serde_json::Value =
-            serde_json::from_str(&body).map_err(|e| format!("query {promql}: {e}: {body}"))?;
+        let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| format!("query {promql}: {e}: {body}"))?;
         if status != 200 || v["status"] != "success" {
             return Err(format!("query {promql}: HTTP {status}: {body}"));
         }

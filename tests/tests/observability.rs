@@ -45,7 +45,14 @@ impl Federation {
         }
         let coordinator = faultkit::coordinator_on(
             &nats.url(),
-            &["--metrics-listen", "127.0.0.1:0", "--deadline-ms", "2000", "--discovery-ms", "300"],
+            &[
+                "--metrics-listen",
+                "127.0.0.1:0",
+                "--deadline-ms",
+                "2000",
+                "--discovery-ms",
+                "300",
+            ],
         )
         .await;
         Federation {
@@ -126,7 +133,9 @@ async fn prometheus_scrapes_a_live_federation_and_sees_the_counters_move() {
     }
     let fed = Federation::start().await;
     let targets = fed.targets();
-    let prom = Prometheus::start(&targets).await.expect("prometheus binary found above");
+    let prom = Prometheus::start(&targets)
+        .await
+        .expect("prometheus binary found above");
 
     // Every target scraped and up.
     let end = Instant::now() + SCRAPE_WAIT;
@@ -159,7 +168,10 @@ async fn prometheus_scrapes_a_live_federation_and_sees_the_counters_move() {
             "sum(fedvol_agent_request_duration_seconds_count{endpoint=\"commit\"})",
             4.0,
         ),
-        ("sum(fedvol_coordinator_kv_write_duration_seconds_count{op=\"create\"})", 4.0),
+        (
+            "sum(fedvol_coordinator_kv_write_duration_seconds_count{op=\"create\"})",
+            4.0,
+        ),
         ("sum(fedvol_agent_zone_cpu_in_use_cores)", 4.0),
     ];
     let end = Instant::now() + SCRAPE_WAIT;
@@ -192,7 +204,9 @@ async fn prometheus_scrapes_a_live_federation_and_sees_the_counters_move() {
         .collect();
     assert_eq!(clusters, BTreeSet::from(["east", "west"]), "{versions:?}");
     assert!(
-        versions.iter().all(|s| s.labels.get("version").is_some_and(|v| v != "")),
+        versions
+            .iter()
+            .all(|s| s.labels.get("version").is_some_and(|v| v != "")),
         "{versions:?}"
     );
 
@@ -205,9 +219,16 @@ async fn prometheus_scrapes_a_live_federation_and_sees_the_counters_move() {
     }
     let missing: Vec<String> = dashboard_metrics()
         .into_iter()
-        .filter(|name| !exported.lines().any(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} "))))
+        .filter(|name| {
+            !exported
+                .lines()
+                .any(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+        })
         .collect();
-    assert!(missing.is_empty(), "the dashboard queries metrics nobody exports: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "the dashboard queries metrics nobody exports: {missing:?}"
+    );
 }
 
 /// The example scrape configuration in `deploy/prometheus/` is one Prometheus accepts.
@@ -219,7 +240,10 @@ fn the_shipped_scrape_config_is_valid() {
     };
     let promtool = prometheus.with_file_name("promtool");
     if !promtool.is_file() {
-        eprintln!("SKIPPED the_shipped_scrape_config_is_valid: no promtool beside {}", prometheus.display());
+        eprintln!(
+            "SKIPPED the_shipped_scrape_config_is_valid: no promtool beside {}",
+            prometheus.display()
+        );
         return;
     }
     let config = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/prometheus/prometheus.yml");
@@ -276,7 +300,12 @@ async fn readiness_follows_the_nats_connection() {
     for t in &targets {
         assert_eq!(must_get(*t, "/healthz").await.0, 200, "the process is up without NATS");
         let (_, metrics) = must_get(*t, "/metrics").await;
-        assert!(metrics.lines().any(|l| l.starts_with("fedvol_nats_connected") && l.ends_with(" 0")), "{metrics}");
+        assert!(
+            metrics
+                .lines()
+                .any(|l| l.starts_with("fedvol_nats_connected") && l.ends_with(" 0")),
+            "{metrics}"
+        );
     }
 
     fed.nats.restart();

@@ -59,7 +59,12 @@ impl Core {
             inventory_version: self.base.version.clone(),
             holds: self.ledger.holds().len(),
             commits_in_flight: self.in_flight.len(),
-            commits_live: self.ledger.commits().values().filter(|c| c.completion.is_none()).count(),
+            commits_live: self
+                .ledger
+                .commits()
+                .values()
+                .filter(|c| c.completion.is_none())
+                .count(),
             load: self.load(),
             zones,
         }

@@ -425,7 +425,10 @@ fn gauges_count_holds_commits_and_capacity_per_zone() {
         panic!("no work")
     };
     assert_eq!(core.gauges().commits_in_flight, 1, "between the mark and the record");
-    let results = work.into_iter().map(|w| (w, DriverResult::Ok("/tmp/x/vol".into()))).collect();
+    let results = work
+        .into_iter()
+        .map(|w| (w, DriverResult::Ok("/tmp/x/vol".into())))
+        .collect();
     core.finish_commit("r1", results, 1_000).unwrap();
     let g = core.gauges();
     assert_eq!((g.holds, g.commits_in_flight, g.commits_live), (1, 0, 1));

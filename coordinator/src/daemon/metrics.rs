@@ -320,7 +320,9 @@ impl Collector for ClustersCollector {
         };
         let clusters = co.registry().info(fedvol_proto::now_ms());
         drop(co);
-        let label = |c: &fedvol_proto::coordinator::ClusterInfo| ClusterLabel { cluster: c.name.clone() };
+        let label = |c: &fedvol_proto::coordinator::ClusterInfo| ClusterLabel {
+            cluster: c.name.clone(),
+        };
         gauges(
             &mut e,
             "fedvol_coordinator_cluster_up",

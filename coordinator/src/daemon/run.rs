@@ -402,7 +402,10 @@ async fn handle(
                 .await
             }
             CoordinatorOp::List => {
-                serve::<api::List, _, _>(&co, &user, &m.payload, r, |_| async { Some(op_handlers::list(&co).await) }).await
+                serve::<api::List, _, _>(&co, &user, &m.payload, r, |_| async {
+                    Some(op_handlers::list(&co).await)
+                })
+                .await
             }
         };
         let outcome = match (ran.load(Ordering::Relaxed), &body) {
