@@ -54,6 +54,9 @@ pub struct AgentConfig {
     /// Largest request body served, bytes (default
     /// [`fedvol_proto::DEFAULT_MAX_BODY_BYTES`], 1 MiB); larger ones get `bad_request`.
     pub max_body_bytes: usize,
+    /// Where to serve `/metrics`, `/healthz` and `/readyz` (`metricsListen`, `IP:PORT`); `None`
+    /// (the default): no metrics server.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 impl AgentConfig {
@@ -74,6 +77,7 @@ impl AgentConfig {
             init: false,
             state_replicas: 1,
             max_body_bytes: fedvol_proto::DEFAULT_MAX_BODY_BYTES,
+            metrics_listen: None,
         }
     }
 
@@ -168,6 +172,14 @@ impl AgentConfig {
         {
             cfg.max_body_bytes = v as usize;
         }
+        if let Some(n) = r.take("metricsListen")
+            && let Some(s) = ctx.nonempty_string(n, "metricsListen")
+        {
+            match fedvol_obs::parse_listen(&s) {
+                Ok(addr) => cfg.metrics_listen = Some(addr),
+                Err(e) => ctx.error(n.span, "metricsListen", e),
+            }
+        }
         if let Some(n) = r.take("nats") {
             cfg.nats = parse_nats(&mut ctx, n, "nats", &base);
         }
@@ -231,6 +243,28 @@ mod tests {
         let errs = c.validate().unwrap_err();
         assert!(errs[0].contains("carries credentials"));
         assert!(!errs[0].contains("s3cret"), "the password must not be echoed");
+    }
+
+    #[test]
+    fn metrics_listen_is_an_address() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("agent.yaml");
+        std::fs::write(&p, "inventory: i.yaml\nmetricsListen: 127.0.0.1:9464\n").unwrap();
+        let c = AgentConfig::load(&p).unwrap();
+        assert_eq!(c.metrics_listen, Some("127.0.0.1:9464".parse().unwrap()));
+        assert_eq!(
+            AgentConfig::new("i".into(), "d".into()).metrics_listen,
+            None,
+            "off by default"
+        );
+        std::fs::write(&p, "inventory: i.yaml\nmetricsListen: localhost\n").unwrap();
+        let e = AgentConfig::load(&p).unwrap_err().to_string();
+        assert!(e.contains("agent.yaml:2:"), "{e}");
+        assert!(e.contains("metricsListen"), "{e}");
+        assert!(
+            e.contains("`localhost` is not a listen address; expected IP:PORT"),
+            "{e}"
+        );
     }
 
     #[test]

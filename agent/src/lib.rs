@@ -8,6 +8,7 @@
 pub mod config;
 pub mod drivers;
 pub mod endpoints;
+pub mod metrics;
 pub mod run;
 pub mod service;
 pub mod state;

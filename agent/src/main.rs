@@ -61,6 +61,11 @@ struct Args {
     /// give their capacity away again.
     #[arg(long)]
     init: bool,
+    /// Serve /metrics (Prometheus), /healthz and /readyz on this address, IP:PORT (e.g.
+    /// 127.0.0.1:9464; port 0 takes a free one, logged). Off unless given here or as
+    /// `metricsListen`.
+    #[arg(long, env = "FEDVOL_METRICS_LISTEN", value_parser = fedvol_obs::parse_listen)]
+    metrics_listen: Option<std::net::SocketAddr>,
     /// Log as JSON lines instead of text.
     #[arg(long)]
     log_json: bool,
@@ -111,6 +116,9 @@ fn config(a: Args) -> Result<AgentConfig, String> {
     }
     if a.storage_root.is_some() {
         cfg.storage_root = a.storage_root;
+    }
+    if a.metrics_listen.is_some() {
+        cfg.metrics_listen = a.metrics_listen;
     }
     Ok(cfg)
 }

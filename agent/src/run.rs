@@ -37,6 +37,9 @@ pub enum StartError {
     /// NATS could not be reached or the service not registered.
     #[error("{0}")]
     Nats(String),
+    /// The metrics server could not listen on its address.
+    #[error(transparent)]
+    Metrics(#[from] fedvol_obs::ServeError),
     /// This replica lost the cluster's lease or was fenced by the replica that took over: it
     /// stopped serving (its supervisor starts it again, as a standby).
     #[error("stepped down: {0}")]
@@ -70,21 +73,25 @@ fn mtime(p: &std::path::Path) -> Option<SystemTime> {
 }
 
 /// Re-reads the inventory; on success swaps it in, on failure logs every error and keeps the
-/// old one. Returns true when the served inventory changed.
+/// old one. Returns true when the served inventory changed. Counted in
+/// `fedvol_agent_inventory_reloads_total{outcome}` (applied, unchanged, refused).
 pub fn reload(cfg: &AgentConfig, shared: &Shared) -> bool {
     match load_checked(cfg) {
         Ok(inv) => {
             let mut core = lock(shared);
             if inv.version == core.inventory_version() {
+                shared.metrics.reload("unchanged");
                 return false;
             }
             let old = core.inventory_version().to_string();
             let new = inv.version.clone();
             core.replace_inventory(inv);
+            shared.metrics.reload("applied");
             tracing::info!(old_version = %old, new_version = %new, "inventory reloaded");
             true
         }
         Err(e) => {
+            shared.metrics.reload("refused");
             tracing::error!(error = %e, "inventory reload refused; the previous inventory keeps serving");
             false
         }
@@ -165,6 +172,33 @@ async fn roll_back_interrupted(shared: &Arc<Shared>) {
     }
 }
 
+/// What the metrics server reads: counted metrics, readiness, and the collectors given the
+/// connection and the state once they exist. Without `metricsListen` nothing listens, and the
+/// same handles count into nothing anyone reads.
+#[derive(Default)]
+struct Obs {
+    metrics: crate::metrics::AgentMetrics,
+    readiness: fedvol_obs::Readiness,
+    nats: fedvol_obs::NatsCollector,
+    state: crate::metrics::StateCollector,
+}
+
+/// Starts the metrics server when `metricsListen` is set, its series labelled `cluster`.
+///
+/// Errors: the address cannot be bound.
+async fn start_obs(cfg: &AgentConfig, cluster: &str) -> Result<Obs, StartError> {
+    let obs = Obs::default();
+    if let Some(addr) = cfg.metrics_listen {
+        let mut registry =
+            fedvol_obs::Registry::with_labels("agent", env!("CARGO_PKG_VERSION"), &[("cluster", cluster.to_string())]);
+        obs.metrics.register(&mut registry);
+        registry.register_collector(obs.nats.clone());
+        registry.register_collector(obs.state.clone());
+        fedvol_obs::serve(addr, Arc::new(registry), obs.readiness.clone()).await?;
+    }
+    Ok(obs)
+}
+
 /// Runs the agent until the process is stopped.
 ///
 /// Errors: any [`StartError`] before serving begins.
@@ -173,12 +207,16 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
     let inv = load_checked(&cfg)?;
     let cluster = inv.cluster.clone();
     let subjects = Subjects::new(&cfg.subject_prefix);
+    let obs = start_obs(&cfg, &cluster).await?;
+    obs.readiness.starting("connecting to NATS");
     let client = fedvol_proto::nats::connect(&format!("fedvol-agent {cluster}"), &cfg.nats)
         .await
         .map_err(|e| StartError::Nats(e.to_string()))?;
+    obs.nats.set(client.clone());
     let instance = format!("{}-{}", cluster, std::process::id());
     let (store, snapshot, state_file, stop) = match cfg.state_store {
         StateStore::Redb => {
+            obs.readiness.starting("opening the state file");
             std::fs::create_dir_all(&cfg.data_dir).map_err(|e| {
                 StartError::State(format!("cannot create data directory {}: {e}", cfg.data_dir.display()))
             })?;
@@ -189,6 +227,7 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
             (store, snapshot, Some((state_path, identity)), None)
         }
         StateStore::Jetstream => {
+            obs.readiness.starting("standby: waiting for the cluster's lease");
             let (store, snapshot, stop) = replica::take_over(&client, &cfg, &cluster, &instance).await?;
             (store, snapshot, None, Some(stop))
         }
@@ -206,13 +245,11 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
         tracing::warn!(root = %root.display(), "development sandbox: every volume is a directory under this root");
         drivers = drivers.with_storage_root(root.clone());
     }
-    let shared = Arc::new(Shared::new(
-        core,
-        drivers,
-        &cluster,
-        cfg.max_body_bytes,
-        cfg.max_in_flight,
-    ));
+    let shared = Arc::new(
+        Shared::new(core, drivers, &cluster, cfg.max_body_bytes, cfg.max_in_flight)
+            .with_obs(obs.metrics.clone(), obs.readiness.clone()),
+    );
+    obs.state.set(&shared);
 
     // Heartbeat and sweep.
     {
@@ -300,7 +337,9 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
     if let Some((path, identity)) = state_file {
         watch_state_file(shared.clone(), path, identity);
     }
+    obs.readiness.starting("rolling back interrupted commits");
     roll_back_interrupted(&shared).await;
+    obs.readiness.starting("subscribing its endpoints");
     tracing::info!(cluster = %cluster, nats = %fedvol_proto::nats::redact_url(&cfg.nats.url), "agent starting its service");
     let served = serve(client, &subjects, shared);
     match stop {

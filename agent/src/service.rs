@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 
+use fedvol_obs::Outcome;
 use fedvol_proto::agent::{self as ops, AgentOp};
 use fedvol_proto::serve::{Server, answer};
 use fedvol_proto::subjects::AGENT_SERVICE;
@@ -44,6 +45,10 @@ pub struct Shared {
     pub admission: Arc<tokio::sync::Semaphore>,
     /// The admission limit.
     pub max_in_flight: usize,
+    /// Request and reload metrics (counted whether or not a metrics server runs).
+    pub metrics: crate::metrics::AgentMetrics,
+    /// What `/readyz` answers: [`serve`] makes it ready once every endpoint is subscribed.
+    pub readiness: fedvol_obs::Readiness,
 }
 
 impl Shared {
@@ -59,7 +64,17 @@ impl Shared {
             max_body_bytes,
             sync_turn: tokio::sync::Mutex::new(()),
             plan_slots: tokio::sync::Semaphore::new(cores),
+            metrics: crate::metrics::AgentMetrics::default(),
+            readiness: fedvol_obs::Readiness::default(),
         }
+    }
+
+    /// The same, counting into `metrics` and reporting readiness to `readiness` (those of the
+    /// metrics server).
+    pub fn with_obs(mut self, metrics: crate::metrics::AgentMetrics, readiness: fedvol_obs::Readiness) -> Self {
+        self.metrics = metrics;
+        self.readiness = readiness;
+        self
     }
 }
 
@@ -129,6 +144,9 @@ pub enum SyncError {
     Task(String),
 }
 
+/// The handler of a request did not run (see `add`).
+const NOT_RUN: u8 = u8::MAX;
+
 /// An endpoint's handler: the decoded, checked, in-time request in; `None` (drop), the reply, or
 /// a failure out.
 pub type Handler<E> =
@@ -161,7 +179,9 @@ async fn add<E: Endpoint>(
                     max_payload: client.max_payload(),
                     too_large_hint: "raise max_payload in the NATS server's configuration",
                 };
+                let started = std::time::Instant::now();
                 let Ok(_permit) = permit else {
+                    shared.metrics.request(name, Outcome::Overloaded, started.elapsed());
                     tracing::warn!(
                         endpoint = name,
                         limit = shared.max_in_flight,
@@ -174,7 +194,30 @@ async fn add<E: Endpoint>(
                     return;
                 };
                 let payload = request.message.payload.clone();
-                let body = answer::<E, _, _>(&server, &payload, |req| handler(shared.clone(), req)).await;
+                // What the handler returned, if it ran (the serve layer refuses or drops some
+                // requests before it): read after the answer, for the request's outcome.
+                let ran = std::sync::atomic::AtomicU8::new(NOT_RUN);
+                let body = answer::<E, _, _>(&server, &payload, |req| {
+                    let work = handler(shared.clone(), req);
+                    let ran = &ran;
+                    async move {
+                        let result = work.await;
+                        let seen = match &result {
+                            None => Outcome::Dropped,
+                            Some(Ok(_)) => Outcome::Ok,
+                            Some(Err(_)) => Outcome::Error,
+                        };
+                        ran.store(seen as u8, std::sync::atomic::Ordering::Relaxed);
+                        result
+                    }
+                })
+                .await;
+                let outcome = match (ran.load(std::sync::atomic::Ordering::Relaxed), &body) {
+                    (NOT_RUN, Some(_)) => Outcome::BadRequest,
+                    (NOT_RUN, None) => Outcome::Dropped,
+                    (seen, _) => Outcome::ALL.get(usize::from(seen)).copied().unwrap_or(Outcome::Ok),
+                };
+                shared.metrics.request(name, outcome, started.elapsed());
                 if let Some(body) = body
                     && let Err(e) = request.respond(Ok(body)).await
                 {
@@ -241,9 +284,19 @@ pub async fn serve(
     ];
     // Make sure the server has every subscription before anyone is told we are ready.
     client.flush().await?;
+    shared.readiness.ready_when(ready_check(client.clone()));
     tracing::info!(cluster = %cluster, "endpoints ready");
     for t in tasks {
         let _ = t.await;
     }
     Ok(())
+}
+
+/// The agent's readiness once it serves: connected to NATS. (Its inventory is loaded before it
+/// serves, and a refused reload keeps the previous one, so it always has one.)
+fn ready_check(client: async_nats::Client) -> fedvol_obs::ready::ReadyCheck {
+    Arc::new(move || {
+        let up = fedvol_obs::ready::nats_connected(&client);
+        Box::pin(async move { up })
+    })
 }

@@ -10,6 +10,8 @@
 //! - [`fixtures`]: small builders for inventory and decision values.
 //! - [`LogCapture`]: the `tracing` output of in-process library code.
 //! - [`wait_until`]: poll a condition with a timeout.
+//! - [`http`]: plain GETs to loopback HTTP servers (the daemons' metrics and health);
+//!   [`prometheus`]: a real Prometheus scraping them, queried through its API.
 //! - [`load`]: requests as the CLI sends them, concurrent submitters that record every
 //!   acknowledgement, a seeded random generator (fault tests and the soak).
 //! - [`checker`]: compares acknowledged decisions with every agent's final state.
@@ -27,11 +29,13 @@ pub mod checker;
 pub mod faultkit;
 pub mod federation;
 pub mod fixtures;
+pub mod http;
 pub mod kit;
 pub mod load;
 pub mod logs;
 pub mod nats;
 pub mod process;
+pub mod prometheus;
 
 pub use bins::bin_path;
 pub use logs::LogCapture;

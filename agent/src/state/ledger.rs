@@ -240,6 +240,20 @@ impl Ledger {
             .collect()
     }
 
+    /// Capacity held in each zone by holds and uncompleted commits (the sum over its hosts).
+    pub fn zone_use(&self) -> BTreeMap<String, Resources> {
+        self.in_use
+            .iter()
+            .map(|(zone, hosts)| {
+                let mut sum = Resources::default();
+                for r in hosts.values() {
+                    add_resources(&mut sum, r);
+                }
+                (zone.clone(), sum)
+            })
+            .collect()
+    }
+
     /// Capacity held on each host by holds and uncompleted commits, keyed `zone/host`.
     pub fn host_use(&self) -> BTreeMap<String, Resources> {
         self.in_use

@@ -400,3 +400,37 @@ fn a_released_attempt_never_commits() {
     core.sweep(1_000 + super::core::COMPLETED_RETENTION_MS + 1).unwrap();
     assert!(core.released.is_empty());
 }
+
+#[test]
+fn gauges_count_holds_commits_and_capacity_per_zone() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut core = open(dir.path(), 3);
+    let g = core.gauges();
+    assert_eq!((g.holds, g.commits_in_flight, g.commits_live), (0, 0, 0));
+    assert_eq!(g.inventory_version, core.inventory_version());
+    assert_eq!(g.zones.len(), 1);
+    assert_eq!(g.zones[0].zone, "z1");
+    assert_eq!(g.zones[0].capacity.cpu, 24);
+    assert_eq!(g.zones[0].capacity.instances, 12);
+    assert_eq!(g.zones[0].in_use.cpu, 0);
+
+    core.plan_and_hold(&msg("r1", workflow()), 1_000).unwrap();
+    core.plan_and_hold(&msg("r2", workflow()), 1_000).unwrap();
+    let g = core.gauges();
+    assert_eq!(g.holds, 2);
+    assert_eq!(g.zones[0].in_use.cpu, 16);
+    assert_eq!(g.zones[0].in_use.memory.0, 16 * 1024 * 1024 * 1024);
+
+    let Next::Run(work) = core.begin_commit(&ActionMsg::new("r1", 0), 1_000).unwrap() else {
+        panic!("no work")
+    };
+    assert_eq!(core.gauges().commits_in_flight, 1, "between the mark and the record");
+    let results = work
+        .into_iter()
+        .map(|w| (w, DriverResult::Ok("/tmp/x/vol".into())))
+        .collect();
+    core.finish_commit("r1", results, 1_000).unwrap();
+    let g = core.gauges();
+    assert_eq!((g.holds, g.commits_in_flight, g.commits_live), (1, 0, 1));
+    assert_eq!(g.zones[0].in_use.cpu, 16, "the commit holds what its hold held");
+}

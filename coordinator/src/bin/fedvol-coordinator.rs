@@ -70,6 +70,11 @@ struct Args {
     /// How long a cluster may go unheard before the registry forgets it, ms (default 600000).
     #[arg(long, env = "FEDVOL_FORGET_CLUSTER_AFTER_MS")]
     forget_cluster_after_ms: Option<u64>,
+    /// Serve /metrics (Prometheus), /healthz and /readyz on this address, IP:PORT (e.g.
+    /// 127.0.0.1:9465; port 0 takes a free one, logged). Off unless given here or as
+    /// `metricsListen`.
+    #[arg(long, env = "FEDVOL_METRICS_LISTEN", value_parser = fedvol_obs::parse_listen)]
+    metrics_listen: Option<std::net::SocketAddr>,
     /// Log as JSON lines instead of text.
     #[arg(long, env = "FEDVOL_LOG_JSON")]
     log_json: bool,
@@ -125,6 +130,9 @@ fn config(a: Args) -> Result<CoordinatorConfig, String> {
     }
     if let Some(v) = a.forget_cluster_after_ms {
         cfg.forget_cluster_after_ms = v;
+    }
+    if a.metrics_listen.is_some() {
+        cfg.metrics_listen = a.metrics_listen;
     }
     Ok(cfg)
 }

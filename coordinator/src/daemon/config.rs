@@ -15,6 +15,7 @@
 //! reconcileEveryMs: 2000  # the reconciler's lease renewal and scan (0 = never reconcile here)
 //! maxInFlight: 4096       # requests in progress at once; beyond, `overloaded`
 //! forgetClusterAfterMs: 600000  # a cluster not heard from for this long leaves the registry
+//! metricsListen: 127.0.0.1:9464  # serve /metrics, /healthz, /readyz here (default: off)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -90,6 +91,9 @@ pub struct CoordinatorConfig {
     /// for another number (default [`fedvol_common::funnel::trace::STORED_TRACE_LIMIT`]; 0 =
     /// all, which can make decisions of large clusters exceed NATS's `max_payload`).
     pub trace_limit: usize,
+    /// Where to serve `/metrics`, `/healthz` and `/readyz` (`metricsListen`, `IP:PORT`); `None`
+    /// (the default): no metrics server.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// The longest wait a submit may ask for, ms.
@@ -112,6 +116,7 @@ impl Default for CoordinatorConfig {
             forget_cluster_after_ms: 600_000,
             max_body_bytes: fedvol_proto::DEFAULT_MAX_BODY_BYTES,
             trace_limit: fedvol_common::funnel::trace::STORED_TRACE_LIMIT,
+            metrics_listen: None,
         }
     }
 }
@@ -179,6 +184,14 @@ impl CoordinatorConfig {
             && let Some(v) = ctx.int(n, "traceLimit", 0, 100_000)
         {
             cfg.trace_limit = v as usize;
+        }
+        if let Some(n) = r.take("metricsListen")
+            && let Some(s) = ctx.nonempty_string(n, "metricsListen")
+        {
+            match fedvol_obs::parse_listen(&s) {
+                Ok(addr) => cfg.metrics_listen = Some(addr),
+                Err(e) => ctx.error(n.span, "metricsListen", e),
+            }
         }
         if let Some(n) = r.take("directory")
             && let Some(s) = ctx.nonempty_string(n, "directory")
@@ -306,6 +319,19 @@ mod tests {
             }
         );
         assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn metrics_listen_is_an_address() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = CoordinatorConfig::load(&write(dir.path(), "metricsListen: '[::1]:9465'\n")).unwrap();
+        assert_eq!(c.metrics_listen, Some("[::1]:9465".parse().unwrap()));
+        assert_eq!(CoordinatorConfig::default().metrics_listen, None, "off by default");
+        let e = CoordinatorConfig::load(&write(dir.path(), "deadlineMs: 5\nmetricsListen: ':9464'\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("coordinator.yaml:2:"), "{e}");
+        assert!(e.contains("`:9464` is not a listen address; expected IP:PORT"), "{e}");
     }
 
     #[test]

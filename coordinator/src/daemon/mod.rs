@@ -22,6 +22,7 @@
 //!   `planned` by a coordinator that died; [`restore`]: it also commits again what an agent
 //!   started on a new state file forgot.
 //! - [`run`]: start-up (connect, bucket, heartbeats, discovery) and the request loop.
+//! - [`metrics`]: what `/metrics` shows (`metricsListen`; the server is `fedvol_obs`).
 //!
 //! Several coordinators may run at once: requests arrive in queue group `coordinator`, and
 //! every decision change is a compare-and-set on the bucket.
@@ -32,6 +33,7 @@ pub mod commit;
 pub mod config;
 pub mod directory;
 pub mod fanout;
+pub mod metrics;
 pub mod ops;
 pub mod reconcile;
 pub mod registry;
@@ -70,6 +72,8 @@ pub struct Coordinator {
     pub admission: std::sync::Arc<tokio::sync::Semaphore>,
     /// Where plan answers arrive: one subscription per cluster ([`replies`]).
     pub replies: replies::Replies,
+    /// Counted metrics (requests, gathers, commits, bucket writes).
+    pub metrics: metrics::CoordinatorMetrics,
 }
 
 impl Coordinator {

@@ -6,6 +6,7 @@
 //! (the subject's last token) and the request id, so every log line names them. SIGHUP
 //! re-reads the directory (a bad file is logged and the old one kept).
 
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -14,6 +15,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use tracing::Instrument;
 
+use fedvol_obs::Outcome;
 use fedvol_proto::agent::Heartbeat;
 use fedvol_proto::coordinator::{self as api, CoordinatorOp};
 use fedvol_proto::rpc::is_no_responders;
@@ -46,6 +48,9 @@ pub enum StartError {
     /// NATS could not be reached, or a subscription failed.
     #[error("{0}")]
     Nats(String),
+    /// The metrics server could not listen on its address.
+    #[error(transparent)]
+    Metrics(#[from] fedvol_obs::ServeError),
     /// The decision bucket could not be created or opened (is JetStream enabled?).
     #[error("{0} (the coordinator needs JetStream: start nats-server with -js)")]
     Store(String),
@@ -61,6 +66,47 @@ fn load_directory(cfg: &CoordinatorConfig) -> Result<Option<Directory>, StartErr
     }
 }
 
+/// What the metrics server reads: counted metrics, readiness, and the collectors given the
+/// connection and the coordinator once they exist. Without `metricsListen` nothing listens.
+#[derive(Default)]
+struct Obs {
+    metrics: super::metrics::CoordinatorMetrics,
+    readiness: fedvol_obs::Readiness,
+    nats: fedvol_obs::NatsCollector,
+    clusters: super::metrics::ClustersCollector,
+}
+
+/// Starts the metrics server when `metricsListen` is set.
+///
+/// Errors: the address cannot be bound.
+async fn start_obs(cfg: &CoordinatorConfig) -> Result<Obs, StartError> {
+    let obs = Obs::default();
+    if let Some(addr) = cfg.metrics_listen {
+        let mut registry = fedvol_obs::Registry::new("coordinator", env!("CARGO_PKG_VERSION"));
+        obs.metrics.register(&mut registry);
+        registry.register_collector(obs.nats.clone());
+        registry.register_collector(obs.clusters.clone());
+        fedvol_obs::serve(addr, Arc::new(registry), obs.readiness.clone()).await?;
+    }
+    Ok(obs)
+}
+
+/// The coordinator's readiness once it serves: connected to NATS and the decision bucket
+/// answers.
+fn ready_check(co: &Arc<Coordinator>) -> fedvol_obs::ready::ReadyCheck {
+    let co = Arc::downgrade(co);
+    Arc::new(move || {
+        let co = co.upgrade();
+        Box::pin(async move {
+            let Some(co) = co else {
+                return Err("stopping".to_string());
+            };
+            fedvol_obs::ready::nats_connected(&co.client)?;
+            co.store.reachable().await.map_err(|e| e.to_string())
+        })
+    })
+}
+
 /// Runs the coordinator until SIGINT or SIGTERM.
 ///
 /// Errors: any [`StartError`] before serving begins, or a subscription that fails.
@@ -73,13 +119,18 @@ pub async fn run(cfg: CoordinatorConfig) -> Result<(), StartError> {
             "no directory configured: DEV MODE, the groups clients claim are trusted; configure `directory:` in production"
         ),
     }
+    let obs = start_obs(&cfg).await?;
+    obs.readiness.starting("connecting to NATS");
     let client = fedvol_proto::nats::connect("fedvol-coordinator", &cfg.nats)
         .await
         .map_err(|e| StartError::Nats(e.to_string()))?;
+    obs.nats.set(client.clone());
+    obs.readiness.starting("opening the decision bucket");
     let js = async_nats::jetstream::new(client.clone());
     let store = DecisionStore::open(&js, &cfg.kv)
         .await
-        .map_err(|e| StartError::Store(e.to_string()))?;
+        .map_err(|e| StartError::Store(e.to_string()))?
+        .with_metrics(obs.metrics.kv.clone());
     tracing::info!(bucket = %cfg.kv.bucket, history = cfg.kv.history, replicas = cfg.kv.replicas, "decision store open");
     let co = Arc::new(Coordinator {
         client: client.clone(),
@@ -90,7 +141,10 @@ pub async fn run(cfg: CoordinatorConfig) -> Result<(), StartError> {
         directory: RwLock::new(directory),
         admission: Arc::new(tokio::sync::Semaphore::new(cfg.max_in_flight)),
         replies: super::replies::Replies::new(&client),
+        metrics: obs.metrics.clone(),
     });
+    obs.clusters.set(&co);
+    obs.readiness.starting("discovering clusters");
 
     follow_heartbeats(&co).await?;
     discover(&co).await;
@@ -114,6 +168,7 @@ pub async fn run(cfg: CoordinatorConfig) -> Result<(), StartError> {
         .flush()
         .await
         .map_err(|e| StartError::Nats(format!("cannot reach NATS: {e}")))?;
+    obs.readiness.ready_when(ready_check(&co));
     tracing::info!(
         prefix = %cfg.subject_prefix,
         queue = Subjects::COORDINATOR_QUEUE,
@@ -128,6 +183,7 @@ pub async fn run(cfg: CoordinatorConfig) -> Result<(), StartError> {
     super::reconcile::spawn(co.clone(), instance, Duration::from_millis(cfg.reconcile_every_ms));
     reload_on_hup(&co, cfg);
     wait_for_stop().await;
+    obs.readiness.starting("stopping");
     tracing::info!("stopping: in-flight requests are finished first");
     if let Err(e) = client.drain().await {
         tracing::warn!(error = %e, "drain failed");
@@ -258,12 +314,14 @@ async fn handle(
     m: Message,
     permit: Option<tokio::sync::OwnedSemaphorePermit>,
 ) {
+    let started = std::time::Instant::now();
     let user = user_of(&m);
     let span = tracing::info_span!("request", op = %op.name(), user = %user, request_id = tracing::field::Empty);
     async move {
         // What the handlers borrow (references are copied into their `async move` blocks).
         let (c, u) = (&co, user.as_str());
         if permit.is_none() {
+            co.metrics.request(op.name(), Outcome::Overloaded, started.elapsed());
             let limit = co.cfg.max_in_flight;
             tracing::warn!(limit, "overloaded: request refused");
             let f = Failure::new(
@@ -286,16 +344,24 @@ async fn handle(
             }
             return;
         }
+        // What the handler returned, if it ran; and whether a submit's reply carried an error.
+        let ran = AtomicU8::new(NOT_RUN);
+        let submit_failed = std::sync::atomic::AtomicBool::new(false);
+        let (r, failed) = (&ran, &submit_failed);
         let body = match op {
             CoordinatorOp::Submit => {
-                serve::<api::Submit, _, _>(&co, &user, &m.payload, |req| {
+                serve::<api::Submit, _, _>(&co, &user, &m.payload, r, |req| {
                     let co = co.clone();
                     let user = user.clone();
                     async move {
                         // submit records the request id (given or generated) itself.
-                        let reply = submit(co, &user, req).await;
+                        let reply = submit(co.clone(), &user, req).await;
                         if let Some(e) = &reply.error {
+                            failed.store(true, Ordering::Relaxed);
                             tracing::warn!(code = %e.code, error = %e.message, "submit answered with an error");
+                        }
+                        if let Some(stored) = &reply.stored {
+                            co.metrics.decision(state_label(stored.state));
                         }
                         Some(Ok(reply))
                     }
@@ -303,43 +369,53 @@ async fn handle(
                 .await
             }
             CoordinatorOp::Complete => {
-                serve::<api::Complete, _, _>(&co, &user, &m.payload, |q| async move {
+                serve::<api::Complete, _, _>(&co, &user, &m.payload, r, |q| async move {
                     record_id(&q.request_id);
                     Some(Ok(op_handlers::complete(c, &q, u).await))
                 })
                 .await
             }
             CoordinatorOp::Get => {
-                serve::<api::Get, _, _>(&co, &user, &m.payload, |q| async move {
+                serve::<api::Get, _, _>(&co, &user, &m.payload, r, |q| async move {
                     record_id(&q.request_id);
                     Some(Ok(op_handlers::get(c, &q).await))
                 })
                 .await
             }
             CoordinatorOp::Replay => {
-                serve::<api::Replay, _, _>(&co, &user, &m.payload, |q| async move {
+                serve::<api::Replay, _, _>(&co, &user, &m.payload, r, |q| async move {
                     record_id(&q.request_id);
                     Some(op_handlers::replay(c, &q).await)
                 })
                 .await
             }
             CoordinatorOp::WhyNot => {
-                serve::<api::WhyNot, _, _>(&co, &user, &m.payload, |q| async move {
+                serve::<api::WhyNot, _, _>(&co, &user, &m.payload, r, |q| async move {
                     record_id(&q.request_id);
                     Some(op_handlers::why_not(c, &q).await)
                 })
                 .await
             }
             CoordinatorOp::Clusters => {
-                serve::<api::Clusters, _, _>(&co, &user, &m.payload, |_| async {
+                serve::<api::Clusters, _, _>(&co, &user, &m.payload, r, |_| async {
                     Some(Ok(op_handlers::clusters(&co)))
                 })
                 .await
             }
             CoordinatorOp::List => {
-                serve::<api::List, _, _>(&co, &user, &m.payload, |_| async { Some(op_handlers::list(&co).await) }).await
+                serve::<api::List, _, _>(&co, &user, &m.payload, r, |_| async {
+                    Some(op_handlers::list(&co).await)
+                })
+                .await
             }
         };
+        let outcome = match (ran.load(Ordering::Relaxed), &body) {
+            (NOT_RUN, Some(_)) => Outcome::BadRequest,
+            (NOT_RUN, None) => Outcome::Dropped,
+            _ if submit_failed.load(Ordering::Relaxed) => Outcome::Error,
+            (seen, _) => Outcome::ALL.get(usize::from(seen)).copied().unwrap_or(Outcome::Ok),
+        };
+        co.metrics.request(op.name(), outcome, started.elapsed());
         match (body, m.reply) {
             (Some(body), Some(reply)) => {
                 if let Err(e) = co.client.publish(reply, body).await {
@@ -354,9 +430,24 @@ async fn handle(
     .await
 }
 
+/// The handler of a request did not run (see `serve`).
+const NOT_RUN: u8 = u8::MAX;
+
+/// The label value of a decision state.
+fn state_label(s: fedvol_proto::decisions::DecisionState) -> &'static str {
+    use fedvol_proto::decisions::DecisionState;
+    match s {
+        DecisionState::Planned => "planned",
+        DecisionState::Committed => "committed",
+        DecisionState::Completed => "completed",
+        DecisionState::Failed => "failed",
+    }
+}
+
 /// Answers one request of endpoint `E` ([`fedvol_proto::serve::answer`]), after refusing a
-/// user token that is not a valid user name (`bad_request`, the body unread).
-async fn serve<E, F, Fut>(co: &Coordinator, user: &str, payload: &[u8], handler: F) -> Option<Bytes>
+/// user token that is not a valid user name (`bad_request`, the body unread). When the
+/// handler runs, `ran` is set to the [`Outcome`] (as `u8`) of what it returned.
+async fn serve<E, F, Fut>(co: &Coordinator, user: &str, payload: &[u8], ran: &AtomicU8, handler: F) -> Option<Bytes>
 where
     E: Endpoint,
     F: FnOnce(E::Request) -> Fut,
@@ -373,5 +464,18 @@ where
         max_payload: co.client.max_payload(),
         too_large_hint: "the decision is stored: read it with `fedvol decisions watch`, or raise max_payload",
     };
-    answer::<E, F, Fut>(&server, payload, handler).await
+    answer::<E, _, _>(&server, payload, |req| {
+        let work = handler(req);
+        async move {
+            let result = work.await;
+            let seen = match &result {
+                None => Outcome::Dropped,
+                Some(Ok(_)) => Outcome::Ok,
+                Some(Err(_)) => Outcome::Error,
+            };
+            ran.store(seen as u8, Ordering::Relaxed);
+            result
+        }
+    })
+    .await
 }

@@ -20,6 +20,7 @@ use fedvol_proto::coordinator::DecisionSummary;
 use fedvol_proto::decisions::StoredDecision;
 
 use super::config::KvConfig;
+use super::metrics::KvMetrics;
 
 /// Why the store could not do what was asked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -50,6 +51,8 @@ pub enum Write {
 #[derive(Clone)]
 pub struct DecisionStore {
     kv: kv::Store,
+    /// Every write's duration and outcome (`fedvol_coordinator_kv_*`).
+    metrics: KvMetrics,
 }
 
 fn nats(e: impl std::fmt::Display) -> StoreError {
@@ -97,7 +100,38 @@ impl DecisionStore {
             .get_key_value(&cfg.bucket)
             .await
             .map_err(|e| StoreError::Nats(format!("cannot open the bucket {}: {e}", cfg.bucket)))?;
-        Ok(DecisionStore { kv })
+        Ok(DecisionStore {
+            kv,
+            metrics: KvMetrics::default(),
+        })
+    }
+
+    /// The same store, counting its writes into `metrics`.
+    pub fn with_metrics(mut self, metrics: KvMetrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Whether the bucket answers now (its stream's information is read): the coordinator's
+    /// readiness.
+    ///
+    /// Errors: [`StoreError::Nats`] naming the bucket.
+    pub async fn reachable(&self) -> Result<(), StoreError> {
+        self.kv
+            .status()
+            .await
+            .map(|_| ())
+            .map_err(|e| StoreError::Nats(format!("the bucket {} does not answer: {e}", self.kv.name)))
+    }
+
+    /// Counts a write of `op` that ended as `written` after `took`.
+    fn count(&self, op: &'static str, written: &Result<Write, StoreError>, started: std::time::Instant) {
+        let outcome = match written {
+            Ok(Write::Done(_)) => "done",
+            Ok(Write::Conflict) => "conflict",
+            Err(_) => "error",
+        };
+        self.metrics.write(op, outcome, started.elapsed());
     }
 
     /// The stored decision of `key` and its revision, if any.
@@ -125,18 +159,30 @@ impl DecisionStore {
     ///
     /// Errors: [`StoreError`].
     pub async fn create(&self, key: &str, value: &StoredDecision) -> Result<Write, StoreError> {
-        match self.kv.create(key, fedvol_proto::encode(value)).await {
+        let body = fedvol_proto::encode(value);
+        let started = std::time::Instant::now();
+        let written = match self.kv.create(key, body).await {
             Ok(rev) => Ok(Write::Done(rev)),
             Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => Ok(Write::Conflict),
             Err(e) => Err(nats(e)),
-        }
+        };
+        self.count("create", &written, started);
+        written
     }
 
     /// Stores `value` under `key` only if the key's latest revision is still `revision`.
     ///
     /// Errors: [`StoreError`].
     pub async fn update(&self, key: &str, value: &StoredDecision, revision: u64) -> Result<Write, StoreError> {
-        match self.kv.update(key, fedvol_proto::encode(value), revision).await {
+        let body = fedvol_proto::encode(value);
+        let started = std::time::Instant::now();
+        let written = self.update_encoded(key, body, revision).await;
+        self.count("update", &written, started);
+        written
+    }
+
+    async fn update_encoded(&self, key: &str, body: bytes::Bytes, revision: u64) -> Result<Write, StoreError> {
+        match self.kv.update(key, body, revision).await {
             Ok(rev) => Ok(Write::Done(rev)),
             Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => Ok(Write::Conflict),
             Err(e) => {
@@ -169,6 +215,18 @@ impl DecisionStore {
     ///
     /// Errors: [`StoreError::Nats`].
     pub async fn put_raw(&self, key: &str, value: bytes::Bytes, revision: Option<u64>) -> Result<Write, StoreError> {
+        let started = std::time::Instant::now();
+        let written = self.put_raw_uncounted(key, value, revision).await;
+        self.count("lease", &written, started);
+        written
+    }
+
+    async fn put_raw_uncounted(
+        &self,
+        key: &str,
+        value: bytes::Bytes,
+        revision: Option<u64>,
+    ) -> Result<Write, StoreError> {
         let written = match revision {
             None => self.kv.create(key, value).await.map_err(|e| {
                 (e.kind() == kv::CreateErrorKind::AlreadyExists)

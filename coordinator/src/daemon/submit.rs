@@ -146,7 +146,7 @@ fn conflict(id: &str, stored: &StoredDecision, dry_run: bool, digest: &str) -> O
 /// whose commit was in doubt): settles its pending attempts, then goes on with the commit phase.
 pub async fn resume(co: &Arc<Coordinator>, mut stored: StoredDecision, rev: u64) -> SubmitReply {
     let mut rev = rev;
-    match commit_phase(co, &mut stored, &mut rev, Start::TakeOver).await {
+    match timed_commit_phase(co, &mut stored, &mut rev, Start::TakeOver).await {
         Phase::Done => save(co, stored, rev).await,
         Phase::InDoubt(doubt) => in_doubt(stored, doubt),
         Phase::Superseded(theirs) => stored_reply(*theirs),
@@ -184,6 +184,16 @@ async fn save(co: &Arc<Coordinator>, stored: StoredDecision, rev: u64) -> Submit
             }
         }
     }
+}
+
+/// [`commit_phase`], counted in `fedvol_coordinator_commits_in_flight` while it runs and timed
+/// in `fedvol_coordinator_commit_duration_seconds`.
+async fn timed_commit_phase(co: &Arc<Coordinator>, stored: &mut StoredDecision, rev: &mut u64, start: Start) -> Phase {
+    let _in_flight = co.metrics.commit_started();
+    let began = std::time::Instant::now();
+    let phase = commit_phase(co, stored, rev, start).await;
+    co.metrics.commit_took(began.elapsed());
+    phase
 }
 
 /// Handles one submit of `user`. Never fails: every problem is an error in the reply.
@@ -238,10 +248,15 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
         msg.timeout_ms.min(MAX_DEADLINE_MS)
     };
     tracing::info!(workflow = %request.workflow.name, dry_run = msg.dry_run, seed, wait_ms, "submit");
+    let asked = std::time::Instant::now();
     let gathered = match fan_out(&co, &request, Duration::from_millis(wait_ms)).await {
         Ok(g) => g,
         Err(e) => return error_reply(Code::NatsError, e.to_string()),
     };
+    co.metrics.gathered(
+        asked.elapsed(),
+        gathered.slots.iter().map(|(name, s)| (name.as_str(), s.status)),
+    );
     let (chosen, choice) = choose_cluster(&request.workflow, &gathered.slots, seed);
     let state = if msg.dry_run || chosen.is_some() {
         DecisionState::Planned
@@ -312,7 +327,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
     if stored.state != DecisionState::Planned || stored.dry_run {
         return stored_reply(stored);
     }
-    match commit_phase(&co, &mut stored, &mut rev, Start::Fresh).await {
+    match timed_commit_phase(&co, &mut stored, &mut rev, Start::Fresh).await {
         Phase::Done => save(&co, stored, rev).await,
         Phase::InDoubt(doubt) => in_doubt(stored, doubt),
         Phase::Superseded(theirs) => stored_reply(*theirs),
