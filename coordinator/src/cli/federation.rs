@@ -161,17 +161,16 @@ fn new_table(header: &[&str]) -> Table {
 }
 
 fn ago(ms: u64) -> String {
-    let d = now_ms().saturating_sub(ms);
-    if d < 1_000 {
-        format!("{d} ms ago")
-    } else {
-        format!("{:.1} s ago", d as f64 / 1000.0)
-    }
+    crate::render::words::ago(ms, now_ms())
 }
 
 /// The table view of a stored decision: state, attempts, then the decision itself.
 pub fn stored_table(s: &StoredDecision) -> String {
-    let mut out = format!("state: {:?}{}\n", s.state, if s.dry_run { " (dry run)" } else { "" }).to_lowercase();
+    let mut out = format!(
+        "state: {}{}\n",
+        crate::render::words::state(s.state),
+        if s.dry_run { " (dry run)" } else { "" }
+    );
     out.push_str(&table::render(&s.decision));
     if !s.attempts.is_empty() {
         out.push_str("\ncommit attempts:\n");
@@ -350,7 +349,7 @@ pub fn decisions(net: &NetArgs, cmd: &DecisionsCmd) -> u8 {
                             t.add_row(vec![
                                 d.request_id.clone(),
                                 fedvol_common::limits::printable(&d.workflow),
-                                format!("{:?}", d.state).to_lowercase(),
+                                crate::render::words::state(d.state).to_string(),
                                 d.chosen_cluster.clone().unwrap_or_else(|| "-".into()),
                                 ago(d.updated_ms),
                             ]);
@@ -395,38 +394,29 @@ pub fn decisions(net: &NetArgs, cmd: &DecisionsCmd) -> u8 {
 }
 
 async fn watch(client: &Client) -> u8 {
-    use futures::StreamExt;
-    let js = async_nats::jetstream::new(client.nats.clone());
-    let kv = match js.get_key_value("fedvol_decisions").await {
-        Ok(kv) => kv,
-        Err(e) => {
-            eprintln!("error: cannot open the decision store (JetStream KV `fedvol_decisions`): {e}");
-            return EXIT_BAD_INPUT;
-        }
-    };
+    use crate::feed::{DEFAULT_BUCKET, DecisionFeed, FeedEvent};
     // The latest revision of every decision first, then every change as it happens.
-    let mut w = match kv.watch_with_history(">").await {
-        Ok(w) => w,
+    let mut feed = match DecisionFeed::open(&client.nats, DEFAULT_BUCKET).await {
+        Ok(f) => f,
         Err(e) => {
-            eprintln!("error: cannot watch the decision store: {e}");
+            eprintln!("error: {e}");
             return EXIT_BAD_INPUT;
         }
     };
-    while let Some(entry) = w.next().await {
-        match entry {
-            Ok(e) => match fedvol_proto::decode::<StoredDecision>(&e.value, "stored decision", "client") {
-                Ok(s) => println!(
-                    "{}  {:<10} {}  {}  -> {}",
-                    e.revision,
-                    format!("{:?}", s.state).to_lowercase(),
-                    e.key,
-                    fedvol_common::limits::printable(&s.decision.workflow),
-                    s.decision.chosen_cluster.as_deref().unwrap_or("none")
-                ),
-                Err(err) => println!("{}  {}  (unreadable value: {err})", e.revision, e.key),
-            },
-            Err(err) => {
-                eprintln!("error: watch ended: {err}");
+    while let Some(event) = feed.next().await {
+        match event {
+            Ok(FeedEvent::Put { key, revision, stored }) => println!(
+                "{revision}  {:<10} {key}  {}  -> {}",
+                crate::render::words::state(stored.state),
+                fedvol_common::limits::printable(&stored.decision.workflow),
+                stored.decision.chosen_cluster.as_deref().unwrap_or("none")
+            ),
+            Ok(FeedEvent::Unreadable { key, revision, error }) => {
+                println!("{revision}  {key}  (unreadable value: {error})")
+            }
+            Ok(FeedEvent::Removed { key, revision }) => println!("{revision}  {:<10} {key}", "removed"),
+            Err(e) => {
+                eprintln!("error: {e}");
                 return EXIT_BAD_INPUT;
             }
         }

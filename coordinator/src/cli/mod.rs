@@ -9,6 +9,7 @@ pub mod federation;
 pub mod net;
 pub mod plan;
 pub mod template;
+pub mod ui;
 
 use clap::{Parser, Subcommand};
 use fedvol_common::yaml::Diagnostics;
@@ -55,6 +56,8 @@ pub enum Command {
     Complete(federation::IdArgs),
     /// The clusters the coordinators know: alive, last seen, inventory version, load.
     Clusters(OutputArgs),
+    /// Serve a read-only web view of the federation (decisions, funnels, clusters) until Ctrl-C.
+    Ui(ui::UiArgs),
     /// Run a local federation (nats-server, coordinator, one agent per inventory) until Ctrl-C.
     Dev(dev::DevArgs),
     /// Run the local federation, submit every example workflow, show, complete, tear down.
@@ -100,6 +103,7 @@ pub fn run() -> u8 {
         Command::WhyNot(a) => federation::why_not(&cli.net, &a),
         Command::Complete(a) => federation::complete(&cli.net, &a),
         Command::Clusters(o) => federation::clusters(&cli.net, &o),
+        Command::Ui(a) => ui::run(&cli.net, &a),
         Command::Dev(a) => dev::dev(&a),
         Command::Demo(a) => dev::demo(&a),
     }

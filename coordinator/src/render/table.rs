@@ -4,8 +4,10 @@
 
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::{ContentArrangement, Table};
-use fedvol_common::decision::{Action, ClusterDecision, ClusterStatus, Decision, Mode};
+use fedvol_common::decision::{ChoiceStep, ClusterDecision, Decision, Rejection};
 use fedvol_common::explain::{failed_stages, stage_summary};
+
+use super::words::{action, mode, status};
 
 fn new_table(header: &[&str]) -> Table {
     let mut t = Table::new();
@@ -20,35 +22,8 @@ fn new_table(header: &[&str]) -> Table {
     t
 }
 
-fn status(s: ClusterStatus) -> &'static str {
-    match s {
-        ClusterStatus::Answered => "answered",
-        ClusterStatus::TimedOut => "timed_out",
-        ClusterStatus::Unreachable => "unreachable",
-        ClusterStatus::Error => "error",
-    }
-}
-
-fn mode(m: Mode) -> &'static str {
-    match m {
-        Mode::Named => "named",
-        Mode::ByName => "by_name",
-        Mode::Automatic => "automatic",
-        Mode::Claim => "claim",
-    }
-}
-
-fn action(a: Option<Action>) -> &'static str {
-    match a {
-        Some(Action::Bind) => "bind",
-        Some(Action::Provision) => "provision",
-        Some(Action::Existing) => "existing",
-        None => "-",
-    }
-}
-
 /// Every reason's message, joined by `; `.
-fn messages(reasons: &[fedvol_common::decision::Reason]) -> String {
+pub fn messages(reasons: &[fedvol_common::decision::Reason]) -> String {
     reasons
         .iter()
         .map(|x| x.message.as_str())
@@ -60,10 +35,10 @@ fn dash(s: Option<&str>) -> String {
     s.unwrap_or("-").to_string()
 }
 
-/// One line per volume and job of a cluster, e.g. `scratch → fast-storage/pvc-1a2b (provision)`.
-fn cluster_summary(c: &ClusterDecision) -> (String, String) {
-    let vols = c
-        .volumes
+/// One line per volume of a cluster: `scratch → fast-storage/pvc-1a2b (provision)`, or
+/// `scratch: ✗ <code>` when it has none.
+pub fn volume_lines(c: &ClusterDecision) -> Vec<String> {
+    c.volumes
         .iter()
         .map(|(k, v)| match &v.error {
             Some(e) => format!("{k}: ✗ {}", e.code),
@@ -74,17 +49,32 @@ fn cluster_summary(c: &ClusterDecision) -> (String, String) {
                 action(v.action)
             ),
         })
-        .collect::<Vec<_>>()
-        .join("\n");
-    let jobs = c
-        .jobs
+        .collect()
+}
+
+/// One line per job of a cluster: `train → z1/h0`, or `train: ✗ <code>`.
+pub fn job_lines(c: &ClusterDecision) -> Vec<String> {
+    c.jobs
         .iter()
         .map(|(k, j)| match &j.error {
             Some(e) => format!("{k}: ✗ {}", e.code),
             None => format!("{k} → {}/{}", dash(j.zone.as_deref()), dash(j.host.as_deref())),
         })
-        .collect::<Vec<_>>()
-        .join("\n");
+        .collect()
+}
+
+/// The first step of the cluster choice that dropped `cluster`, with its rejection (the
+/// reasons it lost), or `None` when no step dropped it (it was chosen, or never a candidate).
+pub fn dropped_by<'d>(d: &'d Decision, cluster: &str) -> Option<(&'d ChoiceStep, &'d Rejection)> {
+    d.choice
+        .iter()
+        .find_map(|s| s.dropped.iter().find(|r| r.candidate == cluster).map(|r| (s, r)))
+}
+
+/// One line per volume and job of a cluster (see [`volume_lines`], [`job_lines`]).
+fn cluster_summary(c: &ClusterDecision) -> (String, String) {
+    let vols = volume_lines(c).join("\n");
+    let jobs = job_lines(c).join("\n");
     (
         if vols.is_empty() { "-".into() } else { vols },
         if jobs.is_empty() { "-".into() } else { jobs },
