@@ -27,6 +27,7 @@ pub fn run(net: &NetArgs, a: &UiArgs) -> u8 {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
     if !a.listen.ip().is_loopback() {
         eprintln!(
