@@ -156,9 +156,10 @@ async fn the_web_view_shows_decisions_funnels_and_clusters_in_a_real_browser() {
     assert!(west.contains("data-stage=\"provisioner.permission\""), "{west}");
     let perm = row_with(west, "data-stage=\"provisioner.permission\"");
     assert!(perm.contains("0/1"), "west's permission stage passed 0 of 1: {perm}");
+    let why = row_with(west, "data-rejected-by=\"provisioner.permission\"");
     assert!(
-        perm.contains("<details>") && perm.contains("permission denied"),
-        "the rejected provisioner with its reason: {perm}"
+        why.contains("<details>") && why.contains("1 rejected: 1 permission denied") && why.contains("scratch</span>: "),
+        "the rejected provisioner with its reason, on demand: {why}"
     );
     let east = card(&page, "east");
     assert!(east.contains("chosen"), "{east:.300}");
@@ -193,6 +194,13 @@ async fn the_web_view_shows_decisions_funnels_and_clusters_in_a_real_browser() {
     ] {
         browser.screenshot(&format!("{base}{path}"), &shots.join(name), 1280, 900);
     }
+    // The whole decision page, funnels and choice included.
+    browser.screenshot(
+        &format!("{base}/decisions/ui-train"),
+        &shots.join("ui-decision-full.png"),
+        1280,
+        1700,
+    );
     if let Some(out) = std::env::var_os("FEDVOL_UI_SCREENSHOTS") {
         std::fs::create_dir_all(&out).unwrap();
         for e in std::fs::read_dir(&shots).unwrap() {

@@ -9,6 +9,7 @@ use super::{Kind, badge, when};
 
 /// The clusters page's body.
 pub fn body(r: &ClustersReply) -> Markup {
+    let now = fedvol_proto::now_ms();
     html! {
         h1 { "Clusters" }
         @if r.clusters.is_empty() {
@@ -16,7 +17,7 @@ pub fn body(r: &ClustersReply) -> Markup {
         } @else {
             table #cluster-list {
                 thead { tr {
-                    th { "Cluster" } th { "State" } th.barcell { "Load" } th.num { "Holds" }
+                    th { "Cluster" } th { "State" } th { "Load" } th.num { "Holds" }
                     th { "Inventory version" } th { "Last seen (UTC)" } th { "Replicas" }
                 } }
                 tbody {
@@ -28,9 +29,9 @@ pub fn body(r: &ClustersReply) -> Markup {
                                 @else if c.suspect { (badge("suspect", Kind::Warn)) }
                                 @else { (badge("alive", Kind::Ok)) }
                             }
-                            td.barcell {
+                            td.load {
                                 div style="display:flex;gap:8px;align-items:center" {
-                                    div.bar style="width:70%" title=(format!("load {:.2}", c.load)) {
+                                    div.bar style="width:140px" title=(format!("load {:.2}", c.load)) {
                                         div.pass style=(format!("width:{:.1}%", (c.load.clamp(0.0, 1.0)) * 100.0)) {}
                                     }
                                     span.mono { (format!("{:.2}", c.load)) }
@@ -38,8 +39,11 @@ pub fn body(r: &ClustersReply) -> Markup {
                             }
                             td.num { (c.holds) }
                             td.mono title=(c.inventory_version) { (short(&c.inventory_version)) }
-                            td { (when(c.last_seen_ms)) }
-                            td.mono {
+                            td.nowrap {
+                                (when(c.last_seen_ms)) " "
+                                span.muted { "(" (crate::render::words::ago(c.last_seen_ms, now)) ")" }
+                            }
+                            td.mono.nowrap {
                                 @if c.instances.is_empty() { span.muted { "-" } }
                                 @else { (c.instances.len()) ": " (c.instances.join(", ")) }
                             }

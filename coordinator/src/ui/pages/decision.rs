@@ -18,11 +18,38 @@ fn why_lost(d: &Decision, name: &str) -> Markup {
         @if d.chosen_cluster.as_deref() == Some(name) {
             (badge("chosen", Kind::Ok))
         } @else if let Some((step, r)) = dropped_by(d, name) {
-            span.mono { (step.rule) } ": " (messages(&r.reasons))
+            span.mono { (step.rule) } ": " (reasons(&r.reasons))
         } @else if let Some(e) = c.and_then(|c| c.error.as_ref()) {
             (e.message) " (" (e.code) ")"
         } @else {
             span.muted { "-" }
+        }
+    }
+}
+
+/// Reasons longer than this many characters are shown as their codes, the text on demand.
+const SHORT: usize = 120;
+
+/// The distinct reason codes of `reasons`, in order, joined by `, `.
+fn codes(reasons: &[fedvol_common::decision::Reason]) -> String {
+    let mut seen: Vec<&str> = Vec::new();
+    for r in reasons {
+        if !seen.contains(&r.code.as_str()) {
+            seen.push(&r.code);
+        }
+    }
+    seen.join(", ")
+}
+
+/// Every reason's message; when they are long, their codes with the messages on demand.
+fn reasons(reasons: &[fedvol_common::decision::Reason]) -> Markup {
+    let text = messages(reasons);
+    html! {
+        @if text.chars().count() <= SHORT {
+            (text)
+        } @else {
+            (codes(reasons))
+            details.why { summary { "why" } (text) }
         }
     }
 }
@@ -77,7 +104,7 @@ fn choice(d: &Decision) -> Markup {
                         @if !step.dropped.is_empty() {
                             ul {
                                 @for r in &step.dropped {
-                                    li { "dropped " strong { (r.candidate) } ": " (messages(&r.reasons)) }
+                                    li { "dropped " strong { (r.candidate) } ": " (reasons(&r.reasons)) }
                                 }
                             }
                         }

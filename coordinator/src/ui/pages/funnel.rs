@@ -45,25 +45,32 @@ fn counts(t: &StageTrace) -> String {
         .join(", ")
 }
 
+/// The row under a stage that rejected candidates: the count per reason, and on demand every
+/// listed candidate with all its reasons.
 fn rejected(t: &StageTrace) -> Markup {
     let n = t.considered.saturating_sub(t.passed);
     html! {
         @if n > 0 {
-            details {
-                summary {
-                    (n) " rejected"
-                    @let c = counts(t);
-                    @if !c.is_empty() { ": " (c) }
-                }
-                ul {
-                    @for r in &t.rejected {
-                        li {
-                            span.mono { (r.candidate) } ": "
-                            (crate::render::table::messages(&r.reasons))
+            tr.rejected data-rejected-by=(t.stage) {
+                td {}
+                td colspan="3" {
+                    details {
+                        summary {
+                            "✗ " (n) " rejected"
+                            @let c = counts(t);
+                            @if !c.is_empty() { ": " (c) }
                         }
-                    }
-                    @if t.omitted > 0 {
-                        li.muted { "… and " (t.omitted) " more (submit with a higher --trace-limit to list them)" }
+                        ul {
+                            @for r in &t.rejected {
+                                li {
+                                    span.mono { (r.candidate) } ": "
+                                    (crate::render::table::messages(&r.reasons))
+                                }
+                            }
+                            @if t.omitted > 0 {
+                                li.muted { "… and " (t.omitted) " more (submit with a higher --trace-limit to list them)" }
+                            }
+                        }
                     }
                 }
             }
@@ -91,20 +98,17 @@ pub fn cluster(name: &str, c: &ClusterDecision, chosen: bool) -> Markup {
             } @else {
                 table.funnel {
                     thead { tr {
-                        th { "For" } th { "Stage" } th.barcell { "Considered → passed" } th.num { "Passed" } th { "Rejected" }
+                        th { "For" } th { "Stage" } th.barcell { "Considered, passed" } th.num { "Passed" }
                     } }
                     tbody {
                         @for t in &c.trace {
-                            tr data-stage=(t.stage) {
+                            tr.stage data-stage=(t.stage) {
                                 td.mono { (t.subject) }
                                 td.stage.mono { (t.stage) }
                                 td.barcell { (bar(t, widest)) }
-                                td.num {
-                                    (t.passed) "/" (t.considered)
-                                    " " span.muted { (candidate_noun(&t.stage)) }
-                                }
-                                td { (rejected(t)) }
+                                td.count title=(candidate_noun(&t.stage)) { (t.passed) "/" (t.considered) }
                             }
+                            (rejected(t))
                         }
                     }
                 }

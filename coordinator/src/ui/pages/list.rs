@@ -61,7 +61,7 @@ pub fn row(key: &str, slot: &Slot) -> Markup {
                         }
                     }
                     td.num { (r.answered) "/" (r.asked) " answered · " (r.feasible) " feasible" }
-                    td { (when(r.summary.updated_ms)) }
+                    td.nowrap { (when(r.summary.updated_ms)) }
                 }
                 Slot::Unreadable(e) => {
                     td colspan="6" { (badge("unreadable", Kind::Bad)) " " span.muted { (e) } }

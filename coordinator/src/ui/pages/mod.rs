@@ -54,7 +54,7 @@ td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 .b-muted{background:#eceff3;color:var(--muted)}
 form.filters{display:flex;gap:10px;flex-wrap:wrap;align-items:end;margin:0 0 14px}
 form.filters label{display:flex;flex-direction:column;font-size:12px;color:var(--muted);gap:2px}
-form.filters input,form.filters select{font:inherit;padding:4px 6px;border:1px solid var(--line);border-radius:4px;min-width:140px;background:#fff}
+form.filters input,form.filters select{font:inherit;padding:4px 6px;border:1px solid var(--line);border-radius:4px;min-width:140px;height:30px;background:#fff}
 button{font:inherit;padding:5px 14px;border:1px solid #2d6fd0;background:#2d6fd0;color:#fff;border-radius:4px;cursor:pointer}
 .note{font-size:12px;color:var(--muted);margin:8px 0}
 .alert{background:var(--badbg);color:var(--bad);padding:8px 12px;border-radius:4px;margin:0 0 12px}
@@ -68,8 +68,14 @@ dl.facts dt{color:var(--muted)}dl.facts dd{margin:0}
 .bar{position:relative;height:14px;background:var(--bar);border-radius:3px;min-width:2px}
 .bar .pass{position:absolute;left:0;top:0;bottom:0;background:var(--ok);border-radius:3px 0 0 3px}
 .bar .rej{position:absolute;top:0;bottom:0;right:0;background:#e6a4a2;border-radius:0 3px 3px 0}
-.barcell{width:42%}
+.barcell{width:45%}
+.card{overflow-x:auto}
+.nowrap{white-space:nowrap}
+.funnel tr.rejected td{border-bottom:1px dashed var(--line);padding-top:0}
+.funnel tr.stage:has(+ tr.rejected) td{border-bottom:none}
 details summary{cursor:pointer;color:var(--bad);font-size:12.5px}
+details.why{font-size:12.5px;color:var(--muted)}details.why summary{color:var(--info)}
+td.count{white-space:nowrap;text-align:right;font-variant-numeric:tabular-nums}
 details ul{margin:4px 0 6px 0;padding-left:18px;font-size:12.5px}
 ol.steps{background:var(--card);border:1px solid var(--line);margin:0;padding:10px 14px 10px 34px}
 ol.steps li{margin:4px 0}
