@@ -8,7 +8,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 use fedvol_proto::coordinator::DecisionSummary;
-use fedvol_proto::decisions::{DecisionState, StoredDecision};
+use fedvol_proto::decisions::StoredDecision;
 use tokio::sync::watch;
 
 use crate::feed::{DecisionFeed, FeedEvent};
@@ -312,16 +312,10 @@ pub async fn follow(index: Arc<Index>, nats: async_nats::Client, bucket: String,
     }
 }
 
-/// The lifecycle state named `word`, if it names one.
-pub fn state_named(word: &str) -> Option<DecisionState> {
-    crate::render::words::STATES
-        .into_iter()
-        .find(|s| crate::render::words::state(*s) == word)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fedvol_proto::decisions::DecisionState;
 
     fn row(user: &str, wf: &str, state: DecisionState, cluster: Option<&str>) -> Slot {
         Slot::Live(Row {
@@ -359,13 +353,5 @@ mod tests {
         assert!(!Filter::default().matches(&Slot::Gone));
         assert!(Filter::default().matches(&Slot::Unreadable("x".into())));
         assert!(!f("alice", "", "", "").matches(&Slot::Unreadable("x".into())));
-    }
-
-    #[test]
-    fn state_words_round_trip() {
-        for s in crate::render::words::STATES {
-            assert_eq!(state_named(crate::render::words::state(s)), Some(s));
-        }
-        assert_eq!(state_named("done"), None);
     }
 }

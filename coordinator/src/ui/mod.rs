@@ -15,6 +15,9 @@ pub mod events;
 pub mod index;
 pub mod pages;
 
+#[cfg(test)]
+mod tests;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 
