@@ -19,14 +19,17 @@ impl Chromium {
     /// The `chromium` (or `chromium-browser`, or `$FEDVOL_CHROMIUM`) on `PATH`, or `None`.
     pub fn find() -> Option<Chromium> {
         let named = std::env::var_os("FEDVOL_CHROMIUM").map(PathBuf::from);
-        let program = named.into_iter().chain(["chromium", "chromium-browser"].map(PathBuf::from)).find(|p| {
-            Command::new(p)
-                .arg("--version")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        })?;
+        let program = named
+            .into_iter()
+            .chain(["chromium", "chromium-browser"].map(PathBuf::from))
+            .find(|p| {
+                Command::new(p)
+                    .arg("--version")
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success())
+            })?;
         Some(Chromium {
             program,
             profiles: tempfile::tempdir().expect("a directory for browser profiles"),
@@ -78,7 +81,11 @@ impl Chromium {
         let size = format!("--window-size={width},{height}");
         run(self.command(&[&shot, &size], url));
         let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-        assert!(len > 1000, "chromium saved no screenshot of {url} at {}", path.display());
+        assert!(
+            len > 1000,
+            "chromium saved no screenshot of {url} at {}",
+            path.display()
+        );
     }
 }
 

@@ -46,7 +46,9 @@ const WORKFLOW: &str = "version: v4\nvolumes:\n  scratch:\n    size: 1MiB\njobs:
 /// The text of the element whose opening tag contains `marker`, up to its first closing
 /// `</tr>` (a table row of the dumped DOM).
 fn row_with<'d>(dom: &'d str, marker: &str) -> &'d str {
-    let start = dom.find(marker).unwrap_or_else(|| panic!("no {marker} in the page:\n{dom}"));
+    let start = dom
+        .find(marker)
+        .unwrap_or_else(|| panic!("no {marker} in the page:\n{dom}"));
     let rest = &dom[start..];
     &rest[..rest.find("</tr>").unwrap_or(rest.len())]
 }
@@ -124,8 +126,14 @@ async fn the_web_view_shows_decisions_funnels_and_clusters_in_a_real_browser() {
     );
     assert!(r.contains("2/2 answered · 1 feasible"), "{r}");
     let r = row_with(&list, "id=\"d-ui-infer\"");
-    assert!(r.contains("infer-batch") && r.contains("bob") && r.contains("2 feasible"), "{r}");
-    assert!(list.contains("href=\"/decisions/ui-train\""), "rows link to their decision");
+    assert!(
+        r.contains("infer-batch") && r.contains("bob") && r.contains("2 feasible"),
+        "{r}"
+    );
+    assert!(
+        list.contains("href=\"/decisions/ui-train\""),
+        "rows link to their decision"
+    );
 
     // Filters, as query parameters.
     let bobs = browser.dump_dom(&format!("{base}/decisions?user=bob"));
@@ -141,7 +149,10 @@ async fn the_web_view_shows_decisions_funnels_and_clusters_in_a_real_browser() {
     let page = browser.dump_dom(&format!("{base}/decisions/ui-train"));
     assert!(page.contains("train-small"), "{page}");
     let chosen = &page[page.find("id=\"chosen\"").expect("the chosen cluster")..];
-    assert!(chosen.starts_with("id=\"chosen\"><strong>east</strong>"), "{chosen:.200}");
+    assert!(
+        chosen.starts_with("id=\"chosen\"><strong>east</strong>"),
+        "{chosen:.200}"
+    );
     let west_row = row_with(&page, "<tr data-cluster=\"west\">");
     assert!(
         west_row.contains("answered") && west_row.contains("feasible") && west_row.contains("permission"),
@@ -158,7 +169,9 @@ async fn the_web_view_shows_decisions_funnels_and_clusters_in_a_real_browser() {
     assert!(perm.contains("0/1"), "west's permission stage passed 0 of 1: {perm}");
     let why = row_with(west, "data-rejected-by=\"provisioner.permission\"");
     assert!(
-        why.contains("<details>") && why.contains("1 rejected: 1 permission denied") && why.contains("scratch</span>: "),
+        why.contains("<details>")
+            && why.contains("1 rejected: 1 permission denied")
+            && why.contains("scratch</span>: "),
         "the rejected provisioner with its reason, on demand: {why}"
     );
     let east = card(&page, "east");
@@ -167,7 +180,10 @@ async fn the_web_view_shows_decisions_funnels_and_clusters_in_a_real_browser() {
         row_with(east, "data-stage=\"provisioner.permission\"").contains("1/1"),
         "{east}"
     );
-    assert!(east.contains("data-stage=\"host.capacity\""), "host stages are drawn: {east}");
+    assert!(
+        east.contains("data-stage=\"host.capacity\""),
+        "host stages are drawn: {east}"
+    );
     assert!(page.contains("data-rule=\"feasible\""), "the choice steps");
     let step = row_with(&page, "data-rule=\"feasible\"");
     assert!(step.contains("dropped <strong>west</strong>"), "{step}");

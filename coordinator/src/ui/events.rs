@@ -34,7 +34,12 @@ pub fn stream(index: Arc<Index>, filter: Filter, since: u64) -> Sse<impl Stream<
                     ("gone", serde_json::json!({ "key": key }))
                 };
                 tracing::debug!(key = %key, revision, kind, "live update sent");
-                queue.push_back(Event::default().event(kind).id(revision.to_string()).data(data.to_string()));
+                queue.push_back(
+                    Event::default()
+                        .event(kind)
+                        .id(revision.to_string())
+                        .data(data.to_string()),
+                );
             }
             if queue.is_empty() && rx.changed().await.is_err() {
                 return None;

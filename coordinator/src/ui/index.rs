@@ -113,12 +113,9 @@ impl Filter {
             Slot::Gone => return false,
         };
         self.user().is_none_or(|u| row.user == u)
-            && self.workflow().is_none_or(|w| {
-                row.summary
-                    .workflow
-                    .to_lowercase()
-                    .contains(&w.to_lowercase())
-            })
+            && self
+                .workflow()
+                .is_none_or(|w| row.summary.workflow.to_lowercase().contains(&w.to_lowercase()))
             && self
                 .state()
                 .is_none_or(|s| crate::render::words::state(row.summary.state) == s)

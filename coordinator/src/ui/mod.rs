@@ -142,7 +142,11 @@ async fn decision_page(State(app): State<App>, Path(id): Path<String>) -> Respon
             let problem = error.map(|e| format!("{} ({})", e.message, e.code));
             (StatusCode::OK, pages::decision::body(&id, &s, problem.as_deref()))
         }
-        Ok(Ok(api::SubmitReply { stored: None, error: Some(e) })) | Ok(Err(fedvol_proto::Failure { error: e, .. })) => {
+        Ok(Ok(api::SubmitReply {
+            stored: None,
+            error: Some(e),
+        }))
+        | Ok(Err(fedvol_proto::Failure { error: e, .. })) => {
             let status = if e.is(&fedvol_proto::Code::NotFound) {
                 StatusCode::NOT_FOUND
             } else {
@@ -153,7 +157,10 @@ async fn decision_page(State(app): State<App>, Path(id): Path<String>) -> Respon
                 pages::error_body(&title, &format!("{} ({})", e.message, e.code)),
             )
         }
-        Ok(Ok(api::SubmitReply { stored: None, error: None })) => (
+        Ok(Ok(api::SubmitReply {
+            stored: None,
+            error: None,
+        })) => (
             StatusCode::BAD_GATEWAY,
             pages::error_body(&title, "the coordinator answered with neither a decision nor an error"),
         ),
@@ -192,9 +199,7 @@ async fn events(
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    let since = resumed
-        .or(since.since)
-        .unwrap_or_else(|| app.index.last_revision());
+    let since = resumed.or(since.since).unwrap_or_else(|| app.index.last_revision());
     tracing::debug!(since, "live updates: a browser connected");
     events::stream(app.index.clone(), filter, since).into_response()
 }

@@ -62,7 +62,10 @@ fn the_decision_page_draws_every_clusters_funnel_with_counts() {
     let page = pages::decision::body("r1", &s, None).into_string();
     for (name, c) in &s.decision.clusters {
         let name = maud::html! { (name) }.into_string();
-        assert!(page.contains(&format!("data-cluster=\"{name}\"><h3>")), "card of {name}");
+        assert!(
+            page.contains(&format!("data-cluster=\"{name}\"><h3>")),
+            "card of {name}"
+        );
         for t in &c.trace {
             assert!(page.contains(&format!("data-stage=\"{}\"", t.stage)), "{}", t.stage);
             assert!(page.contains(&format!("{}/{}</td>", t.passed, t.considered)));
@@ -108,11 +111,11 @@ fn the_index_keeps_the_latest_revision_and_reports_changes_in_order() {
         key: "a".into(),
         revision: 7,
     });
-    assert_eq!(index.rows(&Filter::default()).1, 1, "a removed decision leaves the list");
-    let changes: Vec<(u64, String)> = index
-        .changes_after(4)
-        .into_iter()
-        .map(|(r, k, _)| (r, k))
-        .collect();
+    assert_eq!(
+        index.rows(&Filter::default()).1,
+        1,
+        "a removed decision leaves the list"
+    );
+    let changes: Vec<(u64, String)> = index.changes_after(4).into_iter().map(|(r, k, _)| (r, k)).collect();
     assert_eq!(changes, vec![(6, "b".to_string()), (7, "a".to_string())]);
 }
