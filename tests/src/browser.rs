@@ -131,3 +131,33 @@ fn run(mut cmd: Command) -> Output {
     );
     Output { status, stdout, stderr }
 }
+
+/// `GET url` (an `http://127.0.0.1:PORT/...` address) without a browser: the status code and
+/// the body. For checks that need no script (a page's HTML as served).
+///
+/// Panics (test failure) when the server cannot be reached or answers something that is not
+/// HTTP, within 10 s.
+pub fn http_get(url: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").expect("an http:// address");
+    let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let path = if path.is_empty() { "/" } else { path };
+    let mut s = std::net::TcpStream::connect(host).unwrap_or_else(|e| panic!("cannot reach {url}: {e}"));
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("a read timeout");
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").expect("the request is sent");
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)
+        .unwrap_or_else(|e| panic!("no answer from {url}: {e}"));
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP answer from {url}: {text:.200}"));
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}

@@ -192,6 +192,20 @@ async fn the_web_view_shows_decisions_funnels_and_clusters_in_a_real_browser() {
     let missing = browser.dump_dom(&format!("{base}/decisions/no-such-id"));
     assert!(missing.contains("no decision is stored under request id"), "{missing}");
 
+    // Status codes a script or a proxy would read.
+    let probe = base.clone();
+    let codes = tokio::task::spawn_blocking(move || {
+        ["/decisions/no-such-id", "/decisions/bad%20id", "/nowhere", "/clusters"]
+            .map(|p| fedvol_tests::browser::http_get(&format!("{probe}{p}")).0)
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        codes,
+        [404, 404, 404, 200],
+        "unknown, impossible id, no such page, a page"
+    );
+
     // The clusters page.
     let clusters = browser.dump_dom(&format!("{base}/clusters"));
     for c in ["east", "west"] {

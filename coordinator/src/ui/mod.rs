@@ -149,6 +149,8 @@ async fn decision_page(State(app): State<App>, Path(id): Path<String>) -> Respon
         | Ok(Err(fedvol_proto::Failure { error: e, .. })) => {
             let status = if e.is(&fedvol_proto::Code::NotFound) {
                 StatusCode::NOT_FOUND
+            } else if e.is(&fedvol_proto::Code::BadRequest) {
+                StatusCode::BAD_REQUEST
             } else {
                 StatusCode::BAD_GATEWAY
             };
