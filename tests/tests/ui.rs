@@ -221,6 +221,7 @@ async fn the_web_view_shows_decisions_funnels_and_clusters_in_a_real_browser() {
         ("ui-decisions.png", "/decisions".to_string()),
         ("ui-decision.png", "/decisions/ui-train".to_string()),
         ("ui-clusters.png", "/clusters".to_string()),
+        ("ui-decision-both-feasible.png", "/decisions/ui-infer".to_string()),
     ] {
         browser.screenshot(&format!("{base}{path}"), &shots.join(name), 1280, 900);
     }

@@ -296,6 +296,10 @@ pub async fn follow(index: Arc<Index>, nats: async_nats::Client, bucket: String,
                 }
             }
         }
+        if index.broken().is_none() {
+            tracing::warn!("decisions watch ended; opening it again");
+            index.set_broken("the watch of the decision store ended".into());
+        }
         loop {
             tokio::time::sleep(Duration::from_secs(2)).await;
             match DecisionFeed::open(&nats, &bucket).await {

@@ -43,7 +43,7 @@ h2{font-size:16px;margin:26px 0 10px}
 h3{font-size:14px;margin:0 0 8px}
 a{color:var(--info)}
 table{border-collapse:collapse;background:var(--card);border:1px solid var(--line);width:100%}
-th,td{text-align:left;padding:6px 10px;border-bottom:1px solid var(--line);vertical-align:top}
+th,td{text-align:left;padding:6px 10px;border-bottom:1px solid var(--line);vertical-align:baseline}
 th{font-size:12px;text-transform:uppercase;letter-spacing:.4px;color:var(--muted);background:#fafbfc}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 .mono{font-family:ui-monospace,"DejaVu Sans Mono",Menlo,monospace;font-size:12.5px}
