@@ -8,4 +8,6 @@ pub mod cli;
 pub mod client;
 pub mod daemon;
 pub mod devfed;
+pub mod feed;
 pub mod render;
+pub mod ui;

@@ -227,6 +227,21 @@ pub struct DecisionSummary {
     pub dry_run: bool,
 }
 
+impl DecisionSummary {
+    /// The summary of `stored`, kept under `request_id`.
+    pub fn of(request_id: String, stored: &StoredDecision) -> DecisionSummary {
+        DecisionSummary {
+            request_id,
+            workflow: stored.decision.workflow.clone(),
+            state: stored.state,
+            chosen_cluster: stored.decision.chosen_cluster.clone(),
+            updated_ms: stored.updated_ms,
+            user: stored.request.user.clone(),
+            dry_run: stored.dry_run,
+        }
+    }
+}
+
 /// The answer to list.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ListReply {

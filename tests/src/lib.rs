@@ -8,6 +8,8 @@
 //! - [`kit`]: the shipped `deploy/nats/` configurations in a temporary copy, and binaries
 //!   logged in with their example users.
 //! - [`fixtures`]: small builders for inventory and decision values.
+//! - [`browser::Chromium`]: a headless Chromium (Debian's `chromium`) that dumps a page's DOM or
+//!   saves a screenshot (the web view's test).
 //! - [`LogCapture`]: the `tracing` output of in-process library code.
 //! - [`wait_until`]: poll a condition with a timeout.
 //! - [`http`]: plain GETs to loopback HTTP servers (the daemons' metrics and health);
@@ -24,6 +26,7 @@
 
 pub mod bench;
 pub mod bins;
+pub mod browser;
 pub mod burst;
 pub mod checker;
 pub mod faultkit;

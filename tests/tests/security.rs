@@ -147,6 +147,33 @@ async fn secure_conf_confines_agents_and_users_to_their_own_subjects_and_inboxes
         let o = fedvol(&url, "alice", "alice", &args);
         assert!(o.status.success(), "{args:?}: {}", text(&o));
     }
+    // The web view reads with the same credentials and private inbox: the list (the bucket's
+    // watch), a decision and the clusters (coordinator calls).
+    let mut ui = Spawned::start({
+        let mut c = command("fedvol", &url, "alice", true);
+        c.args(["-u", "alice", "ui", "--listen", "127.0.0.1:0"]);
+        c
+    });
+    ui.wait_for_log("view on http://", Duration::from_secs(10)).await;
+    let base = ui
+        .log()
+        .split("view on ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .map(|s| s.trim_end_matches('/').to_string())
+        .expect("the view's address");
+    let ui_base = base.clone();
+    let pages = tokio::task::spawn_blocking(move || {
+        ["/decisions", "/decisions/sec-1", "/clusters"]
+            .map(|p| fedvol_tests::browser::http_get(&format!("{ui_base}{p}")))
+    })
+    .await
+    .unwrap();
+    for ((status, body), what) in pages.iter().zip(["sec-1", "data-stage=", "cluster-b"]) {
+        assert_eq!(*status, 200, "{body}");
+        assert!(body.contains(what), "{what} in {body}");
+    }
+    drop(ui);
     assert!(
         !nats.log().contains("Violation"),
         "secure.conf refused something fedvol needs:\n{}",

@@ -316,7 +316,11 @@ fn ago(ms: u64) -> String {
 
 /// The table view of a stored decision: state, attempts, then the decision itself.
 pub fn stored_table(s: &StoredDecision) -> String {
-    let mut out = format!("state: {:?}{}\n", s.state, if s.dry_run { " (dry run)" } else { "" }).to_lowercase();
+    let mut out = format!(
+        "state: {}{}\n",
+        crate::render::words::state(s.state),
+        if s.dry_run { " (dry run)" } else { "" }
+    );
     out.push_str(&table::render(&s.decision));
     if !s.attempts.is_empty() {
         out.push_str("\ncommit attempts:\n");
@@ -594,57 +598,42 @@ pub fn decisions(cmd: &DecisionsCmd) -> u8 {
 }
 
 async fn watch(client: &Client) -> u8 {
-    use futures::StreamExt;
-    let js = async_nats::jetstream::new(client.nats.clone());
-    let kv = match js.get_key_value("fedvol_decisions").await {
-        Ok(kv) => kv,
-        Err(e) => {
-            eprintln!("error: cannot open the decision store (JetStream KV `fedvol_decisions`): {e}");
-            return EXIT_BAD_INPUT;
-        }
-    };
+    use crate::feed::{DEFAULT_BUCKET, DecisionFeed, FeedEvent};
     // The latest revision of every decision first, then every change as it happens.
-    let mut w = match kv.watch_with_history(">").await {
-        Ok(w) => w,
+    let mut feed = match DecisionFeed::open(&client.nats, DEFAULT_BUCKET).await {
+        Ok(f) => f,
         Err(e) => {
-            eprintln!("error: cannot watch the decision store: {e}");
+            eprintln!("error: {e}");
             return EXIT_BAD_INPUT;
         }
     };
     // The state each decision was last seen in, to say what changed.
     let mut seen: std::collections::HashMap<String, String> = std::collections::HashMap::new();
-    while let Some(entry) = w.next().await {
-        match entry {
-            // Keys with `/` are the coordinators' own records (lease, generations).
-            Ok(e) if e.key.contains('/') => {}
-            Ok(e) if e.operation != async_nats::jetstream::kv::Operation::Put => {
-                let at = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
-                println!("{at}  {}  removed", e.key);
-                seen.remove(&e.key);
+    let words = |s| crate::render::words::state(s).to_string();
+    while let Some(event) = feed.next().await {
+        match event {
+            Ok(FeedEvent::Put { key, stored, .. }) => {
+                let at = crate::render::words::utc(stored.updated_ms);
+                let state = words(stored.state);
+                let change = match seen.insert(key.clone(), state.clone()) {
+                    None => "new".to_string(),
+                    Some(before) if before == state => "updated".to_string(),
+                    Some(before) => format!("{before} → {state}"),
+                };
+                println!(
+                    "{at}  {key}  {}  {state}{}  cluster {}  ({change})",
+                    fedvol_common::limits::printable(&stored.decision.workflow),
+                    if stored.dry_run { " (dry run)" } else { "" },
+                    stored.decision.chosen_cluster.as_deref().unwrap_or("none"),
+                );
             }
-            Ok(e) => match fedvol_proto::decode::<StoredDecision>(&e.value, "stored decision", "client") {
-                Ok(s) => {
-                    let at = humantime::format_rfc3339_seconds(
-                        std::time::UNIX_EPOCH + std::time::Duration::from_millis(s.updated_ms),
-                    );
-                    let state = format!("{:?}", s.state).to_lowercase();
-                    let change = match seen.insert(e.key.clone(), state.clone()) {
-                        None => "new".to_string(),
-                        Some(before) if before == state => "updated".to_string(),
-                        Some(before) => format!("{before} → {state}"),
-                    };
-                    println!(
-                        "{at}  {}  {}  {state}{}  cluster {}  ({change})",
-                        e.key,
-                        fedvol_common::limits::printable(&s.decision.workflow),
-                        if s.dry_run { " (dry run)" } else { "" },
-                        s.decision.chosen_cluster.as_deref().unwrap_or("none"),
-                    );
-                }
-                Err(err) => println!("{}  (unreadable value: {err})", e.key),
-            },
-            Err(err) => {
-                eprintln!("error: watch ended: {err}");
+            Ok(FeedEvent::Unreadable { key, error, .. }) => println!("{key}  (unreadable value: {error})"),
+            Ok(FeedEvent::Removed { key, .. }) => {
+                println!("{}  {key}  removed", crate::render::words::utc(now_ms()));
+                seen.remove(&key);
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
                 return EXIT_BAD_INPUT;
             }
         }

@@ -11,6 +11,7 @@ pub mod federation;
 pub mod net;
 pub mod plan;
 pub mod template;
+pub mod ui;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use fedvol_common::yaml::Diagnostics;
@@ -60,6 +61,8 @@ pub enum Command {
     Complete(federation::IdArgs),
     /// The clusters the coordinators know: alive, last seen, inventory version, load.
     Clusters(federation::ClustersArgs),
+    /// Serve a read-only web view of the federation (decisions, funnels, clusters) until Ctrl-C.
+    Ui(ui::UiArgs),
     /// Run a local federation (nats-server, coordinator, one agent per inventory) until Ctrl-C.
     Dev(dev::DevArgs),
     /// Run the local federation, submit every example workflow, show, complete, tear down.
@@ -83,6 +86,7 @@ impl Command {
             Command::WhyNot(a) => Some(&mut a.net),
             Command::Complete(a) => Some(&mut a.net),
             Command::Clusters(a) => Some(&mut a.net),
+            Command::Ui(a) => Some(&mut a.net),
             _ => None,
         }
     }
@@ -177,5 +181,6 @@ pub fn run() -> u8 {
         Command::Demo(a) => dev::demo(&a),
         Command::Completions(a) => completions::completions(&a),
         Command::Man(a) => completions::man(&a),
+        Command::Ui(a) => ui::run(&a),
     }
 }

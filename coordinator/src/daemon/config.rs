@@ -42,7 +42,7 @@ pub struct KvConfig {
 impl Default for KvConfig {
     fn default() -> Self {
         KvConfig {
-            bucket: "fedvol_decisions".into(),
+            bucket: crate::feed::DEFAULT_BUCKET.into(),
             history: 16,
             replicas: 1,
             max_consumers: 256,

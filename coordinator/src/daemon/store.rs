@@ -277,15 +277,7 @@ impl DecisionStore {
             .buffer_unordered(16)
             .filter_map(|(r, k)| async move {
                 match r {
-                    Ok(Some((s, _))) => Some(DecisionSummary {
-                        request_id: k,
-                        workflow: s.decision.workflow,
-                        state: s.state,
-                        chosen_cluster: s.decision.chosen_cluster,
-                        updated_ms: s.updated_ms,
-                        user: s.request.user,
-                        dry_run: s.dry_run,
-                    }),
+                    Ok(Some((s, _))) => Some(DecisionSummary::of(k, &s)),
                     Ok(None) => None,
                     Err(e) => {
                         tracing::warn!(request_id = %k, error = %e, "stored decision skipped in the list");

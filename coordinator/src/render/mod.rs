@@ -3,6 +3,7 @@
 pub mod layout;
 pub mod table;
 pub mod why_not;
+pub mod words;
 pub mod yaml;
 
 /// Output formats of every `fedvol` command that prints a document.

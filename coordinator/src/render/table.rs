@@ -3,41 +3,15 @@
 //! stage with every reason, each said once with the clusters it applies to, and the
 //! cross-cluster choice step by step.
 
-use fedvol_common::decision::{Action, ClusterDecision, ClusterStatus, Decision, Mode};
+use fedvol_common::decision::{ChoiceStep, ClusterDecision, ClusterStatus, Decision, Rejection};
 use fedvol_common::explain::{failed_stages, stage_summary};
 use indexmap::IndexMap;
 
 use super::layout::{fill, para, table};
-
-fn status(s: ClusterStatus) -> &'static str {
-    match s {
-        ClusterStatus::Answered => "answered",
-        ClusterStatus::TimedOut => "timed_out",
-        ClusterStatus::Unreachable => "unreachable",
-        ClusterStatus::Error => "error",
-    }
-}
-
-fn mode(m: Mode) -> &'static str {
-    match m {
-        Mode::Named => "named",
-        Mode::ByName => "by_name",
-        Mode::Automatic => "automatic",
-        Mode::Claim => "claim",
-    }
-}
-
-fn action(a: Option<Action>) -> &'static str {
-    match a {
-        Some(Action::Bind) => "bind",
-        Some(Action::Provision) => "provision",
-        Some(Action::Existing) => "existing",
-        None => "-",
-    }
-}
+use super::words::{action, mode, status};
 
 /// Every reason's message, joined by `; `.
-fn messages(reasons: &[fedvol_common::decision::Reason]) -> String {
+pub fn messages(reasons: &[fedvol_common::decision::Reason]) -> String {
     reasons
         .iter()
         .map(|x| x.message.as_str())
@@ -47,6 +21,42 @@ fn messages(reasons: &[fedvol_common::decision::Reason]) -> String {
 
 fn dash(s: Option<&str>) -> String {
     s.unwrap_or("-").to_string()
+}
+
+/// One line per volume of a cluster: `scratch → fast-storage/pvc-1a2b (provision)`, or
+/// `scratch: ✗ <code>` when it has none (the web view's per-cluster table).
+pub fn volume_lines(c: &ClusterDecision) -> Vec<String> {
+    c.volumes
+        .iter()
+        .map(|(k, v)| match &v.error {
+            Some(e) => format!("{k}: ✗ {}", e.code),
+            None => format!(
+                "{k} → {}/{} ({})",
+                dash(v.provisioner.as_deref()),
+                dash(v.volume.as_deref()),
+                action(v.action)
+            ),
+        })
+        .collect()
+}
+
+/// One line per job of a cluster: `train → z1/h0`, or `train: ✗ <code>`.
+pub fn job_lines(c: &ClusterDecision) -> Vec<String> {
+    c.jobs
+        .iter()
+        .map(|(k, j)| match &j.error {
+            Some(e) => format!("{k}: ✗ {}", e.code),
+            None => format!("{k} → {}/{}", dash(j.zone.as_deref()), dash(j.host.as_deref())),
+        })
+        .collect()
+}
+
+/// The first step of the cluster choice that dropped `cluster`, with its rejection (the
+/// reasons it lost), or `None` when no step dropped it (it was chosen, or never a candidate).
+pub fn dropped_by<'d>(d: &'d Decision, cluster: &str) -> Option<(&'d ChoiceStep, &'d Rejection)> {
+    d.choice
+        .iter()
+        .find_map(|s| s.dropped.iter().find(|r| r.candidate == cluster).map(|r| (s, r)))
 }
 
 /// One line per volume and job of a cluster, e.g. `scratch → fast-storage (provision)` (the
@@ -163,7 +173,7 @@ fn why_not_section(d: &Decision) -> String {
 
 /// The reasons a cluster was dropped at a choice step; for `feasible`, the codes of what failed
 /// (each explained under "why not").
-fn dropped_text(d: &Decision, rule: &str, r: &fedvol_common::decision::Rejection) -> String {
+fn dropped_text(d: &Decision, rule: &str, r: &Rejection) -> String {
     if rule == fedvol_common::choice::rules::FEASIBLE
         && let Some(c) = d.clusters.get(&r.candidate)
         && c.status == ClusterStatus::Answered

@@ -1,0 +1,75 @@
+//! `fedvol ui`: serves the read-only web view of the federation ([`crate::ui`]) with the
+//! NATS connection and identity of the other federation commands, until Ctrl-C.
+
+use std::net::SocketAddr;
+
+use super::EXIT_BAD_INPUT;
+use super::net::NetArgs;
+
+/// `fedvol ui`.
+#[derive(Debug, clap::Args)]
+pub struct UiArgs {
+    /// NATS connection and identity.
+    #[command(flatten)]
+    pub net: NetArgs,
+    /// Address to serve on. The view has no login of its own and shows every decision the
+    /// NATS credentials can read: keep it on loopback unless whoever can reach it may see
+    /// them (port 0 picks a free port; the address is printed on stderr).
+    #[arg(long, default_value = "127.0.0.1:8080", env = "FEDVOL_UI_LISTEN")]
+    pub listen: SocketAddr,
+    /// The decisions bucket (the coordinators' `kv.bucket`).
+    #[arg(long, default_value = crate::feed::DEFAULT_BUCKET)]
+    pub bucket: String,
+}
+
+/// Runs `fedvol ui`: exit 1 when NATS, the bucket or the address cannot be used; serves
+/// until interrupted otherwise (exit 0).
+pub fn run(a: &UiArgs) -> u8 {
+    let net = &a.net;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+    if !a.listen.ip().is_loopback() {
+        eprintln!(
+            "warning: serving on {}, not loopback: anyone who can reach it sees every decision these NATS credentials can read",
+            a.listen
+        );
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return EXIT_BAD_INPUT;
+        }
+    };
+    rt.block_on(async {
+        let client = match net.connect().await {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return EXIT_BAD_INPUT;
+            }
+        };
+        let served = crate::ui::serve(client, &a.bucket, a.listen, |addr| {
+            eprintln!("fedvol ui: serving the read-only view on http://{addr}/ (Ctrl-C to stop)");
+        });
+        tokio::select! {
+            r = served => match r {
+                Ok(()) => super::EXIT_OK,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    EXIT_BAD_INPUT
+                }
+            },
+            _ = tokio::signal::ctrl_c() => super::EXIT_OK,
+        }
+    })
+}

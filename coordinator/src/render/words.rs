@@ -1,0 +1,104 @@
+//! The words and times every view of a decision shares (the terminal tables of `fedvol`, the
+//! web view of `fedvol ui`): one spelling of each status, mode, action and state, and one way
+//! to print a time.
+
+use fedvol_common::decision::{Action, ClusterStatus, Mode};
+use fedvol_proto::decisions::DecisionState;
+
+/// A cluster's answer status as the decision document spells it (`answered`, `timed_out`,
+/// `unreachable`, `error`).
+pub fn status(s: ClusterStatus) -> &'static str {
+    match s {
+        ClusterStatus::Answered => "answered",
+        ClusterStatus::TimedOut => "timed_out",
+        ClusterStatus::Unreachable => "unreachable",
+        ClusterStatus::Error => "error",
+    }
+}
+
+/// A volume's selection mode (`named`, `by_name`, `automatic`, `claim`).
+pub fn mode(m: Mode) -> &'static str {
+    match m {
+        Mode::Named => "named",
+        Mode::ByName => "by_name",
+        Mode::Automatic => "automatic",
+        Mode::Claim => "claim",
+    }
+}
+
+/// What happens to a volume (`bind`, `provision`, `existing`), `-` when nothing was chosen.
+pub fn action(a: Option<Action>) -> &'static str {
+    match a {
+        Some(Action::Bind) => "bind",
+        Some(Action::Provision) => "provision",
+        Some(Action::Existing) => "existing",
+        None => "-",
+    }
+}
+
+/// A stored decision's lifecycle state (`planned`, `committed`, `completed`, `failed`).
+pub fn state(s: DecisionState) -> &'static str {
+    match s {
+        DecisionState::Planned => "planned",
+        DecisionState::Committed => "committed",
+        DecisionState::Completed => "completed",
+        DecisionState::Failed => "failed",
+    }
+}
+
+/// Every state, in lifecycle order (the web view's state filter offers these).
+pub const STATES: [DecisionState; 4] = [
+    DecisionState::Planned,
+    DecisionState::Committed,
+    DecisionState::Completed,
+    DecisionState::Failed,
+];
+
+/// How long before `now_ms` the time `ms` (both ms since the epoch) was: `850 ms ago`,
+/// `12.3 s ago`, `4 min ago`, `2.5 h ago`; `just now` for a time after `now_ms`.
+pub fn ago(ms: u64, now_ms: u64) -> String {
+    let Some(d) = now_ms.checked_sub(ms) else {
+        return "just now".into();
+    };
+    if d < 1_000 {
+        format!("{d} ms ago")
+    } else if d < 120_000 {
+        format!("{:.1} s ago", d as f64 / 1000.0)
+    } else if d < 7_200_000 {
+        format!("{} min ago", d / 60_000)
+    } else {
+        format!("{:.1} h ago", d as f64 / 3_600_000.0)
+    }
+}
+
+/// The time `ms` (ms since the epoch) in UTC, RFC 3339 to the second
+/// (`2025-03-01T12:00:05Z`); the number itself when it is out of range.
+pub fn utc(ms: u64) -> String {
+    let t = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000);
+    let text = t.ok().and_then(|t| {
+        t.replace_nanosecond(0)
+            .ok()
+            .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
+    });
+    text.unwrap_or_else(|| format!("{ms} ms"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ago_reads_like_a_person_would_say_it() {
+        assert_eq!(ago(1_000, 1_850), "850 ms ago");
+        assert_eq!(ago(0, 12_300), "12.3 s ago");
+        assert_eq!(ago(0, 240_000), "4 min ago");
+        assert_eq!(ago(0, 9_000_000), "2.5 h ago");
+        assert_eq!(ago(5, 1), "just now");
+    }
+
+    #[test]
+    fn utc_is_rfc3339_to_the_second() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc(1_740_830_405_123), "2025-03-01T12:00:05Z");
+    }
+}

@@ -1,0 +1,198 @@
+//! The decision page (`/decisions/<id>`): what was decided, the per-cluster table (answer
+//! status, feasibility, chosen provisioner/volume and zone/host, and why the cluster was not
+//! chosen), the funnel of every cluster as a picture ([`super::funnel`]), the cluster choice
+//! rule by rule, and the commit attempts.
+
+use fedvol_common::decision::Decision;
+use fedvol_proto::decisions::StoredDecision;
+use maud::{Markup, html};
+
+use super::{Kind, badge, funnel, state_badge, when};
+use crate::render::table::{dropped_by, job_lines, messages, volume_lines};
+
+/// Why cluster `name` of `d` was not chosen: the choice step that dropped it and its reasons,
+/// else its error, else nothing (it was chosen, or the choice never ran).
+fn why_lost(d: &Decision, name: &str) -> Markup {
+    let c = d.clusters.get(name);
+    html! {
+        @if d.chosen_cluster.as_deref() == Some(name) {
+            (badge("chosen", Kind::Ok))
+        } @else if let Some((step, r)) = dropped_by(d, name) {
+            span.mono { (step.rule) } ": " (reasons(&r.reasons))
+        } @else if let Some(e) = c.and_then(|c| c.error.as_ref()) {
+            (e.message) " (" (e.code) ")"
+        } @else {
+            span.muted { "-" }
+        }
+    }
+}
+
+/// Reasons longer than this many characters are shown as their codes, the text on demand.
+const SHORT: usize = 120;
+
+/// The distinct reason codes of `reasons`, in order, joined by `, `.
+fn codes(reasons: &[fedvol_common::decision::Reason]) -> String {
+    let mut seen: Vec<&str> = Vec::new();
+    for r in reasons {
+        if !seen.contains(&r.code.as_str()) {
+            seen.push(&r.code);
+        }
+    }
+    seen.join(", ")
+}
+
+/// Every reason's message; when they are long, their codes with the messages on demand.
+fn reasons(reasons: &[fedvol_common::decision::Reason]) -> Markup {
+    let text = messages(reasons);
+    html! {
+        @if text.chars().count() <= SHORT {
+            (text)
+        } @else {
+            (codes(reasons))
+            details.why { summary { "why" } (text) }
+        }
+    }
+}
+
+fn lines(v: Vec<String>) -> Markup {
+    html! {
+        @if v.is_empty() { span.muted { "-" } }
+        @else { ul.plain { @for l in v { li.mono { (l) } } } }
+    }
+}
+
+fn clusters_table(d: &Decision) -> Markup {
+    html! {
+        table #clusters {
+            thead { tr {
+                th { "Cluster" } th { "Answer" } th { "Feasible" }
+                th { "Volumes (provisioner/volume)" } th { "Jobs (zone/host)" }
+                th.num { "Load" } th.num { "Elapsed" } th { "Why not chosen" }
+            } }
+            tbody {
+                @for (name, c) in &d.clusters {
+                    tr data-cluster=(name) {
+                        td { strong { (name) } }
+                        td { (funnel::status_badge(c.status)) }
+                        td { @if c.feasible { "yes" } @else { "no" } }
+                        td { (lines(volume_lines(c))) }
+                        td { (lines(job_lines(c))) }
+                        td.num { (format!("{:.2}", c.load)) }
+                        td.num { (format!("{:.1} ms", c.elapsed_ms)) }
+                        td { (why_lost(d, name)) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn choice(d: &Decision) -> Markup {
+    html! {
+        @if d.choice.is_empty() {
+            p.muted { "No cluster choice was made." }
+        } @else {
+            ol.steps #choice {
+                @for step in &d.choice {
+                    li data-rule=(step.rule) {
+                        strong.mono { (step.rule) } " kept "
+                        @if step.kept.is_empty() { span.muted { "none" } }
+                        @for (i, k) in step.kept.iter().enumerate() {
+                            @if i > 0 { ", " }
+                            (badge(k, Kind::Info))
+                        }
+                        @if !step.dropped.is_empty() {
+                            ul {
+                                @for r in &step.dropped {
+                                    li { "dropped " strong { (r.candidate) } ": " (reasons(&r.reasons)) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn attempts(s: &StoredDecision) -> Markup {
+    html! {
+        @if !s.attempts.is_empty() {
+            h2 { "Commit attempts" }
+            table {
+                thead { tr { th { "Cluster" } th.num { "Attempt" } th { "Outcome" } th { "Volumes" } } }
+                tbody {
+                    @for a in &s.attempts {
+                        tr {
+                            td { (a.cluster) }
+                            td.num { (a.attempt) }
+                            td {
+                                @if a.pending { (badge("pending", Kind::Warn)) }
+                                @else if a.ok { (badge("committed", Kind::Ok)) }
+                                @else { (badge("failed", Kind::Bad)) }
+                                @if let Some(e) = &a.error { " " (e.message) " (" (e.code) ")" }
+                            }
+                            td.mono {
+                                @for v in &a.volumes { div { (v.volume) " " (v.outcome) } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        @if let Some(c) = &s.completion {
+            p { "Completed: "
+                @if c.volumes.is_empty() { "nothing to reclaim" }
+                @for v in &c.volumes { span.mono { (v.volume) " " (v.outcome) } " " }
+            }
+        }
+    }
+}
+
+/// The decision page's body for the decision stored under `key`; `problem` is an error the
+/// coordinator returned besides it (e.g. a commit in doubt).
+pub fn body(key: &str, s: &StoredDecision, problem: Option<&str>) -> Markup {
+    let d = &s.decision;
+    let commit_failed = d
+        .choice
+        .iter()
+        .any(|st| st.rule == fedvol_common::choice::rules::COMMIT_FAILED);
+    html! {
+        p { a href="/decisions" { "← Decisions" } }
+        h1 { "Decision " span.mono { (key) } }
+        @if let Some(p) = problem { p.alert { (p) } }
+        dl.facts {
+            dt { "Workflow" } dd #workflow { strong { (fedvol_common::limits::printable(&d.workflow)) } }
+            dt { "State" } dd { (state_badge(s.state)) @if s.dry_run { " " (badge("dry run", Kind::Info)) } }
+            dt { "Chosen cluster" } dd #chosen {
+                @match &d.chosen_cluster {
+                    Some(c) => strong { (c) },
+                    None if commit_failed => span { "none (a cluster was feasible, but its commit failed)" },
+                    None => span { "none (no cluster can place this workflow)" },
+                }
+            }
+            dt { "User" } dd { (s.request.user) }
+            dt { "Groups" } dd { @if s.request.groups.is_empty() { span.muted { "-" } } @else { (s.request.groups.join(", ")) } }
+            dt { "Seed" } dd.mono { (d.seed) }
+            dt { "Updated (UTC)" } dd { (when(s.updated_ms)) }
+            dt { "Trace limit" } dd { @if s.request.trace_limit == 0 { "all" } @else { (s.request.trace_limit) " per stage" } }
+        }
+        h2 { "Clusters" }
+        (clusters_table(d))
+        h2 { "Funnel" }
+        p.note.legend {
+            "Each bar is one stage for one volume or job: its length is the candidates the stage considered (relative to the widest stage of that cluster),"
+            span style="background:var(--ok)" {} "passed"
+            span style="background:#e6a4a2" {} "rejected"
+            ". Open “rejected” for every candidate's reasons."
+        }
+        div.cards #funnel {
+            @for (name, c) in &d.clusters {
+                (funnel::cluster(name, c, d.chosen_cluster.as_deref() == Some(name)))
+            }
+        }
+        h2 { "Cluster choice" }
+        (choice(d))
+        (attempts(s))
+    }
+}

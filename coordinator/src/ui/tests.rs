@@ -1,0 +1,121 @@
+//! The web view's pages and index on real decisions (the offline funnel on synthetic
+//! clusters): hostile names are escaped, the funnel is drawn for every cluster, and the index
+//! keeps the latest revision of each decision.
+
+use fedvol_common::funnel::PlanRequest;
+use fedvol_common::synth::{self, SynthSizes};
+use fedvol_proto::decisions::{DecisionState, StoredDecision};
+
+use super::index::{Filter, Index, Slot};
+use super::pages;
+use crate::feed::FeedEvent;
+
+const HOSTILE: &str = "<script>alert(1)</script>";
+
+fn stored(workflow: &str, user: &str) -> StoredDecision {
+    let sizes = SynthSizes {
+        hosts: 4,
+        provisioners: 2,
+        volumes: 3,
+    };
+    let inventories = [synth::cluster("east", sizes), synth::cluster("we<i>st", sizes)];
+    let mut wf = synth::workflow(1, 1);
+    wf.name = workflow.to_string();
+    let request = PlanRequest {
+        request_id: "r1".into(),
+        workflow: wf,
+        user: user.into(),
+        groups: vec![],
+        seed: 7,
+        trace_limit: 5,
+    };
+    let decision = fedvol_common::offline::plan_locally(&inventories, &request);
+    StoredDecision {
+        state: DecisionState::Committed,
+        decision,
+        request,
+        attempts: vec![],
+        completion: None,
+        updated_ms: 1_740_830_405_000,
+        dry_run: false,
+        request_digest: None,
+    }
+}
+
+#[test]
+fn hostile_names_are_escaped_on_every_page() {
+    let s = stored(HOSTILE, "mallory\"><b>");
+    let page = pages::decision::body("r1", &s, Some(HOSTILE)).into_string();
+    assert!(!page.contains("<script>") && !page.contains("<i>st"), "{page}");
+    assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "{page}");
+    assert!(page.contains("we&lt;i&gt;st"), "{page}");
+    assert!(page.contains("mallory&quot;&gt;&lt;b&gt;"), "{page}");
+
+    let row = pages::list::row("r1", &Slot::Live(super::index::Row::of("r1".into(), &s))).into_string();
+    assert!(!row.contains("<script>") && row.contains("&lt;script&gt;"), "{row}");
+    assert!(!row.contains("<b>"), "{row}");
+}
+
+#[test]
+fn the_decision_page_draws_every_clusters_funnel_with_counts() {
+    let s = stored("train", "alice");
+    let page = pages::decision::body("r1", &s, None).into_string();
+    for (name, c) in &s.decision.clusters {
+        let name = maud::html! { (name) }.into_string();
+        assert!(
+            page.contains(&format!("data-cluster=\"{name}\"><h3>")),
+            "card of {name}"
+        );
+        for t in &c.trace {
+            assert!(page.contains(&format!("data-stage=\"{}\"", t.stage)), "{}", t.stage);
+            assert!(page.contains(&format!("{}/{}</td>", t.passed, t.considered)));
+        }
+    }
+    assert!(page.contains("data-rule=\"feasible\""), "the choice steps");
+}
+
+fn put(key: &str, revision: u64, s: &StoredDecision) -> FeedEvent {
+    FeedEvent::Put {
+        key: key.into(),
+        revision,
+        stored: Box::new(s.clone()),
+    }
+}
+
+#[test]
+fn the_index_keeps_the_latest_revision_and_reports_changes_in_order() {
+    let index = Index::new();
+    let mut s = stored("train", "alice");
+    index.apply(put("a", 3, &s));
+    s.state = DecisionState::Completed;
+    index.apply(put("a", 5, &s));
+    // A watch restarted from history sends an older value again: nothing changes.
+    s.state = DecisionState::Planned;
+    index.apply(put("a", 4, &s));
+    index.apply(put("b", 6, &stored("infer", "bob")));
+    assert_eq!(index.last_revision(), 6);
+
+    let (rows, total) = index.rows(&Filter::default());
+    assert_eq!(total, 2);
+    match &rows.iter().find(|(k, _)| k == "a").map(|(_, s)| s) {
+        Some(Slot::Live(r)) => assert_eq!(r.summary.state, DecisionState::Completed),
+        other => panic!("{other:?}"),
+    }
+    let alice = Filter {
+        user: Some("alice".into()),
+        ..Filter::default()
+    };
+    assert_eq!(index.rows(&alice).1, 1);
+
+    index.apply(FeedEvent::Removed {
+        key: "a".into(),
+        revision: 7,
+    });
+    assert_eq!(
+        index.rows(&Filter::default()).1,
+        1,
+        "a removed decision leaves the list"
+    );
+    let changes: Vec<(u64, String)> = index.changes_after(4).into_iter().map(|(r, k, _)| (r, k)).collect();
+    assert_eq!(changes, vec![(6, "b".to_string()), (7, "a".to_string())]);
+}
