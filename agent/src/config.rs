@@ -17,6 +17,17 @@ pub enum StateStore {
     Jetstream,
 }
 
+/// Where the agent's zones and hosts come from.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum InventorySource {
+    /// The inventory file (and its includes): everything, zones and hosts included.
+    #[default]
+    Files,
+    /// Slurm (issue 17): zones and hosts from the controller, read on an interval; the
+    /// inventory file gives provisioners, volumes and projects and has no `zones:`.
+    Slurm(crate::slurm::SlurmConfig),
+}
+
 /// Everything the agent needs to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentConfig {
@@ -54,6 +65,9 @@ pub struct AgentConfig {
     /// Largest request body served, bytes (default
     /// [`fedvol_proto::DEFAULT_MAX_BODY_BYTES`], 1 MiB); larger ones get `bad_request`.
     pub max_body_bytes: usize,
+    /// Where zones and hosts come from (`inventorySource: files | slurm`, with the `slurm:`
+    /// block; default files).
+    pub source: InventorySource,
 }
 
 impl AgentConfig {
@@ -74,6 +88,7 @@ impl AgentConfig {
             init: false,
             state_replicas: 1,
             max_body_bytes: fedvol_proto::DEFAULT_MAX_BODY_BYTES,
+            source: InventorySource::Files,
         }
     }
 
@@ -171,6 +186,23 @@ impl AgentConfig {
         if let Some(n) = r.take("nats") {
             cfg.nats = parse_nats(&mut ctx, n, "nats", &base);
         }
+        let source = r
+            .take("inventorySource")
+            .and_then(|n| ctx.one_of(n, "inventorySource", &["files", "slurm"]).map(|v| (v, n.span)));
+        let slurm = r
+            .take("slurm")
+            .map(|n| (crate::slurm::config::parse_slurm(&mut ctx, n, &base), n.span));
+        match (source, slurm) {
+            (Some(("slurm", _)), slurm) => {
+                cfg.source = InventorySource::Slurm(slurm.map(|(s, _)| s).unwrap_or_default())
+            }
+            (_, Some((_, span))) => ctx.error(
+                span,
+                "slurm",
+                "`slurm:` is read only with `inventorySource: slurm`; add it, or remove `slurm:`",
+            ),
+            _ => {}
+        }
         r.finish(&mut ctx);
         ctx.finish(cfg)
     }
@@ -254,6 +286,60 @@ nats: {inboxPrefix: _INBOX_agent-a}
         let errs = c.validate().unwrap_err();
         assert_eq!(errs.len(), 2, "{errs:?}");
         assert!(errs[0].contains("cluster name `a.b` is not valid"), "{errs:?}");
+    }
+}
+
+#[cfg(test)]
+mod slurm_block {
+    use super::*;
+    use fedvol_common::model::PlacementPolicy;
+
+    #[test]
+    fn slurm_source_and_its_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("agent.yaml");
+        std::fs::write(
+            &p,
+            "inventory: i.yaml
+inventorySource: slurm
+slurm:
+  slurmConf: etc/slurm.conf
+  refreshMs: 500
+  partitions:
+    gpu: {priority: 1, placementPolicy: BINPACK, tags: [\"accel:gpu\"]}
+    batch:
+  devices: {gpu: gpu}
+",
+        )
+        .unwrap();
+        let c = AgentConfig::load(&p).unwrap();
+        let InventorySource::Slurm(s) = c.source else { panic!("slurm source") };
+        assert_eq!(s.slurm_conf, Some(dir.path().join("etc/slurm.conf")));
+        assert_eq!(s.scontrol, PathBuf::from("scontrol"), "a bare name is looked up on PATH");
+        assert_eq!(s.refresh_ms, 500);
+        assert_eq!(s.partitions.len(), 2);
+        assert_eq!(s.partitions[0].placement_policy, Some(PlacementPolicy::Binpack));
+        assert_eq!(s.partitions[1].name, "batch");
+        assert_eq!(s.device_name("gpu"), "gpu");
+    }
+
+    #[test]
+    fn slurm_mistakes_are_positioned() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("agent.yaml");
+        std::fs::write(&p, "inventory: i.yaml\nslurm:\n  refreshMS: 5\n").unwrap();
+        let e = AgentConfig::load(&p).unwrap_err().to_string();
+        assert!(e.contains("did you mean `refreshMs`"), "{e}");
+        assert!(e.contains("agent.yaml:3:"), "{e}");
+        assert!(e.contains("only with `inventorySource: slurm`"), "{e}");
+        std::fs::write(
+            &p,
+            "inventory: i.yaml\ninventorySource: slurm\nslurm: {refreshMs: 5, partitions: {p: {placementPolicy: PACK}}}\n",
+        )
+        .unwrap();
+        let e = AgentConfig::load(&p).unwrap_err().to_string();
+        assert!(e.contains("slurm.refreshMs"), "{e}");
+        assert!(e.contains("slurm.partitions.p.placementPolicy"), "{e}");
     }
 }
 

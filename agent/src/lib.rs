@@ -10,4 +10,5 @@ pub mod drivers;
 pub mod endpoints;
 pub mod run;
 pub mod service;
+pub mod slurm;
 pub mod state;
