@@ -32,6 +32,7 @@ pub mod load;
 pub mod logs;
 pub mod nats;
 pub mod process;
+pub mod slurm;
 
 pub use bins::bin_path;
 pub use logs::LogCapture;

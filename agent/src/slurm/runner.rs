@@ -95,7 +95,12 @@ async fn run(cfg: &SlurmConfig, args: &[&str]) -> Result<String, SlurmError> {
     };
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let mut stderr = stderr.trim().replace('\n', "; ");
+        let mut stderr: String = stderr
+            .trim()
+            .replace('\n', "; ")
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
         if stderr.len() > 400 {
             let mut end = 400;
             while !stderr.is_char_boundary(end) {
