@@ -102,10 +102,29 @@ async fn status(client: &async_nats::Client) -> StatusReply {
 }
 
 /// A one-job workflow: `cores` cores and 1 GiB on a host with tag `constraint`.
-async fn plan(client: &async_nats::Client, id: &str, cores: u64, constraint: &str) -> PlanReply {
-    let text = format!(
+fn workflow_text(cores: u64, constraint: &str) -> String {
+    format!(
         "version: v4\nvolumes:\n  scratch: {{size: 1MiB}}\njobs:\n  j:\n    image: {{uri: docker://a}}\n    mounts: {{/s: scratch}}\n    resource: {{cpu: {{cores: {cores}}}, memory: {{size: 1GiB}}}}\n    constraints: [\"{constraint}\"]\n"
-    );
+    )
+}
+
+/// `fedvol ARGS` as user `u` against `nats`: stdout and stderr together.
+fn fedvol_cli(nats: &NatsServer, args: &[&str]) -> String {
+    let url = nats.url();
+    let mut all = vec!["--nats", url.as_str(), "-u", "u"];
+    all.extend_from_slice(args);
+    let o = std::process::Command::new(fedvol_tests::bin_path("fedvol"))
+        .args(&all)
+        .env_remove("FEDVOL_OUTPUT")
+        .env_remove("FEDVOL_USER")
+        .output()
+        .unwrap();
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// Plans [`workflow_text`] on the agent (no hold).
+async fn plan(client: &async_nats::Client, id: &str, cores: u64, constraint: &str) -> PlanReply {
+    let text = workflow_text(cores, constraint);
     let msg = PlanMsg {
         request: PlanRequest {
             request_id: id.into(),
@@ -197,6 +216,8 @@ async fn inventory_follows_slurm_nodes_drain_and_jobs() {
     // An amd job fits n2 only; an intel job of 3 cores fits n1.
     let p = plan(&client, "amd-1", 2, "amd").await;
     assert_eq!(p.decision.jobs["j"].host.as_deref(), Some("n2"), "{:?}", p.decision);
+    assert_eq!(p.decision.resource_manager.as_deref(), Some("slurm"));
+    assert_eq!(p.decision.runner_args("j").as_deref(), Some("--partition=batch --nodelist=n2"));
     let p = plan(&client, "intel-1", 3, "intel").await;
     assert_eq!(p.decision.jobs["j"].host.as_deref(), Some("n1"), "{:?}", p.decision);
 
@@ -290,6 +311,16 @@ async fn slurm_unreachable_keeps_the_last_inventory_and_degrades() {
     })
     .await;
     assert!(shown.is_some(), "the coordinator does not show the cluster degraded");
+
+    // `fedvol clusters` says so; a submitted workflow's decision tells the runner where to run.
+    let o = fedvol_cli(&nats, &["clusters"]);
+    assert!(o.contains(&format!("{CLUSTER} is degraded: slurm unreadable")), "{o}");
+    let wf = dir.path().join("wf.yaml");
+    std::fs::write(&wf, workflow_text(2, "amd")).unwrap();
+    let o = fedvol_cli(&nats, &["submit", &wf.display().to_string(), "--request-id", "slurm-1"]);
+    assert!(o.contains("committed") || o.contains(CLUSTER), "{o}");
+    let o = fedvol_cli(&nats, &["decisions", "show", "slurm-1"]);
+    assert!(o.contains("sbatch --partition=batch --nodelist=n2"), "{o}");
 
     // Slurm back: the degradation clears.
     slurm.start_controller();

@@ -169,6 +169,12 @@ impl Core {
         self.source = status;
     }
 
+    /// The resource manager the zones and hosts come from (`slurm`), for the decisions'
+    /// `resource_manager`; `None` with inventory files.
+    pub fn resource_manager(&self) -> Option<String> {
+        self.source.as_ref().map(|s| s.source.clone())
+    }
+
     /// Why the cluster is degraded, when it is: its live inventory source cannot be read
     /// ([`fedvol_proto::agent::SourceStatus::degraded`]).
     pub fn degraded(&self) -> Option<String> {
