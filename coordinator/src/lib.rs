@@ -8,4 +8,5 @@ pub mod cli;
 pub mod client;
 pub mod daemon;
 pub mod devfed;
+pub mod devslurm;
 pub mod render;

@@ -1,40 +1,20 @@
 //! A real Slurm on loopback for tests (issue 17): Debian's `slurmctld`, `slurmd` and `munged`
-//! as child processes with their configuration, state, spool and munge key in a temporary
-//! directory and free loopback ports, so tests never touch `/etc/slurm` or a system munge.
-//!
-//! The cluster ([`SlurmCluster::start`]): four nodes, two of them real (one `slurmd -N` each,
-//! all on 127.0.0.1 with their own port, as Slurm's multiple-slurmd support allows), one
-//! `FUTURE` and one configured `DOWN`; three partitions, one of them `DOWN`:
-//!
-//! | node | CPUs | RealMemory | features | GRES | state |
-//! |---|---|---|---|---|---|
-//! | n1 | 4 | 8000 | intel, ib | gpu:a100:2 | a slurmd |
-//! | n2 | 4 | 4000 | amd | | a slurmd |
-//! | n3 | 8 | 16000 | | | FUTURE |
-//! | n4 | 2 | 2000 | | | DOWN |
-//!
-//! Partitions: `batch` (n1–n4, default, PriorityTier 1), `gpu` (n1, PriorityTier 10), `maint`
-//! (n4, State=DOWN). The GPUs are `/dev/null` and `/dev/zero` (Slurm counts device files).
-//! Everything is killed when the value is dropped (jobs cancelled first).
+//! as child processes, configured by [`fedvol_coordinator::devslurm`] (the cluster `fedvol dev
+//! --slurm` runs: four nodes, two with a slurmd, one FUTURE, one DOWN; partitions batch, gpu
+//! and a DOWN maint) in a temporary directory with free loopback ports, so tests never touch
+//! `/etc/slurm` or a system munge. Everything is killed when the value is dropped (jobs
+//! cancelled first).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+pub use fedvol_coordinator::devslurm::{REAL_NODES, which};
+
 use crate::Spawned;
-use crate::nats::free_port;
 
 /// The daemons and commands the harness needs.
 pub const PROGRAMS: &[&str] = &["munged", "slurmctld", "slurmd", "scontrol", "sinfo", "sbatch", "scancel", "squeue"];
-
-/// Where `name` is: PATH, then /usr/sbin and /usr/bin (root's PATH may lack sbin).
-pub fn which(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(["/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin"].map(PathBuf::from))
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
 
 /// A running Slurm cluster with its daemons; see the module's table.
 pub struct SlurmCluster {
@@ -43,54 +23,6 @@ pub struct SlurmCluster {
     munged: Option<Spawned>,
     slurmctld: Option<Spawned>,
     slurmds: Vec<Spawned>,
-}
-
-/// The nodes that run a slurmd.
-pub const REAL_NODES: &[&str] = &["n1", "n2"];
-
-fn conf_text(dir: &Path, ctld_port: u16, node_ports: &[u16; 4]) -> String {
-    let d = dir.display();
-    format!(
-        "ClusterName=fedvoltest
-SlurmctldHost=localhost(127.0.0.1)
-SlurmctldPort={ctld_port}
-AuthType=auth/munge
-AuthInfo=socket={d}/munge/munge.socket
-CredType=cred/munge
-SlurmUser=root
-SlurmdUser=root
-StateSaveLocation={d}/state
-SlurmdSpoolDir={d}/spool/%n
-SlurmctldPidFile={d}/slurmctld.pid
-SlurmdPidFile={d}/slurmd-%n.pid
-SlurmctldLogFile={d}/log/slurmctld.log
-SlurmdLogFile={d}/log/slurmd-%n.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-SchedulerType=sched/builtin
-SlurmdParameters=config_overrides
-ReturnToService=2
-MpiDefault=none
-JobCompType=jobcomp/none
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
-SwitchType=switch/none
-MailProg=/bin/true
-GresTypes=gpu
-SlurmdTimeout=300
-MessageTimeout=5
-NodeName=n1 NodeHostname=localhost NodeAddr=127.0.0.1 Port={} CPUs=4 RealMemory=8000 Features=intel,ib Gres=gpu:a100:2
-NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port={} CPUs=4 RealMemory=4000 Features=amd
-NodeName=n3 NodeHostname=localhost NodeAddr=127.0.0.1 Port={} CPUs=8 RealMemory=16000 State=FUTURE
-NodeName=n4 NodeHostname=localhost NodeAddr=127.0.0.1 Port={} CPUs=2 RealMemory=2000 State=DOWN
-PartitionName=batch Nodes=n1,n2,n3,n4 Default=YES MaxTime=INFINITE State=UP PriorityTier=1
-PartitionName=gpu Nodes=n1 MaxTime=INFINITE State=UP PriorityTier=10
-PartitionName=maint Nodes=n4 State=DOWN
-",
-        node_ports[0], node_ports[1], node_ports[2], node_ports[3]
-    )
 }
 
 impl SlurmCluster {
@@ -113,41 +45,16 @@ impl SlurmCluster {
             );
         }
         let dir = tempfile::tempdir().expect("a temporary directory for Slurm");
-        let d = dir.path();
-        for sub in ["munge", "state", "log", "spool/n1", "spool/n2"] {
-            std::fs::create_dir_all(d.join(sub)).expect("a Slurm directory");
-        }
-        use std::os::unix::fs::PermissionsExt;
-        let key: Vec<u8> = (0..1024u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
-        let key_path = d.join("munge/munge.key");
-        std::fs::write(&key_path, key).expect("the munge key");
-        std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o400)).expect("key mode");
-        std::fs::set_permissions(d.join("munge"), std::fs::Permissions::from_mode(0o755)).expect("munge dir mode");
-        let ports = [free_port(), free_port(), free_port(), free_port()];
-        std::fs::write(d.join("slurm.conf"), conf_text(d, free_port(), &ports)).expect("slurm.conf");
-        std::fs::write(
-            d.join("gres.conf"),
-            "AutoDetect=off\nNodeName=n1 Name=gpu Type=a100 File=/dev/null\nNodeName=n1 Name=gpu Type=a100 File=/dev/zero\n",
-        )
-        .expect("gres.conf");
-
+        let files = fedvol_coordinator::devslurm::write_cluster(dir.path()).expect("the Slurm configuration");
         let mut munge = Command::new(which("munged").expect("munged"));
-        munge.args([
-            "-F",
-            "-f",
-            &format!("--socket={}", d.join("munge/munge.socket").display()),
-            &format!("--key-file={}", key_path.display()),
-            &format!("--log-file={}", d.join("log/munged.log").display()),
-            &format!("--pid-file={}", d.join("munge/munged.pid").display()),
-            &format!("--seed-file={}", d.join("munge/munged.seed").display()),
-        ]);
+        munge.args(files.munged_args());
         let mut cluster = SlurmCluster {
             munged: Some(Spawned::start(munge)),
             slurmctld: None,
             slurmds: Vec::new(),
             dir,
         };
-        let socket = cluster.dir.path().join("munge/munge.socket");
+        let socket = files.munge_socket;
         let end = Instant::now() + Duration::from_secs(10);
         while !socket.exists() {
             assert!(Instant::now() < end, "munged did not create its socket:\n{}", cluster.logs());

@@ -18,38 +18,18 @@ use futures::StreamExt;
 
 const CLUSTER: &str = "slurm-a";
 
-/// The agent's files: an inventory with one shared hostpath provisioner (no zones: they come
-/// from Slurm) and a configuration reading `slurm` every 500 ms, `gpu` first and BINPACK.
+/// The agent's files ([`fedvol_coordinator::devslurm::agent_files`]: one shared hostpath
+/// provisioner, no zones; Slurm read every 500 ms, `gpu` first and BINPACK), with its state in
+/// `dir/data` and a heartbeat every 200 ms.
 fn agent_files(dir: &Path, slurm: &SlurmCluster) -> std::path::PathBuf {
     let scratch = dir.join("scratch");
     std::fs::create_dir_all(&scratch).unwrap();
-    std::fs::write(
-        dir.join("inventory.yaml"),
-        format!(
-            "cluster: {CLUSTER}\nprovisioners:\n  scratch:\n    driver: {{type: hostpath, path: '{}'}}\n    ephemeral: all\n",
-            scratch.display()
-        ),
-    )
-    .unwrap();
+    let (inventory, config) = fedvol_coordinator::devslurm::agent_files(CLUSTER, &slurm.conf(), &scratch, 500);
+    std::fs::write(dir.join("inventory.yaml"), inventory).unwrap();
     let cfg = dir.join("agent.yaml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "inventory: inventory.yaml
-dataDir: data
+    std::fs::write(&cfg, format!("{config}dataDir: data
 heartbeatMs: 200
-inventorySource: slurm
-slurm:
-  slurmConf: {}
-  refreshMs: 500
-  timeoutMs: 3000
-  partitions:
-    gpu: {{priority: 1, placementPolicy: BINPACK, tags: [\"accel:gpu\"]}}
-",
-            slurm.conf().display()
-        ),
-    )
-    .unwrap();
+")).unwrap();
     cfg
 }
 
