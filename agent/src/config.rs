@@ -186,9 +186,10 @@ impl AgentConfig {
         if let Some(n) = r.take("nats") {
             cfg.nats = parse_nats(&mut ctx, n, "nats", &base);
         }
-        let source = r
-            .take("inventorySource")
-            .and_then(|n| ctx.one_of(n, "inventorySource", &["files", "slurm"]).map(|v| (v, n.span)));
+        let source = r.take("inventorySource").and_then(|n| {
+            ctx.one_of(n, "inventorySource", &["files", "slurm"])
+                .map(|v| (v, n.span))
+        });
         let slurm = r
             .take("slurm")
             .map(|n| (crate::slurm::config::parse_slurm(&mut ctx, n, &base), n.span));
@@ -313,9 +314,15 @@ slurm:
         )
         .unwrap();
         let c = AgentConfig::load(&p).unwrap();
-        let InventorySource::Slurm(s) = c.source else { panic!("slurm source") };
+        let InventorySource::Slurm(s) = c.source else {
+            panic!("slurm source")
+        };
         assert_eq!(s.slurm_conf, Some(dir.path().join("etc/slurm.conf")));
-        assert_eq!(s.scontrol, PathBuf::from("scontrol"), "a bare name is looked up on PATH");
+        assert_eq!(
+            s.scontrol,
+            PathBuf::from("scontrol"),
+            "a bare name is looked up on PATH"
+        );
         assert_eq!(s.refresh_ms, 500);
         assert_eq!(s.partitions.len(), 2);
         assert_eq!(s.partitions[0].placement_policy, Some(PlacementPolicy::Binpack));

@@ -246,7 +246,12 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
                         Ok(_) => {}
                         Err(e) => crate::service::store_failed(&e),
                     }
-                    (core.inventory_version().to_string(), core.hold_count(), core.load(), core.degraded())
+                    (
+                        core.inventory_version().to_string(),
+                        core.hold_count(),
+                        core.load(),
+                        core.degraded(),
+                    )
                 };
                 let hb = Heartbeat {
                     cluster: shared.cluster.clone(),

@@ -14,7 +14,16 @@ pub use fedvol_coordinator::devslurm::{REAL_NODES, which};
 use crate::Spawned;
 
 /// The daemons and commands the harness needs.
-pub const PROGRAMS: &[&str] = &["munged", "slurmctld", "slurmd", "scontrol", "sinfo", "sbatch", "scancel", "squeue"];
+pub const PROGRAMS: &[&str] = &[
+    "munged",
+    "slurmctld",
+    "slurmd",
+    "scontrol",
+    "sinfo",
+    "sbatch",
+    "scancel",
+    "squeue",
+];
 
 /// A running Slurm cluster with its daemons; see the module's table.
 pub struct SlurmCluster {
@@ -57,7 +66,11 @@ impl SlurmCluster {
         let socket = files.munge_socket;
         let end = Instant::now() + Duration::from_secs(10);
         while !socket.exists() {
-            assert!(Instant::now() < end, "munged did not create its socket:\n{}", cluster.logs());
+            assert!(
+                Instant::now() < end,
+                "munged did not create its socket:\n{}",
+                cluster.logs()
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         cluster.start_controller();

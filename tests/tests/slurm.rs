@@ -27,28 +27,32 @@ fn agent_files(dir: &Path, slurm: &SlurmCluster) -> std::path::PathBuf {
     let (inventory, config) = fedvol_coordinator::devslurm::agent_files(CLUSTER, &slurm.conf(), &scratch, 500);
     std::fs::write(dir.join("inventory.yaml"), inventory).unwrap();
     let cfg = dir.join("agent.yaml");
-    std::fs::write(&cfg, format!("{config}dataDir: data
+    std::fs::write(
+        &cfg,
+        format!(
+            "{config}dataDir: data
 heartbeatMs: 200
-")).unwrap();
+"
+        ),
+    )
+    .unwrap();
     cfg
 }
 
 async fn start_agent(nats: &NatsServer, cfg: &Path) -> Spawned {
     let mut a = Spawned::bin(
         "fedvol-agent",
-        [
-            "--config",
-            &cfg.display().to_string(),
-            "--nats",
-            &nats.url(),
-            "--init",
-        ],
+        ["--config", &cfg.display().to_string(), "--nats", &nats.url(), "--init"],
     );
     a.wait_for_log("endpoints ready", Duration::from_secs(30)).await;
     a
 }
 
-async fn ask<T: serde::de::DeserializeOwned>(client: &async_nats::Client, op: AgentOp, body: &impl serde::Serialize) -> T {
+async fn ask<T: serde::de::DeserializeOwned>(
+    client: &async_nats::Client,
+    op: AgentOp,
+    body: &impl serde::Serialize,
+) -> T {
     fedvol_tests::load::call(
         client,
         &Subjects::default().cluster(CLUSTER, op),
@@ -99,7 +103,11 @@ fn fedvol_cli(nats: &NatsServer, args: &[&str]) -> String {
         .env_remove("FEDVOL_USER")
         .output()
         .unwrap();
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 /// Plans [`workflow_text`] on the agent (no hold).
@@ -197,7 +205,10 @@ async fn inventory_follows_slurm_nodes_drain_and_jobs() {
     let p = plan(&client, "amd-1", 2, "amd").await;
     assert_eq!(p.decision.jobs["j"].host.as_deref(), Some("n2"), "{:?}", p.decision);
     assert_eq!(p.decision.resource_manager.as_deref(), Some("slurm"));
-    assert_eq!(p.decision.runner_args("j").as_deref(), Some("--partition=batch --nodelist=n2"));
+    assert_eq!(
+        p.decision.runner_args("j").as_deref(),
+        Some("--partition=batch --nodelist=n2")
+    );
     let p = plan(&client, "intel-1", 3, "intel").await;
     assert_eq!(p.decision.jobs["j"].host.as_deref(), Some("n1"), "{:?}", p.decision);
 
@@ -231,7 +242,11 @@ async fn inventory_follows_slurm_nodes_drain_and_jobs() {
     assert_eq!(host(&inv, "n1").1.allocated.memory.0, 1000u128 << 20);
     assert_matches_scontrol(&inv, &slurm);
     let p = plan(&client, "intel-2", 3, "intel").await;
-    assert!(!p.decision.feasible, "3 cores on n1 with 2 of 4 allocated: {:?}", p.decision.jobs);
+    assert!(
+        !p.decision.feasible,
+        "3 cores on n1 with 2 of 4 allocated: {:?}",
+        p.decision.jobs
+    );
     let p = plan(&client, "intel-3", 2, "intel").await;
     assert_eq!(p.decision.jobs["j"].host.as_deref(), Some("n1"), "2 cores still fit");
     slurm.run("scancel", &[&job]);
@@ -248,10 +263,7 @@ async fn slurm_unreachable_keeps_the_last_inventory_and_degrades() {
     let client = nats.client().await;
     let good = inventory(&client).await.inventory;
     assert_eq!(good.zones.iter().map(|z| z.hosts.len()).sum::<usize>(), 4);
-    let mut beats = client
-        .subscribe(Subjects::default().heartbeat(CLUSTER))
-        .await
-        .unwrap();
+    let mut beats = client.subscribe(Subjects::default().heartbeat(CLUSTER)).await.unwrap();
 
     slurm.stop_controller();
     // A heartbeat says the cluster is degraded.

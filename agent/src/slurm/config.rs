@@ -111,7 +111,11 @@ pub fn parse_slurm(ctx: &mut Ctx, node: &Node, base: &Path) -> SlurmConfig {
     };
     let rel = |s: String| {
         let p = PathBuf::from(s);
-        if p.is_absolute() || p.components().count() == 1 { p } else { base.join(p) }
+        if p.is_absolute() || p.components().count() == 1 {
+            p
+        } else {
+            base.join(p)
+        }
     };
     if let Some(n) = r.take("scontrol")
         && let Some(s) = ctx.nonempty_string(n, "slurm.scontrol")

@@ -117,7 +117,11 @@ pub fn map_zones(nodes: &[SlurmNode], partitions: &[SlurmPartition], cfg: &Slurm
     let rank: BTreeMap<&str, usize> = order.iter().enumerate().map(|(i, p)| (p.name.as_str(), i)).collect();
     let mut hosts: Vec<Vec<Arc<Host>>> = vec![Vec::new(); order.len()];
     for n in nodes {
-        let mut mine: Vec<usize> = n.partitions.iter().filter_map(|p| rank.get(p.as_str()).copied()).collect();
+        let mut mine: Vec<usize> = n
+            .partitions
+            .iter()
+            .filter_map(|p| rank.get(p.as_str()).copied())
+            .collect();
         mine.sort_unstable();
         let chosen = mine.iter().find(|i| order[**i].is_up()).or(mine.first()).copied();
         match chosen {
@@ -185,7 +189,10 @@ mod tests {
     fn captured_output_maps_to_zones_and_hosts() {
         let (nodes, parts) = captured();
         let m = map_zones(&nodes, &parts, &SlurmConfig::default());
-        assert_eq!(m.zones.iter().map(|z| z.name.as_str()).collect::<Vec<_>>(), ["batch", "gpu", "maint"]);
+        assert_eq!(
+            m.zones.iter().map(|z| z.name.as_str()).collect::<Vec<_>>(),
+            ["batch", "gpu", "maint"]
+        );
         let batch = zone(&m, "batch");
         // n1 is in batch and gpu: the first UP one in Slurm's order is batch.
         let names: Vec<&str> = batch.hosts.iter().map(|h| h.name.as_str()).collect();
@@ -235,14 +242,21 @@ mod tests {
             ..Default::default()
         };
         let m = map_zones(&nodes, &parts, &cfg);
-        assert_eq!(m.zones.iter().map(|z| z.name.as_str()).collect::<Vec<_>>(), ["gpu", "batch"]);
+        assert_eq!(
+            m.zones.iter().map(|z| z.name.as_str()).collect::<Vec<_>>(),
+            ["gpu", "batch"]
+        );
         let gpu = zone(&m, "gpu");
         assert_eq!(gpu.hosts.len(), 1, "n1 goes to gpu, listed first");
         assert_eq!(gpu.placement_policy, PlacementPolicy::Binpack);
         assert_eq!(gpu.priority, 1);
         assert_eq!(gpu.segment.as_deref(), Some("rack-1"));
         assert_eq!(gpu.hosts[0].capacity.devices["gpu"], 2);
-        assert_eq!(zone(&m, "batch").hosts.len(), 3, "n4 is in batch and maint: batch is UP");
+        assert_eq!(
+            zone(&m, "batch").hosts.len(),
+            3,
+            "n4 is in batch and maint: batch is UP"
+        );
         assert!(m.notes.iter().any(|n| n.contains("partition nope")), "{:?}", m.notes);
     }
 

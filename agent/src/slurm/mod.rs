@@ -63,6 +63,9 @@ mod tests {
         };
         let m = interpret(&out, &SlurmConfig::default());
         assert_eq!(m.zones[0].hosts.len(), 1);
-        assert_eq!(m.notes, ["node output line 2: node b: CPUTot: `x` is not a whole number; node skipped"]);
+        assert_eq!(
+            m.notes,
+            ["node output line 2: node b: CPUTot: `x` is not a whole number; node skipped"]
+        );
     }
 }

@@ -354,10 +354,26 @@ mod tests {
         assert_eq!(
             g,
             vec![
-                Gres { name: "gpu".into(), kind: Some("a100".into()), count: 2 },
-                Gres { name: "gpu".into(), kind: Some("v100".into()), count: 1 },
-                Gres { name: "mps".into(), kind: None, count: 1024 },
-                Gres { name: "nic".into(), kind: None, count: 1 },
+                Gres {
+                    name: "gpu".into(),
+                    kind: Some("a100".into()),
+                    count: 2
+                },
+                Gres {
+                    name: "gpu".into(),
+                    kind: Some("v100".into()),
+                    count: 1
+                },
+                Gres {
+                    name: "mps".into(),
+                    kind: None,
+                    count: 1024
+                },
+                Gres {
+                    name: "nic".into(),
+                    kind: None,
+                    count: 1
+                },
             ]
         );
         assert_eq!(counts_by_name(&g)["gpu"], 3);
@@ -374,13 +390,19 @@ mod tests {
         let rs = parse_records(include_str!("testdata/nodes-22.05.8.txt"));
         let nodes: Vec<SlurmNode> = rs.iter().map(|r| SlurmNode::from_record(r).unwrap()).collect();
         let n1 = &nodes[0];
-        assert_eq!((n1.cpus, n1.cpus_alloc, n1.memory_mib, n1.memory_alloc_mib), (4, 2, 8000, 1000));
+        assert_eq!(
+            (n1.cpus, n1.cpus_alloc, n1.memory_mib, n1.memory_alloc_mib),
+            (4, 2, 8000, 1000)
+        );
         assert_eq!(n1.features, ["intel", "ib"]);
         assert_eq!(n1.partitions, ["batch", "gpu"]);
         assert_eq!(counts_by_name(&n1.gres)["gpu"], 2);
         assert_eq!(counts_by_name(&n1.gres_used)["gpu"], 1);
         assert!(n1.state.is_on());
-        assert_eq!(nodes[1].reason.as_deref(), Some("test drain [root@2026-11-24T22:58:25]"));
+        assert_eq!(
+            nodes[1].reason.as_deref(),
+            Some("test drain [root@2026-11-24T22:58:25]")
+        );
         assert!(!nodes[1].state.is_on());
         assert_eq!(nodes[2].state.base, "FUTURE");
         assert!(nodes[2].features.is_empty());
@@ -393,14 +415,22 @@ mod tests {
         let e = SlurmNode::from_record(&rs[0]).unwrap_err();
         assert_eq!(e.to_string(), "line 1: node x: CPUTot: `four` is not a whole number");
         let rs = parse_records("NodeName=x State=IDLE CPUTot=4\n");
-        assert!(SlurmNode::from_record(&rs[0]).unwrap_err().to_string().contains("RealMemory: missing"));
+        assert!(
+            SlurmNode::from_record(&rs[0])
+                .unwrap_err()
+                .to_string()
+                .contains("RealMemory: missing")
+        );
     }
 
     #[test]
     fn captured_partitions_read() {
         let rs = parse_records(include_str!("testdata/partitions-22.05.8.txt"));
         let ps: Vec<SlurmPartition> = rs.iter().map(|r| SlurmPartition::from_record(r).unwrap()).collect();
-        assert_eq!(ps.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["batch", "gpu", "maint"]);
+        assert_eq!(
+            ps.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+            ["batch", "gpu", "maint"]
+        );
         assert!(ps[0].default && ps[0].is_up());
         assert_eq!(ps[1].priority_tier, 10);
         assert!(!ps[2].is_up());

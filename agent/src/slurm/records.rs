@@ -47,9 +47,7 @@ pub fn parse_line(line: &str) -> BTreeMap<String, String> {
     let mut starts: Vec<(usize, usize)> = Vec::new(); // (key start, '=' position)
     let mut at_word_start = true;
     for (i, c) in line.char_indices() {
-        if at_word_start
-            && let Some(eq) = key_at(&line[i..])
-        {
+        if at_word_start && let Some(eq) = key_at(&line[i..]) {
             starts.push((i, i + eq));
         }
         at_word_start = c == ' ' || c == '\t';
@@ -58,7 +56,8 @@ pub fn parse_line(line: &str) -> BTreeMap<String, String> {
     for (n, (k, eq)) in starts.iter().enumerate() {
         let end = starts.get(n + 1).map_or(line.len(), |(next, _)| *next);
         let value = line[eq + 1..end].trim();
-        out.entry(line[*k..*eq].to_string()).or_insert_with(|| value.to_string());
+        out.entry(line[*k..*eq].to_string())
+            .or_insert_with(|| value.to_string());
     }
     out
 }

@@ -169,7 +169,16 @@ mod tests {
         let mut cfg = script(dir.path(), "echo \"NodeName=x SLURM_CONF=$SLURM_CONF args=$*\"");
         cfg.slurm_conf = Some("/etc/x.conf".into());
         let out = read(&cfg).await.unwrap();
-        assert!(out.nodes.contains("SLURM_CONF=/etc/x.conf args=-d -o --future show node"), "{}", out.nodes);
-        assert!(out.partitions.contains("args=-o --all show partition"), "{}", out.partitions);
+        assert!(
+            out.nodes
+                .contains("SLURM_CONF=/etc/x.conf args=-d -o --future show node"),
+            "{}",
+            out.nodes
+        );
+        assert!(
+            out.partitions.contains("args=-o --all show partition"),
+            "{}",
+            out.partitions
+        );
     }
 }

@@ -19,5 +19,6 @@ pub mod render;
 pub mod template;
 
 pub use files::{
-    FileKind, classify, load_inventory, load_inventory_without_zones, load_workflow, parse_inventory_str, parse_workflow_str,
+    FileKind, classify, load_inventory, load_inventory_without_zones, load_workflow, parse_inventory_str,
+    parse_workflow_str,
 };

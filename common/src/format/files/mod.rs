@@ -213,7 +213,8 @@ pub fn parse_rendered_workflow(path: &Path, rendered: &str) -> Result<Loaded<Wor
 /// [`parse_rendered_workflow`].
 pub fn parse_rendered_inventory(path: &Path, rendered: &str) -> Result<Loaded<Inventory>, Diagnostics> {
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    parse_inventory_at(&rendered_label(path), &stem_of(path), rendered, Some(&base), None).map_err(|d| note_rendered(d, path))
+    parse_inventory_at(&rendered_label(path), &stem_of(path), rendered, Some(&base), None)
+        .map_err(|d| note_rendered(d, path))
 }
 
 /// Parses a workflow from text; `name` names a Fuzzfile (which has no name field) and a file of

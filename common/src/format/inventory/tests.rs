@@ -675,10 +675,15 @@ fn zones_from_elsewhere_skip_zone_references_and_refuse_zones() {
     let inv = crate::format::load_inventory_without_zones(&p, "Slurm").unwrap().value;
     assert!(inv.zones.is_empty());
     assert_eq!(inv.projects[0].zones[0].zone, "batch");
-    assert!(crate::format::load_inventory(&p).is_err(), "with files, the same references dangle");
+    assert!(
+        crate::format::load_inventory(&p).is_err(),
+        "with files, the same references dangle"
+    );
 
     std::fs::write(&p, "cluster: c\nzones:\n  z1:\n    hosts: []\n").unwrap();
-    let e = crate::format::load_inventory_without_zones(&p, "Slurm").unwrap_err().to_string();
+    let e = crate::format::load_inventory_without_zones(&p, "Slurm")
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("zones and hosts come from Slurm"), "{e}");
     assert!(e.contains("inv.yaml:3:"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
