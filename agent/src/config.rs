@@ -363,4 +363,19 @@ mod shipped {
         assert!(c.inventory.ends_with("examples/clusters/cluster-a.yaml"));
         assert!(c.validate().is_ok());
     }
+
+    /// The Slurm example (deploy/examples/slurm) loads, and its inventory loads without zones.
+    #[test]
+    fn slurm_example_loads() {
+        let p = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/examples/slurm/agent.yaml"));
+        let c = AgentConfig::load(p).unwrap();
+        let InventorySource::Slurm(s) = &c.source else {
+            panic!("the example reads Slurm")
+        };
+        assert_eq!(s.partitions[0].name, "gpu");
+        let inv = fedvol_common::format::load_inventory_without_zones(&c.inventory, "Slurm")
+            .unwrap()
+            .value;
+        assert_eq!(inv.cluster, "hpc-a");
+    }
 }

@@ -4,9 +4,9 @@
 //!
 //! Why `scontrol -o` and not `--json`: the one-line `Key=Value` form is printed the same way
 //! by every Slurm release in use (new fields are appended, never renamed), while `--json`
-//! needs the openapi and data_parser plugins, is absent from `scontrol` in 22.05 (only `sinfo`
-//! and `squeue` have it there), and changed shape with each data_parser version (v0.0.38 in
-//! 22.05, v0.0.39 in 23.02, v0.0.40 in 23.11: states became lists, numbers became objects).
+//! needs the openapi plugins, is absent from `scontrol` in 22.05 (`scontrol: unrecognized
+//! option '--json'`; `sinfo --json` prints `openapi/v0.0.38`), and its shape belongs to a
+//! plugin version that later releases replace with others whose fields differ.
 
 use std::process::Stdio;
 use std::time::Duration;
