@@ -367,7 +367,10 @@ mod shipped {
     /// The Slurm example (deploy/examples/slurm) loads, and its inventory loads without zones.
     #[test]
     fn slurm_example_loads() {
-        let p = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/examples/slurm/agent.yaml"));
+        let p = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../deploy/examples/slurm/agent.yaml"
+        ));
         let c = AgentConfig::load(p).unwrap();
         let InventorySource::Slurm(s) = &c.source else {
             panic!("the example reads Slurm")
