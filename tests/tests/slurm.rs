@@ -22,9 +22,14 @@ const CLUSTER: &str = "slurm-a";
 /// provisioner, no zones; Slurm read every 500 ms, `gpu` first and BINPACK), with its state in
 /// `dir/data` and a heartbeat every 200 ms.
 fn agent_files(dir: &Path, slurm: &SlurmCluster) -> std::path::PathBuf {
+    agent_files_every(dir, slurm, 500)
+}
+
+/// [`agent_files`] reading Slurm every `refresh_ms`.
+fn agent_files_every(dir: &Path, slurm: &SlurmCluster, refresh_ms: u64) -> std::path::PathBuf {
     let scratch = dir.join("scratch");
     std::fs::create_dir_all(&scratch).unwrap();
-    let (inventory, config) = fedvol_coordinator::devslurm::agent_files(CLUSTER, &slurm.conf(), &scratch, 500);
+    let (inventory, config) = fedvol_coordinator::devslurm::agent_files(CLUSTER, &slurm.conf(), &scratch, refresh_ms);
     std::fs::write(dir.join("inventory.yaml"), inventory).unwrap();
     let cfg = dir.join("agent.yaml");
     std::fs::write(
@@ -323,4 +328,30 @@ async fn slurm_unreachable_keeps_the_last_inventory_and_degrades() {
     assert!(back.is_some(), "the source did not recover: {}", agent.log());
     assert!(agent.log().contains("Slurm answers again"));
     assert!(!agent.log().contains("panicked"));
+}
+
+/// On demand: with a refresh interval of ten minutes, SIGHUP reads Slurm at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reads_slurm_at_once() {
+    let slurm = SlurmCluster::start().await;
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let agent = start_agent(&nats, &agent_files_every(dir.path(), &slurm, 600_000)).await;
+    let client = nats.client().await;
+    let before = inventory(&client).await.inventory;
+    assert_eq!(host(&before, "n2").1.power, PowerState::On);
+    slurm.run("scontrol", &["update", "nodename=n2", "state=drain", "reason=test"]);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let still = inventory(&client).await.inventory;
+    assert_eq!(still.version, before.version, "no reading before the interval");
+    agent.signal(nix::sys::signal::Signal::SIGHUP);
+    let after = poll(Duration::from_secs(5), || async {
+        let i = inventory(&client).await.inventory;
+        (host(&i, "n2").1.power == PowerState::Off).then_some(i)
+    })
+    .await
+    .expect("n2 off after SIGHUP");
+    assert_ne!(after.version, before.version);
+    let p = plan(&client, "after-hup", 2, "amd").await;
+    assert!(!p.decision.feasible, "{:?}", p.decision.jobs);
 }
