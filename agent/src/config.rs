@@ -17,6 +17,17 @@ pub enum StateStore {
     Jetstream,
 }
 
+/// Where the agent's zones and hosts come from.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum InventorySource {
+    /// The inventory file (and its includes): everything, zones and hosts included.
+    #[default]
+    Files,
+    /// Slurm (issue 17): zones and hosts from the controller, read on an interval; the
+    /// inventory file gives provisioners, volumes and projects and has no `zones:`.
+    Slurm(crate::slurm::SlurmConfig),
+}
+
 /// Everything the agent needs to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentConfig {
@@ -57,6 +68,9 @@ pub struct AgentConfig {
     /// Where to serve `/metrics`, `/healthz` and `/readyz` (`metricsListen`, `IP:PORT`); `None`
     /// (the default): no metrics server.
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Where zones and hosts come from (`inventorySource: files | slurm`, with the `slurm:`
+    /// block; default files).
+    pub source: InventorySource,
 }
 
 impl AgentConfig {
@@ -78,6 +92,7 @@ impl AgentConfig {
             state_replicas: 1,
             max_body_bytes: fedvol_proto::DEFAULT_MAX_BODY_BYTES,
             metrics_listen: None,
+            source: InventorySource::Files,
         }
     }
 
@@ -182,6 +197,24 @@ impl AgentConfig {
         }
         if let Some(n) = r.take("nats") {
             cfg.nats = parse_nats(&mut ctx, n, "nats", &base);
+        }
+        let source = r.take("inventorySource").and_then(|n| {
+            ctx.one_of(n, "inventorySource", &["files", "slurm"])
+                .map(|v| (v, n.span))
+        });
+        let slurm = r
+            .take("slurm")
+            .map(|n| (crate::slurm::config::parse_slurm(&mut ctx, n, &base), n.span));
+        match (source, slurm) {
+            (Some(("slurm", _)), slurm) => {
+                cfg.source = InventorySource::Slurm(slurm.map(|(s, _)| s).unwrap_or_default())
+            }
+            (_, Some((_, span))) => ctx.error(
+                span,
+                "slurm",
+                "`slurm:` is read only with `inventorySource: slurm`; add it, or remove `slurm:`",
+            ),
+            _ => {}
         }
         r.finish(&mut ctx);
         ctx.finish(cfg)
@@ -292,6 +325,66 @@ nats: {inboxPrefix: _INBOX_agent-a}
 }
 
 #[cfg(test)]
+mod slurm_block {
+    use super::*;
+    use fedvol_common::model::PlacementPolicy;
+
+    #[test]
+    fn slurm_source_and_its_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("agent.yaml");
+        std::fs::write(
+            &p,
+            "inventory: i.yaml
+inventorySource: slurm
+slurm:
+  slurmConf: etc/slurm.conf
+  refreshMs: 500
+  partitions:
+    gpu: {priority: 1, placementPolicy: BINPACK, tags: [\"accel:gpu\"]}
+    batch:
+  devices: {gpu: gpu}
+",
+        )
+        .unwrap();
+        let c = AgentConfig::load(&p).unwrap();
+        let InventorySource::Slurm(s) = c.source else {
+            panic!("slurm source")
+        };
+        assert_eq!(s.slurm_conf, Some(dir.path().join("etc/slurm.conf")));
+        assert_eq!(
+            s.scontrol,
+            PathBuf::from("scontrol"),
+            "a bare name is looked up on PATH"
+        );
+        assert_eq!(s.refresh_ms, 500);
+        assert_eq!(s.partitions.len(), 2);
+        assert_eq!(s.partitions[0].placement_policy, Some(PlacementPolicy::Binpack));
+        assert_eq!(s.partitions[1].name, "batch");
+        assert_eq!(s.device_name("gpu"), "gpu");
+    }
+
+    #[test]
+    fn slurm_mistakes_are_positioned() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("agent.yaml");
+        std::fs::write(&p, "inventory: i.yaml\nslurm:\n  refreshMS: 5\n").unwrap();
+        let e = AgentConfig::load(&p).unwrap_err().to_string();
+        assert!(e.contains("did you mean `refreshMs`"), "{e}");
+        assert!(e.contains("agent.yaml:3:"), "{e}");
+        assert!(e.contains("only with `inventorySource: slurm`"), "{e}");
+        std::fs::write(
+            &p,
+            "inventory: i.yaml\ninventorySource: slurm\nslurm: {refreshMs: 5, partitions: {p: {placementPolicy: PACK}}}\n",
+        )
+        .unwrap();
+        let e = AgentConfig::load(&p).unwrap_err().to_string();
+        assert!(e.contains("slurm.refreshMs"), "{e}");
+        assert!(e.contains("slurm.partitions.p.placementPolicy"), "{e}");
+    }
+}
+
+#[cfg(test)]
 mod shipped {
     use super::*;
 
@@ -303,5 +396,23 @@ mod shipped {
         assert_eq!(c.cluster.as_deref(), Some("cluster-a"));
         assert!(c.inventory.ends_with("examples/clusters/cluster-a.yaml"));
         assert!(c.validate().is_ok());
+    }
+
+    /// The Slurm example (deploy/examples/slurm) loads, and its inventory loads without zones.
+    #[test]
+    fn slurm_example_loads() {
+        let p = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../deploy/examples/slurm/agent.yaml"
+        ));
+        let c = AgentConfig::load(p).unwrap();
+        let InventorySource::Slurm(s) = &c.source else {
+            panic!("the example reads Slurm")
+        };
+        assert_eq!(s.partitions[0].name, "gpu");
+        let inv = fedvol_common::format::load_inventory_without_zones(&c.inventory, "Slurm")
+            .unwrap()
+            .value;
+        assert_eq!(inv.cluster, "hpc-a");
     }
 }

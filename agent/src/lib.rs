@@ -11,4 +11,5 @@ pub mod endpoints;
 pub mod metrics;
 pub mod run;
 pub mod service;
+pub mod slurm;
 pub mod state;

@@ -10,7 +10,7 @@ use fedvol_common::model::Inventory;
 use fedvol_proto::agent::Heartbeat;
 use fedvol_proto::{Subjects, now_ms};
 
-use crate::config::{AgentConfig, StateStore};
+use crate::config::{AgentConfig, InventorySource, StateStore};
 use crate::drivers::Drivers;
 use crate::service::{Shared, lock, serve};
 use crate::state::Core;
@@ -55,7 +55,13 @@ pub fn load_checked(cfg: &AgentConfig) -> Result<Inventory, StartError> {
     for n in &loaded.notices {
         tracing::info!(notice = %n, "inventory notice");
     }
-    let inv = loaded.value;
+    check_cluster(cfg, loaded.value)
+}
+
+/// Returns `inv` when its cluster is the one the configuration names (or it names none).
+///
+/// Errors: [`StartError::Config`] naming both clusters.
+pub fn check_cluster(cfg: &AgentConfig, inv: Inventory) -> Result<Inventory, StartError> {
     if let Some(c) = &cfg.cluster
         && c != &inv.cluster
     {
@@ -204,7 +210,13 @@ async fn start_obs(cfg: &AgentConfig, cluster: &str) -> Result<Obs, StartError> 
 /// Errors: any [`StartError`] before serving begins.
 pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
     cfg.validate().map_err(StartError::Config)?;
-    let inv = load_checked(&cfg)?;
+    let (inv, live) = match &cfg.source {
+        InventorySource::Files => (load_checked(&cfg)?, None),
+        InventorySource::Slurm(slurm) => {
+            let (live, inv) = crate::slurm::source::Live::start(&cfg, slurm).await?;
+            (inv, Some(live))
+        }
+    };
     let cluster = inv.cluster.clone();
     let subjects = Subjects::new(&cfg.subject_prefix);
     let obs = start_obs(&cfg, &cluster).await?;
@@ -239,7 +251,8 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
         volumes = snapshot.volumes.len(),
         "state loaded"
     );
-    let core = Core::new(&cluster, inv, store, Ledger::from_snapshot(snapshot), cfg.hold_ttl_ms);
+    let mut core = Core::new(&cluster, inv, store, Ledger::from_snapshot(snapshot), cfg.hold_ttl_ms);
+    core.set_source(live.as_ref().map(|l| l.status()));
     let mut drivers = Drivers::new(Some(client.clone()), &cluster, subjects.clone(), Default::default());
     if let Some(root) = &cfg.storage_root {
         tracing::warn!(root = %root.display(), "development sandbox: every volume is a directory under this root");
@@ -263,14 +276,19 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
             let mut tick = tokio::time::interval(Duration::from_millis(interval));
             loop {
                 tick.tick().await;
-                let (version, holds, load) = {
+                let (version, holds, load, degraded) = {
                     let mut core = lock(&shared);
                     match core.sweep(now_ms()) {
                         Ok(gone) if !gone.is_empty() => tracing::info!(expired = ?gone, "holds expired"),
                         Ok(_) => {}
                         Err(e) => crate::service::store_failed(&e),
                     }
-                    (core.inventory_version().to_string(), core.hold_count(), core.load())
+                    (
+                        core.inventory_version().to_string(),
+                        core.hold_count(),
+                        core.load(),
+                        core.degraded(),
+                    )
                 };
                 let hb = Heartbeat {
                     cluster: shared.cluster.clone(),
@@ -281,6 +299,7 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
                     sent_ms: now_ms(),
                     interval_ms: interval,
                     state_generation: generation.clone(),
+                    degraded,
                 };
                 let body = fedvol_proto::encode(&hb);
                 if let Err(e) = client.publish(subjects.heartbeat(&shared.cluster), body).await {
@@ -290,8 +309,10 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
         });
     }
 
-    // Reload on SIGHUP and on file change.
-    {
+    // Reload on SIGHUP and on file change; with Slurm, also read it on its interval.
+    if let Some(live) = live {
+        crate::slurm::source::spawn(live, shared.clone());
+    } else {
         let (cfg, shared) = (cfg.clone(), shared.clone());
         tokio::spawn(async move {
             let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {

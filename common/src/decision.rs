@@ -347,9 +347,37 @@ pub struct ClusterDecision {
     /// Host capacity the plan needs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allocations: Vec<HostAllocation>,
+    /// The resource manager whose partitions and nodes the zones and hosts are (issue 17:
+    /// `slurm`), when the agent read them from one: a runner then submits each job with
+    /// `--partition=<zone> --nodelist=<host(s)>` ([`ClusterDecision::runner_args`]). Absent
+    /// for inventory files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_manager: Option<String>,
 }
 
 impl ClusterDecision {
+    /// The arguments a workflow runner gives the resource manager to run `job` where this
+    /// decision placed it: for Slurm, `--partition=<zone> --nodelist=<host>[,<host>...]`
+    /// (`--nodes=<n>` too for a multi-host job). `None` when the cluster has no resource manager
+    /// or the job was not placed. fedvol submits nothing itself.
+    pub fn runner_args(&self, job: &str) -> Option<String> {
+        if self.resource_manager.as_deref() != Some("slurm") {
+            return None;
+        }
+        let j = self.jobs.get(job)?;
+        let zone = j.zone.as_deref()?;
+        let hosts = if j.hosts.is_empty() {
+            vec![j.host.clone()?]
+        } else {
+            j.hosts.clone()
+        };
+        let mut args = format!("--partition={zone} --nodelist={}", hosts.join(","));
+        if hosts.len() > 1 {
+            args.push_str(&format!(" --nodes={}", hosts.len()));
+        }
+        Some(args)
+    }
+
     /// An answer-less slot (timed out, unreachable, error) with `elapsed_ms`.
     pub fn without_answer(status: ClusterStatus, elapsed_ms: f64, error: Option<Reason>) -> Self {
         ClusterDecision {
@@ -365,6 +393,7 @@ impl ClusterDecision {
             load: 0.0,
             holds_named_volume: false,
             allocations: Vec::new(),
+            resource_manager: None,
         }
     }
 }
@@ -397,4 +426,41 @@ pub struct Decision {
     /// The cross-cluster choice, rule by rule.
     #[serde(default)]
     pub choice: Vec<ChoiceStep>,
+}
+
+#[cfg(test)]
+mod runner_tests {
+    use super::*;
+
+    #[test]
+    fn runner_args_for_slurm_clusters_only() {
+        let mut c = ClusterDecision::without_answer(ClusterStatus::Answered, 1.0, None);
+        c.jobs.insert(
+            "one".into(),
+            JobDecision {
+                zone: Some("gpu".into()),
+                host: Some("n1".into()),
+                ..Default::default()
+            },
+        );
+        c.jobs.insert(
+            "many".into(),
+            JobDecision {
+                zone: Some("batch".into()),
+                host: Some("n1".into()),
+                hosts: vec!["n1".into(), "n2".into()],
+                ..Default::default()
+            },
+        );
+        c.jobs.insert("unplaced".into(), JobDecision::default());
+        assert_eq!(c.runner_args("one"), None, "no resource manager");
+        c.resource_manager = Some("slurm".into());
+        assert_eq!(c.runner_args("one").as_deref(), Some("--partition=gpu --nodelist=n1"));
+        assert_eq!(
+            c.runner_args("many").as_deref(),
+            Some("--partition=batch --nodelist=n1,n2 --nodes=2")
+        );
+        assert_eq!(c.runner_args("unplaced"), None);
+        assert_eq!(c.runner_args("absent"), None);
+    }
 }

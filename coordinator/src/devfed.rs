@@ -41,10 +41,18 @@ pub enum DevError {
         /// Its log file.
         log: String,
     },
+    /// `--slurm` was asked for and a Slurm or munge program is missing.
+    #[error(
+        "`{0}` not found: `fedvol dev --slurm` needs Slurm and munge (Debian: apt-get install slurmctld slurmd munge)"
+    )]
+    NoSlurm(String),
     /// The temporary directory could not be made.
     #[error("cannot create a temporary directory: {0}")]
     Temp(std::io::Error),
 }
+
+/// The cluster whose agent reads the local Slurm (`fedvol dev --slurm`).
+pub const SLURM_CLUSTER: &str = "slurm-local";
 
 /// One started process and its log.
 struct Proc {
@@ -185,8 +193,32 @@ impl DevFederation {
         nats_server: Option<&Path>,
         clusters_dir: &Path,
         bin_dir: Option<&Path>,
+        progress: impl FnMut(&str),
+    ) -> Result<DevFederation, DevError> {
+        Self::start_with(nats_server, clusters_dir, bin_dir, false, progress)
+    }
+
+    /// [`DevFederation::start`], plus, with `slurm`, a local Slurm (issue 17:
+    /// [`crate::devslurm`]: munged, slurmctld, two slurmd) and an agent of cluster
+    /// [`SLURM_CLUSTER`] whose zones and hosts are that Slurm's partitions and nodes, read every
+    /// second.
+    ///
+    /// Errors: those of [`DevFederation::start`]; with `slurm`, a missing Slurm or munge program
+    /// or a daemon that does not come up.
+    pub fn start_with(
+        nats_server: Option<&Path>,
+        clusters_dir: &Path,
+        bin_dir: Option<&Path>,
+        slurm: bool,
         mut progress: impl FnMut(&str),
     ) -> Result<DevFederation, DevError> {
+        if slurm
+            && let Some(p) = crate::devslurm::PROGRAMS
+                .iter()
+                .find(|p| crate::devslurm::which(p).is_none())
+        {
+            return Err(DevError::NoSlurm(p.to_string()));
+        }
         let nats_bin = match nats_server {
             Some(p) if p.is_file() => p.to_path_buf(),
             Some(p) => return Err(DevError::NoNatsServer(format!(" at {}", p.display()))),
@@ -288,7 +320,104 @@ impl DevFederation {
             ));
             fed.clusters.push(name);
         }
+        if slurm {
+            fed.start_slurm(&agent_bin, &mut progress)?;
+        }
         Ok(fed)
+    }
+
+    /// The local Slurm's `slurm.conf`, when it runs (`SLURM_CONF=... sinfo`).
+    pub fn slurm_conf(&self) -> Option<PathBuf> {
+        let conf = self.dir.path().join("slurm/slurm.conf");
+        conf.is_file().then_some(conf)
+    }
+
+    fn start_slurm(&mut self, agent_bin: &Path, progress: &mut impl FnMut(&str)) -> Result<(), DevError> {
+        use crate::devslurm::{REAL_NODES, which, write_cluster};
+        let t = Instant::now();
+        let dir = self.dir.path().join("slurm");
+        let files = write_cluster(&dir).map_err(DevError::Temp)?;
+        let prog = |name: &str| which(name).ok_or_else(|| DevError::NoSlurm(name.to_string()));
+        let conf = files.conf.display().to_string();
+        let i = self.spawn("munged", &prog("munged")?, &files.munged_args())?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !files.munge_socket.exists() {
+            if Instant::now() > deadline {
+                return Err(DevError::Start {
+                    what: "munged".into(),
+                    message: "no socket within 10 s".into(),
+                    log: self.procs[i].log.display().to_string(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.spawn(
+            "slurmctld",
+            &prog("slurmctld")?,
+            &["-D".into(), "-f".into(), conf.clone()],
+        )?;
+        for n in REAL_NODES {
+            let args = ["-D".into(), "-f".into(), conf.clone(), "-N".into(), n.to_string()];
+            self.spawn(&format!("slurmd-{n}"), &prog("slurmd")?, &args)?;
+        }
+        let sinfo = prog("sinfo")?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let out = Command::new(&sinfo)
+                .args(["-h", "-N", "-n", "n1,n2", "-o", "%N %T"])
+                .env("SLURM_CONF", &files.conf)
+                .output();
+            let idle = out
+                .as_ref()
+                .map(|o| {
+                    String::from_utf8_lossy(&o.stdout)
+                        .lines()
+                        .filter(|l| l.ends_with(" idle"))
+                        .count()
+                })
+                .unwrap_or(0);
+            if idle >= REAL_NODES.len() {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(DevError::Start {
+                    what: "slurm".into(),
+                    message: "the nodes did not become idle within 30 s".into(),
+                    log: dir.join("log/slurmctld.log").display().to_string(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        progress(&format!(
+            "slurm            SLURM_CONF={}  {:.1} s",
+            files.conf.display(),
+            t.elapsed().as_secs_f64()
+        ));
+
+        let t = Instant::now();
+        let agent_dir = self.dir.path().join("agents").join(SLURM_CLUSTER);
+        let scratch = self.dir.path().join("storage").join(SLURM_CLUSTER);
+        std::fs::create_dir_all(&agent_dir).map_err(DevError::Temp)?;
+        std::fs::create_dir_all(&scratch).map_err(DevError::Temp)?;
+        let (inventory, config) = crate::devslurm::agent_files(SLURM_CLUSTER, &files.conf, &scratch, 1000);
+        std::fs::write(agent_dir.join("inventory.yaml"), inventory).map_err(DevError::Temp)?;
+        let cfg = agent_dir.join("agent.yaml");
+        std::fs::write(&cfg, format!("{config}dataDir: data\nheartbeatMs: 500\n")).map_err(DevError::Temp)?;
+        let args = vec![
+            "--config".to_string(),
+            cfg.display().to_string(),
+            "--nats".into(),
+            self.url.clone(),
+            "--init".into(),
+        ];
+        let i = self.spawn(&format!("agent-{SLURM_CLUSTER}"), agent_bin, &args)?;
+        self.wait_for(i, |l| l.contains("endpoints ready"), Duration::from_secs(30))?;
+        progress(&format!(
+            "agent {SLURM_CLUSTER:<10} zones and hosts from Slurm  {:.1} s",
+            t.elapsed().as_secs_f64()
+        ));
+        self.clusters.push(SLURM_CLUSTER.to_string());
+        Ok(())
     }
 
     /// The log files, by process name.
@@ -298,6 +427,18 @@ impl DevFederation {
 
     /// Stops every process (SIGTERM, then SIGKILL after 3 s), agents first, nats-server last.
     pub fn stop(&mut self) {
+        // Jobs of the local Slurm outlive its slurmd (slurmstepd runs them): cancel them first.
+        if let (Some(conf), Some(scancel)) = (self.slurm_conf(), crate::devslurm::which("scancel"))
+            && !self.procs.is_empty()
+        {
+            let _ = Command::new(scancel)
+                .args(["--full", "-u", "root"])
+                .env("SLURM_CONF", conf)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
         for p in self.procs.iter_mut().rev() {
             let pid = nix::unistd::Pid::from_raw(p.child.id() as i32);
             let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);

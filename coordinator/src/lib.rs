@@ -8,6 +8,7 @@ pub mod cli;
 pub mod client;
 pub mod daemon;
 pub mod devfed;
+pub mod devslurm;
 pub mod feed;
 pub mod render;
 pub mod ui;

@@ -307,6 +307,47 @@ pub struct StatusReply {
     pub host_use: BTreeMap<String, Resources>,
     /// Cluster load in [0, 1].
     pub load: f64,
+    /// Where the zones and hosts come from when not from the inventory file (issue 17: `slurm`),
+    /// and whether the last reading worked. Absent with the files source and from earlier
+    /// releases (an optional addition: DESIGN §5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceStatus>,
+}
+
+/// The state of a live inventory source (issue 17): the agent reads its zones and hosts from
+/// the cluster's resource manager on an interval, and keeps serving its last good reading when
+/// a reading fails.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SourceStatus {
+    /// The source: `slurm`.
+    pub source: String,
+    /// When the zones and hosts being served were read, ms since the epoch; 0 = never (the
+    /// agent serves no zones yet).
+    pub read_ms: u64,
+    /// Readings that failed in a row since the last good one.
+    #[serde(default)]
+    pub failures: u64,
+    /// The last reading's error, when it failed: the cluster is degraded (it serves an
+    /// inventory that may be stale).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl SourceStatus {
+    /// The one-line reason the cluster is degraded, when it is: `slurm unreadable since ...
+    /// (N failed readings): <error>; serving the reading of <ms>`.
+    pub fn degraded(&self) -> Option<String> {
+        let e = self.error.as_ref()?;
+        let serving = if self.read_ms == 0 {
+            "no zones read yet".to_string()
+        } else {
+            format!("serving the reading of {} ms since the epoch", self.read_ms)
+        };
+        Some(format!(
+            "{} unreadable ({} failed readings in a row): {e}; {serving}",
+            self.source, self.failures
+        ))
+    }
 }
 
 /// The answer to inventory: the effective inventory (files plus fedvol's changes; driver
@@ -344,6 +385,11 @@ pub struct Heartbeat {
     /// commits it had are restored (issue 20).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub state_generation: String,
+    /// Why the cluster is degraded, when it is (issue 17: its live inventory source could not
+    /// be read and it serves its last good reading). Absent when healthy and from earlier
+    /// releases (an optional addition: DESIGN §5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub degraded: Option<String>,
 }
 
 /// The plan endpoint.

@@ -196,6 +196,10 @@ pub struct ClusterInfo {
     pub holds: usize,
     /// Replica instances heard from.
     pub instances: Vec<String>,
+    /// Why the cluster is degraded, from its last heartbeat (issue 17: its live inventory
+    /// source is unreadable and it serves its last good reading); absent when healthy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub degraded: Option<String>,
 }
 
 /// The answer to clusters.

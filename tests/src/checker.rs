@@ -634,6 +634,7 @@ mod tests {
                 volumes: Vec::new(),
                 host_use,
                 load: 0.0,
+                source: None,
             },
             hosts: BTreeMap::from([(
                 "z1/h0".to_string(),

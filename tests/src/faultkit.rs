@@ -271,6 +271,7 @@ pub fn heartbeats(
                 sent_ms: fedvol_proto::now_ms(),
                 interval_ms,
                 state_generation: String::new(),
+                degraded: None,
             };
             let _ = client.publish(subject.clone(), fedvol_proto::encode(&hb)).await;
             tokio::time::sleep(Duration::from_millis(interval_ms)).await;

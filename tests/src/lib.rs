@@ -39,6 +39,7 @@ pub mod logs;
 pub mod nats;
 pub mod process;
 pub mod prometheus;
+pub mod slurm;
 
 pub use bins::bin_path;
 pub use logs::LogCapture;

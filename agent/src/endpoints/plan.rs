@@ -30,11 +30,17 @@ pub async fn handle(shared: Arc<Shared>, msg: PlanMsg) -> Option<Result<PlanRepl
             if msg.reserve {
                 lock(&sh).plan_and_hold(&msg, now_ms()).map_err(|e| e.to_string())
             } else {
-                let (inv, state) = lock(&sh).snapshot_for(&msg.request.request_id);
+                let (inv, state, manager) = {
+                    let core = lock(&sh);
+                    let (inv, state) = core.snapshot_for(&msg.request.request_id);
+                    (inv, state, core.resource_manager())
+                };
+                let mut decision = plan_cluster(&inv, &state, &msg.request);
+                decision.resource_manager = manager;
                 Ok(PlanReply {
                     request_id: msg.request.request_id.clone(),
                     cluster: sh.cluster.clone(),
-                    decision: plan_cluster(&inv, &state, &msg.request),
+                    decision,
                     hold: None,
                 })
             }

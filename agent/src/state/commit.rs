@@ -119,7 +119,8 @@ impl Core {
     /// Errors: the store write failed (nothing is held).
     fn admit(&mut self, request: &PlanRequest, now_ms: u64) -> Result<Result<Hold, Box<ActionReply>>, CoreError> {
         self.sweep(now_ms)?;
-        let decision = plan_cluster(&self.effective, &self.state, request);
+        let mut decision = plan_cluster(&self.effective, &self.state, request);
+        decision.resource_manager = self.resource_manager();
         if !decision.feasible {
             let (code, why) = if self.fits_without_holds(request) {
                 (

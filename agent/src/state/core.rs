@@ -103,6 +103,8 @@ pub struct Core {
     /// in memory (a commit delayed past an agent restart is past its deadline and dropped).
     pub(super) released: std::collections::HashMap<String, (u32, u64)>,
     pub(super) default_ttl_ms: u64,
+    /// The live inventory source's state (issue 17), `None` with the files source.
+    pub(super) source: Option<fedvol_proto::agent::SourceStatus>,
 }
 
 /// A volume event at `now_ms`.
@@ -157,7 +159,26 @@ impl Core {
             in_flight: HashSet::new(),
             released: std::collections::HashMap::new(),
             default_ttl_ms,
+            source: None,
         }
+    }
+
+    /// Records the live inventory source's state (shown by status, and in heartbeats as
+    /// `degraded` while its readings fail).
+    pub fn set_source(&mut self, status: Option<fedvol_proto::agent::SourceStatus>) {
+        self.source = status;
+    }
+
+    /// The resource manager the zones and hosts come from (`slurm`), for the decisions'
+    /// `resource_manager`; `None` with inventory files.
+    pub fn resource_manager(&self) -> Option<String> {
+        self.source.as_ref().map(|s| s.source.clone())
+    }
+
+    /// Why the cluster is degraded, when it is: its live inventory source cannot be read
+    /// ([`fedvol_proto::agent::SourceStatus::degraded`]).
+    pub fn degraded(&self) -> Option<String> {
+        self.source.as_ref().and_then(|s| s.degraded())
     }
 
     /// The cluster's name.

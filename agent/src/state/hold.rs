@@ -23,7 +23,8 @@ impl Core {
             return Ok(c.plan_reply.clone());
         }
         self.sweep(now_ms)?;
-        let decision = plan_cluster(&self.effective, &self.state, &msg.request);
+        let mut decision = plan_cluster(&self.effective, &self.state, &msg.request);
+        decision.resource_manager = self.resource_manager();
         let mut reply = PlanReply {
             request_id: id.clone(),
             cluster: self.cluster.clone(),

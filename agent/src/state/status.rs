@@ -110,6 +110,7 @@ impl Core {
                 .collect(),
             host_use: self.ledger.host_use(),
             load: self.load(),
+            source: self.source.clone(),
         }
     }
 }

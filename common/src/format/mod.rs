@@ -18,4 +18,7 @@ pub mod kube;
 pub mod render;
 pub mod template;
 
-pub use files::{FileKind, classify, load_inventory, load_workflow, parse_inventory_str, parse_workflow_str};
+pub use files::{
+    FileKind, classify, load_inventory, load_inventory_without_zones, load_workflow, parse_inventory_str,
+    parse_workflow_str,
+};

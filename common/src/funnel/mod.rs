@@ -86,6 +86,7 @@ pub fn plan_cluster(inv: &Inventory, state: &ClusterState, req: &PlanRequest) ->
         load: cluster_load(inv),
         holds_named_volume,
         allocations: placed.allocations,
+        resource_manager: None,
     }
 }
 

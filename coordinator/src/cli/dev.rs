@@ -25,6 +25,11 @@ pub struct DevArgs {
     /// Where fedvol-agent and fedvol-coordinator are (default: next to this fedvol, else PATH).
     #[arg(long, value_name = "DIR")]
     pub bin_dir: Option<PathBuf>,
+    /// Also run a local Slurm (munged, slurmctld, two slurmd on loopback) and one more agent,
+    /// cluster `slurm-local`, whose zones and hosts are that Slurm's partitions and nodes
+    /// (needs Debian's slurmctld, slurmd and munge; run as root).
+    #[arg(long)]
+    pub slurm: bool,
 }
 
 /// Options of `fedvol demo`.
@@ -40,9 +45,13 @@ pub struct DemoArgs {
 
 fn start(a: &DevArgs) -> Result<DevFederation, u8> {
     eprintln!("starting a local federation from {} ...", a.clusters.display());
-    DevFederation::start(a.nats_server.as_deref(), &a.clusters, a.bin_dir.as_deref(), |line| {
-        eprintln!("  {line}")
-    })
+    DevFederation::start_with(
+        a.nats_server.as_deref(),
+        &a.clusters,
+        a.bin_dir.as_deref(),
+        a.slurm,
+        |line| eprintln!("  {line}"),
+    )
     .map_err(|e| {
         eprintln!("error: {e}");
         EXIT_BAD_INPUT
@@ -118,6 +127,19 @@ pub fn dev(a: &DevArgs) -> u8 {
         println!("  fedvol decisions show <ID>");
         println!("  fedvol why-not <ID> --cluster cluster-a --host a-east-2");
         println!("  fedvol complete <ID>");
+        if let Some(conf) = fed.slurm_conf() {
+            println!(
+                "\nSlurm ({}'s zones and hosts, read every second):",
+                crate::devfed::SLURM_CLUSTER
+            );
+            println!("  export SLURM_CONF={}", conf.display());
+            println!("  sinfo; scontrol show node");
+            println!("  scontrol update nodename=n2 state=drain reason=try   # n2 leaves the next plan");
+            println!("  sbatch -w n1 -c 2 --mem=1000 --wrap 'sleep 300'     # n1's free capacity shrinks");
+            println!(
+                "  fedvol submit deploy/examples/slurm/workflow.yaml    # decisions show: sbatch --partition/--nodelist"
+            );
+        }
         println!("\nCtrl-C stops everything and removes {}", fed.dir.path().display());
         wait_for_stop().await;
         if let Ok(p) = &context {

@@ -740,7 +740,14 @@ pub fn clusters(a: &ClustersArgs) -> u8 {
                             c.instances.len().to_string(),
                         ]);
                     }
-                    format!("{t}\n")
+                    let mut text = format!("{t}\n");
+                    for c in &r.clusters {
+                        if let Some(why) = &c.degraded {
+                            let why: String = why.chars().map(|ch| if ch.is_control() { '?' } else { ch }).collect();
+                            text.push_str(&format!("{} is degraded: {why}\n", c.name));
+                        }
+                    }
+                    text
                 });
                 if ok { EXIT_OK } else { EXIT_BAD_INPUT }
             }

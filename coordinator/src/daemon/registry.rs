@@ -50,6 +50,8 @@ struct Entry {
     last_timeout_ms: u64,
     /// The agent's state generation from its latest heartbeat (empty: none said).
     state_generation: String,
+    /// Why the agent said it is degraded in its latest heartbeat (issue 17).
+    degraded: Option<String>,
 }
 
 impl Entry {
@@ -65,6 +67,7 @@ impl Entry {
             consecutive_timeouts: 0,
             last_timeout_ms: 0,
             state_generation: String::new(),
+            degraded: None,
         }
     }
 
@@ -110,6 +113,7 @@ impl Registry {
         e.inventory_version = hb.inventory_version.clone();
         e.load = hb.load;
         e.holds = hb.holds;
+        e.degraded = hb.degraded.clone();
         if hb.interval_ms > 0 {
             e.interval_ms = hb.interval_ms;
         }
@@ -247,6 +251,7 @@ impl Registry {
                     load: e.load,
                     holds: e.holds,
                     instances,
+                    degraded: e.degraded.clone(),
                 }
             })
             .collect()
@@ -267,7 +272,19 @@ mod tests {
             sent_ms,
             interval_ms,
             state_generation: String::new(),
+            degraded: None,
         }
+    }
+
+    #[test]
+    fn degraded_follows_the_latest_heartbeat() {
+        let mut r = Registry::new();
+        let mut h = hb("a", "a-1", 1000, 100);
+        h.degraded = Some("slurm unreadable".into());
+        r.heartbeat(&h, 1000);
+        assert_eq!(r.info(1000)[0].degraded.as_deref(), Some("slurm unreadable"));
+        r.heartbeat(&hb("a", "a-1", 1100, 100), 1100);
+        assert_eq!(r.info(1100)[0].degraded, None);
     }
 
     #[test]

@@ -307,6 +307,20 @@ pub fn render(d: &Decision) -> String {
             fill(&mut jt, &header, rows);
             out.push_str(&jt.to_string());
             out.push('\n');
+            let runs: Vec<(String, String)> = c
+                .jobs
+                .keys()
+                .filter_map(|k| c.runner_args(k).map(|a| (k.clone(), a)))
+                .collect();
+            if !runs.is_empty() {
+                let rm = c.resource_manager.as_deref().unwrap_or_default();
+                out.push_str(&format!(
+                    "  run with {rm} (fedvol submits no job; give the runner these arguments):\n"
+                ));
+                for (k, a) in runs {
+                    out.push_str(&format!("    {k}: sbatch {a} ...\n"));
+                }
+            }
         }
     }
 

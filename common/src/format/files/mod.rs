@@ -13,7 +13,7 @@ pub(crate) use classify::load_docs;
 pub use classify::{FileKind, classify, classify_rendered};
 
 use crate::format::fuzzfile::{parse_fuzzfile, parse_rendered_fuzzfile};
-use crate::format::inventory::{IncludedFile, parse_inventory};
+use crate::format::inventory::{IncludedFile, parse_inventory_with};
 use crate::format::kube::notice;
 use crate::model::{Inventory, Workflow};
 use crate::yaml::{Diagnostic, Diagnostics, Limits, LoadError, Span};
@@ -90,14 +90,30 @@ fn stem_of(path: &Path) -> String {
 pub fn load_inventory(path: &Path) -> Result<Loaded<Inventory>, Diagnostics> {
     let text = read_text(path)?;
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    parse_inventory_at(&path.display().to_string(), &stem_of(path), &text, Some(&base))
+    parse_inventory_at(&path.display().to_string(), &stem_of(path), &text, Some(&base), None)
+}
+
+/// [`load_inventory`] for an agent whose zones and hosts come from a live source named
+/// `source` (e.g. `Slurm`): the file gives provisioners, volumes and projects; a `zones:`
+/// section is an error naming the source, and zone and host references are not checked (see
+/// [`crate::format::inventory::parse_inventory_with`]).
+pub fn load_inventory_without_zones(path: &Path, source: &str) -> Result<Loaded<Inventory>, Diagnostics> {
+    let text = read_text(path)?;
+    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    parse_inventory_at(
+        &path.display().to_string(),
+        &stem_of(path),
+        &text,
+        Some(&base),
+        Some(source),
+    )
 }
 
 /// Parses an inventory from text; `label` names it in messages (and its stem names the
 /// cluster when the text has no `cluster:`); `base_dir` resolves `include:` paths (with `None`,
 /// an `include:` is an error).
 pub fn parse_inventory_str(label: &str, text: &str, base_dir: Option<&Path>) -> Result<Loaded<Inventory>, Diagnostics> {
-    parse_inventory_at(label, &stem_of(Path::new(label)), text, base_dir)
+    parse_inventory_at(label, &stem_of(Path::new(label)), text, base_dir, None)
 }
 
 fn parse_inventory_at(
@@ -105,6 +121,7 @@ fn parse_inventory_at(
     stem: &str,
     text: &str,
     base_dir: Option<&Path>,
+    zones_from: Option<&str>,
 ) -> Result<Loaded<Inventory>, Diagnostics> {
     let kind = classify(label, text)?;
     match kind {
@@ -133,7 +150,7 @@ fn parse_inventory_at(
             text,
         })
     };
-    let loaded = parse_inventory(label, text, stem, &mut read_include)?;
+    let loaded = parse_inventory_with(label, text, stem, &mut read_include, zones_from)?;
     check_limits(label, crate::limits::inventory_problems(&loaded.value))?;
     Ok(loaded)
 }
@@ -196,7 +213,8 @@ pub fn parse_rendered_workflow(path: &Path, rendered: &str) -> Result<Loaded<Wor
 /// [`parse_rendered_workflow`].
 pub fn parse_rendered_inventory(path: &Path, rendered: &str) -> Result<Loaded<Inventory>, Diagnostics> {
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    parse_inventory_at(&rendered_label(path), &stem_of(path), rendered, Some(&base)).map_err(|d| note_rendered(d, path))
+    parse_inventory_at(&rendered_label(path), &stem_of(path), rendered, Some(&base), None)
+        .map_err(|d| note_rendered(d, path))
 }
 
 /// Parses a workflow from text; `name` names a Fuzzfile (which has no name field) and a file of

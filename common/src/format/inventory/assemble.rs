@@ -38,16 +38,35 @@ fn natural_modes(driver: Option<&Driver>) -> AccessModes {
 /// host names, duplicate volumes (same provisioner and name; PV names are unique), a project
 /// assigning one zone twice. Notices: a StorageClass whose allowed zones the inventory does not
 /// define.
+///
+/// With `zones_from` set (zones and hosts come from a live source such as Slurm), a `zones:`
+/// section is an error, and references to zones and hosts (project zones, provisioner `zones`,
+/// volume `host`) are not checked here: the source's zones are known only at run time.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn assemble(
     main_file: &str,
     cluster: String,
     fedvol: FedvolDoc,
     kube: KubeItems,
     version: String,
+    zones_from: Option<&str>,
     errors: &mut Vec<Diagnostic>,
     notes: &mut Vec<Diagnostic>,
 ) -> Inventory {
     let mut err = |file: &str, span: Span, field: &str, msg: String| errors.push(notice(file, span, field, msg));
+    let external = zones_from.is_some();
+    if let Some(source) = zones_from {
+        for z in &fedvol.zones {
+            err(
+                main_file,
+                at(z.zone.origin.line),
+                &format!("zones.{}", z.zone.name),
+                format!(
+                    "zones and hosts come from {source} (the agent's inventorySource); remove `zones:` from this file and give zone settings in the agent's configuration"
+                ),
+            );
+        }
+    }
 
     // Provisioners: names must be unique across fedvol definitions and StorageClasses.
     let mut provisioners: Vec<Provisioner> = fedvol.provisioners.iter().map(|d| d.provisioner.clone()).collect();
@@ -113,7 +132,7 @@ pub(crate) fn assemble(
     }
     for d in &fedvol.provisioners {
         for (z, span) in &d.zone_refs {
-            if !zone_names.contains(z.as_str()) {
+            if !external && !zone_names.contains(z.as_str()) {
                 err(
                     main_file,
                     *span,
@@ -130,7 +149,7 @@ pub(crate) fn assemble(
         let mut seen = BTreeSet::new();
         for (a, span) in p.project.zones.iter().zip(&p.zone_spans) {
             let field = format!("projects.{}.zones", p.project.name);
-            if !zone_names.contains(a.zone.as_str()) {
+            if !external && !zone_names.contains(a.zone.as_str()) {
                 err(
                     main_file,
                     *span,
@@ -189,7 +208,7 @@ pub(crate) fn assemble(
         }
         match &d.host {
             Some((h, span)) => {
-                if !hosts.contains_key(h.as_str()) {
+                if !external && !hosts.contains_key(h.as_str()) {
                     err(
                         main_file,
                         *span,

@@ -100,6 +100,20 @@ pub fn parse_inventory(
     fallback_cluster: &str,
     read_include: &mut dyn FnMut(&str) -> Result<IncludedFile, String>,
 ) -> Result<Loaded<Inventory>, Diagnostics> {
+    parse_inventory_with(label, text, fallback_cluster, read_include, None)
+}
+
+/// [`parse_inventory`], for an inventory whose zones and hosts come from elsewhere when
+/// `zones_from` names that source (e.g. `Slurm`): a `zones:` section is then an error naming
+/// the source, and references to zones and hosts (project zones, provisioner `zones`, volume
+/// `host`) are left for the caller to check against the source's zones.
+pub fn parse_inventory_with(
+    label: &str,
+    text: &str,
+    fallback_cluster: &str,
+    read_include: &mut dyn FnMut(&str) -> Result<IncludedFile, String>,
+    zones_from: Option<&str>,
+) -> Result<Loaded<Inventory>, Diagnostics> {
     let mut hasher = Sha256::new();
     hasher.update(text.as_bytes());
     let docs = load_docs(label, text)?;
@@ -159,6 +173,7 @@ pub fn parse_inventory(
         fedvol.unwrap_or_default(),
         kube,
         version,
+        zones_from,
         &mut errors,
         &mut notes,
     );

@@ -659,3 +659,32 @@ fn inventory_limits_are_errors() {
         "{e}"
     );
 }
+
+/// An inventory whose zones come from a live source (the agent's Slurm source): references to
+/// zones and hosts are left to the agent, and a `zones:` section is refused naming the source.
+#[test]
+fn zones_from_elsewhere_skip_zone_references_and_refuse_zones() {
+    let dir = std::env::temp_dir().join(format!("fedvol-zones-elsewhere-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("inv.yaml");
+    std::fs::write(
+        &p,
+        "cluster: c\nprovisioners:\n  s:\n    driver: {type: hostpath, path: /x, local: true}\n    zones: [gpu]\n    ephemeral: all\nvolumes:\n  - {name: v, provisioner: s, size: 1GiB, host: n1}\nprojects:\n  p:\n    zones: [{zone: batch, priority: 1}]\n",
+    )
+    .unwrap();
+    let inv = crate::format::load_inventory_without_zones(&p, "Slurm").unwrap().value;
+    assert!(inv.zones.is_empty());
+    assert_eq!(inv.projects[0].zones[0].zone, "batch");
+    assert!(
+        crate::format::load_inventory(&p).is_err(),
+        "with files, the same references dangle"
+    );
+
+    std::fs::write(&p, "cluster: c\nzones:\n  z1:\n    hosts: []\n").unwrap();
+    let e = crate::format::load_inventory_without_zones(&p, "Slurm")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("zones and hosts come from Slurm"), "{e}");
+    assert!(e.contains("inv.yaml:3:"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,196 @@
+//! The agent configuration's `slurm:` block: how to reach Slurm, how often to read it, and the
+//! fedvol settings Slurm has no word for (each partition's zone priority, placement policy,
+//! tags and segment; which GRES is which device).
+//!
+//! ```yaml
+//! inventorySource: slurm
+//! slurm:
+//!   scontrol: /usr/bin/scontrol     # default `scontrol` on PATH
+//!   slurmConf: /etc/slurm/slurm.conf  # SLURM_CONF for the commands; default: Slurm's own
+//!   refreshMs: 10000                # default 10000
+//!   timeoutMs: 5000                 # each command, default 5000
+//!   onlyListed: false               # true: partitions not listed below are not zones
+//!   partitions:                     # in preference order (a node in several goes to the first)
+//!     gpu: {priority: 1, placementPolicy: BINPACK, tags: ["accel:gpu"], segment: rack-1}
+//!     batch: {priority: 5}
+//!   devices: {gpu: nvidia.com/gpu}  # GRES name → device name (this is the default)
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use fedvol_common::model::{PlacementPolicy, Tag};
+use fedvol_common::yaml::decode::join;
+use fedvol_common::yaml::{Ctx, Node};
+
+/// fedvol's settings for one partition's zone.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PartitionSettings {
+    /// The partition's name.
+    pub name: String,
+    /// Zone priority (lower = preferred); absent: minus the partition's `PriorityTier`.
+    pub priority: Option<i64>,
+    /// Host selection policy; absent: `DEFAULT` (seeded random).
+    pub placement_policy: Option<PlacementPolicy>,
+    /// Zone capability tags.
+    pub tags: Vec<Tag>,
+    /// Network segment, for storage reachability.
+    pub segment: Option<String>,
+}
+
+/// How the agent reads its zones and hosts from Slurm.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlurmConfig {
+    /// The `scontrol` program (default `scontrol`, looked up on PATH).
+    pub scontrol: PathBuf,
+    /// `SLURM_CONF` for the commands, when not Slurm's default.
+    pub slurm_conf: Option<PathBuf>,
+    /// How often Slurm is read, ms (default 10000; SIGHUP reads it at once).
+    pub refresh_ms: u64,
+    /// How long one command may run, ms (default 5000); then it is killed and the read failed.
+    pub timeout_ms: u64,
+    /// Only the partitions listed in `partitions` become zones.
+    pub only_listed: bool,
+    /// Per-partition settings, in preference order.
+    pub partitions: Vec<PartitionSettings>,
+    /// GRES name → device name (`gpu` → `nvidia.com/gpu` unless given; others keep their name).
+    pub devices: BTreeMap<String, String>,
+}
+
+impl Default for SlurmConfig {
+    fn default() -> Self {
+        SlurmConfig {
+            scontrol: PathBuf::from("scontrol"),
+            slurm_conf: None,
+            refresh_ms: 10_000,
+            timeout_ms: 5_000,
+            only_listed: false,
+            partitions: Vec::new(),
+            devices: BTreeMap::new(),
+        }
+    }
+}
+
+impl SlurmConfig {
+    /// The device name a job asks for to get GRES `gres` (`gpu` → `nvidia.com/gpu`, as the
+    /// Fuzzfile spells GPUs, unless `devices` says otherwise; other names unchanged).
+    pub fn device_name(&self, gres: &str) -> String {
+        match self.devices.get(gres) {
+            Some(d) => d.clone(),
+            None if gres == "gpu" => "nvidia.com/gpu".to_string(),
+            None => gres.to_string(),
+        }
+    }
+
+    /// The settings of partition `name`, if the configuration lists it.
+    pub fn settings(&self, name: &str) -> Option<&PartitionSettings> {
+        self.partitions.iter().find(|p| p.name == name)
+    }
+}
+
+fn tag_list(ctx: &mut Ctx, n: &Node, field: &str) -> Vec<Tag> {
+    let Some(items) = ctx.string_list(n, field) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for s in items {
+        match Tag::parse(&s) {
+            Ok(t) => out.push(t),
+            Err(e) => ctx.error(n.span, field, e.to_string()),
+        }
+    }
+    out
+}
+
+/// Reads the `slurm:` block at `node` (field name `slurm`); relative paths are relative to
+/// `base`. Problems go to `ctx` with their position.
+pub fn parse_slurm(ctx: &mut Ctx, node: &Node, base: &Path) -> SlurmConfig {
+    let mut cfg = SlurmConfig::default();
+    let Some(mut r) = ctx.map(node, "slurm") else {
+        return cfg;
+    };
+    let rel = |s: String| {
+        let p = PathBuf::from(s);
+        if p.is_absolute() || p.components().count() == 1 {
+            p
+        } else {
+            base.join(p)
+        }
+    };
+    if let Some(n) = r.take("scontrol")
+        && let Some(s) = ctx.nonempty_string(n, "slurm.scontrol")
+    {
+        cfg.scontrol = rel(s);
+    }
+    if let Some(n) = r.take("slurmConf")
+        && let Some(s) = ctx.nonempty_string(n, "slurm.slurmConf")
+    {
+        let p = PathBuf::from(s);
+        cfg.slurm_conf = Some(if p.is_absolute() { p } else { base.join(p) });
+    }
+    for (key, slot, min) in [
+        ("refreshMs", &mut cfg.refresh_ms, 100),
+        ("timeoutMs", &mut cfg.timeout_ms, 100),
+    ] {
+        if let Some(n) = r.take(key)
+            && let Some(v) = ctx.int(n, &join("slurm", key), min, 86_400_000)
+        {
+            *slot = v as u64;
+        }
+    }
+    if let Some(n) = r.take("onlyListed")
+        && let Some(v) = ctx.bool(n, "slurm.onlyListed")
+    {
+        cfg.only_listed = v;
+    }
+    if let Some(n) = r.take("devices")
+        && let Some(m) = ctx.string_map(n, "slurm.devices")
+    {
+        cfg.devices = m;
+    }
+    if let Some(n) = r.take("partitions")
+        && let Some(mut pr) = ctx.map(n, "slurm.partitions")
+    {
+        for (k, v) in pr.rest() {
+            let field = join("slurm.partitions", &k.name);
+            let mut s = PartitionSettings {
+                name: k.name.clone(),
+                ..Default::default()
+            };
+            if v.is_null() {
+                cfg.partitions.push(s);
+                continue;
+            }
+            let Some(mut p) = ctx.map(v, &field) else { continue };
+            if let Some(n) = p.take("priority") {
+                s.priority = ctx
+                    .int(n, &join(&field, "priority"), i64::MIN as i128, i64::MAX as i128)
+                    .map(|v| v as i64);
+            }
+            if let Some(n) = p.take("placementPolicy") {
+                s.placement_policy = match ctx.one_of(
+                    n,
+                    &join(&field, "placementPolicy"),
+                    &["DEFAULT", "BINPACK", "SPREAD", "SPREAD_MEMORY"],
+                ) {
+                    Some("BINPACK") => Some(PlacementPolicy::Binpack),
+                    Some("SPREAD") => Some(PlacementPolicy::Spread),
+                    Some("SPREAD_MEMORY") => Some(PlacementPolicy::SpreadMemory),
+                    Some(_) => Some(PlacementPolicy::Default),
+                    None => None,
+                };
+            }
+            if let Some(n) = p.take("tags") {
+                s.tags = tag_list(ctx, n, &join(&field, "tags"));
+            }
+            if let Some(n) = p.take("segment") {
+                s.segment = ctx.nonempty_string(n, &join(&field, "segment"));
+            }
+            p.finish(ctx);
+            cfg.partitions.push(s);
+        }
+        pr.finish(ctx);
+    }
+    r.finish(ctx);
+    cfg
+}
