@@ -389,3 +389,20 @@ async fn a_late_answer_is_cleaned_up() {
     );
     assert_eq!(entries(root.path()), Vec::<String>::new());
 }
+
+/// Issue 15: the example provisioner stops on SIGTERM even when its NATS server is gone (the
+/// client reconnects forever; stopping must not wait for it).
+#[tokio::test]
+async fn the_example_provisioner_stops_on_sigterm_with_nats_gone() {
+    let mut nats = NatsServer::start();
+    let root = tempfile::tempdir().unwrap();
+    let mut p = example_provisioner(&nats, root.path(), &[]).await;
+    nats.kill();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let status = p.terminate(Duration::from_secs(5));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "exited cleanly within 5 s of SIGTERM: {status:?}\n{}",
+        p.log()
+    );
+}

@@ -261,12 +261,22 @@ async fn run(args: Args) -> Result<(), String> {
             tokio::time::sleep(Duration::from_millis(args.delay_ms)).await;
         }
         let Some(to) = msg.reply else { continue };
-        if let Err(e) = client.publish(to, Provision::encode_reply(&reply)).await {
-            tracing::warn!(error = %e, "cannot send the answer");
+        // With NATS gone the client buffers, then waits: bounded, so that SIGTERM is still
+        // heard at the next turn of the loop.
+        match tokio::time::timeout(
+            Duration::from_secs(5),
+            client.publish(to, Provision::encode_reply(&reply)),
+        )
+        .await
+        {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "cannot send the answer"),
+            Err(_) => tracing::warn!("cannot send the answer: NATS did not take it within 5 s"),
         }
     }
     tracing::info!("stopping");
-    let _ = client.flush().await;
+    // Stopping never waits for a NATS that is gone (issue 15).
+    let _ = tokio::time::timeout(Duration::from_secs(1), client.flush()).await;
     Ok(())
 }
 

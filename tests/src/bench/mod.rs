@@ -16,7 +16,7 @@
 //!
 //! For each it prints throughput, latency p50/p90/p99/max, errors by kind, CPU time per request
 //! of every process and their peak RSS ([`procs`], [`report`]), and the ratio fedvol/raw.
-//! `sweep` runs the grid (clusters 1, 4, 16, 64 × hosts 100, 1k, 10k × 1 and 64 in
+//! `sweep` runs the benchmark grid (clusters 1, 4, 16, 64 × hosts 100, 1k, 10k × 1 and 64 in
 //! flight) and writes `bench-results/` (`results.jsonl`, `tables.md`, SVG plots, [`plot`]);
 //! `smoke` is CI's short form ([`run::smoke`]).
 //!

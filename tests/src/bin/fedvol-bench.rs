@@ -105,7 +105,7 @@ enum Command {
         #[command(flatten)]
         common: Common,
     },
-    /// Measure the grid and write `results.jsonl`, `tables.md` and SVG plots (the one
+    /// Measure the benchmark grid and write `results.jsonl`, `tables.md` and SVG plots (the one
     /// command behind BENCHMARKS.md).
     Sweep {
         /// Numbers of clusters.
