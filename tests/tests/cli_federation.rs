@@ -98,7 +98,10 @@ async fn every_federation_command_works_against_a_live_federation() {
     let o = fedvol(&nats, &["complete", "cli-1"]);
     let (out, err) = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
-    assert!(out.contains("state: completed"), "{out}");
+    assert!(
+        out.starts_with("cli-1: completed on big\nvolumes: pvc-") && out.contains(" deleted"),
+        "{out}"
+    );
     assert_eq!(
         std::fs::read_dir(big.scratch()).unwrap().count(),
         0,

@@ -579,8 +579,8 @@ fn printed_id(o: &Output) -> String {
         .unwrap()
         .to_string();
     assert!(
-        line.contains(&format!("--request-id {id}")),
-        "the line says how to retry: {line}"
+        err.contains(&format!("run it again with --request-id {id}")),
+        "it says how to retry: {err}"
     );
     id
 }

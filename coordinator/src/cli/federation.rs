@@ -340,6 +340,20 @@ pub fn stored_table(s: &StoredDecision) -> String {
     out
 }
 
+/// What `fedvol complete` prints: the state, the cluster, each volume's outcome.
+fn completed_text(id: &str, s: &StoredDecision) -> String {
+    let mut out = format!(
+        "{id}: {}{} on {}\n",
+        crate::render::words::state(s.state),
+        if s.dry_run { " (dry run)" } else { "" },
+        s.decision.chosen_cluster.as_deref().unwrap_or("no cluster")
+    );
+    if let Some(c) = &s.completion {
+        out.push_str(&crate::render::layout::para("volumes: ", "  ", &outcome_line(c)));
+    }
+    out
+}
+
 fn outcome_line(r: &ActionReply) -> String {
     let vols: Vec<String> = r
         .volumes
@@ -404,8 +418,15 @@ pub fn submit(a: &SubmitArgs) -> u8 {
         let sendable = <api::Submit as fedvol_proto::Endpoint>::encode_request(&msg).len() <= client.nats.max_payload();
         if a.request_id.is_none() && sendable {
             let id = &msg.request_id;
-            eprintln!(
-                "request id: {id} (if this submit ends in an error, run it again with --request-id {id}: it is never booked twice)"
+            eprint!(
+                "request id: {id}\n{}",
+                crate::render::layout::para(
+                    "  ",
+                    "  ",
+                    &format!(
+                        "(if this submit ends in an error, run it again with --request-id {id}: it is never booked twice)"
+                    )
+                )
             );
         }
         let until = std::time::Instant::now() + std::time::Duration::from_millis(a.wait_ms);
@@ -690,6 +711,14 @@ pub fn complete(a: &IdArgs) -> u8 {
         };
         let msg = DecisionRef { request_id: id.clone() };
         match client.call::<api::Complete>(&msg).await.map(as_submit_reply) {
+            // The table view says what completing did; `decisions show` has the decision.
+            Ok(r) if matches!(a.output.output, Output::Table | Output::Wide) && r.error.is_none() => match &r.stored {
+                Some(s) => {
+                    print!("{}", completed_text(&id, s));
+                    EXIT_OK
+                }
+                None => show_stored(&r, a.output.output, &format!("complete {id}")).map_or_else(|c| c, |_| EXIT_OK),
+            },
             Ok(r) => show_stored(&r, a.output.output, &format!("complete {id}")).map_or_else(|c| c, |_| EXIT_OK),
             Err(e) => fail(&e),
         }

@@ -257,8 +257,12 @@ pub fn render(d: &Decision) -> String {
     out.push_str(&t.to_string());
     out.push('\n');
 
+    // Details for the chosen cluster and for clusters where something failed; a feasible
+    // cluster that was not chosen is said in full by the summary table above.
     for (name, c) in &d.clusters {
-        if c.volumes.is_empty() && c.jobs.is_empty() {
+        let chosen = d.chosen_cluster.as_deref() == Some(name.as_str());
+        let failed = c.volumes.values().any(|v| v.error.is_some()) || c.jobs.values().any(|j| j.error.is_some());
+        if (c.volumes.is_empty() && c.jobs.is_empty()) || !(chosen || failed) {
             continue;
         }
         out.push_str(&format!("\ncluster {name}"));

@@ -11,15 +11,25 @@ use fedvol_common::funnel::why_not::Blocker;
 ///     - needs 64 GiB memory, 32 GiB free (capacity)
 ///     hint: ...
 /// ```
+/// Lines are wrapped to the terminal's width ([`super::layout::para`]).
 pub fn render(summary: &str, blockers: &[Blocker]) -> String {
-    let mut s = format!("{summary}\n");
+    use super::layout::para;
+    let mut s = para("", "  ", summary);
     for b in blockers {
-        s.push_str(&format!("  {} [{}] for {}:\n", b.candidate, b.stage, b.subject));
+        s.push_str(&para(
+            "  ",
+            "      ",
+            &format!("{} [{}] for {}:", b.candidate, b.stage, b.subject),
+        ));
         for reason in &b.reasons {
-            s.push_str(&format!("    - {} ({})\n", reason.message, reason.code));
+            s.push_str(&para(
+                "    - ",
+                "      ",
+                &format!("{} ({})", reason.message, reason.code),
+            ));
         }
         if let Some(h) = &b.hint {
-            s.push_str(&format!("    hint: {h}\n"));
+            s.push_str(&para("    hint: ", "      ", h));
         }
     }
     s
