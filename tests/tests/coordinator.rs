@@ -299,9 +299,12 @@ async fn three_example_clusters_the_seeds_choose_commit_and_release() {
 async fn a_killed_agent_is_unreachable_at_once_then_presumed_dead() {
     let _serial = SERIAL.lock().await;
     let nats = NatsServer::start();
-    let a = slots(&nats, "a", 2, 100).await;
-    let b = slots(&nats, "b", 2, 100).await;
-    let mut c = slots(&nats, "c", 2, 100).await;
+    // Heartbeats every 400 ms: a killed agent is presumed dead 1.2 s after its last one, long
+    // after "no responders" is seen, even on a loaded machine (at 100 ms, a slow probe let the
+    // presumption come first).
+    let a = slots(&nats, "a", 2, 400).await;
+    let b = slots(&nats, "b", 2, 400).await;
+    let mut c = slots(&nats, "c", 2, 400).await;
     let _coord = coordinator(&nats, &[]).await;
     let client = nats.client().await;
     wait_alive(&client, "c", true).await;
