@@ -134,9 +134,11 @@ fn main() -> std::process::ExitCode {
             .with_writer(std::io::stderr)
             .init();
     } else {
+        // Colour only on a terminal: journald and log files get plain text (issue 15).
         tracing_subscriber::fmt()
             .with_env_filter(filter)
             .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .init();
     }
     let cfg = match config(args) {

@@ -463,3 +463,17 @@ fn plan_output_fits_100_columns_and_says_shared_reasons_once() {
     }
     assert!(shared, "work-archive fails alike on b and c: said once");
 }
+
+/// Issue 15: daemon logs written to a file (not a terminal) carry no ANSI colour codes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemon_logs_in_a_file_have_no_colour_codes() {
+    let nats = NatsServer::start();
+    let coord = CoordinatorProc::start(&nats, &["--deadline-ms", "1500", "--discovery-ms", "300"]).await;
+    let agent = AgentProc::start(&nats, 200, |d| slots_inventory("plain", 1, d, "all")).await;
+    let o = fedvol(&nats, &["clusters"]);
+    assert!(o.status.success() || o.status.code() == Some(1), "{:?}", text(&o));
+    for (who, log) in [("agent", agent.proc.log()), ("coordinator", coord.proc.log())] {
+        assert!(!log.is_empty(), "{who} logged");
+        assert!(!log.contains('\u{1b}'), "{who}'s log has ANSI codes:\n{log}");
+    }
+}
