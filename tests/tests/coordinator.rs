@@ -308,6 +308,17 @@ async fn a_killed_agent_is_unreachable_at_once_then_presumed_dead() {
     let _coord = coordinator(&nats, &[]).await;
     let client = nats.client().await;
     wait_alive(&client, "c", true).await;
+    // The coordinator may know c from start-up discovery alone; a cluster that never sent a
+    // heartbeat is forgotten when nobody serves it. Wait for c's heartbeat (last seen moves).
+    let seen = |r: &fedvol_proto::coordinator::ClustersReply| {
+        r.clusters.iter().find(|x| x.name == "c").map_or(0, |x| x.last_seen_ms)
+    };
+    let first_seen = seen(&clusters(&client).await);
+    let end = Instant::now() + Duration::from_secs(15);
+    while seen(&clusters(&client).await) <= first_seen {
+        assert!(Instant::now() < end, "no heartbeat from c");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 
     // Each cluster is asked on its own subject (issue 20): once the server dropped the dead
     // agent's subscriptions, NATS says "no responders" for c at once, and the submit does not
