@@ -8,6 +8,7 @@
 //! | [`Replay`] | [`DecisionRef`] | [`ReplayReply`] |
 //! | [`WhyNot`] | [`WhyNotQuery`] | [`crate::agent::WhyNotReply`] |
 //! | [`Clusters`] | none | [`ClustersReply`] |
+//! | [`Cluster`] | [`ClusterRef`] | [`ClusterReply`] |
 //! | [`List`] | none | [`ListReply`] |
 
 use crate::agent::WhyNotReply;
@@ -34,11 +35,14 @@ pub enum CoordinatorOp {
     Get,
     /// Re-run a stored request with its seed and compare.
     Replay,
+    /// One cluster in detail: the registry's view and its agent's effective inventory and
+    /// status (issue 15, `fedvol clusters show`).
+    Cluster,
 }
 
 impl CoordinatorOp {
     /// Every operation.
-    pub const ALL: [CoordinatorOp; 7] = [
+    pub const ALL: [CoordinatorOp; 8] = [
         CoordinatorOp::Submit,
         CoordinatorOp::Complete,
         CoordinatorOp::WhyNot,
@@ -46,6 +50,7 @@ impl CoordinatorOp {
         CoordinatorOp::List,
         CoordinatorOp::Get,
         CoordinatorOp::Replay,
+        CoordinatorOp::Cluster,
     ];
 
     /// The operation's wire name.
@@ -58,6 +63,7 @@ impl CoordinatorOp {
             CoordinatorOp::List => "list",
             CoordinatorOp::Get => "get",
             CoordinatorOp::Replay => "replay",
+            CoordinatorOp::Cluster => "cluster",
         }
     }
 }
@@ -177,6 +183,24 @@ pub struct WhyNotQuery {
     pub provisioner: Option<String>,
 }
 
+/// The cluster `cluster` asks about (the `cluster` operation).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ClusterRef {
+    /// The cluster's name.
+    pub cluster: String,
+}
+
+/// The answer to `cluster`: what the coordinator's registry knows of it and what its agent
+/// serves (provisioners with status and policies, zones and hosts, capacity in use), as
+/// `kubectl describe node` shows a node.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ClusterReply {
+    /// The registry's entry.
+    pub info: ClusterInfo,
+    /// The agent's effective inventory and status (driver secrets redacted by the agent).
+    pub agent: crate::agent::InventoryReply,
+}
+
 /// One cluster in the coordinator's registry.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ClusterInfo {
@@ -280,6 +304,8 @@ pub struct List;
 pub struct Get;
 /// The replay endpoint.
 pub struct Replay;
+/// The cluster endpoint (one cluster in detail).
+pub struct Cluster;
 
 /// An endpoint served by the coordinators, with its operation (the subject token).
 pub trait CoordinatorEndpoint: Endpoint {
@@ -381,6 +407,16 @@ impl Endpoint for Clusters {
     fn decode_request(payload: &[u8], speaker: &str) -> Result<NoArgs, DecodeError> {
         decode_no_args(payload, Self::NAME, speaker)
     }
+}
+
+impl CoordinatorEndpoint for Cluster {
+    const OP: CoordinatorOp = CoordinatorOp::Cluster;
+}
+
+impl Endpoint for Cluster {
+    const NAME: &'static str = CoordinatorOp::Cluster.name();
+    type Request = ClusterRef;
+    type Reply = ClusterReply;
 }
 
 impl CoordinatorEndpoint for List {

@@ -477,3 +477,55 @@ async fn daemon_logs_in_a_file_have_no_colour_codes() {
         assert!(!log.contains('\u{1b}'), "{who}'s log has ANSI codes:\n{log}");
     }
 }
+
+/// Issue 15: `fedvol clusters show C` describes one cluster as its agent serves it: state,
+/// provisioners with status and access policies, zones with free capacity after fedvol's
+/// commits; an unknown cluster is an error naming the known ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clusters_show_describes_one_cluster() {
+    let nats = NatsServer::start();
+    let _coord = CoordinatorProc::start(&nats, &["--deadline-ms", "1500", "--discovery-ms", "300"]).await;
+    let _big = AgentProc::start(&nats, 200, |d| slots_inventory("big", 3, d, "all")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let wf = dir.path().join("wf.yaml");
+    std::fs::write(&wf, WORKFLOW).unwrap();
+    let wf = wf.display().to_string();
+    let mut ok = false;
+    for _ in 0..50 {
+        let o = fedvol(&nats, &["submit", &wf, "--request-id", "show-1"]);
+        if o.status.code() == Some(0) {
+            ok = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(ok, "the submit is committed");
+    let o = fedvol(&nats, &["clusters", "show", "big"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert_fits_100("clusters show", &out);
+    assert!(out.starts_with("cluster big\n  alive"), "{out}");
+    assert!(out.contains("committed workflows 1"), "{out}");
+    let prov = out
+        .lines()
+        .find(|l| l.contains("│ scratch "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(prov.contains("hostpath") && prov.contains("ready"), "{prov}");
+    // Three hosts of 8 cores, one 8-core job committed: 16 of 24 cores free.
+    let zone = out
+        .lines()
+        .find(|l| l.contains("│ z1 "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(zone.contains("3/3") && zone.contains("16/24"), "{zone}");
+    let o = fedvol(&nats, &["clusters", "show", "big", "-o", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(doc["info"]["name"], "big");
+    assert_eq!(doc["agent"]["inventory"]["provisioners"][0]["name"], "scratch");
+    let o = fedvol(&nats, &["clusters", "show", "nope"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err.contains("no cluster named `nope`") && err.contains("known: big"),
+        "{err}"
+    );
+}

@@ -725,12 +725,34 @@ pub fn complete(a: &IdArgs) -> u8 {
     })
 }
 
-/// `fedvol clusters`.
+/// `fedvol clusters [show C]`.
 #[derive(Debug, clap::Args)]
 pub struct ClustersArgs {
     /// NATS connection and identity.
     #[command(flatten)]
     pub net: NetArgs,
+    /// Output format.
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// Without a subcommand: every cluster in one table.
+    #[command(subcommand)]
+    pub cmd: Option<ClustersCmd>,
+}
+
+/// `fedvol clusters` subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum ClustersCmd {
+    /// One cluster in detail: state, provisioners with status and access policies, zones with
+    /// priority, placement policy and free capacity, inventory version.
+    Show(ClusterShowArgs),
+}
+
+/// `fedvol clusters show C`.
+#[derive(Debug, clap::Args)]
+pub struct ClusterShowArgs {
+    /// The cluster.
+    #[arg(value_name = "CLUSTER")]
+    pub cluster: String,
     /// Output format.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -744,6 +766,18 @@ pub fn clusters(a: &ClustersArgs) -> u8 {
             Ok(c) => c,
             Err(e) => return fail(&e),
         };
+        if let Some(ClustersCmd::Show(s)) = &a.cmd {
+            let q = api::ClusterRef {
+                cluster: s.cluster.clone(),
+            };
+            return match ask::<api::Cluster>(&client, &q, &format!("cluster {}", s.cluster)).await {
+                Ok(r) => {
+                    let ok = print_doc(s.output.output, &r, || crate::render::cluster::render(&r, now_ms()));
+                    if ok { EXIT_OK } else { EXIT_BAD_INPUT }
+                }
+                Err(code) => code,
+            };
+        }
         match ask::<api::Clusters>(&client, &NoArgs {}, "clusters").await {
             Ok(r) => {
                 let ok = print_doc(o.output, &r, || {

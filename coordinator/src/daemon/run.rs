@@ -336,6 +336,7 @@ async fn handle(
                 CoordinatorOp::WhyNot => api::WhyNot::encode_failure(&f),
                 CoordinatorOp::Clusters => api::Clusters::encode_failure(&f),
                 CoordinatorOp::List => api::List::encode_failure(&f),
+                CoordinatorOp::Cluster => api::Cluster::encode_failure(&f),
             };
             if let Some(reply) = m.reply
                 && let Err(e) = co.client.publish(reply, body).await
@@ -405,6 +406,12 @@ async fn handle(
             CoordinatorOp::List => {
                 serve::<api::List, _, _>(&co, &user, &m.payload, r, |_| async {
                     Some(op_handlers::list(&co).await)
+                })
+                .await
+            }
+            CoordinatorOp::Cluster => {
+                serve::<api::Cluster, _, _>(&co, &user, &m.payload, r, |q| async move {
+                    Some(op_handlers::cluster(c, &q).await)
                 })
                 .await
             }

@@ -1,5 +1,6 @@
 //! Rendering of decision documents for people (`-o table`) and machines (`-o json|yaml`).
 
+pub mod cluster;
 pub mod layout;
 pub mod table;
 pub mod why_not;
