@@ -56,11 +56,24 @@ pub fn fill(t: &mut Table, header: &[&str], rows: Vec<Vec<String>>) {
     for row in rows {
         t.add_row(row);
     }
-    for (i, l) in longest.into_iter().enumerate() {
+    // Bounds count the cell's padding, one space each side. When the bounds alone pass the
+    // width (less the two outer borders and the one-character gap between columns), the widest
+    // give way first: a very long word is then split rather than the table made wider than the
+    // terminal.
+    let mut bounds: Vec<usize> = longest.into_iter().map(|l| l.min(MAX_UNSPLIT_WORD) + 2).collect();
+    let budget = width().saturating_sub(2 + bounds.len().saturating_sub(1));
+    while bounds.iter().sum::<usize>() > budget {
+        let Some(widest) = bounds.iter_mut().max() else { break };
+        if *widest <= 5 {
+            break;
+        }
+        *widest -= 1;
+    }
+    for (i, b) in bounds.into_iter().enumerate() {
         if let Some(c) = t.column_mut(i) {
-            // The bound counts the cell's padding, one space each side.
-            let w = u16::try_from(l.min(MAX_UNSPLIT_WORD) + 2).unwrap_or(u16::MAX);
-            c.set_constraint(ColumnConstraint::LowerBoundary(Width::Fixed(w)));
+            c.set_constraint(ColumnConstraint::LowerBoundary(Width::Fixed(
+                u16::try_from(b).unwrap_or(u16::MAX),
+            )));
         }
     }
 }
@@ -121,6 +134,26 @@ mod tests {
     fn truncation_marks_the_cut() {
         assert_eq!(truncate("abcdef", 6), "abcdef");
         assert_eq!(truncate("abcdefg", 6), "abcde…");
+    }
+
+    #[test]
+    fn tables_fit_the_width_even_when_the_words_alone_would_not() {
+        let header = ["NAME", "DRIVER", "ANNOTATIONS", "ACCESS", "EPHEMERAL", "CREATE"];
+        let long = "storageclass.kubernetes.io/is-default-class=true";
+        let rows = vec![vec![
+            "standard-tier".to_string(),
+            "external".into(),
+            long.into(),
+            "groups [researchers]".into(),
+            "all".into(),
+            "nobody".into(),
+        ]];
+        let mut t = table(&header);
+        fill(&mut t, &header, rows);
+        let text = t.to_string();
+        let w = width();
+        assert!(text.lines().all(|l| l.chars().count() <= w), "{text}");
+        assert!(text.contains("standard-tier"), "short ids stay whole: {text}");
     }
 
     #[test]
