@@ -244,10 +244,18 @@ impl WhyNotMsg {
 pub struct WhyNotReply {
     /// The answering cluster.
     pub cluster: String,
-    /// Every stage that rejected the named candidate(s); empty when it passed every stage.
+    /// Every stage that rejected the named candidate(s) when re-planned today; empty when it
+    /// passed every stage.
     pub blockers: Vec<Blocker>,
-    /// A one-line summary.
+    /// A one-line summary of today's re-plan.
     pub summary: String,
+    /// The inventory version the agent re-planned on (absent from earlier releases).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inventory_version: Option<String>,
+    /// What the stored decision itself says (issue 15; set by the coordinator, which keeps the
+    /// record; absent from agents and earlier releases).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<fedvol_common::funnel::why_not::RecordedExplanation>,
 }
 
 /// A volume-lifecycle event (seed 001 vocabulary).

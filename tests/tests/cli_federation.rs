@@ -529,3 +529,107 @@ async fn clusters_show_describes_one_cluster() {
         "{err}"
     );
 }
+
+/// Issue 15: `fedvol why-not` explains the decision as it was made (the stored record: the
+/// stage that rejected the host, and how its cluster lost the cluster choice), puts today's
+/// re-plan beside it saying whether the cluster's inventory changed since, and refuses names
+/// the cluster or the decision does not have.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn why_not_explains_the_decision_as_it_was_made() {
+    let nats = NatsServer::start();
+    let _coord = CoordinatorProc::start(&nats, &["--deadline-ms", "1500", "--discovery-ms", "300"]).await;
+    let big = AgentProc::start(&nats, 200, |d| slots_inventory("big", 3, d, "all")).await;
+    let _none = AgentProc::start(&nats, 200, |d| slots_inventory("none", 2, d, "[physics]")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let wf = dir.path().join("wf.yaml");
+    std::fs::write(&wf, WORKFLOW).unwrap();
+    let wf = wf.display().to_string();
+    let mut doc = serde_json::Value::Null;
+    for _ in 0..50 {
+        let o = fedvol(&nats, &["submit", &wf, "--request-id", "wn-1", "-o", "json"]);
+        if o.status.code() == Some(0) {
+            doc = serde_json::from_slice(&o.stdout).unwrap();
+            if doc["decision"]["clusters"].as_object().is_some_and(|c| c.len() == 2) {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(doc["decision"]["chosen_cluster"], "big", "{doc:#}");
+    let chosen = doc["decision"]["clusters"]["big"]["jobs"]["j"]["host"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let other = ["h0", "h1", "h2"].into_iter().find(|h| *h != chosen).unwrap();
+
+    // A host the placement policy passed over: the record names the stage; today the same.
+    let o = fedvol(&nats, &["why-not", "wn-1", "--cluster", "big", "--host", other]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert_fits_100("why-not", &out);
+    let (decided, today) = out.split_once("\ntoday").unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        decided.starts_with("as decided (the stored decision; cluster big on inventory "),
+        "{out}"
+    );
+    assert!(decided.contains("[host.choice] for j"), "{out}");
+    assert!(today.contains("the decision's;"), "same inventory: {out}");
+    // The chosen host: chosen, per the record.
+    let (out, _) = text(&fedvol(
+        &nats,
+        &["why-not", "wn-1", "--cluster", "big", "--host", &chosen],
+    ));
+    assert!(
+        out.contains(&format!("host {chosen}: chosen in cluster big for job j")),
+        "{out}"
+    );
+    // The losing cluster's provisioner: the stage, and how the cluster lost the choice.
+    let (out, _) = text(&fedvol(
+        &nats,
+        &["why-not", "wn-1", "--cluster", "none", "--provisioner", "scratch"],
+    ));
+    assert!(out.contains("[provisioner.permission] for scratch"), "{out}");
+    assert!(out.contains("cluster none [cluster.feasible]"), "{out}");
+    // Names nobody has are errors, not "not rejected".
+    let o = fedvol(&nats, &["why-not", "wn-1", "--cluster", "big", "--host", "h99"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).1.contains("cluster big has no host `h99`"), "{:?}", text(&o));
+    let o = fedvol(&nats, &["why-not", "wn-1", "--cluster", "elsewhere", "--host", "h0"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o)
+            .1
+            .contains("`elsewhere` took no part in decision `wn-1` (clusters: big, none)"),
+        "{:?}",
+        text(&o)
+    );
+
+    // The cluster changes (a fourth host): today's answer says it is no longer the decision's.
+    let inv = big.inventory();
+    let more = std::fs::read_to_string(&inv).unwrap()
+        + "      - {name: h3, capacity: {cpu: 8, memory: 32GiB, instances: 4}}\n";
+    std::fs::write(&inv, more).unwrap();
+    big.proc.signal(nix::sys::signal::Signal::SIGHUP);
+    let mut changed = String::new();
+    for _ in 0..100 {
+        let (out, err) = text(&fedvol(
+            &nats,
+            &["why-not", "wn-1", "--cluster", "big", "--host", other],
+        ));
+        // Wrapped at 100 columns: compare with the line breaks taken out.
+        changed = format!("{out}{err}").split_whitespace().collect::<Vec<_>>().join(" ");
+        if changed.contains("the cluster changed since") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        changed.contains("the cluster changed since"),
+        "{changed}\n{}",
+        big.proc.log()
+    );
+    assert!(
+        changed.contains("[host.choice] for j"),
+        "the record still says how it lost: {changed}"
+    );
+}

@@ -4,24 +4,35 @@
 
 use std::sync::Arc;
 
-use fedvol_common::funnel::why_not::why_not;
-use fedvol_proto::Failure;
+use fedvol_common::funnel::why_not::{unknown_names, why_not};
 use fedvol_proto::agent::{WhyNotMsg, WhyNotReply};
+use fedvol_proto::{Code, Failure};
 
 use crate::service::{Shared, internal, lock};
 
-/// Answers a why_not.
+/// Answers a why_not: today's re-plan, or `not_found` when the cluster has no zone, host or
+/// provisioner of a name given (issue 15: not "not rejected").
 pub async fn handle(shared: Arc<Shared>, msg: WhyNotMsg) -> Option<Result<WhyNotReply, Failure>> {
     let sh = shared.clone();
     let r = tokio::task::spawn_blocking(move || {
         let (inv, state) = lock(&sh).snapshot();
-        let e = why_not(&sh.cluster, &inv, &state, &msg.request, &msg.target());
-        WhyNotReply {
+        let target = msg.target();
+        let unknown = unknown_names(&inv, &target);
+        if !unknown.is_empty() {
+            return Err(Failure::new(
+                Code::NotFound,
+                format!("cluster {} has no {}", sh.cluster, unknown.join(", no ")),
+            ));
+        }
+        let e = why_not(&sh.cluster, &inv, &state, &msg.request, &target);
+        Ok(WhyNotReply {
             cluster: sh.cluster.clone(),
             blockers: e.blockers,
             summary: e.summary,
-        }
+            inventory_version: Some(inv.version.clone()),
+            record: None,
+        })
     })
     .await;
-    Some(r.map_err(internal))
+    Some(r.map_err(internal).and_then(|x| x))
 }

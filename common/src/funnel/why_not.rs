@@ -3,7 +3,7 @@
 //! on. Pure: the agent answers `why_not` with it, and offline `fedvol plan --why-not` runs it
 //! on the inventory files.
 
-use crate::decision::{Reason, StageTrace, codes};
+use crate::decision::{Decision, Reason, StageTrace, codes};
 use crate::funnel::{ClusterState, PlanRequest, plan_cluster};
 use crate::model::Inventory;
 use crate::size::ByteSize;
@@ -128,24 +128,273 @@ pub fn why_not(
                 })
         })
         .collect();
-    let named = target.describe();
-    let summary = match blockers.first() {
-        None => format!("{named}: not rejected by any stage of cluster {cluster} for this request"),
-        Some(b) => format!(
-            "{named}: blocked at {} for {} ({}){}",
-            b.stage,
-            b.subject,
-            b.reasons
-                .iter()
-                .map(|r| r.message.as_str())
-                .collect::<Vec<_>>()
-                .join("; "),
-            if blockers.len() > 1 {
-                format!(", and at {} more stage(s)", blockers.len() - 1)
-            } else {
-                String::new()
-            }
-        ),
-    };
+    let summary = summarize(&target.describe(), cluster, &blockers);
     Explanation { blockers, summary }
+}
+
+/// The one-line summary of `blockers` for `named` in `cluster`: the first blocking stage with
+/// its reasons, then the other stages by name (issue 15: "and at N more stages" lists them).
+fn summarize(named: &str, cluster: &str, blockers: &[Blocker]) -> String {
+    match blockers.first() {
+        None => format!("{named}: not rejected by any stage of cluster {cluster} for this request"),
+        Some(b) => {
+            let more: Vec<String> = blockers[1..]
+                .iter()
+                .map(|x| format!("{} for {}", x.stage, x.subject))
+                .collect();
+            format!(
+                "{named}: blocked at {} for {} ({}){}",
+                b.stage,
+                b.subject,
+                b.reasons
+                    .iter()
+                    .map(|r| r.message.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                if more.is_empty() {
+                    String::new()
+                } else {
+                    format!(", and at {} more stage(s): {}", more.len(), more.join(", "))
+                }
+            )
+        }
+    }
+}
+
+/// The names of `target` that `inv` does not have (a zone, a host or a provisioner), in words:
+/// a name nobody has is an error to report, not a candidate "not rejected" (issue 15).
+pub fn unknown_names(inv: &Inventory, target: &Target) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(z) = &target.zone
+        && !inv.zones.iter().any(|x| &x.name == z)
+    {
+        out.push(format!("zone `{z}`"));
+    }
+    if let Some(h) = &target.host
+        && !inv.zones.iter().any(|z| z.hosts.iter().any(|x| &x.name == h))
+    {
+        out.push(format!("host `{h}`"));
+    }
+    if let Some(p) = &target.provisioner
+        && !inv.provisioners.iter().any(|x| &x.name == p)
+    {
+        out.push(format!("provisioner `{p}`"));
+    }
+    out
+}
+
+/// Why a candidate lost, read from a stored decision instead of re-planned (issue 15): what
+/// the cluster's stored trace says of it, whether it was chosen, and how the cluster itself
+/// fared in the cross-cluster choice.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RecordedExplanation {
+    /// The inventory version the cluster planned on, as stored.
+    #[serde(default)]
+    pub inventory_version: Option<String>,
+    /// Every stored stage rejection of the candidate, in funnel order (no hints: the record
+    /// keeps reasons only).
+    #[serde(default)]
+    pub blockers: Vec<Blocker>,
+    /// What the candidate was chosen for (`volume scratch`, `job train`).
+    #[serde(default)]
+    pub chosen_for: Vec<String>,
+    /// Stages whose stored listing was cut (`--trace-limit`) without naming the candidate: the
+    /// record cannot say whether they rejected it.
+    #[serde(default)]
+    pub unlisted_stages: Vec<String>,
+    /// The cross-cluster choice step that dropped the cluster, as a blocker (stage
+    /// `cluster.<rule>`, candidate the cluster), when it was not chosen.
+    #[serde(default)]
+    pub cluster_choice: Option<Blocker>,
+    /// A one-line summary.
+    pub summary: String,
+}
+
+/// Reads, from the stored decision `d`, why `target` was not chosen in `cluster` (see
+/// [`RecordedExplanation`]). Pure; `cluster` must be one of `d`'s clusters (else the answer
+/// says the decision has no such cluster).
+pub fn from_record(d: &Decision, cluster: &str, target: &Target) -> RecordedExplanation {
+    let named = target.describe();
+    let Some(c) = d.clusters.get(cluster) else {
+        return RecordedExplanation {
+            inventory_version: None,
+            blockers: Vec::new(),
+            chosen_for: Vec::new(),
+            unlisted_stages: Vec::new(),
+            cluster_choice: None,
+            summary: format!("cluster {cluster} took no part in this decision"),
+        };
+    };
+    let mut blockers = Vec::new();
+    let mut unlisted = Vec::new();
+    for t in &c.trace {
+        let mut found = false;
+        for r in t.rejected.iter().filter(|r| target.names(&r.candidate, &t.stage)) {
+            found = true;
+            blockers.push(Blocker {
+                stage: t.stage.clone(),
+                subject: t.subject.clone(),
+                candidate: r.candidate.clone(),
+                reasons: r.reasons.clone(),
+                hint: None,
+            });
+        }
+        if !found && t.omitted > 0 && stage_kind_matches(target, &t.stage) {
+            unlisted.push(format!("{} for {}", t.stage, t.subject));
+        }
+    }
+    let mut chosen_for = Vec::new();
+    for (k, v) in &c.volumes {
+        if v.error.is_none() && target.provisioner.is_some() && v.provisioner == target.provisioner {
+            chosen_for.push(format!("volume {k}"));
+        }
+    }
+    for (k, j) in &c.jobs {
+        if j.error.is_some() {
+            continue;
+        }
+        let zone_hit = target.zone.is_some() && j.zone == target.zone;
+        let host_hit = target
+            .host
+            .as_ref()
+            .is_some_and(|h| j.host.as_ref() == Some(h) || j.hosts.contains(h));
+        if zone_hit || host_hit {
+            chosen_for.push(format!("job {k}"));
+        }
+    }
+    let cluster_choice = d.choice.iter().find_map(|step| {
+        step.dropped.iter().find(|r| r.candidate == cluster).map(|r| Blocker {
+            stage: format!("cluster.{}", step.rule),
+            subject: d.workflow.clone(),
+            candidate: cluster.to_string(),
+            reasons: r.reasons.clone(),
+            hint: None,
+        })
+    });
+    let mut summary = if blockers.is_empty() {
+        if chosen_for.is_empty() {
+            format!("{named}: no stored stage of cluster {cluster} rejects it")
+        } else {
+            format!("{named}: chosen in cluster {cluster} for {}", chosen_for.join(", "))
+        }
+    } else {
+        summarize(&named, cluster, &blockers)
+    };
+    if let Some(b) = &cluster_choice {
+        let why: Vec<&str> = b.reasons.iter().map(|r| r.message.as_str()).collect();
+        summary.push_str(&format!(
+            "; cluster {cluster} itself lost the cluster choice at {} ({})",
+            b.stage.trim_start_matches("cluster."),
+            why.join("; ")
+        ));
+    }
+    RecordedExplanation {
+        inventory_version: c.inventory_version.clone(),
+        blockers,
+        chosen_for,
+        unlisted_stages: unlisted,
+        cluster_choice,
+        summary,
+    }
+}
+
+/// True when `stage` is a kind of stage that could name `target` (zone and host stages for a
+/// zone, host stages for a host, provisioner and volume stages for a provisioner).
+fn stage_kind_matches(target: &Target, stage: &str) -> bool {
+    let kind = stage.split('.').next().unwrap_or("");
+    (target.zone.is_some() && (kind == "zone" || kind == "host"))
+        || (target.host.is_some() && kind == "host")
+        || (target.provisioner.is_some() && (kind == "provisioner" || kind == "volume"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{load_inventory, load_workflow};
+
+    fn examples() -> (Vec<Inventory>, PlanRequest) {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/examples");
+        let invs: Vec<Inventory> = ["cluster-a", "cluster-b", "cluster-c"]
+            .iter()
+            .map(|c| load_inventory(&root.join(format!("clusters/{c}.yaml"))).unwrap().value)
+            .collect();
+        let workflow = load_workflow(&root.join("workflows/scratch-fast.yaml")).unwrap().value;
+        let req = PlanRequest {
+            request_id: "r".into(),
+            workflow,
+            user: "alice".into(),
+            groups: vec!["researchers".into()],
+            seed: 7,
+            trace_limit: 5,
+        };
+        (invs, req)
+    }
+
+    #[test]
+    fn the_record_says_how_a_host_lost_and_how_its_cluster_lost() {
+        let (invs, req) = examples();
+        let d = crate::offline::plan_locally(&invs, &req);
+        let chosen = d.chosen_cluster.clone().unwrap();
+        let loser = d.clusters.keys().find(|c| **c != chosen).unwrap().clone();
+        // A host of the losing cluster that its placement policy did not pick.
+        let lost_host = d.clusters[&loser]
+            .trace
+            .iter()
+            .find(|t| t.stage == "host.choice")
+            .and_then(|t| t.rejected.first())
+            .map(|r| r.candidate.split_once('/').unwrap().1.to_string())
+            .expect("a host lost the placement policy");
+        let target = Target {
+            host: Some(lost_host.clone()),
+            ..Target::default()
+        };
+        let r = from_record(&d, &loser, &target);
+        assert_eq!(r.blockers[0].stage, "host.choice", "{r:?}");
+        let lost = r.cluster_choice.as_ref().expect("the cluster lost the choice");
+        assert!(lost.stage.starts_with("cluster."), "{lost:?}");
+        assert!(r.summary.contains("lost the cluster choice"), "{}", r.summary);
+        assert_eq!(r.inventory_version, d.clusters[&loser].inventory_version);
+        // The chosen host of the chosen cluster: chosen, not rejected.
+        let host = d.clusters[&chosen].jobs.values().next().unwrap().host.clone().unwrap();
+        let r = from_record(
+            &d,
+            &chosen,
+            &Target {
+                host: Some(host),
+                ..Target::default()
+            },
+        );
+        assert!(r.blockers.is_empty() && r.cluster_choice.is_none(), "{r:?}");
+        assert_eq!(r.chosen_for.len(), 1, "{r:?}");
+        assert!(r.summary.contains("chosen in cluster"), "{}", r.summary);
+        // A cluster that took no part.
+        assert!(from_record(&d, "nowhere", &target).summary.contains("took no part"));
+    }
+
+    #[test]
+    fn names_nobody_has_are_reported() {
+        let (invs, _) = examples();
+        let t = Target {
+            zone: Some("atlantis".into()),
+            host: Some(invs[0].zones[0].hosts[0].name.clone()),
+            provisioner: Some("nope".into()),
+        };
+        assert_eq!(unknown_names(&invs[0], &t), ["zone `atlantis`", "provisioner `nope`"]);
+    }
+
+    #[test]
+    fn further_blocking_stages_are_named() {
+        let b = |stage: &str| Blocker {
+            stage: stage.into(),
+            subject: "j".into(),
+            candidate: "z/h".into(),
+            reasons: vec![Reason::new("x", "why")],
+            hint: None,
+        };
+        let s = summarize("host h", "c", &[b("host.power"), b("host.capacity"), b("host.network")]);
+        assert!(
+            s.ends_with("and at 2 more stage(s): host.capacity for j, host.network for j"),
+            "{s}"
+        );
+    }
 }

@@ -2,7 +2,7 @@
 //! of any candidate, per cluster, by the same funnel logic an agent's `why_not` runs
 //! ([`fedvol_common::funnel::why_not`]), on the inventory files.
 
-use fedvol_common::funnel::why_not::{Blocker, Target, why_not};
+use fedvol_common::funnel::why_not::{Blocker, Target, unknown_names, why_not};
 use fedvol_common::funnel::{ClusterState, PlanRequest};
 use fedvol_common::model::Inventory;
 
@@ -49,7 +49,8 @@ impl ExplainArgs {
     /// Explains the target in each cluster of `inventories` (or the named one).
     ///
     /// Errors: a `--why-not-cluster` that is none of the inventories' clusters (the sentence
-    /// names the known ones).
+    /// names the known ones); a zone, host or provisioner no asked cluster has. A cluster
+    /// without the name says so instead of "not rejected".
     pub fn explain(&self, inventories: &[Inventory], req: &PlanRequest) -> Result<Vec<Explained>, String> {
         let Some(target) = self.target() else {
             return Ok(Vec::new());
@@ -64,10 +65,30 @@ impl ExplainArgs {
             ));
         }
         let state = ClusterState::default();
-        Ok(inventories
+        let asked: Vec<&Inventory> = inventories
             .iter()
             .filter(|i| self.cluster.as_ref().is_none_or(|c| c == &i.cluster))
+            .collect();
+        // A name no asked cluster has is an error, not "not rejected" (issue 15).
+        if asked.iter().all(|inv| !unknown_names(inv, &target).is_empty()) {
+            let first = asked.first().map(|inv| unknown_names(inv, &target)).unwrap_or_default();
+            return Err(format!(
+                "no inventory given has {} (clusters: {})",
+                first.join(", no "),
+                asked.iter().map(|i| i.cluster.as_str()).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        Ok(asked
+            .into_iter()
             .map(|inv| {
+                let unknown = unknown_names(inv, &target);
+                if !unknown.is_empty() {
+                    return Explained {
+                        cluster: inv.cluster.clone(),
+                        summary: format!("cluster {} has no {}", inv.cluster, unknown.join(", no ")),
+                        blockers: Vec::new(),
+                    };
+                }
                 let e = why_not(&inv.cluster, inv, &state, req, &target);
                 Explained {
                     cluster: inv.cluster.clone(),

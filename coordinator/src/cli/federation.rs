@@ -687,9 +687,7 @@ pub fn why_not(a: &WhyNotArgs) -> u8 {
         }
         match ask::<api::WhyNot>(&client, &q, &format!("why-not {}", q.request_id)).await {
             Ok(r) => {
-                let ok = print_doc(a.output.output, &r, || {
-                    crate::render::why_not::render(&r.summary, &r.blockers)
-                });
+                let ok = print_doc(a.output.output, &r, || crate::render::why_not::render_reply(&r));
                 if ok { EXIT_OK } else { EXIT_BAD_INPUT }
             }
             Err(code) => code,

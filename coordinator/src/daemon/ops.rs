@@ -242,8 +242,17 @@ async fn settle_planned(co: &Coordinator, stored: &mut StoredDecision, rev: u64)
     }
 }
 
-/// `why_not`: asks the named cluster to explain, for the stored request, why a zone, host or
-/// provisioner was not chosen; the agent's answer (or failure) is returned as it is.
+/// `why_not` (issue 15: from the record first): what the stored decision says of the named
+/// zone, host or provisioner in the named cluster (its stored trace, whether it was chosen, how
+/// the cluster fared in the cluster choice: [`fedvol_common::funnel::why_not::from_record`]),
+/// with the cluster's agent's re-plan on today's inventory and state beside it, and the
+/// inventory version it re-planned on, so that the reader sees whether today's answer can
+/// still be the decision's.
+///
+/// Errors: `bad_request` for a cluster name that is no subject token; `not_found` for an
+/// unknown request id, a cluster that took no part in the decision (naming those that did), or
+/// a name the cluster does not have (the agent's answer). An agent that cannot be asked is not
+/// an error: the record is answered alone, with a summary saying why there is no re-plan.
 pub async fn why_not(co: &Coordinator, q: &WhyNotQuery) -> Result<WhyNotReply, Failure> {
     let fail = |code: Code, message: String| Failure::new(code, message).from_cluster(&q.cluster);
     if subject_token(&q.cluster) != q.cluster {
@@ -259,6 +268,24 @@ pub async fn why_not(co: &Coordinator, q: &WhyNotQuery) -> Result<WhyNotReply, F
         }
         Err(e) => return Err(fail(Code::StoreUnavailable, e.to_string())),
     };
+    if !stored.decision.clusters.contains_key(&q.cluster) {
+        let took_part: Vec<&str> = stored.decision.clusters.keys().map(String::as_str).collect();
+        return Err(fail(
+            Code::NotFound,
+            format!(
+                "cluster `{}` took no part in decision `{}` (clusters: {})",
+                q.cluster,
+                q.request_id,
+                took_part.join(", ")
+            ),
+        ));
+    }
+    let target = fedvol_common::funnel::why_not::Target {
+        zone: q.zone.clone(),
+        host: q.host.clone(),
+        provisioner: q.provisioner.clone(),
+    };
+    let record = fedvol_common::funnel::why_not::from_record(&stored.decision, &q.cluster, &target);
     let wait = co.cfg.deadline_ms.max(1000);
     let msg = WhyNotMsg {
         request: stored.request,
@@ -277,16 +304,18 @@ pub async fn why_not(co: &Coordinator, q: &WhyNotQuery) -> Result<WhyNotReply, F
     )
     .await
     {
-        Ok(answer) => answer,
-        Err(e) => {
-            let code = match e {
-                RpcError::NoResponders(_) => Code::Unreachable,
-                RpcError::TimedOut { .. } => Code::TimedOut,
-                RpcError::BadAnswer { .. } => Code::BadAnswer,
-                RpcError::Nats { .. } | RpcError::TooLarge { .. } => Code::NatsError,
-            };
-            Err(fail(code, e.to_string()))
+        Ok(Ok(mut today)) => {
+            today.record = Some(record);
+            Ok(today)
         }
+        Ok(Err(f)) => Err(f),
+        Err(e) => Ok(WhyNotReply {
+            cluster: q.cluster.clone(),
+            blockers: Vec::new(),
+            summary: format!("no re-plan today: the cluster's agent could not be asked ({e})"),
+            inventory_version: None,
+            record: Some(record),
+        }),
     }
 }
 
