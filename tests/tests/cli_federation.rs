@@ -170,6 +170,23 @@ fn without_a_coordinator_or_nats_the_cli_says_so_in_one_line() {
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(1));
     assert!(err.contains("cannot connect to NATS"), "{err}");
+    // `--wait` says what it waits for, once (issue 15), then gives up at --wait-ms.
+    let dir = tempfile::tempdir().unwrap();
+    let wf = dir.path().join("wf.yaml");
+    std::fs::write(&wf, WORKFLOW).unwrap();
+    let o = fedvol(
+        &nats,
+        &["submit", &wf.display().to_string(), "--wait", "--wait-ms", "1500"],
+    );
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err.matches("waiting for a coordinator to answer on fedvol.v1.coordinator.submit.alice")
+            .count(),
+        1,
+        "{err}"
+    );
+    assert!(err.contains("no coordinator is answering"), "{err}");
 }
 
 /// Issue 12, item 6: when planning found a feasible cluster but every commit failed (here an

@@ -180,14 +180,21 @@ async fn secure_conf_confines_agents_and_users_to_their_own_subjects_and_inboxes
         nats.log()
     );
 
-    // A user whose groups lack the provisioner's permission is refused with that reason.
+    // A user whose groups lack the provisioner's permission is refused with that reason, even
+    // when claiming the right group: with a directory, `-g` is ignored, and the CLI says so
+    // (issue 15).
     let o = fedvol(
         &url,
         "bob",
         "bob",
-        &["submit", &wf, "--request-id", "sec-bob", "-o", "json"],
+        &["submit", &wf, "--request-id", "sec-bob", "-o", "json", "-g", "physics"],
     );
     assert_eq!(o.status.code(), Some(2), "nothing fits for bob: {}", text(&o));
+    assert!(
+        text(&o).contains("note: -g was ignored: the coordinator takes your groups from its user directory ([chem])"),
+        "{}",
+        text(&o)
+    );
     let doc = json(&o);
     assert_eq!(doc["state"], "failed", "{doc:#}");
     for c in ["cluster-a", "cluster-b"] {

@@ -430,6 +430,8 @@ pub fn submit(a: &SubmitArgs) -> u8 {
             );
         }
         let until = std::time::Instant::now() + std::time::Duration::from_millis(a.wait_ms);
+        // `--wait` says once what it waits for (issue 15); each passing error has its own note.
+        let mut said_waiting = false;
         let reply: SubmitReply = loop {
             let waiting = a.wait && std::time::Instant::now() < until;
             match client.call::<api::Submit>(&msg).await {
@@ -446,7 +448,14 @@ pub fn submit(a: &SubmitArgs) -> u8 {
                         _ => break r,
                     }
                 }
-                Err(ClientError::NoCoordinator { .. }) if waiting => {
+                Err(ClientError::NoCoordinator { subject, .. }) if waiting => {
+                    if !said_waiting {
+                        said_waiting = true;
+                        eprintln!(
+                            "waiting for a coordinator to answer on {subject} (--wait: up to {} s more; Ctrl-C stops)",
+                            until.saturating_duration_since(std::time::Instant::now()).as_secs()
+                        );
+                    }
                     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
                 }
                 Err(e @ ClientError::Timeout { .. }) if waiting => {
@@ -455,8 +464,29 @@ pub fn submit(a: &SubmitArgs) -> u8 {
                 Err(e) => return fail(&e),
             }
         };
+        if let Some(s) = &reply.stored {
+            note_ignored_groups(&a.groups, &s.request.groups);
+        }
         show_submit(&reply, a.output.output)
     })
+}
+
+/// With a user directory, the coordinator takes the user's groups from it and ignores the
+/// claimed ones (`-g`): say so when they differ (issue 15), so that nobody believes a `-g`
+/// was used.
+fn note_ignored_groups(claimed: &[String], used: &[String]) {
+    if claimed.is_empty() {
+        return;
+    }
+    let c: std::collections::BTreeSet<&str> = claimed.iter().map(String::as_str).collect();
+    let u: std::collections::BTreeSet<&str> = used.iter().map(String::as_str).collect();
+    if c != u {
+        let used: Vec<&str> = u.into_iter().collect();
+        eprintln!(
+            "note: -g was ignored: the coordinator takes your groups from its user directory ([{}])",
+            used.join(", ")
+        );
+    }
 }
 
 fn show_submit(reply: &SubmitReply, o: Output) -> u8 {
