@@ -438,12 +438,13 @@ async fn decisions_are_found_filtered_and_shown_within_100_columns() {
     let log = watch.log();
     let line = log
         .lines()
-        .find(|l| l.contains("other-2") && l.contains("(new)"))
-        .unwrap();
+        .find(|l| l.contains("other-2") && l.contains("new committed"))
+        .unwrap_or_else(|| panic!("{log}"));
     assert!(
         line.starts_with("20") && line.contains('T') && line.contains('Z'),
         "{line}"
     );
+    assert_fits_100("decisions watch", &log);
     assert!(
         !log.contains("fedvol/"),
         "the coordinators' own keys are not decisions:\n{log}"

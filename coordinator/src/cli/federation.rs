@@ -220,6 +220,10 @@ pub struct WatchArgs {
     /// NATS connection and identity.
     #[command(flatten)]
     pub net: NetArgs,
+    /// Output format: lines cut to fit 100 columns (`table`), in full (`wide`), or one JSON
+    /// object per change (`json`; `yaml` prints the same as JSON lines).
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// A decision id and the output format.
@@ -643,12 +647,12 @@ pub fn decisions(cmd: &DecisionsCmd) -> u8 {
                     Err(code) => code,
                 }
             }
-            DecisionsCmd::Watch(_) => watch(&client).await,
+            DecisionsCmd::Watch(w) => watch(&client, w.output.output).await,
         }
     })
 }
 
-async fn watch(client: &Client) -> u8 {
+async fn watch(client: &Client, o: Output) -> u8 {
     use crate::feed::{DEFAULT_BUCKET, DecisionFeed, FeedEvent};
     // The latest revision of every decision first, then every change as it happens.
     let mut feed = match DecisionFeed::open(&client.nats, DEFAULT_BUCKET).await {
@@ -671,12 +675,36 @@ async fn watch(client: &Client) -> u8 {
                     Some(before) if before == state => "updated".to_string(),
                     Some(before) => format!("{before} → {state}"),
                 };
-                println!(
-                    "{at}  {key}  {}  {state}{}  cluster {}  ({change})",
-                    fedvol_common::limits::printable(&stored.decision.workflow),
-                    if stored.dry_run { " (dry run)" } else { "" },
-                    stored.decision.chosen_cluster.as_deref().unwrap_or("none"),
-                );
+                let workflow = fedvol_common::limits::printable(&stored.decision.workflow);
+                let cluster = stored.decision.chosen_cluster.as_deref().unwrap_or("none");
+                let dry = if stored.dry_run { " (dry run)" } else { "" };
+                match o {
+                    Output::Json | Output::Yaml => println!(
+                        "{}",
+                        serde_json::json!({
+                            "time": at, "request_id": key, "workflow": workflow, "state": state,
+                            "dry_run": stored.dry_run, "chosen_cluster": stored.decision.chosen_cluster,
+                            "change": change,
+                        })
+                    ),
+                    Output::Wide => println!("{at}  {key}  {workflow}  {state}{dry}  cluster {cluster}  ({change})"),
+                    // What changed first, then the id and names cut like `decisions list`
+                    // (a cut id still works as a prefix): at most 100 columns.
+                    Output::Table => {
+                        use crate::render::layout::truncate;
+                        let what = match change.as_str() {
+                            "new" | "updated" => format!("{change} {state}{dry}"),
+                            _ => format!("{change}{dry}"),
+                        };
+                        println!(
+                            "{at}  {:<22}  {:<22}  {:<14}  {}",
+                            truncate(&what, 22),
+                            truncate(&key, 22),
+                            truncate(&workflow, 14),
+                            truncate(cluster, 12)
+                        )
+                    }
+                }
             }
             Ok(FeedEvent::Unreadable { key, error, .. }) => println!("{key}  (unreadable value: {error})"),
             Ok(FeedEvent::Removed { key, .. }) => {
