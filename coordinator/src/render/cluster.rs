@@ -148,6 +148,8 @@ pub fn render(r: &ClusterReply, now_ms: u64) -> String {
                 .collect();
             let (mut cpu, mut mem, mut inst) = (0u64, 0u128, 0u64);
             let (mut cpu_all, mut mem_all, mut inst_all) = (0u64, 0u128, 0u64);
+            // Instances 0 = no limit (seed 002 hosts without an instance count; Slurm hosts).
+            let unlimited = on.iter().any(|h| h.capacity.instances == 0);
             for h in &on {
                 let (c, m, i) = free(h, use_of.get(&h.name));
                 cpu += c;
@@ -164,7 +166,11 @@ pub fn render(r: &ClusterReply, now_ms: u64) -> String {
                 format!("{}/{}", on.len(), z.hosts.len()),
                 format!("{cpu}/{cpu_all}"),
                 format!("{}/{}", gib(mem), gib(mem_all)),
-                format!("{inst}/{inst_all}"),
+                if unlimited {
+                    "no limit".to_string()
+                } else {
+                    format!("{inst}/{inst_all}")
+                },
             ]
         })
         .collect();
