@@ -83,7 +83,7 @@ fn refused_hint(refused: &Option<String>) -> String {
         return String::new();
     };
     let hint = if e.contains("Subscription") && e.contains("_INBOX") {
-        " (your NATS user may not read this reply inbox: the inbox prefix is _INBOX_<-u user> when -u is given, else _INBOX; pass --nats-inbox-prefix with the one your NATS permissions allow)"
+        " (your NATS user may not read this reply inbox: the inbox prefix is _INBOX_<NATS user> (--nats-user, else -u), else _INBOX; pass --nats-inbox-prefix with the one your NATS permissions allow)"
     } else if e.contains("Publish") && e.contains(".coordinator.") {
         " (your NATS user may not send requests under this name: -u must be your NATS user)"
     } else {

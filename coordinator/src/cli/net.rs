@@ -74,17 +74,19 @@ impl NetArgs {
     /// flag, issue 15), so that `fedvol -u alice` with a password in `FEDVOL_NATS_PASSWORD` is
     /// enough with deploy/nats/secure.conf:
     /// - the NATS login user is `--nats-user`, else, when a password is given, the `-u` user;
-    /// - the reply inbox prefix is `--nats-inbox-prefix`, else `_INBOX_<-u user>` when a user
-    ///   other than `anonymous` is given (the private inbox secure.conf allows, and
-    ///   single.conf too), else NATS's `_INBOX`.
+    /// - the reply inbox prefix is `--nats-inbox-prefix`, else `_INBOX_<NATS login>` when there
+    ///   is a login (`--nats-user`, or the `-u` user other than `anonymous`): the private inbox
+    ///   secure.conf allows, and single.conf too; else NATS's `_INBOX`.
     pub fn auth(&self) -> fedvol_proto::nats::NatsAuth {
         let mut auth = self.nats.auth();
         let named = self.user != ANONYMOUS;
         if auth.user.is_none() && auth.password.is_some() && named {
             auth.user = Some(self.user.clone());
         }
-        if auth.inbox_prefix.is_none() && named {
-            auth.inbox_prefix = Some(format!("_INBOX_{}", self.user));
+        // The private inbox is the NATS login's (`--nats-user`, else the `-u` user).
+        if auth.inbox_prefix.is_none() && (named || auth.user.is_some()) {
+            let login = auth.user.clone().unwrap_or_else(|| self.user.clone());
+            auth.inbox_prefix = Some(format!("_INBOX_{login}"));
         }
         auth
     }
