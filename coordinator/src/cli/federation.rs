@@ -20,9 +20,6 @@ use crate::render::{Output, table, yaml};
 /// `fedvol submit`.
 #[derive(Debug, clap::Args)]
 pub struct SubmitArgs {
-    /// NATS connection and identity.
-    #[command(flatten)]
-    pub net: NetArgs,
     /// The workflow: a Fuzzfile (v1 or v4), a file of Kubernetes PersistentVolumeClaims, or a
     /// catalog template with `--values`.
     #[arg(value_name = "WORKFLOW")]
@@ -66,6 +63,9 @@ pub struct SubmitArgs {
     /// Output format.
     #[command(flatten)]
     pub output: OutputArgs,
+    /// NATS connection and identity (listed last in `--help`, under their own heading).
+    #[command(flatten)]
+    pub net: NetArgs,
 }
 
 /// `fedvol decisions ...`.
@@ -84,9 +84,6 @@ pub enum DecisionsCmd {
 /// `fedvol decisions list`: filters combine (all must hold).
 #[derive(Debug, clap::Args)]
 pub struct ListArgs {
-    /// NATS connection and identity.
-    #[command(flatten)]
-    pub net: NetArgs,
     /// Only decisions made for this user.
     #[arg(long = "for-user", value_name = "USER")]
     pub for_user: Option<String>,
@@ -111,6 +108,9 @@ pub struct ListArgs {
     /// Output format (`-o wide`: ids and names in full).
     #[command(flatten)]
     pub output: OutputArgs,
+    /// NATS connection and identity (listed last in `--help`, under their own heading).
+    #[command(flatten)]
+    pub net: NetArgs,
 }
 
 /// The states `fedvol decisions list --state` filters on.
@@ -217,35 +217,32 @@ pub fn list_table(v: &[api::DecisionSummary], wide: bool, now: u64) -> String {
 /// `fedvol decisions watch`.
 #[derive(Debug, clap::Args)]
 pub struct WatchArgs {
-    /// NATS connection and identity.
-    #[command(flatten)]
-    pub net: NetArgs,
     /// Output format: lines cut to fit 100 columns (`table`), in full (`wide`), or one JSON
     /// object per change (`json`; `yaml` prints the same as JSON lines).
     #[command(flatten)]
     pub output: OutputArgs,
+    /// NATS connection and identity (listed last in `--help`, under their own heading).
+    #[command(flatten)]
+    pub net: NetArgs,
 }
 
 /// A decision id and the output format.
 #[derive(Debug, clap::Args)]
 pub struct IdArgs {
-    /// NATS connection and identity.
-    #[command(flatten)]
-    pub net: NetArgs,
     /// The decision's request id, or a unique start of it.
     #[arg(value_name = "ID")]
     pub id: String,
     /// Output format.
     #[command(flatten)]
     pub output: OutputArgs,
+    /// NATS connection and identity (listed last in `--help`, under their own heading).
+    #[command(flatten)]
+    pub net: NetArgs,
 }
 
 /// `fedvol why-not`.
 #[derive(Debug, clap::Args)]
 pub struct WhyNotArgs {
-    /// NATS connection and identity.
-    #[command(flatten)]
-    pub net: NetArgs,
     /// The decision's request id.
     #[arg(value_name = "ID")]
     pub id: String,
@@ -264,6 +261,9 @@ pub struct WhyNotArgs {
     /// Output format.
     #[command(flatten)]
     pub output: OutputArgs,
+    /// NATS connection and identity (listed last in `--help`, under their own heading).
+    #[command(flatten)]
+    pub net: NetArgs,
 }
 
 fn print_doc<T: serde::Serialize>(o: Output, value: &T, table_text: impl FnOnce() -> String) -> bool {
@@ -784,15 +784,15 @@ pub fn complete(a: &IdArgs) -> u8 {
 /// `fedvol clusters [show C]`.
 #[derive(Debug, clap::Args)]
 pub struct ClustersArgs {
-    /// NATS connection and identity.
-    #[command(flatten)]
-    pub net: NetArgs,
     /// Output format.
     #[command(flatten)]
     pub output: OutputArgs,
     /// Without a subcommand: every cluster in one table.
     #[command(subcommand)]
     pub cmd: Option<ClustersCmd>,
+    /// NATS connection and identity (listed last in `--help`, under their own heading).
+    #[command(flatten)]
+    pub net: NetArgs,
 }
 
 /// `fedvol clusters` subcommands.

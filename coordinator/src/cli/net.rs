@@ -9,15 +9,17 @@ use fedvol_proto::nats::NatsArgs;
 
 use crate::client::{Client, ClientError};
 
-/// NATS connection and identity options of the federation commands.
+/// NATS connection and identity options of the federation commands (listed in `--help` under
+/// their own heading, after the command's own options).
 #[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "NATS connection and identity")]
 pub struct NetArgs {
     /// NATS connection (URL, auth, TLS, inbox prefix).
     #[command(flatten)]
     pub nats: NatsArgs,
     /// Your user name: the identity token of your requests (with auth on, NATS permissions
     /// tie it to your credentials). It is also the NATS login user when a password is given
-    /// without --nats-user, and it makes the reply inbox prefix `_INBOX_<user>` unless
+    /// without --nats-user; the reply inbox prefix is then `_INBOX_<NATS login>` unless
     /// --nats-inbox-prefix says otherwise.
     #[arg(short = 'u', long, env = "FEDVOL_USER", default_value = ANONYMOUS, global = true)]
     pub user: String,

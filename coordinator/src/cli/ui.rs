@@ -9,9 +9,6 @@ use super::net::NetArgs;
 /// `fedvol ui`.
 #[derive(Debug, clap::Args)]
 pub struct UiArgs {
-    /// NATS connection and identity.
-    #[command(flatten)]
-    pub net: NetArgs,
     /// Address to serve on. The view has no login of its own and shows every decision the
     /// NATS credentials can read: keep it on loopback unless whoever can reach it may see
     /// them (port 0 picks a free port; the address is printed on stderr).
@@ -20,6 +17,9 @@ pub struct UiArgs {
     /// The decisions bucket (the coordinators' `kv.bucket`).
     #[arg(long, default_value = crate::feed::DEFAULT_BUCKET)]
     pub bucket: String,
+    /// NATS connection and identity (listed last in `--help`, under their own heading).
+    #[command(flatten)]
+    pub net: NetArgs,
 }
 
 /// Runs `fedvol ui`: exit 1 when NATS, the bucket or the address cannot be used; serves
