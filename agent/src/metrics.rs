@@ -21,28 +21,10 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
-use prometheus_client::metrics::histogram::Histogram;
 
-use fedvol_obs::{Outcome, Registry};
+use fedvol_obs::{Outcome, Registry, RequestMetrics};
 
 use crate::service::{Shared, lock};
-
-/// Labels of one request count.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RequestLabels {
-    /// The endpoint's name (`plan`, `cluster_plan`, `commit`, `release`, `complete`, `why_not`,
-    /// `status`, `inventory`).
-    pub endpoint: &'static str,
-    /// [`Outcome::as_str`].
-    pub outcome: &'static str,
-}
-
-/// The label of a per-endpoint histogram.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct EndpointLabel {
-    /// The endpoint's name.
-    pub endpoint: &'static str,
-}
 
 /// The label of an inventory reload count.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -52,28 +34,12 @@ pub struct ReloadLabel {
     pub outcome: &'static str,
 }
 
-/// A histogram of the shared duration buckets.
-fn duration_histogram() -> Histogram {
-    Histogram::new(fedvol_obs::registry::duration_buckets())
-}
-
 /// The agent's request and reload metrics: handles cheap to clone (atomics behind `Arc`s),
 /// updated whether or not a metrics server runs.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct AgentMetrics {
-    requests: Family<RequestLabels, Counter>,
-    durations: Family<EndpointLabel, Histogram, fn() -> Histogram>,
+    requests: RequestMetrics,
     reloads: Family<ReloadLabel, Counter>,
-}
-
-impl Default for AgentMetrics {
-    fn default() -> Self {
-        AgentMetrics {
-            requests: Family::default(),
-            durations: Family::new_with_constructor(duration_histogram),
-            reloads: Family::default(),
-        }
-    }
 }
 
 /// The endpoints the agent serves (the `endpoint` label), as [`crate::service::serve`] names
@@ -93,24 +59,15 @@ impl AgentMetrics {
     /// Registers these metrics in `registry`, with the series of successful requests and of
     /// reloads present (at 0) from the start, so that rates see their first increase.
     pub fn register(&self, registry: &mut Registry) {
-        for endpoint in ENDPOINTS {
-            let _ = self.requests.get_or_create(&RequestLabels {
-                endpoint,
-                outcome: Outcome::Ok.as_str(),
-            });
-        }
         for outcome in ["applied", "unchanged", "refused"] {
             let _ = self.reloads.get_or_create(&ReloadLabel { outcome });
         }
-        registry.register(
-            "fedvol_agent_requests",
+        self.requests.register(
+            registry,
+            "fedvol_agent",
+            ENDPOINTS,
             "Requests served, by endpoint and outcome (ok, error, bad_request, dropped, overloaded)",
-            self.requests.clone(),
-        );
-        registry.register(
-            "fedvol_agent_request_duration_seconds",
             "Time from a request's arrival to its answer, by endpoint (plan and cluster_plan: the funnel; commit: the whole commit with its drivers)",
-            self.durations.clone(),
         );
         registry.register(
             "fedvol_agent_inventory_reloads",
@@ -122,17 +79,7 @@ impl AgentMetrics {
     /// Counts one request of `endpoint` that ended `outcome` after `took` (a refused
     /// `overloaded` request is counted, not timed).
     pub fn request(&self, endpoint: &'static str, outcome: Outcome, took: Duration) {
-        self.requests
-            .get_or_create(&RequestLabels {
-                endpoint,
-                outcome: outcome.as_str(),
-            })
-            .inc();
-        if outcome != Outcome::Overloaded {
-            self.durations
-                .get_or_create(&EndpointLabel { endpoint })
-                .observe(took.as_secs_f64());
-        }
+        self.requests.request(endpoint, outcome, took);
     }
 
     /// Counts one inventory reload: `applied`, `unchanged` or `refused`.

@@ -202,11 +202,7 @@ async fn add<E: Endpoint>(
                     let ran = &ran;
                     async move {
                         let result = work.await;
-                        let seen = match &result {
-                            None => Outcome::Dropped,
-                            Some(Ok(_)) => Outcome::Ok,
-                            Some(Err(_)) => Outcome::Error,
-                        };
+                        let seen = Outcome::of_answer(&result);
                         ran.store(seen as u8, std::sync::atomic::Ordering::Relaxed);
                         result
                     }

@@ -4,6 +4,7 @@
 //! - [`registry`]: [`Registry`], the metrics of one process (a `prometheus-client` registry
 //!   plus `fedvol_build_info`), encoded as OpenMetrics text; the duration buckets every
 //!   fedvol histogram uses; the `outcome` of a served request ([`Outcome`]).
+//! - [`requests`]: [`RequestMetrics`], requests by endpoint and outcome and their durations.
 //! - [`nats`]: [`NatsCollector`], the NATS connection's state and reconnects, read from the
 //!   client at each scrape.
 //! - [`ready`]: [`Readiness`], what `/readyz` answers: starting (with what it is doing), or the
@@ -24,11 +25,13 @@
 pub mod nats;
 pub mod ready;
 pub mod registry;
+pub mod requests;
 pub mod server;
 
 pub use nats::NatsCollector;
 pub use ready::Readiness;
 pub use registry::{Outcome, Registry};
+pub use requests::RequestMetrics;
 pub use server::{ServeError, parse_listen, serve};
 
 /// Re-exported so that the daemons name the same metric types this crate registers.

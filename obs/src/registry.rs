@@ -16,6 +16,11 @@ pub fn duration_buckets() -> impl Iterator<Item = f64> {
     prometheus_client::metrics::histogram::exponential_buckets(0.0005, 2.0, 17)
 }
 
+/// A histogram of [`duration_buckets`].
+pub fn duration_histogram() -> prometheus_client::metrics::histogram::Histogram {
+    prometheus_client::metrics::histogram::Histogram::new(duration_buckets())
+}
+
 /// How one request ended, the `outcome` label of `fedvol_*_requests_total`: a small fixed set
 /// (never an error message).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -41,6 +46,15 @@ impl Outcome {
         Outcome::Dropped,
         Outcome::Overloaded,
     ];
+
+    /// How a handler's answer ended: none (dropped), a reply (ok) or a failure (error).
+    pub fn of_answer<T, E>(answer: &Option<Result<T, E>>) -> Outcome {
+        match answer {
+            None => Outcome::Dropped,
+            Some(Ok(_)) => Outcome::Ok,
+            Some(Err(_)) => Outcome::Error,
+        }
+    }
 
     /// The label value: `ok`, `error`, `bad_request`, `dropped`, `overloaded`.
     pub fn as_str(self) -> &'static str {

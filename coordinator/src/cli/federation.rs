@@ -15,6 +15,7 @@ use fedvol_proto::{NoArgs, now_ms};
 use super::net::{NetArgs, block_on};
 use super::{EXIT_BAD_INPUT, EXIT_NO_FIT, EXIT_OK, OutputArgs};
 use crate::client::{Client, ClientError};
+use crate::render::words::state as state_name;
 use crate::render::{Output, table, yaml};
 
 /// `fedvol submit`.
@@ -150,8 +151,18 @@ pub fn parse_age_ms(s: &str) -> Result<u64, String> {
         .map_err(|e| format!("`{s}` is not an age ({e}): expected e.g. 90s, 15m, 2h, 7d"))
 }
 
-fn state_name(s: fedvol_proto::decisions::DecisionState) -> String {
-    format!("{s:?}").to_lowercase()
+impl StateFilter {
+    /// The stored state this filter keeps; `None` for `dry-run`, which is not a state.
+    fn state(self) -> Option<fedvol_proto::decisions::DecisionState> {
+        use fedvol_proto::decisions::DecisionState as S;
+        match self {
+            StateFilter::Planned => Some(S::Planned),
+            StateFilter::Committed => Some(S::Committed),
+            StateFilter::Completed => Some(S::Completed),
+            StateFilter::Failed => Some(S::Failed),
+            StateFilter::DryRun => None,
+        }
+    }
 }
 
 /// The summaries `a` selects, in its order, at most `a.limit` of them.
@@ -162,8 +173,7 @@ pub fn select(a: &ListArgs, all: Vec<api::DecisionSummary>, now: u64) -> Vec<api
         .filter(|d| a.workflow.as_deref().is_none_or(|w| d.workflow.contains(w)))
         .filter(|d| match a.state {
             None => true,
-            Some(StateFilter::DryRun) => d.dry_run,
-            Some(f) => state_name(d.state) == format!("{f:?}").to_lowercase(),
+            Some(f) => f.state().map_or(d.dry_run, |s| d.state == s),
         })
         .filter(|d| match a.cluster.as_deref() {
             None => true,
@@ -180,7 +190,7 @@ pub fn select(a: &ListArgs, all: Vec<api::DecisionSummary>, now: u64) -> Vec<api
     match a.sort {
         SortBy::Updated => v.sort_by(newest),
         SortBy::Workflow => v.sort_by(|x, y| x.workflow.cmp(&y.workflow).then_with(|| newest(x, y))),
-        SortBy::State => v.sort_by(|x, y| state_name(x.state).cmp(&state_name(y.state)).then_with(|| newest(x, y))),
+        SortBy::State => v.sort_by(|x, y| state_name(x.state).cmp(state_name(y.state)).then_with(|| newest(x, y))),
         SortBy::Cluster => v.sort_by(|x, y| x.chosen_cluster.cmp(&y.chosen_cluster).then_with(|| newest(x, y))),
     }
     if a.limit > 0 {
@@ -200,7 +210,7 @@ pub fn list_table(v: &[api::DecisionSummary], wide: bool, now: u64) -> String {
         let state = if d.dry_run {
             format!("{} (dry run)", state_name(d.state))
         } else {
-            state_name(d.state)
+            state_name(d.state).to_string()
         };
         t.add_row(vec![
             cut(&d.request_id, 26),

@@ -31,26 +31,10 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
 
 use fedvol_common::decision::ClusterStatus;
-use fedvol_obs::{Outcome, Registry};
+use fedvol_obs::registry::duration_histogram;
+use fedvol_obs::{Outcome, Registry, RequestMetrics};
 
 use super::Coordinator;
-
-/// Labels of one request count.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RequestLabels {
-    /// The operation's name (`submit`, `complete`, `get`, `replay`, `why_not`, `clusters`,
-    /// `list`).
-    pub endpoint: &'static str,
-    /// [`Outcome::as_str`].
-    pub outcome: &'static str,
-}
-
-/// The label of a per-endpoint histogram.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct EndpointLabel {
-    /// The operation's name.
-    pub endpoint: &'static str,
-}
 
 /// Labels of one cluster's slot in a gathered plan.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -83,10 +67,6 @@ pub struct WriteLabels {
     pub op: &'static str,
     /// `done`, `conflict` (someone else wrote first: compare-and-set) or `error`.
     pub outcome: &'static str,
-}
-
-fn duration_histogram() -> Histogram {
-    Histogram::new(fedvol_obs::registry::duration_buckets())
 }
 
 /// The label value of a cluster's slot status.
@@ -129,8 +109,7 @@ impl KvMetrics {
 /// metrics server runs.
 #[derive(Debug, Clone)]
 pub struct CoordinatorMetrics {
-    requests: Family<RequestLabels, Counter>,
-    durations: Family<EndpointLabel, Histogram, fn() -> Histogram>,
+    requests: RequestMetrics,
     decisions: Family<StateLabel, Counter>,
     gather: Family<GatherLabels, Counter>,
     plan: Histogram,
@@ -143,8 +122,7 @@ pub struct CoordinatorMetrics {
 impl Default for CoordinatorMetrics {
     fn default() -> Self {
         CoordinatorMetrics {
-            requests: Family::default(),
-            durations: Family::new_with_constructor(duration_histogram),
+            requests: RequestMetrics::default(),
             decisions: Family::default(),
             gather: Family::default(),
             plan: duration_histogram(),
@@ -169,24 +147,15 @@ impl CoordinatorMetrics {
     /// committed and failed decisions present (at 0) from the start, so that rates see their
     /// first increase.
     pub fn register(&self, r: &mut Registry) {
-        for op in fedvol_proto::coordinator::CoordinatorOp::ALL {
-            let _ = self.requests.get_or_create(&RequestLabels {
-                endpoint: op.name(),
-                outcome: Outcome::Ok.as_str(),
-            });
-        }
         for state in ["committed", "failed"] {
             let _ = self.decisions.get_or_create(&StateLabel { state });
         }
-        r.register(
-            "fedvol_coordinator_requests",
+        self.requests.register(
+            r,
+            "fedvol_coordinator",
+            fedvol_proto::coordinator::CoordinatorOp::ALL.map(|op| op.name()),
             "Requests served, by endpoint and outcome (ok, error, bad_request, dropped, overloaded); a submit answered with an error counts as error",
-            self.requests.clone(),
-        );
-        r.register(
-            "fedvol_coordinator_request_duration_seconds",
             "Time from a request's arrival to its answer, by endpoint",
-            self.durations.clone(),
         );
         r.register(
             "fedvol_coordinator_decisions",
@@ -228,17 +197,7 @@ impl CoordinatorMetrics {
     /// Counts one request of `endpoint` that ended `outcome` after `took` (a refused
     /// `overloaded` request is counted, not timed).
     pub fn request(&self, endpoint: &'static str, outcome: Outcome, took: Duration) {
-        self.requests
-            .get_or_create(&RequestLabels {
-                endpoint,
-                outcome: outcome.as_str(),
-            })
-            .inc();
-        if outcome != Outcome::Overloaded {
-            self.durations
-                .get_or_create(&EndpointLabel { endpoint })
-                .observe(took.as_secs_f64());
-        }
+        self.requests.request(endpoint, outcome, took);
     }
 
     /// Counts a decision a submit answered with, in state `state`.

@@ -475,11 +475,7 @@ where
         let work = handler(req);
         async move {
             let result = work.await;
-            let seen = match &result {
-                None => Outcome::Dropped,
-                Some(Ok(_)) => Outcome::Ok,
-                Some(Err(_)) => Outcome::Error,
-            };
+            let seen = Outcome::of_answer(&result);
             ran.store(seen as u8, Ordering::Relaxed);
             result
         }

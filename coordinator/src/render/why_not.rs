@@ -13,24 +13,29 @@ use fedvol_common::funnel::why_not::Blocker;
 /// ```
 /// Lines are wrapped to the terminal's width ([`super::layout::para`]).
 pub fn render(summary: &str, blockers: &[Blocker]) -> String {
-    use super::layout::para;
-    let mut s = para("", "  ", summary);
+    let mut s = super::layout::para("", "  ", summary);
     for b in blockers {
-        s.push_str(&para(
-            "  ",
-            "      ",
+        s.push_str(&blocker(
             &format!("{} [{}] for {}:", b.candidate, b.stage, b.subject),
+            b,
         ));
-        for reason in &b.reasons {
-            s.push_str(&para(
-                "    - ",
-                "      ",
-                &format!("{} ({})", reason.message, reason.code),
-            ));
-        }
-        if let Some(h) = &b.hint {
-            s.push_str(&para("    hint: ", "      ", h));
-        }
+    }
+    s
+}
+
+/// One blocker under `heading`: each reason with its code, then its hint when it has one.
+fn blocker(heading: &str, b: &Blocker) -> String {
+    use super::layout::para;
+    let mut s = para("  ", "      ", heading);
+    for reason in &b.reasons {
+        s.push_str(&para(
+            "    - ",
+            "      ",
+            &format!("{} ({})", reason.message, reason.code),
+        ));
+    }
+    if let Some(h) = &b.hint {
+        s.push_str(&para("    hint: ", "      ", h));
     }
     s
 }
@@ -51,32 +56,13 @@ pub fn render_reply(r: &fedvol_proto::agent::WhyNotReply) -> String {
     ));
     s.push_str(&para("  ", "    ", &rec.summary));
     for b in &rec.blockers {
-        s.push_str(&para(
-            "  ",
-            "      ",
+        s.push_str(&blocker(
             &format!("{} [{}] for {}:", b.candidate, b.stage, b.subject),
+            b,
         ));
-        for reason in &b.reasons {
-            s.push_str(&para(
-                "    - ",
-                "      ",
-                &format!("{} ({})", reason.message, reason.code),
-            ));
-        }
     }
     if let Some(b) = &rec.cluster_choice {
-        s.push_str(&para(
-            "  ",
-            "      ",
-            &format!("cluster {} [{}]:", b.candidate, b.stage),
-        ));
-        for reason in &b.reasons {
-            s.push_str(&para(
-                "    - ",
-                "      ",
-                &format!("{} ({})", reason.message, reason.code),
-            ));
-        }
+        s.push_str(&blocker(&format!("cluster {} [{}]:", b.candidate, b.stage), b));
     }
     if !rec.unlisted_stages.is_empty() {
         s.push_str(&para(
