@@ -236,6 +236,7 @@ mod tests {
 
     fn wf(clusters: &[&str]) -> Workflow {
         Workflow {
+            priority: None,
             name: "wf".into(),
             format: WorkflowFormat::FuzzfileV4,
             volumes: Vec::new(),

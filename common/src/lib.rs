@@ -12,6 +12,7 @@ pub mod funnel;
 pub mod limits;
 pub mod model;
 pub mod offline;
+pub mod quota;
 pub mod secrets;
 pub mod size;
 pub mod synth;

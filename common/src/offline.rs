@@ -24,6 +24,8 @@ pub fn plan_locally(inventories: &[Inventory], req: &PlanRequest) -> Decision {
     }
     let (chosen, choice) = choose_cluster(&req.workflow, &clusters, req.seed);
     Decision {
+        quota: Vec::new(),
+        refused: None,
         request_id: req.request_id.clone(),
         workflow: req.workflow.name.clone(),
         seed: req.seed,

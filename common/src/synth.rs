@@ -153,6 +153,7 @@ pub fn cluster(name: &str, s: SynthSizes) -> Inventory {
 /// a soft `gpu` constraint.
 pub fn workflow(jobs: usize, size_gib: u128) -> Workflow {
     Workflow {
+        priority: None,
         name: "synthetic".into(),
         format: WorkflowFormat::FuzzfileV4,
         volumes: vec![VolumeRequest {

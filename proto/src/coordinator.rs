@@ -101,6 +101,14 @@ pub struct SubmitMsg {
     /// submits are always stored.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub keep: bool,
+    /// Issue 18: the priority class to submit with (overrides the workflow's `priority`); a
+    /// class the coordinator does not configure is `bad_request`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<String>,
+    /// Issue 18: when nothing fits now (or a quota is exceeded), queue the decision
+    /// (`queued`) and place it when room frees, instead of failing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub wait_for_capacity: bool,
 }
 
 impl SubmitMsg {

@@ -42,6 +42,8 @@ fn samples() -> Vec<Vec<u8>> {
         ttl_ms: 1000,
     };
     let submit = SubmitMsg {
+        priority: None,
+        wait_for_capacity: false,
         request_id: "r-1".into(),
         workflow: workflow(),
         dry_run: false,

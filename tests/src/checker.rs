@@ -175,6 +175,7 @@ fn state_name(s: DecisionState) -> &'static str {
         DecisionState::Committed => "committed",
         DecisionState::Completed => "completed",
         DecisionState::Failed => "failed",
+        DecisionState::Queued => "queued",
     }
 }
 
@@ -595,8 +596,14 @@ mod tests {
             clusters.insert(c.to_string(), slot);
         }
         StoredDecision {
+            priority_class: None,
+            priority: 0,
+            wait_for_capacity: false,
+            queued_ms: None,
             state,
             decision: Decision {
+                quota: Vec::new(),
+                refused: None,
                 request_id: id.into(),
                 workflow: "w".into(),
                 seed: 1,

@@ -124,6 +124,8 @@ pub async fn coordinator_op<E: CoordinatorEndpoint>(
 /// (issue 14), since the load tests read every decision back from the bucket.
 pub fn submit_msg(id: &str, workflow: &Workflow, dry_run: bool) -> SubmitMsg {
     SubmitMsg {
+        priority: None,
+        wait_for_capacity: false,
         request_id: id.to_string(),
         workflow: workflow.clone(),
         dry_run,
@@ -248,6 +250,8 @@ pub enum Outcome {
     Failed,
     /// Submit answered: a dry run's plan.
     Planned,
+    /// Submit answered: queued to wait for capacity (issue 18).
+    Queued,
     /// Complete answered: completed.
     Completed,
     /// Answered with an error (its code).
@@ -275,6 +279,7 @@ impl Outcome {
             Outcome::Committed(_) => "committed".into(),
             Outcome::Failed => "failed".into(),
             Outcome::Planned => "planned".into(),
+            Outcome::Queued => "queued".into(),
             Outcome::Completed => "completed".into(),
             Outcome::Error(code) => format!("error:{code}"),
             Outcome::NoAnswer => "no_answer".into(),
@@ -409,6 +414,7 @@ fn outcome_of(r: &Result<SubmitReply, CallError>) -> Outcome {
                 DecisionState::Committed => Outcome::Committed(s.decision.chosen_cluster.clone().unwrap_or_default()),
                 DecisionState::Failed => Outcome::Failed,
                 DecisionState::Planned => Outcome::Planned,
+                DecisionState::Queued => Outcome::Queued,
                 DecisionState::Completed => Outcome::Completed,
             },
             (None, None) => Outcome::ClientError("an answer with neither decision nor error".into()),

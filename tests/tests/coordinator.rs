@@ -92,6 +92,8 @@ async fn op<E: CoordinatorEndpoint>(client: &async_nats::Client, user: &str, bod
 
 fn submit_msg(id: &str, workflow: Workflow) -> SubmitMsg {
     SubmitMsg {
+        priority: None,
+        wait_for_capacity: false,
         request_id: id.into(),
         workflow,
         dry_run: false,

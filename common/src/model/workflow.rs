@@ -41,6 +41,11 @@ pub struct Workflow {
     pub clusters: Vec<String>,
     /// Workflow-level annotations (kept, not used for volume selection).
     pub annotations: BTreeMap<String, String>,
+    /// fedvol addition (issue 18): the workflow's priority class, a name the coordinator's
+    /// `priorityClasses` maps to a number (like a Kubernetes PriorityClass); `None` = the
+    /// coordinator's default class. `fedvol submit --priority` overrides it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<String>,
 }
 
 impl Workflow {

@@ -209,6 +209,8 @@ pub fn demo(a: &DemoArgs) -> u8 {
                 }
             };
             let msg = SubmitMsg {
+                priority: None,
+                wait_for_capacity: false,
                 request_id: format!("demo-{}", wf.name),
                 workflow: wf,
                 dry_run: false,

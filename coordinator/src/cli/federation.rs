@@ -125,6 +125,8 @@ pub enum StateFilter {
     Completed,
     /// No cluster took it.
     Failed,
+    /// Waiting for capacity (`--wait-for-capacity`), placed by priority then age.
+    Queued,
     /// Kept dry runs (any state).
     DryRun,
 }
@@ -160,6 +162,7 @@ impl StateFilter {
             StateFilter::Committed => Some(S::Committed),
             StateFilter::Completed => Some(S::Completed),
             StateFilter::Failed => Some(S::Failed),
+            StateFilter::Queued => Some(S::Queued),
             StateFilter::DryRun => None,
         }
     }
@@ -416,6 +419,8 @@ pub fn submit(a: &SubmitArgs) -> u8 {
             Err(e) => return fail(&e),
         };
         let msg = SubmitMsg {
+            priority: None,
+            wait_for_capacity: false,
             request_id: a.request_id.clone().unwrap_or_else(|| {
                 crate::client::request_id_for(&workflow.name, &crate::client::unique_token(&client.nats))
             }),

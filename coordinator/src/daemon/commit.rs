@@ -341,7 +341,7 @@ pub fn pending_attempt(stored: &StoredDecision, cluster: &str) -> CommitAttempt 
 
 /// True for a refusal that is no commit failure: the cluster's capacity changed since the
 /// broadcast (it does not count towards `commitAttempts`).
-fn is_contention(e: &Option<ProtoError>) -> bool {
+pub fn is_contention(e: &Option<ProtoError>) -> bool {
     e.as_ref()
         .is_some_and(|e| e.is(&Code::NoLongerFits) || e.is(&Code::CapacityInFlight))
 }

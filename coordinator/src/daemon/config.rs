@@ -16,6 +16,10 @@
 //! maxInFlight: 4096       # requests in progress at once; beyond, `overloaded`
 //! forgetClusterAfterMs: 600000  # a cluster not heard from for this long leaves the registry
 //! metricsListen: 127.0.0.1:9464  # serve /metrics, /healthz, /readyz here (default: off)
+//! quotas: [{project: genomics, storage: 10TiB}]  # issue 18: see `daemon::policy`
+//! priorityClasses: {high: 1000, normal: 0}
+//! defaultPriorityClass: normal
+//! queue: {maxQueued: 1000, maxWaitMs: 86400000}
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -94,6 +98,9 @@ pub struct CoordinatorConfig {
     /// Where to serve `/metrics`, `/healthz` and `/readyz` (`metricsListen`, `IP:PORT`); `None`
     /// (the default): no metrics server.
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Federation-wide policy (issue 18): `quotas`, `priorityClasses`, `defaultPriorityClass`,
+    /// `queue` (see [`super::policy`]).
+    pub policy: super::policy::Policy,
 }
 
 /// The longest wait a submit may ask for, ms.
@@ -117,6 +124,7 @@ impl Default for CoordinatorConfig {
             max_body_bytes: fedvol_proto::DEFAULT_MAX_BODY_BYTES,
             trace_limit: fedvol_common::funnel::trace::STORED_TRACE_LIMIT,
             metrics_listen: None,
+            policy: super::policy::Policy::default(),
         }
     }
 }
@@ -224,6 +232,7 @@ impl CoordinatorConfig {
             }
             m.finish(&mut ctx);
         }
+        cfg.policy.read(&mut ctx, &mut r);
         r.finish(&mut ctx);
         ctx.finish(cfg)
     }

@@ -22,6 +22,9 @@
 //!   `planned` by a coordinator that died; [`restore`]: it also commits again what an agent
 //!   started on a new state file forgot.
 //! - [`run`]: start-up (connect, bucket, heartbeats, discovery) and the request loop.
+//! - [`policy`]: quotas, priority classes and the queue's bounds (issue 18); [`quota`]: the
+//!   usage ledgers in the bucket, admission by compare-and-set; [`queue`]: submits that wait
+//!   for capacity, placed by priority then age when room frees.
 //! - [`metrics`]: what `/metrics` shows (`metricsListen`; the server is `fedvol_obs`).
 //!
 //! Several coordinators may run at once: requests arrive in queue group `coordinator`, and
@@ -35,6 +38,9 @@ pub mod directory;
 pub mod fanout;
 pub mod metrics;
 pub mod ops;
+pub mod policy;
+pub mod queue;
+pub mod quota;
 pub mod reconcile;
 pub mod registry;
 pub mod replay;

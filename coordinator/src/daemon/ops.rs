@@ -99,6 +99,18 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
                 }
             }
         }
+        if stored.state == DecisionState::Queued {
+            match withdraw(co, stored, rev).await {
+                Some(reply) => return reply,
+                None => {
+                    conflicts += 1;
+                    if conflicts >= 3 {
+                        break;
+                    }
+                    continue;
+                }
+            }
+        }
         let cluster = match (stored.state, stored.decision.chosen_cluster.clone()) {
             (DecisionState::Completed, _) => return SubmitReply::stored(stored),
             (DecisionState::Committed, Some(c)) => c,
@@ -143,6 +155,7 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
         match co.store.update(&q.request_id, &stored, rev).await {
             Ok(Write::Done(_)) => {
                 tracing::info!(cluster = %cluster, "decision completed");
+                super::quota::release(co, &q.request_id, &stored.decision.quota).await;
                 return SubmitReply::stored(stored);
             }
             // Changed meanwhile (another complete): read again; the agent answers a repeated
@@ -162,6 +175,30 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
         }
     }
     error_reply(Code::StoreUnavailable, "the decision kept changing; try again")
+}
+
+/// `complete` of a queued decision (issue 18): withdraws it from the queue, stored `failed`
+/// (`not_committed`: withdrawn before it was placed; nothing was held). `None` when the
+/// decision changed meanwhile (read it again).
+async fn withdraw(co: &Coordinator, mut stored: StoredDecision, rev: u64) -> Option<SubmitReply> {
+    stored.state = DecisionState::Failed;
+    stored.decision.refused = Some(
+        Code::NotCommitted
+            .reason("withdrawn from the queue by `fedvol complete` before it was placed; nothing was held"),
+    );
+    stored.updated_ms = now_ms();
+    match co.store.update(&stored.decision.request_id, &stored, rev).await {
+        Ok(Write::Done(_)) => {
+            tracing::info!("complete: a queued decision withdrawn");
+            super::queue::withdrawn(co, &stored.decision.request_id).await;
+            Some(SubmitReply::stored(stored))
+        }
+        Ok(Write::Conflict) => None,
+        Err(e) => Some(SubmitReply {
+            stored: Some(stored),
+            error: Some(Code::StoreUnavailable.error(e.to_string())),
+        }),
+    }
 }
 
 /// What settling a decision left `planned` came to, for `complete`.
@@ -226,6 +263,7 @@ async fn settle_planned(co: &Coordinator, stored: &mut StoredDecision, rev: u64)
         }
         Ok(Write::Done(_)) => {
             tracing::info!("complete: the decision left planned had committed nowhere: stored failed");
+            super::quota::release(co, &stored.decision.request_id, &stored.decision.quota).await;
             Settle::Answer(Box::new(SubmitReply {
                 stored: Some(stored.clone()),
                 error: Some(Code::NotCommitted.error(format!(
@@ -481,6 +519,8 @@ pub async fn replay(co: &Coordinator, q: &DecisionRef) -> Result<ReplayReply, Fa
         identical,
         differences,
         replayed: Some(Decision {
+            quota: Vec::new(),
+            refused: None,
             request_id: stored.decision.request_id.clone(),
             workflow: stored.decision.workflow.clone(),
             seed: stored.decision.seed,

@@ -12,6 +12,10 @@
 //! fence them), then finishes the commit phase. A decision still in doubt is tried again one
 //! bound later. Reading a change decodes only `state`, `dry_run` and `updated_ms`.
 //!
+//! The holder also places the queue's decisions (issue 18, [`super::queue::drain`]) on every
+//! tick and whenever a decision is completed, and every 15 ticks drops quota-ledger entries no
+//! live decision stands behind ([`super::quota::sweep`]).
+//!
 //! The holder also restores the commits of an agent that starts from a new state file
 //! ([`super::restore`]).
 
@@ -27,6 +31,9 @@ use fedvol_proto::now_ms;
 use super::Coordinator;
 use super::store::Write;
 use super::submit::{commit_phase_bound_ms, resume};
+
+/// The quota ledgers are swept ([`super::quota::sweep`]) every this many ticks.
+const SWEEP_EVERY_TICKS: u64 = 15;
 
 /// The lease's key in the decision bucket.
 pub const LEASE_KEY: &str = "fedvol/reconciler";
@@ -63,6 +70,7 @@ pub fn spawn(co: Arc<Coordinator>, instance: String, every: Duration) {
         let mut generations: HashMap<String, String> = HashMap::new();
         let mut watch = None;
         let mut tick = tokio::time::interval(every);
+        let mut ticks: u64 = 0;
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
@@ -73,7 +81,13 @@ pub fn spawn(co: Arc<Coordinator>, instance: String, every: Duration) {
                     }
                 } => {
                     match entry {
-                        Some(Ok(e)) => track(&mut planned, &e),
+                        Some(Ok(e)) => {
+                            // A completion freed room: place what waits in the queue (issue 18),
+                            // once the watch has caught up with the bucket.
+                            if track(&mut planned, &e) && e.delta == 0 {
+                                super::queue::drain(&co).await;
+                            }
+                        }
                         Some(Err(e)) => {
                             tracing::warn!(error = %e, "reconciler: the bucket watch failed; it restarts");
                             watch = None;
@@ -109,22 +123,32 @@ pub fn spawn(co: Arc<Coordinator>, instance: String, every: Duration) {
             }
             settle_abandoned(&co, &mut planned, &mut next_try).await;
             super::restore::check_generations(&co, &mut generations).await;
+            super::queue::drain(&co).await;
+            ticks += 1;
+            if ticks.is_multiple_of(SWEEP_EVERY_TICKS)
+                && let Err(e) = super::quota::sweep(&co, commit_phase_bound_ms(&co)).await
+            {
+                tracing::warn!(error = %e, "reconciler: the quota ledgers could not be swept");
+            }
         }
     });
 }
 
 /// Notes a change of the bucket: a non-dry-run `planned` decision is tracked with its last
-/// change; any other state (or a deletion) stops tracking it.
-fn track(planned: &mut HashMap<String, u64>, e: &async_nats::jetstream::kv::Entry) {
+/// change; any other state (or a deletion) stops tracking it. Returns true when the change is
+/// a decision completed (room freed on its cluster).
+fn track(planned: &mut HashMap<String, u64>, e: &async_nats::jetstream::kv::Entry) -> bool {
     if e.key.contains('/') {
-        return;
+        return false;
     }
     match serde_json::from_slice::<Peek>(&e.value) {
         Ok(p) if p.state == DecisionState::Planned && !p.dry_run => {
             planned.insert(e.key.clone(), p.updated_ms);
+            false
         }
-        _ => {
+        other => {
             planned.remove(&e.key);
+            matches!(other, Ok(p) if p.state == DecisionState::Completed)
         }
     }
 }

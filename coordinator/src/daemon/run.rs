@@ -448,6 +448,7 @@ fn state_label(s: fedvol_proto::decisions::DecisionState) -> &'static str {
         DecisionState::Committed => "committed",
         DecisionState::Completed => "completed",
         DecisionState::Failed => "failed",
+        DecisionState::Queued => "queued",
     }
 }
 

@@ -249,6 +249,20 @@ impl DecisionStore {
         }
     }
 
+    /// Every key starting with `prefix` (keys no request id can be, e.g. the quota ledgers).
+    ///
+    /// Errors: [`StoreError::Nats`].
+    pub async fn raw_keys(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        self.kv
+            .keys()
+            .await
+            .map_err(nats)?
+            .try_filter(|k| futures::future::ready(k.starts_with(prefix)))
+            .try_collect()
+            .await
+            .map_err(nats)
+    }
+
     /// Every change to the bucket: first the latest value of each key, then each change as it
     /// happens.
     ///

@@ -163,13 +163,25 @@ fn in_doubt(stored: StoredDecision, reason: ProtoError) -> SubmitReply {
     }
 }
 
-/// Stores the outcome of a commit phase over revision `rev`.
-async fn save(co: &Arc<Coordinator>, stored: StoredDecision, rev: u64) -> SubmitReply {
+/// Stores the outcome of a commit phase over revision `rev`. A decision that failed for want
+/// of room and asked to wait is queued instead ([`super::queue::to_queue`]); one that failed
+/// otherwise leaves the quota ledgers.
+pub async fn save(co: &Arc<Coordinator>, mut stored: StoredDecision, rev: u64) -> SubmitReply {
     let id = stored.decision.request_id.clone();
+    if stored.state == DecisionState::Failed {
+        if stored.wait_for_capacity && no_room(&stored) {
+            if let Err(e) = super::queue::to_queue(co, &mut stored).await {
+                tracing::warn!(error = %e, "the decision could not be queued; stored failed");
+                super::quota::release(co, &id, &stored.decision.quota).await;
+            }
+        } else {
+            super::quota::release(co, &id, &stored.decision.quota).await;
+        }
+    }
     match co.store.update(&id, &stored, rev).await {
         Ok(Write::Done(_)) => {
             tracing::info!(state = ?stored.state, chosen = ?stored.decision.chosen_cluster, "decision stored");
-            stored_reply(stored)
+            outcome_reply(stored)
         }
         Ok(Write::Conflict) => match co.store.get(&id).await {
             Ok(Some((theirs, _))) => stored_reply(theirs),
@@ -194,6 +206,98 @@ async fn timed_commit_phase(co: &Arc<Coordinator>, stored: &mut StoredDecision, 
     let phase = commit_phase(co, stored, rev, start).await;
     co.metrics.commit_took(began.elapsed());
     phase
+}
+
+/// The reply for a decision as it ends here: with the coordinator's refusal as the error when
+/// it refused (`quota_exceeded`, `queue_full`, `queue_timeout`), the decision alone otherwise.
+pub fn outcome_reply(stored: StoredDecision) -> SubmitReply {
+    let error = match (&stored.decision.refused, stored.state) {
+        (Some(r), DecisionState::Failed) => Some(ProtoError {
+            code: Code::parse(&r.code),
+            message: r.message.clone(),
+        }),
+        _ => None,
+    };
+    SubmitReply {
+        stored: Some(stored),
+        error,
+    }
+}
+
+/// True when a failed decision failed for want of room only: refused by a quota, nothing
+/// feasible, or every commit refused because the capacity went to others (`no_longer_fits`,
+/// `capacity_in_flight`). Such a decision may wait in the queue; one whose commit failed
+/// otherwise (a driver) may not.
+pub fn no_room(stored: &StoredDecision) -> bool {
+    match &stored.decision.refused {
+        Some(r) => Code::QuotaExceeded.is(r),
+        None => stored
+            .attempts
+            .iter()
+            .all(|a| a.ok || a.pending || super::commit::is_contention(&a.error)),
+    }
+}
+
+/// Checks the request against the federation-wide quotas that apply to it (issue 18): a dry run
+/// only reads the usage ledgers; a real submit is counted in them ([`super::quota::admit`]).
+/// Sets the decision's `quota` checks; over a quota, sets `refused` (`quota_exceeded`, with
+/// the figures) and the state `failed`.
+///
+/// Errors: the ledgers could not be read or written (`store_unavailable`), as the reply.
+pub async fn admit_quota(co: &Coordinator, stored: &mut StoredDecision) -> Result<(), SubmitReply> {
+    let request = &stored.request;
+    let applicable = co
+        .cfg
+        .policy
+        .applicable(&request.workflow, &request.user, &request.groups);
+    if applicable.is_empty() {
+        return Ok(());
+    }
+    let asked = fedvol_common::quota::Amounts::of(&request.workflow);
+    let id = &stored.decision.request_id;
+    let verdict = if stored.dry_run {
+        super::quota::peek(co, id, &applicable, &asked).await
+    } else {
+        super::quota::admit(co, id, &applicable, &asked).await
+    }
+    .map_err(|e| error_reply(Code::StoreUnavailable, format!("quota usage: {e}")))?;
+    stored.decision.refused = fedvol_common::quota::refusal_message(&verdict.checks)
+        .filter(|_| verdict.exceeded)
+        .map(|m| Code::QuotaExceeded.reason(m));
+    stored.decision.quota = verdict.checks;
+    if let Some(r) = &stored.decision.refused {
+        tracing::info!(why = %r.message, "quota exceeded");
+        stored.state = DecisionState::Failed;
+        stored.decision.chosen_cluster = None;
+    }
+    Ok(())
+}
+
+/// Plans the request on every cluster ([`fan_out`], holding nothing) and chooses
+/// ([`choose_cluster`]): fills the decision's slots and choice; the state is `failed` when no
+/// cluster was chosen (a dry run stays `planned`).
+///
+/// Errors: NATS failed (`nats_error`), as the reply.
+pub async fn plan(co: &Arc<Coordinator>, stored: &mut StoredDecision, wait_ms: u64) -> Result<(), SubmitReply> {
+    let asked = std::time::Instant::now();
+    let gathered = fan_out(co, &stored.request, Duration::from_millis(wait_ms))
+        .await
+        .map_err(|e| error_reply(Code::NatsError, e.to_string()))?;
+    co.metrics.gathered(
+        asked.elapsed(),
+        gathered.slots.iter().map(|(name, s)| (name.as_str(), s.status)),
+    );
+    let (chosen, choice) = choose_cluster(&stored.request.workflow, &gathered.slots, stored.decision.seed);
+    stored.state = if stored.dry_run || chosen.is_some() {
+        DecisionState::Planned
+    } else {
+        DecisionState::Failed
+    };
+    stored.decision.chosen_cluster = chosen;
+    stored.decision.clusters = gathered.slots;
+    stored.decision.choice = choice;
+    stored.updated_ms = now_ms();
+    Ok(())
 }
 
 /// Handles one submit of `user`. Never fails: every problem is an error in the reply.
@@ -242,36 +346,27 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
         seed,
         trace_limit: msg.trace_limit.unwrap_or(co.cfg.trace_limit),
     };
+    let (priority_class, priority) = match co.cfg.policy.priority(msg.priority.as_deref(), &request.workflow) {
+        Ok(p) => p,
+        Err(e) => return error_reply(Code::BadRequest, e),
+    };
     let wait_ms = if msg.timeout_ms == 0 {
         co.cfg.deadline_ms
     } else {
         msg.timeout_ms.min(MAX_DEADLINE_MS)
     };
-    tracing::info!(workflow = %request.workflow.name, dry_run = msg.dry_run, seed, wait_ms, "submit");
-    let asked = std::time::Instant::now();
-    let gathered = match fan_out(&co, &request, Duration::from_millis(wait_ms)).await {
-        Ok(g) => g,
-        Err(e) => return error_reply(Code::NatsError, e.to_string()),
-    };
-    co.metrics.gathered(
-        asked.elapsed(),
-        gathered.slots.iter().map(|(name, s)| (name.as_str(), s.status)),
-    );
-    let (chosen, choice) = choose_cluster(&request.workflow, &gathered.slots, seed);
-    let state = if msg.dry_run || chosen.is_some() {
-        DecisionState::Planned
-    } else {
-        DecisionState::Failed
-    };
+    tracing::info!(workflow = %request.workflow.name, dry_run = msg.dry_run, seed, wait_ms, priority, "submit");
     let mut stored = StoredDecision {
-        state,
+        state: DecisionState::Planned,
         decision: Decision {
             request_id: id.clone(),
             workflow: request.workflow.name.clone(),
             seed,
-            chosen_cluster: chosen,
-            clusters: gathered.slots,
-            choice,
+            chosen_cluster: None,
+            clusters: Default::default(),
+            choice: Vec::new(),
+            quota: Vec::new(),
+            refused: None,
         },
         request,
         attempts: Vec::new(),
@@ -279,13 +374,31 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
         updated_ms: now_ms(),
         dry_run: msg.dry_run,
         request_digest: kept.then(|| digest.clone()),
+        priority_class,
+        priority,
+        wait_for_capacity: msg.wait_for_capacity && !msg.dry_run,
+        queued_ms: None,
     };
+    if let Err(reply) = admit_quota(&co, &mut stored).await {
+        return reply;
+    }
+    if stored.decision.refused.is_none()
+        && let Err(reply) = plan(&co, &mut stored, wait_ms).await
+    {
+        return reply;
+    }
     if !kept {
         tracing::info!(chosen = ?stored.decision.chosen_cluster, "dry run answered (not kept)");
-        return stored_reply(stored);
+        return outcome_reply(stored);
+    }
+    if stored.state == DecisionState::Failed
+        && stored.wait_for_capacity
+        && let Err(e) = super::queue::to_queue(&co, &mut stored).await
+    {
+        return error_reply(Code::StoreUnavailable, e.to_string());
     }
     // The first commit attempt is recorded with the decision, before it is sent.
-    if state == DecisionState::Planned
+    if stored.state == DecisionState::Planned
         && !msg.dry_run
         && let Some(c) = stored.decision.chosen_cluster.clone()
     {
@@ -325,7 +438,10 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
     };
     tracing::info!(state = ?stored.state, chosen = ?stored.decision.chosen_cluster, "decision planned");
     if stored.state != DecisionState::Planned || stored.dry_run {
-        return stored_reply(stored);
+        if stored.state == DecisionState::Failed && !stored.dry_run {
+            super::quota::release(&co, &id, &stored.decision.quota).await;
+        }
+        return outcome_reply(stored);
     }
     match timed_commit_phase(&co, &mut stored, &mut rev, Start::Fresh).await {
         Phase::Done => save(&co, stored, rev).await,

@@ -36,18 +36,21 @@ pub fn action(a: Option<Action>) -> &'static str {
     }
 }
 
-/// A stored decision's lifecycle state (`planned`, `committed`, `completed`, `failed`).
+/// A stored decision's lifecycle state (`queued`, `planned`, `committed`, `completed`,
+/// `failed`).
 pub fn state(s: DecisionState) -> &'static str {
     match s {
         DecisionState::Planned => "planned",
         DecisionState::Committed => "committed",
         DecisionState::Completed => "completed",
         DecisionState::Failed => "failed",
+        DecisionState::Queued => "queued",
     }
 }
 
 /// Every state, in lifecycle order (the web view's state filter offers these).
-pub const STATES: [DecisionState; 4] = [
+pub const STATES: [DecisionState; 5] = [
+    DecisionState::Queued,
     DecisionState::Planned,
     DecisionState::Committed,
     DecisionState::Completed,

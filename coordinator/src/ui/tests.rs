@@ -31,6 +31,10 @@ fn stored(workflow: &str, user: &str) -> StoredDecision {
     };
     let decision = fedvol_common::offline::plan_locally(&inventories, &request);
     StoredDecision {
+        priority_class: None,
+        priority: 0,
+        wait_for_capacity: false,
+        queued_ms: None,
         state: DecisionState::Committed,
         decision,
         request,

@@ -52,6 +52,8 @@ pub fn workflow() -> Result<Workflow, String> {
 /// `dry_run`), waiting the coordinator's default deadline.
 pub fn submit_body(workflow: &Workflow, id: &str, dry_run: bool) -> Vec<u8> {
     let msg = SubmitMsg {
+        priority: None,
+        wait_for_capacity: false,
         request_id: id.to_string(),
         workflow: workflow.clone(),
         dry_run,

@@ -83,6 +83,7 @@ pub fn claims_workflow(label: &str, fallback_name: &str, text: &str) -> Result<L
         _ => fallback_name.to_string(),
     };
     let workflow = Workflow {
+        priority: None,
         name,
         format: WorkflowFormat::KubernetesClaim,
         volumes,

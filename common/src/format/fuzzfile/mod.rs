@@ -6,7 +6,7 @@
 //!
 //! Layout, one job per module:
 //! - this module: the top level (`version`, `volumes`, `jobs`, `services`, `defaults`, `files`,
-//!   `annotations`, `preemptible`, `completed`, and fedvol's additions `project`, `clusters`)
+//!   `annotations`, `preemptible`, `completed`, and fedvol's additions `project`, `priority`, `clusters`)
 //!   and the two entry points;
 //! - [`volume`]: volume definitions and the v1 `volume://` reference translation;
 //! - [`job`]: jobs and services; [`service`], [`network`]: their non-placement parts;
@@ -104,7 +104,7 @@ pub fn decode_fuzzfile(ctx: &mut Ctx, name: &str, doc: &Node) -> Option<Workflow
 }
 
 /// Reads the remaining top-level fields: `files` (map of name → content), `annotations`,
-/// `preemptible`, `completed` ({`status`}), and fedvol's `project` and `clusters`.
+/// `preemptible`, `completed` ({`status`}), and fedvol's `project`, `priority` and `clusters`.
 fn header(ctx: &mut Ctx, r: &mut MapReader<'_>) -> Header {
     let mut h = Header::default();
     if let Some(n) = r.take("files") {
@@ -126,6 +126,9 @@ fn header(ctx: &mut Ctx, r: &mut MapReader<'_>) -> Header {
     }
     if let Some(n) = r.take("project") {
         h.project = ctx.nonempty_string(n, "project");
+    }
+    if let Some(n) = r.take("priority") {
+        h.priority = ctx.nonempty_string(n, "priority");
     }
     if let Some(n) = r.take("clusters") {
         let mut seen = BTreeSet::new();

@@ -33,6 +33,8 @@ pub(super) struct Header {
     pub project: Option<String>,
     /// fedvol addition `clusters`.
     pub clusters: Vec<String>,
+    /// fedvol addition `priority` (a priority class name, issue 18).
+    pub priority: Option<String>,
     /// Workflow `annotations`.
     pub annotations: BTreeMap<String, String>,
 }
@@ -89,6 +91,7 @@ pub(super) fn assemble(
         project: header.project,
         clusters: header.clusters,
         annotations: header.annotations,
+        priority: header.priority,
     }
 }
 

@@ -192,6 +192,7 @@ pub fn req(jobs: Vec<Job>, seed: u64) -> PlanRequest {
         trace_limit: 0,
         request_id: "r-1".into(),
         workflow: Workflow {
+            priority: None,
             name: "wf".into(),
             format: WorkflowFormat::FuzzfileV4,
             volumes: Vec::new(),

@@ -333,6 +333,7 @@ pub fn claim_volume(key: &str, c: ClaimBuilder) -> VolumeRequest {
 
 pub fn workflow(volumes: Vec<VolumeRequest>) -> Workflow {
     Workflow {
+        priority: None,
         name: "wf".into(),
         format: WorkflowFormat::FuzzfileV4,
         volumes,

@@ -151,6 +151,7 @@ pub fn state_badge(s: fedvol_proto::decisions::DecisionState) -> Markup {
         S::Completed => Kind::Info,
         S::Planned => Kind::Warn,
         S::Failed => Kind::Bad,
+        S::Queued => Kind::Warn,
     };
     badge(crate::render::words::state(s), kind)
 }
