@@ -9,8 +9,8 @@ use comfy_table::Table;
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use fedvol_proto::agent::ActionReply;
 use fedvol_proto::coordinator::{self as api, CoordinatorEndpoint, DecisionRef, SubmitMsg, SubmitReply, WhyNotQuery};
-use fedvol_proto::decisions::StoredDecision;
-use fedvol_proto::{NoArgs, now_ms};
+use fedvol_proto::decisions::{DecisionState, StoredDecision};
+use fedvol_proto::{Code, NoArgs, now_ms};
 
 use super::net::{NetArgs, block_on};
 use super::{EXIT_BAD_INPUT, EXIT_NO_FIT, EXIT_OK, OutputArgs};
@@ -61,6 +61,16 @@ pub struct SubmitArgs {
     /// the coordinator's, 5). Counts per reason are always exact.
     #[arg(long)]
     pub trace_limit: Option<usize>,
+    /// Priority class (one of the coordinator's `priorityClasses`; overrides the workflow's
+    /// `priority:`). Among queued decisions, a higher priority is placed first; committed work
+    /// is never preempted.
+    #[arg(long, value_name = "CLASS")]
+    pub priority: Option<String>,
+    /// When nothing fits now, or a quota is exceeded, queue the decision (state `queued`) and
+    /// place it when a completion frees room, by priority then age, instead of failing. With
+    /// `--wait`, wait (up to `--wait-ms`) until it is placed.
+    #[arg(long, conflicts_with = "dry_run")]
+    pub wait_for_capacity: bool,
     /// Output format.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -419,8 +429,8 @@ pub fn submit(a: &SubmitArgs) -> u8 {
             Err(e) => return fail(&e),
         };
         let msg = SubmitMsg {
-            priority: None,
-            wait_for_capacity: false,
+            priority: a.priority.clone(),
+            wait_for_capacity: a.wait_for_capacity,
             request_id: a.request_id.clone().unwrap_or_else(|| {
                 crate::client::request_id_for(&workflow.name, &crate::client::unique_token(&client.nats))
             }),
@@ -486,8 +496,37 @@ pub fn submit(a: &SubmitArgs) -> u8 {
         if let Some(s) = &reply.stored {
             note_ignored_groups(&a.groups, &s.request.groups);
         }
+        let reply = match &reply.stored {
+            Some(s) if s.state == DecisionState::Queued && a.wait => {
+                eprintln!(
+                    "queued: waiting for room (--wait: up to {} s more; Ctrl-C stops, and the decision stays queued)",
+                    until.saturating_duration_since(std::time::Instant::now()).as_secs()
+                );
+                wait_while_queued(&client, &msg.request_id, until)
+                    .await
+                    .unwrap_or(reply)
+            }
+            _ => reply,
+        };
         show_submit(&reply, a.output.output)
     })
+}
+
+/// Asks for decision `id` every half second until it is no longer `queued` or `until` passes;
+/// the last answer read (`None` when none could be read).
+async fn wait_while_queued(client: &Client, id: &str, until: std::time::Instant) -> Option<SubmitReply> {
+    let mut last = None;
+    while std::time::Instant::now() < until {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        if let Ok(r) = get(client, id).await {
+            let queued = r.stored.as_ref().is_none_or(|s| s.state == DecisionState::Queued);
+            last = Some(r);
+            if !queued {
+                break;
+            }
+        }
+    }
+    last
 }
 
 /// With a user directory, the coordinator takes the user's groups from it and ignores the
@@ -509,8 +548,21 @@ fn note_ignored_groups(claimed: &[String], used: &[String]) {
 }
 
 fn show_submit(reply: &SubmitReply, o: Output) -> u8 {
+    // A refusal by the coordinator's policy is an answer, not a failure to get one: exit 2
+    // (not placed), like a workflow nothing fits.
+    let refused = reply
+        .error
+        .as_ref()
+        .is_some_and(|e| [Code::QuotaExceeded, Code::QueueFull, Code::QueueTimeout].contains(&e.code));
     match show_stored(reply, o, "submit") {
+        Ok(s) if s.state == DecisionState::Queued => {
+            eprintln!(
+                "queued: no room now; placed when room frees, by priority then age (`fedvol decisions watch` shows it)"
+            );
+            EXIT_OK
+        }
         Ok(s) => decision_exit(s),
+        Err(_) if refused && reply.stored.is_some() => EXIT_NO_FIT,
         Err(code) => code,
     }
 }

@@ -123,6 +123,12 @@ pub async fn admit(
     applicable: &[Applicable<'_>],
     requested: &Amounts,
 ) -> Result<Verdict, StoreError> {
+    // A request over a quota as things stand is refused without being counted anywhere, so
+    // that it never makes another request see less room than there is.
+    let first = peek(co, request_id, applicable, requested).await?;
+    if first.exceeded {
+        return Ok(first);
+    }
     let mut order: Vec<usize> = (0..applicable.len()).collect();
     order.sort_by_key(|&i| applicable[i].key());
     order.dedup_by_key(|i| applicable[*i].key());

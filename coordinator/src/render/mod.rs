@@ -2,6 +2,7 @@
 
 pub mod cluster;
 pub mod layout;
+pub mod policy;
 pub mod table;
 pub mod why_not;
 pub mod words;

@@ -228,7 +228,12 @@ pub fn render(d: &Decision) -> String {
             ));
             out.push('\n');
         }
+        (None, None) if d.refused.is_some() => out.push_str("chosen cluster: none\n\n"),
         (None, None) => out.push_str("chosen cluster: none (no cluster can place this workflow)\n\n"),
+    }
+    out.push_str(&super::policy::render(d));
+    if d.clusters.is_empty() && d.refused.is_some() {
+        return out;
     }
 
     let header = ["CLUSTER", "STATUS", "FIT", "VOLUMES", "JOBS (zone/host)", "ELAPSED"];
