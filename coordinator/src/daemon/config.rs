@@ -436,6 +436,9 @@ mod shipped {
         assert_eq!(c.kv, KvConfig::default());
         assert_eq!((c.deadline_ms, c.hold_ttl_ms, c.commit_attempts), (2000, 30_000, 3));
         assert_eq!(c.trace_limit, 5);
+        assert_eq!(c.policy.priority_classes.len(), 3);
+        assert_eq!(c.policy.default_priority_class.as_deref(), Some("normal"));
+        assert!(c.policy.quotas.is_empty(), "the example's quotas are commented out");
         let dir = c.directory.expect("the example names its directory");
         assert!(dir.ends_with("directory.yaml"));
         let d = Directory::load(&dir).unwrap();

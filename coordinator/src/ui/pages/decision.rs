@@ -149,6 +149,27 @@ fn attempts(s: &StoredDecision) -> Markup {
     }
 }
 
+/// Every quota that applies to the request (issue 18): use before it, its request, the limit.
+fn quotas(d: &Decision) -> Markup {
+    html! {
+        table #quotas {
+            thead { tr { th { "Quota" } th { "Resource" } th.num { "Used" } th.num { "Requested" } th.num { "Limit" } th { "Verdict" } } }
+            tbody {
+                @for c in &d.quota {
+                    tr {
+                        td { (c.scope.as_str()) " " (c.name) }
+                        td { (c.resource.as_str()) }
+                        td.num { (c.resource.show(c.used)) }
+                        td.num { (c.resource.show(c.requested)) }
+                        td.num { (c.resource.show(c.limit)) }
+                        td { @if c.exceeded { (badge("exceeded", Kind::Bad)) } @else { (badge("ok", Kind::Ok)) } }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// The decision page's body for the decision stored under `key`; `problem` is an error the
 /// coordinator returned besides it (e.g. a commit in doubt).
 pub fn body(key: &str, s: &StoredDecision, problem: Option<&str>) -> Markup {
@@ -167,15 +188,26 @@ pub fn body(key: &str, s: &StoredDecision, problem: Option<&str>) -> Markup {
             dt { "Chosen cluster" } dd #chosen {
                 @match &d.chosen_cluster {
                     Some(c) => strong { (c) },
+                    None if d.refused.is_some() => span { "none" },
                     None if commit_failed => span { "none (a cluster was feasible, but its commit failed)" },
                     None => span { "none (no cluster can place this workflow)" },
                 }
+            }
+            @if let Some(r) = &d.refused {
+                dt { "Refused" } dd #refused { (r.message) " " span.mono { "(" (r.code) ")" } }
+            }
+            @if let Some(c) = &s.priority_class {
+                dt { "Priority" } dd { (c) " (" (s.priority) ")" }
             }
             dt { "User" } dd { (s.request.user) }
             dt { "Groups" } dd { @if s.request.groups.is_empty() { span.muted { "-" } } @else { (s.request.groups.join(", ")) } }
             dt { "Seed" } dd.mono { (d.seed) }
             dt { "Updated (UTC)" } dd { (when(s.updated_ms)) }
             dt { "Trace limit" } dd { @if s.request.trace_limit == 0 { "all" } @else { (s.request.trace_limit) " per stage" } }
+        }
+        @if !d.quota.is_empty() {
+            h2 { "Quotas" }
+            (quotas(d))
         }
         h2 { "Clusters" }
         (clusters_table(d))
