@@ -348,7 +348,12 @@ pub fn stored_table(s: &StoredDecision) -> String {
         crate::render::words::state(s.state),
         if s.dry_run { " (dry run)" } else { "" }
     );
-    out.push_str(&table::render(&s.decision));
+    let label = if s.state == DecisionState::Queued {
+        "waiting: "
+    } else {
+        "refused: "
+    };
+    out.push_str(&table::render_labelled(&s.decision, label));
     if !s.attempts.is_empty() {
         out.push_str("\ncommit attempts:\n");
     }

@@ -7,11 +7,12 @@ use fedvol_common::quota::QuotaCheck;
 
 use super::layout::{fill, para, table};
 
-/// The refusal line and the quota table of `d`; empty when neither applies.
-pub fn render(d: &Decision) -> String {
+/// The refusal line (introduced by `label`, e.g. `refused: `) and the quota table of `d`; empty
+/// when neither applies.
+pub fn render(d: &Decision, label: &str) -> String {
     let mut out = String::new();
     if let Some(r) = &d.refused {
-        out.push_str(&para("refused: ", "  ", &format!("{} ({})", r.message, r.code)));
+        out.push_str(&para(label, "  ", &format!("{} ({})", r.message, r.code)));
         out.push('\n');
     }
     if !d.quota.is_empty() {
@@ -77,7 +78,7 @@ mod tests {
                 "quota exceeded: x",
             )),
         };
-        let text = render(&d);
+        let text = render(&d, "refused: ");
         assert!(
             text.starts_with("refused: quota exceeded: x (quota_exceeded)\n"),
             "{text}"
@@ -94,6 +95,6 @@ mod tests {
         }
         d.quota.clear();
         d.refused = None;
-        assert_eq!(render(&d), "");
+        assert_eq!(render(&d, "refused: "), "");
     }
 }

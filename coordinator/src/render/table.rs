@@ -199,6 +199,12 @@ fn dropped_text(d: &Decision, rule: &str, r: &Rejection) -> String {
 
 /// Renders the whole decision for a terminal, fitting [`super::layout::width`] columns.
 pub fn render(d: &Decision) -> String {
+    render_labelled(d, "refused: ")
+}
+
+/// [`render`], with the coordinator's refusal introduced by `label` (`waiting: ` for a queued
+/// decision, whose refusal is why it waits).
+pub fn render_labelled(d: &Decision, label: &str) -> String {
     let mut out = String::new();
     out.push_str(&para(
         "",
@@ -231,7 +237,7 @@ pub fn render(d: &Decision) -> String {
         (None, None) if d.refused.is_some() => out.push_str("chosen cluster: none\n\n"),
         (None, None) => out.push_str("chosen cluster: none (no cluster can place this workflow)\n\n"),
     }
-    out.push_str(&super::policy::render(d));
+    out.push_str(&super::policy::render(d, label));
     if d.clusters.is_empty() && d.refused.is_some() {
         return out;
     }

@@ -194,7 +194,7 @@ pub fn body(key: &str, s: &StoredDecision, problem: Option<&str>) -> Markup {
                 }
             }
             @if let Some(r) = &d.refused {
-                dt { "Refused" } dd #refused { (r.message) " " span.mono { "(" (r.code) ")" } }
+                dt { @if s.state == fedvol_proto::decisions::DecisionState::Queued { "Waiting" } @else { "Refused" } } dd #refused { (r.message) " " span.mono { "(" (r.code) ")" } }
             }
             @if let Some(c) = &s.priority_class {
                 dt { "Priority" } dd { (c) " (" (s.priority) ")" }
