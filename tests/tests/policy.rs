@@ -439,7 +439,7 @@ async fn a_submit_over_quota_can_wait_and_is_placed_when_quota_frees() {
     );
     assert!(out(&o).contains("state: queued"), "{}", out(&o));
     assert!(
-        out(&o).contains("user bob: instances 1 used + 1 requested > 1 limit"),
+        out(&o).contains("waiting: quota exceeded: user bob: instances 1 used + 1 requested > 1 limit"),
         "why it waits: {}",
         out(&o)
     );
