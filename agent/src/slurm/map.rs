@@ -153,6 +153,7 @@ pub fn map_zones(nodes: &[SlurmNode], partitions: &[SlurmPartition], cfg: &Slurm
                 flavors: Vec::new(),
                 storage: Vec::new(),
                 hosts,
+                host_cost_per_hour: None,
                 origin: Origin {
                     file: "slurm".to_string(),
                     line: 0,
