@@ -611,6 +611,7 @@ mod tests {
                 groups: vec![],
                 seed: 1,
                 trace_limit: 1,
+                choice: None,
             },
             attempts: Vec::new(),
             completion: None,

@@ -61,6 +61,9 @@ pub struct SubmitArgs {
     /// the coordinator's, 5). Counts per reason are always exact.
     #[arg(long)]
     pub trace_limit: Option<usize>,
+    /// Cluster-choice options (`--prefer-cost`, `--cost-hours`).
+    #[command(flatten)]
+    pub choice: super::choice::ChoiceArgs,
     /// Output format.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -426,6 +429,7 @@ pub fn submit(a: &SubmitArgs) -> u8 {
             timeout_ms: 0,
             trace_limit: a.trace_limit,
             keep: a.keep,
+            choice: a.choice.options(),
         };
         // A request too large to send is refused below with one line; an id is worth printing
         // only for a request that leaves.

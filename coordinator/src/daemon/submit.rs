@@ -241,6 +241,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
         groups,
         seed,
         trace_limit: msg.trace_limit.unwrap_or(co.cfg.trace_limit),
+        choice: co.cfg.choice_for(msg.choice),
     };
     let wait_ms = if msg.timeout_ms == 0 {
         co.cfg.deadline_ms
@@ -257,7 +258,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
         asked.elapsed(),
         gathered.slots.iter().map(|(name, s)| (name.as_str(), s.status)),
     );
-    let (chosen, choice) = choose_cluster(&request.workflow, &gathered.slots, seed);
+    let (chosen, choice) = choose_cluster(&request, &gathered.slots, seed);
     let state = if msg.dry_run || chosen.is_some() {
         DecisionState::Planned
     } else {

@@ -205,6 +205,7 @@ pub fn req(jobs: Vec<Job>, seed: u64) -> PlanRequest {
         user: "u".into(),
         groups: Vec::new(),
         seed,
+        choice: None,
     }
 }
 
