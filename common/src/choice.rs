@@ -63,7 +63,9 @@ pub fn check_hours(h: f64) -> Result<(), String> {
     if h.is_finite() && h > 0.0 && h <= MAX_HOURS {
         Ok(())
     } else {
-        Err(format!("default hours must be a number > 0 and <= {MAX_HOURS}, not {h}"))
+        Err(format!(
+            "default hours must be a number > 0 and <= {MAX_HOURS}, not {h}"
+        ))
     }
 }
 
@@ -198,9 +200,7 @@ pub fn choose_cluster(
 
 /// The `cost` rule: keeps the clusters whose estimate ties with the lowest; drops dearer ones
 /// with both figures and their own breakdown, and unpriced ones (when any is priced).
-fn cost_rule<'a>(
-    kept: Vec<(&'a str, &'a ClusterDecision)>,
-) -> (Vec<(&'a str, &'a ClusterDecision)>, ChoiceStep) {
+fn cost_rule<'a>(kept: Vec<(&'a str, &'a ClusterDecision)>) -> (Vec<(&'a str, &'a ClusterDecision)>, ChoiceStep) {
     let mut lead: Option<(&str, f64)> = None;
     for (n, c) in &kept {
         if let Some(e) = &c.cost
@@ -552,7 +552,15 @@ mod tests {
         let names: Vec<&str> = steps.iter().map(|s| s.rule.as_str()).collect();
         assert_eq!(
             names,
-            ["feasible", "workflow_order", "named_volume", "soft_constraints", "cost", "least_loaded", "seeded_random"]
+            [
+                "feasible",
+                "workflow_order",
+                "named_volume",
+                "soft_constraints",
+                "cost",
+                "least_loaded",
+                "seeded_random"
+            ]
         );
         let s = step(&steps, rules::COST);
         assert_eq!(s.kept, ["cheap"]);
@@ -565,7 +573,9 @@ mod tests {
         let unpriced = s.dropped.iter().find(|d| d.candidate == "unpriced").unwrap();
         assert!(
             unpriced.reasons[0].message.contains("no cost estimate")
-                && unpriced.reasons[0].message.contains("ranks after priced clusters; cheap is estimated at 3.10"),
+                && unpriced.reasons[0]
+                    .message
+                    .contains("ranks after priced clusters; cheap is estimated at 3.10"),
             "{:?}",
             unpriced
         );

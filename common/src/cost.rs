@@ -107,7 +107,11 @@ impl CostEstimate {
                 .map(|(key, v)| {
                     format!(
                         "{}{} GB x {}/GB-h",
-                        if self.volumes.len() > 1 { format!("{key} ") } else { String::new() },
+                        if self.volumes.len() > 1 {
+                            format!("{key} ")
+                        } else {
+                            String::new()
+                        },
                         gb(v.capacity),
                         v.cost_per_gb_hour
                     )

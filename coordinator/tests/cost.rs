@@ -64,17 +64,31 @@ fn prefer_cost_picks_the_cheaper_cluster_and_explains_it() {
     assert_eq!(plain.code, 0, "{}", plain.describe());
     let doc = plain.json();
     assert_eq!(doc["chosen_cluster"], "dear", "{}", plain.describe());
-    let rules: Vec<&str> = doc["choice"].as_array().unwrap().iter().map(|s| s["rule"].as_str().unwrap()).collect();
+    let rules: Vec<&str> = doc["choice"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["rule"].as_str().unwrap())
+        .collect();
     assert!(!rules.contains(&"cost"), "no cost step unless asked: {rules:?}");
     // The estimate is in the document either way: 10 GB x 0.1 x 2 h.
-    assert_eq!(doc["clusters"]["cheap"]["cost"]["total"], 2.0, "{}", doc["clusters"]["cheap"]["cost"]);
+    assert_eq!(
+        doc["clusters"]["cheap"]["cost"]["total"], 2.0,
+        "{}",
+        doc["clusters"]["cheap"]["cost"]
+    );
     assert_eq!(doc["clusters"]["dear"]["cost"]["hours_from"], "declared");
 
     let json = plan(tmp.path(), &["--prefer-cost", "-o", "json"]);
     assert_eq!(json.code, 0, "{}", json.describe());
     let doc = json.json();
     assert_eq!(doc["chosen_cluster"], "cheap", "{}", json.describe());
-    let step = doc["choice"].as_array().unwrap().iter().find(|s| s["rule"] == "cost").unwrap();
+    let step = doc["choice"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["rule"] == "cost")
+        .unwrap();
     assert_eq!(step["kept"], serde_json::json!(["cheap"]));
     assert_eq!(step["dropped"][0]["candidate"], "dear");
     assert_eq!(step["dropped"][0]["reasons"][0]["code"], "not_chosen");
@@ -106,12 +120,21 @@ fn host_prices_and_default_hours_count() {
     // Same storage price; dear's hosts cost 3 per hour, cheap's 1.
     write(tmp.path(), "dear.yaml", &cluster("dear", "0.1", 0, Some("3")));
     write(tmp.path(), "cheap.yaml", &cluster("cheap", "0.1", 6, Some("1")));
-    write(tmp.path(), "wf.yaml", &WORKFLOW.replace("    policy: {timeout: {execute: 2h0m0s}}\n", ""));
+    write(
+        tmp.path(),
+        "wf.yaml",
+        &WORKFLOW.replace("    policy: {timeout: {execute: 2h0m0s}}\n", ""),
+    );
     let run = plan(tmp.path(), &["--prefer-cost", "--cost-hours", "4", "-o", "json"]);
     assert_eq!(run.code, 0, "{}", run.describe());
     let doc = run.json();
     assert_eq!(doc["chosen_cluster"], "cheap", "{}", run.describe());
-    let step = doc["choice"].as_array().unwrap().iter().find(|s| s["rule"] == "cost").unwrap();
+    let step = doc["choice"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["rule"] == "cost")
+        .unwrap();
     // No timeout: 4 default hours. dear: 10 x 0.1 x 4 + 1 x 3 x 4 = 16; cheap: 4 + 4 = 8.
     assert_eq!(
         step["dropped"][0]["reasons"][0]["message"],
@@ -128,7 +151,11 @@ fn cost_hours_are_checked() {
     write(tmp.path(), "wf.yaml", WORKFLOW);
     let zero = plan(tmp.path(), &["--prefer-cost", "--cost-hours", "0"]);
     assert_ne!(zero.code, 0, "{}", zero.describe());
-    assert!(zero.stderr.contains("default hours must be a number > 0"), "{}", zero.describe());
+    assert!(
+        zero.stderr.contains("default hours must be a number > 0"),
+        "{}",
+        zero.describe()
+    );
     let alone = plan(tmp.path(), &["--cost-hours", "2"]);
     assert_ne!(alone.code, 0, "{}", alone.describe());
     assert!(alone.stderr.contains("--prefer-cost"), "{}", alone.describe());

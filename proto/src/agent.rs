@@ -432,10 +432,7 @@ fn workflow_limits(what: &str, wf: &fedvol_common::model::Workflow) -> Result<()
 }
 
 /// A request's choice options (issue 18) with default hours out of range are `bad_request`.
-pub(crate) fn choice_options(
-    what: &str,
-    o: Option<&fedvol_common::choice::ChoiceOptions>,
-) -> Result<(), ProtoError> {
+pub(crate) fn choice_options(what: &str, o: Option<&fedvol_common::choice::ChoiceOptions>) -> Result<(), ProtoError> {
     match o.map(fedvol_common::choice::ChoiceOptions::check) {
         Some(Err(e)) => Err(crate::Code::BadRequest.error(format!("{what}: choice: {e}"))),
         _ => Ok(()),

@@ -95,7 +95,10 @@ async fn prefer_cost_commits_on_the_cheaper_cluster_and_explains_why() {
     let wf = workflow(dir.path(), "    policy: {timeout: {execute: 2h0m0s}}\n");
 
     // Without the option: the default order chooses `dear`, and no cost step is recorded.
-    let o = fedvol(&nats, &["submit", &wf, "--dry-run", "--request-id", "plain", "-o", "json"]);
+    let o = fedvol(
+        &nats,
+        &["submit", &wf, "--dry-run", "--request-id", "plain", "-o", "json"],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let doc = json(&o);
     assert_eq!(doc["decision"]["chosen_cluster"], "dear", "{}", text(&o));
@@ -105,7 +108,10 @@ async fn prefer_cost_commits_on_the_cheaper_cluster_and_explains_why() {
     let o = fedvol(&nats, &["submit", &wf, "--prefer-cost", "--request-id", "cost-1"]);
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
-    assert!(out.contains("state: committed") && out.contains("chosen cluster: cheap"), "{out}");
+    assert!(
+        out.contains("state: committed") && out.contains("chosen cluster: cheap"),
+        "{out}"
+    );
     assert_eq!(
         std::fs::read_dir(cheap.scratch()).unwrap().count(),
         1,
@@ -128,7 +134,10 @@ async fn prefer_cost_commits_on_the_cheaper_cluster_and_explains_why() {
          unpriced (counted 0): job(s) run"
     );
     assert_eq!(d["clusters"]["cheap"]["cost"]["total"], 0.2);
-    assert_eq!(doc["request"]["choice"]["cost"], true, "the option is stored with the request");
+    assert_eq!(
+        doc["request"]["choice"]["cost"], true,
+        "the option is stored with the request"
+    );
 
     // decisions show (table): the column, the chosen cluster's estimate and the step.
     let o = fedvol(&nats, &["decisions", "show", "cost-1"]);

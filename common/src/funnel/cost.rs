@@ -160,7 +160,9 @@ mod tests {
 
     fn priced_inventory() -> Inventory {
         let mut i = inv(vec![
-            with(zone("cheap", vec![host("c1", 8, 8)]), |z| z.host_cost_per_hour = Some(0.5)),
+            with(zone("cheap", vec![host("c1", 8, 8)]), |z| {
+                z.host_cost_per_hour = Some(0.5)
+            }),
             zone("free", vec![host("f1", 8, 8)]),
         ]);
         i.provisioners[0].cost_per_gb_hour = Some(0.1);
@@ -168,7 +170,8 @@ mod tests {
         other.name = "plain".into();
         other.cost_per_gb_hour = None;
         i.provisioners.push(other);
-        i.volumes.push(std::sync::Arc::new(pv("old", Some("nfs"), ByteSize(5 * GB)).into()));
+        i.volumes
+            .push(std::sync::Arc::new(pv("old", Some("nfs"), ByteSize(5 * GB)).into()));
         i
     }
 
@@ -217,11 +220,22 @@ mod tests {
         assert!((e.storage_per_hour - 2.5).abs() < 1e-12, "{e:?}");
         assert_eq!(e.volumes.keys().collect::<Vec<_>>(), ["scratch", "claim"]);
         assert_eq!(e.volumes["claim"].capacity, ByteSize(5 * GB));
-        assert_eq!(e.unpriced_volumes, ["plain"], "no costPerGbHour; the named volume is not priced");
+        assert_eq!(
+            e.unpriced_volumes,
+            ["plain"],
+            "no costPerGbHour; the named volume is not priced"
+        );
         let train = &e.jobs["train"];
-        assert_eq!((train.hosts, train.hours, train.hours_from), (2, 3.0, HoursFrom::Timeout));
+        assert_eq!(
+            (train.hosts, train.hours, train.hours_from),
+            (2, 3.0, HoursFrom::Timeout)
+        );
         assert!((train.cost - 3.0).abs() < 1e-12, "2 hosts x 0.5 x 3 h");
-        assert_eq!(e.jobs["post"].hours_from, HoursFrom::Declared, "no timeout: the workflow's hours");
+        assert_eq!(
+            e.jobs["post"].hours_from,
+            HoursFrom::Declared,
+            "no timeout: the workflow's hours"
+        );
         assert_eq!(e.unpriced_jobs, ["side"]);
         // 2.5 x 3 + 3 + 1 x 0.5 x 3 = 12.
         assert!((e.total - 12.0).abs() < 1e-9, "{}", e.total);
@@ -236,8 +250,7 @@ mod tests {
     #[test]
     fn default_hours_apply_without_timeouts_and_nothing_priced_gives_none() {
         let inv = priced_inventory();
-        let jobs: IndexMap<String, JobDecision> =
-            [("a".to_string(), placed("cheap", &["c1"]))].into_iter().collect();
+        let jobs: IndexMap<String, JobDecision> = [("a".to_string(), placed("cheap", &["c1"]))].into_iter().collect();
         let mut r = req(vec![job("a", &[])], 1);
         let e = estimate(&inv, &r, &IndexMap::new(), &jobs).unwrap();
         assert_eq!((e.hours, e.hours_from, e.total), (1.0, HoursFrom::Default, 0.5));
@@ -248,6 +261,9 @@ mod tests {
         assert_eq!(estimate(&inv, &r, &IndexMap::new(), &jobs).unwrap().total, 2.0);
         let unpriced: IndexMap<String, JobDecision> =
             [("a".to_string(), placed("free", &["f1"]))].into_iter().collect();
-        assert_eq!(estimate(&inv, &r, &vols(vec![("n", existing("nfs", "d"))]), &unpriced), None);
+        assert_eq!(
+            estimate(&inv, &r, &vols(vec![("n", existing("nfs", "d"))]), &unpriced),
+            None
+        );
     }
 }

@@ -86,13 +86,7 @@ impl Workflow {
 
     /// The longest chain ending with job `i` (its own timeout included); iterative so that a
     /// long chain of dependencies cannot overflow the stack.
-    fn chain_ms(
-        &self,
-        i: usize,
-        index: &BTreeMap<&str, usize>,
-        memo: &mut [Option<u64>],
-        on_path: &mut [bool],
-    ) -> u64 {
+    fn chain_ms(&self, i: usize, index: &BTreeMap<&str, usize>, memo: &mut [Option<u64>], on_path: &mut [bool]) -> u64 {
         // Explicit stack of (job, next dependency to look at).
         let mut stack: Vec<(usize, usize)> = vec![(i, 0)];
         on_path[i] = true;

@@ -492,14 +492,26 @@ mod choice_tests {
             }),
             "a wish replaces the default, its missing hours come from the configuration"
         );
-        assert_eq!(CoordinatorConfig::default().choice_for(None), None, "unchanged requests");
+        assert_eq!(
+            CoordinatorConfig::default().choice_for(None),
+            None,
+            "unchanged requests"
+        );
         for (text, want) in [
             ("choice: {cost: yes please}\n", "choice.cost"),
-            ("choice: {defaultHours: 0}\n", "choice.defaultHours: default hours must be a number > 0"),
-            ("choice: {defaultHours: soon}\n", "choice.defaultHours: expected a number of hours > 0"),
+            (
+                "choice: {defaultHours: 0}\n",
+                "choice.defaultHours: default hours must be a number > 0",
+            ),
+            (
+                "choice: {defaultHours: soon}\n",
+                "choice.defaultHours: expected a number of hours > 0",
+            ),
             ("choice: {costs: true}\n", "did you mean `cost`"),
         ] {
-            let e = CoordinatorConfig::load(&write(dir.path(), text)).unwrap_err().to_string();
+            let e = CoordinatorConfig::load(&write(dir.path(), text))
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(want) && e.contains("coordinator.yaml:1:"), "{text}: {e}");
         }
     }

@@ -287,7 +287,10 @@ fn full_inventory_in_seed_syntax() {
     assert_eq!(east.hosts[1].power, PowerState::Off);
     assert_eq!(inv.zones[1].placement_policy, PlacementPolicy::SpreadMemory);
     assert!(inv.zones[1].hosts.is_empty());
-    assert_eq!((east.host_cost_per_hour, inv.zones[1].host_cost_per_hour), (None, Some(0.75)));
+    assert_eq!(
+        (east.host_cost_per_hour, inv.zones[1].host_cost_per_hour),
+        (None, Some(0.75))
+    );
 
     // version: first 16 hex digits of sha256 of the file
     let digest = Sha256::digest(FULL.as_bytes());
