@@ -6,7 +6,7 @@ use crate::yaml::{Ctx, Node, Span};
 /// A price (`costPerGbHour`, `hostCostPerHour`): a finite number >= 0 (a rate, not a size, so a
 /// float is exact enough). Anything else is an error at the value's position saying it expected
 /// `what` (e.g. "a price per GB-hour").
-pub(crate) fn cost(ctx: &mut Ctx, n: &Node, f: &str, what: &str) -> Option<f64> {
+pub fn cost(ctx: &mut Ctx, n: &Node, f: &str, what: &str) -> Option<f64> {
     match n.as_scalar().and_then(|s| s.trim().parse::<f64>().ok()) {
         Some(v) if v.is_finite() && v >= 0.0 => Some(v),
         _ => {
