@@ -341,7 +341,7 @@ slurm:
   slurmConf: etc/slurm.conf
   refreshMs: 500
   partitions:
-    gpu: {priority: 1, placementPolicy: BINPACK, tags: [\"accel:gpu\"]}
+    gpu: {priority: 1, placementPolicy: BINPACK, tags: [\"accel:gpu\"], hostCostPerHour: 1.5}
     batch:
   devices: {gpu: gpu}
 ",
@@ -361,6 +361,10 @@ slurm:
         assert_eq!(s.partitions.len(), 2);
         assert_eq!(s.partitions[0].placement_policy, Some(PlacementPolicy::Binpack));
         assert_eq!(s.partitions[1].name, "batch");
+        assert_eq!(
+            (s.partitions[0].host_cost_per_hour, s.partitions[1].host_cost_per_hour),
+            (Some(crate::slurm::config::Price(1.5)), None)
+        );
         assert_eq!(s.device_name("gpu"), "gpu");
     }
 
@@ -375,12 +379,16 @@ slurm:
         assert!(e.contains("only with `inventorySource: slurm`"), "{e}");
         std::fs::write(
             &p,
-            "inventory: i.yaml\ninventorySource: slurm\nslurm: {refreshMs: 5, partitions: {p: {placementPolicy: PACK}}}\n",
+            "inventory: i.yaml\ninventorySource: slurm\nslurm: {refreshMs: 5, partitions: {p: {placementPolicy: PACK, hostCostPerHour: -2}}}\n",
         )
         .unwrap();
         let e = AgentConfig::load(&p).unwrap_err().to_string();
         assert!(e.contains("slurm.refreshMs"), "{e}");
         assert!(e.contains("slurm.partitions.p.placementPolicy"), "{e}");
+        assert!(
+            e.contains("slurm.partitions.p.hostCostPerHour: expected a number >= 0 (a price per host-hour)"),
+            "{e}"
+        );
     }
 }
 

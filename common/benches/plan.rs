@@ -32,6 +32,7 @@ fn plan(c: &mut Criterion) {
             groups: vec!["g".into()],
             seed: 7,
             trace_limit: fedvol_common::funnel::trace::DEFAULT_TRACE_LIMIT,
+            choice: None,
         };
         let state = ClusterState::default();
         // Sanity: the plan must succeed, or the figure would measure an early exit.

@@ -32,6 +32,7 @@ fn main() {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(fedvol_common::funnel::trace::DEFAULT_TRACE_LIMIT),
+        choice: None,
     };
     let state = ClusterState::default();
     let mut best = f64::MAX;

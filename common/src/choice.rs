@@ -9,15 +9,65 @@
 //! 3. `named_volume`: clusters that hold a volume the workflow requests by name, if any does.
 //! 4. `soft_constraints`: the most soft constraints matched (seed 002 step 4.1, across
 //!    clusters).
-//! 5. `least_loaded`: the lowest load.
-//! 6. `seeded_random`: `seeded_pick(seed, "cluster", n)` over the remaining clusters in answer
+//! 5. `cost` (issue 18; only when the request's [`ChoiceOptions::cost`] is set): the lowest
+//!    estimated cost ([`crate::cost::CostEstimate::total`], computed by each cluster for this
+//!    request), ties within a relative 10^-9 kept; clusters without an estimate rank after
+//!    every priced one. When no cluster has an estimate nothing is dropped. Without the option
+//!    the step is absent and the choice is what it was before the rule existed.
+//! 6. `least_loaded`: the lowest load.
+//! 7. `seeded_random`: `seeded_pick(seed, "cluster", n)` over the remaining clusters in answer
 //!    order.
 
 use indexmap::IndexMap;
 
+use crate::cost::two_costs;
 use crate::decision::{ChoiceStep, ClusterDecision, ClusterStatus, Reason, Rejection, codes};
-use crate::funnel::seeded_pick;
-use crate::model::Workflow;
+use crate::funnel::{PlanRequest, seeded_pick};
+
+/// Hours a job (and the workflow's storage) is counted for when no job declares a timeout and
+/// neither the user nor the coordinator set other default hours.
+pub const DEFAULT_HOURS: f64 = 1.0;
+
+/// Largest default hours accepted (about 114 years): beyond it an estimate means nothing.
+pub const MAX_HOURS: f64 = 1_000_000.0;
+
+/// Relative difference under which two estimated costs tie in the `cost` rule.
+const COST_EPSILON: f64 = 1e-9;
+
+/// How the choice runs for one request (carried in [`PlanRequest::choice`]).
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct ChoiceOptions {
+    /// Run the `cost` rule (prefer the cluster with the lowest estimated cost).
+    #[serde(default)]
+    pub cost: bool,
+    /// Hours counted when no job declares a timeout (`None` = [`DEFAULT_HOURS`]); must be
+    /// finite, > 0 and at most [`MAX_HOURS`] ([`ChoiceOptions::check`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_hours: Option<f64>,
+}
+
+impl ChoiceOptions {
+    /// The default hours in force: `default_hours`, else [`DEFAULT_HOURS`].
+    pub fn hours(&self) -> f64 {
+        self.default_hours.unwrap_or(DEFAULT_HOURS)
+    }
+
+    /// `Err` with what is wrong when `default_hours` is not a finite number in (0, MAX_HOURS].
+    pub fn check(&self) -> Result<(), String> {
+        check_hours(self.default_hours.unwrap_or(DEFAULT_HOURS))
+    }
+}
+
+/// `Err` naming the rule when `h` is not a finite number of hours in (0, [`MAX_HOURS`]].
+pub fn check_hours(h: f64) -> Result<(), String> {
+    if h.is_finite() && h > 0.0 && h <= MAX_HOURS {
+        Ok(())
+    } else {
+        Err(format!(
+            "default hours must be a number > 0 and <= {MAX_HOURS}, not {h}"
+        ))
+    }
+}
 
 /// The names of the cluster-choice steps recorded in a decision's `choice` (DESIGN §4), in the
 /// order they run; the coordinator's commit phase adds the last two.
@@ -30,6 +80,8 @@ pub mod rules {
     pub const NAMED_VOLUME: &str = "named_volume";
     /// Most soft constraints matched.
     pub const SOFT_CONSTRAINTS: &str = "soft_constraints";
+    /// Lowest estimated cost (issue 18; only when the request asks for it).
+    pub const COST: &str = "cost";
     /// Least loaded.
     pub const LEAST_LOADED: &str = "least_loaded";
     /// The seeded draw among the remaining ties.
@@ -40,17 +92,19 @@ pub mod rules {
     pub const COMMIT_ATTEMPTS: &str = "commit_attempts";
 }
 
-/// Chooses the cluster for `workflow` among `clusters` (answer slots in the order asked).
+/// Chooses the cluster for `req`'s workflow among `clusters` (answer slots in the order asked),
+/// with the rules `req.choice` enables.
 ///
 /// Returns the chosen cluster (or `None` when no cluster answered with a feasible placement)
 /// and the steps taken. When nothing is feasible only the `feasible` step is returned;
-/// otherwise all six steps are, each with the clusters it kept and those it dropped with a
-/// reason (`infeasible` for the first step, `not_chosen` for the others).
+/// otherwise every step is (six, seven with `cost`), each with the clusters it kept and those
+/// it dropped with a reason (`infeasible` for the first step, `not_chosen` for the others).
 pub fn choose_cluster(
-    workflow: &Workflow,
+    req: &PlanRequest,
     clusters: &IndexMap<String, ClusterDecision>,
     seed: u64,
 ) -> (Option<String>, Vec<ChoiceStep>) {
+    let workflow = &req.workflow;
     let all: Vec<(&str, &ClusterDecision)> = clusters.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let mut steps = Vec::new();
 
@@ -104,6 +158,14 @@ pub fn choose_cluster(
     });
     steps.push(step);
 
+    let kept = if req.choice.is_some_and(|o| o.cost) {
+        let (kept, step) = cost_rule(kept);
+        steps.push(step);
+        kept
+    } else {
+        kept
+    };
+
     let best_load = kept.iter().map(|(_, c)| c.load).min_by(f64::total_cmp).unwrap_or(0.0);
     let load_lead = kept
         .iter()
@@ -134,6 +196,39 @@ pub fn choose_cluster(
     });
     steps.push(step);
     (winner, steps)
+}
+
+/// The `cost` rule: keeps the clusters whose estimate ties with the lowest; drops dearer ones
+/// with both figures and their own breakdown, and unpriced ones (when any is priced).
+fn cost_rule<'a>(kept: Vec<(&'a str, &'a ClusterDecision)>) -> (Vec<(&'a str, &'a ClusterDecision)>, ChoiceStep) {
+    let mut lead: Option<(&str, f64)> = None;
+    for (n, c) in &kept {
+        if let Some(e) = &c.cost
+            && lead.is_none_or(|(_, best)| e.total.total_cmp(&best).is_lt())
+        {
+            lead = Some((n, e.total));
+        }
+    }
+    apply(rules::COST, kept, |(_, c)| {
+        let Some((lead, best)) = lead else {
+            return Ok(());
+        };
+        match &c.cost {
+            Some(e) if e.total - best <= best.abs() * COST_EPSILON => Ok(()),
+            Some(e) => {
+                let (a, b) = two_costs(e.total, best);
+                Err(vec![not_chosen(format!(
+                    "estimated cost {a} > {b} ({lead}): {}",
+                    e.breakdown()
+                ))])
+            }
+            None => Err(vec![not_chosen(format!(
+                "no cost estimate (no costPerGbHour on the provisioners its plan uses, no \
+                 hostCostPerHour on its zones): ranks after priced clusters; {lead} is estimated at {}",
+                crate::cost::money(best)
+            ))]),
+        }
+    })
 }
 
 /// Runs one rule: keeps the clusters `check` accepts and records the others with its reasons.
@@ -232,18 +327,26 @@ fn ordinal(n: usize) -> String {
 mod tests {
     use super::*;
     use crate::decision::JobDecision;
-    use crate::model::WorkflowFormat;
+    use crate::model::{Workflow, WorkflowFormat};
 
-    fn wf(clusters: &[&str]) -> Workflow {
-        Workflow {
-            priority: None,
-            name: "wf".into(),
-            format: WorkflowFormat::FuzzfileV4,
-            volumes: Vec::new(),
-            jobs: Vec::new(),
-            project: None,
-            clusters: clusters.iter().map(|c| c.to_string()).collect(),
-            annotations: Default::default(),
+    fn wf(clusters: &[&str]) -> PlanRequest {
+        PlanRequest {
+            request_id: "r".into(),
+            workflow: Workflow {
+                priority: None,
+                name: "wf".into(),
+                format: WorkflowFormat::FuzzfileV4,
+                volumes: Vec::new(),
+                jobs: Vec::new(),
+                project: None,
+                clusters: clusters.iter().map(|c| c.to_string()).collect(),
+                annotations: Default::default(),
+            },
+            user: "u".into(),
+            groups: Vec::new(),
+            seed: 0,
+            trace_limit: 0,
+            choice: None,
         }
     }
 
@@ -395,6 +498,116 @@ mod tests {
         assert!(seen.len() > 1, "different seeds reach different clusters");
         let expected = ["w", "x", "y", "z"][seeded_pick(9, "cluster", 4)];
         assert_eq!(choose_cluster(&wf(&[]), &cs, 9).0.as_deref(), Some(expected));
+    }
+
+    fn priced(load: f64, total: f64) -> ClusterDecision {
+        let mut c = answer(0, load, false);
+        let mut volumes = IndexMap::new();
+        volumes.insert(
+            "scratch".to_string(),
+            crate::cost::VolumeCost {
+                provisioner: "p".into(),
+                capacity: crate::size::ByteSize(10_000_000_000),
+                cost_per_gb_hour: total / 20.0,
+                per_hour: total / 2.0,
+            },
+        );
+        c.cost = Some(crate::cost::CostEstimate {
+            total,
+            storage_per_hour: total / 2.0,
+            hours: 2.0,
+            hours_from: crate::cost::HoursFrom::Default,
+            volumes,
+            jobs: IndexMap::new(),
+            unpriced_volumes: Vec::new(),
+            unpriced_jobs: Vec::new(),
+        });
+        c
+    }
+
+    fn with_cost(clusters: &[&str]) -> PlanRequest {
+        let mut r = wf(clusters);
+        r.choice = Some(ChoiceOptions {
+            cost: true,
+            default_hours: None,
+        });
+        r
+    }
+
+    #[test]
+    fn cost_step_prefers_the_cheapest_and_says_why() {
+        // The dear cluster is the least loaded: without the option it wins.
+        let cs = set(vec![
+            ("dear", priced(0.1, 12.4)),
+            ("cheap", priced(0.9, 3.1)),
+            ("unpriced", answer(0, 0.0, false)),
+        ]);
+        let (plain, steps) = choose_cluster(&wf(&[]), &cs, 3);
+        assert_eq!(plain.as_deref(), Some("unpriced"));
+        assert!(steps.iter().all(|s| s.rule != rules::COST), "absent unless asked");
+        assert_eq!(steps.len(), 6);
+
+        let (chosen, steps) = choose_cluster(&with_cost(&[]), &cs, 3);
+        assert_eq!(chosen.as_deref(), Some("cheap"));
+        assert_eq!(steps.len(), 7);
+        let names: Vec<&str> = steps.iter().map(|s| s.rule.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "feasible",
+                "workflow_order",
+                "named_volume",
+                "soft_constraints",
+                "cost",
+                "least_loaded",
+                "seeded_random"
+            ]
+        );
+        let s = step(&steps, rules::COST);
+        assert_eq!(s.kept, ["cheap"]);
+        let dear = s.dropped.iter().find(|d| d.candidate == "dear").unwrap();
+        assert_eq!(dear.reasons[0].code, codes::NOT_CHOSEN);
+        assert_eq!(
+            dear.reasons[0].message,
+            "estimated cost 12.40 > 3.10 (cheap): storage 10 GB x 0.62/GB-h x 2 h (default) = 12.40"
+        );
+        let unpriced = s.dropped.iter().find(|d| d.candidate == "unpriced").unwrap();
+        assert!(
+            unpriced.reasons[0].message.contains("no cost estimate")
+                && unpriced.reasons[0]
+                    .message
+                    .contains("ranks after priced clusters; cheap is estimated at 3.10"),
+            "{:?}",
+            unpriced
+        );
+    }
+
+    #[test]
+    fn cost_ties_go_on_and_unpriced_federations_lose_nothing() {
+        let cs = set(vec![("a", priced(0.5, 3.0)), ("b", priced(0.2, 3.0 * (1.0 + 1e-12)))]);
+        let (chosen, steps) = choose_cluster(&with_cost(&[]), &cs, 3);
+        assert_eq!(step(&steps, rules::COST).kept, ["a", "b"], "within the epsilon: a tie");
+        assert_eq!(chosen.as_deref(), Some("b"), "then least loaded");
+        let cs = set(vec![("a", answer(0, 0.5, false)), ("b", answer(0, 0.2, false))]);
+        let (chosen, steps) = choose_cluster(&with_cost(&[]), &cs, 3);
+        let s = step(&steps, rules::COST);
+        assert!(s.dropped.is_empty() && s.kept.len() == 2);
+        assert_eq!(chosen.as_deref(), Some("b"));
+        // Earlier rules still come first: the workflow's order beats the price.
+        let cs = set(vec![("dear", priced(0.5, 9.0)), ("cheap", priced(0.5, 1.0))]);
+        assert_eq!(choose_cluster(&with_cost(&["dear"]), &cs, 3).0.as_deref(), Some("dear"));
+    }
+
+    #[test]
+    fn choice_options_check_hours() {
+        assert!(ChoiceOptions::default().check().is_ok());
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, MAX_HOURS * 2.0] {
+            let o = ChoiceOptions {
+                cost: true,
+                default_hours: Some(bad),
+            };
+            assert!(o.check().is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -353,6 +353,11 @@ pub struct ClusterDecision {
     /// for inventory files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_manager: Option<String>,
+    /// What the plan would cost (issue 18): priced volumes and jobs, hours, total; read by the
+    /// `cost` cluster-choice step. Absent when nothing the plan uses has a price (and from
+    /// agents of earlier releases).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<crate::cost::CostEstimate>,
 }
 
 impl ClusterDecision {
@@ -394,6 +399,7 @@ impl ClusterDecision {
             holds_named_volume: false,
             allocations: Vec::new(),
             resource_manager: None,
+            cost: None,
         }
     }
 }

@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 pub mod choice;
+pub mod cost;
 pub mod decision;
 pub mod explain;
 pub mod format;

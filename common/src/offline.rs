@@ -22,7 +22,7 @@ pub fn plan_locally(inventories: &[Inventory], req: &PlanRequest) -> Decision {
         d.elapsed_ms = start.elapsed().as_secs_f64() * 1000.0;
         clusters.insert(inv.cluster.clone(), d);
     }
-    let (chosen, choice) = choose_cluster(&req.workflow, &clusters, req.seed);
+    let (chosen, choice) = choose_cluster(req, &clusters, req.seed);
     Decision {
         quota: Vec::new(),
         refused: None,

@@ -134,6 +134,7 @@ pub fn cluster(name: &str, s: SynthSizes) -> Inventory {
                 flavors: Vec::new(),
                 storage: Vec::new(),
                 hosts,
+                host_cost_per_hour: None,
                 origin: Origin::default(),
             }
         })
@@ -208,6 +209,7 @@ pub fn workflow(jobs: usize, size_gib: u128) -> Workflow {
                 },
                 affinity: Affinity::default(),
                 networks: Vec::new(),
+                timeout_ms: None,
                 line: 1,
             })
             .collect(),

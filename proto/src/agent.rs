@@ -431,6 +431,14 @@ fn workflow_limits(what: &str, wf: &fedvol_common::model::Workflow) -> Result<()
     }
 }
 
+/// A request's choice options (issue 18) with default hours out of range are `bad_request`.
+pub(crate) fn choice_options(what: &str, o: Option<&fedvol_common::choice::ChoiceOptions>) -> Result<(), ProtoError> {
+    match o.map(fedvol_common::choice::ChoiceOptions::check) {
+        Some(Err(e)) => Err(crate::Code::BadRequest.error(format!("{what}: choice: {e}"))),
+        _ => Ok(()),
+    }
+}
+
 impl AgentEndpoint for Plan {
     const OP: AgentOp = AgentOp::Plan;
 }
@@ -441,7 +449,8 @@ impl Endpoint for Plan {
     type Reply = PlanReply;
 
     fn check(r: &PlanMsg) -> Result<(), ProtoError> {
-        workflow_limits(Self::NAME, &r.request.workflow)
+        workflow_limits(Self::NAME, &r.request.workflow)?;
+        choice_options(Self::NAME, r.request.choice.as_ref())
     }
 
     fn deadline_ms(r: &PlanMsg) -> Option<u64> {

@@ -306,3 +306,51 @@ fn replies_read_with_the_previous_releases_types() {
     }));
     assert!(r.identical);
 }
+
+/// Issue 18's additions (`PlanRequest.choice`, `Job.timeout_ms`, `SubmitMsg.choice`,
+/// `ClusterDecision.cost`) are left out of the bodies when unset, so a request without them is
+/// the previous release's body and its submit digest is unchanged; set, they travel and decode,
+/// and out-of-range default hours are refused as `bad_request`.
+#[test]
+fn cost_choice_fields_are_optional_additions() {
+    let m = agent::Plan::decode_request(
+        format!(r#"{{"v":1,"request":{},"deadline_ms":1900000000000}}"#, request_json()).as_bytes(),
+        "agent",
+    )
+    .unwrap();
+    assert_eq!(m.request.choice, None);
+    let sent = String::from_utf8(agent::Plan::encode_request(&m).to_vec()).unwrap();
+    assert!(!sent.contains("choice") && !sent.contains("timeout_ms"), "{sent}");
+    assert!(!decision_json().contains("\"cost\""));
+
+    let mut with = m.clone();
+    with.request.choice = Some(fedvol_common::choice::ChoiceOptions {
+        cost: true,
+        default_hours: Some(2.0),
+    });
+    let back = agent::Plan::decode_request(&agent::Plan::encode_request(&with), "agent").unwrap();
+    assert_eq!(back.request.choice, with.request.choice);
+    with.request.choice = Some(fedvol_common::choice::ChoiceOptions {
+        cost: true,
+        default_hours: Some(-1.0),
+    });
+    assert!(agent::Plan::check(&back).is_ok());
+    let e = agent::Plan::check(&with).unwrap_err();
+    assert_eq!(e.code, Code::BadRequest, "{e:?}");
+    assert!(e.message.contains("default hours"), "{e:?}");
+
+    let submit = format!(r#"{{"v":1,"workflow":{}}}"#, workflow_json());
+    let s = coordinator::Submit::decode_request(submit.as_bytes(), "coordinator").unwrap();
+    assert_eq!(s.choice, None);
+    let mut wished = s.clone();
+    wished.choice = Some(fedvol_common::choice::ChoiceOptions {
+        cost: true,
+        default_hours: None,
+    });
+    assert_ne!(s.digest(), wished.digest(), "another wish is another request");
+    wished.choice = Some(fedvol_common::choice::ChoiceOptions {
+        cost: true,
+        default_hours: Some(f64::MAX),
+    });
+    assert_eq!(coordinator::Submit::check(&wished).unwrap_err().code, Code::BadRequest);
+}

@@ -109,13 +109,20 @@ pub struct SubmitMsg {
     /// (`queued`) and place it when room frees, instead of failing.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub wait_for_capacity: bool,
+    /// The user's wish for the cluster choice (issue 18: `fedvol submit --prefer-cost`, with
+    /// `--cost-hours`). `None` = the coordinator's `choice:` configuration; when given it
+    /// replaces it (default hours not given = the coordinator's `defaultHours`). Absent on the
+    /// wire when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub choice: Option<fedvol_common::choice::ChoiceOptions>,
 }
 
 impl SubmitMsg {
     /// What makes two submits under one request id the same request (issue 12: one request id,
     /// one workflow): the sha256, in hex, of the workflow without its source positions
     /// ([`fedvol_common::model::Workflow::without_positions`]), the claimed groups (sorted,
-    /// without repeats) and the seed. Whether it is a dry run is compared from the stored
+    /// without repeats), the seed and the choice wish (left out when `None`, so requests without
+    /// one keep the digest they had before it existed). Whether it is a dry run is compared from the stored
     /// record, since a real submit may take over a stored dry run of the same request.
     pub fn digest(&self) -> String {
         use sha2::{Digest, Sha256};
@@ -124,12 +131,15 @@ impl SubmitMsg {
             workflow: &'a fedvol_common::model::Workflow,
             groups: std::collections::BTreeSet<&'a str>,
             seed: Option<u64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            choice: Option<&'a fedvol_common::choice::ChoiceOptions>,
         }
         let workflow = self.workflow.without_positions();
         let identity = Identity {
             workflow: &workflow,
             groups: self.groups.iter().map(String::as_str).collect(),
             seed: self.seed,
+            choice: self.choice.as_ref(),
         };
         let bytes = serde_json::to_vec(&identity).unwrap_or_default();
         Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect()
@@ -334,7 +344,7 @@ impl Endpoint for Submit {
     fn check(r: &SubmitMsg) -> Result<(), ProtoError> {
         let problems = fedvol_common::limits::workflow_problems(&r.workflow);
         if problems.is_empty() {
-            Ok(())
+            crate::agent::choice_options("submit", r.choice.as_ref())
         } else {
             Err(crate::Code::BadRequest.error(format!("submit: {}", fedvol_common::limits::join_problems(&problems))))
         }

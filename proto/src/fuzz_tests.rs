@@ -30,6 +30,7 @@ fn request() -> fedvol_common::funnel::PlanRequest {
         groups: vec!["g".into()],
         seed: 7,
         trace_limit: 5,
+        choice: None,
     }
 }
 
@@ -52,6 +53,7 @@ fn samples() -> Vec<Vec<u8>> {
         timeout_ms: 100,
         trace_limit: None,
         keep: false,
+        choice: None,
     };
     vec![
         agent::Plan::encode_request(&plan).to_vec(),

@@ -618,6 +618,7 @@ mod tests {
                 groups: vec![],
                 seed: 1,
                 trace_limit: 1,
+                choice: None,
             },
             attempts: Vec::new(),
             completion: None,

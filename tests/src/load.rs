@@ -134,6 +134,7 @@ pub fn submit_msg(id: &str, workflow: &Workflow, dry_run: bool) -> SubmitMsg {
         timeout_ms: 0,
         trace_limit: None,
         keep: dry_run,
+        choice: None,
     }
 }
 

@@ -42,6 +42,7 @@ fn plan_msg(id: &str, reserve: bool, ttl_ms: u64) -> PlanMsg {
             groups: vec![],
             seed: 1,
             trace_limit: 20,
+            choice: None,
         },
         deadline_ms: now_ms() + 10_000,
         reserve,

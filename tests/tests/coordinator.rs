@@ -102,6 +102,7 @@ fn submit_msg(id: &str, workflow: Workflow) -> SubmitMsg {
         timeout_ms: 0,
         trace_limit: None,
         keep: false,
+        choice: None,
     }
 }
 

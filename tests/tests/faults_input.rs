@@ -453,6 +453,7 @@ async fn fuzzed_requests_get_errors_change_nothing_and_everyone_keeps_serving() 
         groups: vec!["physics".into()],
         seed: 1,
         trace_limit: 5,
+        choice: None,
     };
     let deadline = now_ms() + 3_600_000;
     let plan = fedvol_tests::versioned_body(&PlanMsg {

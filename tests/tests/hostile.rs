@@ -50,6 +50,7 @@ async fn control_characters_in_names_are_refused_on_the_wire() {
             groups: vec![],
             seed: 1,
             trace_limit: 5,
+            choice: None,
         },
         deadline_ms: fedvol_proto::now_ms() + 10_000,
         reserve: true,

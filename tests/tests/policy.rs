@@ -222,6 +222,7 @@ async fn fifty_racing_submits_to_two_coordinators_never_exceed_a_quota() {
             keep: false,
             priority: None,
             wait_for_capacity: false,
+            choice: None,
         };
         coordinator_op::<api::Submit>(&client, &format!("user{}", i % 5), &msg, Duration::from_secs(60))
             .await

@@ -126,6 +126,7 @@ async fn plan(client: &async_nats::Client, id: &str, cores: u64, constraint: &st
             groups: vec![],
             seed: 1,
             trace_limit: 50,
+            choice: None,
         },
         deadline_ms: now_ms() + 10_000,
         reserve: false,

@@ -1,6 +1,6 @@
 //! The agent configuration's `slurm:` block: how to reach Slurm, how often to read it, and the
 //! fedvol settings Slurm has no word for (each partition's zone priority, placement policy,
-//! tags and segment; which GRES is which device).
+//! tags, segment and host price; which GRES is which device).
 //!
 //! ```yaml
 //! inventorySource: slurm
@@ -12,7 +12,7 @@
 //!   onlyListed: false               # true: partitions not listed below are not zones
 //!   partitions:                     # in preference order (a node in several goes to the first)
 //!     gpu: {priority: 1, placementPolicy: BINPACK, tags: ["accel:gpu"], segment: rack-1}
-//!     batch: {priority: 5}
+//!     batch: {priority: 5, hostCostPerHour: 0.4}   # price of one node-hour (cost-aware choice)
 //!   devices: {gpu: nvidia.com/gpu}  # GRES name → device name (this is the default)
 //! ```
 
@@ -36,7 +36,17 @@ pub struct PartitionSettings {
     pub tags: Vec<Tag>,
     /// Network segment, for storage reachability.
     pub segment: Option<String>,
+    /// `hostCostPerHour`: the price of one node of the partition for one hour (the zone's
+    /// `hostCostPerHour`, issue 18); absent: its nodes are not priced.
+    pub host_cost_per_hour: Option<Price>,
 }
+
+/// A price read from the configuration: a finite number >= 0 (the parser refuses anything else,
+/// NaN included), so equality of two prices is an equivalence and the settings can be `Eq`.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+pub struct Price(pub f64);
+
+impl Eq for Price {}
 
 /// How the agent reads its zones and hosts from Slurm.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -185,6 +195,15 @@ pub fn parse_slurm(ctx: &mut Ctx, node: &Node, base: &Path) -> SlurmConfig {
             }
             if let Some(n) = p.take("segment") {
                 s.segment = ctx.nonempty_string(n, &join(&field, "segment"));
+            }
+            if let Some(n) = p.take("hostCostPerHour") {
+                s.host_cost_per_hour = fedvol_common::format::inventory::price(
+                    ctx,
+                    n,
+                    &join(&field, "hostCostPerHour"),
+                    "a price per host-hour",
+                )
+                .map(Price);
             }
             p.finish(ctx);
             cfg.partitions.push(s);

@@ -153,6 +153,7 @@ pub fn map_zones(nodes: &[SlurmNode], partitions: &[SlurmPartition], cfg: &Slurm
                 flavors: Vec::new(),
                 storage: Vec::new(),
                 hosts,
+                host_cost_per_hour: s.and_then(|s| s.host_cost_per_hour).map(|p| p.0),
                 origin: Origin {
                     file: "slurm".to_string(),
                     line: 0,
@@ -228,6 +229,7 @@ mod tests {
                     placement_policy: Some(PlacementPolicy::Binpack),
                     tags: vec![Tag::parse("accel:gpu").unwrap()],
                     segment: Some("rack-1".into()),
+                    host_cost_per_hour: Some(crate::slurm::config::Price(2.5)),
                 },
                 PartitionSettings {
                     name: "batch".into(),
@@ -251,6 +253,8 @@ mod tests {
         assert_eq!(gpu.placement_policy, PlacementPolicy::Binpack);
         assert_eq!(gpu.priority, 1);
         assert_eq!(gpu.segment.as_deref(), Some("rack-1"));
+        assert_eq!(gpu.host_cost_per_hour, Some(2.5));
+        assert_eq!(zone(&m, "batch").host_cost_per_hour, None);
         assert_eq!(gpu.hosts[0].capacity.devices["gpu"], 2);
         assert_eq!(
             zone(&m, "batch").hosts.len(),

@@ -44,6 +44,7 @@ fn msg(id: &str, wf: Workflow) -> PlanMsg {
             groups: vec![],
             seed: 1,
             trace_limit: 10,
+            choice: None,
         },
         deadline_ms: u64::MAX,
         reserve: true,

@@ -2,6 +2,7 @@
 //! live state and a request, it resolves every volume (seeds 000 and 001) and places every job
 //! that mounts volumes (seed 002), recording each named stage's rejections.
 
+pub mod cost;
 pub mod placement;
 pub mod trace;
 pub mod volume;
@@ -40,6 +41,14 @@ pub struct PlanRequest {
     /// reason code are kept regardless. Default [`trace::DEFAULT_TRACE_LIMIT`].
     #[serde(default = "default_trace_limit")]
     pub trace_limit: usize,
+    /// How the cross-cluster choice runs for this request (issue 18: the `cost` rule and its
+    /// default hours). Carried here so that every run of the choice for the request (the
+    /// coordinator's first choice, its commit phase after a refused commit, replay, why-not
+    /// from the record) uses the same options; agents read the default hours for the cost
+    /// estimate. `None` (absent on the wire, as earlier releases send it) = no `cost` rule and
+    /// the default hours [`crate::choice::DEFAULT_HOURS`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub choice: Option<crate::choice::ChoiceOptions>,
 }
 
 fn default_trace_limit() -> usize {
@@ -73,6 +82,7 @@ pub fn plan_cluster(inv: &Inventory, state: &ClusterState, req: &PlanRequest) ->
     let holds_named_volume = volumes
         .values()
         .any(|v| v.action == Some(crate::decision::Action::Existing));
+    let cost = cost::estimate(inv, req, &volumes, &placed.jobs);
     ClusterDecision {
         status: ClusterStatus::Answered,
         elapsed_ms: 0.0,
@@ -87,6 +97,7 @@ pub fn plan_cluster(inv: &Inventory, state: &ClusterState, req: &PlanRequest) ->
         holds_named_volume,
         allocations: placed.allocations,
         resource_manager: None,
+        cost,
     }
 }
 
@@ -137,6 +148,7 @@ mod tests {
                 groups: vec![],
                 seed,
                 trace_limit: 10,
+                choice: None,
             };
             let a = plan_cluster(&inv, &ClusterState::default(), &req);
             let b = plan_cluster(&inv, &ClusterState::default(), &req);
@@ -178,6 +190,7 @@ mod tests {
             groups: vec![],
             seed: 1,
             trace_limit: 3,
+            choice: None,
         };
         let short = plan_cluster(&inv, &ClusterState::default(), &req);
         let busiest = short.trace.iter().map(|t| t.considered - t.passed).max().unwrap_or(0);

@@ -326,6 +326,7 @@ mod tests {
             groups: vec!["researchers".into()],
             seed: 7,
             trace_limit: 5,
+            choice: None,
         };
         (invs, req)
     }

@@ -311,8 +311,9 @@ pub struct Provisioner {
     pub from_storage_class: bool,
     /// Where it was defined.
     pub origin: Origin,
-    /// Billing rate for ephemeral volume usage, per GB-hour (Fuzzball `costPerGbHour`;
-    /// informational: no funnel stage reads it).
+    /// Billing rate for volume usage, per GB-hour, GB = 10^9 bytes (Fuzzball `costPerGbHour`).
+    /// No funnel stage reads it; the cost estimate (issue 18) prices the volumes this
+    /// provisioner would provision or bind with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_per_gb_hour: Option<f64>,
     /// Fuzzball created the backing infrastructure (API field `selfProvisioned`, set by its
@@ -451,6 +452,11 @@ pub struct Zone {
     pub storage: Vec<String>,
     /// Hosts in inventory order.
     pub hosts: Vec<std::sync::Arc<Host>>,
+    /// fedvol addition `hostCostPerHour`: what one host of this zone costs for one hour, in the
+    /// currency of the provisioners' `costPerGbHour` (a finite number >= 0). Read only by the
+    /// cost estimate (issue 18); `None` = the zone's hosts are not priced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cost_per_hour: Option<f64>,
     /// Where it was defined.
     pub origin: Origin,
 }

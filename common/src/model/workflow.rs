@@ -62,6 +62,70 @@ impl Workflow {
         }
         w
     }
+
+    /// How long the workflow runs by its declared timeouts, milliseconds: the longest chain of
+    /// jobs through `depends_on` of the sum of their `timeout_ms` (a job without one counts 0;
+    /// jobs without dependencies start at once, so the longest chain is the workflow's length).
+    /// `None` when no job declares a timeout. Dependencies on names that are not jobs of this
+    /// workflow, and cycles (which the parser refuses), count 0. Saturates at `u64::MAX`.
+    pub fn declared_duration_ms(&self) -> Option<u64> {
+        if self.jobs.iter().all(|j| j.timeout_ms.is_none()) {
+            return None;
+        }
+        let index: BTreeMap<&str, usize> = self
+            .jobs
+            .iter()
+            .enumerate()
+            .map(|(i, j)| (j.name.as_str(), i))
+            .collect();
+        // Longest chain ending at each job, computed on demand (memo), with a guard against
+        // cycles: a job being computed counts 0 when reached again.
+        let mut memo: Vec<Option<u64>> = vec![None; self.jobs.len()];
+        let mut on_path = vec![false; self.jobs.len()];
+        let mut longest = 0u64;
+        for start in 0..self.jobs.len() {
+            longest = longest.max(self.chain_ms(start, &index, &mut memo, &mut on_path));
+        }
+        Some(longest)
+    }
+
+    /// The longest chain ending with job `i` (its own timeout included); iterative so that a
+    /// long chain of dependencies cannot overflow the stack.
+    fn chain_ms(&self, i: usize, index: &BTreeMap<&str, usize>, memo: &mut [Option<u64>], on_path: &mut [bool]) -> u64 {
+        // Explicit stack of (job, next dependency to look at).
+        let mut stack: Vec<(usize, usize)> = vec![(i, 0)];
+        on_path[i] = true;
+        while let Some(top) = stack.last_mut() {
+            let job = top.0;
+            if memo[job].is_some() {
+                on_path[job] = false;
+                stack.pop();
+                continue;
+            }
+            let deps = &self.jobs[job].depends_on;
+            if let Some(dep) = deps.get(top.1) {
+                top.1 += 1;
+                if let Some(&d) = index.get(dep.as_str())
+                    && memo[d].is_none()
+                    && !on_path[d]
+                {
+                    on_path[d] = true;
+                    stack.push((d, 0));
+                }
+                continue;
+            }
+            let before = deps
+                .iter()
+                .filter_map(|dep| index.get(dep.as_str()))
+                .filter_map(|&d| memo[d])
+                .max()
+                .unwrap_or(0);
+            memo[job] = Some(before.saturating_add(self.jobs[job].timeout_ms.unwrap_or(0)));
+            on_path[job] = false;
+            stack.pop();
+        }
+        memo[i].unwrap_or(0)
+    }
 }
 
 /// One volume the workflow needs.
@@ -209,6 +273,11 @@ pub struct Job {
     pub affinity: Affinity,
     /// fedvol addition: networks every host of the job must be attached to.
     pub networks: Vec<String>,
+    /// Fuzzfile `policy.timeout.execute`, milliseconds (a Go duration's nanoseconds rounded up
+    /// to whole ms): how long the job may run. Read only by the cost estimate (issue 18), never
+    /// by placement. Absent on the wire when `None`, so earlier releases read the workflow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
     /// 1-based line of the definition.
     pub line: usize,
 }

@@ -219,6 +219,7 @@ pub fn demo(a: &DemoArgs) -> u8 {
                 timeout_ms: 0,
                 trace_limit: None,
                 keep: false,
+                choice: None,
             };
             match c
                 .call::<api::Submit>(&msg)

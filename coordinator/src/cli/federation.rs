@@ -71,6 +71,9 @@ pub struct SubmitArgs {
     /// `--wait`, wait (up to `--wait-ms`) until it is placed.
     #[arg(long, conflicts_with = "dry_run")]
     pub wait_for_capacity: bool,
+    /// Cluster-choice options (`--prefer-cost`, `--cost-hours`).
+    #[command(flatten)]
+    pub choice: super::choice::ChoiceArgs,
     /// Output format.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -446,6 +449,7 @@ pub fn submit(a: &SubmitArgs) -> u8 {
             timeout_ms: 0,
             trace_limit: a.trace_limit,
             keep: a.keep,
+            choice: a.choice.options(),
         };
         // A request too large to send is refused below with one line; an id is worth printing
         // only for a request that leaves.

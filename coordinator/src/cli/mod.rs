@@ -3,6 +3,7 @@
 //! 2 when nothing fits, 1 on bad input; 64 when the command line itself is wrong).
 
 pub mod check;
+pub mod choice;
 pub mod completions;
 pub mod context;
 pub mod dev;

@@ -33,6 +33,9 @@ pub struct PlanArgs {
     /// exact.
     #[arg(long, default_value_t = fedvol_common::funnel::trace::DEFAULT_TRACE_LIMIT)]
     pub trace_limit: usize,
+    /// Cluster-choice options (`--prefer-cost`, `--cost-hours`).
+    #[command(flatten)]
+    pub choice: super::choice::ChoiceArgs,
     /// Output format.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -94,6 +97,7 @@ pub fn run(a: &PlanArgs) -> u8 {
         groups: a.groups.clone(),
         seed,
         trace_limit: a.trace_limit,
+        choice: a.choice.options(),
     };
     let decision = plan_locally(&inventories, &req);
     let explained = match a.explain.explain(&inventories, &req) {

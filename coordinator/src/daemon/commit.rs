@@ -384,7 +384,7 @@ pub async fn commit_phase(co: &Arc<Coordinator>, stored: &mut StoredDecision, re
             candidates.shift_remove(&a.cluster);
         }
         if committed.is_none() {
-            let (c, s) = choose_cluster(&request.workflow, &candidates, seed);
+            let (c, s) = choose_cluster(&request, &candidates, seed);
             chosen = c;
             steps = s;
         }
@@ -401,7 +401,7 @@ pub async fn commit_phase(co: &Arc<Coordinator>, stored: &mut StoredDecision, re
                     candidates.insert(b, slot.clone());
                 }
             }
-            let (next, s) = choose_cluster(&request.workflow, &candidates, seed);
+            let (next, s) = choose_cluster(&request, &candidates, seed);
             chosen = next;
             steps = s;
             continue;
@@ -489,7 +489,7 @@ pub async fn commit_phase(co: &Arc<Coordinator>, stored: &mut StoredDecision, re
             Some(e) => dropped.push(rejection(&c, e)),
             None => dropped.push(rejection(&c, &Code::CommitFailed.error("commit failed"))),
         }
-        let (next, s) = choose_cluster(&request.workflow, &candidates, seed);
+        let (next, s) = choose_cluster(&request, &candidates, seed);
         chosen = next;
         steps = s;
     }

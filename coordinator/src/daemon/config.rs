@@ -20,10 +20,14 @@
 //! priorityClasses: {high: 1000, normal: 0}
 //! defaultPriorityClass: normal
 //! queue: {maxQueued: 1000, maxWaitMs: 86400000}
+//! choice:                 # the cluster choice for submits that do not say (issue 18)
+//!   cost: true            # run the `cost` step: prefer the cheapest estimated cluster (default false)
+//!   defaultHours: 1       # hours counted when no job declares a timeout (default 1, > 0)
 //! ```
 
 use std::path::{Path, PathBuf};
 
+use fedvol_common::choice::{ChoiceOptions, check_hours};
 use fedvol_common::format::files::read_text;
 use fedvol_common::yaml::{Ctx, Diagnostics, Limits, load_documents};
 use fedvol_proto::nats::{NatsAuth, parse_nats};
@@ -55,7 +59,7 @@ impl Default for KvConfig {
 }
 
 /// Everything the coordinator needs to run.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CoordinatorConfig {
     /// NATS connection (same settings as the agent's).
     pub nats: NatsAuth,
@@ -101,6 +105,10 @@ pub struct CoordinatorConfig {
     /// Federation-wide policy (issue 18): `quotas`, `priorityClasses`, `defaultPriorityClass`,
     /// `queue` (see [`super::policy`]).
     pub policy: super::policy::Policy,
+    /// The cluster choice for submits that carry no wish of their own (`choice:`, issue 18):
+    /// `cost` runs the `cost` step, `default_hours` (`defaultHours`) is counted when no job
+    /// declares a timeout, and fills a wish that gives none. Default: no `cost` step, 1 hour.
+    pub choice: ChoiceOptions,
 }
 
 /// The longest wait a submit may ask for, ms.
@@ -125,11 +133,26 @@ impl Default for CoordinatorConfig {
             trace_limit: fedvol_common::funnel::trace::STORED_TRACE_LIMIT,
             metrics_listen: None,
             policy: super::policy::Policy::default(),
+            choice: ChoiceOptions::default(),
         }
     }
 }
 
 impl CoordinatorConfig {
+    /// The choice options a submit's request carries: the submit's `wish` when it has one (its
+    /// default hours, if not given, from `choice.defaultHours`), else the configured `choice`
+    /// when it sets anything; `None` when neither does (the request then looks as it did
+    /// before issue 18).
+    pub fn choice_for(&self, wish: Option<ChoiceOptions>) -> Option<ChoiceOptions> {
+        match wish {
+            Some(w) => Some(ChoiceOptions {
+                cost: w.cost,
+                default_hours: w.default_hours.or(self.choice.default_hours),
+            }),
+            None => (self.choice != ChoiceOptions::default()).then_some(self.choice),
+        }
+    }
+
     /// Reads a configuration file. Relative paths in it (directory, credentials, TLS files)
     /// are relative to the file's directory. Every key is optional.
     ///
@@ -200,6 +223,31 @@ impl CoordinatorConfig {
                 Ok(addr) => cfg.metrics_listen = Some(addr),
                 Err(e) => ctx.error(n.span, "metricsListen", e),
             }
+        }
+        if let Some(n) = r.take("choice")
+            && let Some(mut m) = ctx.map(n, "choice")
+        {
+            if let Some(n) = m.take("cost")
+                && let Some(b) = ctx.bool(n, "choice.cost")
+            {
+                cfg.choice.cost = b;
+            }
+            if let Some(n) = m.take("defaultHours") {
+                let parsed = n.as_scalar().and_then(|s| s.trim().parse::<f64>().ok());
+                match parsed.map(|h| check_hours(h).map(|()| h)) {
+                    Some(Ok(h)) => cfg.choice.default_hours = Some(h),
+                    Some(Err(e)) => ctx.error(n.span, "choice.defaultHours", e),
+                    None => ctx.error(
+                        n.span,
+                        "choice.defaultHours",
+                        format!(
+                            "expected a number of hours > 0, found {}",
+                            fedvol_common::yaml::decode::describe(n)
+                        ),
+                    ),
+                }
+            }
+            m.finish(&mut ctx);
         }
         if let Some(n) = r.take("directory")
             && let Some(s) = ctx.nonempty_string(n, "directory")
@@ -416,6 +464,65 @@ maxBodyBytes: 65536
         assert!(e.to_string().contains("traceLimit"), "{e}");
         let e = CoordinatorConfig::load(&write(dir.path(), "traceLimit: -1\n")).unwrap_err();
         assert!(e.to_string().contains(":1:"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod choice_tests {
+    use super::*;
+
+    fn write(dir: &Path, text: &str) -> PathBuf {
+        let p = dir.join("coordinator.yaml");
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn choice_block_is_strict_and_fills_wishes() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = CoordinatorConfig::load(&write(dir.path(), "choice: {cost: true, defaultHours: 2.5}\n")).unwrap();
+        assert_eq!(
+            c.choice,
+            ChoiceOptions {
+                cost: true,
+                default_hours: Some(2.5)
+            }
+        );
+        assert_eq!(c.choice_for(None), Some(c.choice), "the default applies without a wish");
+        let wish = ChoiceOptions {
+            cost: false,
+            default_hours: None,
+        };
+        assert_eq!(
+            c.choice_for(Some(wish)),
+            Some(ChoiceOptions {
+                cost: false,
+                default_hours: Some(2.5)
+            }),
+            "a wish replaces the default, its missing hours come from the configuration"
+        );
+        assert_eq!(
+            CoordinatorConfig::default().choice_for(None),
+            None,
+            "unchanged requests"
+        );
+        for (text, want) in [
+            ("choice: {cost: yes please}\n", "choice.cost"),
+            (
+                "choice: {defaultHours: 0}\n",
+                "choice.defaultHours: default hours must be a number > 0",
+            ),
+            (
+                "choice: {defaultHours: soon}\n",
+                "choice.defaultHours: expected a number of hours > 0",
+            ),
+            ("choice: {costs: true}\n", "did you mean `cost`"),
+        ] {
+            let e = CoordinatorConfig::load(&write(dir.path(), text))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want) && e.contains("coordinator.yaml:1:"), "{text}: {e}");
+        }
     }
 }
 

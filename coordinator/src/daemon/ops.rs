@@ -513,7 +513,7 @@ pub async fn replay(co: &Coordinator, q: &DecisionRef) -> Result<ReplayReply, Fa
     }
     let identical = differences.is_empty();
     tracing::info!(identical, differences = differences.len(), "replayed");
-    let (chosen, choice) = choose_cluster(&stored.request.workflow, &clusters, stored.decision.seed);
+    let (chosen, choice) = choose_cluster(&stored.request, &clusters, stored.decision.seed);
     differences.extend(notes);
     Ok(ReplayReply {
         identical,

@@ -358,6 +358,22 @@ defaultPriorityClass: urgent
         }
     }
 
+    /// Every README block that starts `# coordinator.yaml` is a valid coordinator configuration.
+    #[test]
+    fn the_readme_configuration_loads() {
+        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+        let blocks: Vec<&str> = readme
+            .split("```yaml\n# coordinator.yaml\n")
+            .skip(1)
+            .map(|b| b.split("```").next().unwrap())
+            .collect();
+        assert!(!blocks.is_empty(), "the README shows the policy configuration");
+        for b in blocks {
+            let c = load(b).unwrap_or_else(|e| panic!("{e}\n{b}"));
+            assert!(!c.policy.quotas.is_empty() || c.choice != Default::default(), "{b}");
+        }
+    }
+
     #[test]
     fn ledger_keys_are_kv_keys() {
         let rule = QuotaRule {

@@ -287,7 +287,7 @@ pub async fn plan(co: &Arc<Coordinator>, stored: &mut StoredDecision, wait_ms: u
         asked.elapsed(),
         gathered.slots.iter().map(|(name, s)| (name.as_str(), s.status)),
     );
-    let (chosen, choice) = choose_cluster(&stored.request.workflow, &gathered.slots, stored.decision.seed);
+    let (chosen, choice) = choose_cluster(&stored.request, &gathered.slots, stored.decision.seed);
     stored.state = if stored.dry_run || chosen.is_some() {
         DecisionState::Planned
     } else {
@@ -345,6 +345,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
         groups,
         seed,
         trace_limit: msg.trace_limit.unwrap_or(co.cfg.trace_limit),
+        choice: co.cfg.choice_for(msg.choice),
     };
     let (priority_class, priority) = match co.cfg.policy.priority(msg.priority.as_deref(), &request.workflow) {
         Ok(p) => p,

@@ -1,8 +1,10 @@
 //! The human view of a decision, fitting the terminal (100 columns in a pipe): a per-cluster
-//! summary table, per-cluster volume and job tables, then "why not": every error and failed
+//! summary table (with an estimated-cost column when a cluster has a cost estimate),
+//! per-cluster volume and job tables, then "why not": every error and failed
 //! stage with every reason, each said once with the clusters it applies to, and the
 //! cross-cluster choice step by step.
 
+use fedvol_common::cost::money;
 use fedvol_common::decision::{ChoiceStep, ClusterDecision, ClusterStatus, Decision, Rejection};
 use fedvol_common::explain::{failed_stages, stage_summary};
 use indexmap::IndexMap;
@@ -242,7 +244,13 @@ pub fn render_labelled(d: &Decision, label: &str) -> String {
         return out;
     }
 
-    let header = ["CLUSTER", "STATUS", "FIT", "VOLUMES", "JOBS (zone/host)", "ELAPSED"];
+    // The estimated cost (issue 18) gets a column when any cluster has one.
+    let costed = d.clusters.values().any(|c| c.cost.is_some());
+    let mut header = vec!["CLUSTER", "STATUS", "FIT", "VOLUMES", "JOBS (zone/host)"];
+    if costed {
+        header.push("EST. COST");
+    }
+    header.push("ELAPSED");
     let mut t = table(&header);
     let rows = d
         .clusters
@@ -254,14 +262,18 @@ pub fn render_labelled(d: &Decision, label: &str) -> String {
             } else {
                 name.clone()
             };
-            vec![
+            let mut row = vec![
                 marker,
                 status(c.status).to_string(),
                 if c.feasible { "yes".into() } else { "no".into() },
                 vols,
                 jobs,
-                format!("{:.2} ms", c.elapsed_ms),
-            ]
+            ];
+            if costed {
+                row.push(c.cost.as_ref().map_or("-".into(), |e| money(e.total)));
+            }
+            row.push(format!("{:.2} ms", c.elapsed_ms));
+            row
         })
         .collect();
     fill(&mut t, &header, rows);
@@ -281,6 +293,13 @@ pub fn render_labelled(d: &Decision, label: &str) -> String {
             out.push_str(&format!(" (inventory {v})"));
         }
         out.push('\n');
+        if let Some(e) = &c.cost {
+            out.push_str(&para(
+                "  ",
+                "      ",
+                &format!("estimated cost {}: {}", money(e.total), e.breakdown()),
+            ));
+        }
         if !c.volumes.is_empty() {
             let header = ["VOLUME", "MODE", "PROVISIONER", "VOLUME NAME", "ACTION"];
             let mut vt = table(&header);

@@ -28,6 +28,7 @@ fn stored(workflow: &str, user: &str) -> StoredDecision {
         groups: vec![],
         seed: 7,
         trace_limit: 5,
+        choice: None,
     };
     let decision = fedvol_common::offline::plan_locally(&inventories, &request);
     StoredDecision {

@@ -62,6 +62,7 @@ pub fn submit_body(workflow: &Workflow, id: &str, dry_run: bool) -> Vec<u8> {
         timeout_ms: 0,
         trace_limit: None,
         keep: false,
+        choice: None,
     };
     Submit::encode_request(&msg).to_vec()
 }
@@ -78,6 +79,7 @@ pub fn plan_body(workflow: &Workflow, id: &str, reserve: bool, wait_ms: u64) -> 
             groups: vec![GROUP.to_string()],
             seed: seed_from_request_id(id),
             trace_limit: STORED_TRACE_LIMIT,
+            choice: None,
         },
         deadline_ms: now_ms() + wait_ms,
         reserve,

@@ -1,5 +1,7 @@
 //! `defaults` (schema §2): what jobs and services inherit. Placement inherits `mounts` and
-//! `resource`; `env` and `policy` are checked for shape and dropped.
+//! `resource`, and jobs inherit `defaults.job.policy.timeout.execute` (for the cost estimate,
+//! issue 18) unless they set their own; `env` and the rest of `policy` are checked for shape
+//! and dropped.
 
 use super::mount::{MountForm, MountRef, mounts};
 use super::resource::resource;
@@ -25,6 +27,8 @@ pub(super) struct Defaults {
     pub job: Inherited,
     /// `defaults.service`: for services.
     pub service: Inherited,
+    /// `defaults.job.policy.timeout.execute`, ms: for jobs without a timeout of their own.
+    pub job_timeout_ms: Option<u64>,
 }
 
 impl Defaults {
@@ -50,7 +54,7 @@ pub(super) fn defaults(ctx: &mut Ctx, node: &Node, field: &str, form: MountForm)
     {
         out.job = level(ctx, &mut j, form);
         if let Some(p) = j.take("policy") {
-            policy(ctx, p, &j.path("policy"));
+            out.job_timeout_ms = policy(ctx, p, &j.path("policy"));
         }
         j.finish(ctx);
     }

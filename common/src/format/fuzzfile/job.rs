@@ -3,12 +3,14 @@
 //!
 //! Placement reads: `image`, `mounts`, `resource`, `multinode.nodes`, `depends-on`/`requires`,
 //! and fedvol's additions `constraints` (seed 002 hard/soft tag constraints), `affinity`
-//! (seed 002 steps 3.3/3.4) and `networks`. Everything else is checked for shape and dropped.
+//! (seed 002 steps 3.3/3.4) and `networks`. `policy.timeout.execute` is kept as the job's
+//! `timeout_ms` for the cost estimate (issue 18). Everything else is checked for shape and
+//! dropped.
 //!
 //! `policy` on a service: Service has no `policy` in the v4.2 schema, but two real catalog
 //! files (ansys_fluent_desktop, ansys_ls_dyna_desktop) set `policy.timeout` on a service.
 //! fedvol accepts it there with the same shape as a job's policy, so that real files are not
-//! refused; it never affects placement.
+//! refused; it never affects placement (its timeout counts in the cost estimate like a job's).
 
 use super::mount::{MountForm, MountRef, mounts};
 use super::network::{job_network, service_network};
@@ -54,6 +56,8 @@ pub(super) struct JobDraft {
     pub apart_from: Vec<NameRef>,
     /// fedvol addition: `networks`.
     pub networks: Vec<String>,
+    /// `policy.timeout.execute`, ms.
+    pub timeout_ms: Option<u64>,
 }
 
 /// Reads one job or service. Returns `None` only when the node is not a mapping.
@@ -79,6 +83,7 @@ pub(super) fn job(
         with: Vec::new(),
         apart_from: Vec::new(),
         networks: Vec::new(),
+        timeout_ms: None,
     };
     // Placement fields.
     if let Some(n) = r.take("image") {
@@ -145,7 +150,7 @@ pub(super) fn job(
         ctx.bool(n, &r.path("preemptible"));
     }
     if let Some(n) = r.take("policy") {
-        policy(ctx, n, &r.path("policy"));
+        d.timeout_ms = policy(ctx, n, &r.path("policy"));
     }
     match kind {
         JobKind::Job => {

@@ -249,6 +249,10 @@ fn build_job(d: &JobDraft, defaults: &Defaults, volume_keys: &[&str]) -> Job {
             apart_from: d.apart_from.iter().map(|n| n.name.clone()).collect(),
         },
         networks: d.networks.clone(),
+        timeout_ms: match d.kind {
+            JobKind::Job => d.timeout_ms.or(defaults.job_timeout_ms),
+            JobKind::Service => d.timeout_ms,
+        },
         line: d.name.span.line,
     }
 }

@@ -268,16 +268,17 @@ pub(super) fn transfers(ctx: &mut Ctx, node: &Node, field: &str) {
 }
 
 /// Reads a Policy: `timeout.execute` (Go duration), `retry.attempts` (int32, deprecated:
-/// accepted and ignored), `restart` (`on-node-fault` | `never`).
-pub(super) fn policy(ctx: &mut Ctx, node: &Node, field: &str) {
-    let Some(mut r) = ctx.map(node, field) else {
-        return;
-    };
+/// accepted and ignored), `restart` (`on-node-fault` | `never`). Returns `timeout.execute` in
+/// milliseconds (nanoseconds rounded up, saturating at `u64::MAX`) when it is given and valid.
+pub(super) fn policy(ctx: &mut Ctx, node: &Node, field: &str) -> Option<u64> {
+    let mut r = ctx.map(node, field)?;
+    let mut timeout_ms = None;
     if let Some(n) = r.take("timeout")
         && let Some(mut t) = ctx.map(n, &r.path("timeout"))
     {
         if let Some(e) = t.take("execute") {
-            duration(ctx, e, &t.path("execute"));
+            timeout_ms = duration(ctx, e, &t.path("execute"))
+                .map(|ns| u64::try_from(ns.div_ceil(1_000_000)).unwrap_or(u64::MAX));
         }
         t.finish(ctx);
     }
@@ -293,6 +294,7 @@ pub(super) fn policy(ctx: &mut Ctx, node: &Node, field: &str) {
         ctx.one_of(n, &r.path("restart"), &["on-node-fault", "never"]);
     }
     r.finish(ctx);
+    timeout_ms
 }
 
 #[cfg(test)]

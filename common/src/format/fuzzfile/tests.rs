@@ -1057,3 +1057,69 @@ services:
         }
     }
 }
+
+/// Issue 18: `policy.timeout.execute` is kept as the job's `timeout_ms` in the spellings real
+/// files use (`10m0s`, `2h0s`, `24h0m0s`, `30m`, `1.5h`), jobs inherit `defaults.job`'s, a
+/// service keeps its own, and the workflow's declared duration is its longest dependency chain.
+#[test]
+fn job_timeouts_are_kept_and_give_the_declared_duration() {
+    let w = ok(r#"version: v4
+defaults:
+  job:
+    policy: {timeout: {execute: 30m}}
+jobs:
+  fetch:
+    image: {uri: docker://alpine}
+    policy: {timeout: {execute: 10m0s}}
+  train:
+    image: {uri: docker://alpine}
+    policy: {timeout: {execute: 2h0s}}
+    depends-on: [{name: fetch}]
+  report:
+    image: {uri: docker://alpine}
+    depends-on: [{name: train}]
+  side:
+    image: {uri: docker://alpine}
+    policy: {timeout: {execute: 1.5h}}
+services:
+  web:
+    image: {uri: docker://nginx}
+    policy: {timeout: {execute: 24h0m0s}}
+  db:
+    image: {uri: docker://postgres}
+"#);
+    assert_eq!(job(&w, "fetch").timeout_ms, Some(600_000));
+    assert_eq!(job(&w, "train").timeout_ms, Some(7_200_000));
+    assert_eq!(job(&w, "report").timeout_ms, Some(1_800_000), "from defaults.job");
+    assert_eq!(job(&w, "side").timeout_ms, Some(5_400_000));
+    assert_eq!(job(&w, "web").timeout_ms, Some(86_400_000));
+    assert_eq!(job(&w, "db").timeout_ms, None, "defaults.job is not for services");
+    // The service runs 24 h, longer than fetch -> train -> report (2 h 40 m).
+    assert_eq!(w.declared_duration_ms(), Some(86_400_000));
+
+    let chain = ok(r#"version: v4
+jobs:
+  a: {image: {uri: docker://alpine}, policy: {timeout: {execute: 1h}}}
+  b: {image: {uri: docker://alpine}, depends-on: [{name: a}]}
+  c: {image: {uri: docker://alpine}, policy: {timeout: {execute: 30m}}, depends-on: [{name: b}, {name: d}]}
+  d: {image: {uri: docker://alpine}, policy: {timeout: {execute: 2h}}}
+"#);
+    // d (2 h) then c (30 m) is longer than a (1 h), b (0), c.
+    assert_eq!(chain.declared_duration_ms(), Some(9_000_000));
+    let none = ok("version: v4\njobs:\n  a: {image: {uri: docker://alpine}}\n");
+    assert_eq!(none.declared_duration_ms(), None);
+    // Sub-millisecond timeouts round up; a bad one is still an error at its position.
+    let tiny = ok("version: v4\njobs:\n  a: {image: {uri: docker://alpine}, policy: {timeout: {execute: 1us}}}\n");
+    assert_eq!(tiny.jobs[0].timeout_ms, Some(1));
+    let d = errs("version: v4\njobs:\n  a: {image: {uri: docker://alpine}, policy: {timeout: {execute: 10 min}}}\n");
+    assert_eq!(find(&d, "Go duration").field, "jobs.a.policy.timeout.execute");
+}
+
+/// The real Fuzzfile that sets `policy.timeout.execute` without a template keeps it.
+#[test]
+fn the_real_printer_example_keeps_its_timeout() {
+    let text = std::fs::read_to_string(real_dir().join("fuzzball-workflow-examples__printer__printer.yaml")).unwrap();
+    let w = ok(&text);
+    assert_eq!(job(&w, "printer").timeout_ms, Some(600_000), "execute: 10m0s");
+    assert_eq!(w.declared_duration_ms(), Some(600_000));
+}

@@ -3,6 +3,26 @@
 use crate::model::Tag;
 use crate::yaml::{Ctx, Node, Span};
 
+/// A price (`costPerGbHour`, `hostCostPerHour`): a finite number >= 0 (a rate, not a size, so a
+/// float is exact enough). Anything else is an error at the value's position saying it expected
+/// `what` (e.g. "a price per GB-hour").
+pub fn cost(ctx: &mut Ctx, n: &Node, f: &str, what: &str) -> Option<f64> {
+    match n.as_scalar().and_then(|s| s.trim().parse::<f64>().ok()) {
+        Some(v) if v.is_finite() && v >= 0.0 => Some(v),
+        _ => {
+            ctx.error(
+                n.span,
+                f,
+                format!(
+                    "expected a number >= 0 ({what}), found {}",
+                    crate::yaml::decode::describe(n)
+                ),
+            );
+            None
+        }
+    }
+}
+
 /// Names that `use:` gives a meaning of its own (seed 000): no provisioner may take them.
 pub(crate) const RESERVED_PROVISIONER_NAMES: [&str; 2] = ["ephemeral", "persistent"];
 

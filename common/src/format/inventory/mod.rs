@@ -47,7 +47,7 @@ mod provisioners;
 mod volumes;
 mod zones;
 
-pub use common::is_subject_token;
+pub use common::{cost as price, is_subject_token};
 pub use doc::TOP_LEVEL_KEYS as INVENTORY_KEYS;
 
 use sha2::{Digest, Sha256};

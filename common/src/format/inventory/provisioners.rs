@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use super::common::{RESERVED_PROVISIONER_NAMES, check_object_name, positioned_list};
+use super::common::{RESERVED_PROVISIONER_NAMES, check_object_name, cost, positioned_list};
 use crate::format::kube::fields::{check_secret_parameters, is_qualified_name, size};
 use crate::model::{
     AccessPolicy, DRIVER_TYPES, Driver, Origin, Permissions, Provisioner, ProvisionerStatus, Reachability,
@@ -69,7 +69,7 @@ fn decode_provisioner(ctx: &mut Ctx, key: &Key, node: &Node, field: &str) -> Opt
     };
     let cost_per_gb_hour = r
         .take("costPerGbHour")
-        .and_then(|n| cost(ctx, n, &join(field, "costPerGbHour")));
+        .and_then(|n| cost(ctx, n, &join(field, "costPerGbHour"), "a price per GB-hour"));
     let annotations = r
         .take("annotations")
         .and_then(|n| ctx.string_map(n, &join(field, "annotations")))
@@ -510,24 +510,6 @@ fn sub_path(ctx: &mut Ctx, n: &Node, f: &str) -> Option<String> {
         return None;
     }
     Some(parts.join("/"))
-}
-
-/// `costPerGbHour`: a finite number >= 0 (a rate, not a size, so a float is exact enough).
-fn cost(ctx: &mut Ctx, n: &Node, f: &str) -> Option<f64> {
-    match n.as_scalar().and_then(|s| s.trim().parse::<f64>().ok()) {
-        Some(v) if v.is_finite() && v >= 0.0 => Some(v),
-        _ => {
-            ctx.error(
-                n.span,
-                f,
-                format!(
-                    "expected a number >= 0 (a price per GB-hour), found {}",
-                    crate::yaml::decode::describe(n)
-                ),
-            );
-            None
-        }
-    }
 }
 
 fn absolute_path(ctx: &mut Ctx, node: &Node, field: &str) -> Option<String> {

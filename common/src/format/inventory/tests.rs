@@ -108,6 +108,7 @@ zones:
   west:
     placementPolicy: SPREAD_MEMORY
     priority: 2
+    hostCostPerHour: 0.75
 "#;
 
 fn parse(text: &str) -> Result<Loaded<Inventory>, Diagnostics> {
@@ -286,6 +287,10 @@ fn full_inventory_in_seed_syntax() {
     assert_eq!(east.hosts[1].power, PowerState::Off);
     assert_eq!(inv.zones[1].placement_policy, PlacementPolicy::SpreadMemory);
     assert!(inv.zones[1].hosts.is_empty());
+    assert_eq!(
+        (east.host_cost_per_hour, inv.zones[1].host_cost_per_hour),
+        (None, Some(0.75))
+    );
 
     // version: first 16 hex digits of sha256 of the file
     let digest = Sha256::digest(FULL.as_bytes());
@@ -552,6 +557,22 @@ fn bad_values_are_errors() {
         ),
         ("cluster: c\nzones:\n  z: {tags: [\":x\"]}\n", "not a tag"),
         ("cluster: c\nzones:\n  z: {priority: high}\n", "whole number"),
+        (
+            "cluster: c\nzones:\n  z: {hostCostPerHour: -0.5}\n",
+            "inv.yaml:3:24: zones.z.hostCostPerHour: expected a number >= 0 (a price per host-hour), found `-0.5`",
+        ),
+        (
+            "cluster: c\nzones:\n  z: {hostCostPerHour: .nan}\n",
+            "zones.z.hostCostPerHour: expected a number >= 0",
+        ),
+        (
+            "cluster: c\nzones:\n  z: {hostCostPerHour: cheap}\n",
+            "zones.z.hostCostPerHour: expected a number >= 0",
+        ),
+        (
+            "cluster: c\nzones:\n  z: {hostCostPerHour: [1]}\n",
+            "zones.z.hostCostPerHour: expected a number >= 0",
+        ),
         (
             "cluster: c\nprojects:\n  p: {zones: [{priority: 1}]}\n",
             "missing required field `zone`",

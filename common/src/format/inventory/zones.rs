@@ -1,9 +1,10 @@
 //! The `zones:` section (seed 002): cloud zones with capability tags, placement policy,
-//! priority, network segment, image/flavor/storage profiles and hosts.
+//! priority, network segment, image/flavor/storage profiles, hosts, and fedvol's
+//! `hostCostPerHour` (the price of one host-hour, for the cost estimate of issue 18).
 
 use std::collections::BTreeMap;
 
-use super::common::{check_object_name, opt_u64, positioned_list, tags};
+use super::common::{check_object_name, cost, opt_u64, positioned_list, tags};
 use crate::format::kube::fields::size;
 use crate::model::{Flavor, Host, Origin, PlacementPolicy, PowerState, Resources, Zone};
 use crate::yaml::{Ctx, Node, Span, join};
@@ -82,6 +83,9 @@ fn decode_zone(ctx: &mut Ctx, name: &str, key_span: Span, node: &Node, field: &s
             }
         }
     }
+    let host_cost_per_hour = r
+        .take("hostCostPerHour")
+        .and_then(|n| cost(ctx, n, &join(field, "hostCostPerHour"), "a price per host-hour"));
     let storage_refs = r
         .take("storage")
         .map(|n| positioned_list(ctx, n, &join(field, "storage")))
@@ -111,6 +115,7 @@ fn decode_zone(ctx: &mut Ctx, name: &str, key_span: Span, node: &Node, field: &s
         flavors,
         storage: storage_refs.iter().map(|(s, _)| s.clone()).collect(),
         hosts: hosts.into_iter().map(std::sync::Arc::new).collect(),
+        host_cost_per_hour,
         origin: Origin {
             file: ctx.file().to_string(),
             line: key_span.line,

@@ -55,7 +55,7 @@ mod zones;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
-mod testkit;
+pub(crate) mod testkit;
 #[cfg(test)]
 mod tests;
 

@@ -74,6 +74,7 @@ pub fn zone(name: &str, hosts: Vec<Host>) -> Zone {
         flavors: Vec::new(),
         storage: Vec::new(),
         hosts: hosts.into_iter().map(std::sync::Arc::new).collect(),
+        host_cost_per_hour: None,
         origin: Origin::default(),
     }
 }
@@ -174,6 +175,7 @@ pub fn job(name: &str, mounts: &[&str]) -> Job {
         constraints: Vec::new(),
         affinity: Affinity::default(),
         networks: Vec::new(),
+        timeout_ms: None,
         line: 1,
     }
 }
@@ -204,6 +206,7 @@ pub fn req(jobs: Vec<Job>, seed: u64) -> PlanRequest {
         user: "u".into(),
         groups: Vec::new(),
         seed,
+        choice: None,
     }
 }
 

@@ -30,7 +30,7 @@ mod bind_k8s_tests;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
-mod testkit;
+pub(crate) mod testkit;
 
 use std::collections::BTreeMap;
 

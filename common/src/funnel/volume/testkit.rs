@@ -352,6 +352,7 @@ pub fn request(wf: Workflow, groups: &[&str]) -> PlanRequest {
         user: "alice".into(),
         groups: groups.iter().map(|g| g.to_string()).collect(),
         seed: 7,
+        choice: None,
     }
 }
 
