@@ -475,3 +475,72 @@ async fn a_submit_over_quota_can_wait_and_is_placed_when_quota_frees() {
     assert!(o.status.success(), "{}", out(&o));
     assert!(out(&o).contains("state: committed"), "{}", out(&o));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ledger_entry_no_decision_stands_behind_is_dropped_by_the_reconciler() {
+    let _serial = SERIAL.lock().await;
+    let nats = NatsServer::start();
+    let _a = AgentProc::start(&nats, 200, |d| slots_inventory("a", 2, d, "all")).await;
+    // Reconciling every 200 ms: the ledgers are swept every 15 ticks (3 s).
+    let config = "quotas:\n  - {project: default, volumes: 1}\n";
+    let (_coord, _cfg) = coordinator(&nats, config, &["--reconcile-every-ms", "200"]).await;
+    // What a coordinator killed between admitting a request and storing its decision leaves:
+    // the request counted in the ledger, and no decision.
+    let client = nats.client().await;
+    let kv = async_nats::jetstream::new(client.clone())
+        .get_key_value("fedvol_decisions")
+        .await
+        .unwrap();
+    kv.put(
+        "fedvol/quota/project/default",
+        r#"{"entries":{"ghost":{"at_ms":1,"amounts":{"volumes":1}}}}"#.into(),
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let wf = workflow_file(dir.path(), "job", "default", "1MiB", 1, "");
+    let o = fedvol(&nats, "alice", &["submit", &wf, "--dry-run"]);
+    assert!(
+        out(&o).contains("project default: volumes 1 used + 1 requested > 1 limit"),
+        "the ghost counts until the sweep: {}",
+        out(&o)
+    );
+    let mut placed = false;
+    for _ in 0..50 {
+        let o = fedvol(&nats, "alice", &["submit", &wf, "--dry-run"]);
+        if o.status.success() {
+            placed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(placed, "the reconciler dropped the entry no decision stands behind");
+    let o = fedvol(&nats, "alice", &["submit", &wf, "--request-id", "real"]);
+    assert!(out(&o).contains("state: committed"), "{}", out(&o));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decision_queued_past_max_wait_fails_queue_timeout() {
+    let _serial = SERIAL.lock().await;
+    let nats = NatsServer::start();
+    let _a = AgentProc::start(&nats, 200, |d| slots_inventory("a", 1, d, "all")).await;
+    let config = "queue: {maxQueued: 10, maxWaitMs: 1000}\n";
+    let (_coord, _cfg) = coordinator(&nats, config, &["--reconcile-every-ms", "200"]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let wf = workflow_file(dir.path(), "job", "default", "1MiB", 8, "");
+    let o = fedvol(&nats, "alice", &["submit", &wf, "--request-id", "full"]);
+    assert!(out(&o).contains("state: committed"), "{}", out(&o));
+    let o = fedvol(&nats, "alice", &["submit", &wf, "--request-id", "late", "--wait-for-capacity"]);
+    assert!(out(&o).contains("state: queued"), "{}", out(&o));
+    let mut shown = String::new();
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let o = fedvol(&nats, "alice", &["decisions", "show", "late"]);
+        shown = out(&o);
+        if shown.contains("state: failed") {
+            break;
+        }
+    }
+    assert!(shown.contains("state: failed"), "{shown}");
+    assert!(shown.contains("without room (queue.maxWaitMs 1000 ms) (queue_timeout)"), "{shown}");
+}
