@@ -29,6 +29,7 @@ pub mod bins;
 pub mod browser;
 pub mod burst;
 pub mod checker;
+pub mod cli;
 pub mod faultkit;
 pub mod federation;
 pub mod fixtures;

@@ -8,15 +8,7 @@ use fedvol_tests::federation::{AgentProc, CoordinatorProc, slots_inventory};
 use fedvol_tests::{NatsServer, Spawned, bin_path};
 
 fn fedvol(nats: &NatsServer, args: &[&str]) -> Output {
-    let url = nats.url();
-    let mut all = vec!["--nats", url.as_str(), "-u", "alice"];
-    all.extend_from_slice(args);
-    Command::new(bin_path("fedvol"))
-        .args(&all)
-        .env_remove("FEDVOL_OUTPUT")
-        .env_remove("FEDVOL_USER")
-        .output()
-        .expect("fedvol runs")
+    fedvol_tests::cli::fedvol_as(nats, "alice", args)
 }
 
 fn text(o: &Output) -> (String, String) {

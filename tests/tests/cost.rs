@@ -4,32 +4,17 @@
 //! and `fedvol decisions show` explains the `cost` step with its figures; a coordinator whose
 //! configuration says `choice: {cost: true}` applies it without the flag.
 
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
 use fedvol_tests::NatsServer;
 use fedvol_tests::federation::{AgentProc, CoordinatorProc};
 
 fn fedvol(nats: &NatsServer, args: &[&str]) -> Output {
-    let url = nats.url();
-    let mut all = vec!["--nats", url.as_str(), "-u", "alice"];
-    all.extend_from_slice(args);
-    Command::new(fedvol_tests::bin_path("fedvol"))
-        .args(&all)
-        .env_remove("FEDVOL_OUTPUT")
-        .env_remove("FEDVOL_USER")
-        .output()
-        .expect("fedvol runs")
+    fedvol_tests::cli::fedvol_as(nats, "alice", args)
 }
 
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use fedvol_tests::cli::shown as text;
 
 fn json(o: &Output) -> serde_json::Value {
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", text(o)))

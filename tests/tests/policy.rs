@@ -24,18 +24,7 @@ use fedvol_tests::{NatsServer, bin_path};
 /// One test at a time (each runs several processes on a 2-core machine).
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-fn fedvol(nats: &NatsServer, user: &str, args: &[&str]) -> Output {
-    let url = nats.url();
-    let mut all = vec!["--nats", url.as_str(), "-u", user];
-    all.extend_from_slice(args);
-    Command::new(bin_path("fedvol"))
-        .args(&all)
-        .env_remove("FEDVOL_OUTPUT")
-        .env_remove("FEDVOL_USER")
-        .env("COLUMNS", "100")
-        .output()
-        .expect("fedvol runs")
-}
+use fedvol_tests::cli::fedvol_as as fedvol;
 
 fn out(o: &Output) -> String {
     format!(
@@ -530,7 +519,11 @@ async fn a_decision_queued_past_max_wait_fails_queue_timeout() {
     let wf = workflow_file(dir.path(), "job", "default", "1MiB", 8, "");
     let o = fedvol(&nats, "alice", &["submit", &wf, "--request-id", "full"]);
     assert!(out(&o).contains("state: committed"), "{}", out(&o));
-    let o = fedvol(&nats, "alice", &["submit", &wf, "--request-id", "late", "--wait-for-capacity"]);
+    let o = fedvol(
+        &nats,
+        "alice",
+        &["submit", &wf, "--request-id", "late", "--wait-for-capacity"],
+    );
     assert!(out(&o).contains("state: queued"), "{}", out(&o));
     let mut shown = String::new();
     for _ in 0..50 {
@@ -542,5 +535,8 @@ async fn a_decision_queued_past_max_wait_fails_queue_timeout() {
         }
     }
     assert!(shown.contains("state: failed"), "{shown}");
-    assert!(shown.contains("without room (queue.maxWaitMs 1000 ms) (queue_timeout)"), "{shown}");
+    assert!(
+        shown.contains("without room (queue.maxWaitMs 1000 ms) (queue_timeout)"),
+        "{shown}"
+    );
 }

@@ -7,24 +7,14 @@
 //! Without Chromium the test says so and passes (CI installs Debian's `chromium`).
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
 
 use fedvol_tests::browser::Chromium;
 use fedvol_tests::federation::{AgentProc, CoordinatorProc, slots_inventory};
 use fedvol_tests::{NatsServer, Spawned, bin_path};
 
-fn fedvol(nats: &NatsServer, user: &str, args: &[&str]) -> Output {
-    let url = nats.url();
-    let mut all = vec!["--nats", url.as_str(), "-u", user];
-    all.extend_from_slice(args);
-    Command::new(bin_path("fedvol"))
-        .args(&all)
-        .env_remove("FEDVOL_OUTPUT")
-        .env_remove("FEDVOL_USER")
-        .output()
-        .expect("fedvol runs")
-}
+use fedvol_tests::cli::fedvol_as as fedvol;
 
 fn submit(nats: &NatsServer, user: &str, wf: &Path, id: &str, extra: &[&str]) {
     let wf = wf.display().to_string();
