@@ -10,11 +10,16 @@
 //!    taken over and its commit finished. A stored dry run is replaced by a real submit of the
 //!    same id. A dry run is stored only when it asks (`keep`); otherwise it skips steps 2 and 4
 //!    and is answered with its decision (issue 14: no bucket write on a plan's reply path).
-//! 3. [`fan_out`], holding nothing (admission happens at commit: see `commit`), then
-//!    [`choose_cluster`].
+//! 3. Issue 18: the priority class is resolved (an unknown one is `bad_request`) and the
+//!    request is admitted to the federation-wide quotas that apply to it ([`admit_quota`]: a
+//!    refusal is `quota_exceeded`, stored `failed` without asking any cluster). Then
+//!    [`fan_out`], holding nothing (admission to capacity happens at commit: see `commit`), then
+//!    [`choose_cluster`]. A submit that asked to wait for capacity and found no room is stored
+//!    `queued` ([`super::queue`]) instead of `failed`.
 //! 4. The decision is stored (`planned`, with a pending commit attempt on the chosen cluster;
 //!    `failed` at once when nothing fits), then committed ([`commit_phase`]) and stored again
-//!    (`committed` or `failed`). Each write is a compare-and-set, so two coordinators racing on
+//!    (`committed` or `failed`; a `failed` decision leaves the quota ledgers, a waiting one is
+//!    queued instead). Each write is a compare-and-set, so two coordinators racing on
 //!    one id end with one decision; an agent commits a request id once.
 //! 5. A commit in doubt (not answered, outcome unknown: see `commit`) is not stored as an
 //!    outcome: the decision stays `planned` and the client gets `commit_outcome_unknown` with
@@ -386,6 +391,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
     if stored.decision.refused.is_none()
         && let Err(reply) = plan(&co, &mut stored, wait_ms).await
     {
+        super::quota::release(&co, &id, &stored.decision.quota).await;
         return reply;
     }
     if !kept {
@@ -435,7 +441,11 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
     };
     let mut rev = match written {
         Ok(rev) => rev,
-        Err(e) => return error_reply(Code::StoreUnavailable, e.to_string()),
+        Err(e) => {
+            // Nothing stored: nothing stands behind its quota count.
+            super::quota::release(&co, &id, &stored.decision.quota).await;
+            return error_reply(Code::StoreUnavailable, e.to_string());
+        }
     };
     tracing::info!(state = ?stored.state, chosen = ?stored.decision.chosen_cluster, "decision planned");
     if stored.state != DecisionState::Planned || stored.dry_run {
