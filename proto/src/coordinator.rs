@@ -271,6 +271,19 @@ pub struct DecisionSummary {
     /// A kept dry run (nothing was held or committed); absent when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dry_run: bool,
+    /// Issue 18: the request's priority class, if any; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class: Option<String>,
+    /// Issue 18: the priority's value; absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub priority: i64,
+    /// Issue 18: when the decision was first queued, ms since the epoch; absent when never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued_ms: Option<u64>,
+}
+
+fn is_zero(v: &i64) -> bool {
+    *v == 0
 }
 
 impl DecisionSummary {
@@ -284,6 +297,9 @@ impl DecisionSummary {
             updated_ms: stored.updated_ms,
             user: stored.request.user.clone(),
             dry_run: stored.dry_run,
+            priority_class: stored.priority_class.clone(),
+            priority: stored.priority,
+            queued_ms: stored.queued_ms,
         }
     }
 }

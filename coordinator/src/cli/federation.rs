@@ -155,6 +155,9 @@ pub enum SortBy {
     State,
     /// By chosen cluster, then newest first.
     Cluster,
+    /// Queued decisions first, in the order they will be placed (priority, highest first, then
+    /// oldest queued first); then the others, newest first.
+    Queue,
 }
 
 /// Parses an age such as `90s`, `15m`, `2h`, `7d` (humantime's duration syntax) into ms.
@@ -208,6 +211,14 @@ pub fn select(a: &ListArgs, all: Vec<api::DecisionSummary>, now: u64) -> Vec<api
         SortBy::Workflow => v.sort_by(|x, y| x.workflow.cmp(&y.workflow).then_with(|| newest(x, y))),
         SortBy::State => v.sort_by(|x, y| state_name(x.state).cmp(state_name(y.state)).then_with(|| newest(x, y))),
         SortBy::Cluster => v.sort_by(|x, y| x.chosen_cluster.cmp(&y.chosen_cluster).then_with(|| newest(x, y))),
+        SortBy::Queue => v.sort_by(|x, y| {
+            let queued = |d: &api::DecisionSummary| d.state != DecisionState::Queued;
+            queued(x)
+                .cmp(&queued(y))
+                .then_with(|| y.priority.cmp(&x.priority))
+                .then_with(|| x.queued_ms.cmp(&y.queued_ms))
+                .then_with(|| newest(x, y))
+        }),
     }
     if a.limit > 0 {
         v.truncate(a.limit);
@@ -223,10 +234,10 @@ pub fn list_table(v: &[api::DecisionSummary], wide: bool, now: u64) -> String {
     let header = ["REQUEST", "WORKFLOW", "USER", "STATE", "CLUSTER", "UPDATED"];
     let mut t = new_table(&header);
     for d in v {
-        let state = if d.dry_run {
-            format!("{} (dry run)", state_name(d.state))
-        } else {
-            state_name(d.state).to_string()
+        let state = match (&d.priority_class, d.state) {
+            _ if d.dry_run => format!("{} (dry run)", state_name(d.state)),
+            (Some(c), DecisionState::Queued) => format!("queued ({c})"),
+            _ => state_name(d.state).to_string(),
         };
         t.add_row(vec![
             cut(&d.request_id, 26),

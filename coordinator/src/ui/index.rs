@@ -321,6 +321,9 @@ mod tests {
     fn row(user: &str, wf: &str, state: DecisionState, cluster: Option<&str>) -> Slot {
         Slot::Live(Row {
             summary: DecisionSummary {
+                priority_class: None,
+                priority: 0,
+                queued_ms: None,
                 request_id: "r".into(),
                 workflow: wf.into(),
                 state,
