@@ -333,14 +333,25 @@ async fn queued_submits_are_placed_by_priority_then_age_as_completions_free_room
         assert!(out(&o).contains("state: queued"), "{}", out(&o));
     }
     // Listed in the order they will be placed, with their class.
-    let o = fedvol(&nats, "alice", &["decisions", "list", "--state", "queued", "--sort", "queue"]);
+    let o = fedvol(
+        &nats,
+        "alice",
+        &["decisions", "list", "--state", "queued", "--sort", "queue"],
+    );
     let listed = out(&o);
-    let at = |id: &str| listed.find(id).unwrap_or_else(|| panic!("{id} listed as queued: {listed}"));
+    let at = |id: &str| {
+        listed
+            .find(id)
+            .unwrap_or_else(|| panic!("{id} listed as queued: {listed}"))
+    };
     assert!(
         at("w-high-1") < at("w-high-2") && at("w-high-2") < at("w-normal") && at("w-normal") < at("w-low"),
         "{listed}"
     );
-    assert!(listed.contains("queued (high)") && listed.contains("queued (low)"), "{listed}");
+    assert!(
+        listed.contains("queued (high)") && listed.contains("queued (low)"),
+        "{listed}"
+    );
     // The queue is bounded.
     let o = fedvol(
         &nats,
