@@ -125,12 +125,8 @@ pub struct ActionMsg {
     /// 0 when absent). A release fences every attempt up to its number: a commit of a fenced
     /// attempt is refused with `released`, so a commit that arrives after a coordinator
     /// settled it as released never takes effect.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::decisions::is_zero")]
     pub attempt: u32,
-}
-
-fn is_zero(n: &u32) -> bool {
-    *n == 0
 }
 
 impl ActionMsg {

@@ -275,15 +275,11 @@ pub struct DecisionSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_class: Option<String>,
     /// Issue 18: the priority's value; absent when 0.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::decisions::is_zero")]
     pub priority: i64,
     /// Issue 18: when the decision was first queued, ms since the epoch; absent when never.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queued_ms: Option<u64>,
-}
-
-fn is_zero(v: &i64) -> bool {
-    *v == 0
 }
 
 impl DecisionSummary {

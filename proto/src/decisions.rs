@@ -27,6 +27,20 @@ pub enum DecisionState {
     Queued,
 }
 
+impl DecisionState {
+    /// The state's wire name (`planned`, `committed`, `completed`, `failed`, `queued`): the
+    /// one spelling used in tables, metrics labels and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecisionState::Planned => "planned",
+            DecisionState::Committed => "committed",
+            DecisionState::Completed => "completed",
+            DecisionState::Failed => "failed",
+            DecisionState::Queued => "queued",
+        }
+    }
+}
+
 /// One attempt to commit on a cluster.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CommitAttempt {
@@ -90,6 +104,7 @@ pub struct StoredDecision {
     pub queued_ms: Option<u64>,
 }
 
-fn is_zero(v: &i64) -> bool {
-    *v == 0
+/// True for 0 (serde's `skip_serializing_if` for optional numeric fields).
+pub(crate) fn is_zero<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
 }

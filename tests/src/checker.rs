@@ -169,16 +169,6 @@ impl std::fmt::Display for Report {
     }
 }
 
-fn state_name(s: DecisionState) -> &'static str {
-    match s {
-        DecisionState::Planned => "planned",
-        DecisionState::Committed => "committed",
-        DecisionState::Completed => "completed",
-        DecisionState::Failed => "failed",
-        DecisionState::Queued => "queued",
-    }
-}
-
 /// `a + b`.
 fn plus(a: &Resources, b: &Resources) -> Resources {
     let mut out = a.clone();
@@ -224,7 +214,7 @@ fn normal(r: &Resources) -> Resources {
 pub fn check(obs: &Observation) -> Report {
     let mut r = Report::default();
     for d in obs.decisions.values() {
-        *r.stored.entry(state_name(d.state).to_string()).or_insert(0) += 1;
+        *r.stored.entry(d.state.as_str().to_string()).or_insert(0) += 1;
     }
     let committed_on: BTreeMap<&str, BTreeSet<&str>> = {
         let mut m: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
@@ -254,7 +244,7 @@ pub fn check(obs: &Observation) -> Report {
             (DecisionState::Committed | DecisionState::Completed, None) => {
                 r.lost += 1;
                 r.problems
-                    .push(format!("{id}: stored {} without a chosen cluster", state_name(d.state)));
+                    .push(format!("{id}: stored {} without a chosen cluster", d.state.as_str()));
             }
             _ => {}
         }
@@ -263,7 +253,7 @@ pub fn check(obs: &Observation) -> Report {
         match expected.get(id.as_str()) {
             None => {
                 r.lost += 1;
-                let stored = obs.decisions.get(id).map(|d| state_name(d.state)).unwrap_or("nothing");
+                let stored = obs.decisions.get(id).map(|d| d.state.as_str()).unwrap_or("nothing");
                 r.problems.push(format!(
                     "{id}: a client was told committed on {}, the store says {stored}",
                     ack.cluster
@@ -334,7 +324,7 @@ pub fn check(obs: &Observation) -> Report {
                 continue; // counted as duplicated above
             }
             r.orphans += 1;
-            let stored = obs.decisions.get(*id).map(|d| state_name(d.state)).unwrap_or("nothing");
+            let stored = obs.decisions.get(*id).map(|d| d.state.as_str()).unwrap_or("nothing");
             r.problems.push(format!(
                 "{id}: committed on {c}, the store says {stored} (an orphan commit)"
             ));

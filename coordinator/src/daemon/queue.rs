@@ -51,16 +51,13 @@ struct Waiting {
     queued_ms: u64,
 }
 
+/// Reads the queue and its revision (`None` = no queue yet).
 async fn read(co: &Coordinator) -> Result<(Queue, Option<u64>), StoreError> {
-    match co.store.get_raw(QUEUE_KEY).await? {
-        None => Ok((Queue::default(), None)),
-        Some((bytes, rev)) => serde_json::from_slice(&bytes)
-            .map(|q| (q, Some(rev)))
-            .map_err(|e| StoreError::Corrupt {
-                key: QUEUE_KEY.into(),
-                message: e.to_string(),
-            }),
-    }
+    Ok(co
+        .store
+        .get_json(QUEUE_KEY)
+        .await?
+        .map_or((Queue::default(), None), |(q, rev)| (q, Some(rev))))
 }
 
 /// Changes the queue with `change` (compare-and-set, retried on conflict). `change` returns
@@ -71,8 +68,7 @@ async fn update(co: &Coordinator, mut change: impl FnMut(&mut Queue) -> bool) ->
         if !change(&mut q) {
             return Ok(false);
         }
-        let body = bytes::Bytes::from(serde_json::to_vec(&q).unwrap_or_default());
-        match co.store.put_raw(QUEUE_KEY, body, rev).await? {
+        match co.store.put_json(QUEUE_KEY, &q, rev).await? {
             Write::Done(_) => return Ok(true),
             Write::Conflict => continue,
         }
@@ -105,22 +101,23 @@ pub async fn to_queue(co: &Coordinator, stored: &mut StoredDecision) -> Result<(
         priority: stored.priority,
         queued_ms,
     };
-    let room = update(co, |q| {
-        if q.entries.contains_key(&id) {
-            return false;
-        }
-        if q.entries.len() >= max {
+    // Whether the id is in the queue, and the queue's length, as of the last read.
+    let (mut queued, mut length) = (false, 0);
+    update(co, |q| {
+        queued = q.entries.contains_key(&id);
+        length = q.entries.len();
+        if queued || length >= max {
             return false;
         }
         q.entries.insert(id.clone(), entry);
+        (queued, length) = (true, length + 1);
         true
     })
     .await?;
-    let (q, _) = read(co).await?;
     stored.decision.chosen_cluster = None;
     stored.updated_ms = now_ms();
-    if room || q.entries.contains_key(&id) {
-        tracing::info!(priority = stored.priority, queued = q.entries.len(), "no room: queued");
+    if queued {
+        tracing::info!(priority = stored.priority, queued = length, "no room: queued");
         stored.state = DecisionState::Queued;
     } else {
         tracing::info!(max, "no room, and the queue is full");

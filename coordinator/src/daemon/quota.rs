@@ -69,22 +69,16 @@ pub struct Verdict {
 
 /// Reads a ledger and its revision (`None` = no ledger yet).
 async fn read(co: &Coordinator, key: &str) -> Result<(Ledger, Option<u64>), StoreError> {
-    match co.store.get_raw(key).await? {
-        None => Ok((Ledger::default(), None)),
-        Some((bytes, rev)) => match serde_json::from_slice(&bytes) {
-            Ok(l) => Ok((l, Some(rev))),
-            Err(e) => Err(StoreError::Corrupt {
-                key: key.to_string(),
-                message: e.to_string(),
-            }),
-        },
-    }
+    Ok(co
+        .store
+        .get_json(key)
+        .await?
+        .map_or((Ledger::default(), None), |(l, rev)| (l, Some(rev))))
 }
 
 /// Writes a ledger over revision `rev` (compare-and-set).
 async fn write(co: &Coordinator, key: &str, ledger: &Ledger, rev: Option<u64>) -> Result<Write, StoreError> {
-    let body = bytes::Bytes::from(serde_json::to_vec(ledger).unwrap_or_default());
-    co.store.put_raw(key, body, rev).await
+    co.store.put_json(key, ledger, rev).await
 }
 
 /// Checks `requested` against every applicable quota without counting it (a dry run).

@@ -362,7 +362,7 @@ async fn handle(
                             tracing::warn!(code = %e.code, error = %e.message, "submit answered with an error");
                         }
                         if let Some(stored) = &reply.stored {
-                            co.metrics.decision(state_label(stored.state));
+                            co.metrics.decision(stored.state.as_str());
                         }
                         Some(Ok(reply))
                     }
@@ -439,18 +439,6 @@ async fn handle(
 
 /// The handler of a request did not run (see `serve`).
 const NOT_RUN: u8 = u8::MAX;
-
-/// The label value of a decision state.
-fn state_label(s: fedvol_proto::decisions::DecisionState) -> &'static str {
-    use fedvol_proto::decisions::DecisionState;
-    match s {
-        DecisionState::Planned => "planned",
-        DecisionState::Committed => "committed",
-        DecisionState::Completed => "completed",
-        DecisionState::Failed => "failed",
-        DecisionState::Queued => "queued",
-    }
-}
 
 /// Answers one request of endpoint `E` ([`fedvol_proto::serve::answer`]), after refusing a
 /// user token that is not a valid user name (`bad_request`, the body unread). When the

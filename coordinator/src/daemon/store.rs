@@ -221,6 +221,35 @@ impl DecisionStore {
         written
     }
 
+    /// The JSON value of `key` (a key no request id can be: a quota ledger, the queue) decoded
+    /// as `T`, and its revision.
+    ///
+    /// Errors: [`StoreError::Nats`]; [`StoreError::Corrupt`] when the value is not a `T`.
+    pub async fn get_json<T: serde::de::DeserializeOwned>(&self, key: &str) -> Result<Option<(T, u64)>, StoreError> {
+        let Some((bytes, rev)) = self.get_raw(key).await? else {
+            return Ok(None);
+        };
+        serde_json::from_slice(&bytes)
+            .map(|v| Some((v, rev)))
+            .map_err(|e| StoreError::Corrupt {
+                key: key.to_string(),
+                message: e.to_string(),
+            })
+    }
+
+    /// Writes `value` as JSON under `key`, compare-and-set as [`DecisionStore::put_raw`].
+    ///
+    /// Errors: [`StoreError::Nats`].
+    pub async fn put_json<T: serde::Serialize>(
+        &self,
+        key: &str,
+        value: &T,
+        revision: Option<u64>,
+    ) -> Result<Write, StoreError> {
+        let body = bytes::Bytes::from(serde_json::to_vec(value).unwrap_or_default());
+        self.put_raw(key, body, revision).await
+    }
+
     async fn put_raw_uncounted(
         &self,
         key: &str,

@@ -39,13 +39,7 @@ pub fn action(a: Option<Action>) -> &'static str {
 /// A stored decision's lifecycle state (`queued`, `planned`, `committed`, `completed`,
 /// `failed`).
 pub fn state(s: DecisionState) -> &'static str {
-    match s {
-        DecisionState::Planned => "planned",
-        DecisionState::Committed => "committed",
-        DecisionState::Completed => "completed",
-        DecisionState::Failed => "failed",
-        DecisionState::Queued => "queued",
-    }
+    s.as_str()
 }
 
 /// Every state, in lifecycle order (the web view's state filter offers these).
