@@ -532,14 +532,18 @@ pub fn submit(a: &SubmitArgs) -> u8 {
     })
 }
 
-/// Asks for decision `id` every half second until it is no longer `queued` or `until` passes;
-/// the last answer read (`None` when none could be read).
+/// Asks for decision `id` every half second until it is placed or has failed (neither
+/// `queued` nor `planned`: a queued decision being placed is `planned` for a moment) or `until`
+/// passes; the last answer read (`None` when none could be read).
 async fn wait_while_queued(client: &Client, id: &str, until: std::time::Instant) -> Option<SubmitReply> {
     let mut last = None;
     while std::time::Instant::now() < until {
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
         if let Ok(r) = get(client, id).await {
-            let queued = r.stored.as_ref().is_none_or(|s| s.state == DecisionState::Queued);
+            let queued = r
+                .stored
+                .as_ref()
+                .is_none_or(|s| matches!(s.state, DecisionState::Queued | DecisionState::Planned));
             last = Some(r);
             if !queued {
                 break;
