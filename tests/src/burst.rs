@@ -29,6 +29,7 @@ use crate::checker::Report;
 use crate::faultkit::{agent_on, coordinator_on, final_check, named_inventories};
 use crate::federation::{AgentProc, CoordinatorProc, slots_inventory};
 use crate::load::{Acked, LoadResult, coordinator_op, small_workflow, submit_msg};
+use crate::shipped::Shipped;
 
 /// One burst.
 #[derive(Debug, Clone)]
@@ -47,6 +48,8 @@ pub struct BurstSpec {
     pub connections: usize,
     /// How long a client waits for its answer.
     pub answer_wait: Duration,
+    /// The shipped NATS configuration the federation runs under.
+    pub nats: Shipped,
 }
 
 impl BurstSpec {
@@ -60,8 +63,30 @@ impl BurstSpec {
             coordinators: 2,
             connections: 8,
             answer_wait: Duration::from_secs(120),
+            nats: Shipped::Single,
         }
     }
+
+    /// The same burst under the shipped configuration `nats`.
+    pub fn under(mut self, nats: Shipped) -> Self {
+        self.nats = nats;
+        self
+    }
+
+    /// The same burst from `users` users over as many connections, to `coordinators`
+    /// coordinators.
+    pub fn from(mut self, users: usize, coordinators: usize) -> Self {
+        self.users = users.max(1);
+        self.connections = users.max(1);
+        self.coordinators = coordinators.max(1);
+        self
+    }
+}
+
+/// The CLI user of burst connection `k`: `user<k mod users>` (added to the shipped
+/// configuration as a copy of `alice`, see [`crate::shipped`]).
+fn user_of(spec: &BurstSpec, k: usize) -> String {
+    format!("user{}", k % spec.users.max(1))
 }
 
 /// What a burst came to (see the module docs).
@@ -149,7 +174,7 @@ pub struct BurstFederation {
 /// Starts nats-server, the coordinators and `spec.clusters` agents with `spec.slots` one-job
 /// hosts in all.
 pub async fn start(spec: &BurstSpec) -> BurstFederation {
-    let nats = NatsServer::start();
+    let nats = NatsServer::shipped(spec.nats);
     let mut agents = Vec::new();
     let mut names = Vec::new();
     for c in 0..spec.clusters {
@@ -174,20 +199,20 @@ pub async fn start(spec: &BurstSpec) -> BurstFederation {
 /// Runs one burst on a fresh federation and checks the agents' final state.
 pub async fn run(spec: &BurstSpec) -> BurstReport {
     let fed = start(spec).await;
+    // Each connection logs in as the user whose requests it sends, as `fedvol -u` would.
     let mut clients = Vec::new();
-    for _ in 0..spec.connections.max(1) {
-        clients.push(fed.nats.client().await);
+    for k in 0..spec.connections.max(1) {
+        clients.push((user_of(spec, k), fed.nats.client_as(&user_of(spec, k)).await));
     }
     // Every coordinator must see every cluster before the burst (a decision made without a
     // cluster would be a refusal that has nothing to do with capacity).
-    wait_for_clusters(&clients[0], &fed.names).await;
+    wait_for_clusters(&clients[0].1, &clients[0].0, &fed.names).await;
 
     let wf = small_workflow("burst", 8);
     let started = Instant::now();
     let tasks: Vec<_> = (0..spec.submits)
         .map(|i| {
-            let client = clients[i % clients.len()].clone();
-            let user = format!("user{}", i % spec.users.max(1));
+            let (user, client) = clients[i % clients.len()].clone();
             let mut msg = submit_msg(&format!("burst-{i}"), &wf, false);
             msg.timeout_ms = 5000;
             let wait = spec.answer_wait;
@@ -211,15 +236,17 @@ pub async fn run(spec: &BurstSpec) -> BurstReport {
         }
     }
     let elapsed = started.elapsed();
-    report(spec, &fed, &clients[0], answers, elapsed).await
+    // The checker reads every agent's state: the harness's observer does that.
+    let observer = fed.nats.client().await;
+    report(spec, &fed, &observer, answers, elapsed).await
 }
 
 /// Waits (60 s at most) until a `clusters` answer lists every name alive.
-async fn wait_for_clusters(client: &async_nats::Client, names: &[String]) {
+async fn wait_for_clusters(client: &async_nats::Client, user: &str, names: &[String]) {
     let end = Instant::now() + Duration::from_secs(60);
     while Instant::now() < end {
         if let Ok(r) =
-            coordinator_op::<api::Clusters>(client, "bench", &fedvol_proto::NoArgs {}, Duration::from_secs(5)).await
+            coordinator_op::<api::Clusters>(client, user, &fedvol_proto::NoArgs {}, Duration::from_secs(5)).await
             && names
                 .iter()
                 .all(|n| r.clusters.iter().any(|c| &c.name == n && c.alive && !c.suspect))

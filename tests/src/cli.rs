@@ -12,13 +12,13 @@ pub fn fedvol_as(nats: &NatsServer, user: &str, args: &[&str]) -> Output {
     let url = nats.url();
     let mut all = vec!["--nats", url.as_str(), "-u", user];
     all.extend_from_slice(args);
-    Command::new(bin_path("fedvol"))
-        .args(&all)
+    let mut cmd = Command::new(bin_path("fedvol"));
+    cmd.args(&all)
         .env_remove("FEDVOL_OUTPUT")
         .env_remove("FEDVOL_USER")
-        .env("COLUMNS", "100")
-        .output()
-        .expect("fedvol runs")
+        .env("COLUMNS", "100");
+    crate::shipped::login(&mut cmd);
+    cmd.output().expect("fedvol runs")
 }
 
 /// The exit code, stdout and stderr of a finished command, for assertion messages.

@@ -19,6 +19,7 @@ use crate::{NatsServer, Spawned, wait_until};
 pub const SLOT_WORKFLOW: &str = "version: v4\nvolumes:\n  scratch:\n    size: 1MiB\njobs:\n  j:\n    image: {uri: docker://a}\n    mounts: {/s: scratch}\n    resource: {cpu: {cores: 8}, memory: {size: 8GiB}}\n";
 
 /// A copy of `deploy/nats/` in a temporary directory.
+#[derive(Debug)]
 pub struct Kit {
     dir: tempfile::TempDir,
 }

@@ -40,6 +40,7 @@ pub mod logs;
 pub mod nats;
 pub mod process;
 pub mod prometheus;
+pub mod shipped;
 pub mod slurm;
 
 pub use bins::bin_path;

@@ -8,6 +8,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::process::Spawned;
+use crate::shipped::{Logins, OBSERVER, Shipped};
 
 /// How long a starting server may take to accept connections.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -30,10 +31,12 @@ pub struct NatsServer {
     config: Option<PathBuf>,
     /// The config file sets everything itself: run it with `-c` alone.
     complete_config: bool,
+    /// A shipped configuration's logins ([`crate::shipped`]), when it runs one.
+    logins: Option<std::sync::Arc<Logins>>,
 }
 
 /// Locates the `nats-server` binary, panicking with install instructions when there is none.
-fn server_binary() -> PathBuf {
+pub(crate) fn server_binary() -> PathBuf {
     if let Some(p) = std::env::var_os("NATS_SERVER_BIN") {
         return PathBuf::from(p);
     }
@@ -64,12 +67,79 @@ pub fn free_port() -> u16 {
 }
 
 impl NatsServer {
-    /// Starts a server on a free loopback port and waits until it serves clients.
+    /// Starts a server as users run it: `deploy/nats/single.conf` with its users and
+    /// permissions, on a free loopback port with a fresh JetStream store ([`crate::shipped`]).
+    /// Every fedvol process the harness starts against it logs in as its role's user; the
+    /// test's own [`NatsServer::client`]s log in as the observer `harness`.
     ///
     /// Panics (test failure) when `nats-server` is missing or does not come up within 10 s,
     /// with its output.
     pub fn start() -> NatsServer {
+        Self::shipped(Shipped::Single)
+    }
+
+    /// As [`NatsServer::start`], under the shipped configuration `kind`.
+    pub fn shipped(kind: Shipped) -> NatsServer {
+        let mut last = String::new();
+        for _ in 0..5 {
+            let dir = tempfile::tempdir().expect("a temporary directory for nats-server");
+            let port = free_port();
+            let (logins, config) = Logins::prepare(kind, port, free_port(), &dir.path().join("store"));
+            let mut server = NatsServer {
+                proc: None,
+                port,
+                dir,
+                config: Some(config),
+                complete_config: true,
+                logins: Some(logins),
+            };
+            match server.spawn() {
+                Ok(()) => return server,
+                Err(e) if e.contains("address already in use") => last = e,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        panic!("nats-server could not find a free port: {last}")
+    }
+
+    /// A server WITHOUT users or permissions (anyone may publish and subscribe anything), on
+    /// a free loopback port. Only for tests that say why the shipped configuration cannot
+    /// serve them (e.g. a wire-format test that plays every role on one connection).
+    pub fn open() -> NatsServer {
         Self::launch(None)
+    }
+
+    /// The shipped configuration this server runs, if any.
+    pub fn shipped_kind(&self) -> Option<Shipped> {
+        self.logins.as_ref().map(|l| l.kind)
+    }
+
+    /// Makes sure NATS user `user` exists on a shipped server (adds a cluster's agent and
+    /// provisioner for `agent-<c>`/`provisioner-<c>`, else a CLI user; see
+    /// [`crate::shipped`]). No-op on other servers.
+    pub fn ensure_user(&self, user: &str) {
+        if let Some(l) = &self.logins {
+            l.ensure(user);
+        }
+    }
+
+    /// A client logged in as `user` (added first when needed), with its private inbox under
+    /// `secure.conf`; on a server without users, an anonymous client.
+    ///
+    /// Panics (test failure) when the login fails.
+    pub async fn client_as(&self, user: &str) -> async_nats::Client {
+        let Some(l) = &self.logins else {
+            return self.client().await;
+        };
+        l.ensure(user);
+        let mut o = async_nats::ConnectOptions::with_user_and_password(user.into(), crate::kit::password(user))
+            .name(format!("fedvol-tests {user}"));
+        if l.kind == Shipped::Secure {
+            o = o.custom_inbox_prefix(crate::kit::inbox_prefix(user));
+        }
+        o.connect(self.url())
+            .await
+            .unwrap_or_else(|e| panic!("{user} cannot log in to the test nats-server at {}: {e}", self.url()))
     }
 
     /// As [`NatsServer::start`], with `config` (nats-server configuration syntax: accounts,
@@ -92,6 +162,7 @@ impl NatsServer {
             dir,
             config,
             complete_config: false,
+            logins: None,
         };
         let mut last = String::new();
         // Another process may take the free port between probing and binding: try a few.
@@ -122,6 +193,7 @@ impl NatsServer {
             dir: tempfile::tempdir().expect("a temporary directory for nats-server"),
             config: Some(config.to_path_buf()),
             complete_config: true,
+            logins: None,
         };
         if let Err(e) = server.spawn() {
             panic!("{e}");
@@ -152,6 +224,9 @@ impl NatsServer {
                 ));
             }
             if greets(&addr) {
+                if let Some(l) = &self.logins {
+                    l.started(proc.pid(), proc.log_path().to_path_buf());
+                }
                 self.proc = Some(proc);
                 return Ok(());
             }
@@ -204,9 +279,17 @@ impl NatsServer {
 
     /// A client connected to this server (async-nats defaults: reconnects without limit, so it
     /// survives [`NatsServer::restart`]). Panics when the connection fails.
+    ///
+    /// On a shipped server it logs in as the observer `harness` ([`crate::shipped`]), which
+    /// may do anything: the test's eyes and its scripted peers, never a fedvol process.
     pub async fn client(&self) -> async_nats::Client {
-        async_nats::ConnectOptions::new()
-            .name("fedvol-tests")
+        let o = match &self.logins {
+            Some(_) => {
+                async_nats::ConnectOptions::with_user_and_password(OBSERVER.into(), crate::kit::password(OBSERVER))
+            }
+            None => async_nats::ConnectOptions::new(),
+        };
+        o.name("fedvol-tests")
             .connect(self.url())
             .await
             .unwrap_or_else(|e| panic!("cannot connect to the test nats-server at {}: {e}", self.url()))

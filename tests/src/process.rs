@@ -23,7 +23,10 @@ impl Spawned {
     /// Starts `cmd` with stdin closed and stdout+stderr appended to a fresh log file.
     ///
     /// Panics (test failure) when the program cannot be started, naming it.
+    /// A command that talks to a shipped test server logs in as its role's NATS user first
+    /// ([`crate::shipped::login`]).
     pub fn start(mut cmd: Command) -> Spawned {
+        crate::shipped::login(&mut cmd);
         let label = format!("{cmd:?}");
         let dir = tempfile::tempdir().expect("a temporary directory for the process log");
         let log = dir.path().join("output.log");

@@ -2,8 +2,8 @@
 //!
 //! The [`PlanMsg`] is sent to each cluster the registry knows (from heartbeats or start-up
 //! discovery) on that cluster's own subject `<prefix>.cluster.<c>.plan`, with the reply subject
-//! `<inbox>.<c>` (the coordinator's inbox, subscribed once per cluster and routed by request
-//! id: [`super::replies`]). An answer belongs to the
+//! `<inbox>.<c>.<n>` (the coordinator's inbox, subscribed once per cluster; `n` numbers the
+//! gather, so every request has reply subjects of its own: [`super::replies`]). An answer belongs to the
 //! cluster whose token it arrived on, and only that cluster's agents can send it there: with
 //! the secure NATS configurations an agent receives only its own cluster's subjects and may
 //! publish only replies to requests it received (`allow_responses`), so agent-a's credentials
@@ -165,14 +165,12 @@ pub async fn fan_out(co: &Arc<Coordinator>, request: &PlanRequest, wait: Duratio
     for name in wait_for.iter().chain(skipped.keys()) {
         co.replies.watch(&co.client, name).await?;
     }
-    let mut gather = co
-        .replies
-        .open(&request.request_id, wait_for.iter().chain(skipped.keys()));
+    let mut gather = co.replies.open();
     let started = Instant::now();
     for name in wait_for.iter().chain(skipped.keys()) {
         let subject = co.subjects.cluster(name, AgentOp::Plan);
         co.client
-            .publish_with_reply(subject.clone(), co.replies.reply_subject(name), body.clone())
+            .publish_with_reply(subject.clone(), gather.reply_subject(name), body.clone())
             .await
             .map_err(|e| RpcError::Nats {
                 subject,
@@ -208,6 +206,10 @@ pub async fn fan_out(co: &Arc<Coordinator>, request: &PlanRequest, wait: Duratio
         match &routed.arrived {
             Arrived::NoResponders => {
                 no_responders.insert(token.clone());
+            }
+            Arrived::Answer(a) if a.request_id().is_some_and(|id| id != request.request_id) => {
+                tracing::warn!(cluster = %token, "a plan answer for another request on this request's reply subject: ignored");
+                continue;
             }
             Arrived::Answer(a) => match a.cluster() {
                 Some(named) if named != token => {

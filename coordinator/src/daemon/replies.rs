@@ -1,23 +1,28 @@
-//! Where plan answers arrive (issue 14): one long-lived subscription per cluster instead of one
-//! per cluster per request.
+//! Where plan answers arrive: one long-lived subscription per cluster instead of one per
+//! cluster per request, and a reply subject of its own for every request.
 //!
-//! A coordinator process has one inbox, `<inbox prefix>.<nuid>`, made when it starts. A plan
-//! for cluster `c` carries the reply subject `<inbox>.<c>`, and the coordinator subscribes to
-//! that literal subject once, the first time it asks `c`. A forwarding task per cluster reads
-//! each answer once and routes it by the request id it names to the gathers waiting for that
-//! request ([`Replies::open`]); an answer for no waiting gather (late, after its deadline) is
-//! dropped. Subscribing and unsubscribing once per cluster per request doubled a plan's latency
-//! at 64 clusters (`fedvol-bench run --clusters 64`: p50 41 ms against 22 ms).
+//! A coordinator process has one inbox, `<inbox prefix>.<nuid>`, made when it starts. Each
+//! gather (one round of plans for one request) gets a number `n`, and its plan to cluster `c`
+//! carries the reply subject `<inbox>.<c>.<n>`. The coordinator subscribes to `<inbox>.<c>.*`
+//! once, the first time it asks `c`; a forwarding task per cluster reads each answer once and
+//! routes it by the number its subject ends with to the gather that asked ([`Replies::open`]);
+//! an answer for no waiting gather (late, after its deadline) is dropped. Subscribing and
+//! unsubscribing once per cluster per request doubled a plan's latency at 64 clusters
+//! (`fedvol-bench run --clusters 64`: p50 41 ms against 22 ms).
 //!
-//! - NATS's "no responders" status carries no request id: it says nobody serves `c`'s plan
-//!   subject, so it goes to every gather waiting for `c` at that moment. (A cluster whose agent
-//!   comes back in that instant may be marked unreachable for a request it would have answered.)
-//! - An answer that names no request id goes to the gathers waiting for `c` when there is
-//!   exactly one; otherwise it cannot be attributed and is dropped (logged).
-//! - The subscription is literal, so nats-server 2.9 still sends "no responders" to it (it does
-//!   not for a wildcard subscription), and its subject has the shape a secure leaf's login may
-//!   publish (`_INBOX_coordinator.*.<its cluster>`, `deploy/nats/leaf/secure-hub.conf`): the
-//!   hub passes its interest over that leaf's connection and no other.
+//! - **One reply subject per request.** Under the shipped NATS permissions an agent may publish
+//!   only answers, through `allow_responses`, which lets a client answer each reply subject it
+//!   received once (NATS docs, "Authorization", `allow_responses` with the default `max: 1`:
+//!   the server keeps one entry per reply subject, and a second request with the same reply
+//!   subject replaces the first's). When every concurrent plan to a cluster carried the same
+//!   reply subject, the server refused all but one answer and the other plans timed out while
+//!   capacity was free (`tests/tests/burst.rs`, under `single.conf` and `secure.conf`).
+//! - NATS's "no responders" status arrives on the request's own subject, so it reaches the
+//!   gather that asked and no other.
+//! - The subject still names the cluster: an answer belongs to the cluster whose token it
+//!   arrived on, and only that cluster's agents receive requests carrying it. A secure leaf's
+//!   login may publish `_INBOX_coordinator.*.<its cluster>.*` (`deploy/nats/leaf/secure-hub.conf`),
+//!   so the hub passes the interest in `<inbox>.<c>.*` over that leaf's connection and no other.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -52,20 +57,12 @@ pub struct Routed {
     pub arrived: Arrived,
 }
 
-/// A waiting gather: the clusters it asked, and where its answers go.
-#[derive(Debug)]
-struct Waiter {
-    id: u64,
-    clusters: HashSet<String>,
-    tx: mpsc::UnboundedSender<Arc<Routed>>,
-}
-
-/// Gathers in progress by request id (two concurrent submits of one id each get both rounds'
-/// answers, and take the first per cluster).
+/// Gathers in progress by their number (the last token of their reply subjects), each with
+/// the channel its answers go to.
 #[derive(Debug, Default)]
 struct Table {
     next: u64,
-    by_request: HashMap<String, Vec<Waiter>>,
+    by_gather: HashMap<u64, mpsc::UnboundedSender<Arc<Routed>>>,
 }
 
 type Shared = Arc<Mutex<Table>>;
@@ -90,20 +87,21 @@ pub struct Replies {
 pub struct Gather {
     /// The answers of the clusters it asked, as they arrive.
     pub answers: mpsc::UnboundedReceiver<Arc<Routed>>,
-    request_id: String,
     id: u64,
+    inbox: String,
     table: Shared,
+}
+
+impl Gather {
+    /// The reply subject of this gather's plan to `cluster`: `<inbox>.<cluster>.<n>`.
+    pub fn reply_subject(&self, cluster: &str) -> String {
+        format!("{}.{cluster}.{}", self.inbox, self.id)
+    }
 }
 
 impl Drop for Gather {
     fn drop(&mut self) {
-        let mut t = lock(&self.table);
-        if let Some(ws) = t.by_request.get_mut(&self.request_id) {
-            ws.retain(|w| w.id != self.id);
-            if ws.is_empty() {
-                t.by_request.remove(&self.request_id);
-            }
-        }
+        lock(&self.table).by_gather.remove(&self.id);
     }
 }
 
@@ -117,12 +115,7 @@ impl Replies {
         }
     }
 
-    /// The reply subject of a plan for `cluster`: `<inbox>.<cluster>`.
-    pub fn reply_subject(&self, cluster: &str) -> String {
-        format!("{}.{cluster}", self.inbox)
-    }
-
-    /// Makes sure `cluster`'s answers are listened for: subscribes [`Self::reply_subject`] the
+    /// Makes sure `cluster`'s answers are listened for: subscribes `<inbox>.<cluster>.*` the
     /// first time and starts its forwarding task. The subscription reaches the server before
     /// any later publish on the same connection.
     ///
@@ -132,7 +125,7 @@ impl Replies {
         if watched.contains(cluster) {
             return Ok(());
         }
-        let subject = self.reply_subject(cluster);
+        let subject = format!("{}.{cluster}.*", self.inbox);
         let mut sub = client.subscribe(subject.clone()).await.map_err(|e| RpcError::Nats {
             subject: subject.clone(),
             message: e.to_string(),
@@ -149,71 +142,47 @@ impl Replies {
         Ok(())
     }
 
-    /// Starts a gather for `request_id` from `clusters`.
-    pub fn open<'a>(&self, request_id: &str, clusters: impl IntoIterator<Item = &'a String>) -> Gather {
+    /// Starts a gather: its answers arrive on [`Gather::reply_subject`]s of its own.
+    pub fn open(&self) -> Gather {
         let (tx, answers) = mpsc::unbounded_channel();
         let mut t = lock(&self.table);
         t.next += 1;
         let id = t.next;
-        t.by_request.entry(request_id.to_string()).or_default().push(Waiter {
-            id,
-            clusters: clusters.into_iter().cloned().collect(),
-            tx,
-        });
+        t.by_gather.insert(id, tx);
         Gather {
             answers,
-            request_id: request_id.to_string(),
             id,
+            inbox: self.inbox.clone(),
             table: self.table.clone(),
         }
     }
 }
 
-/// Routes one message that arrived on `cluster`'s reply subject (module docs).
+/// Routes one message that arrived on `cluster`'s subscription to the gather its subject's
+/// last token names (module docs).
 fn forward(table: &Shared, cluster: &str, m: &async_nats::Message) {
     let at = Instant::now();
-    let (arrived, request_id) = if is_no_responders(m) {
-        (Arrived::NoResponders, None)
+    let Some(gather) = m.subject.rsplit('.').next().and_then(|n| n.parse::<u64>().ok()) else {
+        tracing::warn!(cluster, "a plan answer on a subject naming no gather: dropped");
+        return;
+    };
+    let arrived = if is_no_responders(m) {
+        Arrived::NoResponders
     } else {
         match AgentAnswer::decode(&m.payload) {
-            Ok(a) => {
-                let id = a.request_id().map(str::to_string);
-                (Arrived::Answer(a), id)
-            }
-            Err(e) => (Arrived::Unreadable(e.to_string()), None),
+            Ok(a) => Arrived::Answer(a),
+            Err(e) => Arrived::Unreadable(e.to_string()),
         }
     };
-    let routed = Arc::new(Routed {
+    let t = lock(table);
+    let Some(tx) = t.by_gather.get(&gather) else {
+        tracing::debug!(cluster, gather, "a plan answer no gather waits for: dropped");
+        return;
+    };
+    // The gather may have ended meanwhile: then the answer is dropped.
+    let _ = tx.send(Arc::new(Routed {
         cluster: cluster.to_string(),
         at,
         arrived,
-    });
-    let t = lock(table);
-    let targets: Vec<&Waiter> = match &request_id {
-        Some(id) => t.by_request.get(id).map(|ws| ws.iter().collect()).unwrap_or_default(),
-        None => {
-            let all: Vec<&Waiter> = t
-                .by_request
-                .values()
-                .flatten()
-                .filter(|w| w.clusters.contains(cluster))
-                .collect();
-            if matches!(routed.arrived, Arrived::NoResponders) || all.len() <= 1 {
-                all
-            } else {
-                tracing::warn!(
-                    cluster,
-                    "a plan answer naming no request, with several waiting: dropped"
-                );
-                Vec::new()
-            }
-        }
-    };
-    if targets.is_empty() {
-        tracing::debug!(cluster, request_id = ?request_id, "a plan answer no gather waits for: dropped");
-    }
-    for w in targets {
-        // The gather may have ended meanwhile: then the answer is dropped.
-        let _ = w.tx.send(routed.clone());
-    }
+    }));
 }
