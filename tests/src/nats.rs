@@ -80,11 +80,22 @@ impl NatsServer {
 
     /// As [`NatsServer::start`], under the shipped configuration `kind`.
     pub fn shipped(kind: Shipped) -> NatsServer {
+        Self::shipped_with(kind, "")
+    }
+
+    /// As [`NatsServer::shipped`], with `extra` lines (e.g. `max_payload: 8MB`) appended to
+    /// the shipped file.
+    pub fn shipped_with(kind: Shipped, extra: &str) -> NatsServer {
         let mut last = String::new();
         for _ in 0..5 {
             let dir = tempfile::tempdir().expect("a temporary directory for nats-server");
             let port = free_port();
             let (logins, config) = Logins::prepare(kind, port, free_port(), &dir.path().join("store"));
+            if !extra.is_empty() {
+                let mut text = std::fs::read_to_string(&config).expect("the shipped config copy");
+                text.push_str(&format!("\n# Added by the test harness:\n{extra}\n"));
+                std::fs::write(&config, text).expect("writing the shipped config copy");
+            }
             let mut server = NatsServer {
                 proc: None,
                 port,
@@ -118,8 +129,13 @@ impl NatsServer {
     /// provisioner for `agent-<c>`/`provisioner-<c>`, else a CLI user; see
     /// [`crate::shipped`]). No-op on other servers.
     pub fn ensure_user(&self, user: &str) {
+        self.ensure_users(&[user]);
+    }
+
+    /// As [`NatsServer::ensure_user`] for many users, with one reload at most.
+    pub fn ensure_users<S: AsRef<str>>(&self, users: &[S]) {
         if let Some(l) = &self.logins {
-            l.ensure(user);
+            l.ensure_all(users);
         }
     }
 

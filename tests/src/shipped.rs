@@ -31,6 +31,7 @@
 //! | `fedvol-agent` | `agent-<cluster>` (from `--cluster`, the inventory's `cluster:`, or the config file's) |
 //! | `fedvol-example-provisioner` | `provisioner-<cluster>` |
 //! | `fedvol` | the `-u` user (else `FEDVOL_USER`, else `anonymous`) |
+//! | `fedvol-bench` (its helper processes) | the observer `harness` (a measuring tool) |
 
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsStr;
@@ -191,18 +192,26 @@ impl Logins {
     ///
     /// Panics (test failure) when the server does not confirm the reload within 10 s.
     pub fn ensure(&self, user: &str) {
-        if user == OBSERVER || SHIPPED_USERS.contains(&user) {
-            return;
-        }
+        self.ensure_all(&[user]);
+    }
+
+    /// As [`Logins::ensure`] for every user of `users`, with one reload at most.
+    pub fn ensure_all<S: AsRef<str>>(&self, users: &[S]) {
         let mut s = lock(&self.state);
-        let cluster = user
-            .strip_prefix("agent-")
-            .or_else(|| user.strip_prefix("provisioner-"))
-            .map(str::to_string);
-        let added = match &cluster {
-            Some(c) => s.added_clusters.insert(c.clone()),
-            None => s.added_users.insert(user.to_string()),
-        };
+        let mut added = false;
+        for user in users.iter().map(AsRef::as_ref) {
+            if user == OBSERVER || SHIPPED_USERS.contains(&user) {
+                continue;
+            }
+            let cluster = user
+                .strip_prefix("agent-")
+                .or_else(|| user.strip_prefix("provisioner-"))
+                .map(str::to_string);
+            added |= match cluster {
+                Some(c) => s.added_clusters.insert(c),
+                None => s.added_users.insert(user.to_string()),
+            };
+        }
         if !added {
             return;
         }
@@ -356,6 +365,9 @@ pub fn login(cmd: &mut Command) {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let user = match program.as_str() {
+        // The benchmark's own helpers (drivers, raw responders) are measuring tools: the
+        // observer. Its in-process agents log in as their clusters (`--shipped-logins`).
+        "fedvol-bench" => OBSERVER.to_string(),
         "fedvol-coordinator" => "coordinator".to_string(),
         "fedvol-agent" => match agent_cluster(&flag) {
             Some(c) => format!("agent-{c}"),
@@ -402,11 +414,25 @@ fn agent_cluster(flag: &dyn Fn(&str) -> Option<String>) -> Option<String> {
 }
 
 /// The value of top-level key `key` in the YAML file `path` (plain scalar, quotes removed).
-fn top_level(path: &Path, key: &str) -> Option<String> {
+pub fn top_level(path: &Path, key: &str) -> Option<String> {
     let text = std::fs::read_to_string(path).ok()?;
     text.lines().find_map(|l| {
         let v = l.strip_prefix(key)?.strip_prefix(':')?;
         let v = v.split(" #").next().unwrap_or(v).trim().trim_matches(['"', '\'']);
         (!v.is_empty()).then(|| v.to_string())
     })
+}
+
+/// `cmd.logged_in()`: [`login`] as a builder step, for commands a test runs to completion
+/// (`.logged_in().output()`); call it after the arguments are set.
+pub trait LoggedIn {
+    /// Applies [`login`] and returns the command.
+    fn logged_in(&mut self) -> &mut Self;
+}
+
+impl LoggedIn for Command {
+    fn logged_in(&mut self) -> &mut Self {
+        login(self);
+        self
+    }
 }

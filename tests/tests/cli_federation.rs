@@ -1,6 +1,7 @@
 //! The `fedvol` CLI against a live federation: nats-server, a coordinator and two agents as
 //! real processes; every federation command run as a user would.
 
+use fedvol_tests::shipped::LoggedIn;
 use std::process::{Command, Output};
 use std::time::Duration;
 
@@ -157,6 +158,7 @@ fn without_a_coordinator_or_nats_the_cli_says_so_in_one_line() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     let o = Command::new(bin_path("fedvol"))
         .args(["--nats", "nats://127.0.0.1:1", "clusters"])
+        .logged_in()
         .output()
         .unwrap();
     let (_, err) = text(&o);
@@ -343,6 +345,7 @@ async fn decisions_are_found_filtered_and_shown_within_100_columns() {
         .args(["submit", &wf, "--request-id", "bobs-dry-3", "--dry-run", "--keep"])
         .args(["--nats", &nats.url(), "-u", "bob"])
         .env_remove("FEDVOL_OUTPUT")
+        .logged_in()
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
@@ -464,6 +467,7 @@ fn plan_output_fits_100_columns_and_says_shared_reasons_once() {
             .args(&a)
             .env_remove("FEDVOL_OUTPUT")
             .env_remove("COLUMNS")
+            .logged_in()
             .output()
             .unwrap();
         let (out, err) = text(&o);

@@ -4,6 +4,7 @@
 //! Tests run one at a time (they measure waits against short deadlines, and the machine may
 //! have two cores).
 
+use fedvol_tests::shipped::LoggedIn;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -841,6 +842,7 @@ async fn a_bad_config_or_no_nats_exits_1_with_a_clear_error() {
     let run = |args: Vec<String>| {
         std::process::Command::new(fedvol_tests::bin_path("fedvol-coordinator"))
             .args(args)
+            .logged_in()
             .output()
             .unwrap()
     };

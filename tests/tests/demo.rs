@@ -1,6 +1,7 @@
 //! `fedvol demo` end to end: a real local federation from deploy/examples, every example
 //! workflow decided, printed, completed, and everything torn down (issue 5 acceptance).
 
+use fedvol_tests::shipped::LoggedIn;
 use std::process::Command;
 
 use fedvol_tests::bin_path;
@@ -81,6 +82,7 @@ fn dev_without_nats_server_says_how_to_install_it() {
     let out = Command::new(bin_path("fedvol"))
         .args(["dev", "--nats-server", "/nonexistent/nats-server"])
         .current_dir(workspace_root())
+        .logged_in()
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

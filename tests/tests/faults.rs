@@ -12,6 +12,7 @@
 //! Short by default (CI); `FEDVOL_FAULT_TRIALS=50` runs the long form, `FEDVOL_FAULT_SEED=<n>`
 //! replays a fault schedule (each test prints its seed). Tests run one at a time.
 
+use fedvol_tests::shipped::LoggedIn;
 use std::time::{Duration, Instant};
 
 use fedvol_proto::agent::StatusReply;
@@ -486,6 +487,7 @@ async fn a_commit_slower_than_the_coordinators_wait_is_never_booked_twice() {
                 std::process::Command::new(fedvol_tests::bin_path("fedvol"))
                     .args(["--nats", &url, "-u", "alice", "submit", &wf, "--request-id", &id])
                     .args(["-g", "physics", "-o", "json", "--timeout-ms", "30000"])
+                    .logged_in()
                     .output()
                     .unwrap()
             })

@@ -14,6 +14,7 @@
 //! `PROPTEST_CASES` sets the mutation cases (default 256); `FEDVOL_FUZZ_REQUESTS` the fuzzed
 //! requests per endpoint (default 150).
 
+use fedvol_tests::shipped::LoggedIn;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -246,6 +247,7 @@ fn bombs_deep_nesting_huge_files_wrong_types_and_unknown_versions_are_clear_erro
         let out = std::process::Command::new(bin_path("fedvol"))
             .arg("check")
             .arg(&path)
+            .logged_in()
             .output()
             .unwrap();
         let took = started.elapsed();
@@ -624,7 +626,7 @@ async fn fuzzed_requests_get_errors_change_nothing_and_everyone_keeps_serving() 
 async fn payloads_over_the_servers_limit_get_a_clear_error() {
     let _serial = SERIAL.lock().await;
     // A 64 KiB limit, so a few hundred volumes exceed it.
-    let nats = NatsServer::start_with_config("max_payload: 65536\n");
+    let nats = NatsServer::shipped_with(fedvol_tests::shipped::Shipped::Single, "max_payload: 65536");
     let agent = agent_on(&nats.url(), 200, &[], |d| roomy_inventory("p", 2, 8, d)).await;
     let _coord = coordinator_on(&nats.url(), &["--deadline-ms", "800", "--discovery-ms", "300"]).await;
     let client = nats.client().await;
@@ -652,6 +654,7 @@ async fn payloads_over_the_servers_limit_get_a_clear_error() {
             "submit",
             &wf.display().to_string(),
         ])
+        .logged_in()
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -11,6 +11,7 @@
 //!
 //! Every run ends with the checker. Tests run one at a time.
 
+use fedvol_tests::shipped::LoggedIn;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -147,6 +148,7 @@ async fn a_restarted_nats_server_loses_nothing_and_throughput_recovers() {
     .unwrap();
     let cli = std::process::Command::new(bin_path("fedvol"))
         .args(["--nats", &url, "-u", "alice", "submit", &wf.display().to_string()])
+        .logged_in()
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&cli.stderr);
@@ -447,6 +449,7 @@ async fn a_frozen_agent_is_reported_at_the_deadline_and_comes_back() {
         move || {
             std::process::Command::new(bin_path("fedvol"))
                 .args(["--nats", &url, "-u", "alice", "complete", "on-c", "-o", "json"])
+                .logged_in()
                 .output()
                 .unwrap()
         }

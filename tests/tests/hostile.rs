@@ -1,6 +1,7 @@
 //! Regressions of issue 20 (holes found by fault and adversarial runs), each against real
 //! processes.
 
+use fedvol_tests::shipped::LoggedIn;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
@@ -186,6 +187,7 @@ async fn driver_parameter_values_are_never_shown() {
     .unwrap();
     let o = std::process::Command::new(fedvol_tests::bin_path("fedvol"))
         .args(["check", &inline.display().to_string()])
+        .logged_in()
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
@@ -472,6 +474,7 @@ async fn a_missing_or_foreign_state_file_is_refused_and_a_deleted_one_is_saved_a
     let run = |a: Vec<String>| {
         std::process::Command::new(fedvol_tests::bin_path("fedvol-agent"))
             .args(a)
+            .logged_in()
             .output()
             .unwrap()
     };
@@ -554,7 +557,8 @@ fn fedvol_cli(url: &str, args: &[&str]) -> tokio::task::JoinHandle<Output> {
         .env_remove("FEDVOL_OUTPUT")
         .env_remove("FEDVOL_USER")
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .stderr(Stdio::piped())
+        .logged_in();
     tokio::task::spawn_blocking(move || cmd.output().unwrap())
 }
 

@@ -9,6 +9,7 @@
 //! Kubernetes' PriorityClass (kubernetes.io, "Pod Priority and Preemption", "PriorityClass"),
 //! without preemption.
 
+use fedvol_tests::shipped::LoggedIn;
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -470,6 +471,7 @@ async fn a_submit_over_quota_can_wait_and_is_placed_when_quota_frees() {
                 "--wait-ms",
                 "30000",
             ])
+            .logged_in()
             .output()
             .unwrap()
     });

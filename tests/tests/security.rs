@@ -12,6 +12,7 @@
 //! Tests run one at a time: each starts a server and several processes, and the machine may
 //! have two cores.
 
+use fedvol_tests::shipped::LoggedIn;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -467,9 +468,11 @@ async fn an_agent_credential_cannot_answer_for_another_cluster() {
                 n += 1;
                 let _ = rogue.publish(reply.clone(), forged).await;
                 // The reply subject meant for cluster-b, when the request carries a per-cluster
-                // one.
-                if let Some(stem) = reply.strip_suffix(".cluster-a") {
-                    let theirs = format!("{stem}.cluster-b");
+                // one (`<inbox>.cluster-a.<n>`).
+                if let Some((stem, n)) = reply.rsplit_once('.')
+                    && let Some(stem) = stem.strip_suffix(".cluster-a")
+                {
+                    let theirs = format!("{stem}.cluster-b.{n}");
                     tries.lock().unwrap().push(theirs.clone());
                     let _ = rogue.publish(theirs, forged_answer(&id, "cluster-b", false)).await;
                 }
@@ -889,10 +892,10 @@ async fn secure_leaf_topology_runs_a_federation_with_private_inboxes() {
     )
     .await;
     // Issue 20: even leaf a's own hub login may answer a plan only in cluster-a's name (the
-    // coordinator expects cluster-b's answer on `<inbox>.cluster-b`).
+    // coordinator expects cluster-b's answer on `<inbox>.cluster-b.<n>`).
     let leaf_login = client(&hub_url, "leaf-cluster-a", "_INBOX_leaf-cluster-a").await;
     // cluster-a first: its refusal, if any, would be logged before cluster-b's.
-    for s in ["_INBOX_coordinator.x.cluster-a", "_INBOX_coordinator.x.cluster-b"] {
+    for s in ["_INBOX_coordinator.x.cluster-a.1", "_INBOX_coordinator.x.cluster-b.1"] {
         leaf_login.publish(s, "{\"v\":1}".into()).await.unwrap();
     }
     leaf_login.flush().await.unwrap();
@@ -900,11 +903,11 @@ async fn secure_leaf_topology_runs_a_federation_with_private_inboxes() {
         hub,
         "Publish Violation",
         "leaf-cluster-a",
-        "_INBOX_coordinator.x.cluster-b",
+        "_INBOX_coordinator.x.cluster-b.1",
     )
     .await;
     assert!(
-        !hub.log().contains("\"_INBOX_coordinator.x.cluster-a\""),
+        !hub.log().contains("\"_INBOX_coordinator.x.cluster-a.1\""),
         "its own cluster's token is allowed:\n{}",
         hub.log()
     );
@@ -917,7 +920,7 @@ async fn secure_leaf_topology_runs_a_federation_with_private_inboxes() {
 async fn oversized_bodies_answers_and_bad_names_get_clear_errors() {
     let _serial = SERIAL.lock().await;
     // A server whose max_payload is small enough for a decision to overflow it.
-    let nats = NatsServer::start_with_config("max_payload: 8192\n");
+    let nats = NatsServer::shipped_with(fedvol_tests::shipped::Shipped::Single, "max_payload: 8192");
     let url = nats.url();
     let mut coord = Spawned::start({
         let mut c = Command::new(bin_path("fedvol-coordinator"));
@@ -961,10 +964,11 @@ async fn oversized_bodies_answers_and_bad_names_get_clear_errors() {
             .env_remove("FEDVOL_OUTPUT")
             .env_remove("FEDVOL_USER")
             .env_remove("FEDVOL_NATS_INBOX_PREFIX")
+            .logged_in()
             .output()
             .unwrap()
     };
-    let nc = async_nats::connect(&url).await.unwrap();
+    let nc = nats.client().await;
     let ask = |subject: String, body: Vec<u8>| {
         let nc = nc.clone();
         async move {

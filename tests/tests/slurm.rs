@@ -2,6 +2,7 @@
 //! and munged on loopback (`fedvol_tests::slurm`), a real nats-server and a real `fedvol-agent`
 //! with `inventorySource: slurm`, refreshing every 500 ms.
 
+use fedvol_tests::shipped::LoggedIn;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
@@ -106,6 +107,7 @@ fn fedvol_cli(nats: &NatsServer, args: &[&str]) -> String {
         .args(&all)
         .env_remove("FEDVOL_OUTPUT")
         .env_remove("FEDVOL_USER")
+        .logged_in()
         .output()
         .unwrap();
     format!(

@@ -29,6 +29,9 @@ pub struct AgentsSpec {
     pub data_dir: PathBuf,
     /// Heartbeat interval, ms.
     pub heartbeat_ms: u64,
+    /// Each agent logs in as `agent-<cluster>` with the example password `example-agent-<cluster>`
+    /// (a shipped configuration; [`crate::shipped`]).
+    pub shipped_logins: bool,
 }
 
 /// Runs every agent of `spec` in this process until one of them stops (which is an error: an
@@ -53,6 +56,13 @@ pub fn serve_agents(spec: AgentsSpec) -> Result<(), String> {
         .map(|(i, inv)| {
             let mut cfg = AgentConfig::new(inv.clone(), spec.data_dir.join(format!("agent-{i}")));
             cfg.nats.url = spec.nats.clone();
+            if spec.shipped_logins
+                && let Some(cluster) = crate::shipped::top_level(inv, "cluster")
+            {
+                let user = format!("agent-{cluster}");
+                cfg.nats.password = Some(crate::kit::password(&user));
+                cfg.nats.user = Some(user);
+            }
             cfg.heartbeat_ms = spec.heartbeat_ms;
             cfg.init = true;
             (inv.display().to_string(), cfg)

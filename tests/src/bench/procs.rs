@@ -32,6 +32,7 @@ use fedvol_proto::coordinator::{ClustersReply, CoordinatorOp};
 use crate::bench::inventory::{Shape, cluster_name, write_inventory};
 use crate::bench::workflow::USER;
 use crate::load::call_raw;
+use crate::shipped::{OBSERVER, Shipped};
 use crate::{NatsServer, Spawned};
 
 /// Clock ticks per second in `/proc/<pid>/stat` (Linux's `USER_HZ`, 100 on every architecture
@@ -200,12 +201,17 @@ impl Federation {
         for c in &clusters {
             inventories.push(write_inventory(c, spec.shape, &dir.path().join(c))?);
         }
+        // The shipped single.conf, so that the cost of its permissions is in the figures.
         let nats = if spec.max_payload_bytes > 0 {
-            let config = format!("max_payload: {}\n", spec.max_payload_bytes);
-            guarded("starting nats-server", || NatsServer::start_with_config(&config))?
+            let config = format!("max_payload: {}", spec.max_payload_bytes);
+            guarded("starting nats-server", || {
+                NatsServer::shipped_with(Shipped::Single, &config)
+            })?
         } else {
             guarded("starting nats-server", NatsServer::start)?
         };
+        let users: Vec<String> = clusters.iter().map(|c| format!("agent-{c}")).collect();
+        guarded("adding the clusters' NATS users", || nats.ensure_users(&users))?;
         let url = nats.url();
         let agent_bin = guarded("locating fedvol-agent", || crate::bin_path("fedvol-agent"))?;
         let coordinator_bin = guarded("locating fedvol-coordinator", || crate::bin_path("fedvol-coordinator"))?;
@@ -233,6 +239,7 @@ impl Federation {
             } else {
                 let mut args = vec![
                     "agents".to_string(),
+                    "--shipped-logins".into(),
                     "--nats".into(),
                     url.clone(),
                     "--data-dir".into(),
@@ -373,8 +380,21 @@ impl Federation {
 ///
 /// Errors: the connection fails.
 pub async fn connect(url: &str, name: &str) -> Result<async_nats::Client, String> {
-    async_nats::ConnectOptions::new()
-        .name(name)
+    // On a shipped server: the harness's observer (this process's registry, or the login the
+    // parent gave a helper process in the environment).
+    let login = crate::shipped::logins_for(url)
+        .map(|_| (OBSERVER.to_string(), crate::kit::password(OBSERVER)))
+        .or_else(|| {
+            Some((
+                std::env::var("FEDVOL_NATS_USER").ok()?,
+                std::env::var("FEDVOL_NATS_PASSWORD").ok()?,
+            ))
+        });
+    let o = match login {
+        Some((user, password)) => async_nats::ConnectOptions::with_user_and_password(user, password),
+        None => async_nats::ConnectOptions::new(),
+    };
+    o.name(name)
         .connect(url)
         .await
         .map_err(|e| format!("cannot connect to {url}: {e}"))

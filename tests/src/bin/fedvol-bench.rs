@@ -152,6 +152,10 @@ enum Command {
         /// Heartbeat interval, ms.
         #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
         heartbeat_ms: u64,
+        /// Each agent logs in as NATS user `agent-<cluster>` with the example password
+        /// `example-agent-<cluster>` (the shipped configurations, as the benchmark runs them).
+        #[arg(long)]
+        shipped_logins: bool,
     },
     /// Raw responders (started by the benchmark itself).
     #[command(hide = true)]
@@ -319,11 +323,13 @@ fn main() -> ExitCode {
             nats,
             data_dir,
             heartbeat_ms,
+            shipped_logins,
         } => serve_agents(AgentsSpec {
             inventories: inventory,
             nats,
             data_dir,
             heartbeat_ms,
+            shipped_logins,
         })
         .map_err(Failure::CannotRun),
         Command::Responders {

@@ -158,7 +158,10 @@ fn main() -> std::process::ExitCode {
 
 async fn soak(args: Args) -> bool {
     let http = fedvol_tests::nats::free_port();
-    let nats = NatsServer::start_with_config(&format!("http: 127.0.0.1:{http}\n"));
+    let nats = NatsServer::shipped_with(
+        fedvol_tests::shipped::Shipped::Single,
+        &format!("http: 127.0.0.1:{http}"),
+    );
     let url = nats.url();
     let names: Vec<String> = (0..args.clusters)
         .map(|i| format!("{}", (b'a' + i as u8) as char))
