@@ -170,6 +170,18 @@ impl Client {
         &self,
         req: &E::Request,
     ) -> Result<Result<E::Reply, Failure>, ClientError> {
+        self.call_within::<E>(req, self.timeout).await
+    }
+
+    /// [`Client::call`] waiting up to `timeout` for the answer instead of the client's timeout
+    /// (a long poll, `changes`, is answered only when something changed or at its own wait).
+    ///
+    /// Errors: as [`Client::call`].
+    pub async fn call_within<E: CoordinatorEndpoint>(
+        &self,
+        req: &E::Request,
+        timeout: Duration,
+    ) -> Result<Result<E::Reply, Failure>, ClientError> {
         let op = E::NAME;
         let subject = self.subjects.coordinator(E::OP, &self.user);
         let nats_err = |e: &dyn std::fmt::Display| ClientError::Nats {
@@ -209,13 +221,13 @@ impl Client {
             }
         };
         let msg = tokio::select! {
-            m = tokio::time::timeout(self.timeout, sub.next()) => match m {
+            m = tokio::time::timeout(timeout, sub.next()) => match m {
                 Ok(Some(m)) => m,
                 Ok(None) => return Err(nats_err(&"the reply subscription closed")),
                 Err(_) => {
                     return Err(ClientError::Timeout {
                         subject,
-                        timeout_ms: self.timeout.as_millis() as u64,
+                        timeout_ms: timeout.as_millis() as u64,
                         refused: self.errors.last(),
                     });
                 }

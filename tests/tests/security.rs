@@ -1070,3 +1070,121 @@ async fn oversized_bodies_answers_and_bad_names_get_clear_errors() {
         text(&o)
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Shared JetStream resources (NATS docs: JetStream, Consumers; Authorization)
+
+/// The decision bucket's stream.
+const DECISION_STREAM: &str = "KV_fedvol_decisions";
+
+/// Creates up to `tries` ephemeral consumers on the decision bucket as `user`, each kept for a
+/// year of inactivity (NATS docs: JetStream, Consumers, `inactive_threshold`), straight through
+/// async-nats like any NATS client could. Returns how many the server created and the first
+/// refusal. Under the shipped permissions a refused create is a `Publish Violation` the client
+/// only sees as a timeout, so the loop stops at the first failure.
+async fn hoard_consumers(url: &str, user: &str, tries: usize) -> (usize, Option<String>) {
+    let nats = client(url, user, &inbox_prefix(user)).await;
+    let mut js = async_nats::jetstream::new(nats);
+    js.set_timeout(Duration::from_secs(2));
+    let mut made = 0;
+    for _ in 0..tries {
+        let r = js
+            .create_consumer_on_stream(
+                async_nats::jetstream::consumer::push::Config {
+                    deliver_subject: format!("{}.hoard.{made}", inbox_prefix(user)),
+                    inactive_threshold: Duration::from_secs(365 * 24 * 3600),
+                    ..Default::default()
+                },
+                DECISION_STREAM,
+            )
+            .await;
+        match r {
+            Ok(_) => made += 1,
+            Err(e) => return (made, Some(e.to_string())),
+        }
+    }
+    (made, None)
+}
+
+/// A user cannot lock everyone out of the decision store: under the shipped secure.conf alice
+/// tries to fill the bucket's stream with consumers (its `max_consumers` is 256), her creates
+/// are refused by her permissions, and afterwards bob's `decisions list` and `decisions watch`
+/// work and a restarted coordinator's reconciler follows the bucket. Before users read the
+/// bucket through the coordinator, alice created 252 consumers here and bob's list failed with
+/// `maximum consumers limit reached (store_unavailable)`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_cannot_hold_the_decision_buckets_consumers() {
+    let _serial = SERIAL.lock().await;
+    let kit = Kit::copy();
+    let nats = secure_server(&kit);
+    let url = nats.url();
+    let dir = tempfile::tempdir().unwrap();
+    let da = dir.path().join("a");
+    std::fs::create_dir_all(&da).unwrap();
+    let coord = coordinator(&url, &[]).await;
+    let _a = agent(
+        &url,
+        "cluster-a",
+        &da,
+        &slots_inventory("cluster-a", 2, &da, "[physics]"),
+        &[],
+    )
+    .await;
+    wait_clusters(&url, &["cluster-a"]).await;
+    let wf = write(dir.path(), "wf.yaml", WORKFLOW).display().to_string();
+    let o = fedvol(&url, "alice", "alice", &["submit", &wf, "--request-id", "js-1"]);
+    assert!(o.status.success(), "{}", text(&o));
+
+    let started = Instant::now();
+    let (made, refused) = hoard_consumers(&url, "alice", 300).await;
+    eprintln!(
+        "alice created {made} consumers in {:?}; then: {refused:?}",
+        started.elapsed()
+    );
+
+    // The coordinator restarts (its lease lapses, the new one takes it and watches the bucket).
+    drop(coord);
+    let coord = coordinator(&url, &[]).await;
+    let o = fedvol(&url, "alice", "alice", &["submit", &wf, "--request-id", "js-2"]);
+    assert!(o.status.success(), "a submit after the restart: {}", text(&o));
+
+    let o = fedvol(&url, "bob", "bob", &["decisions", "list"]);
+    assert!(
+        o.status.success() && text(&o).contains("js-1") && text(&o).contains("js-2"),
+        "bob's decisions list: {}",
+        text(&o)
+    );
+    let mut watch = Spawned::start({
+        let mut c = command("fedvol", &url, "bob", true);
+        c.args(["-u", "bob", "decisions", "watch"]);
+        c
+    });
+    watch.wait_for_log("js-2", Duration::from_secs(15)).await;
+    let o = fedvol(&url, "alice", "alice", &["complete", "js-2"]);
+    assert!(o.status.success(), "{}", text(&o));
+    watch
+        .wait_for_log("committed → completed", Duration::from_secs(15))
+        .await;
+    let mut coord = coord;
+    coord
+        .wait_for_log(
+            "reconciler: lease held; following the decision bucket",
+            Duration::from_secs(30),
+        )
+        .await;
+    assert!(
+        !coord.log().contains("cannot watch the decision bucket"),
+        "{}",
+        coord.log()
+    );
+
+    // Alice got nothing: the create is refused by her permissions, and logged.
+    assert_eq!(made, 0, "alice created consumers: {refused:?}");
+    violation(
+        &nats,
+        "Publish Violation",
+        "alice",
+        "$JS.API.CONSUMER.CREATE.KV_fedvol_decisions",
+    )
+    .await;
+}

@@ -142,7 +142,11 @@ pub async fn run(cfg: CoordinatorConfig) -> Result<(), StartError> {
         admission: Arc::new(tokio::sync::Semaphore::new(cfg.max_in_flight)),
         replies: super::replies::Replies::new(&client),
         metrics: obs.metrics.clone(),
+        index: Arc::new(super::changes::DecisionIndex::new()),
+        watchers: Arc::new(tokio::sync::Semaphore::new(super::MAX_WATCHERS)),
+        listing: tokio::sync::Semaphore::new(1),
     });
+    super::changes::spawn(co.clone());
     obs.clusters.set(&co);
     obs.readiness.starting("discovering clusters");
 
@@ -159,7 +163,11 @@ pub async fn run(cfg: CoordinatorConfig) -> Result<(), StartError> {
         let co = co.clone();
         tasks.push(tokio::spawn(async move {
             while let Some(m) = sub.next().await {
-                let permit = co.admission.clone().try_acquire_owned().ok();
+                let limit = match op {
+                    CoordinatorOp::Changes => &co.watchers,
+                    _ => &co.admission,
+                };
+                let permit = limit.clone().try_acquire_owned().ok();
                 tokio::spawn(handle(co.clone(), op, m, permit));
             }
         }));
@@ -322,12 +330,23 @@ async fn handle(
         let (c, u) = (&co, user.as_str());
         if permit.is_none() {
             co.metrics.request(op.name(), Outcome::Overloaded, started.elapsed());
-            let limit = co.cfg.max_in_flight;
-            tracing::warn!(limit, "overloaded: request refused");
-            let f = Failure::new(
-                fedvol_proto::Code::Overloaded,
-                format!("{limit} requests are in progress, this coordinator's limit (maxInFlight): ask again later"),
-            );
+            let f = if op == CoordinatorOp::Changes {
+                let limit = super::MAX_WATCHERS;
+                tracing::warn!(limit, "overloaded: watch refused");
+                Failure::new(
+                    fedvol_proto::Code::Overloaded,
+                    format!("{limit} watches are waiting on this coordinator, its limit: ask again later"),
+                )
+            } else {
+                let limit = co.cfg.max_in_flight;
+                tracing::warn!(limit, "overloaded: request refused");
+                Failure::new(
+                    fedvol_proto::Code::Overloaded,
+                    format!(
+                        "{limit} requests are in progress, this coordinator's limit (maxInFlight): ask again later"
+                    ),
+                )
+            };
             let body = match op {
                 CoordinatorOp::Submit => api::Submit::encode_failure(&f),
                 CoordinatorOp::Complete => api::Complete::encode_failure(&f),
@@ -337,6 +356,7 @@ async fn handle(
                 CoordinatorOp::Clusters => api::Clusters::encode_failure(&f),
                 CoordinatorOp::List => api::List::encode_failure(&f),
                 CoordinatorOp::Cluster => api::Cluster::encode_failure(&f),
+                CoordinatorOp::Changes => api::Changes::encode_failure(&f),
             };
             if let Some(reply) = m.reply
                 && let Err(e) = co.client.publish(reply, body).await
@@ -405,7 +425,13 @@ async fn handle(
             }
             CoordinatorOp::List => {
                 serve::<api::List, _, _>(&co, &user, &m.payload, r, |_| async {
-                    Some(op_handlers::list(&co).await)
+                    Some(super::changes::list(&co).await)
+                })
+                .await
+            }
+            CoordinatorOp::Changes => {
+                serve::<api::Changes, _, _>(&co, &user, &m.payload, r, |q| async move {
+                    Some(Ok(super::changes::changes(c, &q).await))
                 })
                 .await
             }
