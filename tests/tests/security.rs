@@ -1188,3 +1188,95 @@ async fn a_user_cannot_hold_the_decision_buckets_consumers() {
     )
     .await;
 }
+
+/// After a nats-server restart under the shipped secure.conf, the coordinator's watches of the
+/// decision bucket (its decisions index and the reconciler's) come back within the
+/// coordinator's permissions: async-nats's ordered consumer, after a reconnect, deletes its old
+/// consumer (`$JS.API.CONSUMER.DELETE.<stream>.<consumer>`) and creates the next one by name
+/// with its filter (`$JS.API.CONSUMER.CREATE.<stream>.<consumer>.<filter>`; NATS docs:
+/// JetStream, Consumers, the extended create subject). Before the coordinator was granted
+/// those, the server logged Publish Violations of `coordinator` and the watches never came
+/// back, so `decisions watch` saw nothing new after the restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_coordinators_watches_survive_a_server_restart_within_its_permissions() {
+    let _serial = SERIAL.lock().await;
+    let kit = Kit::copy();
+    let mut nats = secure_server(&kit);
+    let url = nats.url();
+    let dir = tempfile::tempdir().unwrap();
+    let da = dir.path().join("a");
+    std::fs::create_dir_all(&da).unwrap();
+    let mut coord = coordinator(&url, &[]).await;
+    let _a = agent(
+        &url,
+        "cluster-a",
+        &da,
+        &slots_inventory("cluster-a", 2, &da, "[physics]"),
+        &[],
+    )
+    .await;
+    wait_clusters(&url, &["cluster-a"]).await;
+    let wf = write(dir.path(), "wf.yaml", WORKFLOW).display().to_string();
+    let o = fedvol(&url, "alice", "alice", &["submit", &wf, "--request-id", "rs-1"]);
+    assert!(o.status.success(), "{}", text(&o));
+    coord
+        .wait_for_log(
+            "reconciler: lease held; following the decision bucket",
+            Duration::from_secs(30),
+        )
+        .await;
+    let mut watch = Spawned::start({
+        let mut c = command("fedvol", &url, "bob", true);
+        c.args(["-u", "bob", "decisions", "watch"]);
+        c
+    });
+    watch.wait_for_log("rs-1", Duration::from_secs(15)).await;
+
+    nats.restart();
+    wait_clusters(&url, &["cluster-a"]).await;
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let o = fedvol(
+            &url,
+            "alice",
+            "alice",
+            &["submit", &wf, "--request-id", "rs-2", "-o", "json"],
+        );
+        if o.status.success() {
+            assert_eq!(json(&o)["state"], "committed", "{}", text(&o));
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "no submit commits after the restart: {}",
+            text(&o)
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // The watch sees the new decision (waited for without failing first, so that the
+    // server's refusals, if any, are what the failure shows).
+    let end = Instant::now() + Duration::from_secs(30);
+    while !watch.log().contains("rs-2") && Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Let the reconciler's watch come back too (it is recreated on the reconnect).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let log = nats.log();
+    let refused: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("Violation") && l.contains("User \"coordinator\""))
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "the coordinator was refused:\n{}",
+        refused.join("\n")
+    );
+    assert!(
+        watch.log().contains("rs-2"),
+        "decisions watch after the restart:\n{}",
+        watch.log()
+    );
+    let o = fedvol(&url, "bob", "bob", &["decisions", "list"]);
+    assert!(o.status.success() && text(&o).contains("rs-2"), "{}", text(&o));
+    assert!(!coord.log().contains("Permissions Violation"), "{}", coord.log());
+}

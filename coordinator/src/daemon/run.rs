@@ -305,6 +305,11 @@ pub async fn discover(co: &Arc<Coordinator>) {
     tracing::info!(agents = found, clusters = ?co.registry().names(), "discovery done");
 }
 
+/// How many times `client` has connected (a reconnect changes it).
+fn connects(client: &async_nats::Client) -> u64 {
+    client.statistics().connects.load(Ordering::Relaxed)
+}
+
 /// The user of a request: its subject's last token.
 fn user_of(m: &Message) -> String {
     m.subject.rsplit('.').next().unwrap_or_default().to_string()
@@ -323,6 +328,7 @@ async fn handle(
     permit: Option<tokio::sync::OwnedSemaphorePermit>,
 ) {
     let started = std::time::Instant::now();
+    let connection = connects(&co.client);
     let user = user_of(&m);
     let span = tracing::info_span!("request", op = %op.name(), user = %user, request_id = tracing::field::Empty);
     async move {
@@ -450,6 +456,14 @@ async fn handle(
         };
         co.metrics.request(op.name(), outcome, started.elapsed());
         match (body, m.reply) {
+            // The request came on an earlier connection (the server restarted or the link
+            // broke meanwhile, e.g. under a `changes` long poll): the server that grants this
+            // answer (`allow_responses` lets a reply be published only to a request the
+            // server delivered on this connection; NATS docs: Authorization, allow_responses)
+            // no longer knows the request, and the requester has asked again.
+            (Some(_), Some(_)) if connects(&co.client) != connection => {
+                tracing::debug!("answer dropped: the request came on an earlier NATS connection")
+            }
             (Some(body), Some(reply)) => {
                 if let Err(e) = co.client.publish(reply, body).await {
                     tracing::warn!(error = %e, "the answer could not be sent");
