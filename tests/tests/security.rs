@@ -1280,3 +1280,68 @@ async fn the_coordinators_watches_survive_a_server_restart_within_its_permission
     assert!(o.status.success() && text(&o).contains("rs-2"), "{}", text(&o));
     assert!(!coord.log().contains("Permissions Violation"), "{}", coord.log());
 }
+
+/// A forged service-discovery answer is not a replica (NATS docs: Services, `$SRV.INFO`):
+/// anyone who may subscribe to `$SRV.INFO.fedvol-agent` can answer it naming any cluster. Here
+/// a raw client logged in as agent-cluster-b answers in cluster-a's name, a coordinator
+/// starts (discovery runs at start-up), and `fedvol clusters` still lists cluster-a's one real
+/// instance: replicas are counted only from heartbeats on `fedvol.v1.heartbeat.<cluster>`,
+/// which only that cluster's agent may publish, and a discovered cluster is taken as real only
+/// once its own subject answers (`fedvol.v1.cluster.<c>.status`). Before, cluster-a listed
+/// three instances: its agent's heartbeat instance, its service id and the forged id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_discovery_answer_is_not_counted_as_a_replica() {
+    let _serial = SERIAL.lock().await;
+    let kit = Kit::copy();
+    let nats = secure_server(&kit);
+    let url = nats.url();
+    let dir = tempfile::tempdir().unwrap();
+    let da = dir.path().join("a");
+    std::fs::create_dir_all(&da).unwrap();
+    let _a = agent(
+        &url,
+        "cluster-a",
+        &da,
+        &slots_inventory("cluster-a", 2, &da, "[physics]"),
+        &[],
+    )
+    .await;
+
+    // agent-cluster-b's credentials answer discovery in cluster-a's name (one answer per
+    // request: allow_responses grants no more; NATS docs: Authorization, allow_responses).
+    let forger = client(&url, "agent-cluster-b", &inbox_prefix("agent-cluster-b")).await;
+    let mut info = forger.subscribe("$SRV.INFO.fedvol-agent").await.unwrap();
+    forger.flush().await.unwrap();
+    let answering = tokio::spawn(async move {
+        while let Some(m) = info.next().await {
+            let Some(reply) = m.reply else { continue };
+            let body = serde_json::json!({
+                "type": "io.nats.micro.v1.info_response", "name": "fedvol-agent", "id": "forged-1",
+                "description": "", "version": "0.1.0", "metadata": {"cluster": "cluster-a"},
+                "endpoints": [],
+            });
+            let _ = forger.publish(reply, serde_json::to_vec(&body).unwrap().into()).await;
+            let _ = forger.flush().await;
+        }
+    });
+
+    let coord = coordinator(&url, &[]).await;
+    assert!(coord.log().contains("discovery done"), "{}", coord.log());
+    wait_clusters(&url, &["cluster-a"]).await;
+    let o = fedvol(&url, "alice", "alice", &["clusters", "-o", "json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let doc = json(&o);
+    let a = doc["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "cluster-a")
+        .unwrap();
+    let instances = a["instances"].as_array().unwrap();
+    assert_eq!(instances.len(), 1, "cluster-a's replicas: {doc:#}");
+    assert!(
+        !instances.iter().any(|i| i == "forged-1"),
+        "the forged id is listed: {doc:#}"
+    );
+    answering.abort();
+}

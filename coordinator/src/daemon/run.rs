@@ -267,7 +267,12 @@ async fn follow_heartbeats(co: &Arc<Coordinator>) -> Result<(), StartError> {
 }
 
 /// Asks the NATS service API for every running `fedvol-agent` (`$SRV.INFO.fedvol-agent`) and
-/// registers each one's cluster (service metadata `cluster`), waiting at most `discoveryMs`.
+/// registers each cluster they name (service metadata `cluster`), waiting at most
+/// `discoveryMs`. Anyone who may answer `$SRV.INFO` can name any cluster (NATS docs: Services),
+/// so a named cluster is registered only once its own subject answers: a `status` request on
+/// `<prefix>.cluster.<c>.status`, which only cluster `c`'s agents receive under the shipped
+/// permissions, answered in `c`'s name. No instance is counted from discovery (replicas come
+/// from heartbeats, [`Registry::heartbeat`]).
 pub async fn discover(co: &Arc<Coordinator>) {
     let subject = format!("$SRV.INFO.{AGENT_SERVICE}");
     let inbox = co.client.new_inbox();
@@ -283,7 +288,7 @@ pub async fn discover(co: &Arc<Coordinator>) {
         return;
     }
     let end = tokio::time::Instant::now() + Duration::from_millis(co.cfg.discovery_ms);
-    let mut found = 0;
+    let mut named: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
     while let Ok(Some(m)) = tokio::time::timeout_at(end, sub.next()).await {
         if is_no_responders(&m) {
             break;
@@ -294,15 +299,42 @@ pub async fn discover(co: &Arc<Coordinator>) {
                     tracing::warn!(id = %info.id, "an agent whose cluster name is not a subject token ignored")
                 }
                 Some(c) => {
-                    co.registry().discovered(c, &info.id, now_ms());
-                    found += 1;
+                    named.insert(c.clone());
                 }
                 None => tracing::debug!(id = %info.id, "an agent without cluster metadata ignored"),
             },
             Err(e) => tracing::debug!(error = %e, "unreadable service info ignored"),
         }
     }
-    tracing::info!(agents = found, clusters = ?co.registry().names(), "discovery done");
+    let _ = sub.unsubscribe().await;
+    let wait = Duration::from_millis(co.cfg.discovery_ms.max(100));
+    let confirmed = futures::stream::iter(named)
+        .map(|c| async move {
+            let subject = co.subjects.cluster(&c, fedvol_proto::agent::AgentOp::Status);
+            let r = fedvol_proto::rpc::call::<fedvol_proto::agent::Status>(
+                &co.client,
+                &subject,
+                &fedvol_proto::NoArgs {},
+                wait,
+                "coordinator",
+            )
+            .await;
+            let ok = matches!(&r, Ok(Ok(status)) if status.cluster == c);
+            (c, ok)
+        })
+        .buffer_unordered(8)
+        .collect::<Vec<_>>()
+        .await;
+    let mut found = 0;
+    for (c, ok) in confirmed {
+        if ok {
+            co.registry().discovered(&c, now_ms());
+            found += 1;
+        } else {
+            tracing::warn!(cluster = %c, "a discovered cluster that does not answer on its own subject ignored");
+        }
+    }
+    tracing::info!(clusters_confirmed = found, clusters = ?co.registry().names(), "discovery done");
 }
 
 /// How many times `client` has connected (a reconnect changes it).
