@@ -488,12 +488,13 @@ async fn handle(
         };
         co.metrics.request(op.name(), outcome, started.elapsed());
         match (body, m.reply) {
-            // The request came on an earlier connection (the server restarted or the link
-            // broke meanwhile, e.g. under a `changes` long poll): the server that grants this
-            // answer (`allow_responses` lets a reply be published only to a request the
-            // server delivered on this connection; NATS docs: Authorization, allow_responses)
-            // no longer knows the request, and the requester has asked again.
-            (Some(_), Some(_)) if connects(&co.client) != connection => {
+            // A `changes` long poll that came on an earlier connection (the server restarted
+            // or the link broke while it waited): under `allow_responses` the server lets a
+            // reply go only to a request it delivered on this connection (NATS docs:
+            // Authorization, allow_responses), so the answer would be refused, and the CLI
+            // asks again after its own reconnect anyway. Other answers are still sent: without
+            // reply permissions they reach a requester whose inbox came back with it.
+            (Some(_), Some(_)) if op == CoordinatorOp::Changes && connects(&co.client) != connection => {
                 tracing::debug!("answer dropped: the request came on an earlier NATS connection")
             }
             (Some(body), Some(reply)) => {
