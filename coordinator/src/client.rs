@@ -170,7 +170,37 @@ impl Client {
         &self,
         req: &E::Request,
     ) -> Result<Result<E::Reply, Failure>, ClientError> {
+        self.call_inner::<E>(req, self.timeout, false).await
+    }
+
+    /// [`Client::call`] for a long poll (`changes`, answered only when something changed or at
+    /// its own wait): waits up to `timeout` instead of the client's timeout, and gives up as
+    /// soon as the client has reconnected to NATS meanwhile (the request or its answer went
+    /// with the old connection), so that the caller asks again at once.
+    ///
+    /// Errors: as [`Client::call`]; [`ClientError::Nats`] after a reconnect.
+    pub async fn call_within<E: CoordinatorEndpoint>(
+        &self,
+        req: &E::Request,
+        timeout: Duration,
+    ) -> Result<Result<E::Reply, Failure>, ClientError> {
+        self.call_inner::<E>(req, timeout, true).await
+    }
+
+    async fn call_inner<E: CoordinatorEndpoint>(
+        &self,
+        req: &E::Request,
+        timeout: Duration,
+        end_on_reconnect: bool,
+    ) -> Result<Result<E::Reply, Failure>, ClientError> {
         let op = E::NAME;
+        let connects = || {
+            self.nats
+                .statistics()
+                .connects
+                .load(std::sync::atomic::Ordering::Relaxed)
+        };
+        let connection = connects();
         let subject = self.subjects.coordinator(E::OP, &self.user);
         let nats_err = |e: &dyn std::fmt::Display| ClientError::Nats {
             subject: subject.clone(),
@@ -209,18 +239,28 @@ impl Client {
             }
         };
         let msg = tokio::select! {
-            m = tokio::time::timeout(self.timeout, sub.next()) => match m {
+            m = tokio::time::timeout(timeout, sub.next()) => match m {
                 Ok(Some(m)) => m,
                 Ok(None) => return Err(nats_err(&"the reply subscription closed")),
                 Err(_) => {
                     return Err(ClientError::Timeout {
                         subject,
-                        timeout_ms: self.timeout.as_millis() as u64,
+                        timeout_ms: timeout.as_millis() as u64,
                         refused: self.errors.last(),
                     });
                 }
             },
             message = refused => return Err(ClientError::Refused { subject, message }),
+            _ = async {
+                loop {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    if connects() != connection {
+                        return;
+                    }
+                }
+            }, if end_on_reconnect => {
+                return Err(nats_err(&"the NATS connection was re-established while waiting for the answer"));
+            }
         };
         let _ = sub.unsubscribe().await;
         if msg.status == Some(async_nats::StatusCode::NO_RESPONDERS) {

@@ -1,36 +1,41 @@
-//! The decisions bucket read from the client side: a watch of the JetStream key-value bucket
-//! the coordinators store decisions in (DESIGN §5), yielding the latest value of every
-//! decision first, then every change as it happens, each decoded as a [`StoredDecision`].
-//! `fedvol decisions watch` prints it; `fedvol ui` keeps its decisions list and live updates
-//! from it. Reading the bucket needs the user's NATS credentials to allow it, as for every
-//! client command.
+//! The decisions as they change, read from the client side through the coordinators: the
+//! `changes` operation asked again and again (a long poll: "every decision changed after
+//! revision R, waiting up to a bound for one"), yielding the latest value of every decision
+//! first, then every change as it happens. `fedvol decisions watch` prints it; `fedvol ui`
+//! keeps its decisions list and live updates from it.
+//!
+//! Users hold no JetStream consumer: a consumer is a shared resource of the bucket's stream
+//! (its `max_consumers`), so the shipped NATS permissions give users no JetStream API at all
+//! and the coordinators, which follow the bucket anyway, answer for it (NATS docs: JetStream,
+//! Consumers; Authorization). Only the latest change of each decision is kept, so a watcher
+//! that asks less often than a decision changes may skip an intermediate state.
 
-use futures::StreamExt;
+use std::collections::VecDeque;
+use std::time::Duration;
 
-use async_nats::jetstream::kv;
-use fedvol_proto::decisions::StoredDecision;
+use fedvol_proto::coordinator::{self as api, ChangeKind, ChangesQuery, ClusterCounts, DecisionSummary};
+
+use crate::client::{Client, ClientError};
 
 /// The bucket the coordinators store decisions in unless configured otherwise
 /// (`kv.bucket` in the coordinator's configuration).
 pub const DEFAULT_BUCKET: &str = "fedvol_decisions";
 
-/// Why the feed could not start or stopped.
+/// How long one `changes` query waits at the coordinator for a change, ms.
+pub const WAIT_MS: u64 = 10_000;
+
+/// Why the feed could not go on.
 #[derive(Debug, thiserror::Error)]
 pub enum FeedError {
-    /// The bucket does not exist or cannot be read with these credentials.
-    #[error("cannot open the decision store (JetStream KV `{bucket}`): {message}")]
-    Open {
-        /// The bucket.
-        bucket: String,
-        /// The client's error.
-        message: String,
-    },
-    /// The watch could not start, or ended with an error.
-    #[error("the watch of the decision store (JetStream KV `{bucket}`) failed: {message}")]
-    Watch {
-        /// The bucket.
-        bucket: String,
-        /// The client's error.
+    /// No coordinator answered, or NATS failed (the feed may be read again).
+    #[error("the watch of the decision store failed: {0}")]
+    Call(#[from] ClientError),
+    /// A coordinator answered with an error (the feed may be read again).
+    #[error("the watch of the decision store failed: {message} ({code})")]
+    Refused {
+        /// The error code.
+        code: String,
+        /// The coordinator's message.
         message: String,
     },
 }
@@ -44,8 +49,10 @@ pub enum FeedEvent {
         key: String,
         /// The bucket's revision of this value (grows with every change of the bucket).
         revision: u64,
-        /// The decoded value.
-        stored: Box<StoredDecision>,
+        /// The decision's summary.
+        summary: Box<DecisionSummary>,
+        /// How many clusters its plan reached, answered and could place it on.
+        clusters: ClusterCounts,
     },
     /// A value under a request id that does not decode as a stored decision.
     Unreadable {
@@ -65,74 +72,74 @@ pub enum FeedEvent {
     },
 }
 
-/// A running watch of the decisions bucket (one JetStream consumer, however many readers the
-/// caller serves from it).
+/// A watch of the decisions through the coordinators: where it is up to, and the changes
+/// received but not read yet.
+#[derive(Debug, Default)]
 pub struct DecisionFeed {
-    bucket: String,
-    watch: kv::Watch,
+    after: u64,
+    pending: VecDeque<api::DecisionChange>,
 }
 
 impl DecisionFeed {
-    /// Opens `bucket` with `nats` and starts the watch from the latest value of every key.
-    ///
-    /// Errors: [`FeedError::Open`] (no bucket, JetStream off, not permitted),
-    /// [`FeedError::Watch`].
-    pub async fn open(nats: &async_nats::Client, bucket: &str) -> Result<DecisionFeed, FeedError> {
-        let js = async_nats::jetstream::new(nats.clone());
-        let kv = js.get_key_value(bucket).await.map_err(|e| FeedError::Open {
-            bucket: bucket.to_string(),
-            message: e.to_string(),
-        })?;
-        let watch = kv.watch_with_history(">").await.map_err(|e| FeedError::Watch {
-            bucket: bucket.to_string(),
-            message: e.to_string(),
-        })?;
-        Ok(DecisionFeed {
-            bucket: bucket.to_string(),
-            watch,
-        })
+    /// A feed from the start: the latest value of every decision first.
+    pub fn new() -> DecisionFeed {
+        DecisionFeed::default()
     }
 
-    /// The next change; `None` when the watch ended. Keys that are not request ids (those
-    /// holding `/`: the reconciler's lease) are skipped.
+    /// The bucket revision the feed has delivered everything up to.
+    pub fn revision(&self) -> u64 {
+        self.after
+    }
+
+    /// The next change, asking the coordinators (`client`) when none is pending; waits as long
+    /// as nothing changes.
     ///
-    /// Errors: [`FeedError::Watch`] when the watch failed; the feed may be read again.
-    pub async fn next(&mut self) -> Option<Result<FeedEvent, FeedError>> {
+    /// Errors: [`FeedError`] when a query fails; the feed may be read again and goes on from
+    /// where it was.
+    pub async fn next(&mut self, client: &Client) -> Result<FeedEvent, FeedError> {
         loop {
-            let entry = match self.watch.next().await? {
-                Ok(e) => e,
-                Err(e) => {
-                    return Some(Err(FeedError::Watch {
-                        bucket: self.bucket.clone(),
-                        message: e.to_string(),
-                    }));
-                }
-            };
-            if entry.key.contains('/') {
-                continue;
+            if let Some(c) = self.pending.pop_front() {
+                return Ok(event(c));
             }
-            return Some(Ok(event(entry)));
+            self.fill(client).await?;
+        }
+    }
+
+    /// Asks once for the changes after the feed's revision (waiting up to [`WAIT_MS`]) and
+    /// keeps them pending.
+    ///
+    /// Errors: [`FeedError`].
+    pub async fn fill(&mut self, client: &Client) -> Result<(), FeedError> {
+        let q = ChangesQuery {
+            after: self.after,
+            wait_ms: WAIT_MS,
+        };
+        let within = Duration::from_millis(WAIT_MS) + client.timeout;
+        match client.call_within::<api::Changes>(&q, within).await? {
+            Ok(reply) => {
+                self.after = self.after.max(reply.last);
+                self.pending
+                    .extend(reply.changes.into_iter().filter(|c| c.revision > q.after));
+                Ok(())
+            }
+            Err(f) => Err(FeedError::Refused {
+                code: f.error.code.to_string(),
+                message: f.error.message,
+            }),
         }
     }
 }
 
-fn event(e: kv::Entry) -> FeedEvent {
-    match e.operation {
-        kv::Operation::Delete | kv::Operation::Purge => FeedEvent::Removed {
-            key: e.key,
-            revision: e.revision,
+fn event(c: api::DecisionChange) -> FeedEvent {
+    let (key, revision) = (c.request_id, c.revision);
+    match c.change {
+        ChangeKind::Put { summary, clusters } => FeedEvent::Put {
+            key,
+            revision,
+            summary: Box::new(summary),
+            clusters,
         },
-        kv::Operation::Put => match fedvol_proto::decode::<StoredDecision>(&e.value, "stored decision", "client") {
-            Ok(s) => FeedEvent::Put {
-                key: e.key,
-                revision: e.revision,
-                stored: Box::new(s),
-            },
-            Err(err) => FeedEvent::Unreadable {
-                key: e.key,
-                revision: e.revision,
-                error: err.to_string(),
-            },
-        },
+        ChangeKind::Unreadable { error } => FeedEvent::Unreadable { key, revision, error },
+        ChangeKind::Removed => FeedEvent::Removed { key, revision },
     }
 }

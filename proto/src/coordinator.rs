@@ -10,6 +10,7 @@
 //! | [`Clusters`] | none | [`ClustersReply`] |
 //! | [`Cluster`] | [`ClusterRef`] | [`ClusterReply`] |
 //! | [`List`] | none | [`ListReply`] |
+//! | [`Changes`] | [`ChangesQuery`] | [`ChangesReply`] |
 
 use crate::agent::WhyNotReply;
 use crate::code::ProtoError;
@@ -38,11 +39,15 @@ pub enum CoordinatorOp {
     /// One cluster in detail: the registry's view and its agent's effective inventory and
     /// status (issue 15, `fedvol clusters show`).
     Cluster,
+    /// The decisions changed after a bucket revision, waiting up to a bound for one (a long
+    /// poll): how `fedvol decisions watch` and `fedvol ui` follow the decision store without a
+    /// JetStream consumer of their own.
+    Changes,
 }
 
 impl CoordinatorOp {
     /// Every operation.
-    pub const ALL: [CoordinatorOp; 8] = [
+    pub const ALL: [CoordinatorOp; 9] = [
         CoordinatorOp::Submit,
         CoordinatorOp::Complete,
         CoordinatorOp::WhyNot,
@@ -51,6 +56,7 @@ impl CoordinatorOp {
         CoordinatorOp::Get,
         CoordinatorOp::Replay,
         CoordinatorOp::Cluster,
+        CoordinatorOp::Changes,
     ];
 
     /// The operation's wire name.
@@ -64,6 +70,7 @@ impl CoordinatorOp {
             CoordinatorOp::Get => "get",
             CoordinatorOp::Replay => "replay",
             CoordinatorOp::Cluster => "cluster",
+            CoordinatorOp::Changes => "changes",
         }
     }
 }
@@ -308,6 +315,97 @@ pub struct ListReply {
     pub decisions: Vec<DecisionSummary>,
 }
 
+/// The changes query: every decision whose latest change is after bucket revision `after`,
+/// oldest change first; when there is none yet, wait up to `wait_ms` for one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ChangesQuery {
+    /// The bucket revision the caller has seen everything up to (0: from the start, i.e. the
+    /// latest value of every decision).
+    #[serde(default)]
+    pub after: u64,
+    /// How long to wait for a change when there is none after `after`, ms (0: answer at once;
+    /// the coordinator caps it at [`MAX_CHANGES_WAIT_MS`]).
+    #[serde(default)]
+    pub wait_ms: u64,
+}
+
+/// The longest a `changes` query waits for a change, ms.
+pub const MAX_CHANGES_WAIT_MS: u64 = 30_000;
+
+/// How many clusters a decision's plan reached, answered and could place it on (the web view's
+/// list columns).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ClusterCounts {
+    /// Clusters asked.
+    pub asked: usize,
+    /// Clusters that answered.
+    pub answered: usize,
+    /// Clusters that could place the workflow.
+    pub feasible: usize,
+}
+
+impl ClusterCounts {
+    /// The counts of `stored`'s plan.
+    pub fn of(stored: &StoredDecision) -> ClusterCounts {
+        let clusters = &stored.decision.clusters;
+        ClusterCounts {
+            asked: clusters.len(),
+            answered: clusters
+                .values()
+                .filter(|c| c.status == fedvol_common::decision::ClusterStatus::Answered)
+                .count(),
+            feasible: clusters.values().filter(|c| c.feasible).count(),
+        }
+    }
+}
+
+/// What a key of the decision bucket holds after a change.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// A decision, as `decisions list` summarises it.
+    Put {
+        /// The decision's summary.
+        summary: DecisionSummary,
+        /// How many clusters its plan reached.
+        #[serde(default)]
+        clusters: ClusterCounts,
+    },
+    /// A value that does not decode as a stored decision.
+    Unreadable {
+        /// Why it does not decode.
+        error: String,
+    },
+    /// The decision was deleted or purged.
+    Removed,
+}
+
+/// One decision's latest change.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DecisionChange {
+    /// The key: the request id.
+    pub request_id: String,
+    /// The bucket revision of the change (grows with every change of the bucket).
+    pub revision: u64,
+    /// What the key holds now.
+    pub change: ChangeKind,
+}
+
+/// The answer to changes: the decisions changed after the query's revision, oldest change
+/// first, only the latest change of each (so intermediate states may be skipped), cut to fit
+/// the server's `max_payload`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ChangesReply {
+    /// The changes, oldest first.
+    #[serde(default)]
+    pub changes: Vec<DecisionChange>,
+    /// The revision the caller is now up to date with: ask again with `after` = this.
+    pub last: u64,
+    /// True when the answer was cut to fit and more changes wait: ask again at once.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub more: bool,
+}
+
 /// The answer to replay.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ReplayReply {
@@ -336,6 +434,8 @@ pub struct Get;
 pub struct Replay;
 /// The cluster endpoint (one cluster in detail).
 pub struct Cluster;
+/// The changes endpoint (the decisions changed after a revision, as a long poll).
+pub struct Changes;
 
 /// An endpoint served by the coordinators, with its operation (the subject token).
 pub trait CoordinatorEndpoint: Endpoint {
@@ -461,4 +561,14 @@ impl Endpoint for List {
     fn decode_request(payload: &[u8], speaker: &str) -> Result<NoArgs, DecodeError> {
         decode_no_args(payload, Self::NAME, speaker)
     }
+}
+
+impl CoordinatorEndpoint for Changes {
+    const OP: CoordinatorOp = CoordinatorOp::Changes;
+}
+
+impl Endpoint for Changes {
+    const NAME: &'static str = CoordinatorOp::Changes.name();
+    type Request = ChangesQuery;
+    type Reply = ChangesReply;
 }

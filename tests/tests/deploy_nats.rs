@@ -324,7 +324,7 @@ async fn single_server_users_run_a_federation_with_least_privilege() {
     let wf = workflow(dir.path());
     let doc = submit_ok(&url, &wf, "single-1", &["cluster-a", "cluster-b"]);
     let chosen = doc["decision"]["chosen_cluster"].as_str().unwrap().to_string();
-    // ...reads the decision bucket directly (watch) and completes the workflow.
+    // ...watches the decisions (through the coordinators) and completes the workflow.
     let mut watch = Spawned::start({
         let mut c = kit::command("fedvol", &url, "alice", false);
         c.args(["-u", "alice", "decisions", "watch"]);

@@ -1074,3 +1074,278 @@ async fn oversized_bodies_answers_and_bad_names_get_clear_errors() {
         text(&o)
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Shared JetStream resources (NATS docs: JetStream, Consumers; Authorization)
+
+/// The decision bucket's stream.
+const DECISION_STREAM: &str = "KV_fedvol_decisions";
+
+/// Creates up to `tries` ephemeral consumers on the decision bucket as `user`, each kept for a
+/// year of inactivity (NATS docs: JetStream, Consumers, `inactive_threshold`), straight through
+/// async-nats like any NATS client could. Returns how many the server created and the first
+/// refusal. Under the shipped permissions a refused create is a `Publish Violation` the client
+/// only sees as a timeout, so the loop stops at the first failure.
+async fn hoard_consumers(url: &str, user: &str, tries: usize) -> (usize, Option<String>) {
+    let nats = client(url, user, &inbox_prefix(user)).await;
+    let mut js = async_nats::jetstream::new(nats);
+    js.set_timeout(Duration::from_secs(2));
+    let mut made = 0;
+    for _ in 0..tries {
+        let r = js
+            .create_consumer_on_stream(
+                async_nats::jetstream::consumer::push::Config {
+                    deliver_subject: format!("{}.hoard.{made}", inbox_prefix(user)),
+                    inactive_threshold: Duration::from_secs(365 * 24 * 3600),
+                    ..Default::default()
+                },
+                DECISION_STREAM,
+            )
+            .await;
+        match r {
+            Ok(_) => made += 1,
+            Err(e) => return (made, Some(e.to_string())),
+        }
+    }
+    (made, None)
+}
+
+/// A user cannot lock everyone out of the decision store: under the shipped secure.conf alice
+/// tries to fill the bucket's stream with consumers (its `max_consumers` is 256), her creates
+/// are refused by her permissions, and afterwards bob's `decisions list` and `decisions watch`
+/// work and a restarted coordinator's reconciler follows the bucket. Before users read the
+/// bucket through the coordinator, alice created 252 consumers here and bob's list failed with
+/// `maximum consumers limit reached (store_unavailable)`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_cannot_hold_the_decision_buckets_consumers() {
+    let _serial = SERIAL.lock().await;
+    let kit = Kit::copy();
+    let nats = secure_server(&kit);
+    let url = nats.url();
+    let dir = tempfile::tempdir().unwrap();
+    let da = dir.path().join("a");
+    std::fs::create_dir_all(&da).unwrap();
+    let coord = coordinator(&url, &[]).await;
+    let _a = agent(
+        &url,
+        "cluster-a",
+        &da,
+        &slots_inventory("cluster-a", 2, &da, "[physics]"),
+        &[],
+    )
+    .await;
+    wait_clusters(&url, &["cluster-a"]).await;
+    let wf = write(dir.path(), "wf.yaml", WORKFLOW).display().to_string();
+    let o = fedvol(&url, "alice", "alice", &["submit", &wf, "--request-id", "js-1"]);
+    assert!(o.status.success(), "{}", text(&o));
+
+    let started = Instant::now();
+    let (made, refused) = hoard_consumers(&url, "alice", 300).await;
+    eprintln!(
+        "alice created {made} consumers in {:?}; then: {refused:?}",
+        started.elapsed()
+    );
+
+    // The coordinator restarts (its lease lapses, the new one takes it and watches the bucket).
+    drop(coord);
+    let coord = coordinator(&url, &[]).await;
+    let o = fedvol(&url, "alice", "alice", &["submit", &wf, "--request-id", "js-2"]);
+    assert!(o.status.success(), "a submit after the restart: {}", text(&o));
+
+    let o = fedvol(&url, "bob", "bob", &["decisions", "list"]);
+    assert!(
+        o.status.success() && text(&o).contains("js-1") && text(&o).contains("js-2"),
+        "bob's decisions list: {}",
+        text(&o)
+    );
+    let mut watch = Spawned::start({
+        let mut c = command("fedvol", &url, "bob", true);
+        c.args(["-u", "bob", "decisions", "watch"]);
+        c
+    });
+    watch.wait_for_log("js-2", Duration::from_secs(15)).await;
+    let o = fedvol(&url, "alice", "alice", &["complete", "js-2"]);
+    assert!(o.status.success(), "{}", text(&o));
+    watch
+        .wait_for_log("committed → completed", Duration::from_secs(15))
+        .await;
+    let mut coord = coord;
+    coord
+        .wait_for_log(
+            "reconciler: lease held; following the decision bucket",
+            Duration::from_secs(30),
+        )
+        .await;
+    assert!(
+        !coord.log().contains("cannot watch the decision bucket"),
+        "{}",
+        coord.log()
+    );
+
+    // Alice got nothing: the create is refused by her permissions, and logged.
+    assert_eq!(made, 0, "alice created consumers: {refused:?}");
+    violation(
+        &nats,
+        "Publish Violation",
+        "alice",
+        "$JS.API.CONSUMER.CREATE.KV_fedvol_decisions",
+    )
+    .await;
+}
+
+/// After a nats-server restart under the shipped secure.conf, the coordinator's watches of the
+/// decision bucket (its decisions index and the reconciler's) come back within the
+/// coordinator's permissions: async-nats's ordered consumer, after a reconnect, deletes its old
+/// consumer (`$JS.API.CONSUMER.DELETE.<stream>.<consumer>`) and creates the next one by name
+/// with its filter (`$JS.API.CONSUMER.CREATE.<stream>.<consumer>.<filter>`; NATS docs:
+/// JetStream, Consumers, the extended create subject). Before the coordinator was granted
+/// those, the server logged Publish Violations of `coordinator` and the watches never came
+/// back, so `decisions watch` saw nothing new after the restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_coordinators_watches_survive_a_server_restart_within_its_permissions() {
+    let _serial = SERIAL.lock().await;
+    let kit = Kit::copy();
+    let mut nats = secure_server(&kit);
+    let url = nats.url();
+    let dir = tempfile::tempdir().unwrap();
+    let da = dir.path().join("a");
+    std::fs::create_dir_all(&da).unwrap();
+    let mut coord = coordinator(&url, &[]).await;
+    let _a = agent(
+        &url,
+        "cluster-a",
+        &da,
+        &slots_inventory("cluster-a", 2, &da, "[physics]"),
+        &[],
+    )
+    .await;
+    wait_clusters(&url, &["cluster-a"]).await;
+    let wf = write(dir.path(), "wf.yaml", WORKFLOW).display().to_string();
+    let o = fedvol(&url, "alice", "alice", &["submit", &wf, "--request-id", "rs-1"]);
+    assert!(o.status.success(), "{}", text(&o));
+    coord
+        .wait_for_log(
+            "reconciler: lease held; following the decision bucket",
+            Duration::from_secs(30),
+        )
+        .await;
+    let mut watch = Spawned::start({
+        let mut c = command("fedvol", &url, "bob", true);
+        c.args(["-u", "bob", "decisions", "watch"]);
+        c
+    });
+    watch.wait_for_log("rs-1", Duration::from_secs(15)).await;
+
+    nats.restart();
+    wait_clusters(&url, &["cluster-a"]).await;
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let o = fedvol(
+            &url,
+            "alice",
+            "alice",
+            &["submit", &wf, "--request-id", "rs-2", "-o", "json"],
+        );
+        if o.status.success() {
+            assert_eq!(json(&o)["state"], "committed", "{}", text(&o));
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "no submit commits after the restart: {}",
+            text(&o)
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // The watch sees the new decision (waited for without failing first, so that the
+    // server's refusals, if any, are what the failure shows).
+    let end = Instant::now() + Duration::from_secs(30);
+    while !watch.log().contains("rs-2") && Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Let the reconciler's watch come back too (it is recreated on the reconnect).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let log = nats.log();
+    let refused: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("Violation") && l.contains("User \"coordinator\""))
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "the coordinator was refused:\n{}",
+        refused.join("\n")
+    );
+    assert!(
+        watch.log().contains("rs-2"),
+        "decisions watch after the restart:\n{}",
+        watch.log()
+    );
+    let o = fedvol(&url, "bob", "bob", &["decisions", "list"]);
+    assert!(o.status.success() && text(&o).contains("rs-2"), "{}", text(&o));
+    assert!(!coord.log().contains("Permissions Violation"), "{}", coord.log());
+}
+
+/// A forged service-discovery answer is not a replica (NATS docs: Services, `$SRV.INFO`):
+/// anyone who may subscribe to `$SRV.INFO.fedvol-agent` can answer it naming any cluster. Here
+/// a raw client logged in as agent-cluster-b answers in cluster-a's name, a coordinator
+/// starts (discovery runs at start-up), and `fedvol clusters` still lists cluster-a's one real
+/// instance: replicas are counted only from heartbeats on `fedvol.v1.heartbeat.<cluster>`,
+/// which only that cluster's agent may publish, and a discovered cluster is taken as real only
+/// once its own subject answers (`fedvol.v1.cluster.<c>.status`). Before, cluster-a listed
+/// three instances: its agent's heartbeat instance, its service id and the forged id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_discovery_answer_is_not_counted_as_a_replica() {
+    let _serial = SERIAL.lock().await;
+    let kit = Kit::copy();
+    let nats = secure_server(&kit);
+    let url = nats.url();
+    let dir = tempfile::tempdir().unwrap();
+    let da = dir.path().join("a");
+    std::fs::create_dir_all(&da).unwrap();
+    let _a = agent(
+        &url,
+        "cluster-a",
+        &da,
+        &slots_inventory("cluster-a", 2, &da, "[physics]"),
+        &[],
+    )
+    .await;
+
+    // agent-cluster-b's credentials answer discovery in cluster-a's name (one answer per
+    // request: allow_responses grants no more; NATS docs: Authorization, allow_responses).
+    let forger = client(&url, "agent-cluster-b", &inbox_prefix("agent-cluster-b")).await;
+    let mut info = forger.subscribe("$SRV.INFO.fedvol-agent").await.unwrap();
+    forger.flush().await.unwrap();
+    let answering = tokio::spawn(async move {
+        while let Some(m) = info.next().await {
+            let Some(reply) = m.reply else { continue };
+            let body = serde_json::json!({
+                "type": "io.nats.micro.v1.info_response", "name": "fedvol-agent", "id": "forged-1",
+                "description": "", "version": "0.1.0", "metadata": {"cluster": "cluster-a"},
+                "endpoints": [],
+            });
+            let _ = forger.publish(reply, serde_json::to_vec(&body).unwrap().into()).await;
+            let _ = forger.flush().await;
+        }
+    });
+
+    let coord = coordinator(&url, &[]).await;
+    assert!(coord.log().contains("discovery done"), "{}", coord.log());
+    wait_clusters(&url, &["cluster-a"]).await;
+    let o = fedvol(&url, "alice", "alice", &["clusters", "-o", "json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let doc = json(&o);
+    let a = doc["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "cluster-a")
+        .unwrap();
+    let instances = a["instances"].as_array().unwrap();
+    assert_eq!(instances.len(), 1, "cluster-a's replicas: {doc:#}");
+    assert!(
+        !instances.iter().any(|i| i == "forged-1"),
+        "the forged id is listed: {doc:#}"
+    );
+    answering.abort();
+}

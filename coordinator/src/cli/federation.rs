@@ -744,37 +744,42 @@ pub fn decisions(cmd: &DecisionsCmd) -> u8 {
 }
 
 async fn watch(client: &Client, o: Output) -> u8 {
-    use crate::feed::{DEFAULT_BUCKET, DecisionFeed, FeedEvent};
-    // The latest revision of every decision first, then every change as it happens.
-    let mut feed = match DecisionFeed::open(&client.nats, DEFAULT_BUCKET).await {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_BAD_INPUT;
-        }
-    };
+    use crate::feed::{DecisionFeed, FeedEvent};
+    // The latest revision of every decision first, then every change as it happens, asked of
+    // the coordinators (`changes`). The first answer must come; later failures (a coordinator
+    // or NATS restarting) are said once and asked again.
+    let mut feed = DecisionFeed::new();
+    if let Err(e) = feed.fill(client).await {
+        eprintln!("error: {e}");
+        return EXIT_BAD_INPUT;
+    }
+    let mut failing = false;
     // The state each decision was last seen in, to say what changed.
     let mut seen: std::collections::HashMap<String, String> = std::collections::HashMap::new();
     let words = |s| crate::render::words::state(s).to_string();
-    while let Some(event) = feed.next().await {
+    loop {
+        let event = feed.next(client).await;
+        if event.is_ok() {
+            failing = false;
+        }
         match event {
-            Ok(FeedEvent::Put { key, stored, .. }) => {
-                let at = crate::render::words::utc(stored.updated_ms);
-                let state = words(stored.state);
+            Ok(FeedEvent::Put { key, summary, .. }) => {
+                let at = crate::render::words::utc(summary.updated_ms);
+                let state = words(summary.state);
                 let change = match seen.insert(key.clone(), state.clone()) {
                     None => "new".to_string(),
                     Some(before) if before == state => "updated".to_string(),
                     Some(before) => format!("{before} → {state}"),
                 };
-                let workflow = fedvol_common::limits::printable(&stored.decision.workflow);
-                let cluster = stored.decision.chosen_cluster.as_deref().unwrap_or("none");
-                let dry = if stored.dry_run { " (dry run)" } else { "" };
+                let workflow = fedvol_common::limits::printable(&summary.workflow);
+                let cluster = summary.chosen_cluster.as_deref().unwrap_or("none");
+                let dry = if summary.dry_run { " (dry run)" } else { "" };
                 match o {
                     Output::Json | Output::Yaml => println!(
                         "{}",
                         serde_json::json!({
                             "time": at, "request_id": key, "workflow": workflow, "state": state,
-                            "dry_run": stored.dry_run, "chosen_cluster": stored.decision.chosen_cluster,
+                            "dry_run": summary.dry_run, "chosen_cluster": summary.chosen_cluster,
                             "change": change,
                         })
                     ),
@@ -803,12 +808,14 @@ async fn watch(client: &Client, o: Output) -> u8 {
                 seen.remove(&key);
             }
             Err(e) => {
-                eprintln!("error: {e}");
-                return EXIT_BAD_INPUT;
+                if !failing {
+                    eprintln!("note: {e}; asking again every second");
+                    failing = true;
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
             }
         }
     }
-    EXIT_OK
 }
 
 /// Runs `fedvol why-not`.

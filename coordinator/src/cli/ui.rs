@@ -14,7 +14,8 @@ pub struct UiArgs {
     /// them (port 0 picks a free port; the address is printed on stderr).
     #[arg(long, default_value = "127.0.0.1:8080", env = "FEDVOL_UI_LISTEN")]
     pub listen: SocketAddr,
-    /// The decisions bucket (the coordinators' `kv.bucket`).
+    /// The decisions bucket (the coordinators' `kv.bucket`), shown on the pages; the view
+    /// reads decisions through the coordinators, never the bucket itself.
     #[arg(long, default_value = crate::feed::DEFAULT_BUCKET)]
     pub bucket: String,
     /// NATS connection and identity (listed last in `--help`, under their own heading).

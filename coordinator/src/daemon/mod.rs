@@ -32,6 +32,7 @@
 //!
 //! [`PlanMsg`]: fedvol_proto::agent::PlanMsg
 
+pub mod changes;
 pub mod commit;
 pub mod config;
 pub mod directory;
@@ -80,7 +81,19 @@ pub struct Coordinator {
     pub replies: replies::Replies,
     /// Counted metrics (requests, gathers, commits, bucket writes).
     pub metrics: metrics::CoordinatorMetrics,
+    /// The latest change of every decision, from this coordinator's watch of the bucket
+    /// (`list` and `changes` answer from it).
+    pub index: std::sync::Arc<changes::DecisionIndex>,
+    /// `changes` long polls waiting at once ([`MAX_WATCHERS`]); they do not count against
+    /// `admission`, so watchers never crowd out submits.
+    pub watchers: std::sync::Arc<tokio::sync::Semaphore>,
+    /// One listing of the bucket's keys at a time (`list` when the index is behind).
+    pub listing: tokio::sync::Semaphore,
 }
+
+/// The most `changes` long polls one coordinator holds at once; beyond, one is answered
+/// `overloaded` at once (the CLI asks again).
+pub const MAX_WATCHERS: usize = 1024;
 
 impl Coordinator {
     /// Locks the registry. A panic while it was held (a bug) does not wedge the coordinator:

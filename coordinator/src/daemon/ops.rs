@@ -10,7 +10,7 @@ use indexmap::IndexMap;
 use fedvol_common::choice::{choose_cluster, rules};
 use fedvol_common::decision::{ChoiceStep, ClusterDecision, ClusterStatus, Decision, Rejection};
 use fedvol_proto::agent::{self as agent, AgentOp, PlanMsg, WhyNotMsg, WhyNotReply};
-use fedvol_proto::coordinator::{ClustersReply, DecisionRef, ListReply, ReplayReply, SubmitReply, WhyNotQuery};
+use fedvol_proto::coordinator::{ClustersReply, DecisionRef, ReplayReply, SubmitReply, WhyNotQuery};
 use fedvol_proto::decisions::{DecisionState, StoredDecision};
 use fedvol_proto::rpc::{RpcError, call, request};
 use fedvol_proto::{Code, Endpoint, Failure, now_ms, subject_token};
@@ -423,17 +423,6 @@ pub fn clusters(co: &Coordinator) -> ClustersReply {
     ClustersReply {
         clusters: reg.info(now),
     }
-}
-
-/// `list`: every stored decision's summary, newest first.
-///
-/// Errors: the store failed (`store_unavailable`).
-pub async fn list(co: &Coordinator) -> Result<ListReply, Failure> {
-    co.store
-        .list()
-        .await
-        .map(|decisions| ListReply { decisions })
-        .map_err(|e| Failure::new(Code::StoreUnavailable, e.to_string()))
 }
 
 /// Asks one cluster to plan `msg` (never holding) and returns its slot.

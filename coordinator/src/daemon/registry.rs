@@ -132,12 +132,14 @@ impl Registry {
             .collect()
     }
 
-    /// Records an agent instance found by service discovery at `now_ms`. It counts as heard
-    /// from, with [`DISCOVERY_INTERVAL_MS`] as its interval until its first heartbeat.
-    pub fn discovered(&mut self, cluster: &str, instance: &str, now_ms: u64) {
+    /// Records a cluster found by service discovery and confirmed on its own subject at
+    /// `now_ms`. It counts as heard from, with [`DISCOVERY_INTERVAL_MS`] as its interval until
+    /// its first heartbeat. No instance is counted: anyone who may answer `$SRV.INFO` can claim
+    /// any cluster and any id, so replicas are counted from heartbeats only, whose subject
+    /// `<prefix>.heartbeat.<cluster>` only that cluster's agents may publish.
+    pub fn discovered(&mut self, cluster: &str, now_ms: u64) {
         let e = self.clusters.entry(cluster.to_string()).or_insert_with(Entry::new);
         e.last_seen_ms = e.last_seen_ms.max(now_ms);
-        e.instances.insert(instance.to_string(), now_ms);
     }
 
     /// Records that `cluster` answered a plan: its timeouts are forgotten and it counts as
@@ -338,7 +340,7 @@ mod tests {
     #[test]
     fn discovery_counts_as_heard_with_the_default_interval() {
         let mut r = Registry::new();
-        r.discovered("b", "b-7", 10_000);
+        r.discovered("b", 10_000);
         assert_eq!(
             r.expectation("b", 10_000 + 3 * DISCOVERY_INTERVAL_MS),
             Expectation::Wait
@@ -349,6 +351,7 @@ mod tests {
         ));
         assert_eq!(r.names(), ["b"]);
         assert_eq!(r.inventory_version("b"), None);
+        assert!(r.info(10_000)[0].instances.is_empty(), "discovery counts no replica");
         assert_eq!(r.expectation("never-heard", 0), Expectation::Wait);
     }
 
@@ -358,7 +361,7 @@ mod tests {
         r.answered("invented", 1000);
         assert!(r.names().is_empty(), "an answer adds no cluster");
         r.heartbeat(&hb("a", "a-1", 1000, 100), 1000);
-        r.discovered("b", "b-1", 1000);
+        r.discovered("b", 1000);
         r.answered("a", 5000);
         assert_eq!(r.forget_silent(5000, 3000), [("b".to_string(), 1000)]);
         assert_eq!(r.names(), ["a"], "a answered at 5000: heard from");
@@ -370,9 +373,9 @@ mod tests {
     #[test]
     fn a_discovered_cluster_nobody_serves_is_forgotten_unless_it_heartbeated() {
         let mut r = Registry::new();
-        r.discovered("ghost", "g-1", 1000);
+        r.discovered("ghost", 1000);
         r.heartbeat(&hb("a", "a-1", 1000, 100), 1000);
-        r.discovered("a", "a-1", 1000);
+        r.discovered("a", 1000);
         assert!(r.forget_if_unconfirmed("ghost"));
         assert!(
             !r.forget_if_unconfirmed("a"),
@@ -386,6 +389,7 @@ mod tests {
     fn replicas_are_listed_while_alive() {
         let mut r = Registry::new();
         r.heartbeat(&hb("a", "a-1", 1000, 100), 1000);
+        r.discovered("a", 1000);
         r.heartbeat(&hb("a", "a-2", 1050, 100), 1050);
         assert_eq!(r.info(1100)[0].instances, ["a-1", "a-2"]);
         r.heartbeat(&hb("a", "a-2", 1400, 100), 1400);

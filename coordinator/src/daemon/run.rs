@@ -142,7 +142,11 @@ pub async fn run(cfg: CoordinatorConfig) -> Result<(), StartError> {
         admission: Arc::new(tokio::sync::Semaphore::new(cfg.max_in_flight)),
         replies: super::replies::Replies::new(&client),
         metrics: obs.metrics.clone(),
+        index: Arc::new(super::changes::DecisionIndex::new()),
+        watchers: Arc::new(tokio::sync::Semaphore::new(super::MAX_WATCHERS)),
+        listing: tokio::sync::Semaphore::new(1),
     });
+    super::changes::spawn(co.clone());
     obs.clusters.set(&co);
     obs.readiness.starting("discovering clusters");
 
@@ -159,7 +163,11 @@ pub async fn run(cfg: CoordinatorConfig) -> Result<(), StartError> {
         let co = co.clone();
         tasks.push(tokio::spawn(async move {
             while let Some(m) = sub.next().await {
-                let permit = co.admission.clone().try_acquire_owned().ok();
+                let limit = match op {
+                    CoordinatorOp::Changes => &co.watchers,
+                    _ => &co.admission,
+                };
+                let permit = limit.clone().try_acquire_owned().ok();
                 tokio::spawn(handle(co.clone(), op, m, permit));
             }
         }));
@@ -259,7 +267,12 @@ async fn follow_heartbeats(co: &Arc<Coordinator>) -> Result<(), StartError> {
 }
 
 /// Asks the NATS service API for every running `fedvol-agent` (`$SRV.INFO.fedvol-agent`) and
-/// registers each one's cluster (service metadata `cluster`), waiting at most `discoveryMs`.
+/// registers each cluster they name (service metadata `cluster`), waiting at most
+/// `discoveryMs`. Anyone who may answer `$SRV.INFO` can name any cluster (NATS docs: Services),
+/// so a named cluster is registered only once its own subject answers: a `status` request on
+/// `<prefix>.cluster.<c>.status`, which only cluster `c`'s agents receive under the shipped
+/// permissions, answered in `c`'s name. No instance is counted from discovery (replicas come
+/// from heartbeats, [`Registry::heartbeat`]).
 pub async fn discover(co: &Arc<Coordinator>) {
     let subject = format!("$SRV.INFO.{AGENT_SERVICE}");
     let inbox = co.client.new_inbox();
@@ -275,7 +288,7 @@ pub async fn discover(co: &Arc<Coordinator>) {
         return;
     }
     let end = tokio::time::Instant::now() + Duration::from_millis(co.cfg.discovery_ms);
-    let mut found = 0;
+    let mut named: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
     while let Ok(Some(m)) = tokio::time::timeout_at(end, sub.next()).await {
         if is_no_responders(&m) {
             break;
@@ -286,15 +299,47 @@ pub async fn discover(co: &Arc<Coordinator>) {
                     tracing::warn!(id = %info.id, "an agent whose cluster name is not a subject token ignored")
                 }
                 Some(c) => {
-                    co.registry().discovered(c, &info.id, now_ms());
-                    found += 1;
+                    named.insert(c.clone());
                 }
                 None => tracing::debug!(id = %info.id, "an agent without cluster metadata ignored"),
             },
             Err(e) => tracing::debug!(error = %e, "unreadable service info ignored"),
         }
     }
-    tracing::info!(agents = found, clusters = ?co.registry().names(), "discovery done");
+    let _ = sub.unsubscribe().await;
+    let wait = Duration::from_millis(co.cfg.discovery_ms.max(100));
+    let confirmed = futures::stream::iter(named)
+        .map(|c| async move {
+            let subject = co.subjects.cluster(&c, fedvol_proto::agent::AgentOp::Status);
+            let r = fedvol_proto::rpc::call::<fedvol_proto::agent::Status>(
+                &co.client,
+                &subject,
+                &fedvol_proto::NoArgs {},
+                wait,
+                "coordinator",
+            )
+            .await;
+            let ok = matches!(&r, Ok(Ok(status)) if status.cluster == c);
+            (c, ok)
+        })
+        .buffer_unordered(8)
+        .collect::<Vec<_>>()
+        .await;
+    let mut found = 0;
+    for (c, ok) in confirmed {
+        if ok {
+            co.registry().discovered(&c, now_ms());
+            found += 1;
+        } else {
+            tracing::warn!(cluster = %c, "a discovered cluster that does not answer on its own subject ignored");
+        }
+    }
+    tracing::info!(clusters_confirmed = found, clusters = ?co.registry().names(), "discovery done");
+}
+
+/// How many times `client` has connected (a reconnect changes it).
+fn connects(client: &async_nats::Client) -> u64 {
+    client.statistics().connects.load(Ordering::Relaxed)
 }
 
 /// The user of a request: its subject's last token.
@@ -315,6 +360,7 @@ async fn handle(
     permit: Option<tokio::sync::OwnedSemaphorePermit>,
 ) {
     let started = std::time::Instant::now();
+    let connection = connects(&co.client);
     let user = user_of(&m);
     let span = tracing::info_span!("request", op = %op.name(), user = %user, request_id = tracing::field::Empty);
     async move {
@@ -322,12 +368,23 @@ async fn handle(
         let (c, u) = (&co, user.as_str());
         if permit.is_none() {
             co.metrics.request(op.name(), Outcome::Overloaded, started.elapsed());
-            let limit = co.cfg.max_in_flight;
-            tracing::warn!(limit, "overloaded: request refused");
-            let f = Failure::new(
-                fedvol_proto::Code::Overloaded,
-                format!("{limit} requests are in progress, this coordinator's limit (maxInFlight): ask again later"),
-            );
+            let f = if op == CoordinatorOp::Changes {
+                let limit = super::MAX_WATCHERS;
+                tracing::warn!(limit, "overloaded: watch refused");
+                Failure::new(
+                    fedvol_proto::Code::Overloaded,
+                    format!("{limit} watches are waiting on this coordinator, its limit: ask again later"),
+                )
+            } else {
+                let limit = co.cfg.max_in_flight;
+                tracing::warn!(limit, "overloaded: request refused");
+                Failure::new(
+                    fedvol_proto::Code::Overloaded,
+                    format!(
+                        "{limit} requests are in progress, this coordinator's limit (maxInFlight): ask again later"
+                    ),
+                )
+            };
             let body = match op {
                 CoordinatorOp::Submit => api::Submit::encode_failure(&f),
                 CoordinatorOp::Complete => api::Complete::encode_failure(&f),
@@ -337,6 +394,7 @@ async fn handle(
                 CoordinatorOp::Clusters => api::Clusters::encode_failure(&f),
                 CoordinatorOp::List => api::List::encode_failure(&f),
                 CoordinatorOp::Cluster => api::Cluster::encode_failure(&f),
+                CoordinatorOp::Changes => api::Changes::encode_failure(&f),
             };
             if let Some(reply) = m.reply
                 && let Err(e) = co.client.publish(reply, body).await
@@ -405,7 +463,13 @@ async fn handle(
             }
             CoordinatorOp::List => {
                 serve::<api::List, _, _>(&co, &user, &m.payload, r, |_| async {
-                    Some(op_handlers::list(&co).await)
+                    Some(super::changes::list(&co).await)
+                })
+                .await
+            }
+            CoordinatorOp::Changes => {
+                serve::<api::Changes, _, _>(&co, &user, &m.payload, r, |q| async move {
+                    Some(Ok(super::changes::changes(c, &q).await))
                 })
                 .await
             }
@@ -424,6 +488,15 @@ async fn handle(
         };
         co.metrics.request(op.name(), outcome, started.elapsed());
         match (body, m.reply) {
+            // A `changes` long poll that came on an earlier connection (the server restarted
+            // or the link broke while it waited): under `allow_responses` the server lets a
+            // reply go only to a request it delivered on this connection (NATS docs:
+            // Authorization, allow_responses), so the answer would be refused, and the CLI
+            // asks again after its own reconnect anyway. Other answers are still sent: without
+            // reply permissions they reach a requester whose inbox came back with it.
+            (Some(_), Some(_)) if op == CoordinatorOp::Changes && connects(&co.client) != connection => {
+                tracing::debug!("answer dropped: the request came on an earlier NATS connection")
+            }
             (Some(body), Some(reply)) => {
                 if let Err(e) = co.client.publish(reply, body).await {
                     tracing::warn!(error = %e, "the answer could not be sent");

@@ -124,6 +124,18 @@ impl DecisionStore {
             .map_err(|e| StoreError::Nats(format!("the bucket {} does not answer: {e}", self.kv.name)))
     }
 
+    /// The bucket's last revision now (its stream's last sequence, read from the server).
+    ///
+    /// Errors: [`StoreError::Nats`] naming the bucket.
+    pub async fn last_revision(&self) -> Result<u64, StoreError> {
+        self.kv
+            .stream
+            .get_info()
+            .await
+            .map(|i| i.state.last_sequence)
+            .map_err(|e| StoreError::Nats(format!("the bucket {} does not answer: {e}", self.kv.name)))
+    }
+
     /// Counts a write of `op` that ended as `written` after `took`.
     fn count(&self, op: &'static str, written: &Result<Write, StoreError>, started: std::time::Instant) {
         let outcome = match written {

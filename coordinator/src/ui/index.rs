@@ -1,5 +1,5 @@
-//! The web view's decisions list: one row per stored decision, kept from the decisions
-//! bucket's watch ([`crate::feed`]), with the bucket revision of its last change so that a
+//! The web view's decisions list: one row per stored decision, kept from the coordinators'
+//! `changes` answers ([`crate::feed`]), with the bucket revision of its last change so that a
 //! browser's live updates can ask for "everything after revision N". The filters of the list
 //! page and of the live updates are the same [`Filter`].
 
@@ -7,10 +7,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
-use fedvol_proto::coordinator::DecisionSummary;
+use fedvol_proto::coordinator::{ClusterCounts, DecisionSummary};
 use fedvol_proto::decisions::StoredDecision;
 use tokio::sync::watch;
 
+use crate::client::Client;
 use crate::feed::{DecisionFeed, FeedEvent};
 
 /// One decision of the list.
@@ -33,17 +34,18 @@ pub struct Row {
 impl Row {
     /// The row of `stored`, kept under `key`.
     pub fn of(key: String, stored: &StoredDecision) -> Row {
-        let clusters = &stored.decision.clusters;
+        Row::of_summary(DecisionSummary::of(key, stored), ClusterCounts::of(stored))
+    }
+
+    /// The row of a decision summarised as `summary`, its plan reaching `clusters`.
+    pub fn of_summary(summary: DecisionSummary, clusters: ClusterCounts) -> Row {
         Row {
-            summary: DecisionSummary::of(key, stored),
-            user: stored.request.user.clone(),
-            dry_run: stored.dry_run,
-            answered: clusters
-                .values()
-                .filter(|c| c.status == fedvol_common::decision::ClusterStatus::Answered)
-                .count(),
-            asked: clusters.len(),
-            feasible: clusters.values().filter(|c| c.feasible).count(),
+            user: summary.user.clone(),
+            dry_run: summary.dry_run,
+            summary,
+            answered: clusters.answered,
+            asked: clusters.asked,
+            feasible: clusters.feasible,
         }
     }
 }
@@ -165,10 +167,12 @@ impl Index {
     /// restarted from history) changes nothing.
     pub fn apply(&self, event: FeedEvent) {
         let (key, revision, slot) = match event {
-            FeedEvent::Put { key, revision, stored } => {
-                let row = Row::of(key.clone(), &stored);
-                (key, revision, Slot::Live(row))
-            }
+            FeedEvent::Put {
+                key,
+                revision,
+                summary,
+                clusters,
+            } => (key, revision, Slot::Live(Row::of_summary(*summary, clusters))),
             FeedEvent::Unreadable { key, revision, error } => (key, revision, Slot::Unreadable(error)),
             FeedEvent::Removed { key, revision } => (key, revision, Slot::Gone),
         };
@@ -281,33 +285,19 @@ pub struct Choices {
     pub clusters: Vec<String>,
 }
 
-/// Keeps `index` up to date from `feed`, and when the watch fails or ends, opens it again
-/// every 2 s (from history: older revisions change nothing) until it runs, recording why on the
-/// index meanwhile. Runs until the process ends.
-pub async fn follow(index: Arc<Index>, nats: async_nats::Client, bucket: String, mut feed: DecisionFeed) {
+/// Keeps `index` up to date from `feed` (asking the coordinators through `client`), and when
+/// a query fails, asks again every 2 s (from where it was) until one is answered, recording
+/// why on the index meanwhile. Runs until the process ends.
+pub async fn follow(index: Arc<Index>, client: Arc<Client>, mut feed: DecisionFeed) {
     loop {
-        while let Some(event) = feed.next().await {
-            match event {
-                Ok(e) => index.apply(e),
-                Err(e) => {
-                    tracing::warn!(error = %e, "decisions watch failed; opening it again");
-                    index.set_broken(e.to_string());
-                    break;
+        match feed.next(&client).await {
+            Ok(e) => index.apply(e),
+            Err(e) => {
+                if index.broken().is_none() {
+                    tracing::warn!(error = %e, "decisions watch failed; asking again");
                 }
-            }
-        }
-        if index.broken().is_none() {
-            tracing::warn!("decisions watch ended; opening it again");
-            index.set_broken("the watch of the decision store ended".into());
-        }
-        loop {
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            match DecisionFeed::open(&nats, &bucket).await {
-                Ok(f) => {
-                    feed = f;
-                    break;
-                }
-                Err(e) => index.set_broken(e.to_string()),
+                index.set_broken(e.to_string());
+                tokio::time::sleep(Duration::from_secs(2)).await;
             }
         }
     }

@@ -1,8 +1,8 @@
 //! `fedvol ui`: a read-only web view of the federation, served over HTTP by the CLI with the
 //! user's own NATS connection. Nothing in it changes anything: it only reads.
 //!
-//! - `/decisions` (and `/`): the decisions list with filters, from the decisions bucket's
-//!   watch ([`index`]), live through `/events` ([`events`]).
+//! - `/decisions` (and `/`): the decisions list with filters, from the coordinators'
+//!   `changes` operation ([`index`], [`crate::feed`]), live through `/events` ([`events`]).
 //! - `/decisions/<id>`: one decision from the coordinators' `get` operation (as
 //!   `fedvol decisions show`), with the funnel as a picture.
 //! - `/clusters`: the coordinators' `clusters` operation (as `fedvol clusters`).
@@ -46,7 +46,7 @@ pub enum UiError {
         /// The system's error.
         source: std::io::Error,
     },
-    /// The decisions bucket could not be watched.
+    /// The decisions could not be read from the coordinators.
     #[error(transparent)]
     Feed(#[from] crate::feed::FeedError),
     /// The HTTP server failed.
@@ -61,7 +61,8 @@ struct App {
     viewer: Arc<Viewer>,
 }
 
-/// Starts the web view: opens the decisions bucket's watch (an error when it cannot be read),
+/// Starts the web view: asks the coordinators for the decisions (an error when they cannot be
+/// read),
 /// binds `listen`, calls `ready` with the bound address (port 0 picks a free one), and serves
 /// until the process ends.
 ///
@@ -72,23 +73,16 @@ pub async fn serve(
     listen: SocketAddr,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), UiError> {
-    let feed = DecisionFeed::open(&client.nats, bucket).await?;
+    let client = Arc::new(client);
+    let mut feed = DecisionFeed::new();
+    feed.fill(&client).await?;
     let index = Arc::new(Index::new());
-    tokio::spawn(index::follow(
-        index.clone(),
-        client.nats.clone(),
-        bucket.to_string(),
-        feed,
-    ));
+    tokio::spawn(index::follow(index.clone(), client.clone(), feed));
     let viewer = Arc::new(Viewer {
         user: client.user.clone(),
         bucket: bucket.to_string(),
     });
-    let app = App {
-        client: Arc::new(client),
-        index,
-        viewer,
-    };
+    let app = App { client, index, viewer };
     let router = Router::new()
         .route("/", get(list_page))
         .route("/decisions", get(list_page))

@@ -83,7 +83,8 @@ fn put(key: &str, revision: u64, s: &StoredDecision) -> FeedEvent {
     FeedEvent::Put {
         key: key.into(),
         revision,
-        stored: Box::new(s.clone()),
+        summary: Box::new(fedvol_proto::coordinator::DecisionSummary::of(key.into(), s)),
+        clusters: fedvol_proto::coordinator::ClusterCounts::of(s),
     }
 }
 

@@ -1,0 +1,327 @@
+//! The decisions as users read them: each coordinator follows the decision bucket with one
+//! watch of its own (the latest value of every key, then every change) and keeps the latest
+//! change of each decision in a [`DecisionIndex`]. `list` and `changes` are answered from it,
+//! so `fedvol decisions list`, `fedvol decisions watch` and `fedvol ui` read the store through
+//! the coordinators' request subjects and never hold a JetStream consumer themselves (users
+//! have no JetStream permission at all in the shipped NATS configurations: a user able to
+//! create consumers could fill the stream's `max_consumers` and lock everyone out; NATS docs:
+//! JetStream, Consumers; Authorization).
+//!
+//! The coordinator's own consumers stay bounded: this watch (one per coordinator), the
+//! reconciler's (only the lease holder's), and a short-lived key listing now and then (the
+//! quota sweep, and `list` only when the index cannot catch up, one at a time).
+//!
+//! `changes` is a long poll: "every decision changed after revision R, waiting up to T ms for
+//! one", answered at once when something newer exists, else at the first change or at the
+//! timeout, and cut to fit the server's `max_payload` (`more` says to ask again at once).
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Duration;
+
+use async_nats::jetstream::kv;
+use futures::StreamExt;
+use tokio::sync::watch;
+
+use fedvol_proto::coordinator::{
+    ChangeKind, ChangesQuery, ChangesReply, ClusterCounts, DecisionChange, DecisionSummary, ListReply,
+    MAX_CHANGES_WAIT_MS,
+};
+use fedvol_proto::decisions::StoredDecision;
+use fedvol_proto::{Code, Failure};
+
+use super::Coordinator;
+
+/// At most this many changes in one `changes` answer (besides the `max_payload` bound).
+pub const MAX_CHANGES_PER_ANSWER: usize = 2000;
+
+/// Room left in an answer for its envelope (`v`, `last`, `more`), bytes.
+const ENVELOPE_BYTES: usize = 256;
+
+/// How long `list` waits for the index to catch up with the bucket before reading the bucket
+/// itself.
+const CATCH_UP_MS: u64 = 2000;
+
+/// How long the watch waits before it is opened again after it failed or ended.
+const REOPEN_MS: u64 = 1000;
+
+#[derive(Default)]
+struct Inner {
+    /// Request id → its latest change.
+    decisions: HashMap<String, DecisionChange>,
+    /// The highest revision of a decision change applied.
+    last_change: u64,
+    /// The highest revision seen of any key (decisions and the coordinators' own keys).
+    seen: u64,
+    /// Whether the watch runs.
+    running: bool,
+}
+
+/// The latest change of every decision, kept from the coordinator's watch of the bucket.
+pub struct DecisionIndex {
+    inner: RwLock<Inner>,
+    /// Woken with `last_change` at every decision change.
+    changed: watch::Sender<u64>,
+    /// Woken with `seen` at every change of any key.
+    seen: watch::Sender<u64>,
+}
+
+impl Default for DecisionIndex {
+    fn default() -> Self {
+        DecisionIndex::new()
+    }
+}
+
+impl DecisionIndex {
+    /// An empty index.
+    pub fn new() -> DecisionIndex {
+        DecisionIndex {
+            inner: RwLock::new(Inner::default()),
+            changed: watch::channel(0).0,
+            seen: watch::channel(0).0,
+        }
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, Inner> {
+        self.inner.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Inner> {
+        self.inner.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Applies one entry of the bucket's watch. An entry not newer than what the index holds
+    /// for its key (a watch opened again replays the latest values) changes nothing.
+    pub fn apply(&self, entry: &kv::Entry) {
+        let change = (!entry.key.contains('/')).then(|| DecisionChange {
+            request_id: entry.key.clone(),
+            revision: entry.revision,
+            change: kind_of(entry),
+        });
+        self.apply_change(entry.revision, change);
+    }
+
+    /// Applies a change at `revision`: of a decision (`Some`), or of another key (`None`).
+    fn apply_change(&self, revision: u64, change: Option<DecisionChange>) {
+        let (last_change, seen, decision_changed) = {
+            let mut inner = self.write();
+            inner.seen = inner.seen.max(revision);
+            let mut decision_changed = false;
+            if let Some(c) = change
+                && inner
+                    .decisions
+                    .get(&c.request_id)
+                    .is_none_or(|old| old.revision < c.revision)
+            {
+                inner.last_change = inner.last_change.max(c.revision);
+                inner.decisions.insert(c.request_id.clone(), c);
+                decision_changed = true;
+            }
+            (inner.last_change, inner.seen, decision_changed)
+        };
+        if decision_changed {
+            self.changed.send_replace(last_change);
+        }
+        self.seen.send_replace(seen);
+    }
+
+    fn set_running(&self, running: bool) {
+        self.write().running = running;
+    }
+
+    /// The highest revision seen of any key of the bucket.
+    pub fn seen(&self) -> u64 {
+        self.read().seen
+    }
+
+    /// The decisions changed after `after`, oldest change first, cut to `budget` bytes of
+    /// encoded changes and [`MAX_CHANGES_PER_ANSWER`] (at least one change when any).
+    pub fn changes_after(&self, after: u64, budget: usize) -> ChangesReply {
+        let inner = self.read();
+        let mut newer: Vec<&DecisionChange> = inner.decisions.values().filter(|c| c.revision > after).collect();
+        newer.sort_by_key(|c| c.revision);
+        let mut changes = Vec::new();
+        let mut used = 0;
+        let mut more = false;
+        for c in newer {
+            let size = serde_json::to_vec(c).map_or(0, |v| v.len()) + 1;
+            if !changes.is_empty() && (used + size > budget || changes.len() >= MAX_CHANGES_PER_ANSWER) {
+                more = true;
+                break;
+            }
+            used += size;
+            changes.push(c.clone());
+        }
+        let last = match (more, changes.last()) {
+            (true, Some(c)) => c.revision,
+            _ => inner.seen.max(after),
+        };
+        ChangesReply { changes, last, more }
+    }
+
+    /// Every decision's summary, newest first (then by request id); unreadable values are
+    /// left out, as the bucket's own listing does.
+    pub fn summaries(&self) -> Vec<DecisionSummary> {
+        let inner = self.read();
+        let mut out: Vec<DecisionSummary> = inner
+            .decisions
+            .values()
+            .filter_map(|c| match &c.change {
+                ChangeKind::Put { summary, .. } => Some(summary.clone()),
+                _ => None,
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            b.updated_ms
+                .cmp(&a.updated_ms)
+                .then_with(|| a.request_id.cmp(&b.request_id))
+        });
+        out
+    }
+}
+
+/// What a watched entry holds.
+fn kind_of(e: &kv::Entry) -> ChangeKind {
+    match e.operation {
+        kv::Operation::Delete | kv::Operation::Purge => ChangeKind::Removed,
+        kv::Operation::Put => {
+            match fedvol_proto::decode::<StoredDecision>(&e.value, "stored decision", "coordinator") {
+                Ok(s) => ChangeKind::Put {
+                    summary: DecisionSummary::of(e.key.clone(), &s),
+                    clusters: ClusterCounts::of(&s),
+                },
+                Err(err) => ChangeKind::Unreadable { error: err.to_string() },
+            }
+        }
+    }
+}
+
+/// Follows the decision bucket into `co.index` until the process ends: one watch, opened
+/// again [`REOPEN_MS`] after it fails or ends (the latest values are replayed; older ones
+/// change nothing).
+pub fn spawn(co: Arc<Coordinator>) {
+    tokio::spawn(async move {
+        loop {
+            match co.store.watch().await {
+                Ok(mut w) => {
+                    co.index.set_running(true);
+                    while let Some(entry) = w.next().await {
+                        match entry {
+                            Ok(e) => co.index.apply(&e),
+                            Err(e) => {
+                                tracing::warn!(error = %e, "decisions index: the bucket watch failed; it restarts");
+                                break;
+                            }
+                        }
+                    }
+                    co.index.set_running(false);
+                }
+                Err(e) => tracing::warn!(error = %e, "decisions index: cannot watch the decision bucket"),
+            }
+            tokio::time::sleep(Duration::from_millis(REOPEN_MS)).await;
+        }
+    });
+}
+
+/// `changes`: the decisions changed after `q.after`; when none is, waits up to `q.wait_ms`
+/// (at most [`MAX_CHANGES_WAIT_MS`]) for one. Never fails: at the timeout the answer is empty
+/// with `last` the revision the index has seen.
+pub async fn changes(co: &Coordinator, q: &ChangesQuery) -> ChangesReply {
+    let wait = Duration::from_millis(q.wait_ms.min(MAX_CHANGES_WAIT_MS));
+    let mut rx = co.index.changed.subscribe();
+    let _ = tokio::time::timeout(wait, rx.wait_for(|last| *last > q.after)).await;
+    let budget = co.client.max_payload().saturating_sub(ENVELOPE_BYTES);
+    co.index.changes_after(q.after, budget)
+}
+
+/// `list`: every stored decision's summary, newest first. Answered from the index once it has
+/// seen the bucket's last revision (so a decision stored before the request is listed); when
+/// it cannot catch up within [`CATCH_UP_MS`] (its watch is down), the bucket's keys are read,
+/// one such listing at a time.
+///
+/// Errors: the store failed (`store_unavailable`).
+pub async fn list(co: &Coordinator) -> Result<ListReply, Failure> {
+    let unavailable = |e: super::store::StoreError| Failure::new(Code::StoreUnavailable, e.to_string());
+    let last = co.store.last_revision().await.map_err(unavailable)?;
+    let mut rx = co.index.seen.subscribe();
+    let caught_up = tokio::time::timeout(Duration::from_millis(CATCH_UP_MS), rx.wait_for(|seen| *seen >= last))
+        .await
+        .is_ok_and(|r| r.is_ok());
+    if caught_up {
+        return Ok(ListReply {
+            decisions: co.index.summaries(),
+        });
+    }
+    tracing::warn!(
+        last,
+        seen = co.index.seen(),
+        "list: the decisions index is behind the bucket; reading the bucket"
+    );
+    let _one = co
+        .listing
+        .acquire()
+        .await
+        .map_err(|e| Failure::new(Code::Internal, e.to_string()))?;
+    co.store
+        .list()
+        .await
+        .map(|decisions| ListReply { decisions })
+        .map_err(unavailable)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fedvol_proto::decisions::DecisionState;
+
+    fn change(id: &str, revision: u64) -> DecisionChange {
+        DecisionChange {
+            request_id: id.into(),
+            revision,
+            change: ChangeKind::Put {
+                summary: DecisionSummary {
+                    request_id: id.into(),
+                    workflow: "w".repeat(100),
+                    state: DecisionState::Committed,
+                    chosen_cluster: Some("c".into()),
+                    updated_ms: revision,
+                    user: "alice".into(),
+                    dry_run: false,
+                    priority_class: None,
+                    priority: 0,
+                    queued_ms: None,
+                },
+                clusters: ClusterCounts::default(),
+            },
+        }
+    }
+
+    #[test]
+    fn changes_are_the_latest_per_key_oldest_first_and_paged() {
+        let ix = DecisionIndex::new();
+        ix.apply_change(1, Some(change("a", 1)));
+        ix.apply_change(2, Some(change("b", 2)));
+        ix.apply_change(3, None);
+        ix.apply_change(4, Some(change("a", 4)));
+        // An older value of a key (a replay) changes nothing.
+        ix.apply_change(1, Some(change("a", 1)));
+        let all = ix.changes_after(0, usize::MAX);
+        let seen: Vec<(String, u64)> = all.changes.iter().map(|c| (c.request_id.clone(), c.revision)).collect();
+        assert_eq!(seen, vec![("b".to_string(), 2), ("a".to_string(), 4)]);
+        assert_eq!((all.last, all.more), (4, false));
+        assert!(ix.changes_after(4, usize::MAX).changes.is_empty());
+        // A budget of one change: one at a time, each answer saying where to go on from.
+        let one = serde_json::to_vec(&change("b", 2)).unwrap().len() + 1;
+        let first = ix.changes_after(0, one);
+        assert_eq!((first.changes.len(), first.last, first.more), (1, 2, true));
+        let second = ix.changes_after(first.last, one);
+        assert_eq!((second.changes.len(), second.last, second.more), (1, 4, false));
+        assert_eq!(
+            ix.summaries().iter().map(|s| s.request_id.as_str()).collect::<Vec<_>>(),
+            ["a", "b"]
+        );
+        // The coordinators' own keys move `seen`, not the changes.
+        ix.apply_change(9, None);
+        assert_eq!((ix.seen(), ix.changes_after(4, usize::MAX).last), (9, 9));
+    }
+}
