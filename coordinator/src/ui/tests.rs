@@ -124,3 +124,30 @@ fn the_index_keeps_the_latest_revision_and_reports_changes_in_order() {
     let changes: Vec<(u64, String)> = index.changes_after(4).into_iter().map(|(r, k, _)| (r, k)).collect();
     assert_eq!(changes, vec![(6, "b".to_string()), (7, "a".to_string())]);
 }
+
+/// A commit attempt stored `pending` (sent, its outcome never recorded: the cluster may have
+/// rolled it back) is in doubt, not `ok`, in `decisions show` and on the decision page.
+#[test]
+fn a_pending_commit_attempt_reads_as_in_doubt_not_ok() {
+    let mut s = stored("train", "alice");
+    s.state = DecisionState::Planned;
+    s.attempts = vec![fedvol_proto::decisions::CommitAttempt {
+        cluster: "east".into(),
+        attempt: 1,
+        pending: true,
+        ok: false,
+        error: None,
+        volumes: vec![],
+    }];
+    let text = crate::cli::federation::stored_table(&s);
+    assert!(text.contains("commit on east: in doubt"), "{text}");
+    assert!(!text.contains("commit on east: ok"), "{text}");
+    // A pending attempt stored with `ok` set (written before the outcome was known) is still
+    // in doubt.
+    s.attempts[0].ok = true;
+    let text = crate::cli::federation::stored_table(&s);
+    assert!(text.contains("commit on east: in doubt"), "{text}");
+    let page = pages::decision::body("r1", &s, None).into_string();
+    assert!(page.contains("in doubt"), "{page}");
+    assert!(!page.contains(">committed<"), "{page}");
+}
