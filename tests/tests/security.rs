@@ -1070,3 +1070,37 @@ async fn oversized_bodies_answers_and_bad_names_get_clear_errors() {
         text(&o)
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Secrets inside values
+
+/// A password inside a driver parameter's value, whatever its key: a URL's user-info
+/// (`scheme://user:password@host`, RFC 3986 §3.2.1) or a connection string's `Password=` pair
+/// (ADO.NET connection string syntax; OWASP Secrets Management Cheat Sheet). `fedvol check`
+/// refuses the file naming the field and its line, and never prints the secret.
+#[test]
+fn fedvol_check_refuses_a_password_inside_a_value_without_printing_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = write(
+        dir.path(),
+        "inv.yaml",
+        "cluster: c\nprovisioners:\n  ext:\n    driver:\n      type: external\n      provisioner: example.com/dirs\n      parameters:\n        mode: \"0750\"\n        connectionString: \"Server=x;Password=hunter2\"\n        dsn: \"postgres://u:s3cr3t-pw@db/x\"\n",
+    );
+    let o = Command::new(bin_path("fedvol"))
+        .arg("check")
+        .arg(&inv)
+        .env_remove("FEDVOL_OUTPUT")
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("inv.yaml:9:") && out.contains("provisioners.ext.driver.parameters.connectionString"),
+        "{out}"
+    );
+    assert!(
+        out.contains("inv.yaml:10:") && out.contains("provisioners.ext.driver.parameters.dsn"),
+        "{out}"
+    );
+    assert!(!out.contains("hunter2") && !out.contains("s3cr3t-pw"), "{out}");
+}
