@@ -1104,3 +1104,66 @@ fn fedvol_check_refuses_a_password_inside_a_value_without_printing_it() {
     );
     assert!(!out.contains("hunter2") && !out.contains("s3cr3t-pw"), "{out}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Test tools build nothing
+
+/// `fedvol-burst` copied alone into an empty directory (no `fedvol-agent` beside it) runs no
+/// cargo (a `CARGO` that would leave a mark is never called), writes nothing, and says which
+/// binary is missing and where it looked; `--bin-dir` at an empty directory says the same.
+#[test]
+fn fedvol_burst_runs_the_binaries_it_is_given_and_builds_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let burst = dir.path().join("fedvol-burst");
+    std::fs::copy(env!("CARGO_BIN_EXE_fedvol-burst"), &burst).unwrap();
+    let mark = dir.path().join("cargo-ran");
+    let fake_cargo = write(
+        dir.path(),
+        "fake-cargo",
+        &format!("#!/bin/sh\ntouch '{}'\nexit 1\n", mark.display()),
+    );
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake_cargo, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let empty = tempfile::tempdir().unwrap();
+    let given = empty.path().display().to_string();
+    for extra in [vec![], vec!["--bin-dir", given.as_str()]] {
+        let o = Command::new(&burst)
+            .args([
+                "--slots",
+                "1",
+                "--clusters",
+                "1",
+                "--submits",
+                "1",
+                "--coordinators",
+                "1",
+            ])
+            .args(&extra)
+            .env("CARGO", &fake_cargo)
+            .env_remove("FEDVOL_BIN_DIR")
+            .env_remove("FEDVOL_TEST_NO_BUILD")
+            .env_remove("CARGO_TARGET_DIR")
+            .output()
+            .unwrap();
+        let out = text(&o);
+        assert!(!mark.exists(), "fedvol-burst ran cargo: {out}");
+        assert_eq!(o.status.code(), Some(2), "{out}");
+        let looked = if extra.is_empty() {
+            dir.path().display().to_string()
+        } else {
+            given.clone()
+        };
+        assert!(
+            out.contains(&format!("fedvol-agent not found in {looked}")) && out.contains("--bin-dir"),
+            "{out}"
+        );
+    }
+    let mut left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["fake-cargo", "fedvol-burst"], "nothing written beside it");
+}
