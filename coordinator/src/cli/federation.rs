@@ -305,7 +305,9 @@ pub struct WhyNotArgs {
 
 fn print_doc<T: serde::Serialize>(o: Output, value: &T, table_text: impl FnOnce() -> String) -> bool {
     let text = match o {
-        Output::Table | Output::Wide => Ok(table_text()),
+        // Names stored before they were checked may hold bidirectional controls or invisible
+        // characters (Unicode TR #36 §2.1): tables show them escaped.
+        Output::Table | Output::Wide => Ok(fedvol_common::limits::printable_lines(&table_text())),
         Output::Json => serde_json::to_string_pretty(value).map(|s| s + "\n"),
         Output::Yaml => yaml::render(value),
     };

@@ -107,9 +107,16 @@ pub async fn serve(
     axum::serve(listener, router).await.map_err(UiError::Serve)
 }
 
+/// A whole HTML page's text. Names stored before they were checked may hold bidirectional
+/// controls or invisible characters (Unicode TR #36 §2.1): the page shows them escaped, as the
+/// CLI's tables do.
+fn html(title: &str, nav: Nav, viewer: &Viewer, body: Markup) -> String {
+    fedvol_common::limits::printable_lines(&pages::page(title, nav, viewer, body).into_string())
+}
+
 /// A whole HTML page with `status`; pages are never cached (they show live state).
 fn respond(status: StatusCode, title: &str, nav: Nav, viewer: &Viewer, body: Markup) -> Response {
-    let mut r = (status, Html(pages::page(title, nav, viewer, body).into_string())).into_response();
+    let mut r = (status, Html(html(title, nav, viewer, body))).into_response();
     r.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     r

@@ -151,3 +151,31 @@ fn a_pending_commit_attempt_reads_as_in_doubt_not_ok() {
     assert!(page.contains("in doubt"), "{page}");
     assert!(!page.contains(">committed<"), "{page}");
 }
+
+/// A decision stored before names were checked, whose workflow and volume names hold U+202E
+/// (right-to-left override) and U+200B (zero width space): the page shows them escaped
+/// (Unicode TR #36 §2.1), never raw.
+#[test]
+fn spoofing_characters_of_a_stored_decision_are_escaped_on_the_page() {
+    let mut s = stored("invoice\u{202e}fdp.exe", "alice");
+    for c in s.decision.clusters.values_mut() {
+        c.volumes = c
+            .volumes
+            .drain(..)
+            .map(|(k, v)| (format!("scr\u{200b}atch-{k}"), v))
+            .collect();
+    }
+    let viewer = super::Viewer {
+        user: "alice".into(),
+        bucket: "b".into(),
+    };
+    let page = super::html(
+        "Decision r1",
+        super::Nav::Decisions,
+        &viewer,
+        pages::decision::body("r1", &s, None),
+    );
+    assert!(!page.contains('\u{202e}') && !page.contains('\u{200b}'), "{page}");
+    assert!(page.contains("invoice\\u{202e}fdp.exe"), "{page}");
+    assert!(page.contains("scr\\u{200b}atch-"), "{page}");
+}
