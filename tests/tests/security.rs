@@ -1167,3 +1167,169 @@ fn fedvol_burst_runs_the_binaries_it_is_given_and_builds_nothing() {
     left.sort();
     assert_eq!(left, ["fake-cargo", "fedvol-burst"], "nothing written beside it");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Log injection and spoofed names
+
+/// True when `log` holds a raw ESC, CR, U+202E or U+200B, or a line `forged` starts.
+fn forged(log: &str, forged: &str) -> bool {
+    log.contains(['\u{1b}', '\r', '\u{202e}', '\u{200b}']) || log.lines().any(|l| l.starts_with(forged))
+}
+
+/// A request id with ESC, CR and LF (OWASP Logging Cheat Sheet: log injection, CWE-117), by the
+/// CLI and raw over NATS (submit and get), is refused, and neither the answer nor the
+/// coordinator's log holds the raw characters: they are shown as escapes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_characters_in_a_request_id_never_reach_the_coordinators_log_raw() {
+    let _serial = SERIAL.lock().await;
+    let kit = Kit::copy();
+    let nats = secure_server(&kit);
+    let url = nats.url();
+    let coord = coordinator(&url, &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let wf = write(dir.path(), "wf.yaml", WORKFLOW);
+    let bad = "\u{1b}[2J\r\nFAKE LINE INFO alice is admin";
+
+    let o = fedvol(
+        &url,
+        "alice",
+        "alice",
+        &["submit", &wf.display().to_string(), "--request-id", bad],
+    );
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("is not valid"), "{}", text(&o));
+    assert!(
+        !forged(&text(&o), "FAKE LINE"),
+        "the CLI prints it escaped: {:?}",
+        text(&o)
+    );
+
+    let nc = client(&url, "alice", &inbox_prefix("alice")).await;
+    let parsed = fedvol_common::format::parse_workflow_str("w.yaml", "w", WORKFLOW)
+        .unwrap()
+        .value;
+    for (subject, body) in [
+        (
+            "fedvol.v1.coordinator.submit.alice",
+            serde_json::json!({"v": 1, "request_id": bad, "workflow": parsed}),
+        ),
+        (
+            "fedvol.v1.coordinator.get.alice",
+            serde_json::json!({"v": 1, "request_id": bad}),
+        ),
+    ] {
+        let m = tokio::time::timeout(
+            Duration::from_secs(10),
+            nc.request(subject, serde_json::to_vec(&body).unwrap().into()),
+        )
+        .await
+        .expect("an answer in time")
+        .expect("an answer");
+        let r: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
+        assert!(r["error"]["code"].is_string(), "{subject}: {r}");
+        let msg = r["error"]["message"].as_str().unwrap();
+        assert!(!forged(msg, "FAKE LINE"), "{subject}: {msg:?}");
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let log = coord.log();
+    assert!(log.contains("FAKE LINE"), "the requests were logged:\n{log}");
+    assert!(
+        !forged(&log, "FAKE LINE"),
+        "raw ESC/CR/LF of a request id in the coordinator's log:\n{log:?}"
+    );
+    assert!(log.contains("\\u{1b}[2J\\r\\nFAKE LINE"), "shown escaped:\n{log}");
+}
+
+/// Unicode TR #36 §2.1 (bidirectional text spoofing) and TR #39 (identifiers exclude
+/// Default_Ignorable_Code_Point): names with U+202E or U+200B are refused at input, by
+/// `fedvol check`/`submit` with the file, line, field and code point and by the coordinator for
+/// a raw body; a decision stored before the rule is printed escaped by `decisions list/show`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bidi_controls_and_invisible_characters_in_names_are_refused_and_printed_escaped() {
+    let _serial = SERIAL.lock().await;
+    let kit = Kit::copy();
+    let nats = secure_server(&kit);
+    let url = nats.url();
+    let dir = tempfile::tempdir().unwrap();
+    let coord = coordinator(&url, &[]).await;
+    let da = dir.path().join("a");
+    let _a = agent(
+        &url,
+        "cluster-a",
+        &da,
+        &slots_inventory("cluster-a", 2, &da, "all"),
+        &[],
+    )
+    .await;
+    wait_clusters(&url, &["cluster-a"]).await;
+
+    // At input: a volume name with a zero-width space, a workflow (file) name with U+202E.
+    let zw = write(dir.path(), "zw.yaml", &WORKFLOW.replace("scratch", "scr\u{200b}atch"));
+    let o = fedvol(&url, "alice", "alice", &["submit", &zw.display().to_string()]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("zw.yaml:3:")
+            && out.contains("volumes.scr\\u{200b}atch")
+            && out.contains("U+200B (zero width space"),
+        "{out}"
+    );
+    assert!(!forged(&out, "-"), "{out:?}");
+    let rlo = write(dir.path(), "invoice\u{202e}fdp.yaml", WORKFLOW);
+    let o = Command::new(bin_path("fedvol"))
+        .arg("check")
+        .arg(&rlo)
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("U+202E (right-to-left override"), "{out}");
+    let nc = client(&url, "alice", &inbox_prefix("alice")).await;
+    let mut parsed = fedvol_common::format::parse_workflow_str("w.yaml", "w", WORKFLOW)
+        .unwrap()
+        .value;
+    parsed.name = "invoice\u{202e}fdp.exe".into();
+    let body = serde_json::json!({"v": 1, "request_id": "spoof-raw", "workflow": parsed});
+    let m = nc
+        .request(
+            "fedvol.v1.coordinator.submit.alice",
+            serde_json::to_vec(&body).unwrap().into(),
+        )
+        .await
+        .unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
+    assert_eq!(r["error"]["code"], "bad_request", "{r}");
+    assert!(r["error"]["message"].as_str().unwrap().contains("U+202E"), "{r}");
+
+    // Stored before the rule: a decision whose workflow name holds U+202E and ESC.
+    let wf = write(dir.path(), "old.yaml", WORKFLOW);
+    let o = fedvol(
+        &url,
+        "alice",
+        "alice",
+        &["submit", &wf.display().to_string(), "--request-id", "old-1"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let co = client(&url, "coordinator", &inbox_prefix("coordinator")).await;
+    let kv = async_nats::jetstream::new(co)
+        .get_key_value("fedvol_decisions")
+        .await
+        .unwrap();
+    let mut v: serde_json::Value = serde_json::from_slice(&kv.get("old-1").await.unwrap().unwrap()).unwrap();
+    let spoofed = "invoice\u{202e}fdp.exe\u{1b}[2J";
+    v["decision"]["workflow"] = spoofed.into();
+    v["request"]["workflow"]["name"] = spoofed.into();
+    kv.put("old-1", serde_json::to_vec(&v).unwrap().into()).await.unwrap();
+    for args in [
+        vec!["decisions", "list"],
+        vec!["decisions", "show", "old-1"],
+        vec!["decisions", "list", "-o", "wide"],
+    ] {
+        let o = fedvol(&url, "alice", "alice", &args);
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {out}");
+        assert!(!forged(&out, "-"), "{args:?} printed a raw spoofing character: {out:?}");
+        assert!(out.contains("invoice\\u{202e}"), "{args:?}: {out}");
+    }
+    drop(coord);
+}

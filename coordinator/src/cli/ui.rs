@@ -29,6 +29,7 @@ pub fn run(a: &UiArgs) -> u8 {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
+        .fmt_fields(fedvol_obs::logs::escaped_fields(fedvol_common::limits::printable))
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
