@@ -1333,3 +1333,86 @@ async fn bidi_controls_and_invisible_characters_in_names_are_refused_and_printed
     }
     drop(coord);
 }
+
+// ---------------------------------------------------------------------------------------------
+// The web view
+
+/// `fedvol ui` answers only under its own address (`127.0.0.1:<port>`, `localhost:<port>`) and
+/// the names given with `--allowed-host`: a DNS-rebinding page's requests carry the attacker's
+/// name in `Host` and are refused with 421 (OWASP, DNS rebinding). Every answer carries
+/// Content-Security-Policy (`default-src 'self'`, `frame-ancestors 'none'`: MDN
+/// Content-Security-Policy), `X-Frame-Options: DENY`, `X-Content-Type-Options: nosniff` and
+/// `Referrer-Policy: no-referrer` (OWASP HTTP Headers Cheat Sheet).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_web_view_refuses_foreign_host_headers_and_sends_security_headers() {
+    let _serial = SERIAL.lock().await;
+    let kit = Kit::copy();
+    let nats = secure_server(&kit);
+    let url = nats.url();
+    let _coord = coordinator(&url, &[]).await;
+    let mut ui = Spawned::start({
+        let mut c = command("fedvol", &url, "alice", true);
+        c.args([
+            "-u",
+            "alice",
+            "ui",
+            "--listen",
+            "127.0.0.1:0",
+            "--allowed-host",
+            "view.example.org",
+        ]);
+        c
+    });
+    ui.wait_for_log("view on http://", Duration::from_secs(10)).await;
+    let addr: std::net::SocketAddr = ui
+        .log()
+        .split("view on http://")
+        .nth(1)
+        .and_then(|s| s.split('/').next())
+        .and_then(|s| s.parse().ok())
+        .expect("the view's address");
+    let port = addr.port();
+    let headers = |head: &str| head.to_ascii_lowercase();
+    for host in [
+        addr.to_string(),
+        format!("localhost:{port}"),
+        format!("LOCALHOST:{port}"),
+        format!("view.example.org:{port}"),
+    ] {
+        for path in ["/decisions", "/clusters", "/live.js"] {
+            let (status, head, body) = fedvol_tests::http::get_as(addr, path, &host).await.unwrap();
+            assert_eq!(status, 200, "{host}{path}: {head}\n{body}");
+            let h = headers(&head);
+            for expected in [
+                "content-security-policy: default-src 'self'",
+                "frame-ancestors 'none'",
+                "x-frame-options: deny",
+                "x-content-type-options: nosniff",
+                "referrer-policy: no-referrer",
+            ] {
+                assert!(h.contains(expected), "{host}{path}: no {expected} in\n{head}");
+            }
+            assert!(h.contains("script-src 'self';"), "no inline script may run: {head}");
+        }
+    }
+    let (_, _, list) = fedvol_tests::http::get_as(addr, "/decisions", &addr.to_string())
+        .await
+        .unwrap();
+    assert!(
+        list.contains("<script src=\"/live.js\">"),
+        "the script is a file of its own: {list}"
+    );
+    for host in [
+        format!("attacker.example:{port}"),
+        "attacker.example".to_string(),
+        format!("127.0.0.2:{port}"),
+        format!("view.example.org:{}", port.wrapping_add(1)),
+        String::new(),
+    ] {
+        let (status, head, body) = fedvol_tests::http::get_as(addr, "/decisions", &host).await.unwrap();
+        assert_eq!(status, 421, "Host {host:?} answered: {head}\n{body}");
+        assert!(body.contains("--allowed-host"), "{body}");
+        assert!(!body.contains("<table"), "no decisions: {body}");
+        assert!(headers(&head).contains("x-frame-options: deny"), "{head}");
+    }
+}

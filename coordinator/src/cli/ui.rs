@@ -14,6 +14,12 @@ pub struct UiArgs {
     /// them (port 0 picks a free port; the address is printed on stderr).
     #[arg(long, default_value = "127.0.0.1:8080", env = "FEDVOL_UI_LISTEN")]
     pub listen: SocketAddr,
+    /// Another name the view may be reached under (`Host` header), e.g. a reverse proxy's
+    /// `view.example.org` or `view.example.org:443`; repeatable. Requests under any other name
+    /// than the listen address (and `localhost` on loopback) are refused with 421, so a
+    /// DNS-rebinding page cannot read the view.
+    #[arg(long = "allowed-host", value_name = "NAME")]
+    pub allowed_hosts: Vec<String>,
     /// The decisions bucket (the coordinators' `kv.bucket`).
     #[arg(long, default_value = crate::feed::DEFAULT_BUCKET)]
     pub bucket: String,
@@ -59,7 +65,7 @@ pub fn run(a: &UiArgs) -> u8 {
                 return EXIT_BAD_INPUT;
             }
         };
-        let served = crate::ui::serve(client, &a.bucket, a.listen, |addr| {
+        let served = crate::ui::serve(client, &a.bucket, a.listen, &a.allowed_hosts, |addr| {
             eprintln!("fedvol ui: serving the read-only view on http://{addr}/ (Ctrl-C to stop)");
         });
         tokio::select! {
