@@ -784,7 +784,9 @@ async fn watch(client: &Client, o: Output) -> u8 {
                     Some(before) => format!("{before} → {state}"),
                 };
                 let workflow = fedvol_common::limits::printable(&stored.decision.workflow);
-                let cluster = stored.decision.chosen_cluster.as_deref().unwrap_or("none");
+                let cluster =
+                    fedvol_common::limits::printable(stored.decision.chosen_cluster.as_deref().unwrap_or("none"));
+                let cluster = cluster.as_str();
                 let dry = if stored.dry_run { " (dry run)" } else { "" };
                 match o {
                     Output::Json | Output::Yaml => println!(
