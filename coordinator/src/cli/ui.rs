@@ -42,8 +42,13 @@ pub fn run(a: &UiArgs) -> u8 {
         .try_init();
     if !a.listen.ip().is_loopback() {
         eprintln!(
-            "warning: serving on {}, not loopback: anyone who can reach it sees every decision these NATS credentials can read",
-            a.listen
+            "warning: serving on {}, not loopback: anyone who can reach it sees every decision these NATS credentials can read (it answers only under this address and the --allowed-host names{})",
+            a.listen,
+            if a.allowed_hosts.is_empty() {
+                ": pass --allowed-host NAME for each name it is reached under"
+            } else {
+                ""
+            }
         );
     }
     let rt = match tokio::runtime::Builder::new_multi_thread()

@@ -143,7 +143,7 @@ fn conflict(id: &str, stored: &StoredDecision, dry_run: bool, digest: &str) -> O
     let state = format!("{:?}", stored.state).to_lowercase();
     Some(Code::RequestIdConflict.error(format!(
         "request id `{id}` is taken by the {what} of workflow `{}` ({state}), and this request differs: {differs}; submit it under another request id, or the same request to get the stored decision",
-        stored.decision.workflow
+        fedvol_common::limits::printable(&stored.decision.workflow)
     )))
 }
 

@@ -179,3 +179,38 @@ fn spoofing_characters_of_a_stored_decision_are_escaped_on_the_page() {
     assert!(page.contains("invoice\\u{202e}fdp.exe"), "{page}");
     assert!(page.contains("scr\\u{200b}atch-"), "{page}");
 }
+
+/// The `Host` names the view answers to (OWASP, DNS rebinding): its own address, `localhost`
+/// on loopback, the `--allowed-host` names (with the bound port unless they give one), case
+/// aside; nothing else.
+#[test]
+fn the_host_check_accepts_the_view_s_own_names_only() {
+    let check = super::HostCheck::new(
+        "127.0.0.1:8080".parse().unwrap(),
+        &["View.Example.org".into(), "proxy.example:443".into()],
+    );
+    for ok in [
+        "127.0.0.1:8080",
+        "localhost:8080",
+        "LocalHost:8080",
+        "view.example.org:8080",
+        "proxy.example:443",
+    ] {
+        assert!(check.allows(ok), "{ok}");
+    }
+    for bad in [
+        "",
+        "127.0.0.1",
+        "localhost",
+        "attacker.example:8080",
+        "view.example.org",
+        "proxy.example:8080",
+        "127.0.0.1:8081",
+    ] {
+        assert!(!check.allows(bad), "{bad}");
+    }
+    let v6 = super::HostCheck::new("[::1]:80".parse().unwrap(), &[]);
+    assert!(v6.allows("[::1]") && v6.allows("[::1]:80") && v6.allows("localhost"));
+    let wide = super::HostCheck::new("0.0.0.0:8080".parse().unwrap(), &[]);
+    assert!(wide.allows("0.0.0.0:8080") && !wide.allows("localhost:8080"));
+}
