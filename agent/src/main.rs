@@ -135,7 +135,9 @@ fn main() -> std::process::ExitCode {
             .init();
     } else {
         // Colour only on a terminal: journald and log files get plain text (issue 15).
+        // Fields escaped: a request id or name never forges a line (fedvol_obs::logs).
         tracing_subscriber::fmt()
+            .fmt_fields(fedvol_obs::logs::escaped_fields(fedvol_common::limits::printable))
             .with_env_filter(filter)
             .with_writer(std::io::stderr)
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

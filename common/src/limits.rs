@@ -96,31 +96,115 @@ fn name_problem(line: usize, field: &str, what: &str, name: &str) -> Option<Prob
             name.len()
         )));
     }
-    // Issue 20: a name with a NUL or a newline broke log lines and tables; names are text.
-    name.chars().find(|c| c.is_control()).map(|c| {
-        problem(format!(
-            "{what} name `{}` contains the control character U+{:04X}; names are printable text",
-            printable(name),
-            u32::from(c)
-        ))
-    })
+    // A name with a NUL or a newline breaks log lines and tables, and one with a bidirectional
+    // control or an invisible character shows as another name (Unicode TR #36 §2.1 "Bidirectional
+    // text spoofing", TR #39 §3.1 identifier profiles exclude Default_Ignorable_Code_Point):
+    // names are visible text.
+    let (at, c) = name.chars().enumerate().find(|(_, c)| !visible(*c))?;
+    Some(problem(format!(
+        "{what} name `{}` contains {} at character {}; names are visible text (no control, bidirectional-control or invisible characters: Unicode TR #36, TR #39)",
+        printable(name),
+        describe(c),
+        at + 1
+    )))
 }
 
-/// `text` with every control character written as an escape (`\n`, `\u{0}`), for logs, tables
-/// and messages: a name never breaks a line or a terminal.
+/// True for a character a name may hold: not a control (C0, C1: general category Cc), not a
+/// line or paragraph separator (U+2028, U+2029), not a bidirectional control and not another
+/// Default_Ignorable_Code_Point (see [`is_hidden`]).
+pub fn visible(c: char) -> bool {
+    !(c.is_control() || is_hidden(c))
+}
+
+/// True for the characters that are not shown, or that reorder or break the text around them:
+/// the bidirectional controls of Unicode TR #36 §2.1 and UAX #9 (U+061C, U+200E, U+200F,
+/// U+202A–U+202E, U+2066–U+2069), zero-width characters (U+200B–U+200D, U+2060, U+FEFF), every
+/// other Default_Ignorable_Code_Point of Unicode's DerivedCoreProperties.txt (soft hyphen,
+/// variation selectors, Hangul fillers, tags...), and the line and paragraph separators U+2028
+/// and U+2029 (a line break in a log line or a table).
+pub fn is_hidden(c: char) -> bool {
+    matches!(
+        u32::from(c),
+        0x00AD
+            | 0x034F
+            | 0x061C
+            | 0x115F..=0x1160
+            | 0x17B4..=0x17B5
+            | 0x180B..=0x180F
+            | 0x200B..=0x200F
+            | 0x2028..=0x202E
+            | 0x2060..=0x206F
+            | 0x3164
+            | 0xFE00..=0xFE0F
+            | 0xFEFF
+            | 0xFFA0
+            | 0xFFF0..=0xFFF8
+            | 0x1BCA0..=0x1BCA3
+            | 0x1D173..=0x1D17A
+            | 0xE0000..=0xE0FFF
+    )
+}
+
+/// `U+202E (right-to-left override, a bidirectional control)` and the like: the code point and
+/// what it is, for messages.
+pub fn describe(c: char) -> String {
+    let what = match u32::from(c) {
+        0x061C => "arabic letter mark, a bidirectional control",
+        0x200E => "left-to-right mark, a bidirectional control",
+        0x200F => "right-to-left mark, a bidirectional control",
+        0x202A => "left-to-right embedding, a bidirectional control",
+        0x202B => "right-to-left embedding, a bidirectional control",
+        0x202C => "pop directional formatting, a bidirectional control",
+        0x202D => "left-to-right override, a bidirectional control",
+        0x202E => "right-to-left override, a bidirectional control",
+        0x2066 => "left-to-right isolate, a bidirectional control",
+        0x2067 => "right-to-left isolate, a bidirectional control",
+        0x2068 => "first strong isolate, a bidirectional control",
+        0x2069 => "pop directional isolate, a bidirectional control",
+        0x200B => "zero width space, invisible",
+        0x200C => "zero width non-joiner, invisible",
+        0x200D => "zero width joiner, invisible",
+        0x2060 => "word joiner, invisible",
+        0xFEFF => "zero width no-break space, invisible",
+        0x2028 => "line separator",
+        0x2029 => "paragraph separator",
+        _ if c.is_control() => "a control character",
+        _ => "a default-ignorable (invisible) character",
+    };
+    format!("U+{:04X} ({what})", u32::from(c))
+}
+
+/// `text` with every character that is not [visible](visible) written as an escape (`\n`,
+/// `\u{1b}`, `\u{202e}`), for logs, tables, pages and messages: a name or any other text a user
+/// gave never breaks a line, drives a terminal (ESC sequences) or reorders what is printed
+/// around it (bidirectional controls, Unicode TR #36 §2.1). Text stored before names were
+/// checked is shown this way too.
 pub fn printable(text: &str) -> String {
-    if !text.chars().any(char::is_control) {
+    if text.chars().all(visible) {
         return text.to_string();
     }
     text.chars()
         .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
-            } else {
+            if visible(c) {
                 c.to_string()
+            } else {
+                c.escape_default().to_string()
             }
         })
         .collect()
+}
+
+/// `text` (a whole rendered table or page, many lines) with every character that is not
+/// [visible](visible) escaped as [`printable`] does, but its line feeds and tabs kept: what a
+/// name stored before names were checked may hold never reaches a terminal or a page raw.
+pub fn printable_lines(text: &str) -> String {
+    if text.chars().all(|c| visible(c) || c == '\n' || c == '\t') {
+        return text.to_string();
+    }
+    text.split('\n')
+        .map(|line| line.split('\t').map(printable).collect::<Vec<_>>().join("\t"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Problems of one annotation map: keys over [`MAX_ANNOTATION_KEY_BYTES`], and all keys plus
@@ -351,6 +435,61 @@ mod tests {
         assert!(!text.chars().any(char::is_control), "messages are printable: {text:?}");
         assert_eq!(printable("a\nb\0"), "a\\nb\\u{0}");
         assert_eq!(printable("plain"), "plain");
+    }
+
+    /// Unicode TR #36 §2.1 (bidirectional text spoofing) and TR #39 §3.1 (identifiers exclude
+    /// Default_Ignorable_Code_Point): a name with a bidirectional control or an invisible
+    /// character is refused naming the code point; every such character is escaped when printed.
+    #[test]
+    fn bidi_controls_and_invisible_characters_in_names_are_refused_and_escaped() {
+        for c in [
+            '\u{202A}',
+            '\u{202E}',
+            '\u{2066}',
+            '\u{2069}',
+            '\u{200E}',
+            '\u{200F}',
+            '\u{061C}',
+            '\u{200B}',
+            '\u{200D}',
+            '\u{2060}',
+            '\u{FEFF}',
+            '\u{00AD}',
+            '\u{FE0F}',
+            '\u{E0041}',
+            '\u{2028}',
+            '\u{85}',
+        ] {
+            assert!(!visible(c), "{:04X}", u32::from(c));
+            let mut w = workflow(
+                "version: v4\nvolumes:\n  a: {size: 1GiB}\njobs:\n  j: {image: {uri: docker://x}, mounts: {/a: a}}\n",
+            );
+            w.jobs[0].name = format!("train{c}gpj.exe");
+            let problems = workflow_problems(&w);
+            assert_eq!(problems.len(), 1, "{problems:?}");
+            let text = problems[0].to_string();
+            assert!(text.contains(&format!("U+{:04X}", u32::from(c))), "{text}");
+            assert!(text.contains("at character 6"), "{text}");
+            assert!(text.chars().all(visible), "the message is visible text: {text:?}");
+        }
+        let p = workflow_problems(&{
+            let mut w = workflow(
+                "version: v4\nvolumes:\n  a: {size: 1GiB}\njobs:\n  j: {image: {uri: docker://x}, mounts: {/a: a}}\n",
+            );
+            w.name = "invoice\u{202E}fdp.exe".into();
+            w
+        });
+        assert!(
+            p[0].message
+                .contains("U+202E (right-to-left override, a bidirectional control)"),
+            "{p:?}"
+        );
+        assert_eq!(printable("a\u{202E}b\u{200B}c"), "a\\u{202e}b\\u{200b}c");
+        assert_eq!(printable_lines("a\u{202E}\n\tb\r\n"), "a\\u{202e}\n\tb\\r\n");
+        for ok in ["données", "日本語", "naïve-job_1", "Ωmega"] {
+            assert!(ok.chars().all(visible), "{ok}");
+            assert_eq!(printable(ok), ok);
+        }
     }
 
     #[test]

@@ -122,6 +122,82 @@ pub enum SecretRefError {
     /// Neither: an inline value.
     #[error("a secret must be given as a reference, `file:/path/to/secret` or `env:VARIABLE`, never inline")]
     Inline,
+    /// A URL whose user-info carries a password (`scheme://user:password@host`), whatever the
+    /// parameter's key.
+    #[error(
+        "the value holds a URL with a password in its user-info (scheme://user:password@host); keep the password out of the URL and give it by reference, `file:/path/to/secret` or `env:VARIABLE`"
+    )]
+    UrlPassword,
+    /// A `Password=` / `Pwd=` pair inside the value (a connection string), whatever the
+    /// parameter's key.
+    #[error(
+        "the value holds a `Password=`/`Pwd=` pair (a connection string with its password); give the password by reference, `file:/path/to/secret` or `env:VARIABLE`, in a parameter of its own"
+    )]
+    PasswordPair,
+}
+
+/// Key names (lowercased) of a `key=value` pair that holds a password inside a connection
+/// string: ADO.NET and ODBC (`Password=`, `Pwd=`) and libpq keyword/value strings
+/// (`password=`); `passwd=` as `PASS_WORDS` spells it elsewhere.
+const PASSWORD_PAIR_KEYS: [&str; 3] = ["password", "pwd", "passwd"];
+
+/// Why `value` (of any parameter, whatever its key) holds a secret written inline, or `None`:
+///
+/// - a URL whose user-info has a password, `scheme://user:password@host` (RFC 3986 §3.2.1
+///   deprecates the form precisely because the password is then shown wherever the URL is; OWASP
+///   Secrets Management Cheat Sheet: no secrets in connection strings kept with configuration);
+/// - a `Password=` / `Pwd=` pair (case-insensitive) between `;`, `&` or whitespace, as in
+///   `Server=x;Password=hunter2` (ADO.NET connection string syntax) or `host=db password=x`
+///   (libpq keyword/value form).
+///
+/// A password that is itself a secret reference (`file:`/`env:`) is not a secret.
+pub fn embedded_secret(value: &str) -> Option<SecretRefError> {
+    if url_with_password(value) {
+        return Some(SecretRefError::UrlPassword);
+    }
+    // Pairs are separated by `;` or `&` (and a URL query starts at `?`); inside one, keyword/value
+    // pairs may follow each other separated by spaces, and spaces may surround `=`.
+    for segment in value.split([';', '&', '?']) {
+        for (at, _) in segment.match_indices('=') {
+            let key = segment[..at]
+                .trim_end()
+                .rsplit(char::is_whitespace)
+                .next()
+                .unwrap_or("");
+            let v = segment[at + 1..]
+                .trim_start()
+                .split(char::is_whitespace)
+                .next()
+                .unwrap_or("");
+            let v = v.trim_matches(|c| c == '"' || c == '\'');
+            if PASSWORD_PAIR_KEYS.contains(&key.to_ascii_lowercase().as_str())
+                && !v.is_empty()
+                && SecretRef::parse(v).is_err()
+            {
+                return Some(SecretRefError::PasswordPair);
+            }
+        }
+    }
+    None
+}
+
+/// True when some `scheme://` in `value` is followed by an authority whose user-info holds a
+/// non-empty password (`user:password@`).
+fn url_with_password(value: &str) -> bool {
+    let mut rest = value;
+    while let Some(at) = rest.find("://") {
+        let after = &rest[at + 3..];
+        let end = after.find(['/', '?', '#']).unwrap_or(after.len());
+        let authority = &after[..end];
+        if let Some((userinfo, _host)) = authority.rsplit_once('@')
+            && let Some((_user, password)) = userinfo.split_once(':')
+            && !password.is_empty()
+        {
+            return true;
+        }
+        rest = after;
+    }
+    false
 }
 
 /// A driver parameter whose key looks like a credential holds no reference.
@@ -156,13 +232,20 @@ impl SecretRef {
 }
 
 /// Checks one driver parameter: when its key [must hold a reference](must_be_reference), its
-/// value must parse as a [`SecretRef`].
+/// value must parse as a [`SecretRef`]; any other value must hold no
+/// [secret written inside it](embedded_secret) (a URL with a password, a `Password=` pair).
 ///
 /// Errors: [`CredentialParameterError`], naming the key (never the value) and how to write a
 /// reference.
 pub fn check_parameter(key: &str, value: &str) -> Result<(), CredentialParameterError> {
     if !must_be_reference(key) {
-        return Ok(());
+        return match embedded_secret(value) {
+            Some(why) => Err(CredentialParameterError {
+                key: key.to_string(),
+                why,
+            }),
+            None => Ok(()),
+        };
     }
     SecretRef::parse(value)
         .map(|_| ())
@@ -175,6 +258,40 @@ pub fn check_parameter(key: &str, value: &str) -> Result<(), CredentialParameter
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Secrets inside values, whatever the key (RFC 3986 §3.2.1 user-info; ADO.NET and libpq
+    /// connection strings): refused, and the error never repeats them.
+    #[test]
+    fn secrets_inside_values_are_refused_whatever_the_key() {
+        for (key, value) in [
+            ("connectionString", "Server=x;Password=hunter2"),
+            ("connectionString", "Server=x; PWD = hunter2 ;Database=d"),
+            ("odbc", "DRIVER={x};UID=u;pwd=hunter2"),
+            ("conninfo", "host=db user=u password=hunter2"),
+            ("dsn", "postgres://u:hunter2@db/x"),
+            ("endpoint", "see https://u:hunter2@host:8443/path?q=1"),
+            ("query", "https://host/x?user=u&password=hunter2"),
+        ] {
+            let e = check_parameter(key, value).unwrap_err();
+            let text = e.to_string();
+            assert!(text.contains(&format!("`{key}`")), "{text}");
+            assert!(!text.contains("hunter2"), "the value is never repeated: {text}");
+            assert!(embedded_secret(value).is_some(), "{value}");
+        }
+        for value in [
+            "postgres://u@db/x",
+            "postgres://db:5432/x",
+            "https://host/a:b@c",
+            "Server=x;Database=d",
+            "Password=",
+            "Server=x;Password=env:DB_PASSWORD",
+            "passwordless=yes",
+            "mode=0750",
+        ] {
+            assert!(embedded_secret(value).is_none(), "{value}");
+            assert!(check_parameter("connectionString", value).is_ok(), "{value}");
+        }
+    }
 
     #[test]
     fn references_parse_and_inline_values_are_refused_without_echo() {

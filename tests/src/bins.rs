@@ -17,6 +17,8 @@
 //!   `deps/` and `.fingerprint/` cargo keeps beside it); otherwise `$CARGO_TARGET_DIR/debug` or
 //!   `<workspace>/target/debug`.
 //! - Building: skipped when `FEDVOL_TEST_NO_BUILD` is set; cargo is `$CARGO` or `cargo`.
+//! - Tools run by hand (`fedvol-burst`) call [`use_given_dir`] first: their `--bin-dir` or their
+//!   own executable's directory, used as is; nothing is ever built.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -29,8 +31,52 @@ pub fn workspace_root() -> PathBuf {
     here.parent().unwrap_or(here).to_path_buf()
 }
 
+/// The directory a tool (`fedvol-burst`) was given: its binaries are taken from there, as they
+/// are, and nothing is built.
+static GIVEN_DIR: OnceLock<PathBuf> = OnceLock::new();
+
+/// A binary a tool needs is not in the directory it was given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{name} not found in {dir}: pass --bin-dir with the directory of the workspace's binaries (e.g. target/release after `cargo build --release --workspace`)"
+)]
+pub struct MissingBinary {
+    /// The binary's name.
+    pub name: String,
+    /// The directory looked in.
+    pub dir: String,
+}
+
+/// For a tool run by hand (`fedvol-burst`): from now on [`bin_path`] takes every binary from
+/// `dir` (the tool's `--bin-dir`, or the directory of its own executable, where cargo puts the
+/// workspace's binaries: `target/<profile>/`) and never runs cargo, so a tool runs the binaries
+/// it is given and writes nothing into a checkout. Checks first that each of `needed` is there.
+///
+/// Errors: [`MissingBinary`], naming the first binary of `needed` missing from `dir`.
+pub fn use_given_dir(dir: PathBuf, needed: &[&str]) -> Result<(), MissingBinary> {
+    for name in needed {
+        if !dir.join(name).is_file() {
+            return Err(MissingBinary {
+                name: (*name).to_string(),
+                dir: dir.display().to_string(),
+            });
+        }
+    }
+    // A second call keeps the first directory: a tool chooses once, at start-up.
+    let _ = GIVEN_DIR.set(dir);
+    Ok(())
+}
+
+/// The directory of the running executable (a tool's default `--bin-dir`).
+pub fn own_dir() -> Option<PathBuf> {
+    std::env::current_exe().ok()?.parent().map(Path::to_path_buf)
+}
+
 /// The directory holding the workspace's binaries (see the module docs for the order tried).
 pub fn bin_dir() -> PathBuf {
+    if let Some(d) = GIVEN_DIR.get() {
+        return d.clone();
+    }
     if let Some(d) = std::env::var_os("FEDVOL_BIN_DIR") {
         return PathBuf::from(d);
     }
@@ -61,7 +107,7 @@ pub fn bin_dir() -> PathBuf {
 /// missing, saying how to build it.
 pub fn bin_path(name: &str) -> PathBuf {
     let dir = bin_dir();
-    let explicit = std::env::var_os("FEDVOL_BIN_DIR").is_some();
+    let explicit = GIVEN_DIR.get().is_some() || std::env::var_os("FEDVOL_BIN_DIR").is_some();
     if !explicit && std::env::var_os("FEDVOL_TEST_NO_BUILD").is_none() {
         ensure_built(name, &dir);
     }

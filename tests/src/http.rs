@@ -13,9 +13,19 @@ use crate::Spawned;
 ///
 /// Errors: the connection failed, timed out, or the answer is not HTTP (a sentence).
 pub async fn get(addr: SocketAddr, path: &str) -> Result<(u16, String), String> {
+    get_as(addr, path, &addr.to_string())
+        .await
+        .map(|(status, _, body)| (status, body))
+}
+
+/// The status, header block and body of `GET path` on `addr` sent with the `Host` header
+/// `host` (what a browser sends for the name in its address bar), within 5 s.
+///
+/// Errors: the connection failed, timed out, or the answer is not HTTP (a sentence).
+pub async fn get_as(addr: SocketAddr, path: &str, host: &str) -> Result<(u16, String, String), String> {
     let exchange = async {
         let mut s = tokio::net::TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").as_bytes())
             .await
             .map_err(|e| e.to_string())?;
         let mut raw = Vec::new();
@@ -29,7 +39,7 @@ pub async fn get(addr: SocketAddr, path: &str) -> Result<(u16, String), String> 
             .nth(1)
             .and_then(|s| s.parse().ok())
             .ok_or_else(|| format!("no status in {head:?}"))?;
-        Ok((status, body.to_string()))
+        Ok((status, head.to_string(), body.to_string()))
     };
     match tokio::time::timeout(Duration::from_secs(5), exchange).await {
         Ok(r) => r.map_err(|e: String| format!("GET http://{addr}{path}: {e}")),

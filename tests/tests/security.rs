@@ -1349,3 +1349,349 @@ async fn a_forged_discovery_answer_is_not_counted_as_a_replica() {
     );
     answering.abort();
 }
+
+// ---------------------------------------------------------------------------------------------
+// Secrets inside values
+
+/// A password inside a driver parameter's value, whatever its key: a URL's user-info
+/// (`scheme://user:password@host`, RFC 3986 §3.2.1) or a connection string's `Password=` pair
+/// (ADO.NET connection string syntax; OWASP Secrets Management Cheat Sheet). `fedvol check`
+/// refuses the file naming the field and its line, and never prints the secret.
+#[test]
+fn fedvol_check_refuses_a_password_inside_a_value_without_printing_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = write(
+        dir.path(),
+        "inv.yaml",
+        "cluster: c\nprovisioners:\n  ext:\n    driver:\n      type: external\n      provisioner: example.com/dirs\n      parameters:\n        mode: \"0750\"\n        connectionString: \"Server=x;Password=hunter2\"\n        dsn: \"postgres://u:s3cr3t-pw@db/x\"\n",
+    );
+    let o = Command::new(bin_path("fedvol"))
+        .arg("check")
+        .arg(&inv)
+        .env_remove("FEDVOL_OUTPUT")
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("inv.yaml:9:") && out.contains("provisioners.ext.driver.parameters.connectionString"),
+        "{out}"
+    );
+    assert!(
+        out.contains("inv.yaml:10:") && out.contains("provisioners.ext.driver.parameters.dsn"),
+        "{out}"
+    );
+    assert!(!out.contains("hunter2") && !out.contains("s3cr3t-pw"), "{out}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Test tools build nothing
+
+/// `fedvol-burst` copied alone into an empty directory (no `fedvol-agent` beside it) runs no
+/// cargo (a `CARGO` that would leave a mark is never called), writes nothing, and says which
+/// binary is missing and where it looked; `--bin-dir` at an empty directory says the same.
+#[test]
+fn fedvol_burst_runs_the_binaries_it_is_given_and_builds_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let burst = dir.path().join("fedvol-burst");
+    std::fs::copy(env!("CARGO_BIN_EXE_fedvol-burst"), &burst).unwrap();
+    let mark = dir.path().join("cargo-ran");
+    let fake_cargo = write(
+        dir.path(),
+        "fake-cargo",
+        &format!("#!/bin/sh\ntouch '{}'\nexit 1\n", mark.display()),
+    );
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake_cargo, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let empty = tempfile::tempdir().unwrap();
+    let given = empty.path().display().to_string();
+    for extra in [vec![], vec!["--bin-dir", given.as_str()]] {
+        let o = Command::new(&burst)
+            .args([
+                "--slots",
+                "1",
+                "--clusters",
+                "1",
+                "--submits",
+                "1",
+                "--coordinators",
+                "1",
+            ])
+            .args(&extra)
+            .env("CARGO", &fake_cargo)
+            .env_remove("FEDVOL_BIN_DIR")
+            .env_remove("FEDVOL_TEST_NO_BUILD")
+            .env_remove("CARGO_TARGET_DIR")
+            .output()
+            .unwrap();
+        let out = text(&o);
+        assert!(!mark.exists(), "fedvol-burst ran cargo: {out}");
+        assert_eq!(o.status.code(), Some(2), "{out}");
+        let looked = if extra.is_empty() {
+            dir.path().display().to_string()
+        } else {
+            given.clone()
+        };
+        assert!(
+            out.contains(&format!("fedvol-agent not found in {looked}")) && out.contains("--bin-dir"),
+            "{out}"
+        );
+    }
+    let mut left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["fake-cargo", "fedvol-burst"], "nothing written beside it");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Log injection and spoofed names
+
+/// True when `log` holds a raw ESC, CR, U+202E or U+200B, or a line `forged` starts.
+fn forged(log: &str, forged: &str) -> bool {
+    log.contains(['\u{1b}', '\r', '\u{202e}', '\u{200b}']) || log.lines().any(|l| l.starts_with(forged))
+}
+
+/// A request id with ESC, CR and LF (OWASP Logging Cheat Sheet: log injection, CWE-117), by the
+/// CLI and raw over NATS (submit and get), is refused, and neither the answer nor the
+/// coordinator's log holds the raw characters: they are shown as escapes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_characters_in_a_request_id_never_reach_the_coordinators_log_raw() {
+    let _serial = SERIAL.lock().await;
+    let kit = Kit::copy();
+    let nats = secure_server(&kit);
+    let url = nats.url();
+    let coord = coordinator(&url, &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let wf = write(dir.path(), "wf.yaml", WORKFLOW);
+    let bad = "\u{1b}[2J\r\nFAKE LINE INFO alice is admin";
+
+    let o = fedvol(
+        &url,
+        "alice",
+        "alice",
+        &["submit", &wf.display().to_string(), "--request-id", bad],
+    );
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("is not valid"), "{}", text(&o));
+    assert!(
+        !forged(&text(&o), "FAKE LINE"),
+        "the CLI prints it escaped: {:?}",
+        text(&o)
+    );
+
+    let nc = client(&url, "alice", &inbox_prefix("alice")).await;
+    let parsed = fedvol_common::format::parse_workflow_str("w.yaml", "w", WORKFLOW)
+        .unwrap()
+        .value;
+    for (subject, body) in [
+        (
+            "fedvol.v1.coordinator.submit.alice",
+            serde_json::json!({"v": 1, "request_id": bad, "workflow": parsed}),
+        ),
+        (
+            "fedvol.v1.coordinator.get.alice",
+            serde_json::json!({"v": 1, "request_id": bad}),
+        ),
+    ] {
+        let m = tokio::time::timeout(
+            Duration::from_secs(10),
+            nc.request(subject, serde_json::to_vec(&body).unwrap().into()),
+        )
+        .await
+        .expect("an answer in time")
+        .expect("an answer");
+        let r: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
+        assert!(r["error"]["code"].is_string(), "{subject}: {r}");
+        let msg = r["error"]["message"].as_str().unwrap();
+        assert!(!forged(msg, "FAKE LINE"), "{subject}: {msg:?}");
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let log = coord.log();
+    assert!(log.contains("FAKE LINE"), "the requests were logged:\n{log}");
+    assert!(
+        !forged(&log, "FAKE LINE"),
+        "raw ESC/CR/LF of a request id in the coordinator's log:\n{log:?}"
+    );
+    assert!(log.contains("\\u{1b}[2J\\r\\nFAKE LINE"), "shown escaped:\n{log}");
+}
+
+/// Unicode TR #36 §2.1 (bidirectional text spoofing) and TR #39 (identifiers exclude
+/// Default_Ignorable_Code_Point): names with U+202E or U+200B are refused at input, by
+/// `fedvol check`/`submit` with the file, line, field and code point and by the coordinator for
+/// a raw body; a decision stored before the rule is printed escaped by `decisions list/show`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bidi_controls_and_invisible_characters_in_names_are_refused_and_printed_escaped() {
+    let _serial = SERIAL.lock().await;
+    let kit = Kit::copy();
+    let nats = secure_server(&kit);
+    let url = nats.url();
+    let dir = tempfile::tempdir().unwrap();
+    let coord = coordinator(&url, &[]).await;
+    let da = dir.path().join("a");
+    let _a = agent(
+        &url,
+        "cluster-a",
+        &da,
+        &slots_inventory("cluster-a", 2, &da, "all"),
+        &[],
+    )
+    .await;
+    wait_clusters(&url, &["cluster-a"]).await;
+
+    // At input: a volume name with a zero-width space, a workflow (file) name with U+202E.
+    let zw = write(dir.path(), "zw.yaml", &WORKFLOW.replace("scratch", "scr\u{200b}atch"));
+    let o = fedvol(&url, "alice", "alice", &["submit", &zw.display().to_string()]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("zw.yaml:3:")
+            && out.contains("volumes.scr\\u{200b}atch")
+            && out.contains("U+200B (zero width space"),
+        "{out}"
+    );
+    assert!(!forged(&out, "-"), "{out:?}");
+    let rlo = write(dir.path(), "invoice\u{202e}fdp.yaml", WORKFLOW);
+    let o = Command::new(bin_path("fedvol"))
+        .arg("check")
+        .arg(&rlo)
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("U+202E (right-to-left override"), "{out}");
+    let nc = client(&url, "alice", &inbox_prefix("alice")).await;
+    let mut parsed = fedvol_common::format::parse_workflow_str("w.yaml", "w", WORKFLOW)
+        .unwrap()
+        .value;
+    parsed.name = "invoice\u{202e}fdp.exe".into();
+    let body = serde_json::json!({"v": 1, "request_id": "spoof-raw", "workflow": parsed});
+    let m = nc
+        .request(
+            "fedvol.v1.coordinator.submit.alice",
+            serde_json::to_vec(&body).unwrap().into(),
+        )
+        .await
+        .unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
+    assert_eq!(r["error"]["code"], "bad_request", "{r}");
+    assert!(r["error"]["message"].as_str().unwrap().contains("U+202E"), "{r}");
+
+    // Stored before the rule: a decision whose workflow name holds U+202E and ESC.
+    let wf = write(dir.path(), "old.yaml", WORKFLOW);
+    let o = fedvol(
+        &url,
+        "alice",
+        "alice",
+        &["submit", &wf.display().to_string(), "--request-id", "old-1"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let co = client(&url, "coordinator", &inbox_prefix("coordinator")).await;
+    let kv = async_nats::jetstream::new(co)
+        .get_key_value("fedvol_decisions")
+        .await
+        .unwrap();
+    let mut v: serde_json::Value = serde_json::from_slice(&kv.get("old-1").await.unwrap().unwrap()).unwrap();
+    let spoofed = "invoice\u{202e}fdp.exe\u{1b}[2J";
+    v["decision"]["workflow"] = spoofed.into();
+    v["request"]["workflow"]["name"] = spoofed.into();
+    kv.put("old-1", serde_json::to_vec(&v).unwrap().into()).await.unwrap();
+    for args in [
+        vec!["decisions", "list"],
+        vec!["decisions", "show", "old-1"],
+        vec!["decisions", "list", "-o", "wide"],
+    ] {
+        let o = fedvol(&url, "alice", "alice", &args);
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {out}");
+        assert!(!forged(&out, "-"), "{args:?} printed a raw spoofing character: {out:?}");
+        assert!(out.contains("invoice\\u{202e}"), "{args:?}: {out}");
+    }
+    drop(coord);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The web view
+
+/// `fedvol ui` answers only under its own address (`127.0.0.1:<port>`, `localhost:<port>`) and
+/// the names given with `--allowed-host`: a DNS-rebinding page's requests carry the attacker's
+/// name in `Host` and are refused with 421 (OWASP, DNS rebinding). Every answer carries
+/// Content-Security-Policy (`default-src 'self'`, `frame-ancestors 'none'`: MDN
+/// Content-Security-Policy), `X-Frame-Options: DENY`, `X-Content-Type-Options: nosniff` and
+/// `Referrer-Policy: no-referrer` (OWASP HTTP Headers Cheat Sheet).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_web_view_refuses_foreign_host_headers_and_sends_security_headers() {
+    let _serial = SERIAL.lock().await;
+    let kit = Kit::copy();
+    let nats = secure_server(&kit);
+    let url = nats.url();
+    let _coord = coordinator(&url, &[]).await;
+    let mut ui = Spawned::start({
+        let mut c = command("fedvol", &url, "alice", true);
+        c.args([
+            "-u",
+            "alice",
+            "ui",
+            "--listen",
+            "127.0.0.1:0",
+            "--allowed-host",
+            "view.example.org",
+        ]);
+        c
+    });
+    ui.wait_for_log("view on http://", Duration::from_secs(10)).await;
+    let addr: std::net::SocketAddr = ui
+        .log()
+        .split("view on http://")
+        .nth(1)
+        .and_then(|s| s.split('/').next())
+        .and_then(|s| s.parse().ok())
+        .expect("the view's address");
+    let port = addr.port();
+    let headers = |head: &str| head.to_ascii_lowercase();
+    for host in [
+        addr.to_string(),
+        format!("localhost:{port}"),
+        format!("LOCALHOST:{port}"),
+        format!("view.example.org:{port}"),
+    ] {
+        for path in ["/decisions", "/clusters", "/live.js"] {
+            let (status, head, body) = fedvol_tests::http::get_as(addr, path, &host).await.unwrap();
+            assert_eq!(status, 200, "{host}{path}: {head}\n{body}");
+            let h = headers(&head);
+            for expected in [
+                "content-security-policy: default-src 'self'",
+                "frame-ancestors 'none'",
+                "x-frame-options: deny",
+                "x-content-type-options: nosniff",
+                "referrer-policy: no-referrer",
+            ] {
+                assert!(h.contains(expected), "{host}{path}: no {expected} in\n{head}");
+            }
+            assert!(h.contains("script-src 'self';"), "no inline script may run: {head}");
+        }
+    }
+    let (_, _, list) = fedvol_tests::http::get_as(addr, "/decisions", &addr.to_string())
+        .await
+        .unwrap();
+    assert!(
+        list.contains("<script src=\"/live.js\">"),
+        "the script is a file of its own: {list}"
+    );
+    for host in [
+        format!("attacker.example:{port}"),
+        "attacker.example".to_string(),
+        format!("127.0.0.2:{port}"),
+        format!("view.example.org:{}", port.wrapping_add(1)),
+        String::new(),
+    ] {
+        let (status, head, body) = fedvol_tests::http::get_as(addr, "/decisions", &host).await.unwrap();
+        assert_eq!(status, 421, "Host {host:?} answered: {head}\n{body}");
+        assert!(body.contains("--allowed-host"), "{body}");
+        assert!(!body.contains("<table"), "no decisions: {body}");
+        assert!(headers(&head).contains("x-frame-options: deny"), "{head}");
+    }
+}

@@ -149,7 +149,9 @@ fn main() -> std::process::ExitCode {
             .init();
     } else {
         use std::io::IsTerminal;
+        // Fields escaped: a request id or name never forges a line (fedvol_obs::logs).
         tracing_subscriber::fmt()
+            .fmt_fields(fedvol_obs::logs::escaped_fields(fedvol_common::limits::printable))
             .with_ansi(std::io::stderr().is_terminal())
             .with_env_filter(filter)
             .with_writer(std::io::stderr)

@@ -305,7 +305,9 @@ pub struct WhyNotArgs {
 
 fn print_doc<T: serde::Serialize>(o: Output, value: &T, table_text: impl FnOnce() -> String) -> bool {
     let text = match o {
-        Output::Table | Output::Wide => Ok(table_text()),
+        // Names stored before they were checked may hold bidirectional controls or invisible
+        // characters (Unicode TR #36 §2.1): tables show them escaped.
+        Output::Table | Output::Wide => Ok(fedvol_common::limits::printable_lines(&table_text())),
         Output::Json => serde_json::to_string_pretty(value).map(|s| s + "\n"),
         Output::Yaml => yaml::render(value),
     };
@@ -372,18 +374,33 @@ pub fn stored_table(s: &StoredDecision) -> String {
         out.push_str("\ncommit attempts:\n");
     }
     for a in &s.attempts {
-        match &a.error {
-            None => out.push_str(&format!("  commit on {}: ok\n", a.cluster)),
-            Some(e) => out.push_str(&format!(
-                "  commit on {}: failed: {} ({})\n",
-                a.cluster, e.message, e.code
-            )),
-        }
+        out.push_str(&attempt_line(a));
     }
     if let Some(c) = &s.completion {
         out.push_str(&format!("completed: {}\n", outcome_line(c)));
     }
     out
+}
+
+/// One line of `commit attempts:`. An attempt still `pending` was sent and its outcome was
+/// never recorded (the cluster may have committed or rolled it back), so it reads as in doubt,
+/// never as `ok`, whatever `ok` holds; one not ok without an error reads as failed.
+fn attempt_line(a: &fedvol_proto::decisions::CommitAttempt) -> String {
+    let cluster = fedvol_common::limits::printable(&a.cluster);
+    if a.pending {
+        return format!(
+            "  commit on {cluster}: in doubt (sent, outcome not recorded: the cluster is asked what became of it when the decision is taken over)\n"
+        );
+    }
+    match (&a.error, a.ok) {
+        (None, true) => format!("  commit on {cluster}: ok\n"),
+        (None, false) => format!("  commit on {cluster}: failed\n"),
+        (Some(e), _) => format!(
+            "  commit on {cluster}: failed: {} ({})\n",
+            fedvol_common::limits::printable(&e.message),
+            e.code
+        ),
+    }
 }
 
 /// What `fedvol complete` prints: the state, the cluster, each volume's outcome.
@@ -772,7 +789,8 @@ async fn watch(client: &Client, o: Output) -> u8 {
                     Some(before) => format!("{before} → {state}"),
                 };
                 let workflow = fedvol_common::limits::printable(&summary.workflow);
-                let cluster = summary.chosen_cluster.as_deref().unwrap_or("none");
+                let cluster = fedvol_common::limits::printable(summary.chosen_cluster.as_deref().unwrap_or("none"));
+                let cluster = cluster.as_str();
                 let dry = if summary.dry_run { " (dry run)" } else { "" };
                 match o {
                     Output::Json | Output::Yaml => println!(

@@ -14,6 +14,12 @@ pub struct UiArgs {
     /// them (port 0 picks a free port; the address is printed on stderr).
     #[arg(long, default_value = "127.0.0.1:8080", env = "FEDVOL_UI_LISTEN")]
     pub listen: SocketAddr,
+    /// Another name the view may be reached under (`Host` header), e.g. a reverse proxy's
+    /// `view.example.org` or `view.example.org:443`; repeatable. Requests under any other name
+    /// than the listen address (and `localhost` on loopback) are refused with 421, so a
+    /// DNS-rebinding page cannot read the view.
+    #[arg(long = "allowed-host", value_name = "NAME")]
+    pub allowed_hosts: Vec<String>,
     /// The decisions bucket (the coordinators' `kv.bucket`), shown on the pages; the view
     /// reads decisions through the coordinators, never the bucket itself.
     #[arg(long, default_value = crate::feed::DEFAULT_BUCKET)]
@@ -30,14 +36,20 @@ pub fn run(a: &UiArgs) -> u8 {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
+        .fmt_fields(fedvol_obs::logs::escaped_fields(fedvol_common::limits::printable))
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
     if !a.listen.ip().is_loopback() {
         eprintln!(
-            "warning: serving on {}, not loopback: anyone who can reach it sees every decision these NATS credentials can read",
-            a.listen
+            "warning: serving on {}, not loopback: anyone who can reach it sees every decision these NATS credentials can read (it answers only under this address and the --allowed-host names{})",
+            a.listen,
+            if a.allowed_hosts.is_empty() {
+                ": pass --allowed-host NAME for each name it is reached under"
+            } else {
+                ""
+            }
         );
     }
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -59,7 +71,7 @@ pub fn run(a: &UiArgs) -> u8 {
                 return EXIT_BAD_INPUT;
             }
         };
-        let served = crate::ui::serve(client, &a.bucket, a.listen, |addr| {
+        let served = crate::ui::serve(client, &a.bucket, a.listen, &a.allowed_hosts, |addr| {
             eprintln!("fedvol ui: serving the read-only view on http://{addr}/ (Ctrl-C to stop)");
         });
         tokio::select! {

@@ -9,6 +9,7 @@ use indexmap::IndexMap;
 
 use fedvol_common::choice::{choose_cluster, rules};
 use fedvol_common::decision::{ChoiceStep, ClusterDecision, ClusterStatus, Decision, Rejection};
+use fedvol_common::limits::printable;
 use fedvol_proto::agent::{self as agent, AgentOp, PlanMsg, WhyNotMsg, WhyNotReply};
 use fedvol_proto::coordinator::{ClustersReply, DecisionRef, ReplayReply, SubmitReply, WhyNotQuery};
 use fedvol_proto::decisions::{DecisionState, StoredDecision};
@@ -36,8 +37,12 @@ pub async fn get(co: &Coordinator, q: &DecisionRef) -> SubmitReply {
     }
 }
 
+/// `not_found` for request id `id` (user input, shown escaped: it may hold ESC, CR, LF).
 fn not_found(id: &str) -> SubmitReply {
-    error_reply(Code::NotFound, format!("no decision is stored under request id `{id}`"))
+    error_reply(
+        Code::NotFound,
+        format!("no decision is stored under request id `{}`", printable(id)),
+    )
 }
 
 /// How often `complete` looks again at a decision another coordinator is committing, ms.
@@ -301,7 +306,7 @@ pub async fn why_not(co: &Coordinator, q: &WhyNotQuery) -> Result<WhyNotReply, F
         Ok(None) => {
             return Err(fail(
                 Code::NotFound,
-                format!("no decision is stored under request id `{}`", q.request_id),
+                format!("no decision is stored under request id `{}`", printable(&q.request_id)),
             ));
         }
         Err(e) => return Err(fail(Code::StoreUnavailable, e.to_string())),
@@ -463,7 +468,7 @@ pub async fn replay(co: &Coordinator, q: &DecisionRef) -> Result<ReplayReply, Fa
         Ok(None) => {
             return Err(Failure::new(
                 Code::NotFound,
-                format!("no decision is stored under request id `{}`", q.request_id),
+                format!("no decision is stored under request id `{}`", printable(&q.request_id)),
             ));
         }
         Err(e) => return Err(Failure::new(Code::StoreUnavailable, e.to_string())),

@@ -347,8 +347,11 @@ fn user_of(m: &Message) -> String {
     m.subject.rsplit('.').next().unwrap_or_default().to_string()
 }
 
+/// Records the request id (user input: escaped, see [`fedvol_common::limits::printable`]) in the
+/// current request span.
 fn record_id(id: &str) {
-    tracing::Span::current().record("request_id", tracing::field::display(id));
+    let shown = fedvol_common::limits::printable(&id.chars().take(256).collect::<String>());
+    tracing::Span::current().record("request_id", tracing::field::display(shown));
 }
 
 /// Answers one request of operation `op` (in a `request` span naming the operation, the user
@@ -362,7 +365,7 @@ async fn handle(
     let started = std::time::Instant::now();
     let connection = connects(&co.client);
     let user = user_of(&m);
-    let span = tracing::info_span!("request", op = %op.name(), user = %user, request_id = tracing::field::Empty);
+    let span = tracing::info_span!("request", op = %op.name(), user = %fedvol_common::limits::printable(&user), request_id = tracing::field::Empty);
     async move {
         // What the handlers borrow (references are copied into their `async move` blocks).
         let (c, u) = (&co, user.as_str());
@@ -417,7 +420,7 @@ async fn handle(
                         let reply = submit(co.clone(), &user, req).await;
                         if let Some(e) = &reply.error {
                             failed.store(true, Ordering::Relaxed);
-                            tracing::warn!(code = %e.code, error = %e.message, "submit answered with an error");
+                            tracing::warn!(code = %e.code, error = %fedvol_common::limits::printable(&e.message), "submit answered with an error");
                         }
                         if let Some(stored) = &reply.stored {
                             co.metrics.decision(stored.state.as_str());

@@ -101,14 +101,14 @@ async fn existing(co: &Arc<Coordinator>, id: &str, user: &str, dry_run: bool, di
             Ok(Some(x)) => x,
         };
         if stored.request.user != user {
-            tracing::warn!(owner = %stored.request.user, "submit under another user's request id refused");
+            tracing::warn!(owner = %fedvol_common::limits::printable(&stored.request.user), "submit under another user's request id refused");
             return Existing::Done(Box::new(error_reply(
                 Code::NotOwner,
                 format!("request id `{id}` belongs to another user's decision: choose another request id"),
             )));
         }
         if let Some(conflict) = conflict(id, &stored, dry_run, digest) {
-            tracing::warn!(stored_workflow = %stored.decision.workflow, "a different request under a stored request id refused");
+            tracing::warn!(stored_workflow = %fedvol_common::limits::printable(&stored.decision.workflow), "a different request under a stored request id refused");
             return Existing::Done(Box::new(SubmitReply::error(conflict)));
         }
         if stored.dry_run && !dry_run {
@@ -143,7 +143,7 @@ fn conflict(id: &str, stored: &StoredDecision, dry_run: bool, digest: &str) -> O
     let state = format!("{:?}", stored.state).to_lowercase();
     Some(Code::RequestIdConflict.error(format!(
         "request id `{id}` is taken by the {what} of workflow `{}` ({state}), and this request differs: {differs}; submit it under another request id, or the same request to get the stored decision",
-        stored.decision.workflow
+        fedvol_common::limits::printable(&stored.decision.workflow)
     )))
 }
 
@@ -312,16 +312,19 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
     } else {
         msg.request_id.clone()
     };
-    tracing::Span::current().record("request_id", tracing::field::display(&id));
+    // Checked before it is logged: an invalid id is user input that may carry ESC, CR or LF
+    // (OWASP Logging Cheat Sheet: log injection), so the span and the error show it escaped.
     if !valid_key(&id) {
+        let shown = fedvol_common::limits::printable(&id.chars().take(80).collect::<String>());
+        tracing::Span::current().record("request_id", tracing::field::display(&shown));
         return error_reply(
             Code::BadRequest,
             format!(
-                "request id `{}` is not valid: use 1 to 256 letters, digits, `-`, `_`, `=` or `.` (not at either end)",
-                id.chars().take(80).collect::<String>()
+                "request id `{shown}` is not valid: use 1 to 256 letters, digits, `-`, `_`, `=` or `.` (not at either end)"
             ),
         );
     }
+    tracing::Span::current().record("request_id", tracing::field::display(&id));
     // A fresh id the coordinator made, or a dry run (which holds nothing), skips the lookup:
     // creating the key fails if the id is taken, and that conflict is resolved below exactly as
     // the lookup would have (the stored decision, its owner check, a take-over). One store
@@ -361,7 +364,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
     } else {
         msg.timeout_ms.min(MAX_DEADLINE_MS)
     };
-    tracing::info!(workflow = %request.workflow.name, dry_run = msg.dry_run, seed, wait_ms, priority, "submit");
+    tracing::info!(workflow = %fedvol_common::limits::printable(&request.workflow.name), dry_run = msg.dry_run, seed, wait_ms, priority, "submit");
     let mut stored = StoredDecision {
         state: DecisionState::Planned,
         decision: Decision {

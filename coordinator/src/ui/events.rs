@@ -28,7 +28,7 @@ pub fn stream(index: Arc<Index>, filter: Filter, since: u64) -> Sse<impl Stream<
             for (revision, key, slot) in index.changes_after(last) {
                 last = last.max(revision);
                 let (kind, data) = if filter.matches(&slot) {
-                    let html = list::row(&key, &slot).into_string();
+                    let html = fedvol_common::limits::printable_lines(&list::row(&key, &slot).into_string());
                     ("row", serde_json::json!({ "key": key, "html": html }))
                 } else {
                     ("gone", serde_json::json!({ "key": key }))

@@ -54,6 +54,122 @@ pub enum UiError {
     Serve(std::io::Error),
 }
 
+/// The `Host` names the view answers to besides its own address (`--allowed-host`).
+#[derive(Debug, Clone, Default)]
+pub struct HostCheck {
+    /// Every accepted `Host` header value, lowercased: `name:port` (and `name` alone when the
+    /// port is 80).
+    accepted: Vec<String>,
+}
+
+impl HostCheck {
+    /// What the view bound to `bound` answers to: its own address (`127.0.0.1:8080`,
+    /// `[::1]:8080`), `localhost` when it is on loopback, and each of `names` (host names the
+    /// user passed with `--allowed-host`, with or without a port; without one, the bound port).
+    pub fn new(bound: SocketAddr, names: &[String]) -> HostCheck {
+        let port = bound.port();
+        let mut bare: Vec<String> = vec![match bound.ip() {
+            std::net::IpAddr::V4(ip) => ip.to_string(),
+            std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+        }];
+        if bound.ip().is_loopback() {
+            bare.push("localhost".into());
+        }
+        let mut accepted = Vec::new();
+        for n in names {
+            let n = n.trim().to_ascii_lowercase();
+            if n.rsplit_once(':')
+                .is_some_and(|(_, p)| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+                && !n.ends_with(']')
+            {
+                accepted.push(n);
+            } else {
+                bare.push(n);
+            }
+        }
+        for b in bare {
+            if port == 80 {
+                accepted.push(b.clone());
+            }
+            accepted.push(format!("{b}:{port}"));
+        }
+        HostCheck { accepted }
+    }
+
+    /// True when a request whose `Host` header is `host` may be answered.
+    pub fn allows(&self, host: &str) -> bool {
+        let host = host.trim().to_ascii_lowercase();
+        self.accepted.contains(&host)
+    }
+
+    /// The accepted values, for the refusal's text.
+    fn first(&self) -> &str {
+        self.accepted
+            .iter()
+            .find(|a| a.contains(':'))
+            .map_or("", String::as_str)
+    }
+}
+
+/// The Content-Security-Policy of every answer (MDN Content-Security-Policy; OWASP HTTP
+/// Headers Cheat Sheet): everything from this origin only (the pages, `/live.js`, `/events`),
+/// no plugins, no framing, no `<base>` change; styles also inline (the page's style sheet and
+/// the funnel's bar widths are `style` elements and attributes, escaped like all text).
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+/// Refuses a request whose `Host` is not one the view answers to (a DNS-rebinding page's
+/// requests carry the attacker's name: OWASP, "DNS rebinding"; RFC 9110 §15.5.20 421
+/// Misdirected Request), and adds the security headers to every answer.
+async fn guard(
+    State(check): State<Arc<HostCheck>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_string)
+        .or_else(|| request.uri().authority().map(|a| a.as_str().to_string()));
+    let mut response = match host {
+        Some(h) if check.allows(&h) => next.run(request).await,
+        other => {
+            let shown =
+                fedvol_common::limits::printable(&other.unwrap_or_default().chars().take(100).collect::<String>());
+            tracing::warn!(host = %shown, "a request for another host refused (DNS rebinding?)");
+            (
+                StatusCode::MISDIRECTED_REQUEST,
+                [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+                format!(
+                    "421 Misdirected Request: this view answers to http://{}/ only, not to Host `{shown}`; start it with --allowed-host NAME to be reached under another name\n",
+                    check.first()
+                ),
+            )
+                .into_response()
+        }
+    };
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    response
+}
+
+async fn live_js() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        pages::list::SCRIPT,
+    )
+        .into_response()
+}
+
 #[derive(Clone)]
 struct App {
     client: Arc<Client>,
@@ -64,13 +180,17 @@ struct App {
 /// Starts the web view: asks the coordinators for the decisions (an error when they cannot be
 /// read),
 /// binds `listen`, calls `ready` with the bound address (port 0 picks a free one), and serves
-/// until the process ends.
+/// until the process ends. It answers only requests whose `Host` is its own address,
+/// `localhost` on loopback, or one of `allowed_hosts` ([`HostCheck`]); every answer carries
+/// [`CONTENT_SECURITY_POLICY`], `X-Frame-Options: DENY`, `X-Content-Type-Options: nosniff` and
+/// `Referrer-Policy: no-referrer`.
 ///
 /// Errors: [`UiError`].
 pub async fn serve(
     client: Client,
     bucket: &str,
     listen: SocketAddr,
+    allowed_hosts: &[String],
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), UiError> {
     let client = Arc::new(client);
@@ -83,27 +203,37 @@ pub async fn serve(
         bucket: bucket.to_string(),
     });
     let app = App { client, index, viewer };
-    let router = Router::new()
-        .route("/", get(list_page))
-        .route("/decisions", get(list_page))
-        .route("/decisions/{id}", get(decision_page))
-        .route("/clusters", get(clusters_page))
-        .route("/events", get(events))
-        .fallback(not_found)
-        .with_state(app);
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|source| UiError::Bind { addr: listen, source })?;
     let bound = listener
         .local_addr()
         .map_err(|source| UiError::Bind { addr: listen, source })?;
+    let check = Arc::new(HostCheck::new(bound, allowed_hosts));
+    let router = Router::new()
+        .route("/", get(list_page))
+        .route("/decisions", get(list_page))
+        .route("/decisions/{id}", get(decision_page))
+        .route("/clusters", get(clusters_page))
+        .route("/events", get(events))
+        .route("/live.js", get(live_js))
+        .fallback(not_found)
+        .with_state(app)
+        .layer(axum::middleware::from_fn_with_state(check, guard));
     ready(bound);
     axum::serve(listener, router).await.map_err(UiError::Serve)
 }
 
+/// A whole HTML page's text. Names stored before they were checked may hold bidirectional
+/// controls or invisible characters (Unicode TR #36 §2.1): the page shows them escaped, as the
+/// CLI's tables do.
+fn html(title: &str, nav: Nav, viewer: &Viewer, body: Markup) -> String {
+    fedvol_common::limits::printable_lines(&pages::page(title, nav, viewer, body).into_string())
+}
+
 /// A whole HTML page with `status`; pages are never cached (they show live state).
 fn respond(status: StatusCode, title: &str, nav: Nav, viewer: &Viewer, body: Markup) -> Response {
-    let mut r = (status, Html(pages::page(title, nav, viewer, body).into_string())).into_response();
+    let mut r = (status, Html(html(title, nav, viewer, body))).into_response();
     r.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     r

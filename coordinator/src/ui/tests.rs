@@ -125,3 +125,93 @@ fn the_index_keeps_the_latest_revision_and_reports_changes_in_order() {
     let changes: Vec<(u64, String)> = index.changes_after(4).into_iter().map(|(r, k, _)| (r, k)).collect();
     assert_eq!(changes, vec![(6, "b".to_string()), (7, "a".to_string())]);
 }
+
+/// A commit attempt stored `pending` (sent, its outcome never recorded: the cluster may have
+/// rolled it back) is in doubt, not `ok`, in `decisions show` and on the decision page.
+#[test]
+fn a_pending_commit_attempt_reads_as_in_doubt_not_ok() {
+    let mut s = stored("train", "alice");
+    s.state = DecisionState::Planned;
+    s.attempts = vec![fedvol_proto::decisions::CommitAttempt {
+        cluster: "east".into(),
+        attempt: 1,
+        pending: true,
+        ok: false,
+        error: None,
+        volumes: vec![],
+    }];
+    let text = crate::cli::federation::stored_table(&s);
+    assert!(text.contains("commit on east: in doubt"), "{text}");
+    assert!(!text.contains("commit on east: ok"), "{text}");
+    // A pending attempt stored with `ok` set (written before the outcome was known) is still
+    // in doubt.
+    s.attempts[0].ok = true;
+    let text = crate::cli::federation::stored_table(&s);
+    assert!(text.contains("commit on east: in doubt"), "{text}");
+    let page = pages::decision::body("r1", &s, None).into_string();
+    assert!(page.contains("in doubt"), "{page}");
+    assert!(!page.contains(">committed<"), "{page}");
+}
+
+/// A decision stored before names were checked, whose workflow and volume names hold U+202E
+/// (right-to-left override) and U+200B (zero width space): the page shows them escaped
+/// (Unicode TR #36 §2.1), never raw.
+#[test]
+fn spoofing_characters_of_a_stored_decision_are_escaped_on_the_page() {
+    let mut s = stored("invoice\u{202e}fdp.exe", "alice");
+    for c in s.decision.clusters.values_mut() {
+        c.volumes = c
+            .volumes
+            .drain(..)
+            .map(|(k, v)| (format!("scr\u{200b}atch-{k}"), v))
+            .collect();
+    }
+    let viewer = super::Viewer {
+        user: "alice".into(),
+        bucket: "b".into(),
+    };
+    let page = super::html(
+        "Decision r1",
+        super::Nav::Decisions,
+        &viewer,
+        pages::decision::body("r1", &s, None),
+    );
+    assert!(!page.contains('\u{202e}') && !page.contains('\u{200b}'), "{page}");
+    assert!(page.contains("invoice\\u{202e}fdp.exe"), "{page}");
+    assert!(page.contains("scr\\u{200b}atch-"), "{page}");
+}
+
+/// The `Host` names the view answers to (OWASP, DNS rebinding): its own address, `localhost`
+/// on loopback, the `--allowed-host` names (with the bound port unless they give one), case
+/// aside; nothing else.
+#[test]
+fn the_host_check_accepts_the_view_s_own_names_only() {
+    let check = super::HostCheck::new(
+        "127.0.0.1:8080".parse().unwrap(),
+        &["View.Example.org".into(), "proxy.example:443".into()],
+    );
+    for ok in [
+        "127.0.0.1:8080",
+        "localhost:8080",
+        "LocalHost:8080",
+        "view.example.org:8080",
+        "proxy.example:443",
+    ] {
+        assert!(check.allows(ok), "{ok}");
+    }
+    for bad in [
+        "",
+        "127.0.0.1",
+        "localhost",
+        "attacker.example:8080",
+        "view.example.org",
+        "proxy.example:8080",
+        "127.0.0.1:8081",
+    ] {
+        assert!(!check.allows(bad), "{bad}");
+    }
+    let v6 = super::HostCheck::new("[::1]:80".parse().unwrap(), &[]);
+    assert!(v6.allows("[::1]") && v6.allows("[::1]:80") && v6.allows("localhost"));
+    let wide = super::HostCheck::new("0.0.0.0:8080".parse().unwrap(), &[]);
+    assert!(wide.allows("0.0.0.0:8080") && !wide.allows("localhost:8080"));
+}

@@ -3,16 +3,21 @@
 //! answer times of each burst.
 //!
 //! ```sh
-//! cargo run --release -p fedvol-tests --bin fedvol-burst -- --slots 100 --clusters 4 --submits 100,400
+//! cargo build --release --workspace
+//! target/release/fedvol-burst --slots 100 --clusters 4 --submits 100,400
 //! ```
 //!
+//! It runs the `fedvol-agent` and `fedvol-coordinator` next to it (`target/<profile>/`, where
+//! cargo builds them with the workspace) or in `--bin-dir`, and never builds anything.
+//!
 //! Exit codes: 0 when every burst committed min(N, S), refused the rest only once capacity was
-//! gone, and over-committed nothing; 1 otherwise; 2 on bad arguments.
+//! gone, and over-committed nothing; 1 otherwise; 2 on bad arguments or a missing binary.
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
+use fedvol_tests::bins;
 use fedvol_tests::burst::{BurstSpec, run};
 
 /// Bursts of N concurrent submits on S one-job slots over C clusters (each cluster its own
@@ -35,10 +40,23 @@ struct Cli {
     /// Coordinators.
     #[arg(long, default_value_t = 2)]
     coordinators: usize,
+    /// Directory of the `fedvol-agent` and `fedvol-coordinator` binaries to run (default: this
+    /// executable's own directory, `target/<profile>/`). They are run as they are: nothing is
+    /// built and nothing is written into a checkout.
+    #[arg(long, value_name = "DIR")]
+    bin_dir: Option<std::path::PathBuf>,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let Some(dir) = cli.bin_dir.clone().or_else(bins::own_dir) else {
+        eprintln!("fedvol-burst: cannot tell this executable's directory: pass --bin-dir");
+        return ExitCode::from(2);
+    };
+    if let Err(e) = bins::use_given_dir(dir, &["fedvol-agent", "fedvol-coordinator"]) {
+        eprintln!("fedvol-burst: {e}");
+        return ExitCode::from(2);
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

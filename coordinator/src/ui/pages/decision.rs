@@ -124,10 +124,10 @@ fn attempts(s: &StoredDecision) -> Markup {
                 tbody {
                     @for a in &s.attempts {
                         tr {
-                            td { (a.cluster) }
+                            td { (fedvol_common::limits::printable(&a.cluster)) }
                             td.num { (a.attempt) }
                             td {
-                                @if a.pending { (badge("pending", Kind::Warn)) }
+                                @if a.pending { (badge("in doubt", Kind::Warn)) " sent, outcome not recorded" }
                                 @else if a.ok { (badge("committed", Kind::Ok)) }
                                 @else { (badge("failed", Kind::Bad)) }
                                 @if let Some(e) = &a.error { " " (e.message) " (" (e.code) ")" }
