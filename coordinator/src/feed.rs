@@ -110,11 +110,19 @@ impl DecisionFeed {
     ///
     /// Errors: [`FeedError`].
     pub async fn fill(&mut self, client: &Client) -> Result<(), FeedError> {
+        self.fill_waiting(client, WAIT_MS).await
+    }
+
+    /// As [`DecisionFeed::fill`], waiting up to `wait_ms` for a change (0: what is there now,
+    /// e.g. a page's first look at an empty store).
+    ///
+    /// Errors: [`FeedError`].
+    pub async fn fill_waiting(&mut self, client: &Client, wait_ms: u64) -> Result<(), FeedError> {
         let q = ChangesQuery {
             after: self.after,
-            wait_ms: WAIT_MS,
+            wait_ms,
         };
-        let within = Duration::from_millis(WAIT_MS) + client.timeout;
+        let within = Duration::from_millis(wait_ms) + client.timeout;
         match client.call_within::<api::Changes>(&q, within).await? {
             Ok(reply) => {
                 self.after = self.after.max(reply.last);

@@ -195,7 +195,8 @@ pub async fn serve(
 ) -> Result<(), UiError> {
     let client = Arc::new(client);
     let mut feed = DecisionFeed::new();
-    feed.fill(&client).await?;
+    // What is stored now, without waiting for a change (an empty store answers at once).
+    feed.fill_waiting(&client, 0).await?;
     let index = Arc::new(Index::new());
     tokio::spawn(index::follow(index.clone(), client.clone(), feed));
     let viewer = Arc::new(Viewer {
