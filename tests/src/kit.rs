@@ -163,7 +163,8 @@ pub async fn coordinator_as(urls: &str, private_inbox: bool, extra: &[&str], env
 
 /// An agent of `cluster` logged in as `agent-<cluster>` (private inbox when `private_inbox`),
 /// serving `inventory` (written to `<dir>/inventory.yaml`) with its state in `<dir>/data` and
-/// `env`; returned once its endpoints are ready.
+/// `env` (`FEDVOL_RESTORE_WAIT_MS` is 0 unless `env` sets it); returned once its endpoints are
+/// ready.
 pub async fn agent_as(
     urls: &str,
     cluster: &str,
@@ -181,7 +182,10 @@ pub async fn agent_as(
         .arg("--data-dir")
         .arg(dir.join("data"))
         .args(["--heartbeat-ms", "300", "--init"])
-        .env("RUST_LOG", "debug,async_nats=info");
+        .env("RUST_LOG", "debug,async_nats=info")
+        // A fresh state admits commits at once, as before the restore gate
+        // (`fedvol_agent::restore_gate`), unless `env` sets another wait.
+        .env("FEDVOL_RESTORE_WAIT_MS", "0");
     for (k, v) in env {
         cmd.env(k, v);
     }

@@ -1,0 +1,136 @@
+//! Acknowledged decisions under restarts and retries, under the shipped single-server NATS
+//! configuration (`deploy/nats/single.conf`, the shipped example users):
+//! - an agent that lost its state and starts with `--init` admits no new commit before the
+//!   coordinators restored the commits they stored for its cluster;
+//! - a plain retry of `fedvol submit` after its coordinator died mid-commit resumes the same
+//!   request instead of booking a second slot;
+//! - one user's flood of dry runs is bounded and the coordinator's memory comes back.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use fedvol_tests::federation::slots_inventory;
+use fedvol_tests::kit::{Kit, SLOT_WORKFLOW, agent_as, coordinator_as, fedvol_as, output_text, wait_clusters_as};
+use fedvol_tests::nats::free_port;
+use fedvol_tests::{NatsServer, Spawned};
+
+/// The shipped `single.conf`, listening on loopback ports with a temporary JetStream store.
+fn single_server(kit: &Kit) -> NatsServer {
+    let port = free_port();
+    let conf = kit.rewrite(
+        "single.conf",
+        &[
+            ("listen: 0.0.0.0:4222", format!("listen: 127.0.0.1:{port}")),
+            ("http: 127.0.0.1:8222", format!("http: 127.0.0.1:{}", free_port())),
+            (
+                "store_dir: \"/var/lib/nats\"",
+                format!("store_dir: \"{}\"", kit.store("single")),
+            ),
+        ],
+    );
+    NatsServer::start_config_file(&conf, port)
+}
+
+/// `fedvol -u alice <args>` as NATS user alice.
+fn alice(url: &str, args: &[&str]) -> std::process::Output {
+    fedvol_as(url, "alice", "alice", false, args)
+}
+
+/// The stored decision of `id`, as `fedvol decisions show -o json` prints it.
+fn show(url: &str, id: &str) -> serde_json::Value {
+    let o = alice(url, &["decisions", "show", id, "-o", "json"]);
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", output_text(&o)))
+}
+
+/// The reconciler's lines of a coordinator's log.
+fn reconciler_lines(coordinator: &Spawned) -> String {
+    let log = coordinator.log();
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains("reconciler")).collect();
+    lines.join("\n")
+}
+
+/// Writes the one-slot workflow to `<dir>/<name>.yaml`.
+fn workflow(dir: &Path, name: &str) -> String {
+    let p = dir.join(format!("{name}.yaml"));
+    std::fs::write(&p, SLOT_WORKFLOW).unwrap();
+    p.display().to_string()
+}
+
+/// Submits `wf` under `id` until it is answered committed (the agent may still be starting).
+async fn committed(url: &str, wf: &str, id: &str, coordinator: &Spawned) {
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let o = alice(url, &["submit", wf, "--request-id", id, "-o", "json"]);
+        if o.status.success() {
+            let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            assert_eq!(doc["state"], "committed", "{doc:#}");
+            return;
+        }
+        assert!(
+            Instant::now() < end,
+            "{id} never committed: {}\ncoordinator's reconciler:\n{}",
+            output_text(&o),
+            reconciler_lines(coordinator)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Finding A. Kubernetes' PV controller never lets a new claim bind a volume whose claimRef
+/// points at another claim, even when its cache was rebuilt (Kubernetes: PV controller,
+/// syncVolume / IsVolumeBoundToClaim): what was acknowledged bound is restored before anything
+/// new is admitted. Here: a cluster of exactly 2 slots, both committed; its agent is killed
+/// with `kill -9`, its state wiped and started again with `--init`, and a submit comes at once.
+/// The old decisions stay committed; the new one is refused (or waits), never committed over
+/// them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_agent_restores_its_commits_before_it_admits_a_new_one() {
+    let kit = Kit::copy();
+    let nats = single_server(&kit);
+    let url = nats.url();
+    let coordinator = coordinator_as(&url, false, &[], &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("a");
+    let inventory = slots_inventory("cluster-a", 2, &d, "all");
+    // The agent waits for the coordinators' restore, as it does by default.
+    let gated = [("FEDVOL_RESTORE_WAIT_MS", "60000")];
+    let mut agent: Spawned = agent_as(&url, "cluster-a", false, &d, &inventory, &gated).await;
+    wait_clusters_as(&url, false, &["cluster-a"]).await;
+    // A new cluster's agent starts fresh too: it admits commits once a coordinator saw it.
+    agent
+        .wait_for_log("new commits are admitted", Duration::from_secs(20))
+        .await;
+    let wf = workflow(dir.path(), "slot");
+    committed(&url, &wf, "old-1", &coordinator).await;
+    committed(&url, &wf, "old-2", &coordinator).await;
+
+    // The agent loses its state: kill -9, its data directory wiped, started fresh.
+    agent.kill();
+    std::fs::remove_dir_all(d.join("data")).unwrap();
+    agent = agent_as(&url, "cluster-a", false, &d, &inventory, &gated).await;
+    let o = alice(&url, &["submit", &wf, "--request-id", "new-1", "-o", "json"]);
+    eprintln!("new submit right after the restart: {}", output_text(&o));
+
+    // Let the coordinators restore (their reconciler runs every 2 s).
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    eprintln!("coordinator's reconciler:\n{}", reconciler_lines(&coordinator));
+    for id in ["old-1", "old-2"] {
+        let doc = show(&url, id);
+        assert_eq!(
+            doc["state"],
+            "committed",
+            "an acknowledged commit stays committed: {id}: {doc:#}\nagent log:\n{}",
+            agent.log()
+        );
+    }
+    let new = show(&url, "new-1");
+    assert_ne!(
+        new["state"], "committed",
+        "the new submit is not committed over the restored ones: {new:#}"
+    );
+    // Once restored, the cluster is full again: a new submit is refused for capacity.
+    let o = alice(&url, &["submit", &wf, "--request-id", "new-2", "-o", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["state"], "failed", "{}", output_text(&o));
+    assert_eq!(o.status.code(), Some(2), "no cluster can place it: {}", output_text(&o));
+}
