@@ -134,3 +134,104 @@ async fn a_fresh_agent_restores_its_commits_before_it_admits_a_new_one() {
     assert_eq!(doc["state"], "failed", "{}", output_text(&o));
     assert_eq!(o.status.code(), Some(2), "no cluster can place it: {}", output_text(&o));
 }
+
+/// `fedvol -u alice submit <wf> <extra>` as NATS user alice, keeping the CLI's state in
+/// `state`; returns the output.
+fn submit_plain(url: &str, state: &Path, wf: &str, extra: &[&str]) -> std::process::Output {
+    fedvol_tests::kit::command("fedvol", url, "alice", false)
+        .env("FEDVOL_STATE_DIR", state)
+        .args(["-u", "alice", "submit", wf, "-o", "json"])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+/// The request ids cluster `cluster`'s agent holds committed (asked as the coordinator user,
+/// which may address agents under the shipped permissions).
+async fn committed_on(url: &str, cluster: &str) -> Vec<String> {
+    let client = fedvol_tests::kit::client(url, "coordinator", "_INBOX").await;
+    let st = fedvol_tests::checker::fetch_status(&client, cluster).await.unwrap();
+    st.committed
+}
+
+/// Finding B. A coordinator killed mid-commit leaves the decision `planned`; the user runs the
+/// same `fedvol submit wf.yaml` again, without `--request-id`. The CLI resumes its own
+/// unfinished request (Nomad: job register idempotency via JobModifyIndex; Amazon EC2:
+/// ClientToken reused on retry) instead of booking a second slot, and says so; `fedvol
+/// complete` of the still-planned decision answers within the CLI's wait. `--new` books afresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_retry_after_a_coordinator_died_mid_commit_books_once() {
+    let kit = Kit::copy();
+    let nats = single_server(&kit);
+    let url = nats.url();
+    let mut coordinator = coordinator_as(&url, false, &[], &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("a");
+    let agent = agent_as(
+        &url,
+        "cluster-a",
+        false,
+        &d,
+        &slots_inventory("cluster-a", 4, &d, "all"),
+        &[],
+    )
+    .await;
+    wait_clusters_as(&url, false, &["cluster-a"]).await;
+    let state = dir.path().join("cli-state");
+    let wf = workflow(dir.path(), "retry");
+
+    // The agent freezes as its commit starts; the coordinator is killed with kill -9 meanwhile.
+    let freezer = fedvol_tests::faultkit::signal_on_line(
+        agent.log_path(),
+        "provisioning",
+        agent.pid(),
+        nix::sys::signal::Signal::SIGSTOP,
+        Duration::from_secs(20),
+    );
+    let first = {
+        let (url, state, wf) = (url.clone(), state.clone(), wf.clone());
+        tokio::task::spawn_blocking(move || submit_plain(&url, &state, &wf, &[]))
+    };
+    let line = tokio::task::spawn_blocking(move || freezer.join().ok().flatten())
+        .await
+        .unwrap()
+        .expect("the commit starts");
+    let id = fedvol_tests::faultkit::field(&line, "request_id").unwrap();
+    coordinator.kill();
+    agent.signal(nix::sys::signal::Signal::SIGCONT);
+    let first = first.await.unwrap();
+    eprintln!("first submit (coordinator killed mid-commit):\n{}", output_text(&first));
+    assert_ne!(first.status.code(), Some(0), "{}", output_text(&first));
+    let _again = coordinator_as(&url, false, &[], &[]).await;
+
+    // The same command again.
+    let began = Instant::now();
+    let retry = submit_plain(&url, &state, &wf, &[]);
+    let shown = output_text(&retry);
+    eprintln!("plain retry ({:.1} s):\n{shown}", began.elapsed().as_secs_f64());
+    assert!(
+        String::from_utf8_lossy(&retry.stderr).contains(&format!("resuming request {id}")),
+        "the terminal says it resumes: {shown}"
+    );
+    let held = committed_on(&url, "cluster-a").await;
+    assert_eq!(held, std::slice::from_ref(&id), "one slot booked after the retry");
+
+    // Completing the decision still `planned` answers within the CLI's wait (15 s).
+    let began = Instant::now();
+    let done = alice(&url, &["complete", &id]);
+    let took = began.elapsed();
+    eprintln!("complete ({:.1} s):\n{}", took.as_secs_f64(), output_text(&done));
+    assert!(
+        took < Duration::from_secs(12),
+        "answered within the wait: {:?}\n{}",
+        took,
+        output_text(&done)
+    );
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert!(!err.contains("no answer from a coordinator"), "{err}");
+
+    // `--new` books afresh: what a plain retry did before.
+    let fresh = submit_plain(&url, &state, &wf, &["--new"]);
+    assert_eq!(fresh.status.code(), Some(0), "{}", output_text(&fresh));
+    assert_eq!(committed_on(&url, "cluster-a").await.len(), 2);
+}
