@@ -235,3 +235,119 @@ async fn a_plain_retry_after_a_coordinator_died_mid_commit_books_once() {
     assert_eq!(fresh.status.code(), Some(0), "{}", output_text(&fresh));
     assert_eq!(committed_on(&url, "cluster-a").await.len(), 2);
 }
+
+/// The resident set of process `pid`, MB (`VmRSS` of `/proc/<pid>/status`).
+fn rss_mb(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    kb / 1024.0
+}
+
+/// Finding C. One user floods the coordinator with 5,000 dry runs (`fedvol submit --dry-run`,
+/// not kept), sent as fast as a client can, 2,000 at a time (`FEDVOL_FLOOD`,
+/// `FEDVOL_FLOOD_AT_ONCE`). The user's requests beyond its
+/// per-user bound are refused at once with `overloaded` naming the limit (Kubernetes: API
+/// Priority and Fairness, per-flow queues and "429 Too Many Requests"), and the coordinator's
+/// memory comes back after the flood. Prints RSS before, right after, and 30 s later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_users_flood_of_dry_runs_is_bounded_and_memory_comes_back() {
+    let flood = fedvol_tests::load::env_number("FEDVOL_FLOOD", 5_000) as usize;
+    let kit = Kit::copy();
+    let nats = single_server(&kit);
+    let url = nats.url();
+    // `FEDVOL_FLOOD_PER_USER` sets the bound (default: the coordinator's, 64), to measure
+    // without it.
+    let per_user = std::env::var("FEDVOL_FLOOD_PER_USER").unwrap_or_default();
+    let extra: Vec<&str> = if per_user.is_empty() {
+        Vec::new()
+    } else {
+        vec!["--max-in-flight-per-user", &per_user]
+    };
+    let coordinator = coordinator_as(&url, false, &extra, &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut agents = Vec::new();
+    for c in ["cluster-a", "cluster-b"] {
+        let d = dir.path().join(c);
+        agents.push(agent_as(&url, c, false, &d, &slots_inventory(c, 4, &d, "all"), &[]).await);
+    }
+    wait_clusters_as(&url, false, &["cluster-a", "cluster-b"]).await;
+    let pid = coordinator.pid();
+    let workflow = fedvol_tests::load::small_workflow("flood", 1);
+    let client = fedvol_tests::kit::client(&url, "alice", "_INBOX").await;
+    // Warm up: one dry run.
+    let mut msg = fedvol_tests::load::submit_msg("", &workflow, true);
+    msg.keep = false;
+    let r = fedvol_tests::load::coordinator_op::<fedvol_proto::coordinator::Submit>(
+        &client,
+        "alice",
+        &msg,
+        Duration::from_secs(10),
+    )
+    .await;
+    assert!(r.is_ok_and(|r| r.error.is_none()), "a dry run is answered");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = rss_mb(pid);
+
+    let began = Instant::now();
+    let at_once = fedvol_tests::load::env_number("FEDVOL_FLOOD_AT_ONCE", 2_000) as usize;
+    let gate = std::sync::Arc::new(tokio::sync::Semaphore::new(at_once));
+    let mut tasks = Vec::new();
+    for _ in 0..flood {
+        let permit = gate.clone().acquire_owned().await.unwrap();
+        let (client, msg) = (client.clone(), msg.clone());
+        tasks.push(tokio::spawn(async move {
+            let r = fedvol_tests::load::coordinator_op::<fedvol_proto::coordinator::Submit>(
+                &client,
+                "alice",
+                &msg,
+                Duration::from_secs(30),
+            )
+            .await;
+            drop(permit);
+            match r {
+                Ok(r) => match r.error {
+                    None => "answered".to_string(),
+                    Some(e) => format!("{}: {}", e.code, e.message),
+                },
+                Err(e) => format!("no answer: {e}"),
+            }
+        }));
+    }
+    let mut outcomes: std::collections::BTreeMap<String, usize> = Default::default();
+    for t in tasks {
+        *outcomes.entry(t.await.unwrap()).or_default() += 1;
+    }
+    let took = began.elapsed();
+    let after = rss_mb(pid);
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let later = rss_mb(pid);
+    eprintln!(
+        "flood of {flood} dry runs, {at_once} at a time, in {:.1} s: {outcomes:#?}\ncoordinator RSS: before {before:.1} MB, after the flood {after:.1} MB, 30 s later {later:.1} MB",
+        took.as_secs_f64()
+    );
+    let refused = outcomes
+        .iter()
+        .filter(|(k, _)| k.starts_with("overloaded") && k.contains("maxInFlightPerUser"))
+        .map(|(_, n)| n)
+        .sum::<usize>();
+    assert!(refused > 0, "the per-user bound refused some: {outcomes:#?}");
+    assert!(
+        later < before + 60.0,
+        "memory comes back: before {before:.1} MB, 30 s later {later:.1} MB"
+    );
+    // Another user is served meanwhile and after.
+    let bob = fedvol_tests::kit::client(&url, "bob", "_INBOX").await;
+    let r = fedvol_tests::load::coordinator_op::<fedvol_proto::coordinator::Submit>(
+        &bob,
+        "bob",
+        &msg,
+        Duration::from_secs(10),
+    )
+    .await;
+    assert!(r.is_ok_and(|r| r.error.is_none()), "bob is answered");
+}

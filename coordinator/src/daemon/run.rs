@@ -140,6 +140,7 @@ pub async fn run(cfg: CoordinatorConfig) -> Result<(), StartError> {
         registry: Mutex::new(Registry::new()),
         directory: RwLock::new(directory),
         admission: Arc::new(tokio::sync::Semaphore::new(cfg.max_in_flight)),
+        per_user: Arc::default(),
         replies: super::replies::Replies::new(&client),
         metrics: obs.metrics.clone(),
     });
@@ -159,8 +160,8 @@ pub async fn run(cfg: CoordinatorConfig) -> Result<(), StartError> {
         let co = co.clone();
         tasks.push(tokio::spawn(async move {
             while let Some(m) = sub.next().await {
-                let permit = co.admission.clone().try_acquire_owned().ok();
-                tokio::spawn(handle(co.clone(), op, m, permit));
+                let admitted = admit(&co, &user_of(&m));
+                tokio::spawn(handle(co.clone(), op, m, admitted));
             }
         }));
     }
@@ -306,45 +307,72 @@ fn record_id(id: &str) {
     tracing::Span::current().record("request_id", tracing::field::display(id));
 }
 
+/// What admitting a request holds while it is served: a place among `maxInFlight` and one
+/// among its user's `maxInFlightPerUser`.
+type Admitted = (tokio::sync::OwnedSemaphorePermit, super::per_user::Slot);
+
+/// Admits a request of `user` within `maxInFlightPerUser` ([`super::per_user`]) and
+/// `maxInFlight`; the refusal's message otherwise.
+fn admit(co: &Arc<Coordinator>, user: &str) -> Result<Admitted, String> {
+    let per_user = co.cfg.max_in_flight_per_user;
+    let Some(slot) = co.per_user.admit(user, per_user) else {
+        tracing::debug!(
+            user,
+            limit = per_user,
+            "overloaded: a user's request refused (maxInFlightPerUser)"
+        );
+        return Err(super::per_user::refusal(user, per_user));
+    };
+    match co.admission.clone().try_acquire_owned() {
+        Ok(permit) => Ok((permit, slot)),
+        Err(_) => {
+            let limit = co.cfg.max_in_flight;
+            tracing::warn!(limit, "overloaded: request refused");
+            Err(format!(
+                "{limit} requests are in progress, this coordinator's limit (maxInFlight): ask again later"
+            ))
+        }
+    }
+}
+
+/// Answers request `m` of operation `op` with `overloaded` and `message`, reading nothing of
+/// its body.
+async fn refuse(co: &Coordinator, op: CoordinatorOp, m: Message, message: String) {
+    let f = Failure::new(fedvol_proto::Code::Overloaded, message);
+    let body = match op {
+        CoordinatorOp::Submit => api::Submit::encode_failure(&f),
+        CoordinatorOp::Complete => api::Complete::encode_failure(&f),
+        CoordinatorOp::Get => api::Get::encode_failure(&f),
+        CoordinatorOp::Replay => api::Replay::encode_failure(&f),
+        CoordinatorOp::WhyNot => api::WhyNot::encode_failure(&f),
+        CoordinatorOp::Clusters => api::Clusters::encode_failure(&f),
+        CoordinatorOp::List => api::List::encode_failure(&f),
+        CoordinatorOp::Cluster => api::Cluster::encode_failure(&f),
+    };
+    if let Some(reply) = m.reply
+        && let Err(e) = co.client.publish(reply, body).await
+    {
+        tracing::warn!(error = %e, "the answer could not be sent");
+    }
+}
+
 /// Answers one request of operation `op` (in a `request` span naming the operation, the user
 /// and, once known, the request id).
-async fn handle(
-    co: Arc<Coordinator>,
-    op: CoordinatorOp,
-    m: Message,
-    permit: Option<tokio::sync::OwnedSemaphorePermit>,
-) {
+async fn handle(co: Arc<Coordinator>, op: CoordinatorOp, m: Message, admitted: Result<Admitted, String>) {
     let started = std::time::Instant::now();
     let user = user_of(&m);
     let span = tracing::info_span!("request", op = %op.name(), user = %user, request_id = tracing::field::Empty);
     async move {
         // What the handlers borrow (references are copied into their `async move` blocks).
         let (c, u) = (&co, user.as_str());
-        if permit.is_none() {
-            co.metrics.request(op.name(), Outcome::Overloaded, started.elapsed());
-            let limit = co.cfg.max_in_flight;
-            tracing::warn!(limit, "overloaded: request refused");
-            let f = Failure::new(
-                fedvol_proto::Code::Overloaded,
-                format!("{limit} requests are in progress, this coordinator's limit (maxInFlight): ask again later"),
-            );
-            let body = match op {
-                CoordinatorOp::Submit => api::Submit::encode_failure(&f),
-                CoordinatorOp::Complete => api::Complete::encode_failure(&f),
-                CoordinatorOp::Get => api::Get::encode_failure(&f),
-                CoordinatorOp::Replay => api::Replay::encode_failure(&f),
-                CoordinatorOp::WhyNot => api::WhyNot::encode_failure(&f),
-                CoordinatorOp::Clusters => api::Clusters::encode_failure(&f),
-                CoordinatorOp::List => api::List::encode_failure(&f),
-                CoordinatorOp::Cluster => api::Cluster::encode_failure(&f),
-            };
-            if let Some(reply) = m.reply
-                && let Err(e) = co.client.publish(reply, body).await
-            {
-                tracing::warn!(error = %e, "the answer could not be sent");
+        let _admitted = match admitted {
+            Ok(a) => a,
+            Err(message) => {
+                co.metrics.request(op.name(), Outcome::Overloaded, started.elapsed());
+                refuse(&co, op, m, message).await;
+                return;
             }
-            return;
-        }
+        };
         // What the handler returned, if it ran; and whether a submit's reply carried an error.
         let ran = AtomicU8::new(NOT_RUN);
         let submit_failed = std::sync::atomic::AtomicBool::new(false);
