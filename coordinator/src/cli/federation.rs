@@ -471,10 +471,10 @@ pub fn submit(a: &SubmitArgs) -> u8 {
         };
         // A plain real submit resumes the same request left unfinished by an earlier run
         // (super::pending), else gets a fresh id, remembered until its outcome is learnt.
-        let remembered = (a.request_id.is_none() && !a.dry_run)
-            .then(|| super::pending::key(&net.user, &net.subject_prefix, &msg.digest()));
+        // A real submit under an id given by hand settles an unfinished one under that id too.
+        let remembered = (!a.dry_run).then(|| super::pending::key(&net.user, &net.subject_prefix, &msg.digest()));
         let resumed = match &remembered {
-            Some(k) if !a.new => super::pending::find(k, now_ms()),
+            Some(k) if !a.new && a.request_id.is_none() => super::pending::find(k, now_ms()),
             _ => None,
         };
         if msg.request_id.is_empty() {
@@ -486,7 +486,7 @@ pub fn submit(a: &SubmitArgs) -> u8 {
         // A request too large to send is refused below with one line; an id is worth printing
         // only for a request that leaves.
         let sendable = <api::Submit as fedvol_proto::Endpoint>::encode_request(&msg).len() <= client.nats.max_payload();
-        if let (Some(k), true) = (&remembered, sendable) {
+        if let (Some(k), true, None) = (&remembered, sendable, &a.request_id) {
             let entry = super::pending::Entry {
                 request_id: msg.request_id.clone(),
                 workflow: msg.workflow.name.clone(),
@@ -908,7 +908,17 @@ pub fn complete(a: &IdArgs) -> u8 {
             Err(code) => return code,
         };
         let msg = DecisionRef { request_id: id.clone() };
-        match client.call::<api::Complete>(&msg).await.map(as_submit_reply) {
+        let answer = client.call::<api::Complete>(&msg).await.map(as_submit_reply);
+        // Completed (or found failed): no plain submit is to resume it.
+        if let Ok(r) = &answer
+            && r.stored
+                .as_ref()
+                .is_some_and(|s| matches!(s.state, DecisionState::Completed | DecisionState::Failed))
+            && let Err(e) = super::pending::forget_request(&id)
+        {
+            eprintln!("note: {e}");
+        }
+        match answer {
             // The table view says what completing did; `decisions show` has the decision.
             Ok(r) if matches!(a.output.output, Output::Table | Output::Wide) && r.error.is_none() => match &r.stored {
                 Some(s) => {

@@ -130,6 +130,23 @@ pub fn forget(key: &str, request_id: &str) -> Result<(), PendingError> {
     Ok(())
 }
 
+/// Forgets every unfinished submit under request id `request_id` (it was completed, or found
+/// failed).
+///
+/// Errors: [`PendingError`] when the file cannot be written.
+pub fn forget_request(request_id: &str) -> Result<(), PendingError> {
+    let Some(p) = path() else {
+        return Ok(());
+    };
+    let mut book = load(&p);
+    let before = book.pending.len();
+    book.pending.retain(|_, e| e.request_id != request_id);
+    if book.pending.len() != before {
+        save(&p, &book)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -49,8 +49,9 @@ const POLL_MS: u64 = 100;
 /// before it answers that the decision is still being settled, ms: well within the CLI's
 /// default wait (15 s), so that a client asking about a decision whose coordinator died
 /// mid-commit gets an answer rather than a timeout (the decision is taken over once the commit
-/// phase's bound has passed: [`commit_phase_bound_ms`]).
-pub const ANSWER_WITHIN_MS: u64 = 5_000;
+/// phase's bound has passed: [`commit_phase_bound_ms`]; one that passes within this wait is
+/// taken over and answered with its outcome).
+pub const ANSWER_WITHIN_MS: u64 = 10_000;
 
 /// The answer for a decision still `planned` `age_ms` after its last change (its coordinator
 /// may be committing it, or may have died): the decision as stored, and
