@@ -20,8 +20,6 @@ const READY: Duration = Duration::from_secs(30);
 /// (`fedvol_agent::restore_gate`): tests of the gate itself start agents without it.
 pub fn agent_args(inventory: &Path, url: &str, data: &Path, heartbeat_ms: u64) -> Vec<String> {
     vec![
-        "--restore-wait-ms".to_string(),
-        "0".into(),
         "--inventory".to_string(),
         inventory.display().to_string(),
         "--nats".into(),
@@ -30,6 +28,8 @@ pub fn agent_args(inventory: &Path, url: &str, data: &Path, heartbeat_ms: u64) -
         data.display().to_string(),
         "--heartbeat-ms".into(),
         heartbeat_ms.to_string(),
+        "--restore-wait-ms".into(),
+        "0".into(),
     ]
 }
 
