@@ -351,3 +351,50 @@ async fn one_users_flood_of_dry_runs_is_bounded_and_memory_comes_back() {
     .await;
     assert!(r.is_ok_and(|r| r.error.is_none()), "bob is answered");
 }
+
+/// The code of the answer to a commit of `id` (no hold, no request) sent to `cluster`'s agent
+/// as the coordinator user.
+async fn commit_code(client: &async_nats::Client, cluster: &str, id: &str) -> String {
+    use fedvol_proto::agent::{AgentEndpoint, Commit};
+    let subject = fedvol_proto::Subjects::default().cluster(cluster, Commit::OP);
+    let msg = fedvol_proto::agent::ActionMsg::new(id, fedvol_proto::now_ms() + 5_000);
+    let r = fedvol_proto::rpc::call::<Commit>(client, &subject, &msg, Duration::from_secs(5), "test")
+        .await
+        .unwrap();
+    match r {
+        Ok(reply) => reply.error.map_or_else(|| "ok".to_string(), |e| e.code.to_string()),
+        Err(f) => f.error.code.to_string(),
+    }
+}
+
+/// Finding A, with no coordinator around: the agent started fresh refuses new commits with
+/// `restoring` for `restoreWaitMs`, then says in its log that no coordinator restored its
+/// cluster and admits them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_coordinator_a_fresh_agent_waits_a_bounded_time() {
+    let kit = Kit::copy();
+    let nats = single_server(&kit);
+    let url = nats.url();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("a");
+    let wait = [("FEDVOL_RESTORE_WAIT_MS", "2000")];
+    let mut agent = agent_as(
+        &url,
+        "cluster-a",
+        false,
+        &d,
+        &slots_inventory("cluster-a", 1, &d, "all"),
+        &wait,
+    )
+    .await;
+    let client = fedvol_tests::kit::client(&url, "coordinator", "_INBOX").await;
+    assert_eq!(commit_code(&client, "cluster-a", "early").await, "restoring");
+    agent
+        .wait_for_log(
+            "no coordinator restored this cluster's commits within restoreWaitMs",
+            Duration::from_secs(10),
+        )
+        .await;
+    // Admitted now: refused only because it holds nothing for that id.
+    assert_eq!(commit_code(&client, "cluster-a", "later").await, "no_hold");
+}
