@@ -45,6 +45,10 @@ pub struct AgentConfig {
     pub heartbeat_ms: u64,
     /// Hold lease when a plan asks for none, ms (default 30000).
     pub hold_ttl_ms: u64,
+    /// How long an agent started on a fresh state (`--init`) waits for the coordinators to
+    /// restore its cluster's commits before it admits new commits anyway
+    /// ([`crate::restore_gate`]), ms (`restoreWaitMs`, default 60 000).
+    pub restore_wait_ms: u64,
     /// How often the inventory file is checked for changes, ms (default 2000; 0 = only SIGHUP).
     pub reload_poll_ms: u64,
     /// Development sandbox: re-root every local driver path under this directory (see
@@ -84,6 +88,7 @@ impl AgentConfig {
             subject_prefix: fedvol_proto::DEFAULT_PREFIX.to_string(),
             heartbeat_ms: 2000,
             hold_ttl_ms: 30_000,
+            restore_wait_ms: 60_000,
             reload_poll_ms: 2000,
             storage_root: None,
             state_store: StateStore::Redb,
@@ -151,6 +156,7 @@ impl AgentConfig {
         for (key, slot) in [
             ("heartbeatMs", &mut cfg.heartbeat_ms),
             ("holdTtlMs", &mut cfg.hold_ttl_ms),
+            ("restoreWaitMs", &mut cfg.restore_wait_ms),
             ("reloadPollMs", &mut cfg.reload_poll_ms),
         ] {
             if let Some(n) = r.take(key)

@@ -9,6 +9,7 @@ pub mod config;
 pub mod drivers;
 pub mod endpoints;
 pub mod metrics;
+pub mod restore_gate;
 pub mod run;
 pub mod service;
 pub mod slurm;

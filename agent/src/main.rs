@@ -52,6 +52,10 @@ struct Args {
     /// Default hold lease, ms.
     #[arg(long)]
     hold_ttl_ms: Option<u64>,
+    /// After `--init`: how long to wait for the coordinators to restore the cluster's commits
+    /// before admitting new commits anyway, ms (default 60000).
+    #[arg(long, env = "FEDVOL_RESTORE_WAIT_MS")]
+    restore_wait_ms: Option<u64>,
     /// Development sandbox: every hostpath/nfs volume becomes a directory under this root (and
     /// unmounted NFS exports are simulated there). Not for production.
     #[arg(long, env = "FEDVOL_STORAGE_ROOT")]
@@ -113,6 +117,9 @@ fn config(a: Args) -> Result<AgentConfig, String> {
     }
     if let Some(v) = a.hold_ttl_ms {
         cfg.hold_ttl_ms = v;
+    }
+    if let Some(v) = a.restore_wait_ms {
+        cfg.restore_wait_ms = v;
     }
     if a.storage_root.is_some() {
         cfg.storage_root = a.storage_root;

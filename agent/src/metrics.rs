@@ -44,7 +44,7 @@ pub struct AgentMetrics {
 
 /// The endpoints the agent serves (the `endpoint` label), as [`crate::service::serve`] names
 /// them.
-pub const ENDPOINTS: [&str; 8] = [
+pub const ENDPOINTS: [&str; 9] = [
     "plan",
     "cluster_plan",
     "commit",
@@ -53,6 +53,7 @@ pub const ENDPOINTS: [&str; 8] = [
     "why_not",
     "status",
     "inventory",
+    "restored",
 ];
 
 impl AgentMetrics {

@@ -12,6 +12,7 @@ use fedvol_proto::{Subjects, now_ms};
 
 use crate::config::{AgentConfig, InventorySource, StateStore};
 use crate::drivers::Drivers;
+use crate::restore_gate::RestoreGate;
 use crate::service::{Shared, lock, serve};
 use crate::state::Core;
 use crate::state::ledger::Ledger;
@@ -258,10 +259,32 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
         tracing::warn!(root = %root.display(), "development sandbox: every volume is a directory under this root");
         drivers = drivers.with_storage_root(root.clone());
     }
+    let gate = match &state_file {
+        Some((_, identity)) => RestoreGate::new(&identity.generation, identity.pending_restore),
+        None => RestoreGate::open(),
+    };
     let shared = Arc::new(
         Shared::new(core, drivers, &cluster, cfg.max_body_bytes, cfg.max_in_flight)
-            .with_obs(obs.metrics.clone(), obs.readiness.clone()),
+            .with_obs(obs.metrics.clone(), obs.readiness.clone())
+            .with_restore_gate(gate),
     );
+    if shared.restore.closed() {
+        tracing::warn!(
+            generation = %shared.restore.generation(),
+            wait_ms = cfg.restore_wait_ms,
+            "fresh state: no new commit is admitted until the coordinators restore the commits they stored for this cluster"
+        );
+        let (shared, wait) = (shared.clone(), cfg.restore_wait_ms);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(wait)).await;
+            if shared.restore.give_up_waiting() {
+                tracing::error!(
+                    wait_ms = wait,
+                    "no coordinator restored this cluster's commits within restoreWaitMs (is a coordinator running?): admitting new commits now; a commit restored later may find its capacity taken"
+                );
+            }
+        });
+    }
     obs.state.set(&shared);
 
     // Heartbeat and sweep.
@@ -300,6 +323,7 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
                     interval_ms: interval,
                     state_generation: generation.clone(),
                     degraded,
+                    restoring: shared.restore.pending(),
                 };
                 let body = fedvol_proto::encode(&hb);
                 if let Err(e) = client.publish(subjects.heartbeat(&shared.cluster), body).await {

@@ -49,6 +49,8 @@ pub struct Shared {
     pub metrics: crate::metrics::AgentMetrics,
     /// What `/readyz` answers: [`serve`] makes it ready once every endpoint is subscribed.
     pub readiness: fedvol_obs::Readiness,
+    /// Whether new commits wait for the coordinators' restore ([`crate::restore_gate`]).
+    pub restore: crate::restore_gate::RestoreGate,
 }
 
 impl Shared {
@@ -66,7 +68,14 @@ impl Shared {
             plan_slots: tokio::sync::Semaphore::new(cores),
             metrics: crate::metrics::AgentMetrics::default(),
             readiness: fedvol_obs::Readiness::default(),
+            restore: crate::restore_gate::RestoreGate::open(),
         }
+    }
+
+    /// The same, with new commits waiting for the restore `gate` says.
+    pub fn with_restore_gate(mut self, gate: crate::restore_gate::RestoreGate) -> Self {
+        self.restore = gate;
+        self
     }
 
     /// The same, counting into `metrics` and reporting readiness to `readiness` (those of the
@@ -275,6 +284,10 @@ pub async fn serve(
         .await?,
         add::<ops::Inventory>(s, c, sh, "inventory", on(AgentOp::Inventory), |s, r| {
             Box::pin(endpoints::inventory::handle(s, r))
+        })
+        .await?,
+        add::<ops::Restored>(s, c, sh, "restored", on(AgentOp::Restored), |s, r| {
+            Box::pin(endpoints::restored::handle(s, r))
         })
         .await?,
     ];

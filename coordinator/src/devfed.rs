@@ -308,8 +308,11 @@ impl DevFederation {
                 fed.dir.path().join("storage").join(&name).display().to_string(),
                 "--heartbeat-ms".into(),
                 "500".into(),
-                // A fresh sandbox: the agent creates its state file.
+                // A fresh sandbox: the agent creates its state file, and has no commits for
+                // the coordinator to restore (fedvol_agent::restore_gate): it admits at once.
                 "--init".into(),
+                "--restore-wait-ms".into(),
+                "0".into(),
             ];
             let i = fed.spawn(&format!("agent-{name}"), &agent_bin, &args)?;
             fed.wait_for(i, |l| l.contains("endpoints ready"), Duration::from_secs(30))?;
@@ -409,6 +412,8 @@ impl DevFederation {
             "--nats".into(),
             self.url.clone(),
             "--init".into(),
+            "--restore-wait-ms".into(),
+            "0".into(),
         ];
         let i = self.spawn(&format!("agent-{SLURM_CLUSTER}"), agent_bin, &args)?;
         self.wait_for(i, |l| l.contains("endpoints ready"), Duration::from_secs(30))?;

@@ -8,6 +8,7 @@
 //! | [`WhyNot`] | `<prefix>.cluster.<c>.why_not` | [`WhyNotMsg`] | [`WhyNotReply`] |
 //! | [`Status`] | `<prefix>.cluster.<c>.status` | none | [`StatusReply`] |
 //! | [`Inventory`] | `<prefix>.cluster.<c>.inventory` | none | [`InventoryReply`] |
+//! | [`Restored`] | `<prefix>.cluster.<c>.restored` | [`RestoredMsg`] | [`RestoredReply`] |
 //!
 //! Every request that changes or reads state carries the request id (the idempotency key: the
 //! same id gives the same answer and never a second reservation) and an absolute deadline in ms
@@ -44,11 +45,14 @@ pub enum AgentOp {
     Status,
     /// The effective inventory and the status.
     Inventory,
+    /// A coordinator says the commits it stored for the cluster were restored onto the agent's
+    /// current state generation: an agent started on a fresh state admits new commits again.
+    Restored,
 }
 
 impl AgentOp {
     /// Every operation, in the order the service registers them.
-    pub const ALL: [AgentOp; 7] = [
+    pub const ALL: [AgentOp; 8] = [
         AgentOp::Plan,
         AgentOp::Commit,
         AgentOp::Release,
@@ -56,6 +60,7 @@ impl AgentOp {
         AgentOp::WhyNot,
         AgentOp::Status,
         AgentOp::Inventory,
+        AgentOp::Restored,
     ];
 
     /// The operation's wire name.
@@ -68,6 +73,7 @@ impl AgentOp {
             AgentOp::WhyNot => "why_not",
             AgentOp::Status => "status",
             AgentOp::Inventory => "inventory",
+            AgentOp::Restored => "restored",
         }
     }
 }
@@ -127,6 +133,12 @@ pub struct ActionMsg {
     /// settled it as released never takes effect.
     #[serde(default, skip_serializing_if = "crate::decisions::is_zero")]
     pub attempt: u32,
+    /// Commit only: this commit restores a decision the coordinators stored committed on the
+    /// cluster, onto an agent that starts from a fresh state. Such commits are the only ones an
+    /// agent admits while it waits for its restore ([`Restored`]); others are refused with
+    /// `restoring`. Absent (false) from earlier releases.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub restore: bool,
 }
 
 impl ActionMsg {
@@ -137,6 +149,7 @@ impl ActionMsg {
             deadline_ms,
             request: None,
             attempt: 0,
+            restore: false,
         }
     }
 }
@@ -394,6 +407,37 @@ pub struct Heartbeat {
     /// releases (an optional addition: DESIGN §5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub degraded: Option<String>,
+    /// True while the agent, started on a fresh state (`--init`), waits for the coordinators to
+    /// restore the commits they stored for its cluster, admitting no new commit meanwhile. The
+    /// reconciler answers it with [`Restored`] once the restore ran to its end. Absent (false)
+    /// otherwise and from earlier releases.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub restoring: bool,
+}
+
+/// Restored: the coordinators' restore of the cluster's committed decisions onto state
+/// generation `generation` ran to its end.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RestoredMsg {
+    /// The agent's state generation the restore was made for (from its heartbeat); an agent on
+    /// another generation ignores the message.
+    pub generation: String,
+    /// Decisions committed again by this restore.
+    #[serde(default)]
+    pub restored: usize,
+    /// Decisions this restore could not commit again (stored `failed`).
+    #[serde(default)]
+    pub failed: usize,
+}
+
+/// The agent's answer to [`RestoredMsg`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RestoredReply {
+    /// The answering cluster.
+    pub cluster: String,
+    /// True when the agent admits new commits now (the generation was its own, or it was not
+    /// waiting).
+    pub admitting: bool,
 }
 
 /// The plan endpoint.
@@ -410,6 +454,8 @@ pub struct WhyNot;
 pub struct Status;
 /// The inventory endpoint.
 pub struct Inventory;
+/// The restored endpoint.
+pub struct Restored;
 
 /// An endpoint served by the agents, with its operation (the subject token).
 pub trait AgentEndpoint: Endpoint {
@@ -567,4 +613,14 @@ impl Endpoint for Inventory {
     fn decode_request(_payload: &[u8], _speaker: &str) -> Result<NoArgs, DecodeError> {
         Ok(NoArgs {})
     }
+}
+
+impl AgentEndpoint for Restored {
+    const OP: AgentOp = AgentOp::Restored;
+}
+
+impl Endpoint for Restored {
+    const NAME: &'static str = AgentOp::Restored.name();
+    type Request = RestoredMsg;
+    type Reply = RestoredReply;
 }

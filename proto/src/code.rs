@@ -72,6 +72,10 @@ codes! {
     /// Agent, commit with a request: it does not fit now, but would without the commits of other
     /// requests in progress on this cluster: ask again shortly. Nothing changed.
     CapacityInFlight = "capacity_in_flight",
+    /// Agent, plan or commit: the agent started on a fresh state (`--init`) and waits for the
+    /// coordinators to restore the commits they stored for its cluster; it admits no new
+    /// commit meanwhile. Nothing changed: ask again shortly.
+    Restoring = "restoring",
     /// Agent, commit: this attempt of the request was released (fenced) on this cluster; it
     /// never commits. Nothing changed.
     Released = "released",

@@ -15,7 +15,9 @@ use crate::process::Spawned;
 const READY: Duration = Duration::from_secs(30);
 
 /// The arguments of an agent for `inventory` on `url` keeping its state in `data`,
-/// heartbeating every `heartbeat_ms` (without `--init`: add it for a new state file).
+/// heartbeating every `heartbeat_ms` (without `--init`: add it for a new state file). A fresh
+/// state admits commits at once (`--restore-wait-ms 0`), as before the restore gate
+/// (`fedvol_agent::restore_gate`): tests of the gate itself start agents without it.
 pub fn agent_args(inventory: &Path, url: &str, data: &Path, heartbeat_ms: u64) -> Vec<String> {
     vec![
         "--inventory".to_string(),
@@ -26,6 +28,8 @@ pub fn agent_args(inventory: &Path, url: &str, data: &Path, heartbeat_ms: u64) -
         data.display().to_string(),
         "--heartbeat-ms".into(),
         heartbeat_ms.to_string(),
+        "--restore-wait-ms".into(),
+        "0".into(),
     ]
 }
 
@@ -272,6 +276,7 @@ pub fn heartbeats(
                 interval_ms,
                 state_generation: String::new(),
                 degraded: None,
+                restoring: false,
             };
             let _ = client.publish(subject.clone(), fedvol_proto::encode(&hb)).await;
             tokio::time::sleep(Duration::from_millis(interval_ms)).await;

@@ -33,6 +33,10 @@ impl AgentProc {
             "--heartbeat-ms".into(),
             heartbeat_ms.to_string(),
             "--init".into(),
+            // A fresh state admits commits at once, as before the restore gate
+            // (`fedvol_agent::restore_gate`); tests of the gate start agents without it.
+            "--restore-wait-ms".into(),
+            "0".into(),
         ];
         let proc = AgentProc::spawn(&args).await;
         AgentProc { proc, args, dir }

@@ -93,8 +93,9 @@ fn copy_tree(from: &Path, to: &Path) {
 
 /// A command for workspace binary `name` logged in to NATS at `urls` as `user` (password from
 /// `FEDVOL_NATS_PASSWORD`, as an operator would run it), with no other `FEDVOL_*` setting
-/// inherited. With `private_inbox`, replies come under `_INBOX_<user>` (`--nats-inbox-prefix`),
-/// as `deploy/nats/secure.conf` requires.
+/// inherited (the CLI's state goes to [`crate::cli::isolated_state_dir`]). With
+/// `private_inbox`, replies come under `_INBOX_<user>` (`--nats-inbox-prefix`), as
+/// `deploy/nats/secure.conf` requires.
 pub fn command(name: &str, urls: &str, user: &str, private_inbox: bool) -> Command {
     let mut cmd = Command::new(bin_path(name));
     for (k, _) in std::env::vars_os() {
@@ -103,6 +104,7 @@ pub fn command(name: &str, urls: &str, user: &str, private_inbox: bool) -> Comma
         }
     }
     cmd.env("FEDVOL_NATS_PASSWORD", password(user))
+        .env("FEDVOL_STATE_DIR", crate::cli::isolated_state_dir())
         .args(["--nats", urls, "--nats-user", user]);
     if private_inbox {
         cmd.args(["--nats-inbox-prefix", &inbox_prefix(user)]);
@@ -164,7 +166,8 @@ pub async fn coordinator_as(urls: &str, private_inbox: bool, extra: &[&str], env
 
 /// An agent of `cluster` logged in as `agent-<cluster>` (private inbox when `private_inbox`),
 /// serving `inventory` (written to `<dir>/inventory.yaml`) with its state in `<dir>/data` and
-/// `env`; returned once its endpoints are ready.
+/// `env` (`FEDVOL_RESTORE_WAIT_MS` is 0 unless `env` sets it); returned once its endpoints are
+/// ready.
 pub async fn agent_as(
     urls: &str,
     cluster: &str,
@@ -182,7 +185,10 @@ pub async fn agent_as(
         .arg("--data-dir")
         .arg(dir.join("data"))
         .args(["--heartbeat-ms", "300", "--init"])
-        .env("RUST_LOG", "debug,async_nats=info");
+        .env("RUST_LOG", "debug,async_nats=info")
+        // A fresh state admits commits at once, as before the restore gate
+        // (`fedvol_agent::restore_gate`), unless `env` sets another wait.
+        .env("FEDVOL_RESTORE_WAIT_MS", "0");
     for (k, v) in env {
         cmd.env(k, v);
     }

@@ -48,7 +48,16 @@ heartbeatMs: 200
 async fn start_agent(nats: &NatsServer, cfg: &Path) -> Spawned {
     let mut a = Spawned::bin(
         "fedvol-agent",
-        ["--config", &cfg.display().to_string(), "--nats", &nats.url(), "--init"],
+        [
+            "--config",
+            &cfg.display().to_string(),
+            "--nats",
+            &nats.url(),
+            "--init",
+            // A new cluster: nothing for a coordinator to restore (fedvol_agent::restore_gate).
+            "--restore-wait-ms",
+            "0",
+        ],
     );
     a.wait_for_log("endpoints ready", Duration::from_secs(30)).await;
     a

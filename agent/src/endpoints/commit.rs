@@ -15,8 +15,9 @@
 use std::sync::Arc;
 
 use fedvol_proto::agent::{ActionMsg, ActionReply};
-use fedvol_proto::{Failure, now_ms};
+use fedvol_proto::{Code, Failure, now_ms};
 
+use crate::restore_gate::RestoreGate;
 use crate::service::{Shared, durable, internal, lock, store_failed, sync};
 use crate::state::core::{DriverResult, Next, ProvisionWork};
 
@@ -27,6 +28,16 @@ pub const ROLLBACK_BUDGET_MS: u64 = 30_000;
 /// Answers a commit.
 pub async fn handle(shared: Arc<Shared>, msg: ActionMsg) -> Option<Result<ActionReply, Failure>> {
     let id = msg.request_id.clone();
+    // A fresh state admits only the coordinators' restore, and requests it already holds,
+    // until the restore is confirmed (crate::restore_gate).
+    if shared.restore.closed() && !msg.restore && !lock(&shared).knows(&id) {
+        tracing::info!(request_id = %id, "commit refused: waiting for the coordinators' restore");
+        return Some(Ok(ActionReply::refused(
+            &shared.cluster,
+            &id,
+            Code::Restoring.error(RestoreGate::refusal(&shared.cluster)),
+        )));
+    }
     let begun = lock(&shared).begin_commit(&msg, now_ms());
     let work = match begun {
         Err(e) => store_failed(&e),

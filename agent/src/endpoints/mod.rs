@@ -8,5 +8,6 @@ pub mod complete;
 pub mod inventory;
 pub mod plan;
 pub mod release;
+pub mod restored;
 pub mod status;
 pub mod why_not;

@@ -8,8 +8,9 @@ use std::time::Instant;
 
 use fedvol_common::funnel::plan_cluster;
 use fedvol_proto::agent::{PlanMsg, PlanReply};
-use fedvol_proto::{Failure, now_ms};
+use fedvol_proto::{Code, Failure, now_ms};
 
+use crate::restore_gate::RestoreGate;
 use crate::service::{Shared, durable, internal, lock, store_failed};
 
 /// Inventories up to this many hosts are planned on the async worker that received the
@@ -21,6 +22,14 @@ pub const INLINE_PLAN_MAX_HOSTS: usize = 20_000;
 /// Answers a plan (broadcast or cluster-addressed).
 pub async fn handle(shared: Arc<Shared>, msg: PlanMsg) -> Option<Result<PlanReply, Failure>> {
     let started = Instant::now();
+    // A fresh state's free capacity is not free until the restore (crate::restore_gate): no
+    // cluster is chosen on it meanwhile.
+    if shared.restore.closed() {
+        return Some(Err(Failure::new(
+            Code::Restoring,
+            RestoreGate::refusal(&shared.cluster),
+        )));
+    }
     let Ok(slot) = shared.plan_slots.acquire().await else {
         return Some(Err(internal("the agent is shutting down")));
     };

@@ -191,6 +191,11 @@ impl Core {
         &self.base.version
     }
 
+    /// True when `request_id` has a hold or a commit here.
+    pub fn knows(&self, request_id: &str) -> bool {
+        self.ledger.knows(request_id)
+    }
+
     /// The durable store, to wait for the disk outside the lock ([`Store::sync_through`]
     /// through [`Store::written`]) before answering.
     pub fn store(&self) -> std::sync::Arc<Store> {

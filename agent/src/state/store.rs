@@ -33,6 +33,11 @@ pub struct Identity {
     pub generation: String,
     /// When it was created, ms since the epoch.
     pub created_ms: u64,
+    /// True from `--init` until a coordinator confirms that the commits stored for the
+    /// cluster were restored onto this generation ([`crate::restore_gate`]). Files of earlier
+    /// releases have none (false).
+    #[serde(default)]
+    pub pending_restore: bool,
 }
 
 /// Why the store failed.
@@ -179,12 +184,34 @@ impl Store {
                     cluster: cluster.to_string(),
                     generation: new_generation(),
                     created_ms: fedvol_proto::now_ms(),
+                    // A new file waits for the restore; one adopted from an earlier release
+                    // kept its commits.
+                    pending_restore: !present,
                 };
                 store.set_identity(&id)?;
                 id
             }
         };
         Ok((Store::Redb(store), snapshot, identity))
+    }
+
+    /// Clears the identity's `pending_restore` mark when its generation is `generation` (a
+    /// coordinator confirmed the restore: [`crate::restore_gate`]). Returns whether it was
+    /// cleared. Replicated state has no identity: nothing to clear.
+    ///
+    /// Errors: the file could not be read or written.
+    pub fn clear_pending_restore(&self, generation: &str) -> Result<bool, StoreError> {
+        let Store::Redb(s) = self else {
+            return Ok(false);
+        };
+        match s.identity()? {
+            Some(mut id) if id.generation == generation && id.pending_restore => {
+                id.pending_restore = false;
+                s.set_identity(&id)?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 
     /// Opens (or creates) the redb store at `path` and loads everything in it

@@ -48,8 +48,17 @@ pub struct SubmitArgs {
     /// workflow twice). Without it, the CLI makes one (`<workflow>-<unique>`), prints it on
     /// stderr before sending, and uses it for every retry; to run the submit again by hand
     /// after an error, pass that id here.
+    ///
+    /// Without it, a submit whose outcome the CLI did not learn (no answer, the coordinator
+    /// stopped, the commit in doubt, Ctrl-C) is remembered, and the next plain submit of the
+    /// same workflow (same groups, seed and choice options) by the same user resumes it under
+    /// its request id instead of booking again (it says so on stderr); see `--new`.
     #[arg(long)]
     pub request_id: Option<String>,
+    /// Submit afresh under a new request id, even when an earlier submit of the same workflow
+    /// did not learn its outcome (which is then left as it is: `fedvol decisions show` it).
+    #[arg(long, conflicts_with = "request_id")]
+    pub new: bool,
     /// Seed for every random choice (default: derived from the request id).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -464,12 +473,10 @@ pub fn submit(a: &SubmitArgs) -> u8 {
             Ok(c) => c,
             Err(e) => return fail(&e),
         };
-        let msg = SubmitMsg {
+        let mut msg = SubmitMsg {
             priority: a.priority.clone(),
             wait_for_capacity: a.wait_for_capacity,
-            request_id: a.request_id.clone().unwrap_or_else(|| {
-                crate::client::request_id_for(&workflow.name, &crate::client::unique_token(&client.nats))
-            }),
+            request_id: a.request_id.clone().unwrap_or_default(),
             workflow,
             dry_run: a.dry_run,
             seed: a.seed,
@@ -479,10 +486,42 @@ pub fn submit(a: &SubmitArgs) -> u8 {
             keep: a.keep,
             choice: a.choice.options(),
         };
+        // A plain real submit resumes the same request left unfinished by an earlier run
+        // (super::pending), else gets a fresh id, remembered until its outcome is learnt.
+        // A real submit under an id given by hand settles an unfinished one under that id too.
+        let remembered = (!a.dry_run).then(|| super::pending::key(&net.user, &net.subject_prefix, &msg.digest()));
+        let resumed = match &remembered {
+            Some(k) if !a.new && a.request_id.is_none() => super::pending::find(k, now_ms()),
+            _ => None,
+        };
+        if msg.request_id.is_empty() {
+            msg.request_id = match &resumed {
+                Some(e) => e.request_id.clone(),
+                None => crate::client::request_id_for(&msg.workflow.name, &crate::client::unique_token(&client.nats)),
+            };
+        }
         // A request too large to send is refused below with one line; an id is worth printing
         // only for a request that leaves.
         let sendable = <api::Submit as fedvol_proto::Endpoint>::encode_request(&msg).len() <= client.nats.max_payload();
-        if a.request_id.is_none() && sendable {
+        if let (Some(k), true, None) = (&remembered, sendable, &a.request_id) {
+            let entry = super::pending::Entry {
+                request_id: msg.request_id.clone(),
+                workflow: msg.workflow.name.clone(),
+                since_ms: resumed.as_ref().map_or_else(now_ms, |e| e.since_ms),
+            };
+            if let Err(e) = super::pending::remember(k, entry, now_ms()) {
+                eprintln!(
+                    "note: this submit cannot be resumed by a plain retry ({e}); after an error, use --request-id"
+                );
+            }
+        }
+        if let Some(e) = &resumed {
+            eprintln!(
+                "resuming request {}: an earlier submit of this workflow ({}) did not learn its outcome (--new submits afresh)",
+                e.request_id,
+                ago(e.since_ms)
+            );
+        } else if a.request_id.is_none() && sendable {
             let id = &msg.request_id;
             eprint!(
                 "request id: {id}\n{}",
@@ -532,6 +571,18 @@ pub fn submit(a: &SubmitArgs) -> u8 {
         };
         if let Some(s) = &reply.stored {
             note_ignored_groups(&a.groups, &s.request.groups);
+        }
+        // The outcome is learnt unless the answer is a passing error or the decision is still
+        // being committed: then the next plain submit resumes it.
+        let unfinished = reply.error.as_ref().is_some_and(|e| PASSING.iter().any(|c| e.is(c)))
+            || reply
+                .stored
+                .as_ref()
+                .is_some_and(|s| s.state == DecisionState::Planned && !s.dry_run);
+        if let (Some(k), false) = (&remembered, unfinished)
+            && let Err(e) = super::pending::forget(k, &msg.request_id)
+        {
+            eprintln!("note: {e}");
         }
         let reply = match &reply.stored {
             Some(s) if s.state == DecisionState::Queued && a.wait => {
@@ -882,7 +933,17 @@ pub fn complete(a: &IdArgs) -> u8 {
             Err(code) => return code,
         };
         let msg = DecisionRef { request_id: id.clone() };
-        match client.call::<api::Complete>(&msg).await.map(as_submit_reply) {
+        let answer = client.call::<api::Complete>(&msg).await.map(as_submit_reply);
+        // Completed (or found failed): no plain submit is to resume it.
+        if let Ok(r) = &answer
+            && r.stored
+                .as_ref()
+                .is_some_and(|s| matches!(s.state, DecisionState::Completed | DecisionState::Failed))
+            && let Err(e) = super::pending::forget_request(&id)
+        {
+            eprintln!("note: {e}");
+        }
+        match answer {
             // The table view says what completing did; `decisions show` has the decision.
             Ok(r) if matches!(a.output.output, Output::Table | Output::Wide) && r.error.is_none() => match &r.stored {
                 Some(s) => {

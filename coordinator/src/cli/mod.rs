@@ -10,6 +10,7 @@ pub mod dev;
 pub mod explain;
 pub mod federation;
 pub mod net;
+pub mod pending;
 pub mod plan;
 pub mod template;
 pub mod ui;

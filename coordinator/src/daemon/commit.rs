@@ -183,12 +183,17 @@ pub struct Tried {
 
 /// Commits attempt `n` of `request` on `cluster` (admission at commit), settling a commit that
 /// was not answered through release probes ([`settle`]). Returns the attempt as recorded.
-pub async fn commit_on(co: &Coordinator, cluster: &str, request: &PlanRequest, n: u32) -> Tried {
+///
+/// `restore`: the commit restores a decision stored committed on `cluster` onto an agent that
+/// lost it ([`super::restore`]); such commits are admitted while the agent waits for its
+/// restore (`fedvol_agent::restore_gate`).
+pub async fn commit_on(co: &Coordinator, cluster: &str, request: &PlanRequest, n: u32, restore: bool) -> Tried {
     let wait = co.cfg.commit_timeout_ms;
     let request_id = request.request_id.as_str();
     let msg = || ActionMsg {
         request: Some(request.clone()),
         attempt: n,
+        restore,
         ..ActionMsg::new(request_id, now_ms() + wait)
     };
     let attempt = |ok: bool, error: Option<ProtoError>, reply: Option<ActionReply>| Tried {
@@ -340,10 +345,11 @@ pub fn pending_attempt(stored: &StoredDecision, cluster: &str) -> CommitAttempt 
 }
 
 /// True for a refusal that is no commit failure: the cluster's capacity changed since the
-/// broadcast (it does not count towards `commitAttempts`).
+/// broadcast, or its agent waits for the restore of its commits (`restoring`). It does not
+/// count towards `commitAttempts`.
 pub fn is_contention(e: &Option<ProtoError>) -> bool {
     e.as_ref()
-        .is_some_and(|e| e.is(&Code::NoLongerFits) || e.is(&Code::CapacityInFlight))
+        .is_some_and(|e| e.is(&Code::NoLongerFits) || e.is(&Code::CapacityInFlight) || e.is(&Code::Restoring))
 }
 
 /// The slot `cluster` gets from the agent's commit-time `decision` (timed as the broadcast's).
@@ -454,7 +460,7 @@ pub async fn commit_phase(co: &Arc<Coordinator>, stored: &mut StoredDecision, re
             attempt: a,
             decision,
             in_doubt,
-        } = commit_on(co, &c, &request, n).await;
+        } = commit_on(co, &c, &request, n, false).await;
         tracing::info!(cluster = %c, ok = a.ok, in_doubt, attempt = n, "commit attempt");
         let error = a.error.clone();
         if let Some(last) = stored.attempts.last_mut()

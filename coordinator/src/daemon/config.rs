@@ -14,6 +14,7 @@
 //! maxBodyBytes: 1048576   # largest request body served
 //! reconcileEveryMs: 2000  # the reconciler's lease renewal and scan (0 = never reconcile here)
 //! maxInFlight: 4096       # requests in progress at once; beyond, `overloaded`
+//! maxInFlightPerUser: 64  # requests of one user in progress at once; beyond, `overloaded`
 //! forgetClusterAfterMs: 600000  # a cluster not heard from for this long leaves the registry
 //! metricsListen: 127.0.0.1:9464  # serve /metrics, /healthz, /readyz here (default: off)
 //! quotas: [{project: genomics, storage: 10TiB}]  # issue 18: see `daemon::policy`
@@ -88,6 +89,9 @@ pub struct CoordinatorConfig {
     pub reconcile_every_ms: u64,
     /// Requests in progress at once (default 4096); beyond, requests are answered `overloaded`.
     pub max_in_flight: usize,
+    /// Requests of one user in progress at once (default 64); beyond, that user's requests
+    /// are answered `overloaded` (`daemon::per_user`).
+    pub max_in_flight_per_user: usize,
     /// How long a cluster may go unheard (no heartbeat, no answer) before the registry forgets
     /// it, ms (default 600000, at least 1000): a cluster taken out of the federation (or a name
     /// someone invented) stops appearing in decisions and in `fedvol clusters` (issue 20).
@@ -128,6 +132,7 @@ impl Default for CoordinatorConfig {
             discovery_ms: 500,
             reconcile_every_ms: 2000,
             max_in_flight: 4096,
+            max_in_flight_per_user: 64,
             forget_cluster_after_ms: 600_000,
             max_body_bytes: fedvol_proto::DEFAULT_MAX_BODY_BYTES,
             trace_limit: fedvol_common::funnel::trace::STORED_TRACE_LIMIT,
@@ -200,6 +205,11 @@ impl CoordinatorConfig {
             && let Some(v) = ctx.int(n, "maxInFlight", 1, 1_000_000)
         {
             cfg.max_in_flight = v as usize;
+        }
+        if let Some(n) = r.take("maxInFlightPerUser")
+            && let Some(v) = ctx.int(n, "maxInFlightPerUser", 1, 1_000_000)
+        {
+            cfg.max_in_flight_per_user = v as usize;
         }
         if let Some(n) = r.take("commitAttempts")
             && let Some(v) = ctx.int(n, "commitAttempts", 1, 100)

@@ -39,6 +39,7 @@ pub mod directory;
 pub mod fanout;
 pub mod metrics;
 pub mod ops;
+pub mod per_user;
 pub mod policy;
 pub mod queue;
 pub mod quota;
@@ -77,6 +78,8 @@ pub struct Coordinator {
     /// Requests in progress at once (`maxInFlight`); beyond, a request is answered
     /// `overloaded` at once instead of queueing without end (issue 20).
     pub admission: std::sync::Arc<tokio::sync::Semaphore>,
+    /// Requests in progress per user (`maxInFlightPerUser`, [`per_user`]).
+    pub per_user: std::sync::Arc<per_user::PerUser>,
     /// Where plan answers arrive: one subscription per cluster ([`replies`]).
     pub replies: replies::Replies,
     /// Counted metrics (requests, gathers, commits, bucket writes).

@@ -64,6 +64,7 @@ const POLL_MS: u64 = 100;
 pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> SubmitReply {
     let bound = commit_phase_bound_ms(co);
     let give_up = tokio::time::Instant::now() + Duration::from_millis(bound.saturating_mul(2));
+    let answer_by = tokio::time::Instant::now() + Duration::from_millis(super::submit::ANSWER_WITHIN_MS);
     let mut conflicts = 0;
     loop {
         let (mut stored, mut rev) = match co.store.get(&q.request_id).await {
@@ -84,7 +85,11 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
         if stored.state == DecisionState::Planned && !stored.dry_run {
             let age = now_ms().saturating_sub(stored.updated_ms);
             if age <= bound && tokio::time::Instant::now() < give_up {
-                // Its coordinator may still be committing it: wait for the outcome.
+                // Its coordinator may still be committing it: wait for the outcome, but answer
+                // within the client's wait that it is being settled.
+                if tokio::time::Instant::now() >= answer_by {
+                    return super::submit::still_settling(co, stored, age);
+                }
                 tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
                 continue;
             }

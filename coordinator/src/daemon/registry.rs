@@ -52,6 +52,8 @@ struct Entry {
     state_generation: String,
     /// Why the agent said it is degraded in its latest heartbeat (issue 17).
     degraded: Option<String>,
+    /// The agent said it waits for its commits to be restored (a fresh state).
+    restoring: bool,
 }
 
 impl Entry {
@@ -68,6 +70,7 @@ impl Entry {
             last_timeout_ms: 0,
             state_generation: String::new(),
             degraded: None,
+            restoring: false,
         }
     }
 
@@ -114,6 +117,7 @@ impl Registry {
         e.load = hb.load;
         e.holds = hb.holds;
         e.degraded = hb.degraded.clone();
+        e.restoring = hb.restoring;
         if hb.interval_ms > 0 {
             e.interval_ms = hb.interval_ms;
         }
@@ -123,12 +127,13 @@ impl Registry {
         }
     }
 
-    /// Every alive cluster (at `now_ms`) whose agent said its state generation, with it.
-    pub fn state_generations(&self, now_ms: u64) -> Vec<(String, String)> {
+    /// Every alive cluster (at `now_ms`) whose agent said its state generation, with it and
+    /// whether the agent waits for its commits to be restored.
+    pub fn state_generations(&self, now_ms: u64) -> Vec<(String, String, bool)> {
         self.clusters
             .iter()
             .filter(|(_, e)| e.alive(now_ms) && !e.state_generation.is_empty())
-            .map(|(c, e)| (c.clone(), e.state_generation.clone()))
+            .map(|(c, e)| (c.clone(), e.state_generation.clone(), e.restoring))
             .collect()
     }
 
@@ -275,6 +280,7 @@ mod tests {
             interval_ms,
             state_generation: String::new(),
             degraded: None,
+            restoring: false,
         }
     }
 

@@ -16,8 +16,15 @@
 //! - its outcome is unknown: the attempt is recorded and the decision stays `committed` (a
 //!   later complete or the agent's status settles it).
 //!
-//! A cluster seen for the first time has its generation recorded, nothing more: it is a new
-//! cluster or an agent of an earlier release.
+//! A cluster seen for the first time has its generation recorded; its commits are restored
+//! too when its agent says it starts fresh (`restoring`), since an earlier generation may have
+//! come and gone unseen.
+//!
+//! An agent started fresh admits no new commit until it is told `restored` for its generation
+//! (`fedvol_agent::restore_gate`): a new request committed on the "empty" cluster before the
+//! restore would take the capacity of a decision committed and acknowledged to its user, whose
+//! restore would then fail (`no_longer_fits`). An acknowledged commit is never revoked by a
+//! restart.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -40,10 +47,18 @@ pub fn generation_key(cluster: &str) -> String {
 /// Checks every alive cluster's state generation against the last one recorded, restoring the
 /// commits of each cluster whose agent starts from a new state. `known` caches what this
 /// reconciler already recorded (cluster → generation).
+///
+/// An agent that waits for its restore (its heartbeat says `restoring`: it admits no new commit
+/// meanwhile) is told `restored` once the restore of its generation ran to its end and the
+/// generation is recorded, and again at each tick while its heartbeat still says `restoring`
+/// (the message is idempotent; one lost, or sent by a coordinator that died, is sent again).
 pub async fn check_generations(co: &Arc<Coordinator>, known: &mut HashMap<String, String>) {
     let seen = co.registry().state_generations(now_ms());
-    for (cluster, generation) in seen {
+    for (cluster, generation, restoring) in seen {
         if known.get(&cluster) == Some(&generation) {
+            if restoring {
+                tell_restored(co, &cluster, &generation, None).await;
+            }
             continue;
         }
         let key = generation_key(&cluster);
@@ -55,29 +70,86 @@ pub async fn check_generations(co: &Arc<Coordinator>, known: &mut HashMap<String
             }
         };
         let revision = recorded.as_ref().map(|(_, r)| *r);
-        // A first sight (nothing recorded) or the same generation restores nothing.
-        if let Some((value, _)) = &recorded
-            && value.as_ref() != generation.as_bytes()
-        {
+        let same = recorded
+            .as_ref()
+            .is_some_and(|(value, _)| value.as_ref() == generation.as_bytes());
+        // The same generation restores nothing. A first sight restores too when the agent says
+        // it starts fresh: its earlier generation may have come and gone between two ticks
+        // (or before any coordinator ran), and the bucket may hold commits on the cluster.
+        let mut outcome = None;
+        if !same && (recorded.is_some() || restoring) {
             tracing::warn!(
                 cluster = %cluster,
-                previous = %String::from_utf8_lossy(value),
+                previous = %recorded.as_ref().map(|(v, _)| String::from_utf8_lossy(v).into_owned()).unwrap_or_default(),
                 generation = %generation,
                 "reconciler: the cluster's agent starts from a new state; restoring its commits"
             );
-            if let Err(e) = restore(co, &cluster).await {
-                // Not recorded: tried again at the next tick.
-                tracing::warn!(cluster = %cluster, error = %e, "reconciler: commits not restored yet; trying again");
-                continue;
+            match restore(co, &cluster).await {
+                Ok(o) => {
+                    tracing::warn!(cluster = %cluster, restored = o.restored, failed = o.failed, "reconciler: the cluster's commits are restored");
+                    outcome = Some(o);
+                }
+                Err(e) => {
+                    // Not recorded: tried again at the next tick.
+                    tracing::warn!(cluster = %cluster, error = %e, "reconciler: commits not restored yet; trying again");
+                    continue;
+                }
             }
         }
-        let body = bytes::Bytes::from(generation.clone());
-        if let Err(e) = co.store.put_raw(&key, body, revision).await {
-            tracing::warn!(cluster = %cluster, error = %e, "reconciler: the state generation could not be recorded");
-            continue;
+        if !same {
+            let body = bytes::Bytes::from(generation.clone());
+            match co.store.put_raw(&key, body, revision).await {
+                Ok(Write::Done(_)) => {}
+                Ok(Write::Conflict) => {
+                    tracing::warn!(cluster = %cluster, "reconciler: the state generation changed meanwhile; checked again");
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(cluster = %cluster, error = %e, "reconciler: the state generation could not be recorded");
+                    continue;
+                }
+            }
+        }
+        if restoring {
+            tell_restored(co, &cluster, &generation, outcome).await;
         }
         known.insert(cluster, generation);
     }
+}
+
+/// Tells `cluster`'s agent that the commits stored for it were restored onto `generation`
+/// (`outcome`: what this restore did, when it ran here). A failure is logged: the next tick
+/// sends it again while the agent's heartbeat says `restoring`.
+async fn tell_restored(co: &Arc<Coordinator>, cluster: &str, generation: &str, outcome: Option<Restore>) {
+    let subject = co.subjects.cluster(cluster, agent::Restored::OP);
+    let outcome = outcome.unwrap_or_default();
+    let msg = agent::RestoredMsg {
+        generation: generation.to_string(),
+        restored: outcome.restored,
+        failed: outcome.failed,
+    };
+    let wait = Duration::from_millis(co.cfg.commit_timeout_ms.max(1000));
+    match call::<agent::Restored>(&co.client, &subject, &msg, wait, "coordinator").await {
+        Ok(Ok(r)) => {
+            tracing::info!(
+                cluster,
+                generation,
+                admitting = r.admitting,
+                "reconciler: told the agent its commits are restored"
+            )
+        }
+        Ok(Err(f)) => tracing::warn!(cluster, error = %f.error, "reconciler: the agent refused `restored`; sent again"),
+        Err(e) => tracing::warn!(cluster, error = %e, "reconciler: `restored` not delivered; sent again"),
+    }
+}
+
+/// What a restore did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Restore {
+    /// Decisions the agent holds again.
+    pub restored: usize,
+    /// Decisions that could not be committed again (stored `failed`).
+    pub failed: usize,
 }
 
 /// Why a restore could not run to its end (it is tried again).
@@ -96,7 +168,7 @@ pub enum RestoreError {
 ///
 /// Errors: [`RestoreError`] when the agent's status or the bucket could not be read, or a
 /// decision could not be written back.
-pub async fn restore(co: &Arc<Coordinator>, cluster: &str) -> Result<usize, RestoreError> {
+pub async fn restore(co: &Arc<Coordinator>, cluster: &str) -> Result<Restore, RestoreError> {
     let subject = co.subjects.cluster(cluster, agent::Status::OP);
     let wait = Duration::from_millis(co.cfg.commit_timeout_ms.max(1000));
     let status: StatusReply = match call::<agent::Status>(&co.client, &subject, &NoArgs {}, wait, "coordinator").await {
@@ -119,7 +191,7 @@ pub async fn restore(co: &Arc<Coordinator>, cluster: &str) -> Result<usize, Rest
         .filter(|s| !held.contains(s.request_id.as_str()))
         .map(|s| s.request_id)
         .collect();
-    let mut restored = 0;
+    let mut done = Restore::default();
     for id in lost {
         let Some((stored, rev)) = co.store.get(&id).await? else {
             continue;
@@ -130,15 +202,18 @@ pub async fn restore(co: &Arc<Coordinator>, cluster: &str) -> Result<usize, Rest
         {
             continue;
         }
-        if recommit(co, cluster, stored, rev).await? {
-            restored += 1;
+        match recommit(co, cluster, stored, rev).await? {
+            Some(true) => done.restored += 1,
+            Some(false) => done.failed += 1,
+            None => {}
         }
     }
-    Ok(restored)
+    Ok(done)
 }
 
 /// Commits `stored` on `cluster` again and stores the outcome over revision `rev`. Returns
-/// whether the agent holds the commit again.
+/// whether the agent holds the commit again (`None`: in doubt, or another coordinator changed
+/// the decision meanwhile).
 ///
 /// Errors: the decision could not be written back (another coordinator changed it meanwhile is
 /// not an error: its version stands).
@@ -147,7 +222,7 @@ async fn recommit(
     cluster: &str,
     mut stored: StoredDecision,
     rev: u64,
-) -> Result<bool, StoreError> {
+) -> Result<Option<bool>, StoreError> {
     let id = stored.decision.request_id.clone();
     let mut pending = pending_attempt(&stored, cluster);
     let n = pending.attempt;
@@ -157,13 +232,14 @@ async fn recommit(
     stored.updated_ms = now_ms();
     let rev = match co.store.update(&id, &stored, rev).await? {
         Write::Done(r) => r,
-        Write::Conflict => return Ok(false),
+        Write::Conflict => return Ok(None),
     };
-    let tried = commit_on(co, cluster, &stored.request, n).await;
+    let tried = commit_on(co, cluster, &stored.request, n, true).await;
     stored.attempts.pop();
     pending = tried.attempt;
     let ok = pending.ok;
-    if !ok && !tried.in_doubt {
+    let in_doubt = tried.in_doubt;
+    if !ok && !in_doubt {
         let why = pending.error.as_ref().map_or_else(
             || "the commit failed".to_string(),
             |e| format!("{}: {}", e.code, e.message),
@@ -190,7 +266,8 @@ async fn recommit(
     stored.attempts.push(pending);
     stored.updated_ms = now_ms();
     match co.store.update(&id, &stored, rev).await? {
-        Write::Done(_) => Ok(ok),
-        Write::Conflict => Ok(false),
+        Write::Done(_) if in_doubt && !ok => Ok(None),
+        Write::Done(_) => Ok(Some(ok)),
+        Write::Conflict => Ok(None),
     }
 }

@@ -140,6 +140,7 @@ pub async fn run(cfg: CoordinatorConfig) -> Result<(), StartError> {
         registry: Mutex::new(Registry::new()),
         directory: RwLock::new(directory),
         admission: Arc::new(tokio::sync::Semaphore::new(cfg.max_in_flight)),
+        per_user: Arc::default(),
         replies: super::replies::Replies::new(&client),
         metrics: obs.metrics.clone(),
         index: Arc::new(super::changes::DecisionIndex::new()),
@@ -163,12 +164,8 @@ pub async fn run(cfg: CoordinatorConfig) -> Result<(), StartError> {
         let co = co.clone();
         tasks.push(tokio::spawn(async move {
             while let Some(m) = sub.next().await {
-                let limit = match op {
-                    CoordinatorOp::Changes => &co.watchers,
-                    _ => &co.admission,
-                };
-                let permit = limit.clone().try_acquire_owned().ok();
-                tokio::spawn(handle(co.clone(), op, m, permit));
+                let admitted = admit(&co, op, &user_of(&m));
+                tokio::spawn(handle(co.clone(), op, m, admitted));
             }
         }));
     }
@@ -354,14 +351,76 @@ fn record_id(id: &str) {
     tracing::Span::current().record("request_id", tracing::field::display(shown));
 }
 
+/// What admitting a request holds while it is served: a place among `maxInFlight` and one
+/// among its user's `maxInFlightPerUser`.
+/// A request's admission: its permit, and its slot among its user's requests (none for a
+/// `changes` long poll, which waits rather than works).
+type Admitted = (tokio::sync::OwnedSemaphorePermit, Option<super::per_user::Slot>);
+
+/// Admits a request of `user` within `maxInFlightPerUser` ([`super::per_user`]) and
+/// `maxInFlight`; the refusal's message otherwise.
+///
+/// A `changes` long poll is admitted within [`super::MAX_WATCHERS`] instead: it holds no work
+/// while it waits, and must not keep submits out.
+fn admit(co: &Arc<Coordinator>, op: CoordinatorOp, user: &str) -> Result<Admitted, String> {
+    if op == CoordinatorOp::Changes {
+        return match co.watchers.clone().try_acquire_owned() {
+            Ok(permit) => Ok((permit, None)),
+            Err(_) => {
+                let limit = super::MAX_WATCHERS;
+                tracing::warn!(limit, "overloaded: watch refused");
+                Err(format!(
+                    "{limit} watches are waiting on this coordinator, its limit: ask again later"
+                ))
+            }
+        };
+    }
+    let per_user = co.cfg.max_in_flight_per_user;
+    let Some(slot) = co.per_user.admit(user, per_user) else {
+        tracing::debug!(
+            user,
+            limit = per_user,
+            "overloaded: a user's request refused (maxInFlightPerUser)"
+        );
+        return Err(super::per_user::refusal(user, per_user));
+    };
+    match co.admission.clone().try_acquire_owned() {
+        Ok(permit) => Ok((permit, Some(slot))),
+        Err(_) => {
+            let limit = co.cfg.max_in_flight;
+            tracing::warn!(limit, "overloaded: request refused");
+            Err(format!(
+                "{limit} requests are in progress, this coordinator's limit (maxInFlight): ask again later"
+            ))
+        }
+    }
+}
+
+/// Answers request `m` of operation `op` with `overloaded` and `message`, reading nothing of
+/// its body.
+async fn refuse(co: &Coordinator, op: CoordinatorOp, m: Message, message: String) {
+    let f = Failure::new(fedvol_proto::Code::Overloaded, message);
+    let body = match op {
+        CoordinatorOp::Submit => api::Submit::encode_failure(&f),
+        CoordinatorOp::Complete => api::Complete::encode_failure(&f),
+        CoordinatorOp::Get => api::Get::encode_failure(&f),
+        CoordinatorOp::Replay => api::Replay::encode_failure(&f),
+        CoordinatorOp::WhyNot => api::WhyNot::encode_failure(&f),
+        CoordinatorOp::Clusters => api::Clusters::encode_failure(&f),
+        CoordinatorOp::List => api::List::encode_failure(&f),
+        CoordinatorOp::Cluster => api::Cluster::encode_failure(&f),
+        CoordinatorOp::Changes => api::Changes::encode_failure(&f),
+    };
+    if let Some(reply) = m.reply
+        && let Err(e) = co.client.publish(reply, body).await
+    {
+        tracing::warn!(error = %e, "the answer could not be sent");
+    }
+}
+
 /// Answers one request of operation `op` (in a `request` span naming the operation, the user
 /// and, once known, the request id).
-async fn handle(
-    co: Arc<Coordinator>,
-    op: CoordinatorOp,
-    m: Message,
-    permit: Option<tokio::sync::OwnedSemaphorePermit>,
-) {
+async fn handle(co: Arc<Coordinator>, op: CoordinatorOp, m: Message, admitted: Result<Admitted, String>) {
     let started = std::time::Instant::now();
     let connection = connects(&co.client);
     let user = user_of(&m);
@@ -369,43 +428,14 @@ async fn handle(
     async move {
         // What the handlers borrow (references are copied into their `async move` blocks).
         let (c, u) = (&co, user.as_str());
-        if permit.is_none() {
-            co.metrics.request(op.name(), Outcome::Overloaded, started.elapsed());
-            let f = if op == CoordinatorOp::Changes {
-                let limit = super::MAX_WATCHERS;
-                tracing::warn!(limit, "overloaded: watch refused");
-                Failure::new(
-                    fedvol_proto::Code::Overloaded,
-                    format!("{limit} watches are waiting on this coordinator, its limit: ask again later"),
-                )
-            } else {
-                let limit = co.cfg.max_in_flight;
-                tracing::warn!(limit, "overloaded: request refused");
-                Failure::new(
-                    fedvol_proto::Code::Overloaded,
-                    format!(
-                        "{limit} requests are in progress, this coordinator's limit (maxInFlight): ask again later"
-                    ),
-                )
-            };
-            let body = match op {
-                CoordinatorOp::Submit => api::Submit::encode_failure(&f),
-                CoordinatorOp::Complete => api::Complete::encode_failure(&f),
-                CoordinatorOp::Get => api::Get::encode_failure(&f),
-                CoordinatorOp::Replay => api::Replay::encode_failure(&f),
-                CoordinatorOp::WhyNot => api::WhyNot::encode_failure(&f),
-                CoordinatorOp::Clusters => api::Clusters::encode_failure(&f),
-                CoordinatorOp::List => api::List::encode_failure(&f),
-                CoordinatorOp::Cluster => api::Cluster::encode_failure(&f),
-                CoordinatorOp::Changes => api::Changes::encode_failure(&f),
-            };
-            if let Some(reply) = m.reply
-                && let Err(e) = co.client.publish(reply, body).await
-            {
-                tracing::warn!(error = %e, "the answer could not be sent");
+        let _admitted = match admitted {
+            Ok(a) => a,
+            Err(message) => {
+                co.metrics.request(op.name(), Outcome::Overloaded, started.elapsed());
+                refuse(&co, op, m, message).await;
+                return;
             }
-            return;
-        }
+        };
         // What the handler returned, if it ran; and whether a submit's reply carried an error.
         let ran = AtomicU8::new(NOT_RUN);
         let submit_failed = std::sync::atomic::AtomicBool::new(false);

@@ -45,6 +45,34 @@ use super::store::{Write, valid_key};
 /// How often a submit polls a decision another coordinator is committing, ms.
 const POLL_MS: u64 = 100;
 
+/// How long a submit or complete waits for a decision another coordinator is committing
+/// before it answers that the decision is still being settled, ms: well within the CLI's
+/// default wait (15 s), so that a client asking about a decision whose coordinator died
+/// mid-commit gets an answer rather than a timeout (the decision is taken over once the commit
+/// phase's bound has passed: [`commit_phase_bound_ms`]; one that passes within this wait is
+/// taken over and answered with its outcome).
+pub const ANSWER_WITHIN_MS: u64 = 10_000;
+
+/// The answer for a decision still `planned` `age_ms` after its last change (its coordinator
+/// may be committing it, or may have died): the decision as stored, and
+/// `commit_outcome_unknown` saying by when it is settled at the latest.
+pub fn still_settling(co: &Coordinator, stored: StoredDecision, age_ms: u64) -> SubmitReply {
+    let left_s = commit_phase_bound_ms(co).saturating_sub(age_ms).div_ceil(1000);
+    let id = stored.decision.request_id.clone();
+    tracing::info!(
+        age_ms,
+        left_s,
+        "decision still being committed: answered as being settled"
+    );
+    SubmitReply {
+        stored: Some(stored),
+        error: Some(Code::CommitOutcomeUnknown.error(format!(
+            "decision `{id}` is still being committed (planned {} s ago; its coordinator may have stopped): it is settled within {left_s} s at the latest, by its coordinator or by another one taking it over; ask again then (nothing is booked twice)",
+            age_ms / 1000
+        ))),
+    }
+}
+
 /// A reply carrying an error only.
 pub fn error_reply(code: Code, message: impl Into<String>) -> SubmitReply {
     SubmitReply::error(code.error(message))
@@ -94,6 +122,7 @@ enum Existing {
 /// Looks the request id up; waits while another coordinator is committing it; takes over an
 /// abandoned commit.
 async fn existing(co: &Arc<Coordinator>, id: &str, user: &str, dry_run: bool, digest: &str) -> Existing {
+    let answer_by = tokio::time::Instant::now() + Duration::from_millis(ANSWER_WITHIN_MS);
     loop {
         let (stored, rev) = match co.store.get(id).await {
             Err(e) => return Existing::Done(Box::new(error_reply(Code::StoreUnavailable, e.to_string()))),
@@ -119,6 +148,9 @@ async fn existing(co: &Arc<Coordinator>, id: &str, user: &str, dry_run: bool, di
             if age > commit_phase_bound_ms(co) {
                 tracing::warn!(age_ms = age, "taking over a commit its coordinator abandoned");
                 return Existing::Done(Box::new(resume(co, stored, rev).await));
+            }
+            if tokio::time::Instant::now() >= answer_by {
+                return Existing::Done(Box::new(still_settling(co, stored, age)));
             }
             tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
             continue;

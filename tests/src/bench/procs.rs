@@ -234,6 +234,9 @@ impl Federation {
                     "--heartbeat-ms".into(),
                     hb,
                     "--init".into(),
+                    // Fresh clusters admit commits at once (no restore to wait for).
+                    "--restore-wait-ms".into(),
+                    "0".into(),
                 ];
                 agents.push((format!("agent {c}"), spawn(&agent_bin, &args)?));
             } else {

@@ -1,0 +1,400 @@
+//! Acknowledged decisions under restarts and retries, under the shipped single-server NATS
+//! configuration (`deploy/nats/single.conf`, the shipped example users):
+//! - an agent that lost its state and starts with `--init` admits no new commit before the
+//!   coordinators restored the commits they stored for its cluster;
+//! - a plain retry of `fedvol submit` after its coordinator died mid-commit resumes the same
+//!   request instead of booking a second slot;
+//! - one user's flood of dry runs is bounded and the coordinator's memory comes back.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use fedvol_tests::federation::slots_inventory;
+use fedvol_tests::kit::{Kit, SLOT_WORKFLOW, agent_as, coordinator_as, fedvol_as, output_text, wait_clusters_as};
+use fedvol_tests::nats::free_port;
+use fedvol_tests::{NatsServer, Spawned};
+
+/// The shipped `single.conf`, listening on loopback ports with a temporary JetStream store.
+fn single_server(kit: &Kit) -> NatsServer {
+    let port = free_port();
+    let conf = kit.rewrite(
+        "single.conf",
+        &[
+            ("listen: 0.0.0.0:4222", format!("listen: 127.0.0.1:{port}")),
+            ("http: 127.0.0.1:8222", format!("http: 127.0.0.1:{}", free_port())),
+            (
+                "store_dir: \"/var/lib/nats\"",
+                format!("store_dir: \"{}\"", kit.store("single")),
+            ),
+        ],
+    );
+    NatsServer::start_config_file(&conf, port)
+}
+
+/// `fedvol -u alice <args>` as NATS user alice.
+fn alice(url: &str, args: &[&str]) -> std::process::Output {
+    fedvol_as(url, "alice", "alice", false, args)
+}
+
+/// The stored decision of `id`, as `fedvol decisions show -o json` prints it.
+fn show(url: &str, id: &str) -> serde_json::Value {
+    let o = alice(url, &["decisions", "show", id, "-o", "json"]);
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", output_text(&o)))
+}
+
+/// The reconciler's lines of a coordinator's log.
+fn reconciler_lines(coordinator: &Spawned) -> String {
+    let log = coordinator.log();
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains("reconciler")).collect();
+    lines.join("\n")
+}
+
+/// Writes the one-slot workflow to `<dir>/<name>.yaml`.
+fn workflow(dir: &Path, name: &str) -> String {
+    let p = dir.join(format!("{name}.yaml"));
+    std::fs::write(&p, SLOT_WORKFLOW).unwrap();
+    p.display().to_string()
+}
+
+/// Submits `wf` under `id` until it is answered committed (the agent may still be starting).
+async fn committed(url: &str, wf: &str, id: &str, coordinator: &Spawned) {
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let o = alice(url, &["submit", wf, "--request-id", id, "-o", "json"]);
+        if o.status.success() {
+            let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            assert_eq!(doc["state"], "committed", "{doc:#}");
+            return;
+        }
+        assert!(
+            Instant::now() < end,
+            "{id} never committed: {}\ncoordinator's reconciler:\n{}",
+            output_text(&o),
+            reconciler_lines(coordinator)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Finding A. Kubernetes' PV controller never lets a new claim bind a volume whose claimRef
+/// points at another claim, even when its cache was rebuilt (Kubernetes: PV controller,
+/// syncVolume / IsVolumeBoundToClaim): what was acknowledged bound is restored before anything
+/// new is admitted. Here: a cluster of exactly 2 slots, both committed; its agent is killed
+/// with `kill -9`, its state wiped and started again with `--init`, and a submit comes at once.
+/// The old decisions stay committed; the new one is refused (or waits), never committed over
+/// them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_agent_restores_its_commits_before_it_admits_a_new_one() {
+    let kit = Kit::copy();
+    let nats = single_server(&kit);
+    let url = nats.url();
+    let coordinator = coordinator_as(&url, false, &[], &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("a");
+    let inventory = slots_inventory("cluster-a", 2, &d, "all");
+    // The agent waits for the coordinators' restore, as it does by default.
+    let gated = [("FEDVOL_RESTORE_WAIT_MS", "60000")];
+    let mut agent: Spawned = agent_as(&url, "cluster-a", false, &d, &inventory, &gated).await;
+    wait_clusters_as(&url, false, &["cluster-a"]).await;
+    // A new cluster's agent starts fresh too: it admits commits once a coordinator saw it.
+    agent
+        .wait_for_log("new commits are admitted", Duration::from_secs(20))
+        .await;
+    let wf = workflow(dir.path(), "slot");
+    committed(&url, &wf, "old-1", &coordinator).await;
+    committed(&url, &wf, "old-2", &coordinator).await;
+
+    // The agent loses its state: kill -9, its data directory wiped, started fresh.
+    agent.kill();
+    std::fs::remove_dir_all(d.join("data")).unwrap();
+    agent = agent_as(&url, "cluster-a", false, &d, &inventory, &gated).await;
+    let o = alice(&url, &["submit", &wf, "--request-id", "new-1", "-o", "json"]);
+    eprintln!("new submit right after the restart: {}", output_text(&o));
+
+    // Let the coordinators restore (their reconciler runs every 2 s).
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    eprintln!("coordinator's reconciler:\n{}", reconciler_lines(&coordinator));
+    for id in ["old-1", "old-2"] {
+        let doc = show(&url, id);
+        assert_eq!(
+            doc["state"],
+            "committed",
+            "an acknowledged commit stays committed: {id}: {doc:#}\nagent log:\n{}",
+            agent.log()
+        );
+    }
+    let new = show(&url, "new-1");
+    assert_ne!(
+        new["state"], "committed",
+        "the new submit is not committed over the restored ones: {new:#}"
+    );
+    // Once restored, the cluster is full again: a new submit is refused for capacity.
+    let o = alice(&url, &["submit", &wf, "--request-id", "new-2", "-o", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["state"], "failed", "{}", output_text(&o));
+    assert_eq!(o.status.code(), Some(2), "no cluster can place it: {}", output_text(&o));
+}
+
+/// `fedvol -u alice submit <wf> <extra>` as NATS user alice, keeping the CLI's state in
+/// `state`; returns the output.
+fn submit_plain(url: &str, state: &Path, wf: &str, extra: &[&str]) -> std::process::Output {
+    fedvol_tests::kit::command("fedvol", url, "alice", false)
+        .env("FEDVOL_STATE_DIR", state)
+        .args(["-u", "alice", "submit", wf, "-o", "json"])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+/// The request ids cluster `cluster`'s agent holds committed (asked as the coordinator user,
+/// which may address agents under the shipped permissions).
+async fn committed_on(url: &str, cluster: &str) -> Vec<String> {
+    let client = fedvol_tests::kit::client(url, "coordinator", "_INBOX").await;
+    let st = fedvol_tests::checker::fetch_status(&client, cluster).await.unwrap();
+    st.committed
+}
+
+/// Finding B. A coordinator killed mid-commit leaves the decision `planned`; the user runs the
+/// same `fedvol submit wf.yaml` again, without `--request-id`. The CLI resumes its own
+/// unfinished request (Nomad: job register idempotency via JobModifyIndex; Amazon EC2:
+/// ClientToken reused on retry) instead of booking a second slot, and says so; `fedvol
+/// complete` of the still-planned decision answers within the CLI's wait. `--new` books afresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_retry_after_a_coordinator_died_mid_commit_books_once() {
+    let kit = Kit::copy();
+    let nats = single_server(&kit);
+    let url = nats.url();
+    let mut coordinator = coordinator_as(&url, false, &[], &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("a");
+    let agent = agent_as(
+        &url,
+        "cluster-a",
+        false,
+        &d,
+        &slots_inventory("cluster-a", 4, &d, "all"),
+        &[],
+    )
+    .await;
+    wait_clusters_as(&url, false, &["cluster-a"]).await;
+    let state = dir.path().join("cli-state");
+    let wf = workflow(dir.path(), "retry");
+
+    // The agent freezes as its commit starts; the coordinator is killed with kill -9 meanwhile.
+    let freezer = fedvol_tests::faultkit::signal_on_line(
+        agent.log_path(),
+        "provisioning",
+        agent.pid(),
+        nix::sys::signal::Signal::SIGSTOP,
+        Duration::from_secs(20),
+    );
+    let first = {
+        let (url, state, wf) = (url.clone(), state.clone(), wf.clone());
+        tokio::task::spawn_blocking(move || submit_plain(&url, &state, &wf, &[]))
+    };
+    let line = tokio::task::spawn_blocking(move || freezer.join().ok().flatten())
+        .await
+        .unwrap()
+        .expect("the commit starts");
+    let id = fedvol_tests::faultkit::field(&line, "request_id").unwrap();
+    coordinator.kill();
+    agent.signal(nix::sys::signal::Signal::SIGCONT);
+    let first = first.await.unwrap();
+    eprintln!("first submit (coordinator killed mid-commit):\n{}", output_text(&first));
+    assert_ne!(first.status.code(), Some(0), "{}", output_text(&first));
+    let _again = coordinator_as(&url, false, &[], &[]).await;
+
+    // The same command again.
+    let began = Instant::now();
+    let retry = submit_plain(&url, &state, &wf, &[]);
+    let shown = output_text(&retry);
+    eprintln!("plain retry ({:.1} s):\n{shown}", began.elapsed().as_secs_f64());
+    assert!(
+        String::from_utf8_lossy(&retry.stderr).contains(&format!("resuming request {id}")),
+        "the terminal says it resumes: {shown}"
+    );
+    let held = committed_on(&url, "cluster-a").await;
+    assert_eq!(held, std::slice::from_ref(&id), "one slot booked after the retry");
+
+    // Completing the decision still `planned` answers within the CLI's wait (15 s).
+    let began = Instant::now();
+    let done = alice(&url, &["complete", &id]);
+    let took = began.elapsed();
+    eprintln!("complete ({:.1} s):\n{}", took.as_secs_f64(), output_text(&done));
+    assert!(
+        took < Duration::from_millis(14_500),
+        "answered within the wait: {:?}\n{}",
+        took,
+        output_text(&done)
+    );
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert!(!err.contains("no answer from a coordinator"), "{err}");
+
+    // `--new` books afresh: what a plain retry did before.
+    let fresh = submit_plain(&url, &state, &wf, &["--new"]);
+    assert_eq!(fresh.status.code(), Some(0), "{}", output_text(&fresh));
+    assert_eq!(committed_on(&url, "cluster-a").await.len(), 2);
+}
+
+/// The resident set of process `pid`, MB (`VmRSS` of `/proc/<pid>/status`).
+fn rss_mb(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    kb / 1024.0
+}
+
+/// Finding C. One user floods the coordinator with 5,000 dry runs (`fedvol submit --dry-run`,
+/// not kept), sent as fast as a client can, 2,000 at a time (`FEDVOL_FLOOD`,
+/// `FEDVOL_FLOOD_AT_ONCE`). The user's requests beyond its
+/// per-user bound are refused at once with `overloaded` naming the limit (Kubernetes: API
+/// Priority and Fairness, per-flow queues and "429 Too Many Requests"), and the coordinator's
+/// memory comes back after the flood. Prints RSS before, right after, and 30 s later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_users_flood_of_dry_runs_is_bounded_and_memory_comes_back() {
+    let flood = fedvol_tests::load::env_number("FEDVOL_FLOOD", 5_000) as usize;
+    let kit = Kit::copy();
+    let nats = single_server(&kit);
+    let url = nats.url();
+    // `FEDVOL_FLOOD_PER_USER` sets the bound (default: the coordinator's, 64), to measure
+    // without it.
+    let per_user = std::env::var("FEDVOL_FLOOD_PER_USER").unwrap_or_default();
+    let extra: Vec<&str> = if per_user.is_empty() {
+        Vec::new()
+    } else {
+        vec!["--max-in-flight-per-user", &per_user]
+    };
+    let coordinator = coordinator_as(&url, false, &extra, &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut agents = Vec::new();
+    for c in ["cluster-a", "cluster-b"] {
+        let d = dir.path().join(c);
+        agents.push(agent_as(&url, c, false, &d, &slots_inventory(c, 4, &d, "all"), &[]).await);
+    }
+    wait_clusters_as(&url, false, &["cluster-a", "cluster-b"]).await;
+    let pid = coordinator.pid();
+    let workflow = fedvol_tests::load::small_workflow("flood", 1);
+    let client = fedvol_tests::kit::client(&url, "alice", "_INBOX").await;
+    // Warm up: one dry run.
+    let mut msg = fedvol_tests::load::submit_msg("", &workflow, true);
+    msg.keep = false;
+    let r = fedvol_tests::load::coordinator_op::<fedvol_proto::coordinator::Submit>(
+        &client,
+        "alice",
+        &msg,
+        Duration::from_secs(10),
+    )
+    .await;
+    assert!(r.is_ok_and(|r| r.error.is_none()), "a dry run is answered");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = rss_mb(pid);
+
+    let began = Instant::now();
+    let at_once = fedvol_tests::load::env_number("FEDVOL_FLOOD_AT_ONCE", 2_000) as usize;
+    let gate = std::sync::Arc::new(tokio::sync::Semaphore::new(at_once));
+    let mut tasks = Vec::new();
+    for _ in 0..flood {
+        let permit = gate.clone().acquire_owned().await.unwrap();
+        let (client, msg) = (client.clone(), msg.clone());
+        tasks.push(tokio::spawn(async move {
+            let r = fedvol_tests::load::coordinator_op::<fedvol_proto::coordinator::Submit>(
+                &client,
+                "alice",
+                &msg,
+                Duration::from_secs(30),
+            )
+            .await;
+            drop(permit);
+            match r {
+                Ok(r) => match r.error {
+                    None => "answered".to_string(),
+                    Some(e) => format!("{}: {}", e.code, e.message),
+                },
+                Err(e) => format!("no answer: {e}"),
+            }
+        }));
+    }
+    let mut outcomes: std::collections::BTreeMap<String, usize> = Default::default();
+    for t in tasks {
+        *outcomes.entry(t.await.unwrap()).or_default() += 1;
+    }
+    let took = began.elapsed();
+    let after = rss_mb(pid);
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let later = rss_mb(pid);
+    eprintln!(
+        "flood of {flood} dry runs, {at_once} at a time, in {:.1} s: {outcomes:#?}\ncoordinator RSS: before {before:.1} MB, after the flood {after:.1} MB, 30 s later {later:.1} MB",
+        took.as_secs_f64()
+    );
+    let refused = outcomes
+        .iter()
+        .filter(|(k, _)| k.starts_with("overloaded") && k.contains("maxInFlightPerUser"))
+        .map(|(_, n)| n)
+        .sum::<usize>();
+    assert!(refused > 0, "the per-user bound refused some: {outcomes:#?}");
+    assert!(
+        later < before + 60.0,
+        "memory comes back: before {before:.1} MB, 30 s later {later:.1} MB"
+    );
+    // Another user is served meanwhile and after.
+    let bob = fedvol_tests::kit::client(&url, "bob", "_INBOX").await;
+    let r = fedvol_tests::load::coordinator_op::<fedvol_proto::coordinator::Submit>(
+        &bob,
+        "bob",
+        &msg,
+        Duration::from_secs(10),
+    )
+    .await;
+    assert!(r.is_ok_and(|r| r.error.is_none()), "bob is answered");
+}
+
+/// The code of the answer to a commit of `id` (no hold, no request) sent to `cluster`'s agent
+/// as the coordinator user.
+async fn commit_code(client: &async_nats::Client, cluster: &str, id: &str) -> String {
+    use fedvol_proto::agent::{AgentEndpoint, Commit};
+    let subject = fedvol_proto::Subjects::default().cluster(cluster, Commit::OP);
+    let msg = fedvol_proto::agent::ActionMsg::new(id, fedvol_proto::now_ms() + 5_000);
+    let r = fedvol_proto::rpc::call::<Commit>(client, &subject, &msg, Duration::from_secs(5), "test")
+        .await
+        .unwrap();
+    match r {
+        Ok(reply) => reply.error.map_or_else(|| "ok".to_string(), |e| e.code.to_string()),
+        Err(f) => f.error.code.to_string(),
+    }
+}
+
+/// Finding A, with no coordinator around: the agent started fresh refuses new commits with
+/// `restoring` for `restoreWaitMs`, then says in its log that no coordinator restored its
+/// cluster and admits them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_coordinator_a_fresh_agent_waits_a_bounded_time() {
+    let kit = Kit::copy();
+    let nats = single_server(&kit);
+    let url = nats.url();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("a");
+    let wait = [("FEDVOL_RESTORE_WAIT_MS", "2000")];
+    let mut agent = agent_as(
+        &url,
+        "cluster-a",
+        false,
+        &d,
+        &slots_inventory("cluster-a", 1, &d, "all"),
+        &wait,
+    )
+    .await;
+    let client = fedvol_tests::kit::client(&url, "coordinator", "_INBOX").await;
+    assert_eq!(commit_code(&client, "cluster-a", "early").await, "restoring");
+    agent
+        .wait_for_log(
+            "no coordinator restored this cluster's commits within restoreWaitMs",
+            Duration::from_secs(10),
+        )
+        .await;
+    // Admitted now: refused only because it holds nothing for that id.
+    assert_eq!(commit_code(&client, "cluster-a", "later").await, "no_hold");
+}
