@@ -7,7 +7,7 @@
 //! 2. `workflow_order`: the workflow's `clusters:` list; a listed cluster ranks by its position,
 //!    unlisted clusters rank after every listed one (`not_chosen`).
 //! 3. `named_volume`: clusters that hold a volume the workflow requests by name, if any does.
-//! 4. `soft_constraints`: the most soft constraints matched (seed 002 step 4.1, across
+//! 4. `soft_constraints`: the most soft constraints matched (Cloud Assembly's provisioning funnel step 4.1, across
 //!    clusters).
 //! 5. `cost` (issue 18; only when the request's [`ChoiceOptions::cost`] is set): the lowest
 //!    estimated cost ([`crate::cost::CostEstimate::total`], computed by each cluster for this

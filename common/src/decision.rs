@@ -28,92 +28,92 @@ impl Reason {
 
 /// Stable reason codes. Each names the rule (and seed) it comes from.
 pub mod codes {
-    /// seed 000: provisioner status is not READY.
+    /// Fuzzball "Annotations and Selection": provisioner status is not READY.
     pub const NOT_READY: &str = "not_ready";
-    /// seed 000: a requested annotation key is absent.
+    /// Fuzzball "Annotations and Selection": a requested annotation key is absent.
     pub const ANNOTATION_MISSING: &str = "annotation_missing";
-    /// seed 000: a requested annotation has another value.
+    /// Fuzzball "Annotations and Selection": a requested annotation has another value.
     pub const ANNOTATION_MISMATCH: &str = "annotation_mismatch";
-    /// seed 000: the user's groups lack the permission for the operation.
+    /// Fuzzball "Annotations and Selection": the user's groups lack the permission for the operation.
     pub const PERMISSION_DENIED: &str = "permission_denied";
-    /// seed 000: a named provisioner does not exist.
+    /// Fuzzball "Annotations and Selection": a named provisioner does not exist.
     pub const NO_SUCH_PROVISIONER: &str = "no_such_provisioner";
-    /// seed 000: no provisioner holds a volume with that name.
+    /// Fuzzball "Annotations and Selection": no provisioner holds a volume with that name.
     pub const NO_SUCH_VOLUME: &str = "no_such_volume";
-    /// seed 000: several provisioners hold a volume with that name (add `use:`).
+    /// Fuzzball "Annotations and Selection": several provisioners hold a volume with that name (add `use:`).
     pub const AMBIGUOUS_VOLUME: &str = "ambiguous_volume";
-    /// seed 000: no provisioner passed every check.
+    /// Fuzzball "Annotations and Selection": no provisioner passed every check.
     pub const NO_PROVISIONER: &str = "no_provisioner";
-    /// seed 001: volume smaller than the request.
+    /// the Kubernetes volume provisioning design: volume smaller than the request.
     pub const CAPACITY: &str = "capacity";
-    /// seed 001: volume lacks a requested access mode.
+    /// the Kubernetes volume provisioning design: volume lacks a requested access mode.
     pub const ACCESS_MODES: &str = "access_modes";
-    /// seed 001: volume mode differs.
+    /// the Kubernetes volume provisioning design: volume mode differs.
     pub const VOLUME_MODE: &str = "volume_mode";
-    /// seed 001: volume labels fail the claim's selector.
+    /// the Kubernetes volume provisioning design: volume labels fail the claim's selector.
     pub const SELECTOR: &str = "selector";
-    /// seed 001: volume class differs from the claim's.
+    /// the Kubernetes volume provisioning design: volume class differs from the claim's.
     pub const CLASS_MISMATCH: &str = "class_mismatch";
-    /// seed 001: volume is not Available (bound, released, failed, pending).
+    /// the Kubernetes volume provisioning design: volume is not Available (bound, released, failed, pending).
     pub const NOT_AVAILABLE: &str = "not_available";
-    /// seed 001: volume is pre-bound to another claim.
+    /// the Kubernetes volume provisioning design: volume is pre-bound to another claim.
     pub const CLAIMED_BY_OTHER: &str = "claimed_by_other";
-    /// seed 001: volume is being deleted.
+    /// the Kubernetes volume provisioning design: volume is being deleted.
     pub const BEING_DELETED: &str = "being_deleted";
     /// fedvol: volume is held by another request's reservation.
     pub const RESERVED: &str = "reserved";
-    /// seed 001: a claim's `volumeName` names another volume.
+    /// the Kubernetes volume provisioning design: a claim's `volumeName` names another volume.
     pub const VOLUME_NAME: &str = "volume_name";
-    /// seed 001: provisioning refused (unknown parameter, selector, mode, size).
+    /// the Kubernetes volume provisioning design: provisioning refused (unknown parameter, selector, mode, size).
     pub const PROVISIONING_REFUSED: &str = "provisioning_refused";
-    /// seed 001: no class given and no default class, or class "" (no dynamic provisioning).
+    /// the Kubernetes volume provisioning design: no class given and no default class, or class "" (no dynamic provisioning).
     pub const NO_DYNAMIC_PROVISIONING: &str = "no_dynamic_provisioning";
-    /// seed 001: the claim's class has no provisioner definition and nothing binds.
+    /// the Kubernetes volume provisioning design: the claim's class has no provisioner definition and nothing binds.
     pub const NO_SUCH_CLASS: &str = "no_such_class";
-    /// seed 002: zone not assigned to the workflow's project.
+    /// Cloud Assembly's provisioning funnel: zone not assigned to the workflow's project.
     pub const NOT_IN_PROJECT: &str = "not_in_project";
-    /// seed 002: the project is unknown in this cluster.
+    /// Cloud Assembly's provisioning funnel: the project is unknown in this cluster.
     pub const NO_SUCH_PROJECT: &str = "no_such_project";
-    /// seed 002: zone has no powered-on host.
+    /// Cloud Assembly's provisioning funnel: zone has no powered-on host.
     pub const NO_POWERED_ON_HOST: &str = "no_powered_on_host";
-    /// seed 002: zone over a project limit.
+    /// Cloud Assembly's provisioning funnel: zone over a project limit.
     pub const PROJECT_LIMIT: &str = "project_limit";
-    /// seed 002: image profile does not allow the job's image.
+    /// Cloud Assembly's provisioning funnel: image profile does not allow the job's image.
     pub const IMAGE_PROFILE: &str = "image_profile";
-    /// seed 002: no flavor fits the job.
+    /// Cloud Assembly's provisioning funnel: no flavor fits the job.
     pub const FLAVOR_PROFILE: &str = "flavor_profile";
-    /// seed 002: a mounted volume's storage is not reachable from the zone.
+    /// Cloud Assembly's provisioning funnel: a mounted volume's storage is not reachable from the zone.
     pub const STORAGE_UNREACHABLE: &str = "storage_unreachable";
-    /// seed 002: host is powered off.
+    /// Cloud Assembly's provisioning funnel: host is powered off.
     pub const POWERED_OFF: &str = "powered_off";
-    /// seed 002: a hard constraint fails on host ∪ zone tags.
+    /// Cloud Assembly's provisioning funnel: a hard constraint fails on host ∪ zone tags.
     pub const HARD_CONSTRAINT: &str = "hard_constraint";
-    /// seed 002: affinity to another job's host not met.
+    /// Cloud Assembly's provisioning funnel: affinity to another job's host not met.
     pub const AFFINITY: &str = "affinity";
-    /// seed 002: anti-affinity violated.
+    /// Cloud Assembly's provisioning funnel: anti-affinity violated.
     pub const ANTI_AFFINITY: &str = "anti_affinity";
-    /// seed 002: not enough hosts for a multi-host job.
+    /// Cloud Assembly's provisioning funnel: not enough hosts for a multi-host job.
     pub const MULTI_HOST: &str = "multi_host";
-    /// seed 002: host lacks a required network.
+    /// Cloud Assembly's provisioning funnel: host lacks a required network.
     pub const NETWORK: &str = "network";
-    /// seed 002: a node-local volume pins the job to another host.
+    /// Cloud Assembly's provisioning funnel: a node-local volume pins the job to another host.
     pub const PINNED_ELSEWHERE: &str = "pinned_elsewhere";
-    /// seed 002: not enough free cpu / memory / instances / devices.
+    /// Cloud Assembly's provisioning funnel: not enough free cpu / memory / instances / devices.
     pub const INSUFFICIENT: &str = "insufficient";
-    /// seed 002: no zone has a host left after the filters.
+    /// Cloud Assembly's provisioning funnel: no zone has a host left after the filters.
     pub const NO_ZONE: &str = "no_zone";
-    /// seed 001/002: an existing persistent volume's node affinity excludes the host.
+    /// the Kubernetes volume provisioning design and Cloud Assembly's provisioning funnel: an existing persistent volume's node affinity excludes the host.
     pub const NODE_AFFINITY: &str = "node_affinity";
-    /// seed 002 step 4: the zone lost the zone choice to one with a lower priority number.
+    /// Cloud Assembly's provisioning funnel step 4: the zone lost the zone choice to one with a lower priority number.
     pub const LOWER_PRIORITY: &str = "lower_priority";
-    /// seed 002 step 3.8: a fitting host of the chosen zone ranked after the chosen one(s) by
+    /// Cloud Assembly's provisioning funnel step 3.8: a fitting host of the chosen zone ranked after the chosen one(s) by
     /// the zone's placement policy (or its seeded draw).
     pub const POLICY_ORDER: &str = "policy_order";
-    /// seed 002 step 4.1: the zone lost the zone choice on soft constraints matched; or a host of
-    /// the chosen zone met fewer soft constraints than the chosen host (seed 002 step 3: hosts
+    /// Cloud Assembly's provisioning funnel step 4.1: the zone lost the zone choice on soft constraints matched; or a host of
+    /// the chosen zone met fewer soft constraints than the chosen host (Cloud Assembly's provisioning funnel step 3: hosts
     /// are selected "by matching a series of filters, including hard & soft constraints").
     pub const FEWER_SOFT_MATCHES: &str = "fewer_soft_matches";
-    /// seed 002 step 4.1: the zone tied and lost the seeded random draw.
+    /// Cloud Assembly's provisioning funnel step 4.1: the zone tied and lost the seeded random draw.
     pub const SEEDED_DRAW: &str = "seeded_draw";
     /// fedvol: a volume the job mounts could not be resolved.
     pub const VOLUME_UNRESOLVED: &str = "volume_unresolved";
@@ -141,11 +141,11 @@ pub enum Mode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Action {
-    /// An Available existing volume is bound (seed 001).
+    /// An Available existing volume is bound (the Kubernetes volume provisioning design).
     Bind,
-    /// A new volume is provisioned (seed 001).
+    /// A new volume is provisioned (the Kubernetes volume provisioning design).
     Provision,
-    /// A named persistent volume is used as it is (seed 000).
+    /// A named persistent volume is used as it is (Fuzzball "Annotations and Selection").
     Existing,
 }
 
@@ -172,7 +172,7 @@ pub struct NewVolume {
     pub ephemeral: bool,
     /// The host a node-local volume lives on (set by placement).
     pub host: Option<String>,
-    /// The claim the new volume is bound to from birth (seed 001: a provisioned PV's claimRef
+    /// The claim the new volume is bound to from birth (the Kubernetes volume provisioning design: a provisioned PV's claimRef
     /// MUST point to the claim that led to its creation); `None` for Fuzzball volumes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim_ref: Option<crate::model::ClaimRef>,
@@ -180,7 +180,7 @@ pub struct NewVolume {
 
 impl NewVolume {
     /// The persistent volume this new volume becomes, in `phase` and bound (or pre-bound) to
-    /// `claim_ref` (seed 001: a dynamically provisioned volume matches its claim, carries its
+    /// `claim_ref` (the Kubernetes volume provisioning design: a dynamically provisioned volume matches its claim, carries its
     /// class and `provisioned-by`, and takes the class's reclaim policy). A node-local volume
     /// (`host` set) is pinned to its host by node affinity `kubernetes.io/hostname In [host]`,
     /// as Kubernetes' local volumes are.
@@ -227,7 +227,7 @@ pub struct VolumeDecision {
     pub action: Option<Action>,
     /// Why it could not be resolved.
     pub error: Option<Reason>,
-    /// Automatic mode: how many provisioners passed every check (seed 000: the first wins).
+    /// Automatic mode: how many provisioners passed every check (Fuzzball "Annotations and Selection": the first wins).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub passed: Option<usize>,
     /// The volume to create, for `provision`.

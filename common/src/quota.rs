@@ -10,7 +10,7 @@
 //! - `volumes`: how many volume requests it has; Kubernetes' `persistentvolumeclaims`.
 //! - `cpu`, `memory`, `instances`: over the jobs that are placed (DESIGN §2 places the jobs
 //!   that mount a volume), cores × nodes, memory × nodes (bytes) and nodes: exactly what a
-//!   commit allocates on hosts (seed 002's `limits` count the same three).
+//!   commit allocates on hosts (Cloud Assembly's provisioning funnel's `limits` count the same three).
 
 use std::fmt;
 

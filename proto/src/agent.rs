@@ -267,7 +267,7 @@ pub struct WhyNotReply {
     pub record: Option<fedvol_common::funnel::why_not::RecordedExplanation>,
 }
 
-/// A volume-lifecycle event (seed 001 vocabulary).
+/// A volume-lifecycle event (the Kubernetes volume provisioning design vocabulary).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct VolumeEvent {
     /// When, ms since the epoch.

@@ -1,4 +1,4 @@
-//! The out-of-tree provisioner protocol (seed 001): an agent's `external` driver asks a
+//! The out-of-tree provisioner protocol (the Kubernetes volume provisioning design): an agent's `external` driver asks a
 //! provisioner written by someone else, on
 //! `<prefix>.provisioner.<cluster>.<name as token>.<op>`, to create or delete a volume's
 //! asset. Its answer keeps the shape third parties implement: `{"v": 1, "ok": bool,

@@ -78,7 +78,7 @@ impl Subjects {
     }
 
     /// `<prefix>.provisioner.<cluster>.<name as token>.<op>`: an out-of-tree provisioner's
-    /// endpoint (seed 001).
+    /// endpoint (the Kubernetes volume provisioning design).
     pub fn provisioner(&self, cluster: &str, name: &str, op: ProvisionerOp) -> String {
         format!(
             "{}.provisioner.{}.{}.{}",

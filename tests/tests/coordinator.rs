@@ -222,7 +222,7 @@ async fn three_example_clusters_the_seeds_choose_commit_and_release() {
     let coord = coordinator(&nats, &[]).await;
     let client = nats.client().await;
 
-    // seed 002: `train` needs a GPU (hard) and prefers an H100 (soft): cluster-a fits without
+    // Cloud Assembly's provisioning funnel: `train` needs a GPU (hard) and prefers an H100 (soft): cluster-a fits without
     // the soft constraint, cluster-c lacks the memory, cluster-b has H100s.
     let msg = submit_msg("gpu-1", example_workflow("gpu-soft-constraints"));
     let (stored, _) = submit(&client, "alice", &msg).await;

@@ -1,4 +1,4 @@
-//! fedvol-example-provisioner: a small, real out-of-tree provisioner (seed 001) for fedvol's
+//! fedvol-example-provisioner: a small, real out-of-tree provisioner (the Kubernetes volume provisioning design) for fedvol's
 //! `external` driver. It answers `<prefix>.provisioner.<cluster>.<name as token>.provision` and
 //! `.delete` by creating and removing the directory `<root>/<volume name>`.
 //!

@@ -1,4 +1,4 @@
-//! `external`: an out-of-tree provisioner named `vendor/name` (seed 001), reached by NATS
+//! `external`: an out-of-tree provisioner named `vendor/name` (the Kubernetes volume provisioning design), reached by NATS
 //! request/reply on `<prefix>.provisioner.<cluster>.<name as token>.{provision,delete}` with
 //! JSON [`ProvisionMsg`] / [`DeleteMsg`] bodies answered by a [`ProvisionerReply`].
 //!

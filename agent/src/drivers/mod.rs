@@ -1,4 +1,4 @@
-//! Storage drivers: create and delete the storage asset behind a volume (seed 001's
+//! Storage drivers: create and delete the storage asset behind a volume (the Kubernetes volume provisioning design's
 //! provisioner and deleter roles), one module per [`Driver`] kind:
 //!
 //! - [`hostpath`]: the directory `<path>/<volume>` on the agent's host, created and removed for
@@ -232,7 +232,7 @@ impl Drivers {
         self.retry
     }
 
-    /// Creates the asset for the new volume `v` through `p`'s driver (seed 001: dynamic
+    /// Creates the asset for the new volume `v` through `p`'s driver (the Kubernetes volume provisioning design: dynamic
     /// provisioning). `request_id` is the idempotency key passed to external provisioners and
     /// logged; `deadline_ms` (ms since the epoch, 0 = none) bounds external retries. Repeating a
     /// call for the same volume name succeeds without creating a second asset.
@@ -300,7 +300,7 @@ impl Drivers {
     }
 
     /// Deletes the asset of `volume` (provisioned by `p`, at the recorded `source` when known)
-    /// and returns a human line for the volume's `Deleted` event (seed 001: reclaim policy
+    /// and returns a human line for the volume's `Deleted` event (the Kubernetes volume provisioning design: reclaim policy
     /// Delete). Deleting an asset that is already gone succeeds. For hostpath and nfs a recorded
     /// `source` that is not the directory this driver would remove is refused rather than
     /// deleted. EFS data is kept (no local action; the message says so). External provisioners

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-/// Retry policy for requests to external provisioners (seed 001: out-of-tree provisioners are
+/// Retry policy for requests to external provisioners (the Kubernetes volume provisioning design: out-of-tree provisioners are
 /// reached by request/reply; a provisioner that is restarting or slow gets more chances).
 ///
 /// An attempt that times out, finds no responder or hits a transport error is retried after a

@@ -7,7 +7,7 @@
 //! 2. that mark reaches the disk before any driver runs, so an agent restarted after a crash
 //!    knows assets may exist;
 //! 3. each new volume is provisioned in turn; at the first failure the others are not tried;
-//! 4. on a failure every asset already created is deleted again (seed 001: an asset whose
+//! 4. on a failure every asset already created is deleted again (the Kubernetes volume provisioning design: an asset whose
 //!    volume cannot be recorded is deleted; nothing leaks);
 //! 5. [`crate::state::Core::finish_commit`] records the outcome in one transaction, which
 //!    reaches the disk before the answer.
@@ -95,7 +95,7 @@ async fn provision(
     results
 }
 
-/// Deletes every asset a failed commit created (seed 001: nothing leaks). A deletion that fails
+/// Deletes every asset a failed commit created (the Kubernetes volume provisioning design: nothing leaks). A deletion that fails
 /// is logged; the commit is refused either way.
 async fn roll_back(shared: &Shared, id: &str, deadline_ms: u64, results: &[(ProvisionWork, DriverResult)]) {
     for (w, r) in results {

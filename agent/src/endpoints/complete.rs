@@ -1,5 +1,5 @@
 //! Complete: allocations freed; volumes follow their reclaim policy (Delete: the driver deletes
-//! the asset, then the record goes; Retain: Released, never bound again). Seed 001.
+//! the asset, then the record goes; Retain: Released, never bound again). The Kubernetes volume provisioning design.
 
 use std::sync::Arc;
 

@@ -378,7 +378,7 @@ fn bound_event(hold: &Hold, key: &str, now_ms: u64) -> fedvol_proto::agent::Volu
 }
 
 /// The new volume `nv` of volume `key` of `hold`, created at `source`: Bound to its claim, with
-/// its `Provisioning`, `ProvisioningSucceeded` and `Bound` events (seed 001 vocabulary).
+/// its `Provisioning`, `ProvisioningSucceeded` and `Bound` events (the Kubernetes volume provisioning design vocabulary).
 fn provisioned(hold: &Hold, key: &str, nv: &NewVolume, source: Option<String>, now_ms: u64) -> ManagedVolume {
     let pv = nv.to_persistent_volume(
         VolumePhase::Bound,

@@ -36,7 +36,7 @@ impl Core {
             if mv.pv.reclaim_policy != ReclaimPolicy::Delete {
                 continue;
             }
-            // Seed 001: the deleter is the provisioner that made the volume. A volume fedvol did
+            // The Kubernetes volume provisioning design: the deleter is the provisioner that made the volume. A volume fedvol did
             // not provision is deleted only when it names its provisioner
             // (`pv.kubernetes.io/provisioned-by`); otherwise no deleter is known and it is left
             // Released.

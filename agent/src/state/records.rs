@@ -68,11 +68,11 @@ impl Hold {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Holding {
-    /// An existing Available volume was bound to the request (seed 001).
+    /// An existing Available volume was bound to the request (the Kubernetes volume provisioning design).
     Bound,
     /// A new volume was provisioned for the request.
     Provisioned,
-    /// A named persistent volume is used as it is (seed 000).
+    /// A named persistent volume is used as it is (Fuzzball "Annotations and Selection").
     Existing,
 }
 
@@ -125,7 +125,7 @@ pub struct ManagedVolume {
     /// The asset was deleted and the record is gone from the cluster's view.
     #[serde(default)]
     pub deleted: bool,
-    /// Lifecycle events, oldest first (seed 001 vocabulary).
+    /// Lifecycle events, oldest first (the Kubernetes volume provisioning design vocabulary).
     pub events: Vec<VolumeEvent>,
 }
 

@@ -1,6 +1,6 @@
 //! The selection funnel (DESIGN §2): pure and deterministic. Given one cluster's inventory, its
 //! live state and a request, it resolves every volume (seeds 000 and 001) and places every job
-//! that mounts volumes (seed 002), recording each named stage's rejections.
+//! that mounts volumes (Cloud Assembly's provisioning funnel), recording each named stage's rejections.
 
 pub mod cost;
 pub mod placement;
@@ -33,7 +33,7 @@ pub struct PlanRequest {
     pub workflow: Workflow,
     /// The user's identity.
     pub user: String,
-    /// The user's groups (for seed 000 permission checks).
+    /// The user's groups (for Fuzzball "Annotations and Selection" permission checks).
     pub groups: Vec<String>,
     /// Seed for every random choice.
     pub seed: u64,

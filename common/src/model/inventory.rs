@@ -1,7 +1,7 @@
 //! One cluster's inventory: provisioners, existing volumes, projects, cloud zones and hosts.
 //!
 //! Built by `format::inventory` from fedvol's YAML/JSON and from Kubernetes `StorageClass` /
-//! `PersistentVolume` documents. Order matters: provisioners keep inventory order because seed 000
+//! `PersistentVolume` documents. Order matters: provisioners keep inventory order because Fuzzball "Annotations and Selection"
 //! selects the **first** passing provisioner.
 
 use std::collections::BTreeMap;
@@ -53,7 +53,7 @@ impl Inventory {
     }
 }
 
-/// Lifecycle status of a provisioner (seed 000 "Status check": only READY ones are selected).
+/// Lifecycle status of a provisioner (Fuzzball "Annotations and Selection" "Status check": only READY ones are selected).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ProvisionerStatus {
@@ -82,7 +82,7 @@ impl ProvisionerStatus {
 
 /// How a provisioner creates storage: the `driver` block of a Fuzzball provisioner definition
 /// (`../shared/reference/provisioner-schema.md`, "Driver"), every documented type and field with
-/// Fuzzball's spelling in files, plus fedvol's `external` type (seed 001 out-of-tree
+/// Fuzzball's spelling in files, plus fedvol's `external` type (the Kubernetes volume provisioning design out-of-tree
 /// provisioners) and nfs `mount`. Fields added here are optional on the wire (DESIGN §5).
 ///
 /// The agent acts on `nfs`, `hostpath`, `efs` and `external`; the other types plan (selection,
@@ -93,7 +93,7 @@ impl ProvisionerStatus {
 pub enum Driver {
     /// An NFS export; volumes are directories below `target` (`server:/export/path`).
     Nfs {
-        /// `server:/export` as in seed 000 (`nfs-fast:/export/nvme`).
+        /// `server:/export` as in Fuzzball "Annotations and Selection" (`nfs-fast:/export/nvme`).
         target: String,
         /// Where the export is mounted on the agent's host, when it is (for real directory
         /// creation; a fedvol addition).
@@ -181,7 +181,7 @@ pub enum Driver {
         /// Subdirectory holding this provisioner's volumes (`subPath`).
         sub_path: Option<String>,
     },
-    /// An out-of-tree provisioner named `vendor/name` (seed 001), reached over NATS; Kubernetes
+    /// An out-of-tree provisioner named `vendor/name` (the Kubernetes volume provisioning design), reached over NATS; Kubernetes
     /// StorageClasses map here with their `provisioner` and `parameters`.
     External {
         /// The provisioner's name, e.g. `ebs.csi.aws.com` or `example.com/nfs`.
@@ -277,7 +277,7 @@ impl Reachability {
     }
 }
 
-/// A storage provisioner (seed 000) or Kubernetes StorageClass (seed 001); one storage class.
+/// A storage provisioner (Fuzzball "Annotations and Selection") or Kubernetes StorageClass (the Kubernetes volume provisioning design); one storage class.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Provisioner {
     /// Name; also the storage class name volumes refer to.
@@ -286,7 +286,7 @@ pub struct Provisioner {
     pub description: Option<String>,
     /// How storage is created.
     pub driver: Driver,
-    /// Opaque key/value strings matched exactly by workflow volume annotations (seed 000).
+    /// Opaque key/value strings matched exactly by workflow volume annotations (Fuzzball "Annotations and Selection").
     pub annotations: BTreeMap<String, String>,
     /// Group policies; StorageClasses get [`Permissions::open`].
     pub permissions: Permissions,
@@ -299,7 +299,7 @@ pub struct Provisioner {
     /// Which zones reach its storage.
     pub reachability: Reachability,
     /// Labels its provisioned volumes carry; a claim selector is satisfiable only by these
-    /// (seed 001: a provisioner refuses selectors it does not understand).
+    /// (the Kubernetes volume provisioning design: a provisioner refuses selectors it does not understand).
     pub labels: BTreeMap<String, String>,
     /// Largest volume it can provision, if bounded (bytes).
     pub max_volume_size: Option<ByteSize>,
@@ -356,7 +356,7 @@ pub struct PersistentVolume {
     pub origin: Origin,
 }
 
-/// Per-project limits inside one zone (seed 002 "Filter by capacity").
+/// Per-project limits inside one zone (Cloud Assembly's provisioning funnel "Filter by capacity").
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct ProjectLimits {
     /// Most instances (job nodes) the project may run in the zone.
@@ -387,7 +387,7 @@ pub struct ProjectUsage {
 pub struct ZoneAssignment {
     /// The zone's name (must exist in the inventory).
     pub zone: String,
-    /// Lower number = preferred (seed 002 "select the one with highest priority").
+    /// Lower number = preferred (Cloud Assembly's provisioning funnel "select the one with highest priority").
     pub priority: i64,
     /// Limits for this project in this zone.
     pub limits: ProjectLimits,
@@ -404,7 +404,7 @@ pub struct Project {
     pub zones: Vec<ZoneAssignment>,
 }
 
-/// Host selection strategy of a zone (seed 002 step 3.8).
+/// Host selection strategy of a zone (Cloud Assembly's provisioning funnel step 3.8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum PlacementPolicy {

@@ -1,4 +1,4 @@
-//! Kubernetes storage vocabulary shared by inventories, claims and the funnel (seed 001):
+//! Kubernetes storage vocabulary shared by inventories, claims and the funnel (the Kubernetes volume provisioning design):
 //! access modes, volume mode, reclaim policy, label selectors and node affinity.
 
 use std::collections::BTreeMap;
@@ -62,7 +62,7 @@ impl AccessModes {
         AccessModes(modes.iter().fold(0, |acc, m| acc | m.bit()))
     }
 
-    /// True when every mode of `other` is in `self` (seed 001: a volume's modes must be a
+    /// True when every mode of `other` is in `self` (the Kubernetes volume provisioning design: a volume's modes must be a
     /// superset of the claim's).
     pub fn is_superset_of(self, other: AccessModes) -> bool {
         self.0 & other.0 == other.0
@@ -123,7 +123,7 @@ pub enum VolumeMode {
     Block,
 }
 
-/// What happens to a volume when its claim or workflow ends (seed 001, deletion).
+/// What happens to a volume when its claim or workflow ends (the Kubernetes volume provisioning design, deletion).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
 pub enum ReclaimPolicy {
     /// The driver deletes the storage asset, then the record goes (the default for provisioned volumes).

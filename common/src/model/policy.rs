@@ -1,10 +1,10 @@
-//! Group access policies on provisioners (seed 000: "group permission check").
+//! Group access policies on provisioners (Fuzzball "Annotations and Selection": "group permission check").
 
 use std::collections::BTreeSet;
 
 /// Who may perform one operation on a provisioner. Default-deny: an absent policy is `Deny`.
 ///
-/// Files write `all` or a list of groups (seed 000); Fuzzball's API form
+/// Files write `all` or a list of groups (Fuzzball "Annotations and Selection"); Fuzzball's API form
 /// `{all: bool, groups: {names: [...]}, users: {names: [...]}}` is read too
 /// (`../shared/reference/provisioner-schema.md`, "Top level": users additive with groups,
 /// ignored when `all` is set).
@@ -51,7 +51,7 @@ impl AccessPolicy {
     }
 }
 
-/// The operation a volume request needs permission for (seed 000).
+/// The operation a volume request needs permission for (Fuzzball "Annotations and Selection").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Operation {
@@ -74,7 +74,7 @@ impl Operation {
     }
 }
 
-/// The three policies of one provisioner. `create` implies `access` and `ephemeral` (seed 000 as
+/// The three policies of one provisioner. `create` implies `access` and `ephemeral` (Fuzzball "Annotations and Selection" as
 /// fedvol's DESIGN §2 reads it).
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Permissions {

@@ -1,4 +1,4 @@
-//! Capability tags and constraints (seed 002): `key[:value]` tags on zones and hosts, and
+//! Capability tags and constraints (Cloud Assembly's provisioning funnel): `key[:value]` tags on zones and hosts, and
 //! `[!]key[:value][:hard|:soft]` constraints on jobs (hard by default).
 
 use std::fmt;

@@ -147,9 +147,9 @@ pub struct VolumeRequest {
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum VolumeSource {
-    /// A Fuzzfile volume (seed 000 resolution).
+    /// A Fuzzfile volume (Fuzzball "Annotations and Selection" resolution).
     Fuzzball(FuzzballVolume),
-    /// A Kubernetes claim (seed 001 binding and provisioning).
+    /// A Kubernetes claim (the Kubernetes volume provisioning design binding and provisioning).
     Claim(Claim),
 }
 
@@ -160,9 +160,9 @@ pub struct FuzzballVolume {
     pub use_: Option<String>,
     /// `name:`: an existing (or to-be-created persistent) volume's name.
     pub name: Option<String>,
-    /// `size:`, bytes. Not a selection criterion (seed 000); used for binding and provisioning.
+    /// `size:`, bytes. Not a selection criterion (Fuzzball "Annotations and Selection"); used for binding and provisioning.
     pub size: Option<ByteSize>,
-    /// `annotations:` requested of the provisioner (exact match, seed 000).
+    /// `annotations:` requested of the provisioner (exact match, Fuzzball "Annotations and Selection").
     pub annotations: BTreeMap<String, String>,
     /// The original v1 `reference:` text, if any.
     pub reference: Option<String>,
@@ -181,7 +181,7 @@ pub enum ClaimClass {
     Named(String),
 }
 
-/// A persistent volume claim (seed 001).
+/// A persistent volume claim (the Kubernetes volume provisioning design).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Claim {
     /// Namespace (`default` when absent).
@@ -225,7 +225,7 @@ pub struct Mount {
     pub path: String,
 }
 
-/// fedvol addition: same-host and different-host rules between jobs of one workflow (seed 002
+/// fedvol addition: same-host and different-host rules between jobs of one workflow (Cloud Assembly's provisioning funnel
 /// steps 3.3 and 3.4).
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Affinity {

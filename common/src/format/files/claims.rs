@@ -11,7 +11,7 @@ use crate::yaml::{Ctx, Diagnostics, Span};
 /// Builds a workflow from the PersistentVolumeClaims in `text` (read from `label`).
 ///
 /// Each claim becomes a [`VolumeRequest`] keyed by the claim's name with the claim's access
-/// modes (seed 001 binding and provisioning then apply). The workflow is named after the claim
+/// modes (the Kubernetes volume provisioning design binding and provisioning then apply). The workflow is named after the claim
 /// when there is exactly one, else `fallback_name` (the file stem). StorageClass and
 /// PersistentVolume documents beside the claims, and every other kind, are skipped with a
 /// notice. Errors: a claim's own errors, two claims with the same name, a document without

@@ -2,8 +2,8 @@
 //! whose names are not yet checked against the rest of the workflow (see [`super::resolve`]).
 //!
 //! Placement reads: `image`, `mounts`, `resource`, `multinode.nodes`, `depends-on`/`requires`,
-//! and fedvol's additions `constraints` (seed 002 hard/soft tag constraints), `affinity`
-//! (seed 002 steps 3.3/3.4) and `networks`. `policy.timeout.execute` is kept as the job's
+//! and fedvol's additions `constraints` (Cloud Assembly's provisioning funnel hard/soft tag constraints), `affinity`
+//! (Cloud Assembly's provisioning funnel steps 3.3/3.4) and `networks`. `policy.timeout.execute` is kept as the job's
 //! `timeout_ms` for the cost estimate (issue 18). Everything else is checked for shape and
 //! dropped.
 //!
@@ -253,7 +253,7 @@ fn dependencies(ctx: &mut Ctx, node: &Node, field: &str) -> Vec<Dependency> {
     out
 }
 
-/// fedvol addition `constraints`: a list of `[!]key[:value][:hard|:soft]` strings (seed 002).
+/// fedvol addition `constraints`: a list of `[!]key[:value][:hard|:soft]` strings (Cloud Assembly's provisioning funnel).
 fn constraints(ctx: &mut Ctx, node: &Node, field: &str) -> Vec<Constraint> {
     let mut out = Vec::new();
     let Some(items) = ctx.seq(node, field) else {

@@ -10,7 +10,7 @@
 //!   nearer level already has the same key (the volume name in v1, the path in v4), as a map
 //!   merge would. Its resource is its own, else `defaults.job.resource`
 //!   (`defaults.service.resource`), else `defaults.resource`, else 1 core and no memory.
-//! - Access modes (seed 001 claim semantics): a volume mounted by a multinode job (nodes > 1)
+//! - Access modes (the Kubernetes volume provisioning design claim semantics): a volume mounted by a multinode job (nodes > 1)
 //!   or by two or more jobs/services, which may land on different hosts, needs ReadWriteMany;
 //!   otherwise ReadWriteOnce.
 

@@ -1,5 +1,5 @@
 //! `resource` (schema §4; the same shape in jobs, services and `defaults`) → [`JobResources`],
-//! what one node of a job needs for host placement (seed 002: free capacity, devices,
+//! what one node of a job needs for host placement (Cloud Assembly's provisioning funnel: free capacity, devices,
 //! exclusive hosts, hard requirements on host tags).
 
 use super::shapes::{I64_MAX, take_aliased};

@@ -1,4 +1,4 @@
-//! `volumes.<name>` (schema §6) → [`FuzzballVolume`] in v4 terms (seed 000: a volume is
+//! `volumes.<name>` (schema §6) → [`FuzzballVolume`] in v4 terms (Fuzzball "Annotations and Selection": a volume is
 //! resolved by a named provisioner (`use`), by an existing volume's `name`, or automatically
 //! from `size`/`annotations`).
 //!

@@ -30,7 +30,7 @@ fn natural_modes(driver: Option<&Driver>) -> AccessModes {
 }
 
 /// Builds the inventory. Order: fedvol provisioners in file order, then StorageClasses in
-/// document order (seed 000 picks the first passing provisioner); fedvol volumes, then
+/// document order (Fuzzball "Annotations and Selection" picks the first passing provisioner); fedvol volumes, then
 /// PersistentVolumes. Errors appended to `errors`: a volume naming no provisioner (a Kubernetes
 /// PV may name a class without a StorageClass), a volume pinned to an unknown host or a
 /// node-local volume with no host, a project zone, zone `storage` entry or provisioner `zones`

@@ -23,7 +23,7 @@ pub fn cost(ctx: &mut Ctx, n: &Node, f: &str, what: &str) -> Option<f64> {
     }
 }
 
-/// Names that `use:` gives a meaning of its own (seed 000): no provisioner may take them.
+/// Names that `use:` gives a meaning of its own (Fuzzball "Annotations and Selection"): no provisioner may take them.
 pub(crate) const RESERVED_PROVISIONER_NAMES: [&str; 2] = ["ephemeral", "persistent"];
 
 /// True for a fedvol object name: 1 to 253 letters, digits, `-`, `_`, `.`, starting with a
@@ -61,7 +61,7 @@ pub(crate) fn positioned_list(ctx: &mut Ctx, node: &Node, field: &str) -> Vec<(S
     out
 }
 
-/// Reads a list of capability tags (`key` or `key:value`, seed 002).
+/// Reads a list of capability tags (`key` or `key:value`, Cloud Assembly's provisioning funnel).
 pub(crate) fn tags(ctx: &mut Ctx, node: &Node, field: &str) -> Vec<Tag> {
     let mut out = Vec::new();
     for (i, item) in ctx.seq(node, field).unwrap_or_default().iter().enumerate() {

@@ -5,7 +5,7 @@
 //! ```yaml
 //! cluster: cluster-a                 # required; a NATS subject token
 //! include: [k8s/classes.yaml]        # Kubernetes manifests, relative to this file
-//! provisioners:                      # seed 000 syntax, name-keyed, inventory order kept
+//! provisioners:                      # Fuzzball "Annotations and Selection" syntax, name-keyed, inventory order kept
 //!   fast-storage:
 //!     description: "Fast NVMe-backed NFS"
 //!     driver: {type: nfs, target: "nfs-fast:/export/nvme"}

@@ -1,4 +1,4 @@
-//! The `projects:` section (seed 002 stage 1): each project lists the cloud zones it may use,
+//! The `projects:` section (Cloud Assembly's provisioning funnel stage 1): each project lists the cloud zones it may use,
 //! with a priority (lower is preferred), limits and current usage.
 
 use super::common::opt_u64;

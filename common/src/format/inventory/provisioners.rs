@@ -1,4 +1,4 @@
-//! The `provisioners:` section: a name-keyed map in seed 000's syntax (`description`, `driver`,
+//! The `provisioners:` section: a name-keyed map in Fuzzball "Annotations and Selection"'s syntax (`description`, `driver`,
 //! `annotations`, `access`/`create`/`ephemeral`, `costPerGbHour`, every driver type of
 //! `../shared/reference/provisioner-schema.md`) plus fedvol's `status`, `default`,
 //! `reclaimPolicy`, `zones`/`segment` reachability, `labels`, `maxVolumeSize`, `freeSpace` and

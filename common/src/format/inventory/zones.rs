@@ -1,4 +1,4 @@
-//! The `zones:` section (seed 002): cloud zones with capability tags, placement policy,
+//! The `zones:` section (Cloud Assembly's provisioning funnel): cloud zones with capability tags, placement policy,
 //! priority, network segment, image/flavor/storage profiles, hosts, and fedvol's
 //! `hostCostPerHour` (the price of one host-hour, for the cost estimate of issue 18).
 

@@ -1,4 +1,4 @@
-//! Kubernetes `PersistentVolumeClaim` (v1) → [`Claim`] (seed 001: a claim binds an existing
+//! Kubernetes `PersistentVolumeClaim` (v1) → [`Claim`] (the Kubernetes volume provisioning design: a claim binds an existing
 //! volume of its class or is provisioned by its class's provisioner).
 
 use super::fields::{access_modes, quantity, volume_mode};

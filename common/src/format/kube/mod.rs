@@ -1,4 +1,4 @@
-//! Kubernetes storage documents, read by Kubernetes' own rules (seed 001):
+//! Kubernetes storage documents, read by Kubernetes' own rules (the Kubernetes volume provisioning design):
 //! `StorageClass` → [`Provisioner`](crate::model::Provisioner),
 //! `PersistentVolume` → [`PersistentVolume`](crate::model::PersistentVolume),
 //! `PersistentVolumeClaim` → [`Claim`](crate::model::Claim).

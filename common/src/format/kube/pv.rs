@@ -1,4 +1,4 @@
-//! Kubernetes `PersistentVolume` (v1) → [`PersistentVolume`] (seed 001: existing volumes that
+//! Kubernetes `PersistentVolume` (v1) → [`PersistentVolume`] (the Kubernetes volume provisioning design: existing volumes that
 //! claims bind to before anything is provisioned).
 
 use super::fields::{access_modes, exact_one_of, quantity, volume_mode};

@@ -1,4 +1,4 @@
-//! Kubernetes `StorageClass` (storage.k8s.io/v1 and v1beta1) → [`Provisioner`] (seed 001:
+//! Kubernetes `StorageClass` (storage.k8s.io/v1 and v1beta1) → [`Provisioner`] (the Kubernetes volume provisioning design:
 //! a storage class names an out-of-tree provisioner and its opaque parameters).
 
 use std::collections::BTreeMap;
@@ -32,7 +32,7 @@ pub const ZONE_TOPOLOGY_KEYS: [&str; 2] = ["topology.kubernetes.io/zone", "failu
 ///
 /// The provisioner gets open permissions (a StorageClass has no group policy), status READY,
 /// both volume modes and `from_storage_class: true`; its annotations are the object's
-/// annotations (matched by workflow volume annotations, seed 000). Errors go to `ctx`; `None`
+/// annotations (matched by workflow volume annotations, Fuzzball "Annotations and Selection"). Errors go to `ctx`; `None`
 /// when the document has any.
 pub fn decode_storage_class(ctx: &mut Ctx, doc: &Node, notes: &mut Vec<Diagnostic>) -> Option<Provisioner> {
     let errs = ctx.error_count();

@@ -1,4 +1,4 @@
-//! Host filters (seed 002 stage 3.1-3.7) over every host of the zones that survived the zone
+//! Host filters (Cloud Assembly's provisioning funnel stage 3.1-3.7) over every host of the zones that survived the zone
 //! filters, named `zone/host`. Each is a named stage recording every rejected host with all its
 //! reasons.
 //!

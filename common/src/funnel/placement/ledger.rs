@@ -1,6 +1,6 @@
 //! What this workflow has placed so far: the jobs already on hosts, the new volumes whose
 //! storage was already counted against project limits, and node-local volume pins. Later jobs of
-//! the same workflow see this (seed 002 capacity filters, affinity, node-local pinning).
+//! the same workflow see this (Cloud Assembly's provisioning funnel capacity filters, affinity, node-local pinning).
 
 use std::collections::BTreeSet;
 

@@ -1,4 +1,4 @@
-//! Job placement (seed 002, DESIGN §2 "Placement"): every job or service that mounts volumes is
+//! Job placement (Cloud Assembly's provisioning funnel, DESIGN §2 "Placement"): every job or service that mounts volumes is
 //! placed, in workflow order, within the workflow's project, through named stages that each
 //! record every rejected zone or host with all its reasons:
 //!
@@ -16,33 +16,33 @@
 /// The placement stages' names, as they appear in the trace (candidates: zone names for
 /// `zone.*` stages, `zone/host` for `host.*` stages).
 pub mod stages {
-    /// Seed 002 step 1: zones assigned to the workflow's project.
+    /// Cloud Assembly's provisioning funnel step 1: zones assigned to the workflow's project.
     pub const ZONE_PROJECT: &str = "zone.project";
-    /// Seed 002 step 2.1: zones with at least one powered-on host.
+    /// Cloud Assembly's provisioning funnel step 2.1: zones with at least one powered-on host.
     pub const ZONE_POWER: &str = "zone.power";
-    /// Seed 002 step 2.2: zones within the project's limits (instances, memory, cpu, storage).
+    /// Cloud Assembly's provisioning funnel step 2.2: zones within the project's limits (instances, memory, cpu, storage).
     pub const ZONE_LIMITS: &str = "zone.limits";
-    /// Seed 002 steps 2.3-2.5: image, flavor and storage profiles.
+    /// Cloud Assembly's provisioning funnel steps 2.3-2.5: image, flavor and storage profiles.
     pub const ZONE_PROFILES: &str = "zone.profiles";
-    /// Seed 002 step 3.1: powered-on hosts.
+    /// Cloud Assembly's provisioning funnel step 3.1: powered-on hosts.
     pub const HOST_POWER: &str = "host.power";
-    /// Seed 002 step 3.2: hard constraints on host tags united with zone tags.
+    /// Cloud Assembly's provisioning funnel step 3.2: hard constraints on host tags united with zone tags.
     pub const HOST_HARD_CONSTRAINTS: &str = "host.hard_constraints";
-    /// Seed 002 step 3.3: affinity with other jobs of the workflow.
+    /// Cloud Assembly's provisioning funnel step 3.3: affinity with other jobs of the workflow.
     pub const HOST_AFFINITY: &str = "host.affinity";
-    /// Seed 002 step 3.4: anti-affinity with other jobs of the workflow.
+    /// Cloud Assembly's provisioning funnel step 3.4: anti-affinity with other jobs of the workflow.
     pub const HOST_ANTI_AFFINITY: &str = "host.anti_affinity";
-    /// Seed 002: the job's networks.
+    /// Cloud Assembly's provisioning funnel: the job's networks.
     pub const HOST_NETWORK: &str = "host.network";
-    /// Seed 002: storage reachability (a node-local volume pins its host).
+    /// Cloud Assembly's provisioning funnel: storage reachability (a node-local volume pins its host).
     pub const HOST_STORAGE: &str = "host.storage";
-    /// Seed 002 step 3.6: free capacity for the job.
+    /// Cloud Assembly's provisioning funnel step 3.6: free capacity for the job.
     pub const HOST_CAPACITY: &str = "host.capacity";
-    /// Seed 002 step 3.5: enough fitting hosts sharing a network for a multi-host job.
+    /// Cloud Assembly's provisioning funnel step 3.5: enough fitting hosts sharing a network for a multi-host job.
     pub const ZONE_MULTI_HOST: &str = "zone.multi_host";
-    /// Seed 002 steps 4 and 4.1: lowest priority number, most soft constraints, seeded draw.
+    /// Cloud Assembly's provisioning funnel steps 4 and 4.1: lowest priority number, most soft constraints, seeded draw.
     pub const ZONE_CHOICE: &str = "zone.choice";
-    /// Seed 002 steps 3 and 3.8: why each other fitting host of the chosen zone was not taken.
+    /// Cloud Assembly's provisioning funnel steps 3 and 3.8: why each other fitting host of the chosen zone was not taken.
     pub const HOST_CHOICE: &str = "host.choice";
 }
 
@@ -107,7 +107,7 @@ impl JobCtx<'_> {
     }
 }
 
-/// Places every job that mounts volumes (seed 002), in workflow order, appending each stage's
+/// Places every job that mounts volumes (Cloud Assembly's provisioning funnel), in workflow order, appending each stage's
 /// record to `trace`.
 ///
 /// - A job that mounts a volume that failed to resolve (or that the workflow does not define)

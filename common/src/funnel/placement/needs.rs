@@ -1,4 +1,4 @@
-//! What one job needs from a cloud zone and its hosts (seed 002), worked out once per job before
+//! What one job needs from a cloud zone and its hosts (Cloud Assembly's provisioning funnel), worked out once per job before
 //! any stage runs, and which jobs of the workflow may run at the same time.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -54,12 +54,12 @@ pub(crate) struct JobNeeds<'a> {
 }
 
 impl<'a> JobNeeds<'a> {
-    /// The job's hard constraints (seed 002 step 3.2).
+    /// The job's hard constraints (Cloud Assembly's provisioning funnel step 3.2).
     pub fn hard(&self) -> impl Iterator<Item = &'a Constraint> {
         self.job.constraints.iter().filter(|c| c.strength == Strength::Hard)
     }
 
-    /// The job's soft constraints (seed 002 step 4.1).
+    /// The job's soft constraints (Cloud Assembly's provisioning funnel step 4.1).
     pub fn soft(&self) -> impl Iterator<Item = &'a Constraint> {
         self.job.constraints.iter().filter(|c| c.strength == Strength::Soft)
     }

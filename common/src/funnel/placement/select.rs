@@ -1,11 +1,11 @@
-//! Choosing (seed 002 steps 3, 3.5, 3.8, 4 and 4.1): hosts within each zone — those meeting
+//! Choosing (Cloud Assembly's provisioning funnel steps 3, 3.5, 3.8, 4 and 4.1): hosts within each zone — those meeting
 //! more of the job's soft constraints (host tags ∪ zone tags) first, then by the zone's
 //! placement policy (enough of them, sharing a network, for a multi-host job) — then one zone
 //! among those that still have hosts: lowest priority number, then most soft constraints matched
 //! (a zone scores what its best remaining host meets), then a seeded random draw; then the
 //! `host.choice` stage records why each other fitting host of the chosen zone was not taken.
 //!
-//! Seed 002: "After a cloud zone is selected, a host is selected by matching a series of
+//! Cloud Assembly's provisioning funnel: "After a cloud zone is selected, a host is selected by matching a series of
 //! filters, including hard & soft constraints", and zones of equal priority are "sorted by
 //! matching soft constraints, using a combination of the cloud zone and compute capabilities".
 
@@ -121,7 +121,7 @@ fn to_f64(v: u128) -> f64 {
 }
 
 /// Orders a zone's fitting hosts, best first: hosts meeting more soft constraints first
-/// (seed 002 step 3), then, among equal scores, the zone's placement policy (seed 002 step
+/// (Cloud Assembly's provisioning funnel step 3), then, among equal scores, the zone's placement policy (Cloud Assembly's provisioning funnel step
 /// 3.8): BINPACK most loaded first, SPREAD least loaded first, SPREAD_MEMORY most free memory
 /// first (ties keep inventory order), DEFAULT a seeded random order: draw `i` (from 0, counted
 /// over the whole zone) takes `seeded_pick(seed, "host:<job>:<zone>", n)` for `i = 0` and
@@ -362,7 +362,7 @@ pub(crate) fn soft_matched(ctx: &JobCtx<'_>, pick: &ZonePick<'_, '_>) -> u32 {
 }
 
 /// Stage 4 (`zone.choice`): among zones that still have hosts, the lowest priority number wins;
-/// ties go to the most soft constraints matched (seed 002 step 4.1: a zone scores
+/// ties go to the most soft constraints matched (Cloud Assembly's provisioning funnel step 4.1: a zone scores
 /// [`ZonePick::best_soft`], what its best remaining host meets with the zone's tags), then to
 /// `seeded_pick(seed, "zone:<job>", n)` over the remaining zones in inventory order. Every other
 /// zone is recorded with the reason it lost. Returns the winner and the soft constraints its
@@ -445,7 +445,7 @@ pub(crate) fn choose_zone<'z, 'a>(
     Some((winner.0, soft))
 }
 
-/// Stage `host.choice` (seed 002 steps 3 and 3.8): every fitting host of the chosen zone that
+/// Stage `host.choice` (Cloud Assembly's provisioning funnel steps 3 and 3.8): every fitting host of the chosen zone that
 /// the job does not use, with why: it meets fewer soft constraints than the first chosen host
 /// (`fewer_soft_matches`), or the zone's placement policy ranked it after the chosen one(s)
 /// (`policy_order`; for a multi-host job also a host off the network the chosen hosts share).

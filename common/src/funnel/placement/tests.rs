@@ -1,4 +1,4 @@
-//! Placement tests: one or more per row of seed 002's table, plus workflow-level accounting.
+//! Placement tests: one or more per row of Cloud Assembly's provisioning funnel's table, plus workflow-level accounting.
 
 use super::testkit::*;
 use crate::decision::codes;
@@ -860,7 +860,7 @@ fn equal_priority_goes_to_most_soft_constraints_on_zone_and_host_tags() {
     );
 }
 
-/// Seed 002 step 3: "After a cloud zone is selected, a host is selected by matching a series of
+/// Cloud Assembly's provisioning funnel step 3: "After a cloud zone is selected, a host is selected by matching a series of
 /// filters, including hard & soft constraints". Within a zone, hosts meeting more soft
 /// constraints (host tags ∪ zone tags) come first; BINPACK then orders the rest. Recorded in
 /// `host.choice`.
@@ -912,7 +912,7 @@ fn soft_constraints_rank_hosts_before_the_placement_policy() {
     assert_eq!(codes_of(&trace, "host.choice", "j", "a/idle"), [codes::POLICY_ORDER]);
 }
 
-/// Seed 002 step 4.1: zones of equal priority are "sorted by matching soft constraints, using a
+/// Cloud Assembly's provisioning funnel step 4.1: zones of equal priority are "sorted by matching soft constraints, using a
 /// combination of the cloud zone and compute capabilities": a zone scores what its best
 /// remaining host meets, not what the host its policy would pick without them meets.
 #[test]

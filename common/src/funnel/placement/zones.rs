@@ -1,4 +1,4 @@
-//! Cloud zone filters (seed 002 stages 1 and 2): the zones of the workflow's project, then
+//! Cloud zone filters (Cloud Assembly's provisioning funnel stages 1 and 2): the zones of the workflow's project, then
 //! power state, project limits and profiles (image, flavor, storage). Each is a named stage that
 //! records every rejected zone with all its reasons.
 
@@ -131,7 +131,7 @@ pub(crate) fn power<'a>(trace: &mut Trace, job: &str, zones: Vec<ZoneCand<'a>>) 
 /// this job mounts that no earlier job of the workflow has counted. Every exceeded limit is
 /// reported.
 ///
-/// Seed 002 row 2.2 reads "Zone with full memory or instances are filtered out". A zone with no
+/// Cloud Assembly's provisioning funnel row 2.2 reads "Zone with full memory or instances are filtered out". A zone with no
 /// project assignment (an inventory without `projects`) has no limits to be full against, so
 /// nothing is dropped here: a zone whose hosts are full in memory or instances loses every host
 /// at `host.capacity` (step 3.6) instead, which names each full host and what it lacks, and the

@@ -1,4 +1,4 @@
-//! Step 4 (DESIGN §2; seed 000 "Annotations and Selection"): automatic provisioner selection for
+//! Step 4 (DESIGN §2; Fuzzball "Annotations and Selection" "Annotations and Selection"): automatic provisioner selection for
 //! volumes with `size`/`annotations` only, `use: ephemeral`, `use: persistent`, or nothing.
 //!
 //! Every provisioner, in inventory order, goes through three checks, each its own stage:
@@ -6,8 +6,8 @@
 //! identical value) and `provisioner.permission` (the operation: `ephemeral`, or `create` for
 //! `use: persistent`). Each check is evaluated for **every** provisioner, so a rejected
 //! provisioner shows every check it failed, not just the first. The first provisioner that
-//! passes all three wins (seed 000); the decision's `passed` says how many did. `size` is not a
-//! selection criterion (seed 000); it only sizes a bound or provisioned volume.
+//! passes all three wins (Fuzzball "Annotations and Selection"); the decision's `passed` says how many did. `size` is not a
+//! selection criterion (Fuzzball "Annotations and Selection"); it only sizes a bound or provisioned volume.
 //!
 //! `use: persistent` with `name:` first searches for an existing accessible volume with that
 //! name (stage `volume.by_name`): one → `existing`, several → `ambiguous_volume`; only when none
@@ -64,7 +64,7 @@ pub(crate) fn resolve(
     d
 }
 
-/// The outcome of seed 000 selection.
+/// The outcome of Fuzzball "Annotations and Selection" selection.
 #[derive(Debug, Clone)]
 pub(crate) struct Selection<'a> {
     /// Provisioners that passed every check, in inventory order (the first wins).
@@ -99,7 +99,7 @@ impl Selection<'_> {
     }
 }
 
-/// Runs the three seed 000 checks over every provisioner (stages `provisioner.status`,
+/// Runs the three Fuzzball "Annotations and Selection" checks over every provisioner (stages `provisioner.status`,
 /// `provisioner.annotations`, `provisioner.permission`, each recording all its reasons) and
 /// returns those that passed all three.
 pub(crate) fn select<'a>(
@@ -160,7 +160,7 @@ mod tests {
         }
     }
 
-    /// Seed 000's fast-tier / standard-tier inventory.
+    /// Fuzzball "Annotations and Selection"'s fast-tier / standard-tier inventory.
     fn tiers() -> Inventory {
         inventory("a")
             .provisioner(prov("fast-tier", hostpath()).annotate("tier", "fast").ephemeral_all())
@@ -220,7 +220,7 @@ mod tests {
         assert_eq!(stage(&trace, stages::STATUS).passed, 2);
     }
 
-    /// Seed 000's `workspace` volume: size 50GB, purpose=work, ephemeral.
+    /// Fuzzball "Annotations and Selection"'s `workspace` volume: size 50GB, purpose=work, ephemeral.
     #[test]
     fn purpose_work_workspace_selects_work_storage() {
         let inv = inventory("a")
@@ -357,7 +357,7 @@ mod tests {
         assert_eq!(d.error.expect("ambiguous").code, codes::AMBIGUOUS_VOLUME);
     }
 
-    /// Seed 000's federated example: the same `tier: fast` request lands on a hostpath
+    /// Fuzzball "Annotations and Selection"'s federated example: the same `tier: fast` request lands on a hostpath
     /// provisioner on cluster A and on EFS on cluster B.
     #[test]
     fn federated_same_annotations_different_backends() {

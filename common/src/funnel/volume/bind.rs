@@ -1,4 +1,4 @@
-//! Step 5 (DESIGN §2; seed 001 "the controller attempts to find an existing volume that will
+//! Step 5 (DESIGN §2; the Kubernetes volume provisioning design "the controller attempts to find an existing volume that will
 //! fulfill the claim", with Kubernetes' own matching order): bind before provisioning.
 //!
 //! The rules are Kubernetes' (component-helpers `storage/volume/pv_helpers.go`:
@@ -21,7 +21,7 @@
 //! Choice (`findByClaim`): the fitting volumes are grouped by their exact access-mode set,
 //! groups with fewer modes first (equal counts: by the set's canonical order); the first group
 //! with a fit decides: its volume pre-bound to this claim if it has one, else its smallest
-//! volume (ties: inventory order) — seed 001 "the smallest matching volume". A pre-bound volume
+//! volume (ties: inventory order) — the Kubernetes volume provisioning design "the smallest matching volume". A pre-bound volume
 //! in a later group does not beat a fit in an earlier one.
 
 use crate::decision::{Reason, codes};

@@ -1,4 +1,4 @@
-//! Step 3 (DESIGN §2; seed 000 "When a workflow references a persistent volume by name"):
+//! Step 3 (DESIGN §2; Fuzzball "Annotations and Selection" "When a workflow references a persistent volume by name"):
 //! `name:` without `use:`.
 //!
 //! Stage `volume.by_name` searches every provisioner, in inventory order, for a volume with the
@@ -161,7 +161,7 @@ mod tests {
     use super::*;
     use crate::model::{AccessPolicy, ProvisionerStatus};
 
-    /// Seed 000's `purpose` example: `results` names `my-archive` narrowed by `purpose: archive`.
+    /// Fuzzball "Annotations and Selection"'s `purpose` example: `results` names `my-archive` narrowed by `purpose: archive`.
     fn purpose_inventory() -> crate::model::Inventory {
         inventory("a")
             .provisioner(prov("work-storage", nfs()).annotate("purpose", "work").ephemeral_all())

@@ -1,4 +1,4 @@
-//! The per-provisioner checks of seed 000, each pushing **every** reason a provisioner fails:
+//! The per-provisioner checks of Fuzzball "Annotations and Selection", each pushing **every** reason a provisioner fails:
 //! status READY, exact annotation match, and group permission for an operation. Shared by the
 //! named, by-name, automatic, claim and provisioning stages.
 
@@ -8,7 +8,7 @@ use crate::decision::{Reason, codes};
 use crate::funnel::trace::ReasonSink;
 use crate::model::{Operation, Provisioner, ProvisionerStatus};
 
-/// Seed 000 "status check": pushes `not_ready` unless the provisioner is READY.
+/// Fuzzball "Annotations and Selection" "status check": pushes `not_ready` unless the provisioner is READY.
 pub fn status(p: &Provisioner, out: &mut impl ReasonSink) {
     if p.status != ProvisionerStatus::Ready {
         out.push_reason(Reason::new(
@@ -22,7 +22,7 @@ pub fn status(p: &Provisioner, out: &mut impl ReasonSink) {
     }
 }
 
-/// Seed 000 "annotation match": every requested key must be present on the provisioner with an
+/// Fuzzball "Annotations and Selection" "annotation match": every requested key must be present on the provisioner with an
 /// identical value (exact strings, no patterns); extra provisioner annotations are ignored; no
 /// requested annotations always match. Pushes one reason per failing key:
 /// `annotation_missing` or `annotation_mismatch` (naming both values).
@@ -42,7 +42,7 @@ pub fn annotations(wanted: &BTreeMap<String, String>, have: &BTreeMap<String, St
     }
 }
 
-/// Seed 000 "group permission check" for `op` (default-deny; `create` implies `access` and
+/// Fuzzball "Annotations and Selection" "group permission check" for `op` (default-deny; `create` implies `access` and
 /// `ephemeral`): pushes `permission_denied` naming the policies consulted and the user's groups.
 pub fn permission(p: &Provisioner, op: Operation, user: &str, groups: &[String], out: &mut impl ReasonSink) {
     if p.permissions.allows(op, user, groups) {
@@ -94,7 +94,7 @@ mod tests {
         out.iter().map(|r| r.code.as_str()).collect()
     }
 
-    /// Seed 000's annotation table, all five rows.
+    /// Fuzzball "Annotations and Selection"'s annotation table, all five rows.
     #[test]
     fn annotation_table_of_seed_000() {
         type Pairs = &'static [(&'static str, &'static str)];

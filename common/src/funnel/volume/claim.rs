@@ -1,4 +1,4 @@
-//! Kubernetes claims (DESIGN §2 step 1 mode `claim`; seed 001): class defaulting, then bind
+//! Kubernetes claims (DESIGN §2 step 1 mode `claim`; the Kubernetes volume provisioning design): class defaulting, then bind
 //! before provisioning (step 5), then dynamic provisioning (step 6) by Kubernetes' rules.
 //!
 //! - Class: `storageClassName: <c>` → class `c`; `""` → no class; absent → the default class
@@ -8,7 +8,7 @@
 //!   definition, the user's groups must hold `access` on it (fedvol's default-deny policy;
 //!   StorageClasses are open to everyone).
 //! - Only when nothing binds: a claim with `volumeName` fails (it may bind that volume only, and
-//!   seed 001's provisioners ignore claims with a volumeName); no class →
+//!   the Kubernetes volume provisioning design's provisioners ignore claims with a volumeName); no class →
 //!   `no_dynamic_provisioning`; a class without a definition → `no_such_class`; otherwise the
 //!   class's provisioner provisions (permission `create`).
 
@@ -20,7 +20,7 @@ use crate::yaml::closest;
 use super::provision::{self, NewName};
 use super::{Ctx, Need, bind, bound, checks, failed, single, stages};
 
-/// The class a claim binds and provisions with (seed 001 class equality and defaulting):
+/// The class a claim binds and provisions with (the Kubernetes volume provisioning design class equality and defaulting):
 /// `Named(c)` → `Some(c)` (`Named("")` counts as `Empty`); `Empty` → `None`; `Unset` → the first
 /// provisioner with `default: true`, else `None`.
 pub fn effective_class<'a>(inv: &'a Inventory, class: &'a ClaimClass) -> Option<&'a str> {

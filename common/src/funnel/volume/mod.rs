@@ -7,7 +7,7 @@
 //! - [`mode`]: step 1, which of the four resolution modes applies (stage `volume.mode`).
 //! - [`named`]: step 2, `use: <provisioner>` (stage `provisioner.named`).
 //! - [`by_name`]: step 3, `name:` without `use:` (stages `volume.by_name`, `volume.existing`).
-//! - [`automatic`]: step 4, seed 000 selection (stages `provisioner.status`,
+//! - [`automatic`]: step 4, Fuzzball "Annotations and Selection" selection (stages `provisioner.status`,
 //!   `provisioner.annotations`, `provisioner.permission`).
 //! - [`claim`]: Kubernetes claims: class resolution, then steps 5 and 6.
 //! - [`bind`]: step 5, bind before provisioning (stages `binding.candidates`, `binding.match`).
@@ -58,13 +58,13 @@ pub mod stages {
     pub const BY_NAME: &str = "volume.by_name";
     /// Step 3: the one existing volume found is usable (provisioner READY, not being deleted).
     pub const EXISTING: &str = "volume.existing";
-    /// Step 4: provisioner status is READY (seed 000 "status check").
+    /// Step 4: provisioner status is READY (Fuzzball "Annotations and Selection" "status check").
     pub const STATUS: &str = "provisioner.status";
-    /// Step 4: requested annotations match exactly (seed 000 "annotation match").
+    /// Step 4: requested annotations match exactly (Fuzzball "Annotations and Selection" "annotation match").
     pub const ANNOTATIONS: &str = "provisioner.annotations";
     /// Step 4 (and claims): the user's groups hold the operation's permission.
     pub const PERMISSION: &str = "provisioner.permission";
-    /// Step 5: volumes of the request's storage class (seed 001 class equality).
+    /// Step 5: volumes of the request's storage class (the Kubernetes volume provisioning design class equality).
     pub const BINDING_CANDIDATES: &str = "binding.candidates";
     /// Step 5: volumes that satisfy the request (phase, capacity, modes, selector...).
     pub const BINDING_MATCH: &str = "binding.match";
@@ -189,7 +189,7 @@ impl<'a> Ctx<'a> {
     }
 }
 
-/// What a request needs of a volume it binds or provisions (seed 001 matching terms).
+/// What a request needs of a volume it binds or provisions (the Kubernetes volume provisioning design matching terms).
 #[derive(Debug, Clone)]
 pub(crate) struct Need<'a> {
     /// The workflow volume key (the trace subject).
@@ -255,10 +255,10 @@ pub(crate) fn failed(mode: Mode, provisioner: Option<&str>, error: Reason) -> Vo
     }
 }
 
-/// Fuzzball requests without a name: provision a new volume on seed 000's chosen provisioner `p`
+/// Fuzzball requests without a name: provision a new volume on Fuzzball "Annotations and Selection"'s chosen provisioner `p`
 /// for operation `op`.
 ///
-/// Fuzzball volumes never bind another Available persistent volume (only claims do, seed 001):
+/// Fuzzball volumes never bind another Available persistent volume (only claims do, the Kubernetes volume provisioning design):
 /// a nameless ephemeral or scratch request would otherwise capture someone's named dataset, and
 /// completing the workflow would then apply the reclaim policy to it. A retry of the same
 /// request finds its own deterministically named volume again (see [`provision::decide`]).

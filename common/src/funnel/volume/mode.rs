@@ -1,4 +1,4 @@
-//! Step 1 (DESIGN §2, seed 000 "Fuzzball resolves volumes differently depending on what the
+//! Step 1 (DESIGN §2, Fuzzball "Annotations and Selection" "Fuzzball resolves volumes differently depending on what the
 //! workflow specifies"): which resolution mode a workflow volume gets.
 //!
 //! - `use: <provisioner>` (anything but `ephemeral`/`persistent`) → [`Resolution::Named`];
@@ -39,7 +39,7 @@ pub enum Resolution<'a> {
         /// The whole Fuzzball volume.
         fuzzball: &'a FuzzballVolume,
     },
-    /// Seed 000 selection by status, annotations and permission (step 4).
+    /// Fuzzball "Annotations and Selection" selection by status, annotations and permission (step 4).
     Automatic {
         /// `use: persistent` (operation `create`); otherwise an ephemeral volume.
         persistent: bool,

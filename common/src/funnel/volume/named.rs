@@ -1,4 +1,4 @@
-//! Step 2 (DESIGN §2; seed 000 "When a workflow specifies use: my-provisioner"): the named
+//! Step 2 (DESIGN §2; Fuzzball "Annotations and Selection" "When a workflow specifies use: my-provisioner"): the named
 //! provisioner is looked up directly and no selection runs.
 //!
 //! Stage `provisioner.named` (one candidate, the name as written) records every reason it
@@ -7,7 +7,7 @@
 //! exists on the provisioner, else `create` (the new persistent volume gets that name); without
 //! `name:`, `ephemeral`.
 //!
-//! Status: seed 000 runs no selection for named use, but a provisioner that is not READY
+//! Status: Fuzzball "Annotations and Selection" runs no selection for named use, but a provisioner that is not READY
 //! (DISABLED, ERROR, PROVISIONING) cannot serve a volume, so fedvol refuses it with `not_ready`
 //! rather than hand out storage that cannot work.
 //!

@@ -1,9 +1,9 @@
-//! Step 6 (DESIGN §2; seed 001 "Dynamic provisioning" and "external provisioner" rules): when
+//! Step 6 (DESIGN §2; the Kubernetes volume provisioning design "Dynamic provisioning" and "external provisioner" rules): when
 //! nothing binds, the chosen provisioner creates a volume that matches the request, or refuses
 //! with every reason and nothing is created.
 //!
 //! The new volume: capacity = the request (never smaller), the request's access modes and volume
-//! mode, the provisioner's own labels (a label selector is satisfiable only by them: seed 001, a
+//! mode, the provisioner's own labels (a label selector is satisfiable only by them: the Kubernetes volume provisioning design, a
 //! provisioner refuses selectors it does not understand), annotations
 //! `pv.kubernetes.io/provisioned-by` and `volume.beta.kubernetes.io/storage-class`, the
 //! provisioner's reclaim policy, a claimRef to the claim that led to it, and a deterministic name
@@ -19,13 +19,13 @@ use crate::yaml::closest;
 
 use super::{Ctx, Need, bound, checks, decision, failed, single, stages};
 
-/// Annotation naming the provisioner that created a volume (seed 001: used to delete it).
+/// Annotation naming the provisioner that created a volume (the Kubernetes volume provisioning design: used to delete it).
 pub const PROVISIONED_BY: &str = "pv.kubernetes.io/provisioned-by";
-/// Annotation naming the storage class of a provisioned volume (seed 001).
+/// Annotation naming the storage class of a provisioned volume (the Kubernetes volume provisioning design).
 pub const STORAGE_CLASS: &str = "volume.beta.kubernetes.io/storage-class";
 
 /// fedvol's own out-of-tree provisioners and the StorageClass parameters each understands.
-/// Seed 001: a provisioner that meets unknown parameters MUST NOT provision. Parameters of other
+/// The Kubernetes volume provisioning design: a provisioner that meets unknown parameters MUST NOT provision. Parameters of other
 /// external provisioners are opaque here and validated by that provisioner at commit.
 pub const FEDVOL_PROVISIONERS: [(&str, &[&str]); 2] = [
     ("fedvol.io/hostpath", &["path", "local"]),
