@@ -23,7 +23,7 @@ pub enum InventorySource {
     /// The inventory file (and its includes): everything, zones and hosts included.
     #[default]
     Files,
-    /// Slurm (issue 17): zones and hosts from the controller, read on an interval; the
+    /// Slurm: zones and hosts from the controller, read on an interval; the
     /// inventory file gives provisioners, volumes and projects and has no `zones:`.
     Slurm(crate::slurm::SlurmConfig),
 }

@@ -6,7 +6,7 @@ use clap::Parser;
 
 /// mimalloc instead of glibc's malloc: decoding and encoding decisions allocates many small
 /// strings, and glibc's malloc and free took about a quarter of the coordinator's CPU per plan
-/// (issue 14, `scripts/profile`).
+/// (`scripts/profile`).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use fedvol_agent::config::AgentConfig;
@@ -141,7 +141,7 @@ fn main() -> std::process::ExitCode {
             .with_writer(std::io::stderr)
             .init();
     } else {
-        // Colour only on a terminal: journald and log files get plain text (issue 15).
+        // Colour only on a terminal: journald and log files get plain text.
         // Fields escaped: a request id or name never forges a line (fedvol_obs::logs).
         tracing_subscriber::fmt()
             .fmt_fields(fedvol_obs::logs::escaped_fields(fedvol_common::limits::printable))

@@ -105,7 +105,7 @@ pub fn reload(cfg: &AgentConfig, shared: &Shared) -> bool {
     }
 }
 
-/// Watches the state file (issue 20): deleted or replaced while the agent runs, its commits
+/// Watches the state file: deleted or replaced while the agent runs, its commits
 /// would vanish at the next restart. Once a second it checks the file is still the one opened;
 /// when it is not, the agent writes what it holds in memory to a new file at the same path
 /// (with the same identity) and exits (75) so that its supervisor restarts it on that file.
@@ -143,7 +143,7 @@ fn watch_state_file(shared: Arc<Shared>, path: std::path::PathBuf, identity: cra
     });
 }
 
-/// Rolls back every commit the agent was running when it stopped (issue 20): the durable
+/// Rolls back every commit the agent was running when it stopped: the durable
 /// `committing` mark says assets may have been created with no record. Each new volume's asset
 /// is deleted (names are deterministic, deleting a missing asset succeeds), then the hold is
 /// unmarked; its coordinator settles the attempt (a release probe now finds it released), or

@@ -41,7 +41,7 @@ pub struct Shared {
     /// Plans computed at once: the number of cores (more only adds threads and switching).
     pub plan_slots: tokio::sync::Semaphore,
     /// Requests in progress at once (`maxInFlight`); beyond, a request is answered
-    /// `overloaded` at once instead of queueing without end (issue 20).
+    /// `overloaded` at once instead of queueing without end.
     pub admission: Arc<tokio::sync::Semaphore>,
     /// The admission limit.
     pub max_in_flight: usize,
@@ -102,7 +102,7 @@ pub fn internal(e: impl std::fmt::Display) -> Failure {
 /// The state store failed (a full or broken disk, a lost JetStream stream, or this replica was
 /// fenced by another): memory may hold a change the store did not take, and redb refuses every
 /// write after an I/O error. The agent exits (code 75, EX_TEMPFAIL) so that its supervisor
-/// starts it again on what is durable (issue 20); the request is not answered, which its
+/// starts it again on what is durable; the request is not answered, which its
 /// coordinator settles like any lost answer. Never returns.
 pub fn store_failed(e: &dyn std::fmt::Display) -> ! {
     tracing::error!(error = %e, "the state store failed: exiting so that the supervisor restarts the agent on its durable state");

@@ -1,6 +1,6 @@
 //! Cost of one cluster's plan (the whole funnel: volume resolution and placement) against
 //! synthetic clusters of 1k, 10k and 100k hosts with 100k existing persistent volumes.
-//! Target (issue 2): linear in hosts, at most 20 ms for 100k hosts on one core.
+//! Target: linear in hosts, at most 20 ms for 100k hosts on one core.
 //!
 //! Run: `cargo bench -p fedvol-common --bench plan`.
 

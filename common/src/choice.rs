@@ -9,7 +9,7 @@
 //! 3. `named_volume`: clusters that hold a volume the workflow requests by name, if any does.
 //! 4. `soft_constraints`: the most soft constraints matched (Cloud Assembly's provisioning funnel step 4.1, across
 //!    clusters).
-//! 5. `cost` (issue 18; only when the request's [`ChoiceOptions::cost`] is set): the lowest
+//! 5. `cost` (only when the request's [`ChoiceOptions::cost`] is set): the lowest
 //!    estimated cost ([`crate::cost::CostEstimate::total`], computed by each cluster for this
 //!    request), ties within a relative 10^-9 kept; clusters without an estimate rank after
 //!    every priced one. When no cluster has an estimate nothing is dropped. Without the option
@@ -80,7 +80,7 @@ pub mod rules {
     pub const NAMED_VOLUME: &str = "named_volume";
     /// Most soft constraints matched.
     pub const SOFT_CONSTRAINTS: &str = "soft_constraints";
-    /// Lowest estimated cost (issue 18; only when the request asks for it).
+    /// Lowest estimated cost (only when the request asks for it).
     pub const COST: &str = "cost";
     /// Least loaded.
     pub const LEAST_LOADED: &str = "least_loaded";

@@ -1,4 +1,4 @@
-//! The cost estimate of one cluster's plan (issue 18), carried in the decision document as
+//! The cost estimate of one cluster's plan, carried in the decision document as
 //! `ClusterDecision.cost` and compared by the `cost` cluster-choice step.
 //!
 //! What is priced, in the currency unit the inventory's prices are written in:

@@ -347,13 +347,13 @@ pub struct ClusterDecision {
     /// Host capacity the plan needs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allocations: Vec<HostAllocation>,
-    /// The resource manager whose partitions and nodes the zones and hosts are (issue 17:
+    /// The resource manager whose partitions and nodes the zones and hosts are (
     /// `slurm`), when the agent read them from one: a runner then submits each job with
     /// `--partition=<zone> --nodelist=<host(s)>` ([`ClusterDecision::runner_args`]). Absent
     /// for inventory files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_manager: Option<String>,
-    /// What the plan would cost (issue 18): priced volumes and jobs, hours, total; read by the
+    /// What the plan would cost: priced volumes and jobs, hours, total; read by the
     /// `cost` cluster-choice step. Absent when nothing the plan uses has a price (and from
     /// agents of earlier releases).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1,4 +1,4 @@
-//! Federation-wide quotas (issue 18): what one workflow counts against a quota, and whether a
+//! Federation-wide quotas: what one workflow counts against a quota, and whether a
 //! quota has room for it. Pure; the coordinator keeps the usage (`daemon::quota`).
 //!
 //! What a workflow counts follows Kubernetes' ResourceQuota (kubernetes.io, "Resource Quotas",

@@ -15,7 +15,7 @@
 use std::fmt;
 
 /// Words that make a parameter key look secret (matched case-insensitively anywhere in the key).
-/// Widened in issue 20 (`passwd`, `auth`... passed as plain values before): it errs on the side
+/// Widened (`passwd`, `auth`... passed as plain values before): it errs on the side
 /// of asking for a reference.
 pub const SECRET_WORDS: [&str; 12] = [
     "password", "passwd", "pwd", "pass", "secret", "token", "key", "cred", "auth", "private", "bearer", "sas",
@@ -43,7 +43,7 @@ pub const NON_SECRET_KEYS: [&str; 16] = [
     "protocol",
 ];
 
-/// What logs and reports may show of parameter `key`'s `value` (issue 20: never a value that
+/// What logs and reports may show of parameter `key`'s `value` (never a value that
 /// might be a secret): the value for a [known non-secret key](NON_SECRET_KEYS) or a secret
 /// reference; `<redacted>` otherwise (the name of a Kubernetes Secret too: it errs on hiding).
 pub fn shown_value<'a>(key: &str, value: &'a str) -> &'a str {

@@ -261,7 +261,7 @@ pub struct WhyNotReply {
     /// The inventory version the agent re-planned on (absent from earlier releases).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inventory_version: Option<String>,
-    /// What the stored decision itself says (issue 15; set by the coordinator, which keeps the
+    /// What the stored decision itself says (set by the coordinator, which keeps the
     /// record; absent from agents and earlier releases).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record: Option<fedvol_common::funnel::why_not::RecordedExplanation>,
@@ -324,14 +324,14 @@ pub struct StatusReply {
     pub host_use: BTreeMap<String, Resources>,
     /// Cluster load in [0, 1].
     pub load: f64,
-    /// Where the zones and hosts come from when not from the inventory file (issue 17: `slurm`),
+    /// Where the zones and hosts come from when not from the inventory file (`slurm`),
     /// and whether the last reading worked. Absent with the files source and from earlier
     /// releases (an optional addition: DESIGN §5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<SourceStatus>,
 }
 
-/// The state of a live inventory source (issue 17): the agent reads its zones and hosts from
+/// The state of a live inventory source: the agent reads its zones and hosts from
 /// the cluster's resource manager on an interval, and keeps serving its last good reading when
 /// a reading fails.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -399,10 +399,10 @@ pub struct Heartbeat {
     /// The generation of the agent's state file (a random id made when the file was created
     /// with `--init`; empty for replicated state or an earlier release). A new generation tells
     /// the coordinators' reconciler that the agent starts from an empty state, so that the
-    /// commits it had are restored (issue 20).
+    /// commits it had are restored.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub state_generation: String,
-    /// Why the cluster is degraded, when it is (issue 17: its live inventory source could not
+    /// Why the cluster is degraded, when it is (its live inventory source could not
     /// be read and it serves its last good reading). Absent when healthy and from earlier
     /// releases (an optional addition: DESIGN §5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -473,7 +473,7 @@ fn workflow_limits(what: &str, wf: &fedvol_common::model::Workflow) -> Result<()
     }
 }
 
-/// A request's choice options (issue 18) with default hours out of range are `bad_request`.
+/// A request's choice options with default hours out of range are `bad_request`.
 pub(crate) fn choice_options(what: &str, o: Option<&fedvol_common::choice::ChoiceOptions>) -> Result<(), ProtoError> {
     match o.map(fedvol_common::choice::ChoiceOptions::check) {
         Some(Err(e)) => Err(crate::Code::BadRequest.error(format!("{what}: choice: {e}"))),

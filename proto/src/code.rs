@@ -106,14 +106,14 @@ codes! {
     /// Coordinator: the request id is already the id of a different request (another
     /// workflow, groups, seed, or a dry run against a real submit).
     RequestIdConflict = "request_id_conflict",
-    /// Coordinator (issue 18): the request would take a federation-wide quota past its limit;
+    /// Coordinator: the request would take a federation-wide quota past its limit;
     /// the message and the decision's `quota` give the quota, its use, the request and the
     /// limit. Nothing was held or committed.
     QuotaExceeded = "quota_exceeded",
-    /// Coordinator (issue 18): a `wait_for_capacity` submit found the queue at its
+    /// Coordinator: a `wait_for_capacity` submit found the queue at its
     /// `queue.maxQueued`. Nothing was queued.
     QueueFull = "queue_full",
-    /// Coordinator (issue 18): a queued decision waited `queue.maxWaitMs` without room.
+    /// Coordinator: a queued decision waited `queue.maxWaitMs` without room.
     QueueTimeout = "queue_timeout",
 }
 

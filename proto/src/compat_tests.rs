@@ -125,7 +125,7 @@ fn the_previous_releases_replies_and_records_decode() {
         .unwrap()
         .unwrap_err();
     assert_eq!(f.code(), &Code::StoreUnavailable);
-    // The one-pass reading (issue 14) gives what the full checks give: a top-level error is a
+    // The one-pass reading gives what the full checks give: a top-level error is a
     // failure however it is spelled or spaced, and `"error": null` fields are no error.
     for body in [
         r#"{"v":1,"decisions":[],"err\u006fr":{"code":"store_unavailable","message":"down"}}"#,

@@ -37,7 +37,7 @@ pub enum CoordinatorOp {
     /// Re-run a stored request with its seed and compare.
     Replay,
     /// One cluster in detail: the registry's view and its agent's effective inventory and
-    /// status (issue 15, `fedvol clusters show`).
+    /// status (`fedvol clusters show`).
     Cluster,
     /// The decisions changed after a bucket revision, waiting up to a bound for one (a long
     /// poll): how `fedvol decisions watch` and `fedvol ui` follow the decision store without a
@@ -103,7 +103,7 @@ pub struct SubmitMsg {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_limit: Option<usize>,
     /// Store a dry run's decision in the decision bucket (then `get`, `why_not` and `replay`
-    /// find it under its request id, and the id is taken). Without it (issue 14) a dry run
+    /// find it under its request id, and the id is taken). Without it a dry run
     /// reads and writes nothing in the bucket: the answer carries the whole decision. Real
     /// submits are always stored.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -116,7 +116,7 @@ pub struct SubmitMsg {
     /// (`queued`) and place it when room frees, instead of failing.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub wait_for_capacity: bool,
-    /// The user's wish for the cluster choice (issue 18: `fedvol submit --prefer-cost`, with
+    /// The user's wish for the cluster choice (`fedvol submit --prefer-cost`, with
     /// `--cost-hours`). `None` = the coordinator's `choice:` configuration; when given it
     /// replaces it (default hours not given = the coordinator's `defaultHours`). Absent on the
     /// wire when `None`.
@@ -125,7 +125,7 @@ pub struct SubmitMsg {
 }
 
 impl SubmitMsg {
-    /// What makes two submits under one request id the same request (issue 12: one request id,
+    /// What makes two submits under one request id the same request (one request id,
     /// one workflow): the sha256, in hex, of the workflow without its source positions
     /// ([`fedvol_common::model::Workflow::without_positions`]), the claimed groups (sorted,
     /// without repeats), the seed and the choice wish (left out when `None`, so requests without
@@ -245,7 +245,7 @@ pub struct ClusterInfo {
     pub holds: usize,
     /// Replica instances heard from.
     pub instances: Vec<String>,
-    /// Why the cluster is degraded, from its last heartbeat (issue 17: its live inventory
+    /// Why the cluster is degraded, from its last heartbeat (its live inventory
     /// source is unreadable and it serves its last good reading); absent when healthy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub degraded: Option<String>,
@@ -272,7 +272,7 @@ pub struct DecisionSummary {
     pub chosen_cluster: Option<String>,
     /// Last change, ms since the epoch.
     pub updated_ms: u64,
-    /// The user the request was made for (absent from coordinators before issue 15: empty).
+    /// The user the request was made for (absent from coordinators in earlier releases: empty).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub user: String,
     /// A kept dry run (nothing was held or committed); absent when false.

@@ -92,7 +92,7 @@ pub trait Endpoint: 'static {
     /// Errors: [`DecodeError`] when the body is neither.
     fn decode_reply(payload: &[u8], speaker: &str) -> Result<Result<Self::Reply, Failure>, DecodeError> {
         let what = format!("{} answer", Self::NAME);
-        // One pass in the common case (issue 14): a body that starts as `encode` writes it and
+        // One pass in the common case: a body that starts as `encode` writes it and
         // reads as the reply, with no top-level `error` (checked only when the bytes could hold
         // one), is the reply. Every other case takes the full checks, with the same outcome.
         let fast = crate::version::starts_versioned(payload);

@@ -1,4 +1,4 @@
-//! The one property test of the wire decoding (issue 6, moved here from the agent and the
+//! The one property test of the wire decoding (moved here from the agent and the
 //! coordinator): every request decoder of every endpoint and every reply decoder, on arbitrary
 //! bytes, on JSON of the wrong shapes, on damaged real bodies and on other versions, returns an
 //! error or a value, never panics, and accepts only a JSON object whose `v` is [`VERSION`].
@@ -212,7 +212,7 @@ fn the_samples_decode_where_they_belong() {
     assert!(agent::Commit::decode_request(&s[0], "agent").is_err());
 }
 
-/// Regression (issue 6): a JSON array was read as a message (serde fills a struct's fields
+/// Regression: a JSON array was read as a message (serde fills a struct's fields
 /// from a sequence in order), so `[1, "r", 5]` was a commit of `r`.
 #[test]
 fn arrays_are_not_messages() {

@@ -1,4 +1,4 @@
-//! Bursts of submits against scarce capacity (issue 13): a pipeline fanning out N jobs at once
+//! Bursts of submits against scarce capacity: a pipeline fanning out N jobs at once
 //! onto a federation with S free slots over C clusters, and what the clients were told.
 //!
 //! Every cluster is a [`slots_inventory`] (each host fits exactly one job of the burst's

@@ -121,7 +121,7 @@ pub async fn coordinator_op<E: CoordinatorEndpoint>(
 
 /// A submit message for group `physics` (which the test inventories let use their scratch
 /// provisioner), waiting the coordinator's default deadline. A dry run asks to be kept
-/// (issue 14), since the load tests read every decision back from the bucket.
+///, since the load tests read every decision back from the bucket.
 pub fn submit_msg(id: &str, workflow: &Workflow, dry_run: bool) -> SubmitMsg {
     SubmitMsg {
         priority: None,
@@ -251,7 +251,7 @@ pub enum Outcome {
     Failed,
     /// Submit answered: a dry run's plan.
     Planned,
-    /// Submit answered: queued to wait for capacity (issue 18).
+    /// Submit answered: queued to wait for capacity.
     Queued,
     /// Complete answered: completed.
     Completed,

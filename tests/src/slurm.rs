@@ -1,4 +1,4 @@
-//! A real Slurm on loopback for tests (issue 17): Debian's `slurmctld`, `slurmd` and `munged`
+//! A real Slurm on loopback for tests: Debian's `slurmctld`, `slurmd` and `munged`
 //! as child processes, configured by [`fedvol_coordinator::devslurm`] (the cluster `fedvol dev
 //! --slurm` runs: four nodes, two with a slurmd, one FUTURE, one DOWN; partitions batch, gpu
 //! and a DOWN maint) in a temporary directory with free loopback ports, so tests never touch

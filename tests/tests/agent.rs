@@ -1,5 +1,5 @@
 //! The agent end to end: a real nats-server, `fedvol-agent` as a real process, requests over
-//! NATS (issue 3 acceptance).
+//! NATS.
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! Bursts of submits against scarce capacity, short forms (issue 13; the long form, S = 100
+//! Bursts of submits against scarce capacity, short forms (the long form, S = 100
 //! over C = 4 clusters, is `fedvol-burst` in RELIABILITY.md). Counts, never times: as many
 //! submits as slots all commit; four times as many commit exactly S and the rest are refused
 //! only once the capacity is gone; nothing is over-committed.

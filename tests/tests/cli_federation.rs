@@ -164,7 +164,7 @@ fn without_a_coordinator_or_nats_the_cli_says_so_in_one_line() {
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(1));
     assert!(err.contains("cannot connect to NATS"), "{err}");
-    // `--wait` says what it waits for, once (issue 15), then gives up at --wait-ms.
+    // `--wait` says what it waits for, once, then gives up at --wait-ms.
     let dir = tempfile::tempdir().unwrap();
     let wf = dir.path().join("wf.yaml");
     std::fs::write(&wf, WORKFLOW).unwrap();
@@ -284,7 +284,7 @@ async fn one_request_id_is_one_workflow() {
     let conflicts: [&[&str]; 3] = [
         &["submit", &other, "--request-id", "same-1"],
         &["submit", &first, "--request-id", "same-1", "-g", "physics"],
-        // A kept dry run takes its id (issue 14: one not kept never touches the bucket).
+        // A kept dry run takes its id (one not kept never touches the bucket).
         &["submit", &first, "--request-id", "same-1", "--dry-run", "--keep"],
     ];
     for args in conflicts {
@@ -303,7 +303,7 @@ async fn one_request_id_is_one_workflow() {
     assert_eq!(doc["state"], "committed");
 }
 
-/// Every line of `out` is at most 100 characters (issue 15: output fits 100 columns).
+/// Every line of `out` is at most 100 characters (output fits 100 columns).
 fn assert_fits_100(what: &str, out: &str) {
     for l in out.lines() {
         assert!(

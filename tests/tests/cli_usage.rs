@@ -1,4 +1,4 @@
-//! The `fedvol` command line as a new user meets it (issue 15): exit codes, where NATS options
+//! The `fedvol` command line as a new user meets it: exit codes, where NATS options
 //! may go, the context file `fedvol dev` leaves for later commands, completions and man pages.
 
 use std::path::Path;
@@ -136,7 +136,7 @@ fn completions_and_man_pages_come_from_the_command_line_definition() {
     assert!(page.contains("dry\\-run"), "options are documented: {page}");
 }
 
-/// `fedvol dev` leaves its URL for later commands (issue 15): no `--nats`, no export; the
+/// `fedvol dev` leaves its URL for later commands: no `--nats`, no export; the
 /// options may also come before the subcommand, as in earlier releases; the file goes when
 /// `fedvol dev` stops, and a stale one is ignored with a note.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

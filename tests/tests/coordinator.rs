@@ -1,4 +1,4 @@
-//! The coordinator end to end (issue 4 acceptance): a real nats-server, `fedvol-agent`s and
+//! The coordinator end to end: a real nats-server, `fedvol-agent`s and
 //! `fedvol-coordinator`s as real processes, requests over NATS as the CLI sends them.
 //!
 //! Tests run one at a time (they measure waits against short deadlines, and the machine may
@@ -264,7 +264,7 @@ async fn three_example_clusters_the_seeds_choose_commit_and_release() {
         assert!(st.holds.is_empty(), "{c} holds nothing afterwards: {:?}", st.holds);
         assert!(st.committed.is_empty(), "{c}");
     }
-    // Admission at commit (issue 13): the broadcast held nothing anywhere, so there was no hold
+    // Admission at commit: the broadcast held nothing anywhere, so there was no hold
     // to release on cluster-a.
     assert!(!coord.proc.log().contains("hold released"), "nothing was held");
 
@@ -324,7 +324,7 @@ async fn a_killed_agent_is_unreachable_at_once_then_presumed_dead() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
-    // Each cluster is asked on its own subject (issue 20): once the server dropped the dead
+    // Each cluster is asked on its own subject: once the server dropped the dead
     // agent's subscriptions, NATS says "no responders" for c at once, and the submit does not
     // wait for it (with the broadcast, it waited until the deadline).
     c.proc.kill();
@@ -501,7 +501,7 @@ async fn a_frozen_agent_becomes_suspect_and_its_late_answer_is_released() {
 
     c.proc.signal(Signal::SIGCONT);
     // Its late answer holds nothing (the broadcast asks for no holds: admission happens at
-    // commit, issue 13), and is not waited for.
+    // commit), and is not waited for.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let st = status(&client, "c").await;
     assert!(st.holds.is_empty() && st.committed.is_empty(), "{st:?}");
@@ -770,7 +770,7 @@ async fn idempotent_submit_complete_dry_run_replay_directory_and_bad_input() {
     )
     .await;
     assert_eq!(refused.error.unwrap().code.as_str(), "not_committed");
-    // A dry run not asked to be kept (issue 14) is answered in full but not stored: the bucket
+    // A dry run not asked to be kept is answered in full but not stored: the bucket
     // does not know its id.
     let mut unkept = submit_msg("dry-2", job_workflow("dry"));
     unkept.dry_run = true;

@@ -1,4 +1,4 @@
-//! The cost-aware cluster choice (issue 18) against real processes: a nats-server, two agents
+//! The cost-aware cluster choice against real processes: a nats-server, two agents
 //! whose inventories differ in their prices (and load), a coordinator. `fedvol submit
 //! --prefer-cost` commits on the cheaper cluster although least loaded alone picks the other,
 //! and `fedvol decisions show` explains the `cost` step with its figures; a coordinator whose

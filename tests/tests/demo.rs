@@ -1,5 +1,5 @@
 //! `fedvol demo` end to end: a real local federation from deploy/examples, every example
-//! workflow decided, printed, completed, and everything torn down (issue 5 acceptance).
+//! workflow decided, printed, completed, and everything torn down.
 
 use fedvol_tests::shipped::LoggedIn;
 use std::process::Command;

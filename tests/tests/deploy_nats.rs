@@ -362,7 +362,7 @@ async fn single_server_users_run_a_federation_with_least_privilege() {
     );
 
     // alice cannot speak as bob: the server refuses the request, and the CLI says so as soon
-    // as the server does (issue 15), not after its timeout.
+    // as the server does, not after its timeout.
     let t0 = std::time::Instant::now();
     let o = fedvol(&url, "alice", "bob", &["--timeout-ms", "30000", "clusters"]);
     assert_ne!(o.status.code(), Some(0), "{}", text(&o));

@@ -313,7 +313,7 @@ async fn the_deadline_cuts_retries_short() {
         panic!("expected a failure, got {e:?}")
     };
     // Cut by the external driver's retry loop or by the agent's bound on every driver call
-    // (issue 20 item 10), whichever sees the deadline first.
+    // (bounded driver calls), whichever sees the deadline first.
     assert!(m.contains("deadline"), "{m}");
     assert!(
         took < Duration::from_millis(1500),

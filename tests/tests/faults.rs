@@ -1,4 +1,4 @@
-//! Crash faults and races under load (issue 6), against real processes on a real nats-server:
+//! Crash faults and races under load, against real processes on a real nats-server:
 //!
 //! - agents killed with `kill -9` at random points of a commit (and at random instants),
 //!   restarted at once or after a down time longer than the coordinator's commit timeout;
@@ -412,7 +412,7 @@ async fn submit_api(client: &async_nats::Client, id: &str) -> fedvol_proto::coor
     .expect("an answer")
 }
 
-/// Regression (issue 6): a commit that outlasted the coordinator's wait (a stalled agent, a
+/// Regression: a commit that outlasted the coordinator's wait (a stalled agent, a
 /// slow driver) was taken as failed when the agent answered the release probe with
 /// `commit_in_progress` or not at all, and the next cluster committed too: when the first
 /// agent's commit then finished, the request was booked on two clusters.
@@ -440,7 +440,7 @@ async fn a_commit_slower_than_the_coordinators_wait_is_never_booked_twice() {
 
     // Thawed while the coordinator still asks what happened. Either `a`'s commit went through
     // before its deadline and the coordinator learns so, or the agent's bound on driver calls
-    // (issue 20 item 10) cut it at the deadline, `a` answered the probe `released` (fenced: it
+    // (bounded driver calls) cut it at the deadline, `a` answered the probe `released` (fenced: it
     // never commits) and `b` was tried: booked once either way, never on both.
     let (r, caught) = with_a_stalled_commit(&a, "stall-1", Duration::from_millis(1800), || {
         let client = client.clone();
@@ -537,7 +537,7 @@ async fn a_commit_slower_than_the_coordinators_wait_is_never_booked_twice() {
         "not committed on b while in doubt: {b_status:?}"
     );
     let end = Instant::now() + Duration::from_secs(40);
-    // The same request again (one request id, one workflow: issue 12): the file the CLI sent.
+    // The same request again (one request id, one workflow): the file the CLI sent.
     let same = fedvol_common::format::load_workflow(&wf_file).unwrap().value;
     let settled = loop {
         let r: fedvol_proto::coordinator::SubmitReply = coordinator_op::<fedvol_proto::coordinator::Submit>(

@@ -1,4 +1,4 @@
-//! Bad input of every size and shape (issue 6): each gets a clear error, nothing panics,
+//! Bad input of every size and shape: each gets a clear error, nothing panics,
 //! nothing changes, and the processes keep serving.
 //!
 //! - The real public inputs (`../shared/real-inputs/`), mutated (proptest): parsing gives a

@@ -1,4 +1,4 @@
-//! NATS faults and slow or cut-off clusters under load (issue 6), against real nats-server
+//! NATS faults and slow or cut-off clusters under load, against real nats-server
 //! processes on loopback:
 //!
 //! - the server restarted mid-load, gracefully and with `kill -9` (same port, same JetStream
@@ -358,7 +358,7 @@ fn statuses_of(cluster: &str, cut: Instant, decisions: &[(Instant, StoredDecisio
 /// Asserts the pattern of a lost cluster: timed out at the deadline first (when `times_out`:
 /// its agent still holds its subscriptions but does not answer), then not waited for. A cluster
 /// whose subscriptions are gone (its leaf server stopped) is `unreachable` at once: each cluster
-/// is asked on its own subject, and NATS says "no responders" (issue 20).
+/// is asked on its own subject, and NATS says "no responders".
 fn cut_off_pattern(what: &str, statuses: &[(ClusterStatus, f64)], times_out: bool) {
     eprintln!(
         "{what}: {} decisions while cut off: {} timed_out, {} unreachable",

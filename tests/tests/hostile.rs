@@ -1,4 +1,4 @@
-//! Regressions of issue 20 (holes found by fault and adversarial runs), each against real
+//! Regressions of holes found by fault and adversarial runs, each against real
 //! processes.
 
 use fedvol_tests::shipped::LoggedIn;

@@ -1,4 +1,4 @@
-//! Metrics and health end to end (issue 16): a live federation (a real nats-server, two
+//! Metrics and health end to end: a live federation (a real nats-server, two
 //! `fedvol-agent`s and a `fedvol-coordinator` with `--metrics-listen`) scraped by a real
 //! Prometheus (Debian's `prometheus` package), whose API must see the counters move after
 //! submits; every metric the Grafana dashboard (`deploy/grafana/fedvol.json`) queries exists;

@@ -1,4 +1,4 @@
-//! Federation-wide policy end to end (issue 18): quotas summed over every cluster's live
+//! Federation-wide policy end to end: quotas summed over every cluster's live
 //! commits, exact under racing submits to several coordinators; priority classes and the queue
 //! of submits that wait for capacity. A real nats-server, `fedvol-agent`s and
 //! `fedvol-coordinator`s as processes; the `fedvol` CLI where a user would use it.

@@ -1,4 +1,4 @@
-//! Agent replicas on the existing engine (issue 13): two `fedvol-agent` processes of one
+//! Agent replicas on the existing engine: two `fedvol-agent` processes of one
 //! cluster with `--state-store jetstream` share its state through a JetStream stream; the one
 //! holding the cluster's lease serves, the other stands by. Against real processes:
 //!

@@ -1,4 +1,4 @@
-//! Security (issue 8) against real processes on the shipped `deploy/nats/secure.conf` (and its
+//! Security against real processes on the shipped `deploy/nats/secure.conf` (and its
 //! leaf variant), copied and pointed at loopback like `deploy_nats.rs` does:
 //!
 //! - agents and users are confined to their own subjects and their own reply inboxes, every
@@ -183,7 +183,7 @@ async fn secure_conf_confines_agents_and_users_to_their_own_subjects_and_inboxes
 
     // A user whose groups lack the provisioner's permission is refused with that reason, even
     // when claiming the right group: with a directory, `-g` is ignored, and the CLI says so
-    // (issue 15).
+    //.
     let o = fedvol(
         &url,
         "bob",
@@ -221,7 +221,7 @@ async fn secure_conf_confines_agents_and_users_to_their_own_subjects_and_inboxes
     assert_eq!(json(&o)["state"], "committed", "bob changed nothing");
 
     // alice cannot submit as bob: the server refuses the request, it is logged, and the CLI
-    // says so as soon as the server does (issue 15), not after its timeout.
+    // says so as soon as the server does, not after its timeout.
     let t0 = Instant::now();
     let o = fedvol(&url, "alice", "bob", &["--timeout-ms", "30000", "clusters"]);
     assert_ne!(o.status.code(), Some(0), "{}", text(&o));
@@ -231,7 +231,7 @@ async fn secure_conf_confines_agents_and_users_to_their_own_subjects_and_inboxes
         text(&o)
     );
     assert!(t0.elapsed() < Duration::from_secs(20), "at once, not at the timeout");
-    // Identity in one flag (issue 15): `-u alice` with the password in the environment is
+    // Identity in one flag: `-u alice` with the password in the environment is
     // enough; the NATS user and the private inbox `_INBOX_alice` follow from it.
     let bare = || {
         let mut c = Command::new(bin_path("fedvol"));
@@ -389,7 +389,7 @@ async fn secure_conf_confines_agents_and_users_to_their_own_subjects_and_inboxes
 }
 
 // ---------------------------------------------------------------------------------------------
-// Speaking for another cluster (issue 20, item 5)
+// Speaking for another cluster (item 5)
 
 /// The body of a plan answer in cluster `named`'s name for request `id`: infeasible when
 /// `feasible` is false, else "feasible" on a host of the attacker's choosing.

@@ -1,4 +1,4 @@
-//! The Slurm inventory source against a real Slurm (issue 17): Debian's slurmctld, two slurmd
+//! The Slurm inventory source against a real Slurm: Debian's slurmctld, two slurmd
 //! and munged on loopback (`fedvol_tests::slurm`), a real nats-server and a real `fedvol-agent`
 //! with `inventorySource: slurm`, refreshing every 500 ms.
 

@@ -1,4 +1,4 @@
-//! Wire compatibility end to end (issue 19 acceptance): the JSON bodies the previous release
+//! Wire compatibility end to end: the JSON bodies the previous release
 //! sent, written out as text exactly as its coordinator and CLI wrote them (with `v`, with
 //! `null` fields), sent over a real nats-server to a real agent and coordinator of this
 //! release; every answer reads with the shapes the previous release decoded (DESIGN §5:

@@ -275,7 +275,7 @@ async fn run(args: Args) -> Result<(), String> {
         }
     }
     tracing::info!("stopping");
-    // Stopping never waits for a NATS that is gone (issue 15).
+    // Stopping never waits for a NATS that is gone.
     let _ = tokio::time::timeout(Duration::from_secs(1), client.flush()).await;
     Ok(())
 }

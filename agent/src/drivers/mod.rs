@@ -51,7 +51,7 @@ pub struct Created {
 
 /// Runs a driver call until the request's deadline (`deadline_ms`, ms since the epoch; 0 = no
 /// deadline): a hostpath or NFS call stuck on a hung mount no longer holds a commit or a
-/// completion forever (issue 20). The call's thread may still finish later; the answer is a
+/// completion forever. The call's thread may still finish later; the answer is a
 /// failure that says so.
 async fn within_deadline<T>(
     deadline_ms: u64,

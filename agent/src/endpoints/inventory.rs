@@ -1,6 +1,6 @@
 //! Inventory: the effective inventory (files plus fedvol's changes) and the status. Driver
 //! parameter values are shown only for known non-secret keys and secret references
-//! ([`fedvol_common::secrets::shown_value`]); every other value reads `<redacted>` (issue 20).
+//! ([`fedvol_common::secrets::shown_value`]); every other value reads `<redacted>`.
 
 use std::sync::Arc;
 

@@ -14,7 +14,7 @@ use crate::restore_gate::RestoreGate;
 use crate::service::{Shared, durable, internal, lock, store_failed};
 
 /// Inventories up to this many hosts are planned on the async worker that received the
-/// request (issue 14): such a plan takes well under a millisecond (`plan_synth`: about 0.05 ms
+/// request: such a plan takes well under a millisecond (`plan_synth`: about 0.05 ms
 /// per 1,000 hosts), less than handing it to another thread and back. Larger ones go to the
 /// blocking pool, so that heartbeats and other requests are not held up behind them.
 pub const INLINE_PLAN_MAX_HOSTS: usize = 20_000;

@@ -11,7 +11,7 @@ use fedvol_proto::{Code, Failure};
 use crate::service::{Shared, internal, lock};
 
 /// Answers a why_not: today's re-plan, or `not_found` when the cluster has no zone, host or
-/// provisioner of a name given (issue 15: not "not rejected").
+/// provisioner of a name given (not "not rejected").
 pub async fn handle(shared: Arc<Shared>, msg: WhyNotMsg) -> Option<Result<WhyNotReply, Failure>> {
     let sh = shared.clone();
     let r = tokio::task::spawn_blocking(move || {

@@ -37,7 +37,7 @@ pub struct PartitionSettings {
     /// Network segment, for storage reachability.
     pub segment: Option<String>,
     /// `hostCostPerHour`: the price of one node of the partition for one hour (the zone's
-    /// `hostCostPerHour`, issue 18); absent: its nodes are not priced.
+    /// `hostCostPerHour`); absent: its nodes are not priced.
     pub host_cost_per_hour: Option<Price>,
 }
 

@@ -1,4 +1,4 @@
-//! The Slurm inventory source (issue 17): an agent with `inventorySource: slurm` reads its
+//! The Slurm inventory source: an agent with `inventorySource: slurm` reads its
 //! zones and hosts from the cluster's Slurm controller instead of its inventory file, which
 //! still gives provisioners, volumes and projects.
 //!

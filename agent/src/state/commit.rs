@@ -415,7 +415,7 @@ fn provisioned(hold: &Hold, key: &str, nv: &NewVolume, source: Option<String>, n
 impl Core {
     /// Holds whose commit was interrupted (the agent stopped after marking them `committing`
     /// and before recording the outcome), with the provisionings that commit may have started:
-    /// their assets may exist without a record (issue 20). See
+    /// their assets may exist without a record. See
     /// [`Core::finish_interrupted`].
     pub fn interrupted(&self) -> Vec<(String, Vec<ProvisionWork>)> {
         self.ledger

@@ -103,7 +103,7 @@ pub struct Core {
     /// in memory (a commit delayed past an agent restart is past its deadline and dropped).
     pub(super) released: std::collections::HashMap<String, (u32, u64)>,
     pub(super) default_ttl_ms: u64,
-    /// The live inventory source's state (issue 17), `None` with the files source.
+    /// The live inventory source's state, `None` with the files source.
     pub(super) source: Option<fedvol_proto::agent::SourceStatus>,
 }
 

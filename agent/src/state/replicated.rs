@@ -1,4 +1,4 @@
-//! Replicated state (issue 13): a cluster's agent replicas share their state through JetStream,
+//! Replicated state: a cluster's agent replicas share their state through JetStream,
 //! replicated with the NATS cluster, and one of them (the one holding the cluster's lease)
 //! serves.
 //!

@@ -23,7 +23,7 @@ const COMMITS: TableDefinition<&str, &[u8]> = TableDefinition::new("commits");
 const VOLUMES: TableDefinition<&str, &[u8]> = TableDefinition::new("volumes");
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 
-/// Which cluster a state file belongs to (issue 20), written when the file is created with
+/// Which cluster a state file belongs to, written when the file is created with
 /// `--init` (or adopted from a file of an earlier release, which had none).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Identity {
@@ -153,7 +153,7 @@ pub enum Store {
 }
 
 impl Store {
-    /// Opens the redb state of `cluster` at `path`, checked (issue 20): a missing or empty file
+    /// Opens the redb state of `cluster` at `path`, checked: a missing or empty file
     /// is refused unless `init` (then it is created with a new [`Identity`]); a file of another
     /// cluster is refused; a file without an identity (written by an earlier release) is
     /// adopted. Returns the store, its contents and its identity.

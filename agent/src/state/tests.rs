@@ -228,7 +228,7 @@ fn complete_applies_reclaim_policies_and_released_volumes_are_not_bound_again() 
     assert_ne!(p.decision.volumes["data"].volume.as_deref(), Some("pv-10"));
 }
 
-/// Regression (issue 6, found by the soak): completed commits and the records of their deleted
+/// Regression (found by the soak): completed commits and the records of their deleted
 /// volumes were kept forever, in memory and in `status`, whose answer outgrew NATS's 1 MiB
 /// payload limit after about 1 500 completed workflows (and every change got slower). Deleted
 /// volumes are no longer listed, and completed commits are pruned after the retention.
@@ -332,7 +332,7 @@ fn a_completed_commit_keeps_a_small_record() {
     assert!(c.allocations.is_empty() && c.plan_reply.decision.allocations.is_empty());
 }
 
-/// Admission at commit (issue 13): a commit that carries its request and finds no hold plans
+/// Admission at commit: a commit that carries its request and finds no hold plans
 /// it on the current state and commits what it chose, in one step; when the capacity is gone it
 /// is refused with the re-plan, `capacity_in_flight` while another request's commit holds it,
 /// `no_longer_fits` once it is committed, and nothing changes.

@@ -1,4 +1,4 @@
-//! One cluster's cost estimate for a plan (issue 18): prices what the funnel chose with the
+//! One cluster's cost estimate for a plan: prices what the funnel chose with the
 //! inventory's `costPerGbHour` (provisioners) and `hostCostPerHour` (zones). The rules are in
 //! [`crate::cost`]; this module only reads the plan and the inventory. Pure.
 

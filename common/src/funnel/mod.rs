@@ -41,7 +41,7 @@ pub struct PlanRequest {
     /// reason code are kept regardless. Default [`trace::DEFAULT_TRACE_LIMIT`].
     #[serde(default = "default_trace_limit")]
     pub trace_limit: usize,
-    /// How the cross-cluster choice runs for this request (issue 18: the `cost` rule and its
+    /// How the cross-cluster choice runs for this request (the `cost` rule and its
     /// default hours). Carried here so that every run of the choice for the request (the
     /// coordinator's first choice, its commit phase after a refused commit, replay, why-not
     /// from the record) uses the same options; agents read the default hours for the cost

@@ -133,7 +133,7 @@ pub fn why_not(
 }
 
 /// The one-line summary of `blockers` for `named` in `cluster`: the first blocking stage with
-/// its reasons, then the other stages by name (issue 15: "and at N more stages" lists them).
+/// its reasons, then the other stages by name ("and at N more stages" lists them).
 fn summarize(named: &str, cluster: &str, blockers: &[Blocker]) -> String {
     match blockers.first() {
         None => format!("{named}: not rejected by any stage of cluster {cluster} for this request"),
@@ -162,7 +162,7 @@ fn summarize(named: &str, cluster: &str, blockers: &[Blocker]) -> String {
 }
 
 /// The names of `target` that `inv` does not have (a zone, a host or a provisioner), in words:
-/// a name nobody has is an error to report, not a candidate "not rejected" (issue 15).
+/// a name nobody has is an error to report, not a candidate "not rejected".
 pub fn unknown_names(inv: &Inventory, target: &Target) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(z) = &target.zone
@@ -183,7 +183,7 @@ pub fn unknown_names(inv: &Inventory, target: &Target) -> Vec<String> {
     out
 }
 
-/// Why a candidate lost, read from a stored decision instead of re-planned (issue 15): what
+/// Why a candidate lost, read from a stored decision instead of re-planned: what
 /// the cluster's stored trace says of it, whether it was chosen, and how the cluster itself
 /// fared in the cross-cluster choice.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -312,7 +312,7 @@ pub struct Provisioner {
     /// Where it was defined.
     pub origin: Origin,
     /// Billing rate for volume usage, per GB-hour, GB = 10^9 bytes (Fuzzball `costPerGbHour`).
-    /// No funnel stage reads it; the cost estimate (issue 18) prices the volumes this
+    /// No funnel stage reads it; the cost estimate prices the volumes this
     /// provisioner would provision or bind with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_per_gb_hour: Option<f64>,
@@ -454,7 +454,7 @@ pub struct Zone {
     pub hosts: Vec<std::sync::Arc<Host>>,
     /// fedvol addition `hostCostPerHour`: what one host of this zone costs for one hour, in the
     /// currency of the provisioners' `costPerGbHour` (a finite number >= 0). Read only by the
-    /// cost estimate (issue 18); `None` = the zone's hosts are not priced.
+    /// cost estimate; `None` = the zone's hosts are not priced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_cost_per_hour: Option<f64>,
     /// Where it was defined.

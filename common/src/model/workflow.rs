@@ -41,7 +41,7 @@ pub struct Workflow {
     pub clusters: Vec<String>,
     /// Workflow-level annotations (kept, not used for volume selection).
     pub annotations: BTreeMap<String, String>,
-    /// fedvol addition (issue 18): the workflow's priority class, a name the coordinator's
+    /// fedvol addition: the workflow's priority class, a name the coordinator's
     /// `priorityClasses` maps to a number (like a Kubernetes PriorityClass); `None` = the
     /// coordinator's default class. `fedvol submit --priority` overrides it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -274,7 +274,7 @@ pub struct Job {
     /// fedvol addition: networks every host of the job must be attached to.
     pub networks: Vec<String>,
     /// Fuzzfile `policy.timeout.execute`, milliseconds (a Go duration's nanoseconds rounded up
-    /// to whole ms): how long the job may run. Read only by the cost estimate (issue 18), never
+    /// to whole ms): how long the job may run. Read only by the cost estimate, never
     /// by placement. Absent on the wire when `None`, so earlier releases read the workflow.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,

@@ -357,7 +357,7 @@ mod tests {
         assert!(err.span.line >= 1);
     }
 
-    /// Regression (issue 6): a NUL ended the parse silently, so everything after it was
+    /// Regression: a NUL ended the parse silently, so everything after it was
     /// ignored and a damaged file passed as valid.
     #[test]
     fn control_characters_are_refused_with_their_position() {

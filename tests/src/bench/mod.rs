@@ -1,4 +1,4 @@
-//! `fedvol-bench`: the federated fan-out benchmark (issue 7).
+//! `fedvol-bench`: the federated fan-out benchmark.
 //!
 //! It starts nats-server, a coordinator and N agents as real processes on generated
 //! inventories ([`inventory`]: H hosts, P provisioners, V existing volumes per cluster), then
@@ -6,7 +6,7 @@
 //!
 //! - `plan`: a dry-run submit of the benchmark workflow ([`workflow`]): fan-out to every
 //!   cluster, gather, cluster choice, the decision answered (a dry run is not stored unless
-//!   it asks to be kept: issue 14);
+//!   it asks to be kept);
 //! - `submit`: the same, then the decision stored (`planned`), the commit on the chosen cluster
 //!   (which plans again under its lock; a real hostpath `mkdir`), and the decision stored
 //!   again (decisions are not completed: the hosts are big enough, see [`inventory`]);

@@ -7,7 +7,7 @@
 //! request at once with a canned body as large as a real agent's answer (measured by
 //! [`probe_answer_bytes`] on the running federation). The client sends the body of a real plan
 //! broadcast ([`crate::bench::workflow::plan_body`]) with a fresh inbox per request, as the
-//! coordinator's `fan_out` did until issue 20 (it now sends the same body to each cluster's own
+//! coordinator's `fan_out` did in earlier releases (it now sends the same body to each cluster's own
 //! subject, one publish and one reply subscription per cluster), and waits for all N answers.
 //! What remains between this and
 //! fedvol's throughput is fedvol's own work: the funnel, JSON, holds and redb writes, the

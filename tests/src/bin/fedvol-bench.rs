@@ -1,4 +1,4 @@
-//! `fedvol-bench`: the federated fan-out benchmark (issue 7; see `fedvol_tests::bench` and
+//! `fedvol-bench`: the federated fan-out benchmark (see `fedvol_tests::bench` and
 //! BENCHMARKS.md).
 //!
 //! ```sh

@@ -1,4 +1,4 @@
-//! `fedvol-burst`: bursts of submits against scarce capacity (issue 13; `fedvol_tests::burst`,
+//! `fedvol-burst`: bursts of submits against scarce capacity (`fedvol_tests::burst`,
 //! RELIABILITY.md). Prints committed, refused, refused-while-free, over-committed and the
 //! answer times of each burst.
 //!

@@ -1,5 +1,5 @@
 //! `fedvol-soak`: mixed load against a local federation for N minutes, reporting memory over
-//! time (issue 6).
+//! time.
 //!
 //! It starts a real nats-server (JetStream, monitoring on a loopback port), two coordinators
 //! and `--clusters` agents as separate processes, then runs `--submitters` clients that submit

@@ -1,6 +1,6 @@
 //! `defaults` (schema §2): what jobs and services inherit. Placement inherits `mounts` and
 //! `resource`, and jobs inherit `defaults.job.policy.timeout.execute` (for the cost estimate,
-//! issue 18) unless they set their own; `env` and the rest of `policy` are checked for shape
+//! the cost estimate) unless they set their own; `env` and the rest of `policy` are checked for shape
 //! and dropped.
 
 use super::mount::{MountForm, MountRef, mounts};

@@ -4,7 +4,7 @@
 //! Placement reads: `image`, `mounts`, `resource`, `multinode.nodes`, `depends-on`/`requires`,
 //! and fedvol's additions `constraints` (Cloud Assembly's provisioning funnel hard/soft tag constraints), `affinity`
 //! (Cloud Assembly's provisioning funnel steps 3.3/3.4) and `networks`. `policy.timeout.execute` is kept as the job's
-//! `timeout_ms` for the cost estimate (issue 18). Everything else is checked for shape and
+//! `timeout_ms` for the cost estimate. Everything else is checked for shape and
 //! dropped.
 //!
 //! `policy` on a service: Service has no `policy` in the v4.2 schema, but two real catalog

@@ -33,7 +33,7 @@ pub(super) struct Header {
     pub project: Option<String>,
     /// fedvol addition `clusters`.
     pub clusters: Vec<String>,
-    /// fedvol addition `priority` (a priority class name, issue 18).
+    /// fedvol addition `priority` (a priority class name).
     pub priority: Option<String>,
     /// Workflow `annotations`.
     pub annotations: BTreeMap<String, String>,

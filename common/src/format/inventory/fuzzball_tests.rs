@@ -1,4 +1,4 @@
-//! Fuzzball provisioner definitions, unmodified (issue 12 item 1). The reference is
+//! Fuzzball provisioner definitions, unmodified. The reference is
 //! `../shared/reference/provisioner-schema.md`, gathered from Fuzzball's documentation and its v4
 //! OpenAPI schema (`StorageProvisionerDefinition`, `StorageProvisionerDriverConfig`).
 

@@ -1,6 +1,6 @@
 //! The `zones:` section (Cloud Assembly's provisioning funnel): cloud zones with capability tags, placement policy,
 //! priority, network segment, image/flavor/storage profiles, hosts, and fedvol's
-//! `hostCostPerHour` (the price of one host-hour, for the cost estimate of issue 18).
+//! `hostCostPerHour` (the price of one host-hour, for the cost estimate).
 
 use std::collections::BTreeMap;
 

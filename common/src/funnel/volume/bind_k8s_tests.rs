@@ -1,4 +1,4 @@
-//! Binding by Kubernetes' own rules for a PersistentVolume's `spec.claimRef` (issue 12 item 2).
+//! Binding by Kubernetes' own rules for a PersistentVolume's `spec.claimRef`.
 //! Each table row cites the upstream function it follows:
 //! - component-helpers `storage/volume/pv_helpers.go`: `IsVolumeBoundToClaim` (name and
 //!   namespace equal; a non-empty claimRef uid equal to the claim's), `FindMatchingVolume` (a
