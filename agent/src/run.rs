@@ -5,75 +5,18 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use fedvol_common::format::load_inventory;
-use fedvol_common::model::Inventory;
 use fedvol_proto::agent::Heartbeat;
 use fedvol_proto::{Subjects, now_ms};
 
 use crate::config::{AgentConfig, InventorySource, StateStore};
 use crate::drivers::Drivers;
 use crate::restore_gate::RestoreGate;
-use crate::service::{Shared, lock, serve};
+use crate::service::serve;
+use crate::shared::{Shared, lock};
+pub use crate::start::{StartError, check_cluster, load_checked};
 use crate::state::Core;
+use crate::state::backend::Store;
 use crate::state::ledger::Ledger;
-use crate::state::store::Store;
-
-/// Why the agent could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// The configuration is inconsistent.
-    #[error("invalid configuration:\n  {}", .0.join("\n  "))]
-    Config(Vec<String>),
-    /// The inventory has errors.
-    #[error("inventory {path} is invalid:\n{diagnostics}")]
-    Inventory {
-        /// The file.
-        path: String,
-        /// Every problem.
-        diagnostics: fedvol_common::yaml::Diagnostics,
-    },
-    /// The state directory or file could not be used.
-    #[error("{0}")]
-    State(String),
-    /// NATS could not be reached or the service not registered.
-    #[error("{0}")]
-    Nats(String),
-    /// The metrics server could not listen on its address.
-    #[error(transparent)]
-    Metrics(#[from] fedvol_obs::ServeError),
-    /// This replica lost the cluster's lease or was fenced by the replica that took over: it
-    /// stopped serving (its supervisor starts it again, as a standby).
-    #[error("stepped down: {0}")]
-    SteppedDown(String),
-}
-
-/// Loads and checks the inventory against the configured cluster name.
-pub fn load_checked(cfg: &AgentConfig) -> Result<Inventory, StartError> {
-    let loaded = load_inventory(&cfg.inventory).map_err(|d| StartError::Inventory {
-        path: cfg.inventory.display().to_string(),
-        diagnostics: d,
-    })?;
-    for n in &loaded.notices {
-        tracing::info!(notice = %n, "inventory notice");
-    }
-    check_cluster(cfg, loaded.value)
-}
-
-/// Returns `inv` when its cluster is the one the configuration names (or it names none).
-///
-/// Errors: [`StartError::Config`] naming both clusters.
-pub fn check_cluster(cfg: &AgentConfig, inv: Inventory) -> Result<Inventory, StartError> {
-    if let Some(c) = &cfg.cluster
-        && c != &inv.cluster
-    {
-        return Err(StartError::Config(vec![format!(
-            "the configuration names cluster `{c}` but {} is the inventory of cluster `{}`",
-            cfg.inventory.display(),
-            inv.cluster
-        )]));
-    }
-    Ok(inv)
-}
 
 fn mtime(p: &std::path::Path) -> Option<SystemTime> {
     std::fs::metadata(p).and_then(|m| m.modified()).ok()
@@ -138,7 +81,7 @@ fn watch_state_file(shared: Arc<Shared>, path: std::path::PathBuf, identity: cra
                 ),
                 Err(e) => tracing::error!(error = %e, "the state could not be saved again"),
             }
-            crate::service::store_failed(&"the state file was deleted or replaced while the agent ran");
+            crate::shared::store_failed(&"the state file was deleted or replaced while the agent ran");
         }
     });
 }
@@ -171,10 +114,10 @@ async fn roll_back_interrupted(shared: &Arc<Shared>) {
             Ok(()) => {
                 tracing::warn!(request_id = %id, volumes = work.len(), deleted, "an interrupted commit was rolled back")
             }
-            Err(e) => crate::service::store_failed(&e),
+            Err(e) => crate::shared::store_failed(&e),
         }
     }
-    if let Err(e) = crate::service::sync(shared).await {
+    if let Err(e) = crate::shared::sync(shared).await {
         tracing::error!(error = %e, "the rollback of interrupted commits is not known durable");
     }
 }
@@ -187,7 +130,7 @@ struct Obs {
     metrics: crate::metrics::AgentMetrics,
     readiness: fedvol_obs::Readiness,
     nats: fedvol_obs::NatsCollector,
-    state: crate::metrics::StateCollector,
+    state: crate::scrape::StateCollector,
 }
 
 /// Starts the metrics server when `metricsListen` is set, its series labelled `cluster`.
@@ -304,7 +247,7 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
                     match core.sweep(now_ms()) {
                         Ok(gone) if !gone.is_empty() => tracing::info!(expired = ?gone, "holds expired"),
                         Ok(_) => {}
-                        Err(e) => crate::service::store_failed(&e),
+                        Err(e) => crate::shared::store_failed(&e),
                     }
                     (
                         core.inventory_version().to_string(),
@@ -407,8 +350,9 @@ mod replica {
 
     use super::StartError;
     use crate::config::AgentConfig;
+    use crate::state::backend::Store;
     use crate::state::replicated::{Lease, StreamStore, claim, open_stream, replay};
-    use crate::state::store::{Snapshot, Store};
+    use crate::state::store::Snapshot;
 
     /// Waits (as a standby) until this replica holds the cluster's lease, then replays the state
     /// stream and claims it. Returns the store, the state, and a channel that says why this

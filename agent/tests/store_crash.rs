@@ -8,8 +8,9 @@
 use std::path::Path;
 use std::process::Command;
 
+use fedvol_agent::state::backend::Store;
 use fedvol_agent::state::records::Hold;
-use fedvol_agent::state::store::{Batch, Store};
+use fedvol_agent::state::store::Batch;
 use fedvol_common::decision::{ClusterDecision, ClusterStatus};
 use fedvol_proto::agent::PlanReply;
 

@@ -18,7 +18,7 @@ use fedvol_proto::agent::{ActionMsg, ActionReply};
 use fedvol_proto::{Code, Failure, now_ms};
 
 use crate::restore_gate::RestoreGate;
-use crate::service::{Shared, durable, internal, lock, store_failed, sync};
+use crate::shared::{Shared, durable, internal, lock, store_failed, sync};
 use crate::state::core::{DriverResult, Next, ProvisionWork};
 
 /// Time a failed commit's rollback may take to delete what it created, ms. Not the request's
@@ -46,7 +46,7 @@ pub async fn handle(shared: Arc<Shared>, msg: ActionMsg) -> Option<Result<Action
     };
     match sync(&shared).await {
         Ok(()) => {}
-        Err(crate::service::SyncError::Store(e)) => store_failed(&e),
+        Err(crate::shared::SyncError::Store(e)) => store_failed(&e),
         Err(e) => return Some(Err(internal(e))),
     }
     let results = provision(&shared, &id, msg.deadline_ms, work).await;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use fedvol_proto::Failure;
 use fedvol_proto::agent::{ActionMsg, ActionReply};
 
-use crate::service::{Shared, durable, lock, store_failed};
+use crate::shared::{Shared, durable, lock, store_failed};
 use crate::state::core::{DriverResult, Next};
 
 /// Answers a complete.

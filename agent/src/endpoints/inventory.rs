@@ -7,7 +7,7 @@ use std::sync::Arc;
 use fedvol_proto::agent::InventoryReply;
 use fedvol_proto::{Failure, NoArgs};
 
-use crate::service::{Shared, lock};
+use crate::shared::{Shared, lock};
 
 /// Answers an inventory.
 pub async fn handle(shared: Arc<Shared>, _: NoArgs) -> Option<Result<InventoryReply, Failure>> {

@@ -1,7 +1,7 @@
 //! One module per agent endpoint ([`fedvol_proto::agent::AgentOp`]), each a `handle` that
 //! takes the decoded request (the serve layer has checked its size, shape, limits and
 //! deadline) and returns the reply or a [`fedvol_proto::Failure`]. Answers that acknowledge
-//! state wait for the disk ([`crate::service::durable`]).
+//! state wait for the disk ([`crate::shared::durable`]).
 
 pub mod commit;
 pub mod complete;

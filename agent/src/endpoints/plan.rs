@@ -11,7 +11,7 @@ use fedvol_proto::agent::{PlanMsg, PlanReply};
 use fedvol_proto::{Code, Failure, now_ms};
 
 use crate::restore_gate::RestoreGate;
-use crate::service::{Shared, durable, internal, lock, store_failed};
+use crate::shared::{Shared, durable, internal, lock, store_failed};
 
 /// Inventories up to this many hosts are planned on the async worker that received the
 /// request: such a plan takes well under a millisecond (`plan_synth`: about 0.05 ms

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use fedvol_proto::Failure;
 use fedvol_proto::agent::{ActionMsg, ActionReply};
 
-use crate::service::{Shared, durable, lock, store_failed};
+use crate::shared::{Shared, durable, lock, store_failed};
 
 /// Answers a release.
 pub async fn handle(shared: Arc<Shared>, msg: ActionMsg) -> Option<Result<ActionReply, Failure>> {

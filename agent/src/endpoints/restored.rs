@@ -7,7 +7,7 @@ use std::sync::Arc;
 use fedvol_proto::Failure;
 use fedvol_proto::agent::{RestoredMsg, RestoredReply};
 
-use crate::service::{Shared, lock, store_failed};
+use crate::shared::{Shared, lock, store_failed};
 
 /// Answers a restored message: opens the gate and clears the state file's mark (durably) when
 /// the message names this agent's generation; ignores another generation's.
@@ -24,7 +24,7 @@ pub async fn handle(shared: Arc<Shared>, msg: RestoredMsg) -> Option<Result<Rest
             match cleared {
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => store_failed(&e),
-                Err(e) => return Some(Err(crate::service::internal(e))),
+                Err(e) => return Some(Err(crate::shared::internal(e))),
             }
             let was_closed = gate.closed();
             gate.restored(&msg.generation);

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use fedvol_proto::agent::StatusReply;
 use fedvol_proto::{Failure, NoArgs};
 
-use crate::service::{Shared, lock};
+use crate::shared::{Shared, lock};
 
 /// Answers a status.
 pub async fn handle(shared: Arc<Shared>, _: NoArgs) -> Option<Result<StatusReply, Failure>> {

@@ -8,7 +8,7 @@ use fedvol_common::funnel::why_not::{unknown_names, why_not};
 use fedvol_proto::agent::{WhyNotMsg, WhyNotReply};
 use fedvol_proto::{Code, Failure};
 
-use crate::service::{Shared, internal, lock};
+use crate::shared::{Shared, internal, lock};
 
 /// Answers a why_not: today's re-plan, or `not_found` when the cluster has no zone, host or
 /// provisioner of a name given (not "not rejected").

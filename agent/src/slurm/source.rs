@@ -16,8 +16,8 @@ use sha2::{Digest, Sha256};
 use super::SlurmConfig;
 use super::runner;
 use crate::config::AgentConfig;
-use crate::run::StartError;
-use crate::service::{Shared, lock};
+use crate::shared::{Shared, lock};
+use crate::start::StartError;
 
 /// Failed readings between two log lines while Slurm stays unreadable (the first failure and
 /// the recovery are always logged).
@@ -47,7 +47,7 @@ pub fn load_file(cfg: &AgentConfig) -> Result<Inventory, StartError> {
     for n in &loaded.notices {
         tracing::info!(notice = %n, "inventory notice");
     }
-    crate::run::check_cluster(cfg, loaded.value)
+    crate::start::check_cluster(cfg, loaded.value)
 }
 
 /// The inventory to serve: `file`'s provisioners, volumes and projects with `zones`. Its

@@ -1,7 +1,7 @@
 //! The agent's state machine ([`Core`]): what it holds, and the helpers its operations share
 //! (the operations themselves are in the sibling modules, one per concern). Every change is written to the store before the
 //! method returns (the service makes it durable before an answer that acknowledges it:
-//! [`super::store::Store::sync_through`]), and the effective inventory is rebuilt, so the next
+//! [`super::backend::Store::sync_through`]), and the effective inventory is rebuilt, so the next
 //! plan sees it.
 //!
 //! Driver work (creating and deleting assets) is asynchronous and slow, so commit and complete
@@ -17,8 +17,9 @@ use fedvol_common::model::{ClaimRef, Inventory, PersistentVolume, Provisioner};
 use fedvol_proto::Code;
 use fedvol_proto::agent::{ActionReply, VolumeEvent, VolumeOutcome};
 
+use super::backend::Store;
 use super::ledger::{InventoryIndex, Ledger};
-use super::store::{Store, StoreError};
+use super::store::StoreError;
 
 /// How long a completed commit (with the records of the volumes its completion deleted) is
 /// kept after its completion, ms: 10 minutes. Within it a repeated `complete` gets the stored

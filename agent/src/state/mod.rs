@@ -4,6 +4,7 @@
 //! one module per concern on [`Core`]: [`hold`] (plan and hold), [`commit`], [`release`],
 //! [`complete`], [`sweep`] (lapsed holds, pruning) and [`status`].
 
+pub mod backend;
 pub mod commit;
 pub mod complete;
 pub mod core;

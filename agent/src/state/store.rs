@@ -1,7 +1,7 @@
 //! The agent's durable state in one redb file: holds, commits and managed volumes, as JSON
 //! values. Every change is one atomic write transaction. Writes are made without waiting for
-//! the disk ([`Store::write`]); before the agent sends an answer that acknowledges state (a
-//! commit, a release, a completion) it calls [`Store::sync_through`], which makes every write so
+//! the disk ([`super::backend::Store::write`]); before the agent sends an answer that acknowledges state (a
+//! commit, a release, a completion) it calls [`super::backend::Store::sync_through`], which makes every write so
 //! far durable with one fsync shared by all the answers waiting at that moment (group commit).
 //! So an acknowledged answer (a hold, a commit, a release, a completion) survives `kill -9`,
 //! and N concurrent requests cost one fsync, not N.
@@ -140,125 +140,6 @@ pub fn volume_key(id: &VolumeId) -> String {
     format!("{}\u{1f}{}", id.provisioner.as_deref().unwrap_or(""), id.name)
 }
 
-/// Where the agent's state is kept: a redb file (the default: one agent per cluster), or a
-/// JetStream stream replicated with the NATS cluster, shared by a cluster's agent replicas of
-/// which one, holding a lease, serves ([`super::replicated`]). Both make writes durable in
-/// groups: [`Store::write`] returns at once, [`Store::sync_through`] waits.
-#[derive(Debug)]
-pub enum Store {
-    /// A redb file.
-    Redb(RedbStore),
-    /// The cluster's state stream.
-    Stream(super::replicated::StreamStore),
-}
-
-impl Store {
-    /// Opens the redb state of `cluster` at `path`, checked: a missing or empty file
-    /// is refused unless `init` (then it is created with a new [`Identity`]); a file of another
-    /// cluster is refused; a file without an identity (written by an earlier release) is
-    /// adopted. Returns the store, its contents and its identity.
-    ///
-    /// Errors: [`StoreError::Missing`], [`StoreError::Foreign`], or as [`RedbStore::open`].
-    pub fn open_checked(path: &Path, cluster: &str, init: bool) -> Result<(Store, Snapshot, Identity), StoreError> {
-        let p = path.display().to_string();
-        let present = std::fs::metadata(path).is_ok_and(|m| m.len() > 0);
-        if !present && !init {
-            return Err(StoreError::Missing { path: p });
-        }
-        if !present {
-            // A zero-length file would make redb fail; start afresh.
-            let _ = std::fs::remove_file(path);
-        }
-        let (store, snapshot) = RedbStore::open(path)?;
-        let identity = match store.identity()? {
-            Some(id) if id.cluster != cluster => {
-                return Err(StoreError::Foreign {
-                    path: p,
-                    found: id.cluster,
-                    expected: cluster.to_string(),
-                });
-            }
-            Some(id) => id,
-            None => {
-                let id = Identity {
-                    cluster: cluster.to_string(),
-                    generation: new_generation(),
-                    created_ms: fedvol_proto::now_ms(),
-                    // A new file waits for the restore; one adopted from an earlier release
-                    // kept its commits.
-                    pending_restore: !present,
-                };
-                store.set_identity(&id)?;
-                id
-            }
-        };
-        Ok((Store::Redb(store), snapshot, identity))
-    }
-
-    /// Clears the identity's `pending_restore` mark when its generation is `generation` (a
-    /// coordinator confirmed the restore: [`crate::restore_gate`]). Returns whether it was
-    /// cleared. Replicated state has no identity: nothing to clear.
-    ///
-    /// Errors: the file could not be read or written.
-    pub fn clear_pending_restore(&self, generation: &str) -> Result<bool, StoreError> {
-        let Store::Redb(s) = self else {
-            return Ok(false);
-        };
-        match s.identity()? {
-            Some(mut id) if id.generation == generation && id.pending_restore => {
-                id.pending_restore = false;
-                s.set_identity(&id)?;
-                Ok(true)
-            }
-            _ => Ok(false),
-        }
-    }
-
-    /// Opens (or creates) the redb store at `path` and loads everything in it
-    /// ([`RedbStore::open`]), unchecked (tests and tools).
-    ///
-    /// Errors: as [`RedbStore::open`].
-    pub fn open(path: &Path) -> Result<(Store, Snapshot), StoreError> {
-        RedbStore::open(path).map(|(s, snap)| (Store::Redb(s), snap))
-    }
-
-    /// Sequence number of the last write made (0 before any).
-    pub fn written(&self) -> u64 {
-        match self {
-            Store::Redb(s) => s.written(),
-            Store::Stream(s) => s.written(),
-        }
-    }
-
-    /// True when every write up to `seq` is known durable.
-    pub fn is_durable(&self, seq: u64) -> bool {
-        match self {
-            Store::Redb(s) => s.is_durable(seq),
-            Store::Stream(s) => s.is_durable(seq),
-        }
-    }
-
-    /// Waits (blocking) until every write up to `seq` is durable.
-    ///
-    /// Errors: the disk or the stream failed; the writes are not known durable.
-    pub fn sync_through(&self, seq: u64) -> Result<(), StoreError> {
-        match self {
-            Store::Redb(s) => s.sync_through(seq),
-            Store::Stream(s) => s.sync_through(seq),
-        }
-    }
-
-    /// Writes `batch` atomically, without waiting for durability; returns its sequence number.
-    ///
-    /// Errors: the write failed; nothing of the batch is then visible.
-    pub fn write(&self, batch: &Batch) -> Result<u64, StoreError> {
-        match self {
-            Store::Redb(s) => s.write(batch),
-            Store::Stream(s) => s.write(batch),
-        }
-    }
-}
-
 /// The redb file.
 pub struct RedbStore {
     db: Database,
@@ -384,7 +265,7 @@ impl RedbStore {
     }
 
     /// Sequence number of the last write made (0 before any): pass it to
-    /// [`Store::sync_through`] to make everything written so far durable.
+    /// [`super::backend::Store::sync_through`] to make everything written so far durable.
     pub fn written(&self) -> u64 {
         self.written.load(Ordering::SeqCst)
     }
@@ -417,7 +298,7 @@ impl RedbStore {
     }
 
     /// Writes `batch` in one transaction, without waiting for the disk (see
-    /// [`Store::sync_through`]); returns the write's sequence number.
+    /// [`super::backend::Store::sync_through`]); returns the write's sequence number.
     ///
     /// Errors: the write failed; nothing of the batch is then visible.
     pub fn write(&self, batch: &Batch) -> Result<u64, StoreError> {
@@ -475,7 +356,7 @@ fn db_err(path: &str, e: impl std::fmt::Display) -> StoreError {
 }
 
 /// A new random generation id (16 hex digits, from the clock and the process).
-fn new_generation() -> String {
+pub(super) fn new_generation() -> String {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(

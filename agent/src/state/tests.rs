@@ -7,9 +7,9 @@ use fedvol_common::funnel::PlanRequest;
 use fedvol_common::model::{Inventory, Workflow};
 use fedvol_proto::agent::{ActionMsg, PlanMsg};
 
+use super::backend::Store;
 use super::core::{Core, DriverResult, Next};
 use super::ledger::Ledger;
-use super::store::Store;
 
 /// A cluster with one zone of `hosts` hosts, each fitting exactly one 8-core job, a hostpath
 /// scratch provisioner (Delete), a Retain NFS one, and an Available 10Gi claimable volume.
