@@ -23,51 +23,10 @@ use indexmap::IndexMap;
 use crate::cost::two_costs;
 use crate::decision::{ChoiceStep, ClusterDecision, ClusterStatus, Reason, Rejection, codes};
 use crate::funnel::{PlanRequest, seeded_pick};
-
-/// Hours a job (and the workflow's storage) is counted for when no job declares a timeout and
-/// neither the user nor the coordinator set other default hours.
-pub const DEFAULT_HOURS: f64 = 1.0;
-
-/// Largest default hours accepted (about 114 years): beyond it an estimate means nothing.
-pub const MAX_HOURS: f64 = 1_000_000.0;
+pub use crate::request::{ChoiceOptions, DEFAULT_HOURS, MAX_HOURS, check_hours};
 
 /// Relative difference under which two estimated costs tie in the `cost` rule.
 const COST_EPSILON: f64 = 1e-9;
-
-/// How the choice runs for one request (carried in [`PlanRequest::choice`]).
-#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
-pub struct ChoiceOptions {
-    /// Run the `cost` rule (prefer the cluster with the lowest estimated cost).
-    #[serde(default)]
-    pub cost: bool,
-    /// Hours counted when no job declares a timeout (`None` = [`DEFAULT_HOURS`]); must be
-    /// finite, > 0 and at most [`MAX_HOURS`] ([`ChoiceOptions::check`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub default_hours: Option<f64>,
-}
-
-impl ChoiceOptions {
-    /// The default hours in force: `default_hours`, else [`DEFAULT_HOURS`].
-    pub fn hours(&self) -> f64 {
-        self.default_hours.unwrap_or(DEFAULT_HOURS)
-    }
-
-    /// `Err` with what is wrong when `default_hours` is not a finite number in (0, MAX_HOURS].
-    pub fn check(&self) -> Result<(), String> {
-        check_hours(self.default_hours.unwrap_or(DEFAULT_HOURS))
-    }
-}
-
-/// `Err` naming the rule when `h` is not a finite number of hours in (0, [`MAX_HOURS`]].
-pub fn check_hours(h: f64) -> Result<(), String> {
-    if h.is_finite() && h > 0.0 && h <= MAX_HOURS {
-        Ok(())
-    } else {
-        Err(format!(
-            "default hours must be a number > 0 and <= {MAX_HOURS}, not {h}"
-        ))
-    }
-}
 
 /// The names of the cluster-choice steps recorded in a decision's `choice` (DESIGN §4), in the
 /// order they run; the coordinator's commit phase adds the last two.

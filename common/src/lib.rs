@@ -14,6 +14,7 @@ pub mod limits;
 pub mod model;
 pub mod offline;
 pub mod quota;
+pub mod request;
 pub mod secrets;
 pub mod size;
 pub mod synth;

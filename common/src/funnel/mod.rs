@@ -11,8 +11,9 @@ pub mod why_not;
 use std::collections::BTreeMap;
 
 use crate::decision::{ClusterDecision, ClusterStatus};
-use crate::model::{Inventory, Workflow};
+use crate::model::Inventory;
 
+pub use crate::request::PlanRequest;
 pub use trace::{Trace, run_filter, seed_from_request_id, seeded_pick};
 
 /// Identifies one persistent volume: its provisioner (storage class; `None` = no class) and name.
@@ -22,37 +23,6 @@ pub struct VolumeId {
     pub provisioner: Option<String>,
     /// Volume name.
     pub name: String,
-}
-
-/// One placement request as a cluster sees it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct PlanRequest {
-    /// Idempotency key.
-    pub request_id: String,
-    /// The workflow.
-    pub workflow: Workflow,
-    /// The user's identity.
-    pub user: String,
-    /// The user's groups (for Fuzzball "Annotations and Selection" permission checks).
-    pub groups: Vec<String>,
-    /// Seed for every random choice.
-    pub seed: u64,
-    /// Most rejected candidates each stage lists in the trace (0 = all); exact counts per
-    /// reason code are kept regardless. Default [`trace::DEFAULT_TRACE_LIMIT`].
-    #[serde(default = "default_trace_limit")]
-    pub trace_limit: usize,
-    /// How the cross-cluster choice runs for this request (the `cost` rule and its
-    /// default hours). Carried here so that every run of the choice for the request (the
-    /// coordinator's first choice, its commit phase after a refused commit, replay, why-not
-    /// from the record) uses the same options; agents read the default hours for the cost
-    /// estimate. `None` (absent on the wire, as earlier releases send it) = no `cost` rule and
-    /// the default hours [`crate::choice::DEFAULT_HOURS`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub choice: Option<crate::choice::ChoiceOptions>,
-}
-
-fn default_trace_limit() -> usize {
-    trace::DEFAULT_TRACE_LIMIT
 }
 
 /// Live state the inventory files do not show: volumes held by other requests' reservations.
