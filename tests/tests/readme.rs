@@ -7,7 +7,7 @@ use fedvol_tests::bins::workspace_root;
 
 #[test]
 fn every_yaml_block_of_the_readme_passes_fedvol_check() {
-    let readme = std::fs::read_to_string(workspace_root().join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(workspace_root().join("docs/formats.md")).unwrap();
     let mut blocks = Vec::new();
     let mut rest = readme.as_str();
     while let Some(i) = rest.find("```yaml\n") {

@@ -361,7 +361,7 @@ defaultPriorityClass: urgent
     /// Every README block that starts `# coordinator.yaml` is a valid coordinator configuration.
     #[test]
     fn the_readme_configuration_loads() {
-        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/coordinator.md")).unwrap();
         let blocks: Vec<&str> = readme
             .split("```yaml\n# coordinator.yaml\n")
             .skip(1)
