@@ -28,7 +28,7 @@ pub use crate::request::{ChoiceOptions, DEFAULT_HOURS, MAX_HOURS, check_hours};
 /// Relative difference under which two estimated costs tie in the `cost` rule.
 const COST_EPSILON: f64 = 1e-9;
 
-/// The names of the cluster-choice steps recorded in a decision's `choice` (DESIGN §4), in the
+/// The names of the cluster-choice steps recorded in a decision's `choice` (docs/design.md §4), in the
 /// order they run; the coordinator's commit phase adds the last two.
 pub mod rules {
     /// Only clusters that answered and found everything feasible.

@@ -1,4 +1,4 @@
-//! The decision document (DESIGN §4): what every cluster answered for one workflow, which
+//! The decision document (docs/design.md §4): what every cluster answered for one workflow, which
 //! cluster was chosen, and why everything else was not. Field names are stable; fields may be
 //! added, never renamed. Maps keep workflow order (volumes, jobs) or answer order (clusters).
 
@@ -123,7 +123,7 @@ pub mod codes {
     pub const INFEASIBLE: &str = "infeasible";
 }
 
-/// How a volume request was resolved (DESIGN §2 step 1).
+/// How a volume request was resolved (docs/design.md §2 step 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {

@@ -1,4 +1,4 @@
-//! Input limits (DESIGN §6: bad input of any size gets a clear error and changes nothing).
+//! Input limits (docs/design.md §7: bad input of any size gets a clear error and changes nothing).
 //!
 //! The same checks run where a file is parsed (positioned diagnostics) and where a body
 //! arrives over NATS (the coordinator's submit, the agent's plan), since a client need not use

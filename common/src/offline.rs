@@ -1,5 +1,5 @@
 //! Planning without a network (`fedvol plan`): run every given cluster's funnel locally, then
-//! the coordinator's cross-cluster choice, and assemble the decision document (DESIGN §4).
+//! the coordinator's cross-cluster choice, and assemble the decision document (docs/design.md §4).
 
 use std::time::Instant;
 

@@ -8,7 +8,7 @@
 //!   a claim's `resources.requests.storage`; a volume named without a size counts 0), bytes;
 //!   Kubernetes' `requests.storage`.
 //! - `volumes`: how many volume requests it has; Kubernetes' `persistentvolumeclaims`.
-//! - `cpu`, `memory`, `instances`: over the jobs that are placed (DESIGN §2 places the jobs
+//! - `cpu`, `memory`, `instances`: over the jobs that are placed (docs/design.md §2 places the jobs
 //!   that mount a volume), cores × nodes, memory × nodes (bytes) and nodes: exactly what a
 //!   commit allocates on hosts (Cloud Assembly's provisioning funnel's `limits` count the same three).
 

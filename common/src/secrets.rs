@@ -1,4 +1,4 @@
-//! Driver secrets are references, never values (DESIGN §6).
+//! Driver secrets are references, never values (docs/design.md §7).
 //!
 //! A storage class (driver) parameter whose key [looks secret](looks_secret) must hold a
 //! [`SecretRef`]: `file:/absolute/path` (the secret is the file's content) or `env:NAME` (the

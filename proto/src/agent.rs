@@ -326,7 +326,7 @@ pub struct StatusReply {
     pub load: f64,
     /// Where the zones and hosts come from when not from the inventory file (`slurm`),
     /// and whether the last reading worked. Absent with the files source and from earlier
-    /// releases (an optional addition: DESIGN §5).
+    /// releases (an optional addition: docs/design.md §5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<SourceStatus>,
 }
@@ -404,7 +404,7 @@ pub struct Heartbeat {
     pub state_generation: String,
     /// Why the cluster is degraded, when it is (its live inventory source could not
     /// be read and it serves its last good reading). Absent when healthy and from earlier
-    /// releases (an optional addition: DESIGN §5).
+    /// releases (an optional addition: docs/design.md §5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub degraded: Option<String>,
     /// True while the agent, started on a fresh state (`--init`), waits for the coordinators to

@@ -1,4 +1,4 @@
-//! Wire compatibility with the previous release (DESIGN §5: fields are added, never renamed):
+//! Wire compatibility with the previous release (docs/design.md §5: fields are added, never renamed):
 //! the bodies it sent, written out here as JSON text, decode with this crate's endpoints; and
 //! this crate's replies and failure bodies decode with the previous release's reply types
 //! (copied below as they were), so a federation can run both during an upgrade.

@@ -1,5 +1,5 @@
 //! The decision record the coordinators keep in the JetStream KV bucket `fedvol_decisions`,
-//! keyed by request id: the decision document (DESIGN §4) with its lifecycle. Each state
+//! keyed by request id: the decision document (docs/design.md §4) with its lifecycle. Each state
 //! change is a new revision (compare-and-set), and the record is a versioned body like every
 //! message ([`crate::encode`]).
 
@@ -69,7 +69,7 @@ pub struct CommitAttempt {
 pub struct StoredDecision {
     /// Lifecycle state.
     pub state: DecisionState,
-    /// The decision document (DESIGN §4).
+    /// The decision document (docs/design.md §4).
     pub decision: Decision,
     /// The request as planned (for replay).
     pub request: PlanRequest,

@@ -1,4 +1,4 @@
-//! fedvol-proto: the NATS contract of DESIGN §5, checked by the compiler at both ends.
+//! fedvol-proto: the NATS contract of docs/design.md §5, checked by the compiler at both ends.
 //!
 //! This is the only crate that knows NATS subjects and JSON bodies. Everything another
 //! process sees goes through it:
@@ -17,7 +17,7 @@
 //! - [`nats`]: connection settings ([`nats::NatsAuth`], the `nats:` block of config files,
 //!   [`nats::NatsArgs`] flattened into every binary) and connecting.
 //!
-//! Wire rules (DESIGN §5): subjects are versioned (`fedvol.v1.`), bodies are JSON objects with
+//! Wire rules (docs/design.md §5): subjects are versioned (`fedvol.v1.`), bodies are JSON objects with
 //! `v`, fields are added and never renamed; a reply is either the operation's reply body or a
 //! [`Failure`].
 

@@ -1,4 +1,4 @@
-//! Every NATS subject and queue group of the contract (DESIGN §5), built from a prefix
+//! Every NATS subject and queue group of the contract (docs/design.md §5), built from a prefix
 //! (default [`DEFAULT_PREFIX`]) and the operation enums, so that a server and its callers
 //! cannot disagree on a subject.
 

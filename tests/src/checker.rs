@@ -1,5 +1,5 @@
 //! The consistency checker: compares what clients were told and what the coordinators stored
-//! with what every agent holds, after a run with faults (DESIGN §6).
+//! with what every agent holds, after a run with faults (docs/design.md §6).
 //!
 //! Input ([`Observation`]): the stored decisions (coordinator `get`, by request id), each
 //! agent's `status` (committed request ids, holds, capacity in use per host, managed volumes)

@@ -1,7 +1,7 @@
 //! Wire compatibility end to end: the JSON bodies the previous release
 //! sent, written out as text exactly as its coordinator and CLI wrote them (with `v`, with
 //! `null` fields), sent over a real nats-server to a real agent and coordinator of this
-//! release; every answer reads with the shapes the previous release decoded (DESIGN §5:
+//! release; every answer reads with the shapes the previous release decoded (docs/design.md §5:
 //! fields are added, never renamed).
 
 use std::time::Duration;

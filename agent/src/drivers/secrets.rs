@@ -1,4 +1,4 @@
-//! Keeping secrets out of logs, and resolving secret references (DESIGN §6: driver secrets are
+//! Keeping secrets out of logs, and resolving secret references (docs/design.md §7: driver secrets are
 //! references and never appear in decisions, logs or errors).
 //!
 //! The inventory parser already refuses an inline value for a parameter whose key looks like a

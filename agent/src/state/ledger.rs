@@ -1,7 +1,7 @@
 //! The agent's state in memory: holds, commits and managed volumes, and the **effective
 //! inventory** the funnel plans against: the inventory files plus everything fedvol did since
 //! (volumes it provisioned or bound, host capacity held by holds and commits) — so that two
-//! requests never get the same capacity or volume (DESIGN §6).
+//! requests never get the same capacity or volume (docs/design.md §6).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! The records the agent keeps durably (in redb, as JSON values): holds, commits, the volumes
 //! fedvol created or bound, and completions. Each record carries the exact reply given for its
-//! request, so a repeated request id gets the same answer (idempotency, DESIGN §5).
+//! request, so a repeated request id gets the same answer (idempotency, docs/design.md §5).
 
 use fedvol_common::decision::{HostAllocation, NewVolume};
 use fedvol_common::funnel::VolumeId;

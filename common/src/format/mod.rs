@@ -1,4 +1,4 @@
-//! fedvol's user-facing file formats (DESIGN §3), strict: unknown keys, wrong types and dangling
+//! fedvol's user-facing file formats (docs/design.md §3), strict: unknown keys, wrong types and dangling
 //! references are errors naming file, line, column and field, with "did you mean" hints, and
 //! every error in a file is reported.
 //!

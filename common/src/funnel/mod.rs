@@ -1,4 +1,4 @@
-//! The selection funnel (DESIGN §2): pure and deterministic. Given one cluster's inventory, its
+//! The selection funnel (docs/design.md §2): pure and deterministic. Given one cluster's inventory, its
 //! live state and a request, it resolves every volume (seeds 000 and 001) and places every job
 //! that mounts volumes (Cloud Assembly's provisioning funnel), recording each named stage's rejections.
 

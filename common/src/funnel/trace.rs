@@ -6,7 +6,7 @@ use std::ops::{Deref, DerefMut};
 
 use crate::decision::{Reason, Rejection, StageTrace};
 
-/// Rejected candidates listed per stage by default (DESIGN §2 asks for every reason of every
+/// Rejected candidates listed per stage by default (docs/design.md §2 asks for every reason of every
 /// rejected candidate; with 100k hosts that is megabytes per decision, so beyond this many the
 /// stage keeps exact counts per reason code and `why_not` gives any one candidate in full).
 pub const DEFAULT_TRACE_LIMIT: usize = 50;
@@ -315,7 +315,7 @@ pub fn mix64(mut x: u64) -> u64 {
 }
 
 /// Deterministic "random" index in `0..n` for the choice named `context` under `seed`
-/// (DESIGN §2: randomness only from the request's seed, so decisions replay exactly).
+/// (docs/design.md §2: randomness only from the request's seed, so decisions replay exactly).
 /// Returns 0 when `n` is 0 or 1.
 pub fn seeded_pick(seed: u64, context: &str, n: usize) -> usize {
     if n <= 1 {

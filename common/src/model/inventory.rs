@@ -83,7 +83,7 @@ impl ProvisionerStatus {
 /// How a provisioner creates storage: the `driver` block of a Fuzzball provisioner definition
 /// (`../shared/reference/provisioner-schema.md`, "Driver"), every documented type and field with
 /// Fuzzball's spelling in files, plus fedvol's `external` type (the Kubernetes volume provisioning design out-of-tree
-/// provisioners) and nfs `mount`. Fields added here are optional on the wire (DESIGN §5).
+/// provisioners) and nfs `mount`. Fields added here are optional on the wire (docs/design.md §5).
 ///
 /// The agent acts on `nfs`, `hostpath`, `efs` and `external`; the other types plan (selection,
 /// reachability, binding of their existing volumes) and are refused at commit when a new volume
@@ -260,7 +260,7 @@ impl Driver {
     }
 }
 
-/// Where a provisioner's storage can be reached from (DESIGN §3 `zones`/`segment`).
+/// Where a provisioner's storage can be reached from (docs/design.md §3 `zones`/`segment`).
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Reachability {
     /// Zones that can reach the storage; empty = no zone restriction.

@@ -75,7 +75,7 @@ impl Operation {
 }
 
 /// The three policies of one provisioner. `create` implies `access` and `ephemeral` (Fuzzball "Annotations and Selection" as
-/// fedvol's DESIGN §2 reads it).
+/// fedvol's docs/design.md §2 reads it).
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Permissions {
     /// May use existing persistent volumes.

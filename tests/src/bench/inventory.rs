@@ -1,4 +1,4 @@
-//! Generated cluster inventories for the benchmark, in the fedvol inventory syntax (DESIGN §3),
+//! Generated cluster inventories for the benchmark, in the fedvol inventory syntax (docs/design.md §3),
 //! shaped like [`fedvol_common::synth::cluster`] so that the funnel does real work:
 //!
 //! - `P` provisioners `prov-0` … `prov-{P-1}`, every one a `hostpath` driver under the cluster's

@@ -1,4 +1,4 @@
-//! A file of Kubernetes PersistentVolumeClaims as a workflow (DESIGN §3): one volume request per
+//! A file of Kubernetes PersistentVolumeClaims as a workflow (docs/design.md §3): one volume request per
 //! claim, no jobs.
 
 use std::collections::BTreeMap;

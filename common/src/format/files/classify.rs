@@ -1,4 +1,4 @@
-//! Telling file kinds apart by their documents (DESIGN §3): a fedvol inventory, a Fuzzfile,
+//! Telling file kinds apart by their documents (docs/design.md §3): a fedvol inventory, a Fuzzfile,
 //! Kubernetes storage objects, or an unrendered template.
 
 use super::{load_error, template_error};

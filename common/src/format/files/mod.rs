@@ -1,4 +1,4 @@
-//! Reading files (DESIGN §3): classifying what a file holds, loading cluster inventories (with
+//! Reading files (docs/design.md §3): classifying what a file holds, loading cluster inventories (with
 //! their `include:`s) and workflows (Fuzzfiles or Kubernetes PersistentVolumeClaims), with the
 //! notices (skipped documents and the like) that loading produced.
 

@@ -1,4 +1,4 @@
-//! Fuzzfile workflows (v1 and v4), strict (DESIGN §3 "Workflow").
+//! Fuzzfile workflows (v1 and v4), strict (docs/design.md §3 "Workflow").
 //!
 //! Every field of `reference/fuzzfile-schema.md` is either used for placement or checked for
 //! shape and knowingly dropped; any other key is an error with a "did you mean" hint, and every

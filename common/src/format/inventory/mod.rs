@@ -1,4 +1,4 @@
-//! Cluster inventories (DESIGN §3): fedvol syntax plus Kubernetes StorageClass and
+//! Cluster inventories (docs/design.md §3): fedvol syntax plus Kubernetes StorageClass and
 //! PersistentVolume documents, in the same multi-document file or in `include:`d files.
 //!
 //! fedvol syntax (camelCase keys, like Kubernetes):

@@ -1,4 +1,4 @@
-//! Job placement (Cloud Assembly's provisioning funnel, DESIGN §2 "Placement"): every job or service that mounts volumes is
+//! Job placement (Cloud Assembly's provisioning funnel, docs/design.md §2 "Placement"): every job or service that mounts volumes is
 //! placed, in workflow order, within the workflow's project, through named stages that each
 //! record every rejected zone or host with all its reasons:
 //!

@@ -85,7 +85,7 @@ impl<'a> JobNeeds<'a> {
     }
 }
 
-/// True when the job takes part in placement: DESIGN §2 places only jobs that mount volumes.
+/// True when the job takes part in placement: docs/design.md §2 places only jobs that mount volumes.
 pub(crate) fn takes_part(job: &Job) -> bool {
     !job.mounts.is_empty()
 }

@@ -1,4 +1,4 @@
-//! Step 5 (DESIGN §2; the Kubernetes volume provisioning design "the controller attempts to find an existing volume that will
+//! Step 5 (docs/design.md §2; the Kubernetes volume provisioning design "the controller attempts to find an existing volume that will
 //! fulfill the claim", with Kubernetes' own matching order): bind before provisioning.
 //!
 //! The rules are Kubernetes' (component-helpers `storage/volume/pv_helpers.go`:

@@ -1,4 +1,4 @@
-//! Step 3 (DESIGN §2; Fuzzball "Annotations and Selection" "When a workflow references a persistent volume by name"):
+//! Step 3 (docs/design.md §2; Fuzzball "Annotations and Selection" "When a workflow references a persistent volume by name"):
 //! `name:` without `use:`.
 //!
 //! Stage `volume.by_name` searches every provisioner, in inventory order, for a volume with the

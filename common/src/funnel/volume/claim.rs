@@ -1,4 +1,4 @@
-//! Kubernetes claims (DESIGN §2 step 1 mode `claim`; the Kubernetes volume provisioning design): class defaulting, then bind
+//! Kubernetes claims (docs/design.md §2 step 1 mode `claim`; the Kubernetes volume provisioning design): class defaulting, then bind
 //! before provisioning (step 5), then dynamic provisioning (step 6) by Kubernetes' rules.
 //!
 //! - Class: `storageClassName: <c>` → class `c`; `""` → no class; absent → the default class

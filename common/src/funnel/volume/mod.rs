@@ -1,4 +1,4 @@
-//! Volume resolution, DESIGN §2 steps 1–6 (seeds 000 and 001).
+//! Volume resolution, docs/design.md §2 steps 1–6 (seeds 000 and 001).
 //!
 //! Every workflow volume is resolved on its own, in workflow order, by a chain of named stages;
 //! each stage records what it considered and **every** reason each rejected candidate failed
@@ -48,7 +48,7 @@ use crate::size::ByteSize;
 
 pub use mode::Resolution;
 
-/// Stable stage names recorded in the trace (DESIGN §4 `trace[].stage`).
+/// Stable stage names recorded in the trace (docs/design.md §4 `trace[].stage`).
 pub mod stages {
     /// Step 1: the resolution mode was decided (never rejects; marks where a volume's stages begin).
     pub const MODE: &str = "volume.mode";
@@ -72,7 +72,7 @@ pub mod stages {
     pub const PROVISIONING: &str = "provisioning";
 }
 
-/// Resolves every volume of `req.workflow`, in workflow order (DESIGN §2 steps 1–6).
+/// Resolves every volume of `req.workflow`, in workflow order (docs/design.md §2 steps 1–6).
 ///
 /// Returns one [`VolumeDecision`] per workflow volume key (a repeated key keeps its first
 /// definition). Each decision has either an action (`bind`, `provision` with its

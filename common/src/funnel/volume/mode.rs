@@ -1,4 +1,4 @@
-//! Step 1 (DESIGN §2, Fuzzball "Annotations and Selection" "Fuzzball resolves volumes differently depending on what the
+//! Step 1 (docs/design.md §2, Fuzzball "Annotations and Selection" "Fuzzball resolves volumes differently depending on what the
 //! workflow specifies"): which resolution mode a workflow volume gets.
 //!
 //! - `use: <provisioner>` (anything but `ephemeral`/`persistent`) → [`Resolution::Named`];
@@ -22,7 +22,7 @@ pub const USE_EPHEMERAL: &str = "ephemeral";
 /// The `use:` value that asks for automatic selection of a persistent volume.
 pub const USE_PERSISTENT: &str = "persistent";
 
-/// How one workflow volume is resolved (DESIGN §2 step 1), borrowing from its request.
+/// How one workflow volume is resolved (docs/design.md §2 step 1), borrowing from its request.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Resolution<'a> {
     /// `use: <provisioner>`: that provisioner, no selection (step 2).

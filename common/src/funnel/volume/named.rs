@@ -1,4 +1,4 @@
-//! Step 2 (DESIGN §2; Fuzzball "Annotations and Selection" "When a workflow specifies use: my-provisioner"): the named
+//! Step 2 (docs/design.md §2; Fuzzball "Annotations and Selection" "When a workflow specifies use: my-provisioner"): the named
 //! provisioner is looked up directly and no selection runs.
 //!
 //! Stage `provisioner.named` (one candidate, the name as written) records every reason it

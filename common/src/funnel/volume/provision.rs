@@ -1,4 +1,4 @@
-//! Step 6 (DESIGN §2; the Kubernetes volume provisioning design "Dynamic provisioning" and "external provisioner" rules): when
+//! Step 6 (docs/design.md §2; the Kubernetes volume provisioning design "Dynamic provisioning" and "external provisioner" rules): when
 //! nothing binds, the chosen provisioner creates a volume that matches the request, or refuses
 //! with every reason and nothing is created.
 //!
