@@ -283,6 +283,16 @@ impl NatsServer {
         self.proc.as_ref().map(Spawned::log).unwrap_or_default()
     }
 
+    /// The lines of the running server's log that report a refused publish or subscription
+    /// (`Permissions Violation`, `Publish Violation`, `Subscription Violation`).
+    pub fn violations(&self) -> Vec<String> {
+        self.log()
+            .lines()
+            .filter(|l| l.contains("Violation"))
+            .map(str::to_string)
+            .collect()
+    }
+
     /// The server's process id, while it runs.
     pub fn pid(&self) -> Option<u32> {
         self.proc.as_ref().map(Spawned::pid)

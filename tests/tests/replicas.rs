@@ -9,10 +9,9 @@
 //!   stream refuses its appends: fenced) and steps down, so the two never book the same
 //!   capacity.
 //!
-//! These tests run nats-server WITHOUT the shipped permissions (`NatsServer::open`): the
-//! shipped files (`deploy/nats/`) give an agent no JetStream rights, so `--state-store
-//! jetstream` (the lease bucket `fedvol_agent_leases` and the stream `FEDVOL_STATE_<cluster>`)
-//! cannot run under them yet; RELIABILITY.md lists that gap.
+//! Under the shipped `single.conf`: an agent may use its own cluster's state stream
+//! (`FEDVOL_STATE_<cluster>`) and its own key of the lease bucket (`fedvol_agent_leases`), and
+//! each test ends with no permission violation in the server's log.
 
 use std::time::{Duration, Instant};
 
@@ -114,7 +113,7 @@ async fn assert_consistent(client: &async_nats::Client, dir: &std::path::Path, a
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_never_over_commit_and_kill_9_of_the_active_loses_nothing() {
     let _serial = SERIAL.lock().await;
-    let nats = NatsServer::open();
+    let nats = NatsServer::start();
     let dir = tempfile::tempdir().unwrap();
     let mut first = replica(&nats, dir.path(), 10);
     first.wait_for_log("endpoints ready", Duration::from_secs(30)).await;
@@ -154,6 +153,11 @@ async fn two_replicas_never_over_commit_and_kill_9_of_the_active_loses_nothing()
     assert_eq!(committed.len() + more.len(), 10, "{committed:?} + {more:?}");
     let all: Vec<String> = committed.into_iter().chain(more).collect();
     assert_consistent(&client, dir.path(), &all).await;
+    assert_eq!(
+        nats.violations(),
+        Vec::<String>::new(),
+        "the shipped permissions refused something"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -161,7 +165,10 @@ async fn a_frozen_active_replica_is_replaced_and_steps_down_when_it_wakes() {
     let _serial = SERIAL.lock().await;
     // A frozen process keeps its connection, and its subscriptions get requests, until the
     // server finds it stale: pings every second, two missed (deploy/README: replicas).
-    let nats = NatsServer::start_with_config("ping_interval: \"1s\"\nping_max: 2\n");
+    let nats = NatsServer::shipped_with(
+        fedvol_tests::shipped::Shipped::Single,
+        "ping_interval: \"1s\"\nping_max: 2",
+    );
     let dir = tempfile::tempdir().unwrap();
     let mut first = replica(&nats, dir.path(), 6);
     first.wait_for_log("endpoints ready", Duration::from_secs(30)).await;
@@ -202,6 +209,11 @@ async fn a_frozen_active_replica_is_replaced_and_steps_down_when_it_wakes() {
     acked.extend(burst(&client, "c", 4).await);
     assert_eq!(acked.len(), 6, "every slot, once: {acked:?}");
     assert_consistent(&client, dir.path(), &acked).await;
+    assert_eq!(
+        nats.violations(),
+        Vec::<String>::new(),
+        "the shipped permissions refused something"
+    );
 }
 
 /// The fence itself, deterministically: once a second writer has claimed the cluster's state
@@ -217,7 +229,7 @@ async fn a_replaced_writer_cannot_append_to_the_state_stream() {
     use fedvol_common::decision::{ClusterDecision, ClusterStatus};
     use fedvol_proto::agent::PlanReply;
 
-    let nats = NatsServer::open();
+    let nats = NatsServer::start();
     let js = async_nats::jetstream::new(nats.client().await);
     let stream = open_stream(&js, "f", 1).await.unwrap();
     let (snap, last) = replay(&mut stream.clone(), "f").await.unwrap();
