@@ -11,6 +11,7 @@
 //!   `--values`).
 //! - [`files`]: reading files, classifying documents, inventory versions.
 
+pub mod docs;
 pub mod files;
 pub mod fuzzfile;
 pub mod inventory;

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Loaded, load_docs};
+use crate::format::docs::{Loaded, load_docs};
 use crate::format::kube::{DocKind, decode_claim, expand_lists, kind_of, notice, skipped_notice};
 use crate::model::{VolumeRequest, VolumeSource, Workflow, WorkflowFormat};
 use crate::yaml::{Ctx, Diagnostics, Span};

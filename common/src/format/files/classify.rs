@@ -1,7 +1,7 @@
 //! Telling file kinds apart by their documents (docs/design.md §3): a fedvol inventory, a Fuzzfile,
 //! Kubernetes storage objects, or an unrendered template.
 
-use super::{load_error, template_error};
+use crate::format::docs::load_error;
 use crate::format::inventory::INVENTORY_KEYS;
 use crate::format::kube::{DocKind, expand_lists, kind_of, notice};
 use crate::format::template::find_template;
@@ -120,13 +120,4 @@ fn classify_docs(label: &str, docs: &[Node]) -> Result<FileKind, Diagnostics> {
         ));
     }
     Err(Diagnostics(vec![d]))
-}
-
-/// Loads documents for a parser: a template is refused with a clear error, YAML errors are
-/// turned into diagnostics.
-pub(crate) fn load_docs(label: &str, text: &str) -> Result<Vec<Node>, Diagnostics> {
-    if let Some(span) = find_template(text) {
-        return Err(template_error(label, span));
-    }
-    load_documents(text, Limits::default()).map_err(|e| load_error(label, &e))
 }

@@ -8,25 +8,16 @@ mod classify;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+pub use crate::format::docs::Loaded;
 pub use claims::claims_workflow;
-pub(crate) use classify::load_docs;
 pub use classify::{FileKind, classify, classify_rendered};
 
+use crate::format::docs::template_error;
 use crate::format::fuzzfile::{parse_fuzzfile, parse_rendered_fuzzfile};
 use crate::format::inventory::{IncludedFile, parse_inventory_with};
 use crate::format::kube::notice;
 use crate::model::{Inventory, Workflow};
-use crate::yaml::{Diagnostic, Diagnostics, Limits, LoadError, Span};
-
-/// A parsed value and the notices produced while reading it (informational, not errors: e.g.
-/// "skipped Deployment `fio`").
-#[derive(Debug, Clone, PartialEq)]
-pub struct Loaded<T> {
-    /// The parsed value.
-    pub value: T,
-    /// Notices in file order, each naming file, line and column.
-    pub notices: Vec<Diagnostic>,
-}
+use crate::yaml::{Diagnostics, Limits, Span};
 
 /// The largest file fedvol reads, in bytes ([`Limits::max_bytes`], 64 MiB).
 pub fn max_file_bytes() -> usize {
@@ -35,16 +26,6 @@ pub fn max_file_bytes() -> usize {
 
 fn file_error(label: &str, message: String) -> Diagnostics {
     Diagnostics(vec![notice(label, Span { line: 1, col: 1 }, "", message)])
-}
-
-/// Turns a YAML load error into diagnostics for `label`.
-pub(crate) fn load_error(label: &str, e: &LoadError) -> Diagnostics {
-    Diagnostics(vec![notice(label, e.span, "", format!("invalid YAML: {}", e.message))])
-}
-
-/// The error for an unrendered template, pointing at its first `{{`.
-pub(crate) fn template_error(label: &str, span: Span) -> Diagnostics {
-    Diagnostics(vec![crate::format::template::unrendered_template(label, span)])
 }
 
 /// Reads a text file, refusing files over [`max_file_bytes`] and non-UTF-8 content. Errors name

@@ -52,7 +52,7 @@ pub use doc::TOP_LEVEL_KEYS as INVENTORY_KEYS;
 
 use sha2::{Digest, Sha256};
 
-use crate::format::files::{Loaded, load_docs};
+use crate::format::docs::{Loaded, load_docs};
 use crate::format::kube::notice;
 use crate::model::Inventory;
 use crate::yaml::{Ctx, Diagnostics, Span};
