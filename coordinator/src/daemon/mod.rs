@@ -36,7 +36,9 @@ pub mod changes;
 pub mod commit;
 pub mod config;
 pub mod directory;
+pub mod discovery;
 pub mod fanout;
+pub mod lifecycle;
 pub mod metrics;
 pub mod ops;
 pub mod per_user;
@@ -51,6 +53,7 @@ pub mod restore;
 pub mod run;
 pub mod store;
 pub mod submit;
+pub mod waiting;
 
 use std::sync::{Mutex, MutexGuard, RwLock};
 

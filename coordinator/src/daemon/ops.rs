@@ -18,10 +18,10 @@ use fedvol_proto::{Code, Endpoint, Failure, now_ms, subject_token};
 
 use super::Coordinator;
 use super::commit::{ActionError, action, settle_pending};
-use super::fanout::AgentAnswer;
+use super::lifecycle::commit_phase_bound_ms;
 use super::replay::compare_cluster;
+use super::replies::AgentAnswer;
 use super::store::Write;
-use super::submit::commit_phase_bound_ms;
 
 /// A submit-shaped reply with an error only.
 fn error_reply(code: Code, message: impl Into<String>) -> SubmitReply {
@@ -64,7 +64,7 @@ const POLL_MS: u64 = 100;
 pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> SubmitReply {
     let bound = commit_phase_bound_ms(co);
     let give_up = tokio::time::Instant::now() + Duration::from_millis(bound.saturating_mul(2));
-    let answer_by = tokio::time::Instant::now() + Duration::from_millis(super::submit::ANSWER_WITHIN_MS);
+    let answer_by = tokio::time::Instant::now() + Duration::from_millis(super::lifecycle::ANSWER_WITHIN_MS);
     let mut conflicts = 0;
     loop {
         let (mut stored, mut rev) = match co.store.get(&q.request_id).await {
@@ -88,7 +88,7 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
                 // Its coordinator may still be committing it: wait for the outcome, but answer
                 // within the client's wait that it is being settled.
                 if tokio::time::Instant::now() >= answer_by {
-                    return super::submit::still_settling(co, stored, age);
+                    return super::lifecycle::still_settling(co, stored, age);
                 }
                 tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
                 continue;
@@ -200,7 +200,7 @@ async fn withdraw(co: &Coordinator, mut stored: StoredDecision, rev: u64) -> Opt
     match co.store.update(&stored.decision.request_id, &stored, rev).await {
         Ok(Write::Done(_)) => {
             tracing::info!("complete: a queued decision withdrawn");
-            super::queue::withdrawn(co, &stored.decision.request_id).await;
+            super::waiting::withdrawn(co, &stored.decision.request_id).await;
             Some(SubmitReply::stored(stored))
         }
         Ok(Write::Conflict) => None,

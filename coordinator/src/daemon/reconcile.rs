@@ -7,8 +7,8 @@
 //! three of them. The holder watches the bucket (the latest value of every key, then every
 //! change), keeps the request ids of non-dry-run `planned` decisions with their last change,
 //! and takes over every one older than the commit phase's bound
-//! ([`super::submit::commit_phase_bound_ms`]) exactly as a submit of the same id would
-//! ([`super::submit::resume`]): it settles the pending commit attempts (release probes, which
+//! ([`super::lifecycle::commit_phase_bound_ms`]) exactly as a submit of the same id would
+//! ([`super::lifecycle::resume`]): it settles the pending commit attempts (release probes, which
 //! fence them), then finishes the commit phase. A decision still in doubt is tried again one
 //! bound later. Reading a change decodes only `state`, `dry_run` and `updated_ms`.
 //!
@@ -29,8 +29,8 @@ use fedvol_proto::decisions::DecisionState;
 use fedvol_proto::now_ms;
 
 use super::Coordinator;
+use super::lifecycle::{commit_phase_bound_ms, resume};
 use super::store::Write;
-use super::submit::{commit_phase_bound_ms, resume};
 
 /// The quota ledgers are swept ([`super::quota::sweep`]) every this many ticks.
 const SWEEP_EVERY_TICKS: u64 = 15;

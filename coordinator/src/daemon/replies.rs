@@ -31,9 +31,81 @@ use std::time::Instant;
 use futures::StreamExt;
 use tokio::sync::mpsc;
 
+use fedvol_common::decision::{ClusterDecision, ClusterStatus};
+use fedvol_proto::agent::{Plan, PlanReply};
 use fedvol_proto::rpc::{RpcError, is_no_responders};
+use fedvol_proto::{Code, Endpoint, Failure};
 
-use super::fanout::AgentAnswer;
+/// An agent's answer to a plan: its reply, or the failure it sent instead (which names the
+/// cluster when the agent could tell; one that names none cannot be given a slot).
+#[derive(Debug, Clone)]
+pub enum AgentAnswer {
+    /// The cluster's plan.
+    Reply(Box<PlanReply>),
+    /// Why the agent could not plan.
+    Failed(Failure),
+}
+
+impl AgentAnswer {
+    /// Decodes a plan answer. An answer that is neither a [`PlanReply`] nor a [`Failure`] but
+    /// names its cluster is that cluster's `bad_answer` failure (its slot says so at once,
+    /// rather than waiting for the deadline).
+    ///
+    /// Errors: an answer that cannot be read and names no cluster (the decoding error).
+    pub fn decode(payload: &[u8]) -> Result<AgentAnswer, fedvol_proto::DecodeError> {
+        #[derive(serde::Deserialize)]
+        struct Named {
+            cluster: String,
+        }
+        match Plan::decode_reply(payload, "coordinator") {
+            Ok(Ok(reply)) => Ok(AgentAnswer::Reply(Box::new(reply))),
+            Ok(Err(f)) => Ok(AgentAnswer::Failed(f)),
+            Err(e) => match serde_json::from_slice::<Named>(payload) {
+                Ok(n) => Ok(AgentAnswer::Failed(
+                    Failure::new(Code::BadAnswer, format!("the agent's answer could not be read: {e}"))
+                        .from_cluster(&n.cluster),
+                )),
+                Err(_) => Err(e),
+            },
+        }
+    }
+
+    /// The answering cluster, when the answer names one.
+    pub fn cluster(&self) -> Option<&str> {
+        match self {
+            AgentAnswer::Reply(r) => Some(&r.cluster),
+            AgentAnswer::Failed(f) => f.cluster.as_deref(),
+        }
+    }
+
+    /// The request the answer is for, when it names one.
+    pub fn request_id(&self) -> Option<&str> {
+        match self {
+            AgentAnswer::Reply(r) => Some(&r.request_id),
+            AgentAnswer::Failed(f) => f.request_id.as_deref(),
+        }
+    }
+
+    /// True when the answer carries a hold.
+    pub fn holds(&self) -> bool {
+        matches!(self, AgentAnswer::Reply(r) if r.hold.is_some())
+    }
+
+    /// The slot this answer gives its cluster, with `elapsed_ms` as measured by the coordinator.
+    pub fn slot(&self, elapsed_ms: f64) -> ClusterDecision {
+        match self {
+            AgentAnswer::Reply(r) => {
+                let mut d = r.decision.clone();
+                d.status = ClusterStatus::Answered;
+                d.elapsed_ms = elapsed_ms;
+                d
+            }
+            AgentAnswer::Failed(f) => {
+                ClusterDecision::without_answer(ClusterStatus::Error, elapsed_ms, Some(f.error.clone().into()))
+            }
+        }
+    }
+}
 
 /// What reached a gather from one cluster.
 #[derive(Debug)]

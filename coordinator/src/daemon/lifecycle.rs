@@ -1,0 +1,240 @@
+//! The steps of a decision's life that every entry point shares (submit, the queue's drain,
+//! the reconciler's take-over, the operations): admission to the quotas ([`admit_quota`]),
+//! planning everywhere and choosing ([`plan`]), storing and committing ([`save`]), taking over
+//! a decision left `planned` ([`resume`]), and the answers they give. The entry points sit
+//! above this module; it imports none of them (a decision that must wait for capacity goes to
+//! [`super::waiting`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fedvol_common::choice::choose_cluster;
+use fedvol_proto::coordinator::SubmitReply;
+use fedvol_proto::decisions::{DecisionState, StoredDecision};
+use fedvol_proto::{Code, ProtoError, now_ms};
+
+use super::Coordinator;
+use super::commit::{Phase, RELEASE_WAIT_MS, Start, commit_phase, settle_window_ms};
+use super::fanout::fan_out;
+use super::store::Write;
+
+/// How long a submit or complete waits for a decision another coordinator is committing
+/// before it answers that the decision is still being settled, ms: well within the CLI's
+/// default wait (15 s), so that a client asking about a decision whose coordinator died
+/// mid-commit gets an answer rather than a timeout (the decision is taken over once the commit
+/// phase's bound has passed: [`commit_phase_bound_ms`]; one that passes within this wait is
+/// taken over and answered with its outcome).
+pub const ANSWER_WITHIN_MS: u64 = 10_000;
+
+/// The answer for a decision still `planned` `age_ms` after its last change (its coordinator
+/// may be committing it, or may have died): the decision as stored, and
+/// `commit_outcome_unknown` saying by when it is settled at the latest.
+pub fn still_settling(co: &Coordinator, stored: StoredDecision, age_ms: u64) -> SubmitReply {
+    let left_s = commit_phase_bound_ms(co).saturating_sub(age_ms).div_ceil(1000);
+    let id = stored.decision.request_id.clone();
+    tracing::info!(
+        age_ms,
+        left_s,
+        "decision still being committed: answered as being settled"
+    );
+    SubmitReply {
+        stored: Some(stored),
+        error: Some(Code::CommitOutcomeUnknown.error(format!(
+            "decision `{id}` is still being committed (planned {} s ago; its coordinator may have stopped): it is settled within {left_s} s at the latest, by its coordinator or by another one taking it over; ask again then (nothing is booked twice)",
+            age_ms / 1000
+        ))),
+    }
+}
+
+/// A reply carrying an error only.
+pub fn error_reply(code: Code, message: impl Into<String>) -> SubmitReply {
+    SubmitReply::error(code.error(message))
+}
+
+/// A reply carrying a stored decision.
+pub fn stored_reply(stored: StoredDecision) -> SubmitReply {
+    SubmitReply::stored(stored)
+}
+
+/// How long a live coordinator may take from storing `planned` to storing the outcome, ms:
+/// beyond that, a `planned` decision is taken to be abandoned (or its commit to be in doubt).
+///
+/// Per attempt: the commit's wait, the probes that settle an unanswered commit (their window
+/// plus one probe's wait and pause), and the commit asked again; then the time clusters busy
+/// with other requests' commits are asked again (one commit timeout), and a second for the
+/// store.
+pub fn commit_phase_bound_ms(co: &Coordinator) -> u64 {
+    let ct = co.cfg.commit_timeout_ms;
+    let release = ct.min(RELEASE_WAIT_MS) + 200;
+    let per_attempt = (ct + 200)
+        .saturating_mul(2)
+        .saturating_add(settle_window_ms(co))
+        .saturating_add(release + 200);
+    per_attempt
+        .saturating_mul(u64::from(co.cfg.commit_attempts))
+        .saturating_add(ct)
+        .saturating_add(release + 1000)
+}
+
+/// Finishes the commit of a decision left `planned` by a coordinator that stopped answering (or
+/// whose commit was in doubt): settles its pending attempts, then goes on with the commit phase.
+pub async fn resume(co: &Arc<Coordinator>, mut stored: StoredDecision, rev: u64) -> SubmitReply {
+    let mut rev = rev;
+    match timed_commit_phase(co, &mut stored, &mut rev, Start::TakeOver).await {
+        Phase::Done => save(co, stored, rev).await,
+        Phase::InDoubt(doubt) => in_doubt(stored, doubt),
+        Phase::Superseded(theirs) => stored_reply(*theirs),
+    }
+}
+
+/// The answer for a commit in doubt: the decision as it stays stored (`planned`, with this
+/// commit phase's attempts), and the reason.
+pub(super) fn in_doubt(stored: StoredDecision, reason: ProtoError) -> SubmitReply {
+    tracing::warn!(chosen = ?stored.decision.chosen_cluster, "commit in doubt: the decision stays planned");
+    SubmitReply {
+        stored: Some(stored),
+        error: Some(reason),
+    }
+}
+
+/// Stores the outcome of a commit phase over revision `rev`. A decision that failed for want
+/// of room and asked to wait is queued instead ([`super::waiting::to_queue`]); one that failed
+/// otherwise leaves the quota ledgers.
+pub async fn save(co: &Arc<Coordinator>, mut stored: StoredDecision, rev: u64) -> SubmitReply {
+    let id = stored.decision.request_id.clone();
+    if stored.state == DecisionState::Failed {
+        if stored.wait_for_capacity && no_room(&stored) {
+            if let Err(e) = super::waiting::to_queue(co, &mut stored).await {
+                tracing::warn!(error = %e, "the decision could not be queued; stored failed");
+                super::quota::release(co, &id, &stored.decision.quota).await;
+            }
+        } else {
+            super::quota::release(co, &id, &stored.decision.quota).await;
+        }
+    }
+    match co.store.update(&id, &stored, rev).await {
+        Ok(Write::Done(_)) => {
+            tracing::info!(state = ?stored.state, chosen = ?stored.decision.chosen_cluster, "decision stored");
+            outcome_reply(stored)
+        }
+        Ok(Write::Conflict) => match co.store.get(&id).await {
+            Ok(Some((theirs, _))) => stored_reply(theirs),
+            Ok(None) => error_reply(Code::StoreUnavailable, "the decision vanished from the store"),
+            Err(e) => error_reply(Code::StoreUnavailable, e.to_string()),
+        },
+        Err(e) => {
+            tracing::error!(error = %e, "the decision could not be stored");
+            SubmitReply {
+                stored: Some(stored),
+                error: Some(Code::StoreUnavailable.error(e.to_string())),
+            }
+        }
+    }
+}
+
+/// [`commit_phase`], counted in `fedvol_coordinator_commits_in_flight` while it runs and timed
+/// in `fedvol_coordinator_commit_duration_seconds`.
+pub(super) async fn timed_commit_phase(
+    co: &Arc<Coordinator>,
+    stored: &mut StoredDecision,
+    rev: &mut u64,
+    start: Start,
+) -> Phase {
+    let _in_flight = co.metrics.commit_started();
+    let began = std::time::Instant::now();
+    let phase = commit_phase(co, stored, rev, start).await;
+    co.metrics.commit_took(began.elapsed());
+    phase
+}
+
+/// The reply for a decision as it ends here: with the coordinator's refusal as the error when
+/// it refused (`quota_exceeded`, `queue_full`, `queue_timeout`), the decision alone otherwise.
+pub fn outcome_reply(stored: StoredDecision) -> SubmitReply {
+    let error = match (&stored.decision.refused, stored.state) {
+        (Some(r), DecisionState::Failed) => Some(ProtoError {
+            code: Code::parse(&r.code),
+            message: r.message.clone(),
+        }),
+        _ => None,
+    };
+    SubmitReply {
+        stored: Some(stored),
+        error,
+    }
+}
+
+/// True when a failed decision failed for want of room only: refused by a quota, nothing
+/// feasible, or every commit refused because the capacity went to others (`no_longer_fits`,
+/// `capacity_in_flight`). Such a decision may wait in the queue; one whose commit failed
+/// otherwise (a driver) may not.
+pub fn no_room(stored: &StoredDecision) -> bool {
+    match &stored.decision.refused {
+        Some(r) => Code::QuotaExceeded.is(r),
+        None => stored
+            .attempts
+            .iter()
+            .all(|a| a.ok || a.pending || super::commit::is_contention(&a.error)),
+    }
+}
+
+/// Checks the request against the federation-wide quotas that apply to it (issue 18): a dry run
+/// only reads the usage ledgers; a real submit is counted in them ([`super::quota::admit`]).
+/// Sets the decision's `quota` checks; over a quota, sets `refused` (`quota_exceeded`, with
+/// the figures) and the state `failed`.
+///
+/// Errors: the ledgers could not be read or written (`store_unavailable`), as the reply.
+pub async fn admit_quota(co: &Coordinator, stored: &mut StoredDecision) -> Result<(), SubmitReply> {
+    let request = &stored.request;
+    let applicable = co
+        .cfg
+        .policy
+        .applicable(&request.workflow, &request.user, &request.groups);
+    if applicable.is_empty() {
+        return Ok(());
+    }
+    let asked = fedvol_common::quota::Amounts::of(&request.workflow);
+    let id = &stored.decision.request_id;
+    let verdict = if stored.dry_run {
+        super::quota::peek(co, id, &applicable, &asked).await
+    } else {
+        super::quota::admit(co, id, &applicable, &asked).await
+    }
+    .map_err(|e| error_reply(Code::StoreUnavailable, format!("quota usage: {e}")))?;
+    stored.decision.refused = fedvol_common::quota::refusal_message(&verdict.checks)
+        .filter(|_| verdict.exceeded)
+        .map(|m| Code::QuotaExceeded.reason(m));
+    stored.decision.quota = verdict.checks;
+    if let Some(r) = &stored.decision.refused {
+        tracing::info!(why = %r.message, "quota exceeded");
+        stored.state = DecisionState::Failed;
+        stored.decision.chosen_cluster = None;
+    }
+    Ok(())
+}
+
+/// Plans the request on every cluster ([`fan_out`], holding nothing) and chooses
+/// ([`choose_cluster`]): fills the decision's slots and choice; the state is `failed` when no
+/// cluster was chosen (a dry run stays `planned`).
+///
+/// Errors: NATS failed (`nats_error`), as the reply.
+pub async fn plan(co: &Arc<Coordinator>, stored: &mut StoredDecision, wait_ms: u64) -> Result<(), SubmitReply> {
+    let asked = std::time::Instant::now();
+    let gathered = fan_out(co, &stored.request, Duration::from_millis(wait_ms))
+        .await
+        .map_err(|e| error_reply(Code::NatsError, e.to_string()))?;
+    co.metrics.gathered(
+        asked.elapsed(),
+        gathered.slots.iter().map(|(name, s)| (name.as_str(), s.status)),
+    );
+    let (chosen, choice) = choose_cluster(&stored.request, &gathered.slots, stored.decision.seed);
+    stored.state = if stored.dry_run || chosen.is_some() {
+        DecisionState::Planned
+    } else {
+        DecisionState::Failed
+    };
+    stored.decision.chosen_cluster = chosen;
+    stored.decision.clusters = gathered.slots;
+    stored.decision.choice = choice;
+    stored.updated_ms = now_ms();
+    Ok(())
+}
