@@ -83,10 +83,10 @@ pub fn stored_reply(stored: StoredDecision) -> SubmitReply {
     SubmitReply::stored(stored)
 }
 
-/// A fresh request id for a workflow: [`crate::client::request_id_for`] with a NUID (unique
+/// A fresh request id for a workflow: [`fedvol_proto::coordinator::request_id_for`] with a NUID (unique
 /// across processes).
 pub fn new_request_id(co: &Coordinator, workflow: &str) -> String {
-    crate::client::request_id_for(workflow, &crate::client::unique_token(&co.client))
+    fedvol_proto::coordinator::request_id_for(workflow, &fedvol_proto::coordinator::unique_token(&co.client))
 }
 
 /// How long a live coordinator may take from storing `planned` to storing the outcome, ms:
