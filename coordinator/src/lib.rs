@@ -1,14 +1,7 @@
-//! fedvol-coordinator: the `fedvol` CLI (offline planning and validation, and the federation
-//! commands through [`client`]), the coordinator daemon `fedvol-coordinator` ([`daemon`]), and
-//! decision rendering.
+//! fedvol-coordinator: the coordinator daemon `fedvol-coordinator` ([`daemon`]). The `fedvol`
+//! CLI is its own package, `fedvol-cli` (`coordinator/cli`); the two share code only through
+//! `fedvol-proto`.
 
 #![warn(missing_docs)]
 
-pub mod cli;
-pub mod client;
 pub mod daemon;
-pub mod devfed;
-pub mod devslurm;
-pub mod feed;
-pub mod render;
-pub mod ui;

@@ -572,3 +572,50 @@ impl Endpoint for Changes {
     type Request = ChangesQuery;
     type Reply = ChangesReply;
 }
+
+/// A request id for workflow `workflow`: its name reduced to key characters (letters, digits,
+/// `-`, `_`; anything else becomes `-`; at most 64 of them), a dash, and `unique` (e.g. a NUID);
+/// just `unique` when nothing of the name is left. The coordinator makes one this way when a
+/// submit carries none, and so does the CLI before it sends (issue 20: a retry must carry the
+/// id of the first attempt).
+pub fn request_id_for(workflow: &str, unique: &str) -> String {
+    let stem: String = workflow
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(64)
+        .collect();
+    let stem = stem.trim_matches('-');
+    if stem.is_empty() {
+        unique.to_string()
+    } else {
+        format!("{stem}-{unique}")
+    }
+}
+
+/// A fresh unique token from `client`: the last token of a new inbox name (a NUID, 22
+/// characters, unique across processes).
+pub fn unique_token(client: &async_nats::Client) -> String {
+    let inbox = client.new_inbox();
+    inbox.rsplit('.').next().unwrap_or(&inbox).to_string()
+}
+
+#[cfg(test)]
+mod request_id_tests {
+    use super::request_id_for;
+
+    #[test]
+    fn request_ids_keep_the_workflow_name_as_key_characters() {
+        assert_eq!(request_id_for("train", "N1"), "train-N1");
+        assert_eq!(request_id_for("a b/c.d", "N1"), "a-b-c-d-N1");
+        assert_eq!(request_id_for("--x--", "N1"), "x-N1");
+        assert_eq!(request_id_for("", "N1"), "N1");
+        assert_eq!(request_id_for("***", "N1"), "N1");
+        assert_eq!(request_id_for(&"w".repeat(100), "N").len(), 64 + 2);
+    }
+}

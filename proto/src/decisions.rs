@@ -9,6 +9,10 @@ use fedvol_common::funnel::PlanRequest;
 use crate::agent::{ActionReply, VolumeOutcome};
 use crate::code::ProtoError;
 
+/// The bucket the coordinators store decisions in unless configured otherwise
+/// (`kv.bucket` in the coordinator's configuration; `fedvol ui --bucket`'s default).
+pub const DEFAULT_BUCKET: &str = "fedvol_decisions";
+
 /// The lifecycle state of a stored decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -5,7 +5,7 @@ use std::process::{Command, Output};
 use crate::{NatsServer, bin_path};
 
 /// A directory of its own for one `fedvol` run's state (its unfinished submits,
-/// `coordinator/src/cli/pending.rs`), under the system's temporary directory: a plain submit in
+/// `coordinator/cli/src/cli/pending.rs`), under the system's temporary directory: a plain submit in
 /// one test is never resumed by another test's. Tests of resuming set `FEDVOL_STATE_DIR`
 /// themselves.
 pub fn isolated_state_dir() -> std::path::PathBuf {

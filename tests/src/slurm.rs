@@ -1,5 +1,5 @@
 //! A real Slurm on loopback for tests: Debian's `slurmctld`, `slurmd` and `munged`
-//! as child processes, configured by [`fedvol_coordinator::devslurm`] (the cluster `fedvol dev
+//! as child processes, configured by [`fedvol_cli::devslurm`] (the cluster `fedvol dev
 //! --slurm` runs: four nodes, two with a slurmd, one FUTURE, one DOWN; partitions batch, gpu
 //! and a DOWN maint) in a temporary directory with free loopback ports, so tests never touch
 //! `/etc/slurm` or a system munge. Everything is killed when the value is dropped (jobs
@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-pub use fedvol_coordinator::devslurm::{REAL_NODES, which};
+pub use fedvol_cli::devslurm::{REAL_NODES, which};
 
 use crate::Spawned;
 
@@ -54,7 +54,7 @@ impl SlurmCluster {
             );
         }
         let dir = tempfile::tempdir().expect("a temporary directory for Slurm");
-        let files = fedvol_coordinator::devslurm::write_cluster(dir.path()).expect("the Slurm configuration");
+        let files = fedvol_cli::devslurm::write_cluster(dir.path()).expect("the Slurm configuration");
         let mut munge = Command::new(which("munged").expect("munged"));
         munge.args(files.munged_args());
         let mut cluster = SlurmCluster {

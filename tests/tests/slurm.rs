@@ -19,7 +19,7 @@ use futures::StreamExt;
 
 const CLUSTER: &str = "slurm-a";
 
-/// The agent's files ([`fedvol_coordinator::devslurm::agent_files`]: one shared hostpath
+/// The agent's files ([`fedvol_cli::devslurm::agent_files`]: one shared hostpath
 /// provisioner, no zones; Slurm read every 500 ms, `gpu` first and BINPACK), with its state in
 /// `dir/data` and a heartbeat every 200 ms.
 fn agent_files(dir: &Path, slurm: &SlurmCluster) -> std::path::PathBuf {
@@ -30,7 +30,7 @@ fn agent_files(dir: &Path, slurm: &SlurmCluster) -> std::path::PathBuf {
 fn agent_files_every(dir: &Path, slurm: &SlurmCluster, refresh_ms: u64) -> std::path::PathBuf {
     let scratch = dir.join("scratch");
     std::fs::create_dir_all(&scratch).unwrap();
-    let (inventory, config) = fedvol_coordinator::devslurm::agent_files(CLUSTER, &slurm.conf(), &scratch, refresh_ms);
+    let (inventory, config) = fedvol_cli::devslurm::agent_files(CLUSTER, &slurm.conf(), &scratch, refresh_ms);
     std::fs::write(dir.join("inventory.yaml"), inventory).unwrap();
     let cfg = dir.join("agent.yaml");
     std::fs::write(

@@ -94,7 +94,7 @@ async fn the_web_view_shows_decisions_funnels_and_clusters_in_a_real_browser() {
     let url = nats.url();
     let mut cmd = Command::new(bin_path("fedvol"));
     cmd.args(["--nats", url.as_str(), "-u", "alice", "ui", "--listen", "127.0.0.1:0"])
-        .env("RUST_LOG", "info,fedvol_coordinator::ui=debug");
+        .env("RUST_LOG", "info,fedvol_cli::ui=debug");
     let mut ui = Spawned::start(cmd);
     ui.wait_for_log("serving the read-only view on http://", Duration::from_secs(20))
         .await;

@@ -51,7 +51,7 @@ pub struct KvConfig {
 impl Default for KvConfig {
     fn default() -> Self {
         KvConfig {
-            bucket: crate::feed::DEFAULT_BUCKET.into(),
+            bucket: fedvol_proto::decisions::DEFAULT_BUCKET.into(),
             history: 16,
             replicas: 1,
             max_consumers: 256,

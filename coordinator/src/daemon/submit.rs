@@ -47,10 +47,10 @@ use super::store::{Write, valid_key};
 /// How often a submit polls a decision another coordinator is committing, ms.
 const POLL_MS: u64 = 100;
 
-/// A fresh request id for a workflow: [`crate::client::request_id_for`] with a NUID (unique
+/// A fresh request id for a workflow: [`fedvol_proto::coordinator::request_id_for`] with a NUID (unique
 /// across processes).
 pub fn new_request_id(co: &Coordinator, workflow: &str) -> String {
-    crate::client::request_id_for(workflow, &crate::client::unique_token(&co.client))
+    fedvol_proto::coordinator::request_id_for(workflow, &fedvol_proto::coordinator::unique_token(&co.client))
 }
 
 /// What the store says about a request id before planning.

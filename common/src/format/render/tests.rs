@@ -44,7 +44,7 @@ fn fails(t: &str, v: &str) -> RenderError {
 }
 
 /// Real templates whose catalog defaults leave a required value empty: the template stops
-/// itself with `fail`. (`coordinator/tests/real_inputs.rs` plans them with the value given.)
+/// itself with `fail`. (`coordinator/cli/tests/real_inputs.rs` plans them with the value given.)
 const STOPS_ITSELF: [(&str, &str); 3] = [
     (
         "ciq-fuzzball-catalog__applications__nim_flux_webui__",

@@ -458,7 +458,7 @@ const PASSING: [fedvol_proto::Code; 4] = [
 
 /// Runs `fedvol submit`.
 ///
-/// The request id is the one given, or one made here ([`crate::client::request_id_for`]) and
+/// The request id is the one given, or one made here ([`fedvol_proto::coordinator::request_id_for`]) and
 /// printed on stderr before anything is sent (issue 20: a coordinator that dies mid-commit
 /// leaves the decision under that id; a retry under a fresh id would book a second slot). With
 /// `--wait`, every retry carries that id (see [`SubmitArgs::wait`]).
@@ -497,7 +497,10 @@ pub fn submit(a: &SubmitArgs) -> u8 {
         if msg.request_id.is_empty() {
             msg.request_id = match &resumed {
                 Some(e) => e.request_id.clone(),
-                None => crate::client::request_id_for(&msg.workflow.name, &crate::client::unique_token(&client.nats)),
+                None => fedvol_proto::coordinator::request_id_for(
+                    &msg.workflow.name,
+                    &fedvol_proto::coordinator::unique_token(&client.nats),
+                ),
             };
         }
         // A request too large to send is refused below with one line; an id is worth printing

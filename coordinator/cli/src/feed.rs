@@ -17,10 +17,6 @@ use fedvol_proto::coordinator::{self as api, ChangeKind, ChangesQuery, ClusterCo
 
 use crate::client::{Client, ClientError};
 
-/// The bucket the coordinators store decisions in unless configured otherwise
-/// (`kv.bucket` in the coordinator's configuration).
-pub const DEFAULT_BUCKET: &str = "fedvol_decisions";
-
 /// How long one `changes` query waits at the coordinator for a change, ms.
 pub const WAIT_MS: u64 = 10_000;
 

@@ -87,7 +87,7 @@ pub fn fedvol<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Run {
 
 /// `deploy/examples` of this workspace.
 pub fn examples_dir() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/examples"))
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/examples"))
 }
 
 /// The three example cluster inventories (cluster-a, cluster-b, cluster-c).
@@ -108,7 +108,7 @@ pub fn workflow(stem: &str) -> PathBuf {
 
 /// The shared directory of real third-party inputs (Fuzzfiles, Kubernetes manifests).
 pub fn real_inputs() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/real-inputs"))
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/real-inputs"))
 }
 
 /// Every regular file directly in `dir`, sorted by name. Fails the test when `dir` is missing.

@@ -22,7 +22,7 @@ pub struct UiArgs {
     pub allowed_hosts: Vec<String>,
     /// The decisions bucket (the coordinators' `kv.bucket`), shown on the pages; the view
     /// reads decisions through the coordinators, never the bucket itself.
-    #[arg(long, default_value = crate::feed::DEFAULT_BUCKET)]
+    #[arg(long, default_value = fedvol_proto::decisions::DEFAULT_BUCKET)]
     pub bucket: String,
     /// NATS connection and identity (listed last in `--help`, under their own heading).
     #[command(flatten)]
