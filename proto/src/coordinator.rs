@@ -576,7 +576,7 @@ impl Endpoint for Changes {
 /// A request id for workflow `workflow`: its name reduced to key characters (letters, digits,
 /// `-`, `_`; anything else becomes `-`; at most 64 of them), a dash, and `unique` (e.g. a NUID);
 /// just `unique` when nothing of the name is left. The coordinator makes one this way when a
-/// submit carries none, and so does the CLI before it sends (issue 20: a retry must carry the
+/// submit carries none, and so does the CLI before it sends (a retry must carry the
 /// id of the first attempt).
 pub fn request_id_for(workflow: &str, unique: &str) -> String {
     let stem: String = workflow

@@ -526,7 +526,7 @@ mod tests {
     }
 
     /// Fuzzball `subPath`: a provisioner's volumes live in that subdirectory of its base
-    /// (`../shared/reference/provisioner-schema.md`, "Driver"), created on first use.
+    /// (Fuzzball's provisioner definition reference, "Driver"), created on first use.
     #[tokio::test]
     async fn sub_path_confines_volumes_to_a_subdirectory() {
         let d = drivers();

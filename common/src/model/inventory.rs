@@ -81,7 +81,7 @@ impl ProvisionerStatus {
 }
 
 /// How a provisioner creates storage: the `driver` block of a Fuzzball provisioner definition
-/// (`../shared/reference/provisioner-schema.md`, "Driver"), every documented type and field with
+/// (Fuzzball's provisioner definition reference, "Driver"), every documented type and field with
 /// Fuzzball's spelling in files, plus fedvol's `external` type (the Kubernetes volume provisioning design out-of-tree
 /// provisioners) and nfs `mount`. Fields added here are optional on the wire (docs/design.md §5).
 ///

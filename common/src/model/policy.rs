@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 ///
 /// Files write `all` or a list of groups (Fuzzball "Annotations and Selection"); Fuzzball's API form
 /// `{all: bool, groups: {names: [...]}, users: {names: [...]}}` is read too
-/// (`../shared/reference/provisioner-schema.md`, "Top level": users additive with groups,
+/// (Fuzzball's provisioner definition reference, "Top level": users additive with groups,
 /// ignored when `all` is set).
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]

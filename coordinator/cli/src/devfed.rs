@@ -198,8 +198,8 @@ impl DevFederation {
         Self::start_with(nats_server, clusters_dir, bin_dir, false, progress)
     }
 
-    /// [`DevFederation::start`], plus, with `slurm`, a local Slurm (issue 17:
-    /// [`crate::devslurm`]: munged, slurmctld, two slurmd) and an agent of cluster
+    /// [`DevFederation::start`], plus, with `slurm`, a local Slurm
+    /// ([`crate::devslurm`]: munged, slurmctld, two slurmd) and an agent of cluster
     /// [`SLURM_CLUSTER`] whose zones and hosts are that Slurm's partitions and nodes, read every
     /// second.
     ///

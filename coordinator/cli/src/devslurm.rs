@@ -1,4 +1,4 @@
-//! A throw-away Slurm cluster on loopback, for `fedvol dev --slurm` and the tests (issue 17):
+//! A throw-away Slurm cluster on loopback, for `fedvol dev --slurm` and the tests:
 //! the configuration of Debian's `munged`, `slurmctld` and `slurmd` in one directory, with
 //! free loopback ports, so nothing touches `/etc/slurm` or a system munge. Starting the
 //! daemons is the caller's (each keeps its own processes and logs): `munged` with

@@ -312,7 +312,7 @@ fn group_permissions_decide_whether_the_volume_can_be_provisioned() {
 }
 
 /// Offline `fedvol plan --why-not-*` explains a candidate from the inventory files, by the same
-/// funnel logic an agent's `why_not` runs (issue 19): the permission stage that rejected
+/// funnel logic an agent's `why_not` runs: the permission stage that rejected
 /// provisioner `scratch` for a user without group `physics`, in the table and in JSON.
 #[test]
 fn plan_explains_why_a_candidate_was_not_chosen() {

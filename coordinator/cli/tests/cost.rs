@@ -1,4 +1,4 @@
-//! `fedvol plan --prefer-cost` (issue 18), offline: two clusters whose inventories differ only
+//! `fedvol plan --prefer-cost`, offline: two clusters whose inventories differ only
 //! in their prices and load; the `cost` step picks the cheaper one, although least loaded
 //! alone would not, and says why with the figures.
 

@@ -409,7 +409,7 @@ fn section<'a>(table: &'a str, cluster: &str) -> &'a str {
     &rest[..end]
 }
 
-/// Every "why not, on <clusters>:" group of the table view that names `cluster` (issue 15: a
+/// Every "why not, on <clusters>:" group of the table view that names `cluster` (a
 /// reason shared by several clusters is said once, under all their names), concatenated.
 fn why_not_of(table: &str, cluster: &str) -> String {
     let mut out = String::new();

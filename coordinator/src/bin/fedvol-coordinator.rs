@@ -7,7 +7,7 @@ use clap::Parser;
 
 /// mimalloc instead of glibc's malloc: decoding and encoding decisions allocates many small
 /// strings, and glibc's malloc and free took about a quarter of the coordinator's CPU per plan
-/// (issue 14, `scripts/profile`).
+/// (`scripts/profile`).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

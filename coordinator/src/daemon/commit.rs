@@ -1,4 +1,4 @@
-//! Committing a decision, with admission at commit (issue 13): the plan broadcast holds
+//! Committing a decision, with admission at commit: the plan broadcast holds
 //! nothing, so concurrent submits never see capacity taken by one another's undecided plans.
 //! The coordinator sends `commit` **with the request** to the chosen cluster; the agent plans it
 //! again on its current state, under the lock every change takes, and commits what it chose or
@@ -211,7 +211,7 @@ pub async fn commit_on(co: &Coordinator, cluster: &str, request: &PlanRequest, n
     let what = match send::<agent::Commit>(co, cluster, msg(), wait).await {
         Ok(r) if r.ok => return attempt(true, None, Some(r)),
         // Another commit of this request is running there (a coordinator that took the decision
-        // over races one that did not die): its outcome is unknown, not a failure (issue 20).
+        // over races one that did not die): its outcome is unknown, not a failure.
         Ok(r) if r.error.as_ref().is_some_and(|e| e.is(&Code::CommitInProgress)) => {
             "another commit of this request was in progress on the cluster".to_string()
         }

@@ -17,11 +17,11 @@
 //! maxInFlightPerUser: 64  # requests of one user in progress at once; beyond, `overloaded`
 //! forgetClusterAfterMs: 600000  # a cluster not heard from for this long leaves the registry
 //! metricsListen: 127.0.0.1:9464  # serve /metrics, /healthz, /readyz here (default: off)
-//! quotas: [{project: genomics, storage: 10TiB}]  # issue 18: see `daemon::policy`
+//! quotas: [{project: genomics, storage: 10TiB}]  # see `daemon::policy`
 //! priorityClasses: {high: 1000, normal: 0}
 //! defaultPriorityClass: normal
 //! queue: {maxQueued: 1000, maxWaitMs: 86400000}
-//! choice:                 # the cluster choice for submits that do not say (issue 18)
+//! choice:                 # the cluster choice for submits that do not say
 //!   cost: true            # run the `cost` step: prefer the cheapest estimated cluster (default false)
 //!   defaultHours: 1       # hours counted when no job declares a timeout (default 1, > 0)
 //! ```
@@ -44,7 +44,7 @@ pub struct KvConfig {
     pub replicas: usize,
     /// Most consumers the bucket's stream takes (default 256): every watch or listing of the
     /// decisions is one, and a user with read access could otherwise create them without end
-    /// (issue 20). Applies when the coordinator creates the bucket.
+    ///. Applies when the coordinator creates the bucket.
     pub max_consumers: i32,
 }
 
@@ -94,7 +94,7 @@ pub struct CoordinatorConfig {
     pub max_in_flight_per_user: usize,
     /// How long a cluster may go unheard (no heartbeat, no answer) before the registry forgets
     /// it, ms (default 600000, at least 1000): a cluster taken out of the federation (or a name
-    /// someone invented) stops appearing in decisions and in `fedvol clusters` (issue 20).
+    /// someone invented) stops appearing in decisions and in `fedvol clusters`.
     pub forget_cluster_after_ms: u64,
     /// Largest request body served, bytes (default
     /// [`fedvol_proto::DEFAULT_MAX_BODY_BYTES`], 1 MiB); larger ones get `bad_request`.
@@ -106,10 +106,10 @@ pub struct CoordinatorConfig {
     /// Where to serve `/metrics`, `/healthz` and `/readyz` (`metricsListen`, `IP:PORT`); `None`
     /// (the default): no metrics server.
     pub metrics_listen: Option<std::net::SocketAddr>,
-    /// Federation-wide policy (issue 18): `quotas`, `priorityClasses`, `defaultPriorityClass`,
+    /// Federation-wide policy: `quotas`, `priorityClasses`, `defaultPriorityClass`,
     /// `queue` (see [`super::policy`]).
     pub policy: super::policy::Policy,
-    /// The cluster choice for submits that carry no wish of their own (`choice:`, issue 18):
+    /// The cluster choice for submits that carry no wish of their own (`choice:`):
     /// `cost` runs the `cost` step, `default_hours` (`defaultHours`) is counted when no job
     /// declares a timeout, and fills a wish that gives none. Default: no `cost` step, 1 hour.
     pub choice: ChoiceOptions,
@@ -147,7 +147,7 @@ impl CoordinatorConfig {
     /// The choice options a submit's request carries: the submit's `wish` when it has one (its
     /// default hours, if not given, from `choice.defaultHours`), else the configured `choice`
     /// when it sets anything; `None` when neither does (the request then looks as it did
-    /// before issue 18).
+    /// in earlier releases).
     pub fn choice_for(&self, wish: Option<ChoiceOptions>) -> Option<ChoiceOptions> {
         match wish {
             Some(w) => Some(ChoiceOptions {

@@ -1,4 +1,4 @@
-//! The users-to-groups directory (DESIGN §6: "groups come from the coordinator's directory").
+//! The users-to-groups directory (docs/design.md §7: "groups come from the coordinator's directory").
 //!
 //! A strict YAML file:
 //!
@@ -9,7 +9,7 @@
 //! ```
 //!
 //! With a directory, a user's groups come only from it (an unknown user has none, so only
-//! provisioners open to `all` serve them: seed 000's default-deny). Without one, the
+//! provisioners open to `all` serve them: Fuzzball "Annotations and Selection"'s default-deny). Without one, the
 //! coordinator trusts the groups clients claim (dev mode) and says so once at start-up.
 
 use std::collections::BTreeMap;

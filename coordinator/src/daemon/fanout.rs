@@ -1,4 +1,4 @@
-//! Asking every known cluster to plan (issue 20: one request per cluster, never the broadcast).
+//! Asking every known cluster to plan (one request per cluster, never the broadcast).
 //!
 //! The [`PlanMsg`] is sent to each cluster the registry knows (from heartbeats or start-up
 //! discovery) on that cluster's own subject `<prefix>.cluster.<c>.plan`, with the reply subject

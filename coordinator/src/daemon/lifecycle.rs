@@ -177,7 +177,7 @@ pub fn no_room(stored: &StoredDecision) -> bool {
     }
 }
 
-/// Checks the request against the federation-wide quotas that apply to it (issue 18): a dry run
+/// Checks the request against the federation-wide quotas that apply to it: a dry run
 /// only reads the usage ledgers; a real submit is counted in them ([`super::quota::admit`]).
 /// Sets the decision's `quota` checks; over a quota, sets `refused` (`quota_exceeded`, with
 /// the figures) and the state `failed`.

@@ -1,4 +1,4 @@
-//! The coordinator daemon (`fedvol-coordinator`): the federation (DESIGN §1, §4–§6).
+//! The coordinator daemon (`fedvol-coordinator`): the federation (docs/design.md §1, §4–§6).
 //!
 //! A submitted workflow is planned by every known cluster at once (one [`PlanMsg`] sent to each
 //! cluster's own `<prefix>.cluster.<c>.plan`, its answer expected on that cluster's token of a
@@ -22,7 +22,7 @@
 //!   `planned` by a coordinator that died; [`restore`]: it also commits again what an agent
 //!   started on a new state file forgot.
 //! - [`run`]: start-up (connect, bucket, heartbeats, discovery) and the request loop.
-//! - [`policy`]: quotas, priority classes and the queue's bounds (issue 18); [`quota`]: the
+//! - [`policy`]: quotas, priority classes and the queue's bounds; [`quota`]: the
 //!   usage ledgers in the bucket, admission by compare-and-set; [`queue`]: submits that wait
 //!   for capacity, placed by priority then age when room frees.
 //! - [`metrics`]: what `/metrics` shows (`metricsListen`; the server is `fedvol_obs`).
@@ -79,7 +79,7 @@ pub struct Coordinator {
     /// Users to groups; `None` = dev mode (claimed groups are trusted).
     pub directory: RwLock<Option<Directory>>,
     /// Requests in progress at once (`maxInFlight`); beyond, a request is answered
-    /// `overloaded` at once instead of queueing without end (issue 20).
+    /// `overloaded` at once instead of queueing without end.
     pub admission: std::sync::Arc<tokio::sync::Semaphore>,
     /// Requests in progress per user (`maxInFlightPerUser`, [`per_user`]).
     pub per_user: std::sync::Arc<per_user::PerUser>,

@@ -55,7 +55,7 @@ const POLL_MS: u64 = 100;
 /// unchanged. Only the decision's owner (the user who submitted it) may complete it: anyone
 /// else gets `not_owner` and nothing changes.
 ///
-/// A decision still `planned` (issue 20) is waited for while a live coordinator may be
+/// A decision still `planned` is waited for while a live coordinator may be
 /// committing it (up to the commit phase's bound, [`commit_phase_bound_ms`]); past that bound
 /// its coordinator is taken to be gone and the decision is settled here, as a take-over does
 /// but committing nothing new ([`settle_planned`]): a cluster that committed it is recorded and
@@ -187,7 +187,7 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
     error_reply(Code::StoreUnavailable, "the decision kept changing; try again")
 }
 
-/// `complete` of a queued decision (issue 18): withdraws it from the queue, stored `failed`
+/// `complete` of a queued decision: withdraws it from the queue, stored `failed`
 /// (`not_committed`: withdrawn before it was placed; nothing was held). `None` when the
 /// decision changed meanwhile (read it again).
 async fn withdraw(co: &Coordinator, mut stored: StoredDecision, rev: u64) -> Option<SubmitReply> {
@@ -290,7 +290,7 @@ async fn settle_planned(co: &Coordinator, stored: &mut StoredDecision, rev: u64)
     }
 }
 
-/// `why_not` (issue 15: from the record first): what the stored decision says of the named
+/// `why_not` (from the record first): what the stored decision says of the named
 /// zone, host or provisioner in the named cluster (its stored trace, whether it was chosen, how
 /// the cluster fared in the cluster choice: [`fedvol_common::funnel::why_not::from_record`]),
 /// with the cluster's agent's re-plan on today's inventory and state beside it, and the

@@ -1,4 +1,4 @@
-//! The coordinator's federation-wide policy configuration (issue 18): quotas, priority classes
+//! The coordinator's federation-wide policy configuration: quotas, priority classes
 //! and the queue of submits that wait for capacity. Read from the coordinator's YAML file
 //! (strict, like every fedvol file):
 //!

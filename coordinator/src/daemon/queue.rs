@@ -1,4 +1,4 @@
-//! The queue of submits that wait for capacity (issue 18: priority without eviction).
+//! The queue of submits that wait for capacity (priority without eviction).
 //!
 //! A submit with `wait_for_capacity` that finds no room (nothing feasible, every commit refused
 //! because the capacity went to others, or a quota exceeded) is stored `queued` instead of

@@ -1,4 +1,4 @@
-//! Federation-wide quota usage (issue 18), kept in the decision bucket so that it survives
+//! Federation-wide quota usage, kept in the decision bucket so that it survives
 //! coordinator restarts and is exact when several coordinators admit at once.
 //!
 //! Each quota that applies to some request has a **ledger**: the key

@@ -1,4 +1,4 @@
-//! The reconciler (issue 13): a decision left `planned` by a coordinator that died mid-commit,
+//! The reconciler: a decision left `planned` by a coordinator that died mid-commit,
 //! or whose commit was in doubt, is settled without anyone submitting it again.
 //!
 //! One coordinator at a time reconciles: it holds a lease, the key `fedvol/reconciler` of the
@@ -12,7 +12,7 @@
 //! fence them), then finishes the commit phase. A decision still in doubt is tried again one
 //! bound later. Reading a change decodes only `state`, `dry_run` and `updated_ms`.
 //!
-//! The holder also places the queue's decisions (issue 18, [`super::queue::drain`]) on every
+//! The holder also places the queue's decisions ([`super::queue::drain`]) on every
 //! tick and whenever a decision is completed, and every 15 ticks drops quota-ledger entries no
 //! live decision stands behind ([`super::quota::sweep`]).
 //!
@@ -82,7 +82,7 @@ pub fn spawn(co: Arc<Coordinator>, instance: String, every: Duration) {
                 } => {
                     match entry {
                         Some(Ok(e)) => {
-                            // A completion freed room: place what waits in the queue (issue 18),
+                            // A completion freed room: place what waits in the queue,
                             // once the watch has caught up with the bucket.
                             if track(&mut planned, &e) && e.delta == 0 {
                                 super::queue::drain(&co).await;

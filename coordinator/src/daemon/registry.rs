@@ -11,7 +11,7 @@
 //! - **forgotten**: not heard from for `forgetClusterAfterMs` ([`Registry::forget_silent`]), or
 //!   known only through discovery (never a heartbeat) and served by nobody
 //!   ([`Registry::forget_if_unconfirmed`]). Only heartbeats and discovery add clusters; an
-//!   answer never does (issue 20: an answer could name a cluster that does not exist).
+//!   answer never does (an answer could name a cluster that does not exist).
 //!
 //! Each coordinator keeps its own registry (it is rebuilt from heartbeats within seconds);
 //! decisions, the state that matters, live in NATS.
@@ -50,7 +50,7 @@ struct Entry {
     last_timeout_ms: u64,
     /// The agent's state generation from its latest heartbeat (empty: none said).
     state_generation: String,
-    /// Why the agent said it is degraded in its latest heartbeat (issue 17).
+    /// Why the agent said it is degraded in its latest heartbeat.
     degraded: Option<String>,
     /// The agent said it waits for its commits to be restored (a fresh state).
     restoring: bool,

@@ -1,4 +1,4 @@
-//! Comparing a replayed decision with the stored one (DESIGN §2: same inventory snapshot,
+//! Comparing a replayed decision with the stored one (docs/design.md §2: same inventory snapshot,
 //! state, request and seed give the same answer). Only what a cluster decided counts: each
 //! volume's mode, provisioner, volume, action and error code; each job's zone, host(s) and
 //! error code; feasibility. Measured times never do. A cluster whose inventory version moved

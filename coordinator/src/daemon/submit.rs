@@ -9,7 +9,7 @@
 //!    by a coordinator that died mid-commit (older than the whole commit phase can take) is
 //!    taken over and its commit finished. A stored dry run is replaced by a real submit of the
 //!    same id. A dry run is stored only when it asks (`keep`); otherwise it skips steps 2 and 4
-//!    and is answered with its decision (issue 14: no bucket write on a plan's reply path).
+//!    and is answered with its decision (no bucket write on a plan's reply path).
 //! 3. Issue 18: the priority class is resolved (an unknown one is `bad_request`) and the
 //!    request is admitted to the federation-wide quotas that apply to it ([`admit_quota`]: a
 //!    refusal is `quota_exceeded`, stored `failed` without asking any cluster). Then
@@ -105,7 +105,7 @@ async fn existing(co: &Arc<Coordinator>, id: &str, user: &str, dry_run: bool, di
 }
 
 /// Why a submit (`dry_run`, `digest`) under request id `id` is not the request `stored` under
-/// it (issue 12: one request id, one workflow): another workflow, other groups or another seed
+/// it (one request id, one workflow): another workflow, other groups or another seed
 /// ([`fedvol_proto::coordinator::SubmitMsg::digest`]), or a dry run of a real decision. A real
 /// submit of a stored dry run of the same request is no conflict: it takes the dry run over.
 /// Records of earlier releases carry no digest and are not checked.
@@ -147,7 +147,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
     // creating the key fails if the id is taken, and that conflict is resolved below exactly as
     // the lookup would have (the stored decision, its owner check, a take-over). One store
     // round trip less per plan.
-    // A dry run not asked to be kept never touches the bucket (issue 14): it is answered and
+    // A dry run not asked to be kept never touches the bucket: it is answered and
     // forgotten, and its id is not taken.
     let kept = !msg.dry_run || msg.keep;
     let digest = if kept { msg.digest() } else { String::new() };

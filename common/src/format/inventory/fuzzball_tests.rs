@@ -1,5 +1,5 @@
 //! Fuzzball provisioner definitions, unmodified. The reference is
-//! `../shared/reference/provisioner-schema.md`, gathered from Fuzzball's documentation and its v4
+//! Fuzzball's provisioner definition reference, gathered from Fuzzball's documentation and its v4
 //! OpenAPI schema (`StorageProvisionerDefinition`, `StorageProvisionerDriverConfig`).
 
 use std::path::Path;

@@ -1,6 +1,6 @@
 //! The `provisioners:` section: a name-keyed map in Fuzzball "Annotations and Selection"'s syntax (`description`, `driver`,
 //! `annotations`, `access`/`create`/`ephemeral`, `costPerGbHour`, every driver type of
-//! `../shared/reference/provisioner-schema.md`) plus fedvol's `status`, `default`,
+//! Fuzzball's provisioner definition reference) plus fedvol's `status`, `default`,
 //! `reclaimPolicy`, `zones`/`segment` reachability, `labels`, `maxVolumeSize`, `freeSpace` and
 //! `volumeModes`.
 
@@ -267,7 +267,7 @@ fn volume_modes(ctx: &mut Ctx, node: &Node, field: &str) -> Option<Vec<VolumeMod
 }
 
 /// Reads a `driver` mapping as a Fuzzball provisioner definition spells it
-/// (`../shared/reference/provisioner-schema.md`, "Driver"): `type` and that type's fields —
+/// (Fuzzball's provisioner definition reference, "Driver"): `type` and that type's fields —
 /// nfs (`target` `server:/path`, `version` 3|4, `options`, `subPath`, plus fedvol's `mount`),
 /// hostpath (`path`, `local`, `subPath`), efs (`filesystemId`, also accepted as fedvol's earlier
 /// `fileSystemId`; `region`, `subnetIds`, `subPath`), `k8s_pvc` (`storageClassName`,

@@ -1,4 +1,4 @@
-//! The cluster-choice options `fedvol plan` and `fedvol submit` share (issue 18):
+//! The cluster-choice options `fedvol plan` and `fedvol submit` share:
 //! `--prefer-cost` runs the `cost` rule (cheapest estimated cluster first), `--cost-hours H`
 //! sets the hours counted when no job of the workflow declares `policy.timeout.execute`.
 

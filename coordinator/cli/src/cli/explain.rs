@@ -69,7 +69,7 @@ impl ExplainArgs {
             .iter()
             .filter(|i| self.cluster.as_ref().is_none_or(|c| c == &i.cluster))
             .collect();
-        // A name no asked cluster has is an error, not "not rejected" (issue 15).
+        // A name no asked cluster has is an error, not "not rejected".
         if asked.iter().all(|inv| !unknown_names(inv, &target).is_empty()) {
             let first = asked.first().map(|inv| unknown_names(inv, &target)).unwrap_or_default();
             return Err(format!(

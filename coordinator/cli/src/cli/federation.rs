@@ -1,6 +1,6 @@
 //! The federation commands: `submit`, `decisions {list,show,watch,replay}`, `why-not`,
 //! `complete`, `clusters`. Each sends one request to the coordinators and prints the answer
-//! (`-o table|json|yaml`). Exit codes (DESIGN §4): 0 done / a cluster was chosen, 2 nothing
+//! (`-o table|json|yaml`). Exit codes (docs/design.md §4): 0 done / a cluster was chosen, 2 nothing
 //! fits, 1 bad input or no answer.
 
 use std::path::PathBuf;
@@ -459,7 +459,7 @@ const PASSING: [fedvol_proto::Code; 4] = [
 /// Runs `fedvol submit`.
 ///
 /// The request id is the one given, or one made here ([`fedvol_proto::coordinator::request_id_for`]) and
-/// printed on stderr before anything is sent (issue 20: a coordinator that dies mid-commit
+/// printed on stderr before anything is sent (a coordinator that dies mid-commit
 /// leaves the decision under that id; a retry under a fresh id would book a second slot). With
 /// `--wait`, every retry carries that id (see [`SubmitArgs::wait`]).
 pub fn submit(a: &SubmitArgs) -> u8 {
@@ -538,7 +538,7 @@ pub fn submit(a: &SubmitArgs) -> u8 {
             );
         }
         let until = std::time::Instant::now() + std::time::Duration::from_millis(a.wait_ms);
-        // `--wait` says once what it waits for (issue 15); each passing error has its own note.
+        // `--wait` says once what it waits for; each passing error has its own note.
         let mut said_waiting = false;
         let reply: SubmitReply = loop {
             let waiting = a.wait && std::time::Instant::now() < until;
@@ -625,7 +625,7 @@ async fn wait_while_queued(client: &Client, id: &str, until: std::time::Instant)
 }
 
 /// With a user directory, the coordinator takes the user's groups from it and ignores the
-/// claimed ones (`-g`): say so when they differ (issue 15), so that nobody believes a `-g`
+/// claimed ones (`-g`): say so when they differ, so that nobody believes a `-g`
 /// was used.
 fn note_ignored_groups(claimed: &[String], used: &[String]) {
     if claimed.is_empty() {

@@ -1,5 +1,5 @@
 //! The `fedvol` command line: argument parsing and dispatch. Each subcommand lives in its own
-//! module and returns an [`ExitCode`]-compatible status (DESIGN §4: 0 when a cluster was chosen,
+//! module and returns an [`ExitCode`]-compatible status (docs/design.md §4: 0 when a cluster was chosen,
 //! 2 when nothing fits, 1 on bad input; 64 when the command line itself is wrong).
 
 pub mod check;

@@ -73,7 +73,7 @@ impl NetArgs {
     }
 
     /// The connection settings: the flags, then what follows from the user (identity in one
-    /// flag, issue 15), so that `fedvol -u alice` with a password in `FEDVOL_NATS_PASSWORD` is
+    /// flag), so that `fedvol -u alice` with a password in `FEDVOL_NATS_PASSWORD` is
     /// enough with deploy/nats/secure.conf:
     /// - the NATS login user is `--nats-user`, else, when a password is given, the `-u` user;
     /// - the reply inbox prefix is `--nats-inbox-prefix`, else `_INBOX_<NATS login>` when there

@@ -1,5 +1,5 @@
 //! `fedvol plan`: run each given cluster's funnel locally plus the cross-cluster choice, and
-//! print the decision document (DESIGN §4). No network is involved.
+//! print the decision document (docs/design.md §4). No network is involved.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

@@ -1,7 +1,7 @@
-//! The human view of one cluster (`fedvol clusters show C`, issue 15), as `kubectl describe
+//! The human view of one cluster (`fedvol clusters show C`), as `kubectl describe
 //! node` shows a node: the registry's view, the provisioners in selection order with their
-//! status and access policies (seed 000), and each zone with its priority, placement policy and
-//! free capacity (seed 002).
+//! status and access policies (Fuzzball "Annotations and Selection"), and each zone with its priority, placement policy and
+//! free capacity (Cloud Assembly's provisioning funnel).
 
 use std::collections::BTreeMap;
 
@@ -36,7 +36,7 @@ fn free(h: &Host, in_use: Option<&Resources>) -> (u64, u128, u64) {
     )
 }
 
-/// The placement policy as the inventory spells it (seed 002).
+/// The placement policy as the inventory spells it (Cloud Assembly's provisioning funnel).
 fn policy_name(p: fedvol_common::model::PlacementPolicy) -> &'static str {
     use fedvol_common::model::PlacementPolicy as P;
     match p {
@@ -90,7 +90,7 @@ pub fn render(r: &ClusterReply, now_ms: u64) -> String {
         out.push_str(&para("  degraded: ", "    ", d));
     }
 
-    out.push_str("\nprovisioners (seed 000: automatic selection takes the first that passes, in this order):\n");
+    out.push_str("\nprovisioners (automatic selection takes the first that passes, in this order):\n");
     let header = [
         "PROVISIONER",
         "DRIVER",
@@ -124,7 +124,7 @@ pub fn render(r: &ClusterReply, now_ms: u64) -> String {
     fill(&mut t, &header, rows);
     out.push_str(&format!("{t}\n"));
 
-    out.push_str("\nzones (seed 002: lowest priority number first; free = capacity - allocated - fedvol's):\n");
+    out.push_str("\nzones (lowest priority number first; free = capacity - allocated - fedvol's):\n");
     let header = [
         "ZONE",
         "PRIORITY",
@@ -148,7 +148,7 @@ pub fn render(r: &ClusterReply, now_ms: u64) -> String {
                 .collect();
             let (mut cpu, mut mem, mut inst) = (0u64, 0u128, 0u64);
             let (mut cpu_all, mut mem_all, mut inst_all) = (0u64, 0u128, 0u64);
-            // Instances 0 = no limit (seed 002 hosts without an instance count; Slurm hosts).
+            // Instances 0 = no limit (Cloud Assembly's provisioning funnel hosts without an instance count; Slurm hosts).
             let unlimited = on.iter().any(|h| h.capacity.instances == 0);
             for h in &on {
                 let (c, m, i) = free(h, use_of.get(&h.name));

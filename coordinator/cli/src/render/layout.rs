@@ -1,4 +1,4 @@
-//! Fitting the human views into a terminal (issue 15): the width to fit, tables whose columns
+//! Fitting the human views into a terminal: the width to fit, tables whose columns
 //! never split a word, and paragraphs wrapped with a hanging indent.
 
 use comfy_table::presets::UTF8_BORDERS_ONLY;

@@ -1,4 +1,4 @@
-//! The coordinator's policy in a decision, for people (issue 18): why it refused the request
+//! The coordinator's policy in a decision, for people: why it refused the request
 //! (`quota_exceeded`, `queue_full`, `queue_timeout`, withdrawn) and every quota that applies,
 //! with its use, the request and the limit.
 

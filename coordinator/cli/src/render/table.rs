@@ -244,7 +244,7 @@ pub fn render_labelled(d: &Decision, label: &str) -> String {
         return out;
     }
 
-    // The estimated cost (issue 18) gets a column when any cluster has one.
+    // The estimated cost gets a column when any cluster has one.
     let costed = d.clusters.values().any(|c| c.cost.is_some());
     let mut header = vec!["CLUSTER", "STATUS", "FIT", "VOLUMES", "JOBS (zone/host)"];
     if costed {

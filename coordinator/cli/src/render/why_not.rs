@@ -40,7 +40,7 @@ fn blocker(heading: &str, b: &Blocker) -> String {
     s
 }
 
-/// `fedvol why-not` (issue 15): the decision as it was made (the stored record), then
+/// `fedvol why-not`: the decision as it was made (the stored record), then
 /// today's re-plan, saying whether it ran on the inventory the decision was made on.
 pub fn render_reply(r: &fedvol_proto::agent::WhyNotReply) -> String {
     use super::layout::para;

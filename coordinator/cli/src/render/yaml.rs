@@ -1,5 +1,5 @@
 //! YAML output for `-o yaml`: the JSON document re-emitted through yaml-rust2's emitter, with
-//! its keys in the same order as `-o json` (issue 15; `serde_json::Value` would sort them).
+//! its keys in the same order as `-o json` (`serde_json::Value` would sort them).
 
 use indexmap::IndexMap;
 use yaml_rust2::YamlEmitter;

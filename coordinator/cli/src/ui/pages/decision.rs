@@ -149,7 +149,7 @@ fn attempts(s: &StoredDecision) -> Markup {
     }
 }
 
-/// Every quota that applies to the request (issue 18): use before it, its request, the limit.
+/// Every quota that applies to the request: use before it, its request, the limit.
 fn quotas(d: &Decision) -> Markup {
     html! {
         table #quotas {
