@@ -78,6 +78,30 @@ impl Kit {
     }
 }
 
+/// The edits that point a shipped single-server file (`single.conf`, `secure.conf`) at
+/// loopback: client port `port`, monitoring port `http_port`, JetStream under `store`.
+pub fn loopback_edits(port: u16, http_port: u16, store: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("listen: 0.0.0.0:4222", format!("listen: 127.0.0.1:{port}")),
+        ("http: 127.0.0.1:8222", format!("http: 127.0.0.1:{http_port}")),
+        ("store_dir: \"/var/lib/nats\"", format!("store_dir: \"{store}\"")),
+    ]
+}
+
+impl Kit {
+    /// The copy of `rel` (`single.conf` or `secure.conf`) started on free loopback ports with a
+    /// fresh JetStream store ([`loopback_edits`]), as it is otherwise.
+    ///
+    /// Panics (test failure) when the server does not come up.
+    pub fn loopback_server(&self, rel: &str) -> NatsServer {
+        use crate::nats::free_port;
+        let port = free_port();
+        let store = self.store(rel.trim_end_matches(".conf"));
+        let conf = self.rewrite(rel, &loopback_edits(port, free_port(), &store));
+        NatsServer::start_config_file(&conf, port)
+    }
+}
+
 fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("a directory of the kit copy");
     for e in std::fs::read_dir(from).expect("deploy/nats is readable") {

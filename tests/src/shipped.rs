@@ -144,14 +144,7 @@ impl Logins {
         let kit = Kit::copy();
         let conf = kit.rewrite(
             kind.file(),
-            &[
-                ("listen: 0.0.0.0:4222", format!("listen: 127.0.0.1:{port}")),
-                ("http: 127.0.0.1:8222", format!("http: 127.0.0.1:{http_port}")),
-                (
-                    "store_dir: \"/var/lib/nats\"",
-                    format!("store_dir: \"{}\"", store.display()),
-                ),
-            ],
+            &crate::kit::loopback_edits(port, http_port, &store.display().to_string()),
         );
         // The generated identities: definitions in their own file, included before the
         // account; user entries written into the account's list ([`Logins::write_generated`]).

@@ -11,24 +11,11 @@ use std::time::{Duration, Instant};
 
 use fedvol_tests::federation::slots_inventory;
 use fedvol_tests::kit::{Kit, SLOT_WORKFLOW, agent_as, coordinator_as, fedvol_as, output_text, wait_clusters_as};
-use fedvol_tests::nats::free_port;
 use fedvol_tests::{NatsServer, Spawned};
 
 /// The shipped `single.conf`, listening on loopback ports with a temporary JetStream store.
 fn single_server(kit: &Kit) -> NatsServer {
-    let port = free_port();
-    let conf = kit.rewrite(
-        "single.conf",
-        &[
-            ("listen: 0.0.0.0:4222", format!("listen: 127.0.0.1:{port}")),
-            ("http: 127.0.0.1:8222", format!("http: 127.0.0.1:{}", free_port())),
-            (
-                "store_dir: \"/var/lib/nats\"",
-                format!("store_dir: \"{}\"", kit.store("single")),
-            ),
-        ],
-    );
-    NatsServer::start_config_file(&conf, port)
+    kit.loopback_server("single.conf")
 }
 
 /// `fedvol -u alice <args>` as NATS user alice.

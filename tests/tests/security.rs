@@ -22,7 +22,6 @@ use fedvol_tests::kit::{
     Kit, SLOT_WORKFLOW, agent_as, client, command, coordinator_as, fedvol_as, inbox_prefix, output_text as text,
     password, server_logged, silent, wait_clusters_as,
 };
-use fedvol_tests::nats::free_port;
 use fedvol_tests::{NatsServer, Spawned, bin_path};
 use futures::StreamExt;
 
@@ -36,19 +35,7 @@ const WORKFLOW: &str = SLOT_WORKFLOW;
 
 /// `deploy/nats/secure.conf`, copied and pointed at a free loopback port and a fresh store.
 fn secure_server(kit: &Kit) -> NatsServer {
-    let port = free_port();
-    let conf = kit.rewrite(
-        "secure.conf",
-        &[
-            ("listen: 0.0.0.0:4222", format!("listen: 127.0.0.1:{port}")),
-            ("http: 127.0.0.1:8222", format!("http: 127.0.0.1:{}", free_port())),
-            (
-                "store_dir: \"/var/lib/nats\"",
-                format!("store_dir: \"{}\"", kit.store("secure")),
-            ),
-        ],
-    );
-    NatsServer::start_config_file(&conf, port)
+    kit.loopback_server("secure.conf")
 }
 
 /// `fedvol -u <user> <args>` logged in as NATS user `login` with `login`'s private inbox.
