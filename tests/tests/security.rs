@@ -58,6 +58,12 @@ async fn agent(url: &str, cluster: &str, dir: &Path, inventory: &str, env: &[(&s
     agent_as(url, cluster, true, dir, inventory, env).await
 }
 
+/// An agent of `cluster` with two 8-core hosts whose scratch provisioner group `physics` may
+/// use, its files under `dir`.
+async fn physics_agent(url: &str, cluster: &str, dir: &Path) -> Spawned {
+    agent(url, cluster, dir, &slots_inventory(cluster, 2, dir, "[physics]"), &[]).await
+}
+
 /// Waits until `fedvol clusters` (as alice) lists every cluster of `names` as alive.
 async fn wait_clusters(url: &str, names: &[&str]) {
     wait_clusters_as(url, true, names).await
@@ -95,22 +101,8 @@ async fn secure_conf_confines_agents_and_users_to_their_own_subjects_and_inboxes
     std::fs::create_dir_all(&da).unwrap();
     std::fs::create_dir_all(&db).unwrap();
     let mut coord = coordinator(&url, &[]).await;
-    let _a = agent(
-        &url,
-        "cluster-a",
-        &da,
-        &slots_inventory("cluster-a", 2, &da, "[physics]"),
-        &[],
-    )
-    .await;
-    let _b = agent(
-        &url,
-        "cluster-b",
-        &db,
-        &slots_inventory("cluster-b", 2, &db, "[physics]"),
-        &[],
-    )
-    .await;
+    let _a = physics_agent(&url, "cluster-a", &da).await;
+    let _b = physics_agent(&url, "cluster-b", &db).await;
     wait_clusters(&url, &["cluster-a", "cluster-b"]).await;
 
     // The federation works with private inboxes only: alice (physics) submits, watches (a
@@ -471,14 +463,7 @@ async fn an_agent_credential_cannot_answer_for_another_cluster() {
 
     let mut coord = coordinator(&url, &[]).await;
     let db = dir.path().join("b");
-    let _b = agent(
-        &url,
-        "cluster-b",
-        &db,
-        &slots_inventory("cluster-b", 2, &db, "[physics]"),
-        &[],
-    )
-    .await;
+    let _b = physics_agent(&url, "cluster-b", &db).await;
     wait_clusters(&url, &["cluster-a", "cluster-b"]).await;
 
     let wf = write(dir.path(), "wf.yaml", WORKFLOW).display().to_string();
@@ -1115,14 +1100,7 @@ async fn a_user_cannot_hold_the_decision_buckets_consumers() {
     let da = dir.path().join("a");
     std::fs::create_dir_all(&da).unwrap();
     let coord = coordinator(&url, &[]).await;
-    let _a = agent(
-        &url,
-        "cluster-a",
-        &da,
-        &slots_inventory("cluster-a", 2, &da, "[physics]"),
-        &[],
-    )
-    .await;
+    let _a = physics_agent(&url, "cluster-a", &da).await;
     wait_clusters(&url, &["cluster-a"]).await;
     let wf = write(dir.path(), "wf.yaml", WORKFLOW).display().to_string();
     let o = fedvol(&url, "alice", "alice", &["submit", &wf, "--request-id", "js-1"]);
@@ -1200,14 +1178,7 @@ async fn the_coordinators_watches_survive_a_server_restart_within_its_permission
     let da = dir.path().join("a");
     std::fs::create_dir_all(&da).unwrap();
     let mut coord = coordinator(&url, &[]).await;
-    let _a = agent(
-        &url,
-        "cluster-a",
-        &da,
-        &slots_inventory("cluster-a", 2, &da, "[physics]"),
-        &[],
-    )
-    .await;
+    let _a = physics_agent(&url, "cluster-a", &da).await;
     wait_clusters(&url, &["cluster-a"]).await;
     let wf = write(dir.path(), "wf.yaml", WORKFLOW).display().to_string();
     let o = fedvol(&url, "alice", "alice", &["submit", &wf, "--request-id", "rs-1"]);
@@ -1291,14 +1262,7 @@ async fn a_forged_discovery_answer_is_not_counted_as_a_replica() {
     let dir = tempfile::tempdir().unwrap();
     let da = dir.path().join("a");
     std::fs::create_dir_all(&da).unwrap();
-    let _a = agent(
-        &url,
-        "cluster-a",
-        &da,
-        &slots_inventory("cluster-a", 2, &da, "[physics]"),
-        &[],
-    )
-    .await;
+    let _a = physics_agent(&url, "cluster-a", &da).await;
 
     // agent-cluster-b's credentials answer discovery in cluster-a's name (one answer per
     // request: allow_responses grants no more; NATS docs: Authorization, allow_responses).
