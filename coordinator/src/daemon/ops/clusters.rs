@@ -1,0 +1,79 @@
+//! `clusters` and `cluster`: the registry's view of every known cluster, and one cluster with
+//! its agent's `inventory` answer.
+
+use std::time::Duration;
+
+use fedvol_proto::agent::{self as agent, AgentOp};
+use fedvol_proto::coordinator::ClustersReply;
+use fedvol_proto::rpc::{RpcError, call};
+use fedvol_proto::{Code, Failure, now_ms, subject_token};
+
+use crate::daemon::Coordinator;
+
+/// `cluster`: one cluster in detail (`fedvol clusters show`): its registry entry and its
+/// agent's effective inventory and status, asked of the agent on `cluster.<c>.inventory`.
+///
+/// Errors: `bad_request` for a name that is no subject token; `not_found` for a cluster the
+/// registry does not know (naming those it knows); `unreachable`/`timed_out`/`bad_answer`/
+/// `nats_error` when the agent cannot be asked; the agent's own failure as it is.
+pub async fn cluster(
+    co: &Coordinator,
+    q: &fedvol_proto::coordinator::ClusterRef,
+) -> Result<fedvol_proto::coordinator::ClusterReply, Failure> {
+    let fail = |code: Code, message: String| Failure::new(code, message).from_cluster(&q.cluster);
+    if subject_token(&q.cluster) != q.cluster {
+        return Err(fail(Code::BadRequest, format!("`{}` is not a cluster name", q.cluster)));
+    }
+    let known = clusters(co).clusters;
+    let Some(info) = known.iter().find(|c| c.name == q.cluster).cloned() else {
+        let names: Vec<&str> = known.iter().map(|c| c.name.as_str()).collect();
+        return Err(fail(
+            Code::NotFound,
+            format!(
+                "no cluster named `{}` is known (known: {})",
+                q.cluster,
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            ),
+        ));
+    };
+    let wait = co.cfg.deadline_ms.max(1000);
+    let subject = co.subjects.cluster(&q.cluster, AgentOp::Inventory);
+    match call::<agent::Inventory>(
+        &co.client,
+        &subject,
+        &fedvol_proto::NoArgs {},
+        Duration::from_millis(wait),
+        "coordinator",
+    )
+    .await
+    {
+        Ok(Ok(agent)) => Ok(fedvol_proto::coordinator::ClusterReply { info, agent }),
+        Ok(Err(f)) => Err(f),
+        Err(e) => {
+            let code = match e {
+                RpcError::NoResponders(_) => Code::Unreachable,
+                RpcError::TimedOut { .. } => Code::TimedOut,
+                RpcError::BadAnswer { .. } => Code::BadAnswer,
+                RpcError::Nats { .. } | RpcError::TooLarge { .. } => Code::NatsError,
+            };
+            Err(fail(code, e.to_string()))
+        }
+    }
+}
+
+/// `clusters`: the registry, sorted by name, without the clusters not heard from for
+/// `forgetClusterAfterMs` (forgotten now).
+pub fn clusters(co: &Coordinator) -> ClustersReply {
+    let now = now_ms();
+    let mut reg = co.registry();
+    for (name, seen_ms) in reg.forget_silent(now, co.cfg.forget_cluster_after_ms) {
+        tracing::warn!(cluster = %name, silent_ms = now.saturating_sub(seen_ms), "cluster forgotten: not heard from for longer than forgetClusterAfterMs");
+    }
+    ClustersReply {
+        clusters: reg.info(now),
+    }
+}

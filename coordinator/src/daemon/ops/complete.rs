@@ -1,0 +1,264 @@
+//! `complete`: a workflow's end: its commit completed on its cluster (volumes deleted or kept
+//! by their reclaim policy), a queued decision withdrawn, a decision left `planned` settled first.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fedvol_common::choice::rules;
+use fedvol_common::decision::{ChoiceStep, Rejection};
+use fedvol_proto::agent::{self as agent};
+use fedvol_proto::coordinator::{DecisionRef, SubmitReply};
+use fedvol_proto::decisions::{DecisionState, StoredDecision};
+use fedvol_proto::{Code, now_ms};
+
+use super::get::not_found;
+use crate::daemon::Coordinator;
+use crate::daemon::commit::{action, settle_pending};
+use crate::daemon::lifecycle::commit_phase_bound_ms;
+use crate::daemon::lifecycle::error_reply;
+use crate::daemon::store::Write;
+
+/// How often `complete` looks again at a decision another coordinator is committing, ms.
+const POLL_MS: u64 = 100;
+
+/// `complete`: sends `complete` to the decision's cluster (which frees its allocations and
+/// reclaims its volumes) and stores the decision as `completed` with the agent's answer.
+/// Completing a completed decision returns it unchanged; a dry run or a failed decision is
+/// refused (`not_committed`); an agent's refusal comes back as the error, with the decision
+/// unchanged. Only the decision's owner (the user who submitted it) may complete it: anyone
+/// else gets `not_owner` and nothing changes.
+///
+/// A decision still `planned` is waited for while a live coordinator may be
+/// committing it (up to the commit phase's bound, [`commit_phase_bound_ms`]); past that bound
+/// its coordinator is taken to be gone and the decision is settled here, as a take-over does
+/// but committing nothing new ([`settle_planned`]): a cluster that committed it is recorded and
+/// completed; when none did, the decision is stored `failed` and the answer says nothing was
+/// committed (`not_committed`); a commit still in doubt is the error, the decision unchanged.
+pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> SubmitReply {
+    let bound = commit_phase_bound_ms(co);
+    let give_up = tokio::time::Instant::now() + Duration::from_millis(bound.saturating_mul(2));
+    let answer_by = tokio::time::Instant::now() + Duration::from_millis(crate::daemon::lifecycle::ANSWER_WITHIN_MS);
+    let mut conflicts = 0;
+    loop {
+        let (mut stored, mut rev) = match co.store.get(&q.request_id).await {
+            Ok(Some(x)) => x,
+            Ok(None) => return not_found(&q.request_id),
+            Err(e) => return error_reply(Code::StoreUnavailable, e.to_string()),
+        };
+        if stored.request.user != user {
+            tracing::warn!(owner = %stored.request.user, "complete of another user's decision refused");
+            return error_reply(
+                Code::NotOwner,
+                format!(
+                    "decision `{}` belongs to user `{}`: only they may complete it",
+                    q.request_id, stored.request.user
+                ),
+            );
+        }
+        if stored.state == DecisionState::Planned && !stored.dry_run {
+            let age = now_ms().saturating_sub(stored.updated_ms);
+            if age <= bound && tokio::time::Instant::now() < give_up {
+                // Its coordinator may still be committing it: wait for the outcome, but answer
+                // within the client's wait that it is being settled.
+                if tokio::time::Instant::now() >= answer_by {
+                    return crate::daemon::lifecycle::still_settling(co, stored, age);
+                }
+                tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+                continue;
+            }
+            tracing::warn!(
+                age_ms = age,
+                "complete of a decision left planned: settling its commit attempts"
+            );
+            match settle_planned(co, &mut stored, rev).await {
+                Settle::Committed(r) => rev = r,
+                Settle::Answer(reply) => return *reply,
+                Settle::Changed => {
+                    conflicts += 1;
+                    if conflicts >= 3 {
+                        break;
+                    }
+                    continue;
+                }
+            }
+        }
+        if stored.state == DecisionState::Queued {
+            match withdraw(co, stored, rev).await {
+                Some(reply) => return reply,
+                None => {
+                    conflicts += 1;
+                    if conflicts >= 3 {
+                        break;
+                    }
+                    continue;
+                }
+            }
+        }
+        let cluster = match (stored.state, stored.decision.chosen_cluster.clone()) {
+            (DecisionState::Completed, _) => return SubmitReply::stored(stored),
+            (DecisionState::Committed, Some(c)) => c,
+            (state, _) => {
+                let why = match state {
+                    DecisionState::Planned if stored.dry_run => "it is a dry run, which holds nothing",
+                    DecisionState::Planned => "it is still being committed",
+                    _ => "it failed, so nothing was committed",
+                };
+                return SubmitReply {
+                    stored: Some(stored),
+                    error: Some(
+                        Code::NotCommitted.error(format!("decision `{}` cannot be completed: {why}", q.request_id)),
+                    ),
+                };
+            }
+        };
+        let reply = match action::<agent::Complete>(co, &cluster, &q.request_id, co.cfg.commit_timeout_ms).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(cluster = %cluster, error = %e, "complete failed");
+                return SubmitReply {
+                    stored: Some(stored),
+                    error: Some(e.error()),
+                };
+            }
+        };
+        if !reply.ok {
+            let err = reply
+                .error
+                .clone()
+                .unwrap_or_else(|| Code::BadAnswer.error("complete refused without a reason"));
+            tracing::warn!(cluster = %cluster, code = %err.code, "complete refused");
+            return SubmitReply {
+                stored: Some(stored),
+                error: Some(err),
+            };
+        }
+        stored.state = DecisionState::Completed;
+        stored.completion = Some(reply);
+        stored.updated_ms = now_ms();
+        match co.store.update(&q.request_id, &stored, rev).await {
+            Ok(Write::Done(_)) => {
+                tracing::info!(cluster = %cluster, "decision completed");
+                crate::daemon::quota::release(co, &q.request_id, &stored.decision.quota).await;
+                return SubmitReply::stored(stored);
+            }
+            // Changed meanwhile (another complete): read again; the agent answers a repeated
+            // complete with its stored answer.
+            Ok(Write::Conflict) => {
+                conflicts += 1;
+                if conflicts >= 3 {
+                    break;
+                }
+            }
+            Err(e) => {
+                return SubmitReply {
+                    stored: Some(stored),
+                    error: Some(Code::StoreUnavailable.error(e.to_string())),
+                };
+            }
+        }
+    }
+    error_reply(Code::StoreUnavailable, "the decision kept changing; try again")
+}
+
+/// `complete` of a queued decision: withdraws it from the queue, stored `failed`
+/// (`not_committed`: withdrawn before it was placed; nothing was held). `None` when the
+/// decision changed meanwhile (read it again).
+async fn withdraw(co: &Coordinator, mut stored: StoredDecision, rev: u64) -> Option<SubmitReply> {
+    stored.state = DecisionState::Failed;
+    stored.decision.refused = Some(
+        Code::NotCommitted
+            .reason("withdrawn from the queue by `fedvol complete` before it was placed; nothing was held"),
+    );
+    stored.updated_ms = now_ms();
+    match co.store.update(&stored.decision.request_id, &stored, rev).await {
+        Ok(Write::Done(_)) => {
+            tracing::info!("complete: a queued decision withdrawn");
+            crate::daemon::waiting::withdrawn(co, &stored.decision.request_id).await;
+            Some(SubmitReply::stored(stored))
+        }
+        Ok(Write::Conflict) => None,
+        Err(e) => Some(SubmitReply {
+            stored: Some(stored),
+            error: Some(Code::StoreUnavailable.error(e.to_string())),
+        }),
+    }
+}
+
+/// What settling a decision left `planned` came to, for `complete`.
+enum Settle {
+    /// A cluster had committed it: `stored` now says so, stored at this revision.
+    Committed(u64),
+    /// The answer to give (nothing had committed, a commit is in doubt, or the store failed).
+    Answer(Box<SubmitReply>),
+    /// Another coordinator changed the decision meanwhile: read it again.
+    Changed,
+}
+
+/// Settles the pending commit attempts of `stored` (revision `rev`), a decision its coordinator
+/// left `planned`, committing nothing new ([`settle_pending`]), and stores the outcome:
+/// `committed` on the cluster that committed it, or `failed` (with a `commit_failed` step
+/// naming the settled attempts) when none did.
+async fn settle_planned(co: &Coordinator, stored: &mut StoredDecision, rev: u64) -> Settle {
+    let committed = match settle_pending(co, stored).await {
+        Ok(c) => c,
+        Err(doubt) => {
+            tracing::warn!(code = %doubt.code, error = %doubt.message, "complete: a commit attempt is still in doubt");
+            return Settle::Answer(Box::new(SubmitReply {
+                stored: Some(stored.clone()),
+                error: Some(doubt),
+            }));
+        }
+    };
+    let failed = committed.is_none();
+    match committed {
+        Some(c) => {
+            stored.state = DecisionState::Committed;
+            stored.decision.chosen_cluster = Some(c);
+        }
+        None => {
+            stored.state = DecisionState::Failed;
+            stored.decision.chosen_cluster = None;
+            let dropped = stored
+                .attempts
+                .iter()
+                .map(|a| Rejection {
+                    candidate: a.cluster.clone(),
+                    reasons: vec![Code::CommitFailed.reason(
+                        "its coordinator stopped before the outcome; settled by `complete`: it had not committed",
+                    )],
+                })
+                .collect();
+            stored.decision.choice.insert(
+                0,
+                ChoiceStep {
+                    rule: rules::COMMIT_FAILED.into(),
+                    kept: Vec::new(),
+                    dropped,
+                },
+            );
+        }
+    }
+    stored.updated_ms = now_ms();
+    match co.store.update(&stored.decision.request_id, stored, rev).await {
+        Ok(Write::Done(r)) if !failed => {
+            tracing::info!(chosen = ?stored.decision.chosen_cluster, "complete: the decision left planned was committed; completing it");
+            Settle::Committed(r)
+        }
+        Ok(Write::Done(_)) => {
+            tracing::info!("complete: the decision left planned had committed nowhere: stored failed");
+            crate::daemon::quota::release(co, &stored.decision.request_id, &stored.decision.quota).await;
+            Settle::Answer(Box::new(SubmitReply {
+                stored: Some(stored.clone()),
+                error: Some(Code::NotCommitted.error(format!(
+                    "decision `{}` was left planned by a coordinator that stopped; its commit attempts are settled and none had committed, so it is now failed and nothing needs completing",
+                    stored.decision.request_id
+                ))),
+            }))
+        }
+        Ok(Write::Conflict) => Settle::Changed,
+        Err(e) => Settle::Answer(Box::new(SubmitReply {
+            stored: Some(stored.clone()),
+            error: Some(Code::StoreUnavailable.error(e.to_string())),
+        })),
+    }
+}

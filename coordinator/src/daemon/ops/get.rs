@@ -1,0 +1,25 @@
+//! `get`: a stored decision by request id, or `not_found`.
+
+use fedvol_common::limits::printable;
+use fedvol_proto::Code;
+use fedvol_proto::coordinator::{DecisionRef, SubmitReply};
+
+use crate::daemon::Coordinator;
+use crate::daemon::lifecycle::error_reply;
+
+/// `get`: the stored decision, or `not_found`.
+pub async fn get(co: &Coordinator, q: &DecisionRef) -> SubmitReply {
+    match co.store.get(&q.request_id).await {
+        Ok(Some((s, _))) => SubmitReply::stored(s),
+        Ok(None) => not_found(&q.request_id),
+        Err(e) => error_reply(Code::StoreUnavailable, e.to_string()),
+    }
+}
+
+/// `not_found` for request id `id` (user input, shown escaped: it may hold ESC, CR, LF).
+pub(super) fn not_found(id: &str) -> SubmitReply {
+    error_reply(
+        Code::NotFound,
+        format!("no decision is stored under request id `{}`", printable(id)),
+    )
+}
