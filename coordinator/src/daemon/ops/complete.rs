@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use fedvol_common::choice::rules;
 use fedvol_common::decision::{ChoiceStep, Rejection};
-use fedvol_proto::agent::{self as agent};
+use fedvol_proto::agent;
 use fedvol_proto::coordinator::{DecisionRef, SubmitReply};
 use fedvol_proto::decisions::{DecisionState, StoredDecision};
 use fedvol_proto::{Code, now_ms};
