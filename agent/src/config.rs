@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use fedvol_common::format::files::read_text;
-use fedvol_common::yaml::{Ctx, Diagnostics, Limits, load_documents};
+use fedvol_formats::files::read_text;
+use fedvol_formats::yaml::{Ctx, Diagnostics, Limits, load_documents};
 use fedvol_proto::nats::{NatsAuth, parse_nats};
 
 /// Where an agent keeps its state.
@@ -424,7 +424,7 @@ mod shipped {
             panic!("the example reads Slurm")
         };
         assert_eq!(s.partitions[0].name, "gpu");
-        let inv = fedvol_common::format::load_inventory_without_zones(&c.inventory, "Slurm")
+        let inv = fedvol_formats::load_inventory_without_zones(&c.inventory, "Slurm")
             .unwrap()
             .value;
         assert_eq!(inv.cluster, "hpc-a");

@@ -132,7 +132,7 @@ mod tests {
     #[test]
     fn state_series_are_read_at_each_scrape() {
         let dir = tempfile::tempdir().unwrap();
-        let inv = fedvol_common::format::parse_inventory_str(
+        let inv = fedvol_formats::parse_inventory_str(
             "inv.yaml",
             "cluster: c1\nzones:\n  z1:\n    hosts:\n      - {name: h0, capacity: {cpu: 8, memory: 32GiB, instances: 4}}\n",
             None,

@@ -3,8 +3,8 @@
 //! [`check_cluster`]). Used by [`crate::run`] at start and by the live inventory sources
 //! ([`crate::slurm`]) on every refresh; it imports neither.
 
-use fedvol_common::format::load_inventory;
 use fedvol_common::model::Inventory;
+use fedvol_formats::load_inventory;
 
 use crate::config::AgentConfig;
 
@@ -20,7 +20,7 @@ pub enum StartError {
         /// The file.
         path: String,
         /// Every problem.
-        diagnostics: fedvol_common::yaml::Diagnostics,
+        diagnostics: fedvol_formats::yaml::Diagnostics,
     },
     /// The state directory or file could not be used.
     #[error("{0}")]

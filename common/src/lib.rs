@@ -1,6 +1,7 @@
-//! fedvol-common: the model, strict file formats, the selection funnel and the decision
-//! document shared by the agent, the coordinator and the `fedvol` CLI. No I/O beyond reading
-//! the files it is asked to parse.
+//! fedvol-common, the core crate: the model, the selection funnel, the cluster choice and the
+//! decision document, shared by the agent, the coordinator and the `fedvol` CLI. No I/O and no
+//! file parsing: the readers of the files users write are in `fedvol-formats`, which produces
+//! this crate's model values.
 
 #![warn(missing_docs)]
 
@@ -8,7 +9,6 @@ pub mod choice;
 pub mod cost;
 pub mod decision;
 pub mod explain;
-pub mod format;
 pub mod funnel;
 pub mod limits;
 pub mod model;
@@ -17,5 +17,5 @@ pub mod quota;
 pub mod request;
 pub mod secrets;
 pub mod size;
+pub mod suggest;
 pub mod synth;
-pub mod yaml;

@@ -12,7 +12,7 @@ use crate::decisions::{DecisionState, StoredDecision};
 use crate::{Code, Endpoint, Failure, provisioner};
 
 fn workflow_json() -> String {
-    let wf = fedvol_common::format::parse_workflow_str(
+    let wf = fedvol_formats::parse_workflow_str(
         "w.yaml",
         "w",
         "version: v4\nvolumes:\n  s:\n    size: 1GiB\njobs:\n  j:\n    image: {uri: docker://a}\n    mounts: {/s: s}\n    resource: {cpu: {cores: 1}, memory: {size: 1GiB}}\n",

@@ -13,7 +13,7 @@ use crate::provisioner;
 use crate::{Endpoint, VERSION};
 
 fn workflow() -> fedvol_common::model::Workflow {
-    fedvol_common::format::parse_workflow_str(
+    fedvol_formats::parse_workflow_str(
         "w.yaml",
         "w",
         "version: v4\nclusters: [a, b]\nvolumes:\n  s:\n    size: 800EB\n    annotations: {tier: fast}\n  d: {use: nfs, name: data}\njobs:\n  j:\n    image: {uri: docker://a}\n    mounts: {/s: s, /d: d}\n    resource: {cpu: {cores: 2}, memory: {size: 1GiB}, devices: {nvidia.com/gpu: 1}}\n    constraints: [\"gpu:soft\"]\n",

@@ -29,8 +29,8 @@ use std::time::Duration;
 use futures::StreamExt;
 
 use fedvol_common::decision::Action;
-use fedvol_common::format::load_inventory;
 use fedvol_common::model::{Inventory, Resources};
+use fedvol_formats::load_inventory;
 use fedvol_proto::agent::{AgentOp, StatusReply};
 use fedvol_proto::coordinator::{self as api, DecisionRef, ListReply, SubmitReply};
 use fedvol_proto::decisions::{DecisionState, StoredDecision};

@@ -19,8 +19,8 @@ use bytes::Bytes;
 use futures::StreamExt;
 use serde::de::DeserializeOwned;
 
-use fedvol_common::format::parse_workflow_str;
 use fedvol_common::model::Workflow;
+use fedvol_formats::parse_workflow_str;
 use fedvol_proto::coordinator::{self as api, CoordinatorEndpoint, DecisionRef, SubmitMsg, SubmitReply};
 use fedvol_proto::decisions::DecisionState;
 use fedvol_proto::{Endpoint, Subjects};

@@ -4,8 +4,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use fedvol_common::format::parse_workflow_str;
 use fedvol_common::funnel::PlanRequest;
+use fedvol_formats::parse_workflow_str;
 use fedvol_proto::agent::{ActionMsg, ActionReply, AgentOp, PlanMsg, PlanReply, StatusReply};
 use fedvol_proto::{Subjects, now_ms};
 use fedvol_tests::federation::{AgentProc, slots_inventory};

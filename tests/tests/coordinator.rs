@@ -9,8 +9,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use fedvol_common::decision::ClusterStatus;
-use fedvol_common::format::parse_workflow_str;
 use fedvol_common::model::Workflow;
+use fedvol_formats::parse_workflow_str;
 use fedvol_proto::agent::{AgentOp, StatusReply, WhyNotReply};
 use fedvol_proto::coordinator::{self as api, CoordinatorEndpoint};
 use fedvol_proto::coordinator::{

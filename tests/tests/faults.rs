@@ -538,7 +538,7 @@ async fn a_commit_slower_than_the_coordinators_wait_is_never_booked_twice() {
     );
     let end = Instant::now() + Duration::from_secs(40);
     // The same request again (one request id, one workflow): the file the CLI sent.
-    let same = fedvol_common::format::load_workflow(&wf_file).unwrap().value;
+    let same = fedvol_formats::load_workflow(&wf_file).unwrap().value;
     let settled = loop {
         let r: fedvol_proto::coordinator::SubmitReply = coordinator_op::<fedvol_proto::coordinator::Submit>(
             &client,

@@ -18,7 +18,7 @@ use fedvol_tests::shipped::LoggedIn;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use fedvol_common::format::{classify, parse_inventory_str, parse_workflow_str};
+use fedvol_formats::{classify, parse_inventory_str, parse_workflow_str};
 use fedvol_proto::agent::{ActionMsg, AgentOp, PlanMsg, StatusReply, WhyNotMsg};
 use fedvol_proto::coordinator::{CoordinatorOp, DecisionRef, ListReply, SubmitReply, WhyNotQuery};
 use fedvol_proto::{Subjects, now_ms};

@@ -945,7 +945,7 @@ async fn a_commit_in_progress_elsewhere_is_in_doubt_not_failed() {
     let nats = NatsServer::start();
     let dir = tempfile::tempdir().unwrap();
     let inv_text = slots_inventory("x", 2, dir.path(), "all");
-    let inv = fedvol_common::format::files::parse_inventory_str("x.yaml", &inv_text, None)
+    let inv = fedvol_formats::files::parse_inventory_str("x.yaml", &inv_text, None)
         .unwrap()
         .value;
     let agent = nats.client().await;

@@ -1006,7 +1006,7 @@ async fn oversized_bodies_answers_and_bad_names_get_clear_errors() {
             .contains("user name `al$ce` is not valid"),
         "{r}"
     );
-    let wf = fedvol_common::format::parse_workflow_str("w.yaml", "w", WORKFLOW)
+    let wf = fedvol_formats::parse_workflow_str("w.yaml", "w", WORKFLOW)
         .unwrap()
         .value;
     let mut wf = serde_json::to_value(&wf).unwrap();
@@ -1437,7 +1437,7 @@ async fn control_characters_in_a_request_id_never_reach_the_coordinators_log_raw
     );
 
     let nc = client(&url, "alice", &inbox_prefix("alice")).await;
-    let parsed = fedvol_common::format::parse_workflow_str("w.yaml", "w", WORKFLOW)
+    let parsed = fedvol_formats::parse_workflow_str("w.yaml", "w", WORKFLOW)
         .unwrap()
         .value;
     for (subject, body) in [
@@ -1517,7 +1517,7 @@ async fn bidi_controls_and_invisible_characters_in_names_are_refused_and_printed
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(out.contains("U+202E (right-to-left override"), "{out}");
     let nc = client(&url, "alice", &inbox_prefix("alice")).await;
-    let mut parsed = fedvol_common::format::parse_workflow_str("w.yaml", "w", WORKFLOW)
+    let mut parsed = fedvol_formats::parse_workflow_str("w.yaml", "w", WORKFLOW)
         .unwrap()
         .value;
     parsed.name = "invoice\u{202e}fdp.exe".into();

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use fedvol_common::format::parse_workflow_str;
 use fedvol_common::funnel::PlanRequest;
 use fedvol_common::model::{Inventory, PowerState};
+use fedvol_formats::parse_workflow_str;
 use fedvol_proto::agent::{AgentOp, Heartbeat, InventoryReply, PlanMsg, PlanReply, StatusReply};
 use fedvol_proto::{NoArgs, Subjects, now_ms};
 use fedvol_tests::federation::CoordinatorProc;

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use fedvol_common::format::parse_workflow_str;
+use fedvol_formats::parse_workflow_str;
 use fedvol_tests::federation::{AgentProc, CoordinatorProc, slots_inventory};
 use fedvol_tests::load::call_raw;
 use fedvol_tests::{NatsServer, kit::SLOT_WORKFLOW};

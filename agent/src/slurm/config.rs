@@ -20,8 +20,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use fedvol_common::model::{PlacementPolicy, Tag};
-use fedvol_common::yaml::decode::join;
-use fedvol_common::yaml::{Ctx, Node};
+use fedvol_formats::yaml::decode::join;
+use fedvol_formats::yaml::{Ctx, Node};
 
 /// fedvol's settings for one partition's zone.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -197,13 +197,9 @@ pub fn parse_slurm(ctx: &mut Ctx, node: &Node, base: &Path) -> SlurmConfig {
                 s.segment = ctx.nonempty_string(n, &join(&field, "segment"));
             }
             if let Some(n) = p.take("hostCostPerHour") {
-                s.host_cost_per_hour = fedvol_common::format::inventory::price(
-                    ctx,
-                    n,
-                    &join(&field, "hostCostPerHour"),
-                    "a price per host-hour",
-                )
-                .map(Price);
+                s.host_cost_per_hour =
+                    fedvol_formats::inventory::price(ctx, n, &join(&field, "hostCostPerHour"), "a price per host-hour")
+                        .map(Price);
             }
             p.finish(ctx);
             cfg.partitions.push(s);

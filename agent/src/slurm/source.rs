@@ -7,8 +7,8 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use fedvol_common::format::load_inventory_without_zones;
 use fedvol_common::model::{Inventory, Zone};
+use fedvol_formats::load_inventory_without_zones;
 use fedvol_proto::agent::SourceStatus;
 use fedvol_proto::now_ms;
 use sha2::{Digest, Sha256};

@@ -2,9 +2,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use fedvol_common::format::{parse_inventory_str, parse_workflow_str};
 use fedvol_common::funnel::PlanRequest;
 use fedvol_common::model::{Inventory, Workflow};
+use fedvol_formats::{parse_inventory_str, parse_workflow_str};
 use fedvol_proto::agent::{ActionMsg, PlanMsg};
 
 use super::backend::Store;

@@ -118,12 +118,12 @@ pub fn cluster_files(dir: &Path) -> Result<Vec<(String, PathBuf)>, DevError> {
         if !p.is_file() || !matches!(ext, "yaml" | "yml" | "json") {
             continue;
         }
-        if let Ok(l) = fedvol_common::format::load_inventory(&p)
-            && fedvol_common::format::classify(
+        if let Ok(l) = fedvol_formats::load_inventory(&p)
+            && fedvol_formats::classify(
                 &p.display().to_string(),
                 &std::fs::read_to_string(&p).unwrap_or_default(),
             )
-            .is_ok_and(|k| k == fedvol_common::format::FileKind::Inventory)
+            .is_ok_and(|k| k == fedvol_formats::FileKind::Inventory)
         {
             out.push((l.value.cluster, p));
         }

@@ -10,8 +10,8 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::*;
-use fedvol_common::format::load_inventory;
 use fedvol_common::model::Inventory;
+use fedvol_formats::load_inventory;
 use serde_json::Value;
 
 fn inventory(name: &str) -> Inventory {

@@ -11,8 +11,8 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::*;
-use fedvol_common::format::load_inventory;
 use fedvol_common::model::AccessMode;
+use fedvol_formats::load_inventory;
 use yaml_rust2::Yaml;
 
 fn fuzzfiles() -> Vec<PathBuf> {
@@ -700,7 +700,7 @@ fn render_errors_name_file_line_and_column() {
 
 #[test]
 fn render_help_lists_every_function_a_template_may_call() {
-    use fedvol_common::format::render::funcs::{BUILTINS, NAMES};
+    use fedvol_formats::render::funcs::{BUILTINS, NAMES};
     let run = fedvol(&["render", "--help"]);
     assert_eq!(run.code, 0, "{}", run.describe());
     let words: std::collections::BTreeSet<&str> = run.stdout.split(|c: char| !c.is_ascii_alphanumeric()).collect();

@@ -29,8 +29,8 @@
 use std::path::{Path, PathBuf};
 
 use fedvol_common::choice::{ChoiceOptions, check_hours};
-use fedvol_common::format::files::read_text;
-use fedvol_common::yaml::{Ctx, Diagnostics, Limits, load_documents};
+use fedvol_formats::files::read_text;
+use fedvol_formats::yaml::{Ctx, Diagnostics, Limits, load_documents};
 use fedvol_proto::nats::{NatsAuth, parse_nats};
 
 /// Where decisions are stored: a JetStream key-value bucket (file storage).
@@ -252,7 +252,7 @@ impl CoordinatorConfig {
                         "choice.defaultHours",
                         format!(
                             "expected a number of hours > 0, found {}",
-                            fedvol_common::yaml::decode::describe(n)
+                            fedvol_formats::yaml::decode::describe(n)
                         ),
                     ),
                 }

@@ -15,8 +15,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use fedvol_common::format::files::read_text;
-use fedvol_common::yaml::{Ctx, Diagnostics, Limits, load_documents};
+use fedvol_formats::files::read_text;
+use fedvol_formats::yaml::{Ctx, Diagnostics, Limits, load_documents};
 
 /// Users and their groups.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use fedvol_common::model::Workflow;
 use fedvol_common::quota::{Limits, Scope};
 use fedvol_common::size::ByteSize;
-use fedvol_common::yaml::{Ctx, MapReader, Node};
+use fedvol_formats::yaml::{Ctx, MapReader, Node};
 
 /// One configured quota: who it applies to and its limits.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -43,7 +43,7 @@ pub enum StartError {
         /// The file.
         path: String,
         /// Every problem.
-        diagnostics: fedvol_common::yaml::Diagnostics,
+        diagnostics: fedvol_formats::yaml::Diagnostics,
     },
     /// NATS could not be reached, or a subscription failed.
     #[error("{0}")]

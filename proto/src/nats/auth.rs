@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use fedvol_common::yaml::{Ctx, Node, join};
+use fedvol_formats::yaml::{Ctx, Node, join};
 
 /// How to reach NATS, and as whom. Credentials never come from the URL (async-nats ignores
 /// them there): a URL with `user:pass@` is refused.
@@ -156,7 +156,7 @@ mod tests {
 
     mod nats_block {
         use super::*;
-        use fedvol_common::yaml::{Diagnostics, Limits, load_documents};
+        use fedvol_formats::yaml::{Diagnostics, Limits, load_documents};
 
         fn parse(text: &str) -> Result<NatsAuth, Diagnostics> {
             let docs = load_documents(text, Limits::default()).unwrap();

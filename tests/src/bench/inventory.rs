@@ -128,8 +128,8 @@ pub fn write_inventory(cluster: &str, shape: Shape, dir: &Path) -> Result<PathBu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fedvol_common::format::load_inventory;
     use fedvol_common::model::{Driver, PowerState};
+    use fedvol_formats::load_inventory;
 
     #[test]
     fn the_generated_inventory_loads_as_the_agent_loads_it() {

@@ -6,9 +6,9 @@
 //! matches. It is sent as [`SubmitMsg`] JSON, as `fedvol submit` sends it, with a unique
 //! request id per request.
 
-use fedvol_common::format::parse_workflow_str;
 use fedvol_common::funnel::{PlanRequest, seed_from_request_id, trace::STORED_TRACE_LIMIT};
 use fedvol_common::model::Workflow;
+use fedvol_formats::parse_workflow_str;
 use fedvol_proto::agent::{Plan, PlanMsg};
 use fedvol_proto::coordinator::{Submit, SubmitMsg};
 use fedvol_proto::{Endpoint, now_ms};

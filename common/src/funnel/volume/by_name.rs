@@ -17,7 +17,7 @@ use crate::decision::{Action, Mode, Reason, VolumeDecision, codes};
 use crate::funnel::trace::Trace;
 use crate::funnel::trace::run_filter;
 use crate::model::{FuzzballVolume, Operation, PersistentVolume, Provisioner, VolumeRequest};
-use crate::yaml::closest;
+use crate::suggest::closest;
 
 use super::{Ctx, checks, decision, failed, single, stages};
 

@@ -15,7 +15,7 @@
 use crate::decision::{Mode, Reason, VolumeDecision, codes};
 use crate::funnel::trace::Trace;
 use crate::model::{Claim, ClaimClass, Inventory, Operation, VolumeRequest};
-use crate::yaml::closest;
+use crate::suggest::closest;
 
 use super::provision::{self, NewName};
 use super::{Ctx, Need, bind, bound, checks, failed, single, stages};

@@ -18,7 +18,7 @@
 use crate::decision::{Mode, Reason, VolumeDecision, codes};
 use crate::funnel::trace::Trace;
 use crate::model::{FuzzballVolume, Operation, VolumeRequest};
-use crate::yaml::closest;
+use crate::suggest::closest;
 
 use super::provision::{self, NewName};
 use super::{Ctx, Need, by_name, checks, failed, provision_new, single, stages};

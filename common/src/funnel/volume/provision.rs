@@ -15,7 +15,7 @@ use crate::decision::{Action, Mode, NewVolume, Reason, VolumeDecision, codes};
 use crate::funnel::trace::Trace;
 use crate::funnel::trace::{fnv1a, mix64};
 use crate::model::{ClaimRef, Driver, Operation, Provisioner, VolumeMode};
-use crate::yaml::closest;
+use crate::suggest::closest;
 
 use super::{Ctx, Need, bound, checks, decision, failed, single, stages};
 

@@ -4,10 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
-use fedvol_common::format::files::{parse_rendered_inventory, parse_rendered_workflow, read_text};
-use fedvol_common::format::render::render_file;
-use fedvol_common::format::{FileKind, classify, load_inventory, load_workflow};
 use fedvol_common::model::{Inventory, Workflow};
+use fedvol_formats::files::{parse_rendered_inventory, parse_rendered_workflow, read_text};
+use fedvol_formats::render::render_file;
+use fedvol_formats::{FileKind, classify, load_inventory, load_workflow};
 
 use super::{EXIT_BAD_INPUT, EXIT_OK, label, print_diagnostics, print_notices};
 
@@ -61,7 +61,7 @@ fn check_rendered(p: &Path, values: &[PathBuf]) -> bool {
         values.len(),
         if values.len() == 1 { "" } else { "s" }
     );
-    let result = match classify(&fedvol_common::format::files::rendered_label(p), &rendered.text) {
+    let result = match classify(&fedvol_formats::files::rendered_label(p), &rendered.text) {
         Ok(FileKind::Inventory | FileKind::KubernetesInventory) => {
             parse_rendered_inventory(p, &rendered.text).map(|l| {
                 print_notices(&l.notices);

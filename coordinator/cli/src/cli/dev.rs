@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use fedvol_common::format::load_workflow;
+use fedvol_formats::load_workflow;
 use fedvol_proto::NoArgs;
 use fedvol_proto::coordinator::{self as api, DecisionRef, SubmitMsg, SubmitReply};
 

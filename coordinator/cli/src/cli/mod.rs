@@ -16,7 +16,7 @@ pub mod template;
 pub mod ui;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use fedvol_common::yaml::Diagnostics;
+use fedvol_formats::yaml::Diagnostics;
 
 use crate::render::Output;
 
@@ -110,7 +110,7 @@ pub fn print_diagnostics(d: &Diagnostics) {
 }
 
 /// Prints notices (skipped documents and the like) to stderr, prefixed with `notice: `.
-pub fn print_notices(n: &[fedvol_common::yaml::Diagnostic]) {
+pub fn print_notices(n: &[fedvol_formats::yaml::Diagnostic]) {
     for x in n {
         eprintln!("notice: {x}");
     }

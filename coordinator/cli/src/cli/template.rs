@@ -1,15 +1,15 @@
 //! Catalog templates on the command line: `fedvol render`, and the `--values` option that
 //! `check`, `plan` and `submit` share. The rendering itself is
-//! [`fedvol_common::format::render`]; this module reads the arguments, prints the result and
+//! [`fedvol_formats::render`]; this module reads the arguments, prints the result and
 //! the diagnostics.
 
 use std::path::{Path, PathBuf};
 
-use fedvol_common::format::files::{Loaded, parse_rendered_workflow, read_text};
-use fedvol_common::format::load_workflow;
-use fedvol_common::format::render::render_file;
-use fedvol_common::format::template::find_template;
 use fedvol_common::model::Workflow;
+use fedvol_formats::files::{Loaded, parse_rendered_workflow, read_text};
+use fedvol_formats::load_workflow;
+use fedvol_formats::render::render_file;
+use fedvol_formats::template::find_template;
 
 use super::{EXIT_BAD_INPUT, EXIT_OK, print_diagnostics, print_notices};
 
