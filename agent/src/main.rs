@@ -132,43 +132,11 @@ fn config(a: Args) -> Result<AgentConfig, String> {
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    if args.log_json {
-        tracing_subscriber::fmt()
-            .json()
-            .with_env_filter(filter)
-            .with_writer(std::io::stderr)
-            .init();
-    } else {
-        // Colour only on a terminal: journald and log files get plain text.
-        // Fields escaped: a request id or name never forges a line (fedvol_obs::logs).
-        tracing_subscriber::fmt()
-            .fmt_fields(fedvol_obs::logs::escaped_fields(fedvol_common::limits::printable))
-            .with_env_filter(filter)
-            .with_writer(std::io::stderr)
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init();
-    }
-    let cfg = match config(args) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("fedvol-agent: {e}");
-            return std::process::ExitCode::from(1);
-        }
+    let daemon = fedvol_obs::daemon::Daemon {
+        program: "fedvol-agent",
+        log_json: args.log_json,
+        escape: fedvol_common::limits::printable,
+        on_thread_park: None,
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("fedvol-agent: cannot start the runtime: {e}");
-            return std::process::ExitCode::from(1);
-        }
-    };
-    match rt.block_on(fedvol_agent::run::run(cfg)) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("fedvol-agent: {e}");
-            std::process::ExitCode::from(1)
-        }
-    }
+    daemon.main(|| config(args), fedvol_agent::run::run)
 }

@@ -9,6 +9,8 @@
 //!   client at each scrape.
 //! - [`ready`]: [`Readiness`], what `/readyz` answers: starting (with what it is doing), or the
 //!   result of the daemon's check (connected to NATS, inventory loaded, bucket reachable).
+//! - [`daemon`]: [`daemon::Daemon`], the one start-up of both daemons' `main` (logs, runtime,
+//!   exit code), and [`daemon::stop_signal`].
 //! - [`logs`]: [`logs::escaped_fields`], text log lines whose fields (user input among them)
 //!   are escaped, so no value forges a line or drives a terminal.
 //! - [`server`]: [`serve`], the HTTP server of `/metrics`, `/healthz` and `/readyz` on the
@@ -24,6 +26,7 @@
 
 #![warn(missing_docs)]
 
+pub mod daemon;
 pub mod logs;
 pub mod nats;
 pub mod ready;

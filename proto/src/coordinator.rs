@@ -59,6 +59,22 @@ impl CoordinatorOp {
         CoordinatorOp::Changes,
     ];
 
+    /// The failure body operation `self`'s endpoint sends (each encodes its own legacy fields,
+    /// [`Endpoint::encode_failure`]): how a request refused unread is answered.
+    pub fn encode_failure(self, f: &Failure) -> bytes::Bytes {
+        match self {
+            CoordinatorOp::Submit => Submit::encode_failure(f),
+            CoordinatorOp::Complete => Complete::encode_failure(f),
+            CoordinatorOp::Get => Get::encode_failure(f),
+            CoordinatorOp::Replay => Replay::encode_failure(f),
+            CoordinatorOp::WhyNot => WhyNot::encode_failure(f),
+            CoordinatorOp::Clusters => Clusters::encode_failure(f),
+            CoordinatorOp::List => List::encode_failure(f),
+            CoordinatorOp::Cluster => Cluster::encode_failure(f),
+            CoordinatorOp::Changes => Changes::encode_failure(f),
+        }
+    }
+
     /// The operation's wire name.
     pub const fn name(self) -> &'static str {
         match self {

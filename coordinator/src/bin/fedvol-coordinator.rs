@@ -175,47 +175,11 @@ fn config(a: Args) -> Result<CoordinatorConfig, String> {
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    if args.log_json {
-        tracing_subscriber::fmt()
-            .json()
-            .with_env_filter(filter)
-            .with_writer(std::io::stderr)
-            .init();
-    } else {
-        use std::io::IsTerminal;
-        // Fields escaped: a request id or name never forges a line (fedvol_obs::logs).
-        tracing_subscriber::fmt()
-            .fmt_fields(fedvol_obs::logs::escaped_fields(fedvol_common::limits::printable))
-            .with_ansi(std::io::stderr().is_terminal())
-            .with_env_filter(filter)
-            .with_writer(std::io::stderr)
-            .init();
-    }
-    let cfg = match config(args) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("fedvol-coordinator: {e}");
-            return std::process::ExitCode::from(1);
-        }
+    let daemon = fedvol_obs::daemon::Daemon {
+        program: "fedvol-coordinator",
+        log_json: args.log_json,
+        escape: fedvol_common::limits::printable,
+        on_thread_park: Some(collect_when_idle),
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .on_thread_park(collect_when_idle)
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("fedvol-coordinator: cannot start the runtime: {e}");
-            return std::process::ExitCode::from(1);
-        }
-    };
-    match rt.block_on(fedvol_coordinator::daemon::run::run(cfg)) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("fedvol-coordinator: {e}");
-            std::process::ExitCode::from(1)
-        }
-    }
+    daemon.main(|| config(args), fedvol_coordinator::daemon::run::run)
 }

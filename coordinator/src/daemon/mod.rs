@@ -32,6 +32,7 @@
 //!
 //! [`PlanMsg`]: fedvol_proto::agent::PlanMsg
 
+mod answer;
 pub mod changes;
 pub mod commit;
 pub mod config;
@@ -51,6 +52,7 @@ pub mod replay;
 pub mod replies;
 pub mod restore;
 pub mod run;
+mod serving;
 pub mod store;
 pub mod submit;
 pub mod waiting;

@@ -6,28 +6,22 @@
 //! (the subject's last token) and the request id, so every log line names them. SIGHUP
 //! re-reads the directory (a bad file is logged and the old one kept).
 
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use async_nats::Message;
-use bytes::Bytes;
 use futures::StreamExt;
-use tracing::Instrument;
 
-use fedvol_obs::Outcome;
 use fedvol_proto::agent::Heartbeat;
-use fedvol_proto::coordinator::{self as api, CoordinatorOp};
-use fedvol_proto::serve::{Server, answer};
-use fedvol_proto::{Endpoint, Failure, Subjects, now_ms};
+use fedvol_proto::coordinator::CoordinatorOp;
+use fedvol_proto::{Subjects, now_ms};
 
+use super::Coordinator;
 use super::config::CoordinatorConfig;
 use super::directory::Directory;
 use super::discovery::discover;
 use super::registry::Registry;
+use super::serving::{admit, handle, user_of};
 use super::store::DecisionStore;
-use super::submit::submit;
-use super::{Coordinator, ops as op_handlers};
 
 pub use fedvol_proto::subjects::AGENT_SERVICE;
 
@@ -187,7 +181,7 @@ pub async fn run(cfg: CoordinatorConfig) -> Result<(), StartError> {
     );
     super::reconcile::spawn(co.clone(), instance, Duration::from_millis(cfg.reconcile_every_ms));
     reload_on_hup(&co, cfg);
-    wait_for_stop().await;
+    fedvol_obs::daemon::stop_signal().await;
     obs.readiness.starting("stopping");
     tracing::info!("stopping: in-flight requests are finished first");
     if let Err(e) = client.drain().await {
@@ -197,21 +191,6 @@ pub async fn run(cfg: CoordinatorConfig) -> Result<(), StartError> {
         t.abort();
     }
     Ok(())
-}
-
-async fn wait_for_stop() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
 }
 
 fn reload_on_hup(co: &Arc<Coordinator>, cfg: CoordinatorConfig) {
@@ -261,248 +240,4 @@ async fn follow_heartbeats(co: &Arc<Coordinator>) -> Result<(), StartError> {
         }
     });
     Ok(())
-}
-
-/// How many times `client` has connected (a reconnect changes it).
-fn connects(client: &async_nats::Client) -> u64 {
-    client.statistics().connects.load(Ordering::Relaxed)
-}
-
-/// The user of a request: its subject's last token.
-fn user_of(m: &Message) -> String {
-    m.subject.rsplit('.').next().unwrap_or_default().to_string()
-}
-
-/// Records the request id (user input: escaped, see [`fedvol_common::limits::printable`]) in the
-/// current request span.
-fn record_id(id: &str) {
-    let shown = fedvol_common::limits::printable(&id.chars().take(256).collect::<String>());
-    tracing::Span::current().record("request_id", tracing::field::display(shown));
-}
-
-/// What admitting a request holds while it is served: a place among `maxInFlight` and one
-/// among its user's `maxInFlightPerUser`.
-/// A request's admission: its permit, and its slot among its user's requests (none for a
-/// `changes` long poll, which waits rather than works).
-type Admitted = (tokio::sync::OwnedSemaphorePermit, Option<super::per_user::Slot>);
-
-/// Admits a request of `user` within `maxInFlightPerUser` ([`super::per_user`]) and
-/// `maxInFlight`; the refusal's message otherwise.
-///
-/// A `changes` long poll is admitted within [`super::MAX_WATCHERS`] instead: it holds no work
-/// while it waits, and must not keep submits out.
-fn admit(co: &Arc<Coordinator>, op: CoordinatorOp, user: &str) -> Result<Admitted, String> {
-    if op == CoordinatorOp::Changes {
-        return match co.watchers.clone().try_acquire_owned() {
-            Ok(permit) => Ok((permit, None)),
-            Err(_) => {
-                let limit = super::MAX_WATCHERS;
-                tracing::warn!(limit, "overloaded: watch refused");
-                Err(format!(
-                    "{limit} watches are waiting on this coordinator, its limit: ask again later"
-                ))
-            }
-        };
-    }
-    let per_user = co.cfg.max_in_flight_per_user;
-    let Some(slot) = co.per_user.admit(user, per_user) else {
-        tracing::debug!(
-            user,
-            limit = per_user,
-            "overloaded: a user's request refused (maxInFlightPerUser)"
-        );
-        return Err(super::per_user::refusal(user, per_user));
-    };
-    match co.admission.clone().try_acquire_owned() {
-        Ok(permit) => Ok((permit, Some(slot))),
-        Err(_) => {
-            let limit = co.cfg.max_in_flight;
-            tracing::warn!(limit, "overloaded: request refused");
-            Err(format!(
-                "{limit} requests are in progress, this coordinator's limit (maxInFlight): ask again later"
-            ))
-        }
-    }
-}
-
-/// Answers request `m` of operation `op` with `overloaded` and `message`, reading nothing of
-/// its body.
-async fn refuse(co: &Coordinator, op: CoordinatorOp, m: Message, message: String) {
-    let f = Failure::new(fedvol_proto::Code::Overloaded, message);
-    let body = match op {
-        CoordinatorOp::Submit => api::Submit::encode_failure(&f),
-        CoordinatorOp::Complete => api::Complete::encode_failure(&f),
-        CoordinatorOp::Get => api::Get::encode_failure(&f),
-        CoordinatorOp::Replay => api::Replay::encode_failure(&f),
-        CoordinatorOp::WhyNot => api::WhyNot::encode_failure(&f),
-        CoordinatorOp::Clusters => api::Clusters::encode_failure(&f),
-        CoordinatorOp::List => api::List::encode_failure(&f),
-        CoordinatorOp::Cluster => api::Cluster::encode_failure(&f),
-        CoordinatorOp::Changes => api::Changes::encode_failure(&f),
-    };
-    if let Some(reply) = m.reply
-        && let Err(e) = co.client.publish(reply, body).await
-    {
-        tracing::warn!(error = %e, "the answer could not be sent");
-    }
-}
-
-/// Answers one request of operation `op` (in a `request` span naming the operation, the user
-/// and, once known, the request id).
-async fn handle(co: Arc<Coordinator>, op: CoordinatorOp, m: Message, admitted: Result<Admitted, String>) {
-    let started = std::time::Instant::now();
-    let connection = connects(&co.client);
-    let user = user_of(&m);
-    let span = tracing::info_span!("request", op = %op.name(), user = %fedvol_common::limits::printable(&user), request_id = tracing::field::Empty);
-    async move {
-        // What the handlers borrow (references are copied into their `async move` blocks).
-        let (c, u) = (&co, user.as_str());
-        let _admitted = match admitted {
-            Ok(a) => a,
-            Err(message) => {
-                co.metrics.request(op.name(), Outcome::Overloaded, started.elapsed());
-                refuse(&co, op, m, message).await;
-                return;
-            }
-        };
-        // What the handler returned, if it ran; and whether a submit's reply carried an error.
-        let ran = AtomicU8::new(NOT_RUN);
-        let submit_failed = std::sync::atomic::AtomicBool::new(false);
-        let (r, failed) = (&ran, &submit_failed);
-        let body = match op {
-            CoordinatorOp::Submit => {
-                serve::<api::Submit, _, _>(&co, &user, &m.payload, r, |req| {
-                    let co = co.clone();
-                    let user = user.clone();
-                    async move {
-                        // submit records the request id (given or generated) itself.
-                        let reply = submit(co.clone(), &user, req).await;
-                        if let Some(e) = &reply.error {
-                            failed.store(true, Ordering::Relaxed);
-                            tracing::warn!(code = %e.code, error = %fedvol_common::limits::printable(&e.message), "submit answered with an error");
-                        }
-                        if let Some(stored) = &reply.stored {
-                            co.metrics.decision(stored.state.as_str());
-                        }
-                        Some(Ok(reply))
-                    }
-                })
-                .await
-            }
-            CoordinatorOp::Complete => {
-                serve::<api::Complete, _, _>(&co, &user, &m.payload, r, |q| async move {
-                    record_id(&q.request_id);
-                    Some(Ok(op_handlers::complete(c, &q, u).await))
-                })
-                .await
-            }
-            CoordinatorOp::Get => {
-                serve::<api::Get, _, _>(&co, &user, &m.payload, r, |q| async move {
-                    record_id(&q.request_id);
-                    Some(Ok(op_handlers::get(c, &q).await))
-                })
-                .await
-            }
-            CoordinatorOp::Replay => {
-                serve::<api::Replay, _, _>(&co, &user, &m.payload, r, |q| async move {
-                    record_id(&q.request_id);
-                    Some(op_handlers::replay(c, &q).await)
-                })
-                .await
-            }
-            CoordinatorOp::WhyNot => {
-                serve::<api::WhyNot, _, _>(&co, &user, &m.payload, r, |q| async move {
-                    record_id(&q.request_id);
-                    Some(op_handlers::why_not(c, &q).await)
-                })
-                .await
-            }
-            CoordinatorOp::Clusters => {
-                serve::<api::Clusters, _, _>(&co, &user, &m.payload, r, |_| async {
-                    Some(Ok(op_handlers::clusters(&co)))
-                })
-                .await
-            }
-            CoordinatorOp::List => {
-                serve::<api::List, _, _>(&co, &user, &m.payload, r, |_| async {
-                    Some(super::changes::list(&co).await)
-                })
-                .await
-            }
-            CoordinatorOp::Changes => {
-                serve::<api::Changes, _, _>(&co, &user, &m.payload, r, |q| async move {
-                    Some(Ok(super::changes::changes(c, &q).await))
-                })
-                .await
-            }
-            CoordinatorOp::Cluster => {
-                serve::<api::Cluster, _, _>(&co, &user, &m.payload, r, |q| async move {
-                    Some(op_handlers::cluster(c, &q).await)
-                })
-                .await
-            }
-        };
-        let outcome = match (ran.load(Ordering::Relaxed), &body) {
-            (NOT_RUN, Some(_)) => Outcome::BadRequest,
-            (NOT_RUN, None) => Outcome::Dropped,
-            _ if submit_failed.load(Ordering::Relaxed) => Outcome::Error,
-            (seen, _) => Outcome::ALL.get(usize::from(seen)).copied().unwrap_or(Outcome::Ok),
-        };
-        co.metrics.request(op.name(), outcome, started.elapsed());
-        match (body, m.reply) {
-            // A `changes` long poll that came on an earlier connection (the server restarted
-            // or the link broke while it waited): under `allow_responses` the server lets a
-            // reply go only to a request it delivered on this connection (NATS docs:
-            // Authorization, allow_responses), so the answer would be refused, and the CLI
-            // asks again after its own reconnect anyway. Other answers are still sent: without
-            // reply permissions they reach a requester whose inbox came back with it.
-            (Some(_), Some(_)) if op == CoordinatorOp::Changes && connects(&co.client) != connection => {
-                tracing::debug!("answer dropped: the request came on an earlier NATS connection")
-            }
-            (Some(body), Some(reply)) => {
-                if let Err(e) = co.client.publish(reply, body).await {
-                    tracing::warn!(error = %e, "the answer could not be sent");
-                }
-            }
-            (Some(_), None) => tracing::debug!("request without a reply subject: answered to nobody"),
-            (None, _) => {}
-        }
-    }
-    .instrument(span)
-    .await
-}
-
-/// The handler of a request did not run (see `serve`).
-const NOT_RUN: u8 = u8::MAX;
-
-/// Answers one request of endpoint `E` ([`fedvol_proto::serve::answer`]), after refusing a
-/// user token that is not a valid user name (`bad_request`, the body unread). When the
-/// handler runs, `ran` is set to the [`Outcome`] (as `u8`) of what it returned.
-async fn serve<E, F, Fut>(co: &Coordinator, user: &str, payload: &[u8], ran: &AtomicU8, handler: F) -> Option<Bytes>
-where
-    E: Endpoint,
-    F: FnOnce(E::Request) -> Fut,
-    Fut: std::future::Future<Output = Option<Result<E::Reply, Failure>>>,
-{
-    if let Err(e) = fedvol_common::limits::check_user(user) {
-        tracing::warn!(error = %e, "request refused unread");
-        return Some(E::encode_failure(&Failure::bad_request(e.to_string())));
-    }
-    let server = Server {
-        speaker: "coordinator",
-        cluster: None,
-        max_body_bytes: co.cfg.max_body_bytes,
-        max_payload: co.client.max_payload(),
-        too_large_hint: "the decision is stored: read it with `fedvol decisions watch`, or raise max_payload",
-    };
-    answer::<E, _, _>(&server, payload, |req| {
-        let work = handler(req);
-        async move {
-            let result = work.await;
-            let seen = Outcome::of_answer(&result);
-            ran.store(seen as u8, Ordering::Relaxed);
-            result
-        }
-    })
-    .await
 }

@@ -1,4 +1,6 @@
-//! The operations other than submit: complete, why_not, clusters, list, get, replay. Each
+//! The coordinator's operations and [`dispatch`], which serves each by its name. Besides submit
+//! ([`super::submit`]) and the long poll ([`super::changes`]): complete, why_not, clusters,
+//! cluster, get, replay. Each
 //! takes its decoded request and answers with its reply type or a [`Failure`] (codes of
 //! [`fedvol_proto::Code`], or the agent's own), never a missing answer.
 //!
@@ -16,3 +18,98 @@ pub use complete::complete;
 pub use get::get;
 pub use replay::replay;
 pub use why_not::why_not;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+
+use bytes::Bytes;
+
+use fedvol_proto::coordinator::{self as api, CoordinatorOp};
+
+use super::Coordinator;
+use super::answer::{record_id, serve};
+
+/// Answers one request of operation `op` from `user` with body `payload`: decodes it as that
+/// operation's request, runs the operation, and encodes its reply or failure. `ran` is set as
+/// [`serve`] says; `submit_failed` is set when a submit's reply carries an error.
+///
+/// `None` when nothing is to be answered (a body the operation's endpoint drops unanswered).
+pub(crate) async fn dispatch(
+    co: &Arc<Coordinator>,
+    op: CoordinatorOp,
+    user: &str,
+    payload: &[u8],
+    ran: &AtomicU8,
+    submit_failed: &AtomicBool,
+) -> Option<Bytes> {
+    match op {
+        CoordinatorOp::Submit => {
+            serve::<api::Submit, _, _>(co, user, payload, ran, |req| submit(co, user, req, submit_failed)).await
+        }
+        CoordinatorOp::Complete => {
+            serve::<api::Complete, _, _>(co, user, payload, ran, |q| async move {
+                record_id(&q.request_id);
+                Some(Ok(complete(co, &q, user).await))
+            })
+            .await
+        }
+        CoordinatorOp::Get => {
+            serve::<api::Get, _, _>(co, user, payload, ran, |q| async move {
+                record_id(&q.request_id);
+                Some(Ok(get(co, &q).await))
+            })
+            .await
+        }
+        CoordinatorOp::Replay => {
+            serve::<api::Replay, _, _>(co, user, payload, ran, |q| async move {
+                record_id(&q.request_id);
+                Some(replay(co, &q).await)
+            })
+            .await
+        }
+        CoordinatorOp::WhyNot => {
+            serve::<api::WhyNot, _, _>(co, user, payload, ran, |q| async move {
+                record_id(&q.request_id);
+                Some(why_not(co, &q).await)
+            })
+            .await
+        }
+        CoordinatorOp::Clusters => {
+            serve::<api::Clusters, _, _>(co, user, payload, ran, |_| async { Some(Ok(clusters(co))) }).await
+        }
+        CoordinatorOp::List => {
+            serve::<api::List, _, _>(co, user, payload, ran, |_| async {
+                Some(super::changes::list(co).await)
+            })
+            .await
+        }
+        CoordinatorOp::Changes => {
+            serve::<api::Changes, _, _>(co, user, payload, ran, |q| async move {
+                Some(Ok(super::changes::changes(co, &q).await))
+            })
+            .await
+        }
+        CoordinatorOp::Cluster => {
+            serve::<api::Cluster, _, _>(co, user, payload, ran, |q| async move { Some(cluster(co, &q).await) }).await
+        }
+    }
+}
+
+/// A submit ([`super::submit::submit`], which records the request id, given or generated,
+/// itself), its error logged and its stored state counted.
+async fn submit(
+    co: &Arc<Coordinator>,
+    user: &str,
+    req: api::SubmitMsg,
+    failed: &AtomicBool,
+) -> Option<Result<api::SubmitReply, fedvol_proto::Failure>> {
+    let reply = super::submit::submit(co.clone(), user, req).await;
+    if let Some(e) = &reply.error {
+        failed.store(true, Ordering::Relaxed);
+        tracing::warn!(code = %e.code, error = %fedvol_common::limits::printable(&e.message), "submit answered with an error");
+    }
+    if let Some(stored) = &reply.stored {
+        co.metrics.decision(stored.state.as_str());
+    }
+    Some(Ok(reply))
+}
