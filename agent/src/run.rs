@@ -165,7 +165,11 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
     let subjects = Subjects::new(&cfg.subject_prefix);
     let obs = start_obs(&cfg, &cluster).await?;
     obs.readiness.starting("connecting to NATS");
-    let client = fedvol_proto::nats::connect(&format!("fedvol-agent {cluster}"), &cfg.nats)
+    let readiness = obs.readiness.clone();
+    let client =
+        fedvol_proto::nats::connect_patiently(&format!("fedvol-agent {cluster}"), &cfg.nats, Default::default(), |e| {
+            readiness.starting(format!("connecting to NATS (retrying): {e}"))
+        })
         .await
         .map_err(|e| StartError::Nats(e.to_string()))?;
     obs.nats.set(client.clone());

@@ -834,7 +834,7 @@ async fn idempotent_submit_complete_dry_run_replay_directory_and_bad_input() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bad_config_or_no_nats_exits_1_with_a_clear_error() {
+async fn a_bad_config_exits_1_with_a_clear_error() {
     let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("coordinator.yaml");
@@ -850,12 +850,45 @@ async fn a_bad_config_or_no_nats_exits_1_with_a_clear_error() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("did you mean `deadlineMs`"), "{err}");
+}
 
-    let port = fedvol_tests::nats::free_port();
-    let out = run(vec!["--nats".into(), format!("nats://127.0.0.1:{port}")]);
-    assert_eq!(out.status.code(), Some(1));
+/// A daemon started before its NATS server (or in a start storm the server cannot take at
+/// once) waits with backoff and jitter, saying so, and comes up when the server does; an
+/// identity the server refuses is an error at once (exit 1), since waiting cannot fix it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coordinator_started_before_nats_waits_for_it_but_a_refused_login_exits_1() {
+    let _serial = SERIAL.lock().await;
+    let mut nats = NatsServer::start();
+    nats.stop();
+    let mut co = Spawned::bin("fedvol-coordinator", ["--nats", &nats.url(), "--discovery-ms", "100"]);
+    co.wait_for_log("cannot connect to NATS yet; retrying", Duration::from_secs(20))
+        .await;
+    assert!(
+        co.try_status().is_none(),
+        "the coordinator waits instead of exiting:\n{}",
+        co.log()
+    );
+    nats.restart();
+    co.wait_for_log("coordinator ready", Duration::from_secs(30)).await;
+    co.kill();
+
+    let out = std::process::Command::new(fedvol_tests::bin_path("fedvol-coordinator"))
+        .args([
+            "--nats",
+            &nats.url(),
+            "--nats-user",
+            "coordinator",
+            "--nats-password",
+            "wrong",
+        ])
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("cannot connect to NATS"), "{err}");
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cannot connect to NATS") && err.contains("authorization violation"),
+        "{err}"
+    );
 }
 
 /// Issue 13, the reconciler: a coordinator killed (-9) while its commit runs leaves the

@@ -115,9 +115,12 @@ pub async fn run(cfg: CoordinatorConfig) -> Result<(), StartError> {
     }
     let obs = start_obs(&cfg).await?;
     obs.readiness.starting("connecting to NATS");
-    let client = fedvol_proto::nats::connect("fedvol-coordinator", &cfg.nats)
-        .await
-        .map_err(|e| StartError::Nats(e.to_string()))?;
+    let readiness = obs.readiness.clone();
+    let client = fedvol_proto::nats::connect_patiently("fedvol-coordinator", &cfg.nats, Default::default(), |e| {
+        readiness.starting(format!("connecting to NATS (retrying): {e}"))
+    })
+    .await
+    .map_err(|e| StartError::Nats(e.to_string()))?;
     obs.nats.set(client.clone());
     obs.readiness.starting("opening the decision bucket");
     let js = async_nats::jetstream::new(client.clone());

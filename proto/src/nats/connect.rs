@@ -26,7 +26,81 @@ pub enum ConnectError {
         url: String,
         /// The client's error.
         message: String,
+        /// Whether trying again may succeed: the server was not reached, was busy or timed out
+        /// (a start storm, a server still starting). A refused identity, a TLS or address
+        /// error is not retried: it needs the operator.
+        retryable: bool,
     },
+}
+
+impl ConnectError {
+    /// Whether trying again may succeed (see [`ConnectError::Connect`]).
+    pub fn retryable(&self) -> bool {
+        matches!(self, ConnectError::Connect { retryable: true, .. })
+    }
+}
+
+/// How a daemon waits between attempts at its first connection, and between reconnects:
+/// exponential backoff from `first`, doubling to at most `max`, each delay drawn uniformly
+/// from its upper half ("equal jitter", AWS Architecture Blog, "Exponential Backoff And
+/// Jitter"), so that a thousand agents started or cut off together do not come back in step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// The first delay's upper bound.
+    pub first: Duration,
+    /// The largest delay.
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    /// 100 ms doubling to 5 s.
+    fn default() -> Self {
+        Backoff {
+            first: Duration::from_millis(100),
+            max: Duration::from_secs(5),
+        }
+    }
+}
+
+impl Backoff {
+    /// The delay before attempt `attempt` (1 = the first retry): in
+    /// `[cap / 2, cap]` with `cap = min(max, first * 2^(attempt - 1))`.
+    pub fn delay(&self, attempt: usize) -> Duration {
+        let exp = u32::try_from(attempt.saturating_sub(1)).unwrap_or(u32::MAX).min(30);
+        let cap = self.first.saturating_mul(1u32 << exp).min(self.max);
+        let cap_ms = u64::try_from(cap.as_millis()).unwrap_or(u64::MAX).max(1);
+        Duration::from_millis(cap_ms / 2 + fastrand::u64(0..=cap_ms - cap_ms / 2))
+    }
+}
+
+/// As [`connect`], retrying the first connection with [`Backoff`] while the error is
+/// [retryable](ConnectError::retryable), each failure logged as a warning with the attempt and
+/// the delay: how the daemons connect, so that agents started all at once (or before their
+/// server) come up instead of exiting. `on_retry` is called with each failure (e.g. to show it
+/// in `/readyz`).
+///
+/// Errors: the first error that is not retryable (a refused identity, a bad address, an
+/// unreadable credentials file).
+pub async fn connect_patiently(
+    name: &str,
+    auth: &NatsAuth,
+    backoff: Backoff,
+    mut on_retry: impl FnMut(&ConnectError),
+) -> Result<async_nats::Client, ConnectError> {
+    let mut attempt = 0usize;
+    loop {
+        match connect_with(name, auth, backoff).await {
+            Ok((c, _)) => return Ok(c),
+            Err(e) if e.retryable() => {
+                attempt += 1;
+                let wait = backoff.delay(attempt);
+                tracing::warn!(attempt, retry_in_ms = wait.as_millis() as u64, error = %e, "cannot connect to NATS yet; retrying");
+                on_retry(&e);
+                tokio::time::sleep(wait).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// The errors the server sent on a connection (`-ERR`), e.g. `Permissions Violation for
@@ -71,12 +145,27 @@ pub async fn connect(name: &str, auth: &NatsAuth) -> Result<async_nats::Client, 
 /// As [`connect`], also returning the [`ServerErrors`] of the connection, so that a caller
 /// whose request got no answer can say why (e.g. a permissions violation).
 pub async fn connect_watching(name: &str, auth: &NatsAuth) -> Result<(async_nats::Client, ServerErrors), ConnectError> {
+    connect_with(name, auth, Backoff::default()).await
+}
+
+/// Connects as [`connect_watching`] does, reconnecting with `backoff`'s delays.
+async fn connect_with(
+    name: &str,
+    auth: &NatsAuth,
+    backoff: Backoff,
+) -> Result<(async_nats::Client, ServerErrors), ConnectError> {
     let errors = ServerErrors::default();
     let seen = errors.clone();
     let mut opts = async_nats::ConnectOptions::new()
         .name(name)
         .max_reconnects(None)
         .connection_timeout(Duration::from_secs(5))
+        // Reconnects spread out as first connections are (`Backoff`): after a server restart
+        // every client reconnects, and in step they would storm it.
+        .reconnect_delay_callback(move |attempts| match attempts {
+            0 | 1 => Duration::ZERO,
+            n => backoff.delay(n - 1),
+        })
         .event_callback(move |event| {
             let seen = seen.clone();
             async move {
@@ -139,15 +228,17 @@ pub async fn connect_watching(name: &str, auth: &NatsAuth) -> Result<(async_nats
             u.parse::<async_nats::ServerAddr>().map_err(|e| ConnectError::Connect {
                 url: redact_url(u),
                 message: e.to_string(),
+                retryable: false,
             })
         })
         .collect::<Result<_, _>>()?;
-    let client = opts
-        .connect(addrs.as_slice())
-        .await
-        .map_err(|e| ConnectError::Connect {
+    let client = opts.connect(addrs.as_slice()).await.map_err(|e| {
+        use async_nats::ConnectErrorKind as K;
+        ConnectError::Connect {
             url: redact_url(&auth.url),
             message: e.to_string(),
-        })?;
+            retryable: matches!(e.kind(), K::TimedOut | K::Io | K::Dns | K::MaxReconnects),
+        }
+    })?;
     Ok((client, errors))
 }

@@ -14,4 +14,4 @@ pub mod connect;
 
 pub use args::NatsArgs;
 pub use auth::{NatsAuth, is_inbox_prefix, parse_nats, redact_url};
-pub use connect::{ConnectError, ServerErrors, connect, connect_watching};
+pub use connect::{Backoff, ConnectError, ServerErrors, connect, connect_patiently, connect_watching};
