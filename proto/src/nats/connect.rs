@@ -242,3 +242,22 @@ async fn connect_with(
     })?;
     Ok((client, errors))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_to_its_cap_and_each_delay_is_in_the_upper_half() {
+        let b = Backoff::default();
+        for (attempt, cap_ms) in [(1, 100), (2, 200), (3, 400), (6, 3_200), (7, 5_000), (40, 5_000)] {
+            for _ in 0..200 {
+                let d = b.delay(attempt).as_millis() as u64;
+                assert!((cap_ms / 2..=cap_ms).contains(&d), "attempt {attempt}: {d} ms");
+            }
+        }
+        // Jittered: a thousand agents do not all wait the same.
+        let seen: std::collections::BTreeSet<u128> = (0..100).map(|_| b.delay(5).as_millis()).collect();
+        assert!(seen.len() > 10, "{seen:?}");
+    }
+}
