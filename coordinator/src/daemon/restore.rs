@@ -38,6 +38,8 @@ use fedvol_proto::{NoArgs, now_ms};
 use super::Coordinator;
 use super::commit::{commit_on, pending_attempt};
 use super::store::{StoreError, Write};
+use fedvol_proto::coordinator::DecisionSummary;
+use futures::StreamExt;
 
 /// The bucket key holding the last state generation seen of `cluster`.
 pub fn generation_key(cluster: &str) -> String {
@@ -54,67 +56,105 @@ pub fn generation_key(cluster: &str) -> String {
 /// (the message is idempotent; one lost, or sent by a coordinator that died, is sent again).
 pub async fn check_generations(co: &Arc<Coordinator>, known: &mut HashMap<String, String>) {
     let seen = co.registry().state_generations(now_ms());
-    for (cluster, generation, restoring) in seen {
-        if known.get(&cluster) == Some(&generation) {
-            if restoring {
-                tell_restored(co, &cluster, &generation, None).await;
-            }
-            continue;
-        }
-        let key = generation_key(&cluster);
-        let recorded = match co.store.get_raw(&key).await {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::warn!(cluster = %cluster, error = %e, "reconciler: the cluster's state generation could not be read");
-                continue;
-            }
-        };
-        let revision = recorded.as_ref().map(|(_, r)| *r);
-        let same = recorded
-            .as_ref()
-            .is_some_and(|(value, _)| value.as_ref() == generation.as_bytes());
-        // The same generation restores nothing. A first sight restores too when the agent says
-        // it starts fresh: its earlier generation may have come and gone between two ticks
-        // (or before any coordinator ran), and the bucket may hold commits on the cluster.
-        let mut outcome = None;
-        if !same && (recorded.is_some() || restoring) {
-            tracing::warn!(
-                cluster = %cluster,
-                previous = %recorded.as_ref().map(|(v, _)| String::from_utf8_lossy(v).into_owned()).unwrap_or_default(),
-                generation = %generation,
-                "reconciler: the cluster's agent starts from a new state; restoring its commits"
-            );
-            match restore(co, &cluster).await {
-                Ok(o) => {
-                    tracing::warn!(cluster = %cluster, restored = o.restored, failed = o.failed, "reconciler: the cluster's commits are restored");
-                    outcome = Some(o);
-                }
-                Err(e) => {
-                    // Not recorded: tried again at the next tick.
-                    tracing::warn!(cluster = %cluster, error = %e, "reconciler: commits not restored yet; trying again");
-                    continue;
-                }
-            }
-        }
-        if !same {
-            let body = bytes::Bytes::from(generation.clone());
-            match co.store.put_raw(&key, body, revision).await {
-                Ok(Write::Done(_)) => {}
-                Ok(Write::Conflict) => {
-                    tracing::warn!(cluster = %cluster, "reconciler: the state generation changed meanwhile; checked again");
-                    continue;
-                }
-                Err(e) => {
-                    tracing::warn!(cluster = %cluster, error = %e, "reconciler: the state generation could not be recorded");
-                    continue;
-                }
-            }
-        }
-        if restoring {
-            tell_restored(co, &cluster, &generation, outcome).await;
-        }
+    // One listing of the bucket per tick, read only if a cluster needs a restore and shared
+    // by all of them (it was read once per cluster: 1,000 agents started at once cost 1,000
+    // listings).
+    let listing = tokio::sync::OnceCell::new();
+    let todo: Vec<(String, String, bool, bool)> = seen
+        .into_iter()
+        .filter_map(|(cluster, generation, restoring)| {
+            let known_now = known.get(&cluster) == Some(&generation);
+            (!known_now || restoring).then_some((cluster, generation, restoring, known_now))
+        })
+        .collect();
+    // Clusters are checked RESTORE_CONCURRENCY at a time: each takes a few round trips (its
+    // generation key, its agent's status, the record, `restored`), and one at a time 1,000
+    // agents started together waited minutes for their gate to open.
+    let checked: Vec<Option<(String, String)>> = futures::stream::iter(todo)
+        .map(|(cluster, generation, restoring, known_now)| {
+            check_one(co, &listing, cluster, generation, restoring, known_now)
+        })
+        .buffer_unordered(RESTORE_CONCURRENCY)
+        .collect()
+        .await;
+    for (cluster, generation) in checked.into_iter().flatten() {
         known.insert(cluster, generation);
     }
+}
+
+/// Clusters whose generations [`check_generations`] checks at once.
+pub const RESTORE_CONCURRENCY: usize = 32;
+
+/// What one tick's restores share: the bucket's decisions, listed at most once.
+type Listing = tokio::sync::OnceCell<Vec<DecisionSummary>>;
+
+/// Checks one cluster's generation (see [`check_generations`]); the (cluster, generation) to
+/// remember as handled, or `None` to check again at the next tick.
+async fn check_one(
+    co: &Arc<Coordinator>,
+    listing: &Listing,
+    cluster: String,
+    generation: String,
+    restoring: bool,
+    known_now: bool,
+) -> Option<(String, String)> {
+    if known_now {
+        tell_restored(co, &cluster, &generation, None).await;
+        return None;
+    }
+    let key = generation_key(&cluster);
+    let recorded = match co.store.get_raw(&key).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(cluster = %cluster, error = %e, "reconciler: the cluster's state generation could not be read");
+            return None;
+        }
+    };
+    let revision = recorded.as_ref().map(|(_, r)| *r);
+    let same = recorded
+        .as_ref()
+        .is_some_and(|(value, _)| value.as_ref() == generation.as_bytes());
+    // The same generation restores nothing. A first sight restores too when the agent says
+    // it starts fresh: its earlier generation may have come and gone between two ticks
+    // (or before any coordinator ran), and the bucket may hold commits on the cluster.
+    let mut outcome = None;
+    if !same && (recorded.is_some() || restoring) {
+        tracing::warn!(
+            cluster = %cluster,
+            previous = %recorded.as_ref().map(|(v, _)| String::from_utf8_lossy(v).into_owned()).unwrap_or_default(),
+            generation = %generation,
+            "reconciler: the cluster's agent starts from a new state; restoring its commits"
+        );
+        match restore(co, &cluster, listing).await {
+            Ok(o) => {
+                tracing::warn!(cluster = %cluster, restored = o.restored, failed = o.failed, "reconciler: the cluster's commits are restored");
+                outcome = Some(o);
+            }
+            Err(e) => {
+                // Not recorded: tried again at the next tick.
+                tracing::warn!(cluster = %cluster, error = %e, "reconciler: commits not restored yet; trying again");
+                return None;
+            }
+        }
+    }
+    if !same {
+        let body = bytes::Bytes::from(generation.clone());
+        match co.store.put_raw(&key, body, revision).await {
+            Ok(Write::Done(_)) => {}
+            Ok(Write::Conflict) => {
+                tracing::warn!(cluster = %cluster, "reconciler: the state generation changed meanwhile; checked again");
+                return None;
+            }
+            Err(e) => {
+                tracing::warn!(cluster = %cluster, error = %e, "reconciler: the state generation could not be recorded");
+                return None;
+            }
+        }
+    }
+    if restoring {
+        tell_restored(co, &cluster, &generation, outcome).await;
+    }
+    Some((cluster, generation))
 }
 
 /// Tells `cluster`'s agent that the commits stored for it were restored onto `generation`
@@ -168,7 +208,7 @@ pub enum RestoreError {
 ///
 /// Errors: [`RestoreError`] when the agent's status or the bucket could not be read, or a
 /// decision could not be written back.
-pub async fn restore(co: &Arc<Coordinator>, cluster: &str) -> Result<Restore, RestoreError> {
+pub async fn restore(co: &Arc<Coordinator>, cluster: &str, listing: &Listing) -> Result<Restore, RestoreError> {
     let subject = co.subjects.cluster(cluster, agent::Status::OP);
     let wait = Duration::from_millis(co.cfg.commit_timeout_ms.max(1000));
     let status: StatusReply = match call::<agent::Status>(&co.client, &subject, &NoArgs {}, wait, "coordinator").await {
@@ -182,14 +222,12 @@ pub async fn restore(co: &Arc<Coordinator>, cluster: &str) -> Result<Restore, Re
         .map(String::as_str)
         .chain(status.holds.iter().map(|h| h.request_id.as_str()))
         .collect();
-    let lost: Vec<String> = co
-        .store
-        .list()
-        .await?
-        .into_iter()
+    let decisions = listing.get_or_try_init(|| co.store.list()).await?;
+    let lost: Vec<String> = decisions
+        .iter()
         .filter(|s| s.state == DecisionState::Committed && s.chosen_cluster.as_deref() == Some(cluster))
         .filter(|s| !held.contains(s.request_id.as_str()))
-        .map(|s| s.request_id)
+        .map(|s| s.request_id.clone())
         .collect();
     let mut done = Restore::default();
     for id in lost {

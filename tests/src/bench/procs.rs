@@ -334,7 +334,7 @@ impl Federation {
             {
                 let alive = reply.clusters.iter().filter(|c| c.alive && !c.suspect).count();
                 if alive >= self.clusters.len() {
-                    return Ok(());
+                    break;
                 }
             }
             if Instant::now() >= end {
@@ -344,6 +344,36 @@ impl Federation {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        // Agents start on a fresh state (`--init`): each admits no commit until the
+        // coordinators' reconciler has restored its cluster and said `restored` (the restore
+        // gate, docs/design.md §6). Measured work starts once no heartbeat says `restoring`.
+        let mut beats = client
+            .subscribe(subjects.heartbeats())
+            .await
+            .map_err(|e| format!("cannot follow heartbeats: {e}"))?;
+        let mut restoring: std::collections::BTreeSet<String> = self.clusters.iter().cloned().collect();
+        while !restoring.is_empty() {
+            self.check_alive()?;
+            let left = end.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, futures::StreamExt::next(&mut beats)).await {
+                Ok(Some(m)) => {
+                    if let Ok(hb) =
+                        fedvol_proto::decode::<fedvol_proto::agent::Heartbeat>(&m.payload, "heartbeat", "client")
+                        && !hb.restoring
+                    {
+                        restoring.remove(&hb.cluster);
+                    }
+                }
+                _ => {
+                    return Err(format!(
+                        "{} cluster(s) still waited for their restore after {READY_TIMEOUT:?}, e.g. {:?}",
+                        restoring.len(),
+                        restoring.iter().next()
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// A new client of the federation's NATS server.
