@@ -358,9 +358,40 @@ pub struct ClusterDecision {
     /// agents of earlier releases).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<crate::cost::CostEstimate>,
+    /// True when the coordinator stored this answer as a summary ([`ClusterDecision::summarize`],
+    /// docs/design.md §4): the stages that rejected nothing, the ranking stages, every stage's
+    /// listing of rejected candidates, the host allocations and the new volumes' specifications were left out;
+    /// what remains is the status, feasibility, the per-volume and per-job picks, and per
+    /// stage that rejected something its counts in and out and its reasons with their counts.
+    /// `why_not` re-plans on the agent for what was left out. Absent (false) for a full
+    /// answer and in records of earlier releases.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub summarized: bool,
 }
 
 impl ClusterDecision {
+    /// Reduces this answer to its summary (see [`ClusterDecision::summarized`]), in place:
+    /// stages with `considered == passed` are dropped, and so are the ranking stages
+    /// (`zone.choice`, `host.choice`: they say why a pick was preferred among feasible
+    /// candidates, and the pick itself is kept); the others keep `considered`, `passed`
+    /// and `reason_counts` with `rejected` emptied into `omitted`; `allocations` are emptied and
+    /// each volume's `new_volume` dropped. What the cluster choice reads (status, feasibility,
+    /// soft constraints met, load, a named volume held, cost) is untouched, so the choice
+    /// ranks a summarized answer as it ranked the full one. Idempotent.
+    pub fn summarize(&mut self) {
+        self.trace
+            .retain(|t| t.passed < t.considered && !t.stage.ends_with(".choice"));
+        for t in &mut self.trace {
+            t.omitted += t.rejected.len();
+            t.rejected = Vec::new();
+        }
+        self.allocations = Vec::new();
+        for v in self.volumes.values_mut() {
+            v.new_volume = None;
+        }
+        self.summarized = true;
+    }
+
     /// The arguments a workflow runner gives the resource manager to run `job` where this
     /// decision placed it: for Slurm, `--partition=<zone> --nodelist=<host>[,<host>...]`
     /// (`--nodes=<n>` too for a multi-host job). `None` when the cluster has no resource manager
@@ -398,6 +429,7 @@ impl ClusterDecision {
             load: 0.0,
             holds_named_volume: false,
             allocations: Vec::new(),
+            summarized: false,
             resource_manager: None,
             cost: None,
         }

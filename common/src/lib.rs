@@ -18,4 +18,5 @@ pub mod request;
 pub mod secrets;
 pub mod size;
 pub mod suggest;
+pub mod summary;
 pub mod synth;

@@ -968,3 +968,61 @@ async fn the_reconciler_settles_a_decision_its_coordinator_abandoned() {
     assert!(st.holds.is_empty());
     assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 1, "one volume");
 }
+
+/// Past three clusters a decision keeps the whole answer only of the chosen cluster and of the
+/// two a failed commit would try next; the others are stored as summaries (docs/design.md §4),
+/// and `decisions show` says so. Without it a decision grows with clusters × trace and a
+/// default NATS cannot carry one past about 120 clusters (BENCHMARKS.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_three_clusters_the_unlisted_answers_are_stored_as_summaries() {
+    let _serial = SERIAL.lock().await;
+    let nats = NatsServer::start();
+    let names = ["a", "b", "c", "d", "e"];
+    let mut agents = Vec::new();
+    for n in names {
+        agents.push(slots(&nats, n, 2, 300).await);
+    }
+    let _co = coordinator(&nats, &[]).await;
+    let client = nats.client().await;
+    for n in names {
+        wait_alive(&client, n, true).await;
+    }
+    let (stored, _) = submit(&client, "alice", &submit_msg("summaries-1", job_workflow("w"))).await;
+    assert_eq!(stored.state, DecisionState::Committed);
+    let d = &stored.decision;
+    let chosen = d.chosen_cluster.clone().unwrap();
+    let whole: Vec<&String> = d
+        .clusters
+        .iter()
+        .filter(|(_, c)| !c.summarized)
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(whole.len(), 3, "{whole:?}");
+    assert!(whole.contains(&&chosen));
+    assert!(
+        d.clusters.keys().map(String::as_str).eq(names),
+        "the clusters keep their order"
+    );
+    for (name, c) in &d.clusters {
+        assert!(c.feasible && c.jobs["j"].host.is_some(), "{name} keeps its picks");
+        if c.summarized {
+            assert!(c.allocations.is_empty(), "{name}");
+            assert!(c.volumes.values().all(|v| v.new_volume.is_none()), "{name}");
+            assert!(
+                c.trace.iter().all(|t| t.rejected.is_empty() && t.passed < t.considered),
+                "{name}"
+            );
+        } else {
+            assert!(!c.allocations.is_empty() && !c.trace.is_empty(), "{name} whole");
+        }
+    }
+    // What the user reads, at 100 columns.
+    let out = fedvol_tests::cli::fedvol_as(&nats, "alice", &["decisions", "show", "summaries-1"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        text.contains("2 of 5 clusters' answers are stored as summaries"),
+        "{text}"
+    );
+    assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+}

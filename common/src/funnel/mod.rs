@@ -68,6 +68,7 @@ pub fn plan_cluster(inv: &Inventory, state: &ClusterState, req: &PlanRequest) ->
         allocations: placed.allocations,
         resource_manager: None,
         cost,
+        summarized: false,
     }
 }
 

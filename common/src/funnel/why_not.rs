@@ -272,7 +272,11 @@ pub fn from_record(d: &Decision, cluster: &str, target: &Target) -> RecordedExpl
         })
     });
     let mut summary = if blockers.is_empty() {
-        if chosen_for.is_empty() {
+        if c.summarized && chosen_for.is_empty() {
+            format!(
+                "{named}: cluster {cluster}'s answer is stored as a summary (it was neither chosen nor a runner-up), which counts rejections per stage without naming candidates; its agent re-plans to name them (why-not on the live cluster)"
+            )
+        } else if chosen_for.is_empty() {
             format!("{named}: no stored stage of cluster {cluster} rejects it")
         } else {
             format!("{named}: chosen in cluster {cluster} for {}", chosen_for.join(", "))

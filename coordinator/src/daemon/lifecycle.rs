@@ -235,6 +235,13 @@ pub async fn plan(co: &Arc<Coordinator>, stored: &mut StoredDecision, wait_ms: u
     stored.decision.chosen_cluster = chosen;
     stored.decision.clusters = gathered.slots;
     stored.decision.choice = choice;
+    // Past three clusters, only the chosen one and the two a failed commit would try next keep
+    // their whole answer; the others are stored as summaries (docs/design.md §4).
+    fedvol_common::summary::summarize_unlisted(
+        &stored.request,
+        &mut stored.decision,
+        fedvol_common::summary::LISTED_CLUSTERS,
+    );
     stored.updated_ms = now_ms();
     Ok(())
 }

@@ -130,7 +130,16 @@ fn why_not_blocks(c: &ClusterDecision) -> Vec<String> {
                 &format!("{}: {}", r.candidate, messages(&r.reasons)),
             ));
         }
-        if st.omitted > 0 {
+        if st.omitted > 0 && c.summarized {
+            b.push_str(&para(
+                "      ",
+                "          ",
+                &format!(
+                    "{} rejected, not named: this answer is stored as a summary (`fedvol why-not` names them, asking the cluster)",
+                    st.omitted
+                ),
+            ));
+        } else if st.omitted > 0 {
             b.push_str(&format!(
                 "      ... and {} more (raise --trace-limit to list them)\n",
                 st.omitted
@@ -279,6 +288,17 @@ pub fn render_labelled(d: &Decision, label: &str) -> String {
     fill(&mut t, &header, rows);
     out.push_str(&t.to_string());
     out.push('\n');
+    let summarized = d.clusters.values().filter(|c| c.summarized).count();
+    if summarized > 0 {
+        out.push_str(&para(
+            "",
+            "  ",
+            &format!(
+                "{summarized} of {} clusters' answers are stored as summaries: only the chosen cluster and the runners-up a failed commit would try keep their listings of rejected candidates.",
+                d.clusters.len()
+            ),
+        ));
+    }
 
     // Details for the chosen cluster and for clusters where something failed; a feasible
     // cluster that was not chosen is said in full by the summary table above.

@@ -93,7 +93,15 @@ pub fn cluster(name: &str, c: &ClusterDecision, chosen: bool) -> Markup {
             @if let Some(e) = &c.error {
                 p.alert { (e.message) " (" (e.code) ")" }
             }
-            @if c.trace.is_empty() {
+            @if c.summarized {
+                p.muted {
+                    "Stored as a summary: this cluster was neither chosen nor a runner-up, so only the stages that rejected candidates are kept, with counts and reasons; "
+                    code { "fedvol why-not" } " names the candidates, asking the cluster."
+                }
+            }
+            @if c.trace.is_empty() && c.summarized {
+                p.muted { "No stage rejected a candidate." }
+            } @else if c.trace.is_empty() {
                 p.muted { "No funnel trace: the cluster did not answer with a plan." }
             } @else {
                 table.funnel {

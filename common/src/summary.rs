@@ -1,0 +1,189 @@
+//! Keeping a many-cluster decision small (docs/design.md §4, "Summarized answers"): the chosen
+//! cluster and the runners-up a failed commit would try next keep their whole answer; every
+//! other cluster's answer is stored as its summary ([`ClusterDecision::summarize`]).
+//!
+//! Without it a decision grows with clusters × trace: about 8 KB per cluster of 100 hosts, so
+//! NATS's default 1 MiB payload could not hold a decision past about 120 clusters. A summary
+//! keeps what the choice and the explanation by counts need; the listing of which candidate
+//! failed which stage is recomputed on the agent by `why_not` when asked.
+
+use indexmap::IndexMap;
+
+use crate::choice::choose_cluster;
+use crate::decision::{ClusterDecision, Decision};
+use crate::request::PlanRequest;
+
+/// Clusters whose answers a decision keeps in full: the chosen one and two runners-up.
+pub const LISTED_CLUSTERS: usize = 3;
+
+/// Summarizes every answer of `decision` except those of the first `listed` clusters in the
+/// order the commit would try them: the chosen cluster, then each cluster the choice
+/// ([`choose_cluster`] with the decision's seed) picks once those before it are set aside,
+/// exactly as a commit falls back after a failure. A decision of at most `listed` clusters is
+/// left as it is; the clusters keep their order.
+///
+/// Returns the clusters kept in full, in that order.
+pub fn summarize_unlisted(req: &PlanRequest, decision: &mut Decision, listed: usize) -> Vec<String> {
+    if decision.clusters.len() <= listed {
+        return decision.clusters.keys().cloned().collect();
+    }
+    let order: Vec<String> = decision.clusters.keys().cloned().collect();
+    let mut rest = std::mem::take(&mut decision.clusters);
+    let mut full: IndexMap<String, ClusterDecision> = IndexMap::new();
+    if let Some(chosen) = &decision.chosen_cluster
+        && let Some(answer) = rest.swap_remove(chosen)
+    {
+        full.insert(chosen.clone(), answer);
+    }
+    while full.len() < listed {
+        let (next, _) = choose_cluster(req, &rest, decision.seed);
+        let Some(answer) = next.as_ref().and_then(|n| rest.swap_remove(n)) else {
+            break;
+        };
+        full.insert(next.unwrap_or_default(), answer);
+    }
+    for answer in rest.values_mut() {
+        answer.summarize();
+    }
+    let kept: Vec<String> = full.keys().cloned().collect();
+    for name in order {
+        if let Some(answer) = full.swap_remove(&name).or_else(|| rest.swap_remove(&name)) {
+            decision.clusters.insert(name, answer);
+        }
+    }
+    kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::funnel::{ClusterState, plan_cluster};
+    use crate::synth::{SynthSizes, cluster, workflow};
+
+    fn request() -> PlanRequest {
+        PlanRequest {
+            request_id: "r".into(),
+            workflow: workflow(2, 1),
+            user: "u".into(),
+            groups: vec![],
+            seed: 7,
+            trace_limit: crate::funnel::trace::STORED_TRACE_LIMIT,
+            choice: None,
+        }
+    }
+
+    /// A decision of `n` clusters of `hosts` hosts each (the same synthetic cluster under `n`
+    /// names, each with its own load so that the choice ranks them), chosen as the coordinator
+    /// chooses.
+    pub(super) fn decision(n: usize, hosts: usize) -> (PlanRequest, Decision) {
+        let req = request();
+        let inv = cluster(
+            "c",
+            SynthSizes {
+                hosts,
+                provisioners: 4,
+                volumes: 50,
+            },
+        );
+        let answer = plan_cluster(&inv, &ClusterState::default(), &req);
+        let clusters: IndexMap<String, ClusterDecision> = (0..n)
+            .map(|i| {
+                let mut a = answer.clone();
+                a.load = (i % 97) as f64 / 100.0;
+                (format!("c{i:04}"), a)
+            })
+            .collect();
+        let (chosen, choice) = choose_cluster(&req, &clusters, req.seed);
+        let d = Decision {
+            request_id: "r".into(),
+            workflow: "w".into(),
+            seed: req.seed,
+            chosen_cluster: chosen,
+            clusters,
+            choice,
+            quota: vec![],
+            refused: None,
+        };
+        (req, d)
+    }
+
+    #[test]
+    fn the_chosen_cluster_and_the_commits_fallbacks_keep_their_whole_answer() {
+        let (req, mut d) = decision(10, 50);
+        let before = d.clone();
+        let kept = summarize_unlisted(&req, &mut d, LISTED_CLUSTERS);
+        assert_eq!(kept.len(), 3);
+        assert_eq!(Some(&kept[0]), d.chosen_cluster.as_ref());
+        // The order a commit falls back in: choose again without the ones before.
+        let mut rest = before.clusters.clone();
+        for k in &kept {
+            let (next, _) = choose_cluster(&req, &rest, d.seed);
+            assert_eq!(next.as_ref(), Some(k));
+            rest.shift_remove(k);
+        }
+        for (name, c) in &d.clusters {
+            let full = &before.clusters[name];
+            if kept.contains(name) {
+                assert_eq!(c, full, "{name} kept whole");
+                continue;
+            }
+            assert!(c.summarized, "{name}");
+            assert!(c.trace.iter().all(|t| t.rejected.is_empty() && t.passed < t.considered));
+            // Every stage that rejected something keeps its counts and reasons; the ranking
+            // stages (`*.choice`) are left out, the picks kept.
+            let rejecting: Vec<_> = full
+                .trace
+                .iter()
+                .filter(|t| t.passed < t.considered && !t.stage.ends_with(".choice"))
+                .collect();
+            assert!(
+                full.trace
+                    .iter()
+                    .any(|t| t.stage == "host.choice" && t.passed < t.considered)
+            );
+            assert_eq!(c.trace.len(), rejecting.len());
+            for (s, f) in c.trace.iter().zip(rejecting) {
+                assert_eq!(
+                    (&s.stage, &s.subject, s.considered, s.passed),
+                    (&f.stage, &f.subject, f.considered, f.passed)
+                );
+                assert_eq!(s.omitted, f.omitted + f.rejected.len());
+                assert_eq!(s.reason_counts, f.reason_counts);
+            }
+            assert_eq!((c.feasible, &c.jobs), (full.feasible, &full.jobs));
+            assert!(c.allocations.is_empty() && c.volumes.values().all(|v| v.new_volume.is_none()));
+        }
+        // The clusters keep their order, and the choice ranks the summaries as it ranked the
+        // whole answers.
+        assert!(d.clusters.keys().eq(before.clusters.keys()));
+        assert_eq!(
+            choose_cluster(&req, &d.clusters, d.seed),
+            choose_cluster(&req, &before.clusters, d.seed)
+        );
+    }
+
+    #[test]
+    fn a_small_federation_is_left_whole() {
+        let (req, mut d) = decision(3, 20);
+        let before = d.clone();
+        summarize_unlisted(&req, &mut d, LISTED_CLUSTERS);
+        assert_eq!(d, before);
+    }
+
+    /// The size a user's NATS must carry: a decision of many clusters of 100 hosts, stored and
+    /// answered as one message, against NATS's default `max_payload` of 1 MiB. 500 clusters fit
+    /// with room; 1,000 do not yet (about 1.35 MB: the per-stage records of the summaries and
+    /// the choice's `least_loaded` step, one line per cluster, are what remain; BENCHMARKS.md).
+    #[test]
+    fn five_hundred_clusters_fit_natss_default_payload_with_room() {
+        for (n, bound) in [(500, 768 * 1024), (1000, usize::MAX)] {
+            let (req, mut d) = decision(n, 100);
+            let whole = serde_json::to_vec(&d).map(|v| v.len()).unwrap_or(0);
+            summarize_unlisted(&req, &mut d, LISTED_CLUSTERS);
+            let summarized = serde_json::to_vec(&d).map(|v| v.len()).unwrap_or(0);
+            println!("{n} clusters x 100 hosts: {whole} bytes whole, {summarized} bytes summarized");
+            assert!(summarized <= bound, "{n} clusters: {summarized} bytes");
+            assert!(summarized * 6 < whole, "{n} clusters: {summarized} of {whole} bytes");
+        }
+    }
+}
