@@ -78,3 +78,30 @@ fn names_nobody_has_are_reported() {
     };
     assert_eq!(unknown_names(&invs[0], &t), ["zone `atlantis`", "provisioner `nope`"]);
 }
+
+#[test]
+fn a_summarized_answer_says_its_listing_is_with_the_agent() {
+    let (invs, req) = examples();
+    let mut d = fedvol_common::offline::plan_locally(&invs, &req);
+    let chosen = d.chosen_cluster.clone().unwrap();
+    let loser = d.clusters.keys().find(|c| **c != chosen).unwrap().clone();
+    let lost_host = d.clusters[&loser]
+        .trace
+        .iter()
+        .find(|t| t.stage == "host.choice")
+        .and_then(|t| t.rejected.first())
+        .map(|r| r.candidate.split_once('/').unwrap().1.to_string())
+        .expect("a host lost the placement policy");
+    d.clusters.get_mut(&loser).unwrap().summarize();
+    let r = from_record(
+        &d,
+        &loser,
+        &Target {
+            host: Some(lost_host),
+            ..Target::default()
+        },
+    );
+    assert!(r.blockers.is_empty(), "{r:?}");
+    assert!(r.summary.contains("stored as a summary"), "{}", r.summary);
+    assert!(r.summary.contains("lost the cluster choice"), "{}", r.summary);
+}
