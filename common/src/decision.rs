@@ -464,12 +464,12 @@ pub struct Decision {
     /// The cross-cluster choice, rule by rule.
     #[serde(default)]
     pub choice: Vec<ChoiceStep>,
-    /// Issue 18: every federation-wide quota that applies to the request, one entry per limited
+    /// Every federation-wide quota that applies to the request, one entry per limited
     /// resource, with its use before the request, what the request asks and the limit. Empty
     /// when no quota applies (and then absent from the JSON).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub quota: Vec<crate::quota::QuotaCheck>,
-    /// Issue 18: why the coordinator refused the request before (or instead of) asking the
+    /// Why the coordinator refused the request before (or instead of) asking the
     /// clusters: `quota_exceeded` (with every exceeded quota's figures), `queue_full`,
     /// `queue_timeout`. `None` otherwise (and absent from the JSON).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -315,7 +315,7 @@ mod tests {
         ] {
             assert!(SecretRef::parse(bad).is_err(), "{bad}");
         }
-        // Issue 20: keys the first list missed.
+        // Keys the first list missed.
         for k in [
             "passwd",
             "dbPwd",

@@ -11,7 +11,7 @@ fn workflow(text: &str) -> Workflow {
     parse_workflow_str("w.yaml", "w", text).unwrap().value
 }
 
-/// Issue 20: a name with a NUL and a newline, sent over NATS by a client that does not
+/// A name with a NUL and a newline, sent over NATS by a client that does not
 /// use fedvol's parser, broke log lines and was printed raw; every name is checked.
 #[test]
 fn control_characters_in_names_are_refused_and_escaped_in_messages() {

@@ -307,7 +307,7 @@ fn replies_read_with_the_previous_releases_types() {
     assert!(r.identical);
 }
 
-/// Issue 18's additions (`PlanRequest.choice`, `Job.timeout_ms`, `SubmitMsg.choice`,
+/// The priority, queue and cost additions (`PlanRequest.choice`, `Job.timeout_ms`, `SubmitMsg.choice`,
 /// `ClusterDecision.cost`) are left out of the bodies when unset, so a request without them is
 /// the previous release's body and its submit digest is unchanged; set, they travel and decode,
 /// and out-of-range default hours are refused as `bad_request`.

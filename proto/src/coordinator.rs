@@ -124,11 +124,11 @@ pub struct SubmitMsg {
     /// submits are always stored.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub keep: bool,
-    /// Issue 18: the priority class to submit with (overrides the workflow's `priority`); a
+    /// The priority class to submit with (overrides the workflow's `priority`); a
     /// class the coordinator does not configure is `bad_request`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<String>,
-    /// Issue 18: when nothing fits now (or a quota is exceeded), queue the decision
+    /// When nothing fits now (or a quota is exceeded), queue the decision
     /// (`queued`) and place it when room frees, instead of failing.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub wait_for_capacity: bool,
@@ -294,13 +294,13 @@ pub struct DecisionSummary {
     /// A kept dry run (nothing was held or committed); absent when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dry_run: bool,
-    /// Issue 18: the request's priority class, if any; absent otherwise.
+    /// The request's priority class, if any; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_class: Option<String>,
-    /// Issue 18: the priority's value; absent when 0.
+    /// The priority's value; absent when 0.
     #[serde(default, skip_serializing_if = "crate::decisions::is_zero")]
     pub priority: i64,
-    /// Issue 18: when the decision was first queued, ms since the epoch; absent when never.
+    /// When the decision was first queued, ms since the epoch; absent when never.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queued_ms: Option<u64>,
 }

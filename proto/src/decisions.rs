@@ -25,7 +25,7 @@ pub enum DecisionState {
     Completed,
     /// Nothing fits, or every commit attempt failed.
     Failed,
-    /// Issue 18: waiting for capacity (a `wait_for_capacity` submit that did not fit, or was
+    /// Waiting for capacity (a `wait_for_capacity` submit that did not fit, or was
     /// over a quota): placed by the coordinators' queue, by priority then age, when room frees.
     /// Nothing is held or counted while queued.
     Queued,
@@ -93,17 +93,17 @@ pub struct StoredDecision {
     /// of earlier releases, which are not checked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_digest: Option<String>,
-    /// Issue 18: the request's priority class (the coordinator's `priorityClasses`), if any.
+    /// The request's priority class (the coordinator's `priorityClasses`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_class: Option<String>,
-    /// Issue 18: the priority's value (0 when no class applies); the queue places higher first.
+    /// The priority's value (0 when no class applies); the queue places higher first.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub priority: i64,
-    /// Issue 18: the submit asked to wait for capacity (`--wait-for-capacity`): when nothing
+    /// The submit asked to wait for capacity (`--wait-for-capacity`): when nothing
     /// fits, or a quota is exceeded, the decision is `queued` instead of `failed`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub wait_for_capacity: bool,
-    /// Issue 18: when the decision was first queued, ms since the epoch (the queue's age order).
+    /// When the decision was first queued, ms since the epoch (the queue's age order).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queued_ms: Option<u64>,
 }

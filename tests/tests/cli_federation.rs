@@ -183,7 +183,7 @@ fn without_a_coordinator_or_nats_the_cli_says_so_in_one_line() {
     assert!(err.contains("no coordinator is answering"), "{err}");
 }
 
-/// Issue 12, item 6: when planning found a feasible cluster but every commit failed (here an
+/// When planning found a feasible cluster but every commit failed (here an
 /// out-of-tree provisioner nobody serves), the decision says so per cluster, with the driver's
 /// error and what to do, instead of "no cluster can place this workflow".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -234,7 +234,7 @@ async fn a_failed_commit_says_planning_succeeded_and_what_to_do() {
     );
 }
 
-/// Issue 12, item 5: one request id, one workflow. The same request again gets the stored
+/// One request id, one workflow. The same request again gets the stored
 /// decision (also from a file laid out differently); another workflow, other groups or a dry
 /// run under a taken id is `request_id_conflict` (exit 1), naming the stored workflow, and
 /// changes nothing.
@@ -314,7 +314,7 @@ fn assert_fits_100(what: &str, out: &str) {
     }
 }
 
-/// Issue 15: `decisions list` filters, sorts and limits like `kubectl get`, marks dry runs, fits
+/// `decisions list` filters, sorts and limits like `kubectl get`, marks dry runs, fits
 /// 100 columns (`-o wide` in full); ids are accepted by unique prefix; `watch` stamps each line
 /// and says what changed; `plan` and `show` fit 100 columns too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -446,7 +446,7 @@ async fn decisions_are_found_filtered_and_shown_within_100_columns() {
     );
 }
 
-/// Issue 15: `fedvol plan` fits 100 columns on every example workflow (3 clusters, failures
+/// `fedvol plan` fits 100 columns on every example workflow (3 clusters, failures
 /// and all), and says a reason shared by several clusters once, naming them.
 #[test]
 fn plan_output_fits_100_columns_and_says_shared_reasons_once() {
@@ -478,7 +478,7 @@ fn plan_output_fits_100_columns_and_says_shared_reasons_once() {
     assert!(shared, "work-archive fails alike on b and c: said once");
 }
 
-/// Issue 15: daemon logs written to a file (not a terminal) carry no ANSI colour codes.
+/// Daemon logs written to a file (not a terminal) carry no ANSI colour codes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn daemon_logs_in_a_file_have_no_colour_codes() {
     let nats = NatsServer::start();
@@ -492,7 +492,7 @@ async fn daemon_logs_in_a_file_have_no_colour_codes() {
     }
 }
 
-/// Issue 15: `fedvol clusters show C` describes one cluster as its agent serves it: state,
+/// `fedvol clusters show C` describes one cluster as its agent serves it: state,
 /// provisioners with status and access policies, zones with free capacity after fedvol's
 /// commits; an unknown cluster is an error naming the known ones.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -544,7 +544,7 @@ async fn clusters_show_describes_one_cluster() {
     );
 }
 
-/// Issue 15: `fedvol why-not` explains the decision as it was made (the stored record: the
+/// `fedvol why-not` explains the decision as it was made (the stored record: the
 /// stage that rejected the host, and how its cluster lost the cluster choice), puts today's
 /// re-plan beside it saying whether the cluster's inventory changed since, and refuses names
 /// the cluster or the decision does not have.

@@ -891,7 +891,7 @@ async fn a_coordinator_started_before_nats_waits_for_it_but_a_refused_login_exit
     );
 }
 
-/// Issue 13, the reconciler: a coordinator killed (-9) while its commit runs leaves the
+/// The reconciler: a coordinator killed (-9) while its commit runs leaves the
 /// decision `planned`; another coordinator's reconciler takes it over without anyone submitting
 /// it again, settles the pending attempt with the agent (which did commit) and stores it
 /// `committed`, once, with the agent's answer.

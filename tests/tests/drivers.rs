@@ -202,7 +202,7 @@ async fn unknown_parameter_is_refused_at_once_and_secrets_stay_out_of_the_logs()
 
     let text = logs.text();
     assert!(text.contains("req-d1") && text.contains("apiKey"), "{text}");
-    // Issue 20 item 8: values are redacted unless their key is a known non-secret one
+    // Values are redacted unless their key is a known non-secret one
     // (`mode` is; `compression` is not known to fedvol, so its value is not shown either).
     assert!(
         text.contains("\"mode\": \"0750\""),
@@ -390,7 +390,7 @@ async fn a_late_answer_is_cleaned_up() {
     assert_eq!(entries(root.path()), Vec::<String>::new());
 }
 
-/// Issue 15: the example provisioner stops on SIGTERM even when its NATS server is gone (the
+/// The example provisioner stops on SIGTERM even when its NATS server is gone (the
 /// client reconnects forever; stopping must not wait for it).
 #[tokio::test]
 async fn the_example_provisioner_stops_on_sigterm_with_nats_gone() {

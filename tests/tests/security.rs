@@ -386,7 +386,7 @@ fn forged_answer(id: &str, named: &str, feasible: bool) -> bytes::Bytes {
     serde_json::to_vec(&body).unwrap().into()
 }
 
-/// Issue 20, item 5: agent-cluster-a's credentials (here in an attacker's hands, no real
+/// Agent-cluster-a's credentials (here in an attacker's hands, no real
 /// agent a) answer every plan they receive in another cluster's name: cluster-b's (infeasible)
 /// and an invented `cluster-zz` (feasible on `evil-host`); they also try to answer on the reply
 /// subject meant for cluster-b, and answer the coordinator's discovery as `cluster-zz`.
@@ -863,7 +863,7 @@ async fn secure_leaf_topology_runs_a_federation_with_private_inboxes() {
         "_INBOX_coordinator.>",
     )
     .await;
-    // Issue 20: even leaf a's own hub login may answer a plan only in cluster-a's name (the
+    // Even leaf a's own hub login may answer a plan only in cluster-a's name (the
     // coordinator expects cluster-b's answer on `<inbox>.cluster-b.<n>`).
     let leaf_login = client(&hub_url, "leaf-cluster-a", "_INBOX_leaf-cluster-a").await;
     // cluster-a first: its refusal, if any, would be logged before cluster-b's.

@@ -392,7 +392,7 @@ mod tests {
     use fedvol_common::model::{AccessMode, AccessModes, Origin, Permissions, ProvisionerStatus, ReclaimPolicy};
     use fedvol_common::size::ByteSize;
 
-    /// Issue 20: a driver call that never returns (a hung mount) fails at the request's
+    /// A driver call that never returns (a hung mount) fails at the request's
     /// deadline instead of holding the commit forever.
     #[tokio::test]
     async fn a_driver_call_that_hangs_fails_at_the_deadline() {

@@ -10,7 +10,7 @@
 //!    taken over and its commit finished. A stored dry run is replaced by a real submit of the
 //!    same id. A dry run is stored only when it asks (`keep`); otherwise it skips steps 2 and 4
 //!    and is answered with its decision (no bucket write on a plan's reply path).
-//! 3. Issue 18: the priority class is resolved (an unknown one is `bad_request`) and the
+//! 3. The priority class is resolved (an unknown one is `bad_request`) and the
 //!    request is admitted to the federation-wide quotas that apply to it ([`admit_quota`]: a
 //!    refusal is `quota_exceeded`, stored `failed` without asking any cluster). Then
 //!    [`fan_out`], holding nothing (admission to capacity happens at commit: see `commit`), then

@@ -1058,7 +1058,7 @@ services:
     }
 }
 
-/// Issue 18: `policy.timeout.execute` is kept as the job's `timeout_ms` in the spellings real
+/// `policy.timeout.execute` is kept as the job's `timeout_ms` in the spellings real
 /// files use (`10m0s`, `2h0s`, `24h0m0s`, `30m`, `1.5h`), jobs inherit `defaults.job`'s, a
 /// service keeps its own, and the workflow's declared duration is its longest dependency chain.
 #[test]
