@@ -556,11 +556,11 @@ volumes:
 #[test]
 fn bad_references_say_what_is_expected() {
     let d = errs(
-        "version: v1\nvolumes:\n  a:\n    reference: volume://user/persistent\n  b:\n    reference: volume://user/ephemeral\n    use: fast\n",
+        "version: v1\nvolumes:\n  a:\n    reference: volume://user/scratch\n  b:\n    reference: volume://user/ephemeral\n    use: fast\n",
     );
     let m = find(&d, "is not a volume reference");
-    assert!(m.message.contains("volume://<scope>/ephemeral"), "{m}");
-    assert!(m.message.contains("volume://<scope>/persistent/<name>"), "{m}");
+    assert!(m.message.contains("volume://<scope>/<class>[/<name>]"), "{m}");
+    assert!(m.message.contains("`ephemeral` or `persistent`"), "{m}");
     assert_eq!((m.line, m.col, m.field.as_str()), (4, 16, "volumes.a.reference"));
     assert_eq!(find(&d, "keep one").line, 7);
 }

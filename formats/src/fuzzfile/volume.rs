@@ -14,13 +14,16 @@ use fedvol_common::model::FuzzballVolume;
 use fedvol_common::size::ByteSize;
 
 /// What a v1 reference should look like, for error messages.
-const REFERENCE_FORMS: &str = "expected `volume://<scope>/ephemeral` or `volume://<scope>/persistent/<name>`";
+const REFERENCE_FORMS: &str = "expected `volume://<scope>/<class>[/<name>]` with class `ephemeral` or `persistent`, e.g. `volume://user/persistent/data`";
 
 /// Translates a v1 `volume://` reference to `(use, name)`. Errors name the expected forms.
 pub(super) fn parse_reference(text: &str) -> Result<(String, Option<String>), String> {
     let parts: Option<Vec<&str>> = text.strip_prefix("volume://").map(|rest| rest.split('/').collect());
     match parts.as_deref() {
-        Some([scope, "ephemeral"]) if !scope.is_empty() => Ok(("ephemeral".to_string(), None)),
+        Some([scope, "ephemeral"] | [scope, "ephemeral", _]) if !scope.is_empty() => {
+            Ok(("ephemeral".to_string(), None))
+        }
+        Some([scope, "persistent"]) if !scope.is_empty() => Ok(("persistent".to_string(), None)),
         Some([scope, "persistent", name]) if !scope.is_empty() && !name.is_empty() => {
             Ok(("persistent".to_string(), Some((*name).to_string())))
         }
@@ -112,8 +115,22 @@ mod tests {
             parse_reference("volume://group/persistent/ollama-models"),
             Ok(("persistent".into(), Some("ollama-models".into())))
         );
+        // The name is optional (Fuzzball's reference form `volume://<scope>/<class>[/<name>]`).
+        assert_eq!(
+            parse_reference("volume://user/persistent"),
+            Ok(("persistent".into(), None))
+        );
+        assert_eq!(
+            parse_reference("volume://account/persistent"),
+            Ok(("persistent".into(), None))
+        );
+        assert_eq!(
+            parse_reference("volume://user/ephemeral/scratch"),
+            Ok(("ephemeral".into(), None))
+        );
         for bad in [
-            "volume://user/persistent",
+            "volume://user/ephemeral/a/b",
+            "volume://user/persistent/",
             "volume:///ephemeral",
             "volume://user/scratch",
             "volume://user/persistent/a/b",
@@ -121,7 +138,7 @@ mod tests {
             "user/ephemeral",
         ] {
             let e = parse_reference(bad).unwrap_err();
-            assert!(e.contains("volume://<scope>/persistent/<name>"), "{bad}: {e}");
+            assert!(e.contains("volume://<scope>/<class>[/<name>]"), "{bad}: {e}");
         }
     }
 }
