@@ -109,7 +109,7 @@ impl Amounts {
             };
             a.storage.0 = a.storage.0.saturating_add(size);
         }
-        for j in workflow.jobs.iter().filter(|j| !j.mounts.is_empty()) {
+        for j in &workflow.jobs {
             let nodes = j.nodes.max(1);
             a.cpu = a.cpu.saturating_add(j.resources.cpu.saturating_mul(nodes));
             a.memory.0 = a

@@ -37,8 +37,12 @@ jobs:
     let a = Amounts::of(&w);
     assert_eq!(a.storage, ByteSize(10_000_000_000 + 1_073_741_824));
     assert_eq!(a.volumes, 3);
-    // one: 4 cores x 2 nodes; two: 1 core (the default); unmounted is not placed.
-    assert_eq!(a.cpu, 9);
-    assert_eq!(a.instances, 3);
-    assert_eq!(a.memory.0, 2 * 2 * 1_073_741_824 + w.jobs[1].resources.memory.0);
+    // one: 4 cores x 2 nodes; two: 1 core (the default); unmounted: 64 cores, placed too
+    // (every job is placed, with or without volumes).
+    assert_eq!(a.cpu, 4 * 2 + 1 + 64);
+    assert_eq!(a.instances, 4);
+    assert_eq!(
+        a.memory.0,
+        2 * 2 * 1_073_741_824 + w.jobs[1].resources.memory.0 + w.jobs[2].resources.memory.0
+    );
 }

@@ -392,3 +392,27 @@ fn plan_explains_why_a_candidate_was_not_chosen() {
         unknown.describe()
     );
 }
+
+/// Every job is placed, with or without volumes (Cloud Assembly's provisioning funnel places
+/// every compute resource by its constraints and the zone limits): a 100,000-core job that
+/// mounts nothing makes the workflow infeasible (exit 2), where it was reported feasible.
+#[test]
+fn a_job_without_volumes_that_fits_nowhere_makes_the_workflow_infeasible() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    write(tmp.path(), "lab.yaml", PHYSICS_ONLY);
+    write(
+        tmp.path(),
+        "wf.yaml",
+        "version: v4\njobs:\n  huge:\n    image: {uri: docker://alpine}\n    resource: {cpu: {cores: 100000}}\n",
+    );
+    let run = plan_as(tmp.path(), &["physics"]);
+    assert_eq!(run.code, 2, "{}", run.describe());
+    let doc = run.json();
+    let lab = &doc["clusters"]["lab"];
+    assert_eq!(lab["feasible"], false, "{lab}");
+    assert_eq!(lab["jobs"]["huge"]["error"]["code"], "no_zone", "{lab}");
+    let capacity = trace_entries(lab, "host.capacity", "huge");
+    assert_eq!(capacity.len(), 1, "{}", lab["trace"]);
+    assert_eq!(capacity[0]["passed"], 0, "{}", capacity[0]);
+    assert_eq!(capacity[0]["reason_counts"]["insufficient"], 1, "{}", capacity[0]);
+}

@@ -1,4 +1,4 @@
-//! Job placement (Cloud Assembly's provisioning funnel, docs/design.md §2 "Placement"): every job or service that mounts volumes is
+//! Job placement (Cloud Assembly's provisioning funnel, docs/design.md §2 "Placement"): every job or service (with or without volumes) is
 //! placed, in workflow order, within the workflow's project, through named stages that each
 //! record every rejected zone or host with all its reasons:
 //!
@@ -69,10 +69,10 @@ use crate::model::Inventory;
 use ledger::{Ledger, PlacedJob};
 use needs::{Dependencies, JobNeeds};
 
-/// The outcome of placing every job that mounts volumes.
+/// The outcome of placing every job.
 #[derive(Debug, Clone, Default)]
 pub struct Placement {
-    /// Per job that mounts volumes, in workflow order: its zone and host(s), or why none.
+    /// Per job, in workflow order: its zone and host(s), or why none.
     pub jobs: IndexMap<String, JobDecision>,
     /// Capacity held on hosts: one entry per host per placed job, resources per node.
     pub allocations: Vec<HostAllocation>,
@@ -107,7 +107,7 @@ impl JobCtx<'_> {
     }
 }
 
-/// Places every job that mounts volumes (Cloud Assembly's provisioning funnel), in workflow order, appending each stage's
+/// Places every job (Cloud Assembly's provisioning funnel), in workflow order, appending each stage's
 /// record to `trace`.
 ///
 /// - A job that mounts a volume that failed to resolve (or that the workflow does not define)
@@ -129,7 +129,9 @@ pub fn place_jobs(
     let project = wf.project.as_deref().unwrap_or("default");
     let mut ledger = Ledger::default();
     let mut out = Placement::default();
-    for job in wf.jobs.iter().filter(|j| needs::takes_part(j)) {
+    // Every job is placed, with or without volumes: Cloud Assembly's provisioning funnel places
+    // every compute resource by its constraints and the zone limits.
+    for job in &wf.jobs {
         let decision = match needs::job_needs(inv, job, volumes) {
             Err(reason) => JobDecision {
                 error: Some(reason),

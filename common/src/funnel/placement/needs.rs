@@ -85,11 +85,6 @@ impl<'a> JobNeeds<'a> {
     }
 }
 
-/// True when the job takes part in placement: docs/design.md §2 places only jobs that mount volumes.
-pub(crate) fn takes_part(job: &Job) -> bool {
-    !job.mounts.is_empty()
-}
-
 /// Works out what `job` needs.
 ///
 /// Errors: `volume_unresolved` naming every mounted volume that the workflow does not define or

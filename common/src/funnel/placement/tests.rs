@@ -7,8 +7,10 @@ use crate::model::*;
 
 // ---- who takes part ---------------------------------------------------------------------
 
+/// Cloud Assembly's provisioning funnel places every compute resource by its constraints and
+/// the zone limits: a job without volumes is placed too.
 #[test]
-fn only_jobs_that_mount_volumes_are_placed_and_unresolved_volumes_block() {
+fn every_job_is_placed_and_unresolved_volumes_block() {
     let i = inv(vec![zone("a", vec![host("h1", 8, 32)])]);
     let r = req(
         vec![
@@ -20,16 +22,29 @@ fn only_jobs_that_mount_volumes_are_placed_and_unresolved_volumes_block() {
     );
     let v = vols(vec![("data", existing("nfs", "data")), ("bad", failed())]);
     let (p, trace) = run(&i, &r, &v);
-    assert_eq!(p.jobs.keys().collect::<Vec<_>>(), ["mounts", "broken"]);
+    assert_eq!(p.jobs.keys().collect::<Vec<_>>(), ["mounts", "plain", "broken"]);
     assert_eq!(placed(&p, "mounts"), ("a", "h1"));
+    assert_eq!(placed(&p, "plain"), ("a", "h1"));
     assert_eq!(error_code(&p, "broken").as_deref(), Some(codes::VOLUME_UNRESOLVED));
     assert!(p.jobs["broken"].error.as_ref().unwrap().message.contains("`bad`"));
     assert!(
         trace.iter().all(|t| t.subject != "broken"),
         "an unresolved job runs no stage"
     );
-    assert_eq!(p.allocations.len(), 1);
+    assert_eq!(p.allocations.len(), 2);
     assert_eq!(p.allocations[0].resources.instances, 1);
+}
+
+/// A job without volumes that no host can take makes the workflow infeasible, as one with
+/// volumes does (it was reported feasible when only jobs mounting volumes were placed).
+#[test]
+fn a_job_without_volumes_that_fits_nowhere_is_not_placed() {
+    let i = inv(vec![zone("a", vec![host("h1", 8, 32)])]);
+    let (p, trace) = run(&i, &req(vec![sized("huge", &[], 100_000, 8)], 1), &data());
+    assert_eq!(error_code(&p, "huge").as_deref(), Some(codes::NO_ZONE));
+    let rs = reasons(&trace, "host.capacity", "huge", "a/h1");
+    assert!(rs[0].message.contains("needs 100000 cores"), "{}", rs[0].message);
+    assert!(p.allocations.is_empty());
 }
 
 #[test]
@@ -696,7 +711,7 @@ fn dependent_jobs_reuse_the_same_capacity() {
     let (p, _) = run(&i, &r, &data());
     assert_eq!(placed(&p, "a").1, "h1");
     assert_eq!(placed(&p, "b").1, "h1", "b transitively waits for a");
-    assert_eq!(p.allocations.len(), 2);
+    assert_eq!(p.allocations.len(), 3, "mid, without volumes, is placed too");
 }
 
 #[test]
