@@ -335,9 +335,9 @@ mod tests {
     use crate::model::{Workflow, WorkflowFormat};
 
     fn wf(clusters: &[&str]) -> PlanRequest {
-        PlanRequest {
-            request_id: "r".into(),
-            workflow: Workflow {
+        PlanRequest::new(
+            "r",
+            Workflow {
                 priority: None,
                 name: "wf".into(),
                 format: WorkflowFormat::FuzzfileV4,
@@ -347,12 +347,10 @@ mod tests {
                 clusters: clusters.iter().map(|c| c.to_string()).collect(),
                 annotations: Default::default(),
             },
-            user: "u".into(),
-            groups: Vec::new(),
-            seed: 0,
-            trace_limit: 0,
-            choice: None,
-        }
+            "u",
+        )
+        .with_seed(0)
+        .with_trace_limit(0)
     }
 
     fn answer(soft: u32, load: f64, named: bool) -> ClusterDecision {
@@ -531,12 +529,10 @@ mod tests {
     }
 
     fn with_cost(clusters: &[&str]) -> PlanRequest {
-        let mut r = wf(clusters);
-        r.choice = Some(ChoiceOptions {
+        wf(clusters).with_choice(Some(ChoiceOptions {
             cost: true,
             default_hours: None,
-        });
-        r
+        }))
     }
 
     #[test]

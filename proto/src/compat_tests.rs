@@ -62,6 +62,7 @@ fn the_previous_releases_requests_decode() {
     assert_eq!(
         agent::WhyNot::decode_request(why.as_bytes(), "agent")
             .unwrap()
+            .target
             .host
             .as_deref(),
         Some("h1")
