@@ -25,15 +25,9 @@ fn plan(c: &mut Criterion) {
                 volumes: 100_000,
             },
         );
-        let req = PlanRequest {
-            request_id: "bench-1".into(),
-            workflow: workflow(2, 10),
-            user: "u".into(),
-            groups: vec!["g".into()],
-            seed: 7,
-            trace_limit: fedvol_common::funnel::trace::DEFAULT_TRACE_LIMIT,
-            choice: None,
-        };
+        let req = PlanRequest::new("bench-1", workflow(2, 10), "u")
+            .with_groups(["g"])
+            .with_seed(7);
         let state = ClusterState::default();
         // Sanity: the plan must succeed, or the figure would measure an early exit.
         assert!(

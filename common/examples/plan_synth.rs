@@ -22,18 +22,14 @@ fn main() {
             volumes,
         },
     );
-    let req = PlanRequest {
-        request_id: "profile-1".into(),
-        workflow: workflow(2, 10),
-        user: "u".into(),
-        groups: vec![],
-        seed: 7,
-        trace_limit: std::env::var("FEDVOL_TRACE_LIMIT")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(fedvol_common::funnel::trace::DEFAULT_TRACE_LIMIT),
-        choice: None,
-    };
+    let req = PlanRequest::new("profile-1", workflow(2, 10), "u")
+        .with_seed(7)
+        .with_trace_limit(
+            std::env::var("FEDVOL_TRACE_LIMIT")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(fedvol_common::funnel::trace::DEFAULT_TRACE_LIMIT),
+        );
     let state = ClusterState::default();
     let mut best = f64::MAX;
     let mut bytes = 0;

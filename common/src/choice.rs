@@ -2,7 +2,9 @@
 //! workflow. Used by `fedvol plan` and by the coordinator. Pure and deterministic: the same
 //! answers and seed give the same cluster.
 //!
-//! Rules, in order, each recorded as a [`ChoiceStep`] naming the clusters it dropped and why:
+//! Rules, in order, each a [`Rule`] set up for the clusters the rules before it kept (its own
+//! small function below) and recorded as a [`ChoiceStep`] naming the clusters it dropped and
+//! why:
 //! 1. `feasible`: only clusters that answered and found a feasible placement (`infeasible`).
 //! 2. `workflow_order`: the workflow's `clusters:` list; a listed cluster ranks by its position,
 //!    unlisted clusters rank after every listed one (`not_chosen`).
@@ -24,6 +26,7 @@ use crate::cost::two_costs;
 use crate::decision::{ChoiceStep, ClusterDecision, ClusterStatus, Reason, Rejection, codes};
 use crate::funnel::{PlanRequest, seeded_pick};
 pub use crate::request::{ChoiceOptions, DEFAULT_HOURS, MAX_HOURS, check_hours};
+use crate::rule::{Reasons, Recorder, Rule, rule, sift};
 
 /// Relative difference under which two estimated costs tie in the `cost` rule.
 const COST_EPSILON: f64 = 1e-9;
@@ -51,6 +54,22 @@ pub mod rules {
     pub const COMMIT_ATTEMPTS: &str = "commit_attempts";
 }
 
+/// A cluster in the running: its name and its answer.
+type Cand<'a> = (&'a str, &'a ClusterDecision);
+
+/// A cluster-choice rule set up for one request and the clusters still in the running (those
+/// the rules before it kept, in answer order).
+type ChoiceRule<'a> = Box<dyn Rule<Cand<'a>> + 'a>;
+
+/// What a rule is set up from: the request and its seed.
+struct Setup<'a> {
+    req: &'a PlanRequest,
+    seed: u64,
+}
+
+/// Sets up one rule for the clusters still in the running.
+type Prepare = for<'a> fn(&Setup<'a>, &[Cand<'a>]) -> ChoiceRule<'a>;
+
 /// Chooses the cluster for `req`'s workflow among `clusters` (answer slots in the order asked),
 /// with the rules `req.choice` enables.
 ///
@@ -63,156 +82,183 @@ pub fn choose_cluster(
     clusters: &IndexMap<String, ClusterDecision>,
     seed: u64,
 ) -> (Option<String>, Vec<ChoiceStep>) {
-    let workflow = &req.workflow;
-    let all: Vec<(&str, &ClusterDecision)> = clusters.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    let mut steps = Vec::new();
-
-    let (kept, step) = apply(rules::FEASIBLE, all, |(_, c)| {
-        let reasons = infeasibility(c);
-        if reasons.is_empty() { Ok(()) } else { Err(reasons) }
-    });
-    steps.push(step);
+    let setup = Setup { req, seed };
+    let all: Vec<Cand<'_>> = clusters.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let (mut kept, first) = run(feasible(&setup, &all).as_ref(), all);
+    let mut steps = vec![first];
     if kept.is_empty() {
         return (None, steps);
     }
-
-    let rank = |name: &str| workflow.clusters.iter().position(|c| c == name);
-    let leader = kept.iter().filter_map(|(n, _)| rank(n).map(|r| (r, *n))).min();
-    let (kept, step) = apply(rules::WORKFLOW_ORDER, kept, |(n, _)| match (leader, rank(n)) {
-        (None, _) => Ok(()),
-        (Some((best, _)), Some(r)) if r == best => Ok(()),
-        (Some((best, lead)), mine) => {
-            let mine = mine.map_or("not listed".to_string(), |r| format!("listed {}", ordinal(r + 1)));
-            Err(vec![not_chosen(format!(
-                "{mine} in clusters:, {lead} is listed {}",
-                ordinal(best + 1)
-            ))])
-        }
-    });
-    steps.push(step);
-
-    let holder = kept.iter().find(|(_, c)| c.holds_named_volume).map(|(n, _)| *n);
-    let (kept, step) = apply(rules::NAMED_VOLUME, kept, |(_, c)| match holder {
-        Some(h) if !c.holds_named_volume => Err(vec![not_chosen(format!(
-            "holds no volume the workflow requests by name; {h} does"
-        ))]),
-        _ => Ok(()),
-    });
-    steps.push(step);
-
-    let best_soft = kept.iter().map(|(_, c)| c.soft_matched).max().unwrap_or(0);
-    let soft_lead = kept
-        .iter()
-        .find(|(_, c)| c.soft_matched == best_soft)
-        .map_or("", |(n, _)| *n);
-    let (kept, step) = apply(rules::SOFT_CONSTRAINTS, kept, |(_, c)| {
-        if c.soft_matched < best_soft {
-            Err(vec![not_chosen(format!(
-                "soft constraints matched {} < {best_soft} ({soft_lead})",
-                c.soft_matched
-            ))])
-        } else {
-            Ok(())
-        }
-    });
-    steps.push(step);
-
-    let kept = if req.choice.is_some_and(|o| o.cost) {
-        let (kept, step) = cost_rule(kept);
-        steps.push(step);
-        kept
+    let cost: &[Prepare] = if req.choice.is_some_and(|o| o.cost) {
+        &[cost]
     } else {
-        kept
+        &[]
     };
-
-    let best_load = kept.iter().map(|(_, c)| c.load).min_by(f64::total_cmp).unwrap_or(0.0);
-    let load_lead = kept
-        .iter()
-        .find(|(_, c)| c.load.total_cmp(&best_load).is_eq())
-        .map_or("", |(n, _)| *n);
-    let (kept, step) = apply(rules::LEAST_LOADED, kept, |(_, c)| {
-        if c.load.total_cmp(&best_load).is_gt() {
-            let (a, b) = loads(c.load, best_load);
-            Err(vec![not_chosen(format!("load {a} > {b} ({load_lead})"))])
-        } else {
-            Ok(())
-        }
-    });
-    steps.push(step);
-
-    let n = kept.len();
-    let winner = kept.get(seeded_pick(seed, "cluster", n)).map(|(w, _)| w.to_string());
-    let w = winner.clone().unwrap_or_default();
-    let (_, step) = apply(rules::SEEDED_RANDOM, kept, |(name, _)| {
-        if *name == w {
-            Ok(())
-        } else {
-            Err(vec![not_chosen(format!(
-                "tied with {} other cluster(s); the seeded draw (seed {seed}) chose {w}",
-                n.saturating_sub(1)
-            ))])
-        }
-    });
-    steps.push(step);
-    (winner, steps)
+    let ranking: [&[Prepare]; 3] = [
+        &[workflow_order, named_volume, soft_constraints],
+        cost,
+        &[least_loaded, seeded_random],
+    ];
+    for prepare in ranking.into_iter().flatten() {
+        let rule = prepare(&setup, &kept);
+        let (left, step) = run(rule.as_ref(), kept);
+        steps.push(step);
+        kept = left;
+    }
+    (kept.first().map(|(w, _)| w.to_string()), steps)
 }
 
-/// The `cost` rule: keeps the clusters whose estimate ties with the lowest; drops dearer ones
-/// with both figures and their own breakdown, and unpriced ones (when any is priced).
-fn cost_rule<'a>(kept: Vec<(&'a str, &'a ClusterDecision)>) -> (Vec<(&'a str, &'a ClusterDecision)>, ChoiceStep) {
+/// Runs one rule ([`sift`]): keeps the clusters it accepts and records the others with every
+/// reason, as a [`ChoiceStep`].
+fn run<'a>(rule: &(dyn Rule<Cand<'a>> + 'a), cands: Vec<Cand<'a>>) -> (Vec<Cand<'a>>, ChoiceStep) {
+    /// The clusters a rule drops, each with every reason.
+    struct Dropped(Vec<Rejection>);
+    impl<'a> Recorder<Cand<'a>> for Dropped {
+        fn detailed(&self, _: usize) -> bool {
+            true
+        }
+        fn reject(&mut self, _: usize, (name, _): &Cand<'a>, reasons: &mut Reasons) {
+            self.0.push(Rejection {
+                candidate: name.to_string(),
+                reasons: reasons.take(),
+            });
+        }
+    }
+    let mut kept = cands;
+    let mut dropped = Dropped(Vec::new());
+    sift(&mut kept, &[rule], &mut dropped);
+    let step = ChoiceStep {
+        rule: rule.name().to_string(),
+        kept: kept.iter().map(|(n, _)| n.to_string()).collect(),
+        dropped: dropped.0,
+    };
+    (kept, step)
+}
+
+/// The choice rule `name` with `check`.
+fn choice_rule<'a>(name: &'static str, check: impl Fn(&Cand<'a>, &mut Reasons) + 'a) -> ChoiceRule<'a> {
+    Box::new(rule(name, check))
+}
+
+/// Rule 1 (`feasible`): only clusters that answered and found a feasible placement; every
+/// reason one cannot be used ([`infeasibility`]).
+fn feasible<'a>(_: &Setup<'a>, _: &[Cand<'a>]) -> ChoiceRule<'a> {
+    choice_rule(rules::FEASIBLE, |(_, c), r| r.extend(infeasibility(c)))
+}
+
+/// Rule 2 (`workflow_order`): the listed cluster that comes first in the workflow's
+/// `clusters:` (unlisted ones rank after every listed one; with none listed all tie).
+fn workflow_order<'a>(s: &Setup<'a>, kept: &[Cand<'a>]) -> ChoiceRule<'a> {
+    let listed = &s.req.workflow.clusters;
+    let rank = move |name: &str| listed.iter().position(|c| c == name);
+    let leader = kept.iter().filter_map(|(n, _)| rank(n).map(|r| (r, *n))).min();
+    choice_rule(rules::WORKFLOW_ORDER, move |(n, _), r| match (leader, rank(n)) {
+        (None, _) => {}
+        (Some((best, _)), Some(mine)) if mine == best => {}
+        (Some((best, lead)), mine) => {
+            let mine = mine.map_or("not listed".to_string(), |m| format!("listed {}", ordinal(m + 1)));
+            r.push(not_chosen(format!(
+                "{mine} in clusters:, {lead} is listed {}",
+                ordinal(best + 1)
+            )));
+        }
+    })
+}
+
+/// Rule 3 (`named_volume`): when a cluster holds a volume the workflow requests by name, the
+/// clusters that do.
+fn named_volume<'a>(_: &Setup<'a>, kept: &[Cand<'a>]) -> ChoiceRule<'a> {
+    let holder = kept.iter().find(|(_, c)| c.holds_named_volume).map(|(n, _)| *n);
+    choice_rule(rules::NAMED_VOLUME, move |(_, c), r| {
+        if let Some(h) = holder
+            && !c.holds_named_volume
+        {
+            r.push(not_chosen(format!(
+                "holds no volume the workflow requests by name; {h} does"
+            )));
+        }
+    })
+}
+
+/// Rule 4 (`soft_constraints`): the most soft constraints matched.
+fn soft_constraints<'a>(_: &Setup<'a>, kept: &[Cand<'a>]) -> ChoiceRule<'a> {
+    let best = kept.iter().map(|(_, c)| c.soft_matched).max().unwrap_or(0);
+    let lead = kept
+        .iter()
+        .find(|(_, c)| c.soft_matched == best)
+        .map_or("", |(n, _)| *n);
+    choice_rule(rules::SOFT_CONSTRAINTS, move |(_, c), r| {
+        if c.soft_matched < best {
+            r.push(not_chosen(format!(
+                "soft constraints matched {} < {best} ({lead})",
+                c.soft_matched
+            )));
+        }
+    })
+}
+
+/// Rule 5 (`cost`, only when the request asks): keeps the clusters whose estimate ties with
+/// the lowest; drops dearer ones with both figures and their own breakdown, and unpriced ones
+/// (when any is priced).
+fn cost<'a>(_: &Setup<'a>, kept: &[Cand<'a>]) -> ChoiceRule<'a> {
     let mut lead: Option<(&str, f64)> = None;
-    for (n, c) in &kept {
+    for (n, c) in kept {
         if let Some(e) = &c.cost
             && lead.is_none_or(|(_, best)| e.total.total_cmp(&best).is_lt())
         {
             lead = Some((n, e.total));
         }
     }
-    apply(rules::COST, kept, |(_, c)| {
+    choice_rule(rules::COST, move |(_, c), r| {
         let Some((lead, best)) = lead else {
-            return Ok(());
+            return;
         };
         match &c.cost {
-            Some(e) if e.total - best <= best.abs() * COST_EPSILON => Ok(()),
+            Some(e) if e.total - best <= best.abs() * COST_EPSILON => {}
             Some(e) => {
                 let (a, b) = two_costs(e.total, best);
-                Err(vec![not_chosen(format!(
+                r.push(not_chosen(format!(
                     "estimated cost {a} > {b} ({lead}): {}",
                     e.breakdown()
-                ))])
+                )));
             }
-            None => Err(vec![not_chosen(format!(
+            None => r.push(not_chosen(format!(
                 "no cost estimate (no costPerGbHour on the provisioners its plan uses, no \
                  hostCostPerHour on its zones): ranks after priced clusters; {lead} is estimated at {}",
                 crate::cost::money(best)
-            ))]),
+            ))),
         }
     })
 }
 
-/// Runs one rule: keeps the clusters `check` accepts and records the others with its reasons.
-fn apply<'a>(
-    rule: &str,
-    cands: Vec<(&'a str, &'a ClusterDecision)>,
-    check: impl Fn(&(&'a str, &'a ClusterDecision)) -> Result<(), Vec<Reason>>,
-) -> (Vec<(&'a str, &'a ClusterDecision)>, ChoiceStep) {
-    let mut kept = Vec::new();
-    let mut dropped = Vec::new();
-    for c in cands {
-        match check(&c) {
-            Ok(()) => kept.push(c),
-            Err(reasons) => dropped.push(Rejection {
-                candidate: c.0.to_string(),
-                reasons,
-            }),
+/// Rule 6 (`least_loaded`): the lowest load.
+fn least_loaded<'a>(_: &Setup<'a>, kept: &[Cand<'a>]) -> ChoiceRule<'a> {
+    let best = kept.iter().map(|(_, c)| c.load).min_by(f64::total_cmp).unwrap_or(0.0);
+    let lead = kept
+        .iter()
+        .find(|(_, c)| c.load.total_cmp(&best).is_eq())
+        .map_or("", |(n, _)| *n);
+    choice_rule(rules::LEAST_LOADED, move |(_, c), r| {
+        if c.load.total_cmp(&best).is_gt() {
+            let (a, b) = loads(c.load, best);
+            r.push(not_chosen(format!("load {a} > {b} ({lead})")));
         }
-    }
-    let step = ChoiceStep {
-        rule: rule.to_string(),
-        kept: kept.iter().map(|(n, _)| n.to_string()).collect(),
-        dropped,
-    };
-    (kept, step)
+    })
+}
+
+/// Rule 7 (`seeded_random`): the cluster `seeded_pick(seed, "cluster", n)` among the `n` left,
+/// in answer order.
+fn seeded_random<'a>(s: &Setup<'a>, kept: &[Cand<'a>]) -> ChoiceRule<'a> {
+    let (seed, n) = (s.seed, kept.len());
+    let winner = kept.get(seeded_pick(seed, "cluster", n)).map_or("", |(w, _)| *w);
+    choice_rule(rules::SEEDED_RANDOM, move |(name, _), r| {
+        if *name != winner {
+            r.push(not_chosen(format!(
+                "tied with {} other cluster(s); the seeded draw (seed {seed}) chose {winner}",
+                n.saturating_sub(1)
+            )));
+        }
+    })
 }
 
 fn not_chosen(msg: String) -> Reason {
@@ -289,9 +335,9 @@ mod tests {
     use crate::model::{Workflow, WorkflowFormat};
 
     fn wf(clusters: &[&str]) -> PlanRequest {
-        PlanRequest {
-            request_id: "r".into(),
-            workflow: Workflow {
+        PlanRequest::new(
+            "r",
+            Workflow {
                 priority: None,
                 name: "wf".into(),
                 format: WorkflowFormat::FuzzfileV4,
@@ -301,12 +347,10 @@ mod tests {
                 clusters: clusters.iter().map(|c| c.to_string()).collect(),
                 annotations: Default::default(),
             },
-            user: "u".into(),
-            groups: Vec::new(),
-            seed: 0,
-            trace_limit: 0,
-            choice: None,
-        }
+            "u",
+        )
+        .with_seed(0)
+        .with_trace_limit(0)
     }
 
     fn answer(soft: u32, load: f64, named: bool) -> ClusterDecision {
@@ -485,12 +529,10 @@ mod tests {
     }
 
     fn with_cost(clusters: &[&str]) -> PlanRequest {
-        let mut r = wf(clusters);
-        r.choice = Some(ChoiceOptions {
+        wf(clusters).with_choice(Some(ChoiceOptions {
             cost: true,
             default_hours: None,
-        });
-        r
+        }))
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! choice runs for it ([`ChoiceOptions`]), together, so that the funnel ([`crate::funnel`]) and
 //! the choice ([`crate::choice`]) both read them from below.
 
-use crate::funnel::trace::DEFAULT_TRACE_LIMIT;
+use crate::funnel::trace::{DEFAULT_TRACE_LIMIT, seed_from_request_id};
 use crate::model::Workflow;
 
 /// Hours a job (and the workflow's storage) is counted for when no job declares a timeout and
@@ -37,6 +37,49 @@ pub struct PlanRequest {
     /// the default hours [`DEFAULT_HOURS`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub choice: Option<ChoiceOptions>,
+}
+
+impl PlanRequest {
+    /// A request `request_id` by `user` for `workflow`, with the defaults a coordinator gives
+    /// a submit that sets nothing else: no groups, the seed derived from the request id
+    /// ([`seed_from_request_id`]), the trace limit [`DEFAULT_TRACE_LIMIT`] and no choice
+    /// options. The `with_*` setters change one field each.
+    pub fn new(request_id: impl Into<String>, workflow: Workflow, user: impl Into<String>) -> Self {
+        let request_id = request_id.into();
+        PlanRequest {
+            seed: seed_from_request_id(&request_id),
+            request_id,
+            workflow,
+            user: user.into(),
+            groups: Vec::new(),
+            trace_limit: DEFAULT_TRACE_LIMIT,
+            choice: None,
+        }
+    }
+
+    /// The same request for a user in `groups`.
+    pub fn with_groups<S: Into<String>>(mut self, groups: impl IntoIterator<Item = S>) -> Self {
+        self.groups = groups.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The same request with `seed` for every random choice.
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// The same request listing at most `limit` rejected candidates per stage (0 = all).
+    pub fn with_trace_limit(mut self, limit: usize) -> Self {
+        self.trace_limit = limit;
+        self
+    }
+
+    /// The same request with the choice options `choice`.
+    pub fn with_choice(mut self, choice: Option<ChoiceOptions>) -> Self {
+        self.choice = choice;
+        self
+    }
 }
 
 fn default_trace_limit() -> usize {

@@ -28,32 +28,16 @@ pub fn cluster(name: &str, s: SynthSizes) -> Inventory {
     let provisioners: Vec<Provisioner> = (0..s.provisioners.max(1))
         .map(|i| {
             let fast = i + 1 == s.provisioners.max(1);
-            Provisioner {
-                name: format!("prov-{i}"),
-                description: None,
-                driver: Driver::Nfs {
-                    target: format!("nfs-{i}:/export"),
-                    mount: None,
-                    version: None,
-                    options: None,
-                    sub_path: None,
-                },
-                annotations: BTreeMap::from([("tier".to_string(), if fast { "fast" } else { "slow" }.to_string())]),
-                permissions: Permissions::open(),
-                status: ProvisionerStatus::Ready,
-                default: i == 0,
-                reclaim_policy: ReclaimPolicy::Delete,
-                reachability: Reachability::default(),
-                labels: BTreeMap::new(),
-                max_volume_size: None,
-                free_bytes: None,
-                volume_modes: vec![VolumeMode::Filesystem],
-                from_storage_class: false,
-                origin: Origin::default(),
-                cost_per_gb_hour: None,
-                self_provisioned: false,
-                nfs_sync_mode: None,
-            }
+            let driver = Driver::Nfs {
+                target: format!("nfs-{i}:/export"),
+                mount: None,
+                version: None,
+                options: None,
+                sub_path: None,
+            };
+            Provisioner::new(format!("prov-{i}"), driver)
+                .with_annotation("tier", if fast { "fast" } else { "slow" })
+                .with_default(i == 0)
         })
         .collect();
     let np = provisioners.len();

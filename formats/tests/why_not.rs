@@ -15,15 +15,10 @@ fn examples() -> (Vec<Inventory>, PlanRequest) {
         .map(|c| load_inventory(&root.join(format!("clusters/{c}.yaml"))).unwrap().value)
         .collect();
     let workflow = load_workflow(&root.join("workflows/scratch-fast.yaml")).unwrap().value;
-    let req = PlanRequest {
-        request_id: "r".into(),
-        workflow,
-        user: "alice".into(),
-        groups: vec!["researchers".into()],
-        seed: 7,
-        trace_limit: 5,
-        choice: None,
-    };
+    let req = PlanRequest::new("r", workflow, "alice")
+        .with_groups(["researchers"])
+        .with_seed(7)
+        .with_trace_limit(5);
     (invs, req)
 }
 

@@ -226,26 +226,9 @@ pub struct WhyNotMsg {
     pub request: PlanRequest,
     /// Absolute deadline, ms since the epoch.
     pub deadline_ms: u64,
-    /// A zone name.
-    #[serde(default)]
-    pub zone: Option<String>,
-    /// A host name.
-    #[serde(default)]
-    pub host: Option<String>,
-    /// A provisioner name.
-    #[serde(default)]
-    pub provisioner: Option<String>,
-}
-
-impl WhyNotMsg {
-    /// What the request names.
-    pub fn target(&self) -> Target {
-        Target {
-            zone: self.zone.clone(),
-            host: self.host.clone(),
-            provisioner: self.provisioner.clone(),
-        }
-    }
+    /// What to explain: the body's `zone`, `host` and `provisioner` fields.
+    #[serde(flatten)]
+    pub target: Target,
 }
 
 /// The answer to why_not.

@@ -18,6 +18,7 @@ use crate::decisions::{DecisionState, StoredDecision};
 use crate::endpoint::{Endpoint, NoArgs, decode_no_args};
 use crate::failure::Failure;
 use crate::version::DecodeError;
+use fedvol_common::funnel::why_not::Target;
 
 /// The coordinators' operations: the `<op>` token of `<prefix>.coordinator.<op>.<user>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -213,15 +214,9 @@ pub struct WhyNotQuery {
     pub request_id: String,
     /// The cluster to ask.
     pub cluster: String,
-    /// A zone.
-    #[serde(default)]
-    pub zone: Option<String>,
-    /// A host.
-    #[serde(default)]
-    pub host: Option<String>,
-    /// A provisioner.
-    #[serde(default)]
-    pub provisioner: Option<String>,
+    /// What to explain: the body's `zone`, `host` and `provisioner` fields.
+    #[serde(flatten)]
+    pub target: Target,
 }
 
 /// The cluster `cluster` asks about (the `cluster` operation).

@@ -11,6 +11,7 @@ use crate::agent::{self, ActionMsg, Heartbeat, PlanMsg, WhyNotMsg};
 use crate::coordinator::{self, DecisionRef, SubmitMsg, WhyNotQuery};
 use crate::provisioner;
 use crate::{Endpoint, VERSION};
+use fedvol_common::funnel::why_not::Target;
 
 fn workflow() -> fedvol_common::model::Workflow {
     fedvol_formats::parse_workflow_str(
@@ -23,15 +24,10 @@ fn workflow() -> fedvol_common::model::Workflow {
 }
 
 fn request() -> fedvol_common::funnel::PlanRequest {
-    fedvol_common::funnel::PlanRequest {
-        request_id: "r-1".into(),
-        workflow: workflow(),
-        user: "u".into(),
-        groups: vec!["g".into()],
-        seed: 7,
-        trace_limit: 5,
-        choice: None,
-    }
+    fedvol_common::funnel::PlanRequest::new("r-1", workflow(), "u")
+        .with_groups(["g"])
+        .with_seed(7)
+        .with_trace_limit(5)
 }
 
 /// Real bodies of every request shape, as sent.
@@ -244,18 +240,20 @@ fn queries_decode() {
     let w = WhyNotQuery {
         request_id: "r".into(),
         cluster: "a".into(),
-        zone: Some("z".into()),
-        host: None,
-        provisioner: None,
+        target: Target {
+            zone: Some("z".into()),
+            ..Target::default()
+        },
     };
     let b = coordinator::WhyNot::encode_request(&w);
     assert_eq!(coordinator::WhyNot::decode_request(&b, "coordinator").unwrap(), w);
     let m = WhyNotMsg {
         request: request(),
         deadline_ms: 1,
-        zone: None,
-        host: Some("h".into()),
-        provisioner: None,
+        target: Target {
+            host: Some("h".into()),
+            ..Target::default()
+        },
     };
     let b = agent::WhyNot::encode_request(&m);
     assert_eq!(agent::WhyNot::decode_request(&b, "agent").unwrap(), m);

@@ -601,15 +601,9 @@ mod tests {
                 clusters,
                 choice: Vec::new(),
             },
-            request: PlanRequest {
-                request_id: id.into(),
-                workflow: crate::load::small_workflow("w", 1),
-                user: "u".into(),
-                groups: vec![],
-                seed: 1,
-                trace_limit: 1,
-                choice: None,
-            },
+            request: PlanRequest::new(id, crate::load::small_workflow("w", 1), "u")
+                .with_seed(1)
+                .with_trace_limit(1),
             attempts: Vec::new(),
             completion: None,
             updated_ms: 1,

@@ -3,34 +3,13 @@
 use std::collections::BTreeMap;
 
 use fedvol_common::decision::NewVolume;
-use fedvol_common::model::{
-    AccessMode, AccessModes, Driver, Origin, Permissions, Provisioner, ProvisionerStatus, ReclaimPolicy, VolumeMode,
-};
+use fedvol_common::model::{AccessMode, AccessModes, Driver, Provisioner, ReclaimPolicy, VolumeMode};
 use fedvol_common::size::ByteSize;
 
 /// A READY provisioner (storage class) named `name` with `driver`, open permissions, reclaim
 /// policy Delete and no other settings.
 pub fn provisioner(name: &str, driver: Driver) -> Provisioner {
-    Provisioner {
-        name: name.to_string(),
-        description: None,
-        driver,
-        annotations: BTreeMap::new(),
-        permissions: Permissions::open(),
-        status: ProvisionerStatus::Ready,
-        default: false,
-        reclaim_policy: ReclaimPolicy::Delete,
-        reachability: Default::default(),
-        labels: BTreeMap::new(),
-        max_volume_size: None,
-        free_bytes: None,
-        volume_modes: vec![VolumeMode::Filesystem],
-        from_storage_class: false,
-        origin: Origin::default(),
-        cost_per_gb_hour: None,
-        self_provisioned: false,
-        nfs_sync_mode: None,
-    }
+    Provisioner::new(name, driver)
 }
 
 /// A `hostpath` driver on `path` (not node-local).

@@ -5,6 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use fedvol_common::funnel::PlanRequest;
+use fedvol_common::funnel::why_not::Target;
 use fedvol_formats::parse_workflow_str;
 use fedvol_proto::agent::{ActionMsg, ActionReply, AgentOp, PlanMsg, PlanReply, StatusReply};
 use fedvol_proto::{Subjects, now_ms};
@@ -35,15 +36,7 @@ fn workflow() -> fedvol_common::model::Workflow {
 
 fn plan_msg(id: &str, reserve: bool, ttl_ms: u64) -> PlanMsg {
     PlanMsg {
-        request: PlanRequest {
-            request_id: id.into(),
-            workflow: workflow(),
-            user: "u".into(),
-            groups: vec![],
-            seed: 1,
-            trace_limit: 20,
-            choice: None,
-        },
+        request: PlanRequest::new(id, workflow(), "u").with_seed(1).with_trace_limit(20),
         deadline_ms: now_ms() + 10_000,
         reserve,
         ttl_ms,
@@ -321,9 +314,10 @@ async fn why_not_names_the_blocking_stage_every_rule_and_a_hint() {
     let msg = fedvol_proto::agent::WhyNotMsg {
         request: req.clone(),
         deadline_ms: now_ms() + 10_000,
-        zone: None,
-        host: None,
-        provisioner: Some("keep".into()),
+        target: Target {
+            provisioner: Some("keep".into()),
+            ..Target::default()
+        },
     };
     let r: fedvol_proto::agent::WhyNotReply = ask(&client, &s.cluster("w", AgentOp::WhyNot), &msg).await;
     assert!(r.blockers.is_empty(), "provisioner keep is not rejected: {r:?}");
@@ -350,8 +344,10 @@ async fn why_not_names_the_blocking_stage_every_rule_and_a_hint() {
     req.workflow = workflow();
     let msg = fedvol_proto::agent::WhyNotMsg {
         request: req,
-        host: Some("tiny".into()),
-        provisioner: None,
+        target: Target {
+            host: Some("tiny".into()),
+            ..Target::default()
+        },
         ..msg
     };
     let r: fedvol_proto::agent::WhyNotReply = ask(&client, &s.cluster("w", AgentOp::WhyNot), &msg).await;

@@ -9,6 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use fedvol_common::decision::ClusterStatus;
+use fedvol_common::funnel::why_not::Target;
 use fedvol_common::model::Workflow;
 use fedvol_formats::parse_workflow_str;
 use fedvol_proto::agent::{AgentOp, StatusReply, WhyNotReply};
@@ -275,9 +276,10 @@ async fn three_example_clusters_the_seeds_choose_commit_and_release() {
         &WhyNotQuery {
             request_id: "gpu-1".into(),
             cluster: "cluster-c".into(),
-            zone: None,
-            host: Some("node-1".into()),
-            provisioner: None,
+            target: Target {
+                host: Some("node-1".into()),
+                ..Target::default()
+            },
         },
     )
     .await;

@@ -18,6 +18,7 @@ use fedvol_tests::shipped::LoggedIn;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use fedvol_common::funnel::why_not::Target;
 use fedvol_formats::{classify, parse_inventory_str, parse_workflow_str};
 use fedvol_proto::agent::{ActionMsg, AgentOp, PlanMsg, StatusReply, WhyNotMsg};
 use fedvol_proto::coordinator::{CoordinatorOp, DecisionRef, ListReply, SubmitReply, WhyNotQuery};
@@ -448,15 +449,10 @@ async fn fuzzed_requests_get_errors_change_nothing_and_everyone_keeps_serving() 
     .unwrap();
 
     let s = Subjects::default();
-    let request = fedvol_common::funnel::PlanRequest {
-        request_id: "fz-plan".into(),
-        workflow: wf.clone(),
-        user: "u".into(),
-        groups: vec!["physics".into()],
-        seed: 1,
-        trace_limit: 5,
-        choice: None,
-    };
+    let request = fedvol_common::funnel::PlanRequest::new("fz-plan", wf.clone(), "u")
+        .with_groups(["physics"])
+        .with_seed(1)
+        .with_trace_limit(5);
     let deadline = now_ms() + 3_600_000;
     let plan = fedvol_tests::versioned_body(&PlanMsg {
         request: request.clone(),
@@ -468,9 +464,10 @@ async fn fuzzed_requests_get_errors_change_nothing_and_everyone_keeps_serving() 
     let why = fedvol_tests::versioned_body(&WhyNotMsg {
         request,
         deadline_ms: deadline,
-        zone: Some("z1".into()),
-        host: None,
-        provisioner: None,
+        target: Target {
+            zone: Some("z1".into()),
+            ..Target::default()
+        },
     });
     let mut totals = Vec::new();
     totals.push((
@@ -511,9 +508,7 @@ async fn fuzzed_requests_get_errors_change_nothing_and_everyone_keeps_serving() 
     let wq = fedvol_tests::versioned_body(&WhyNotQuery {
         request_id: "kept".into(),
         cluster: "f".into(),
-        zone: None,
-        host: None,
-        provisioner: None,
+        target: Target::default(),
     });
     let (counts, submits) = fuzz_endpoint::<fedvol_proto::coordinator::SubmitMsg>(
         &client,

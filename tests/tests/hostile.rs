@@ -44,15 +44,9 @@ async fn control_characters_in_names_are_refused_on_the_wire() {
     assert!(list.decisions.is_empty(), "nothing stored: {list:?}");
     // Sent straight to the agent's plan: refused too.
     let plan = fedvol_proto::agent::PlanMsg {
-        request: fedvol_common::funnel::PlanRequest {
-            request_id: "ctl-2".into(),
-            workflow: wf,
-            user: "alice".into(),
-            groups: vec![],
-            seed: 1,
-            trace_limit: 5,
-            choice: None,
-        },
+        request: fedvol_common::funnel::PlanRequest::new("ctl-2", wf, "alice")
+            .with_seed(1)
+            .with_trace_limit(5),
         deadline_ms: fedvol_proto::now_ms() + 10_000,
         reserve: true,
         ttl_ms: 0,

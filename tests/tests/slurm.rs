@@ -130,15 +130,9 @@ fn fedvol_cli(nats: &NatsServer, args: &[&str]) -> String {
 async fn plan(client: &async_nats::Client, id: &str, cores: u64, constraint: &str) -> PlanReply {
     let text = workflow_text(cores, constraint);
     let msg = PlanMsg {
-        request: PlanRequest {
-            request_id: id.into(),
-            workflow: parse_workflow_str("wf.yaml", "wf", &text).unwrap().value,
-            user: "u".into(),
-            groups: vec![],
-            seed: 1,
-            trace_limit: 50,
-            choice: None,
-        },
+        request: PlanRequest::new(id, parse_workflow_str("wf.yaml", "wf", &text).unwrap().value, "u")
+            .with_seed(1)
+            .with_trace_limit(50),
         deadline_ms: now_ms() + 10_000,
         reserve: false,
         ttl_ms: 0,

@@ -389,7 +389,7 @@ impl Drivers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fedvol_common::model::{AccessMode, AccessModes, Origin, Permissions, ProvisionerStatus, ReclaimPolicy};
+    use fedvol_common::model::{AccessMode, AccessModes, ReclaimPolicy};
     use fedvol_common::size::ByteSize;
 
     /// A driver call that never returns (a hung mount) fails at the request's
@@ -409,26 +409,7 @@ mod tests {
     }
 
     fn prov(driver: Driver) -> Provisioner {
-        Provisioner {
-            name: "class-a".into(),
-            description: None,
-            driver,
-            annotations: Default::default(),
-            permissions: Permissions::open(),
-            status: ProvisionerStatus::Ready,
-            default: false,
-            reclaim_policy: ReclaimPolicy::Delete,
-            reachability: Default::default(),
-            labels: Default::default(),
-            max_volume_size: None,
-            free_bytes: None,
-            volume_modes: vec![],
-            from_storage_class: false,
-            origin: Origin::default(),
-            cost_per_gb_hour: None,
-            self_provisioned: false,
-            nfs_sync_mode: None,
-        }
+        Provisioner::new("class-a", driver)
     }
 
     fn vol(name: &str) -> NewVolume {

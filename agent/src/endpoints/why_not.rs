@@ -16,15 +16,14 @@ pub async fn handle(shared: Arc<Shared>, msg: WhyNotMsg) -> Option<Result<WhyNot
     let sh = shared.clone();
     let r = tokio::task::spawn_blocking(move || {
         let (inv, state) = lock(&sh).snapshot();
-        let target = msg.target();
-        let unknown = unknown_names(&inv, &target);
+        let unknown = unknown_names(&inv, &msg.target);
         if !unknown.is_empty() {
             return Err(Failure::new(
                 Code::NotFound,
                 format!("cluster {} has no {}", sh.cluster, unknown.join(", no ")),
             ));
         }
-        let e = why_not(&sh.cluster, &inv, &state, &msg.request, &target);
+        let e = why_not(&sh.cluster, &inv, &state, &msg.request, &msg.target);
         Ok(WhyNotReply {
             cluster: sh.cluster.clone(),
             blockers: e.blockers,

@@ -37,15 +37,7 @@ fn claim_workflow() -> Workflow {
 
 fn msg(id: &str, wf: Workflow) -> PlanMsg {
     PlanMsg {
-        request: PlanRequest {
-            request_id: id.into(),
-            workflow: wf,
-            user: "u".into(),
-            groups: vec![],
-            seed: 1,
-            trace_limit: 10,
-            choice: None,
-        },
+        request: PlanRequest::new(id, wf, "u").with_seed(1).with_trace_limit(10),
         deadline_ms: u64::MAX,
         reserve: true,
         ttl_ms: 10_000,

@@ -112,15 +112,9 @@ mod tests {
             seed in any::<u64>(),
         ) {
             let inv = cluster("p", SynthSizes { hosts, provisioners, volumes });
-            let req = PlanRequest {
-                request_id: format!("r-{seed}"),
-                workflow: workflow(jobs, size),
-                user: "u".into(),
-                groups: vec![],
-                seed,
-                trace_limit: 10,
-                choice: None,
-            };
+            let req = PlanRequest::new(format!("r-{seed}"), workflow(jobs, size), "u")
+                .with_seed(seed)
+                .with_trace_limit(10);
             let a = plan_cluster(&inv, &ClusterState::default(), &req);
             let b = plan_cluster(&inv, &ClusterState::default(), &req);
             prop_assert_eq!(&a, &b);
@@ -154,15 +148,9 @@ mod tests {
                 volumes: 50,
             },
         );
-        let mut req = PlanRequest {
-            request_id: "r".into(),
-            workflow: workflow(2, 10),
-            user: "u".into(),
-            groups: vec![],
-            seed: 1,
-            trace_limit: 3,
-            choice: None,
-        };
+        let mut req = PlanRequest::new("r", workflow(2, 10), "u")
+            .with_seed(1)
+            .with_trace_limit(3);
         let short = plan_cluster(&inv, &ClusterState::default(), &req);
         let busiest = short.trace.iter().map(|t| t.considered - t.passed).max().unwrap_or(0);
         assert!(

@@ -1,10 +1,13 @@
-//! The machinery every funnel stage shares: running a named filter over candidates while
-//! recording **every** reason each rejected candidate failed, and seeded randomness.
+//! The machinery every funnel stage shares: running named stages ([`Rule`]s) over candidates
+//! while recording **every** reason each rejected candidate failed in the [`Trace`], and seeded
+//! randomness.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::ops::{Deref, DerefMut};
 
-use crate::decision::{Reason, Rejection, StageTrace};
+use crate::decision::{Rejection, StageTrace};
+use crate::rule::{Reasons, Recorder, Rule, rule, sift};
 
 /// Rejected candidates listed per stage by default (docs/design.md §2 asks for every reason of every
 /// rejected candidate; with 100k hosts that is megabytes per decision, so beyond this many the
@@ -61,68 +64,6 @@ impl DerefMut for Trace {
     }
 }
 
-/// Where a stage's check puts the reasons one candidate fails.
-///
-/// Use [`Reasons::fail`] with a message closure in hot stages: when the candidate will not be
-/// listed in the trace (the stage is past its limit) the message is never formatted and nothing
-/// is allocated, only the code is counted.
-#[derive(Debug, Default)]
-pub struct Reasons {
-    /// Codes and messages (a message is empty when the candidate will not be listed and the
-    /// reason came through [`Reasons::fail`]).
-    list: Vec<(Cow<'static, str>, String)>,
-    detailed: bool,
-}
-
-impl Reasons {
-    /// Records a failure with `code` (one of [`crate::decision::codes`]); `message` runs only if
-    /// the candidate will be listed.
-    pub fn fail(&mut self, code: &'static str, message: impl FnOnce() -> String) {
-        let message = if self.detailed { message() } else { String::new() };
-        self.list.push((Cow::Borrowed(code), message));
-    }
-
-    /// Records a fully formed reason.
-    pub fn push(&mut self, reason: Reason) {
-        self.list.push((Cow::Owned(reason.code), reason.message));
-    }
-
-    /// Records several reasons.
-    pub fn extend(&mut self, reasons: impl IntoIterator<Item = Reason>) {
-        for r in reasons {
-            self.push(r);
-        }
-    }
-
-    /// True when no reason was recorded (the candidate passes).
-    pub fn is_empty(&self) -> bool {
-        self.list.is_empty()
-    }
-
-    /// The codes recorded so far, in order.
-    pub fn codes(&self) -> impl Iterator<Item = &str> {
-        self.list.iter().map(|(c, _)| &**c)
-    }
-}
-
-/// Anything a check can push reasons into: a plain `Vec<Reason>` or a stage's [`Reasons`].
-pub trait ReasonSink {
-    /// Records one reason.
-    fn push_reason(&mut self, reason: Reason);
-}
-
-impl ReasonSink for Vec<Reason> {
-    fn push_reason(&mut self, reason: Reason) {
-        self.push(reason);
-    }
-}
-
-impl ReasonSink for Reasons {
-    fn push_reason(&mut self, reason: Reason) {
-        self.push(reason);
-    }
-}
-
 /// The record of one stage while candidates go through it.
 struct Record {
     considered: usize,
@@ -143,13 +84,6 @@ impl Record {
         }
     }
 
-    /// Prepares `reasons` for the next candidate: empty, detailed while the stage lists fewer
-    /// than `limit` rejected candidates.
-    fn start(&self, reasons: &mut Reasons, limit: usize) {
-        reasons.list.clear();
-        reasons.detailed = self.rejected.len() < limit;
-    }
-
     /// Records a candidate that failed with `reasons` (not empty): each distinct code counted
     /// once, and the candidate listed with every reason when `reasons` is detailed.
     fn reject(&mut self, reasons: &mut Reasons, name: impl FnOnce() -> String) {
@@ -164,17 +98,9 @@ impl Record {
             }
         }
         if reasons.detailed {
-            let reasons = reasons
-                .list
-                .drain(..)
-                .map(|(code, message)| Reason {
-                    code: code.into_owned(),
-                    message,
-                })
-                .collect();
             self.rejected.push(Rejection {
                 candidate: name(),
-                reasons,
+                reasons: reasons.take(),
             });
         } else {
             self.omitted += 1;
@@ -203,97 +129,90 @@ fn same(a: &str, b: &str) -> bool {
     std::ptr::eq(a, b) || a == b
 }
 
-/// Runs one named filter stage.
+/// The records of a chain of stages while [`sift`] runs them, with the trace's listing limit
+/// and how candidates are named.
+struct Records<N> {
+    records: Vec<Record>,
+    limit: usize,
+    name: N,
+}
+
+impl<T, N: Fn(&T) -> String> Recorder<T> for Records<N> {
+    fn detailed(&self, rule: usize) -> bool {
+        self.records[rule].rejected.len() < self.limit
+    }
+
+    fn reject(&mut self, rule: usize, candidate: &T, reasons: &mut Reasons) {
+        let name = &self.name;
+        self.records[rule].reject(reasons, || name(candidate));
+    }
+}
+
+/// Runs a chain of named stages ([`Rule`]s) over `candidates` in one pass ([`sift`]): each
+/// candidate goes through the stages in order and stops at the first that rejects it, which
+/// records it; `name` names a candidate in the trace.
+///
+/// Each stage's record (considered, passed, rejections with all reasons up to the trace's
+/// limit, exact counts per reason code for all) is appended to `trace`, in order, stopping
+/// after the first stage that leaves no candidate (later stages are neither run nor
+/// recorded). An idle stage is recorded with considered = passed. The trace and the result are
+/// exactly those of running each stage alone on the survivors of the one before. Candidates
+/// keep their order. Returns the survivors.
+pub fn run_rules<'r, T: 'r, R: Deref<Target = dyn Rule<T> + 'r>>(
+    trace: &mut Trace,
+    subject: &str,
+    candidates: Vec<T>,
+    name: impl Fn(&T) -> String,
+    rules: &[R],
+) -> Vec<T> {
+    let mut candidates = candidates;
+    let considered = candidates.len();
+    let mut records = Records {
+        records: rules.iter().map(|_| Record::new()).collect(),
+        limit: trace.limit,
+        name,
+    };
+    sift(&mut candidates, rules, &mut records);
+    let mut left = considered;
+    for (rule, mut record) in rules.iter().zip(records.records) {
+        record.considered = left;
+        left -= record.rejected_count();
+        trace.stages.push(record.into_stage(rule.name(), subject));
+        if left == 0 {
+            break;
+        }
+    }
+    candidates
+}
+
+/// Runs one named stage ([`run_rules`] with one rule), always recorded.
+pub fn run_rule<T>(
+    trace: &mut Trace,
+    subject: &str,
+    candidates: Vec<T>,
+    name: impl Fn(&T) -> String,
+    rule: &dyn Rule<T>,
+) -> Vec<T> {
+    run_rules(trace, subject, candidates, name, &[rule])
+}
+
+/// Runs the stage named `stage` whose check is `check` ([`run_rule`] with a [`rule()`] made of
+/// them; `check` may keep state across candidates, as `zone.multi_host` keeps the hosts each
+/// zone would take).
 ///
 /// `check` is called once per candidate and pushes every reason the candidate fails (an empty
-/// list means it passes). The stage's record (considered, passed, rejections with all reasons
-/// up to the trace's limit, exact counts per reason code for all) is appended to `trace`.
-/// Candidates keep their order. Returns the survivors.
+/// list means it passes).
 pub fn run_filter<T>(
     trace: &mut Trace,
     stage: &str,
     subject: &str,
     candidates: Vec<T>,
     name: impl Fn(&T) -> String,
-    mut check: impl FnMut(&T, &mut Reasons),
+    check: impl FnMut(&T, &mut Reasons),
 ) -> Vec<T> {
-    let mut candidates = candidates;
-    let mut record = Record::new();
-    record.considered = candidates.len();
-    let mut reasons = Reasons::default();
-    let limit = trace.limit;
-    candidates.retain(|c| {
-        record.start(&mut reasons, limit);
-        check(c, &mut reasons);
-        if reasons.list.is_empty() {
-            return true;
-        }
-        record.reject(&mut reasons, || name(c));
-        false
-    });
-    trace.stages.push(record.into_stage(stage, subject));
-    candidates
-}
-
-/// The check of one stage run by [`run_filters`].
-pub type Check<'c, T> = Box<dyn Fn(&T, &mut Reasons) + 'c>;
-
-/// One named stage of [`run_filters`].
-pub struct Stage<'c, T> {
-    /// The stage's name in the trace.
-    pub name: &'static str,
-    /// Its check, as for [`run_filter`]; `None` when the stage has nothing to check for this
-    /// subject (every candidate passes: the stage is still recorded, considered = passed).
-    pub check: Option<Check<'c, T>>,
-}
-
-/// Runs a chain of named filter stages over `candidates` in one pass: each candidate goes
-/// through the stages in order and stops at the first that rejects it, which records it.
-///
-/// The trace and the result are exactly those of calling [`run_filter`] once per stage, each on
-/// the survivors of the one before, and stopping after the first stage that leaves no candidate
-/// (later stages are neither run nor recorded): checks are per candidate and candidates keep
-/// their order, so every stage sees the same candidates in the same order and lists the same
-/// first rejections.
-pub fn run_filters<T>(
-    trace: &mut Trace,
-    subject: &str,
-    candidates: Vec<T>,
-    name: impl Fn(&T) -> String,
-    stages: &[Stage<'_, T>],
-) -> Vec<T> {
-    let mut candidates = candidates;
-    let mut records: Vec<Record> = stages.iter().map(|_| Record::new()).collect();
-    let mut reasons = Reasons::default();
-    let limit = trace.limit;
-    let active: Vec<(usize, &Check<'_, T>)> = stages
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| s.check.as_ref().map(|c| (i, c)))
-        .collect();
-    let considered = candidates.len();
-    candidates.retain(|c| {
-        for (i, check) in &active {
-            let record = &mut records[*i];
-            record.start(&mut reasons, limit);
-            check(c, &mut reasons);
-            if !reasons.list.is_empty() {
-                record.reject(&mut reasons, || name(c));
-                return false;
-            }
-        }
-        true
-    });
-    let mut left = considered;
-    for (stage, mut record) in stages.iter().zip(records) {
-        record.considered = left;
-        left -= record.rejected_count();
-        trace.stages.push(record.into_stage(stage.name, subject));
-        if left == 0 {
-            break;
-        }
-    }
-    candidates
+    let check = RefCell::new(check);
+    let stage = rule(stage, |c: &T, r: &mut Reasons| (check.borrow_mut())(c, r));
+    run_rule(trace, subject, candidates, name, &stage)
 }
 
 /// FNV-1a 64-bit hash: stable across Rust versions and platforms (unlike `DefaultHasher`).
@@ -389,8 +308,8 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// `run_filters` records exactly what `run_filter` records stage after stage (stopping
-        /// after a stage that leaves nothing), with listing limits and stages without a check.
+        /// `run_rules` records exactly what `run_filter` records stage after stage (stopping
+        /// after a stage that leaves nothing), with listing limits and idle stages.
         #[test]
         fn one_pass_over_the_stages_records_what_a_pass_per_stage_records(
             candidates in proptest::collection::vec(0u32..64, 0..40),
@@ -419,16 +338,21 @@ mod tests {
                     break;
                 }
             }
-            let stages: Vec<Stage<'_, u32>> = divisors
+            let stages: Vec<Box<dyn Rule<u32>>> = divisors
                 .iter()
                 .enumerate()
-                .map(|(i, d)| Stage {
-                    name: NAMES[i],
-                    check: d.map(|d| Box::new(check(d)) as Check<'_, u32>),
+                .map(|(i, d)| {
+                    let d = *d;
+                    let check = move |n: &u32, r: &mut Reasons| {
+                        if let Some(d) = d {
+                            check(d)(n, r);
+                        }
+                    };
+                    Box::new(rule(NAMES[i], check).with_idle(d.is_none())) as Box<dyn Rule<u32>>
                 })
                 .collect();
             let mut fused = Trace::new(limit);
-            let out = run_filters(&mut fused, "s", candidates, |n| n.to_string(), &stages);
+            let out = run_rules(&mut fused, "s", candidates, |n| n.to_string(), &stages);
             proptest::prop_assert_eq!(out, left);
             proptest::prop_assert_eq!(fused, chained);
         }

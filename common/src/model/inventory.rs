@@ -325,6 +325,60 @@ pub struct Provisioner {
     pub nfs_sync_mode: Option<String>,
 }
 
+impl Provisioner {
+    /// A READY provisioner `name` with `driver` and nothing else set: open permissions (as a
+    /// Kubernetes StorageClass has), not the default class, reclaim policy Delete, reachable
+    /// from every zone, no annotations or labels, no size bound or known free space,
+    /// Filesystem volumes only, no cost, no origin. The `with_*` setters change one field each;
+    /// the file readers set every field from the file instead.
+    pub fn new(name: impl Into<String>, driver: Driver) -> Self {
+        Provisioner {
+            name: name.into(),
+            description: None,
+            driver,
+            annotations: BTreeMap::new(),
+            permissions: Permissions::open(),
+            status: ProvisionerStatus::Ready,
+            default: false,
+            reclaim_policy: ReclaimPolicy::Delete,
+            reachability: Reachability::default(),
+            labels: BTreeMap::new(),
+            max_volume_size: None,
+            free_bytes: None,
+            volume_modes: vec![VolumeMode::Filesystem],
+            from_storage_class: false,
+            origin: Origin::default(),
+            cost_per_gb_hour: None,
+            self_provisioned: false,
+            nfs_sync_mode: None,
+        }
+    }
+
+    /// The same provisioner with the annotation `key` = `value` added.
+    pub fn with_annotation(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.annotations.insert(key.into(), value.into());
+        self
+    }
+
+    /// The same provisioner with the group policies `permissions`.
+    pub fn with_permissions(mut self, permissions: Permissions) -> Self {
+        self.permissions = permissions;
+        self
+    }
+
+    /// The same provisioner, the default class when `default` is true.
+    pub fn with_default(mut self, default: bool) -> Self {
+        self.default = default;
+        self
+    }
+
+    /// The same provisioner provisioning the volume modes `modes`.
+    pub fn with_volume_modes(mut self, modes: Vec<VolumeMode>) -> Self {
+        self.volume_modes = modes;
+        self
+    }
+}
+
 /// An existing persistent volume known to the cluster.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PersistentVolume {

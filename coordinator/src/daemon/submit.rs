@@ -164,15 +164,11 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
 
     let groups = co.groups(user, &msg.groups);
     let seed = msg.seed.unwrap_or_else(|| seed_from_request_id(&id));
-    let request = PlanRequest {
-        request_id: id.clone(),
-        workflow: msg.workflow,
-        user: user.to_string(),
-        groups,
-        seed,
-        trace_limit: msg.trace_limit.unwrap_or(co.cfg.trace_limit),
-        choice: co.cfg.choice_for(msg.choice),
-    };
+    let request = PlanRequest::new(id.clone(), msg.workflow, user)
+        .with_groups(groups)
+        .with_seed(seed)
+        .with_trace_limit(msg.trace_limit.unwrap_or(co.cfg.trace_limit))
+        .with_choice(co.cfg.choice_for(msg.choice));
     let (priority_class, priority) = match co.cfg.policy.priority(msg.priority.as_deref(), &request.workflow) {
         Ok(p) => p,
         Err(e) => return error_reply(Code::BadRequest, e),

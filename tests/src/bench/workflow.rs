@@ -6,7 +6,7 @@
 //! matches. It is sent as [`SubmitMsg`] JSON, as `fedvol submit` sends it, with a unique
 //! request id per request.
 
-use fedvol_common::funnel::{PlanRequest, seed_from_request_id, trace::STORED_TRACE_LIMIT};
+use fedvol_common::funnel::{PlanRequest, trace::STORED_TRACE_LIMIT};
 use fedvol_common::model::Workflow;
 use fedvol_formats::parse_workflow_str;
 use fedvol_proto::agent::{Plan, PlanMsg};
@@ -72,15 +72,9 @@ pub fn submit_body(workflow: &Workflow, id: &str, dry_run: bool) -> Vec<u8> {
 /// when `reserve`, with a deadline `wait_ms` from now.
 pub fn plan_body(workflow: &Workflow, id: &str, reserve: bool, wait_ms: u64) -> Vec<u8> {
     let msg = PlanMsg {
-        request: PlanRequest {
-            request_id: id.to_string(),
-            workflow: workflow.clone(),
-            user: USER.to_string(),
-            groups: vec![GROUP.to_string()],
-            seed: seed_from_request_id(id),
-            trace_limit: STORED_TRACE_LIMIT,
-            choice: None,
-        },
+        request: PlanRequest::new(id, workflow.clone(), USER)
+            .with_groups([GROUP])
+            .with_trace_limit(STORED_TRACE_LIMIT),
         deadline_ms: now_ms() + wait_ms,
         reserve,
         ttl_ms: 0,

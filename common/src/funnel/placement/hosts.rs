@@ -3,11 +3,11 @@
 //! reasons.
 //!
 //! Each stage function prepares its check for one job and returns it as a
-//! [`Stage`](crate::funnel::trace::Stage); `place_one` runs them all in one pass over the hosts
-//! with [`run_filters`](crate::funnel::trace::run_filters) (the same records as one pass per
-//! stage). A stage with nothing to check for the job (no hard constraint, no affinity partner
-//! placed yet, no network wanted, no volume with node affinity or pin) is recorded without
-//! looking at any host.
+//! [`Rule`](crate::rule::Rule); `place_one` runs them all in one pass over the hosts with
+//! [`run_rules`](crate::funnel::trace::run_rules) (the same records as one pass per stage). A
+//! stage with nothing to check for the job (no hard constraint, no affinity partner placed yet,
+//! no network wanted, no volume with node affinity or pin) is idle: recorded without looking at
+//! any host.
 
 use super::stages;
 use std::cell::Cell;
@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::decision::codes;
-use crate::funnel::trace::{Check, Reasons, Stage};
 use crate::model::{Constraint, Host, NodeAffinity, PowerState, Resources, Tag, Zone};
+use crate::rule::{Reasons, Rule, rule};
 use crate::size::ByteSize;
 
 use super::JobCtx;
@@ -52,7 +52,7 @@ pub(crate) fn candidates<'z, 'a>(zones: &'z [ZoneCand<'a>]) -> Vec<HostCand<'z, 
 }
 
 /// A host stage prepared for one job.
-pub(crate) type HostStage<'c, 'z, 'a> = Stage<'c, HostCand<'z, 'a>>;
+pub(crate) type HostStage<'c, 'z, 'a> = Box<dyn Rule<HostCand<'z, 'a>> + 'c>;
 
 /// The stage `name` with `check`; with `idle` (the check can reject no host for this job) it is
 /// recorded without running (tests asking for the reference path run it all the same).
@@ -61,12 +61,7 @@ fn stage<'c, 'z, 'a>(
     idle: bool,
     check: impl Fn(&HostCand<'z, 'a>, &mut Reasons) + 'c,
 ) -> HostStage<'c, 'z, 'a> {
-    let check: Option<Check<'c, HostCand<'z, 'a>>> = if idle && !super::reference() {
-        None
-    } else {
-        Some(Box::new(check))
-    };
-    Stage { name, check }
+    Box::new(rule(name, check).with_idle(idle && !super::reference()))
 }
 
 /// The hosts earlier jobs of this workflow were placed on, per zone candidate: a host outside

@@ -63,7 +63,7 @@ use indexmap::IndexMap;
 
 use super::PlanRequest;
 use crate::decision::{HostAllocation, JobDecision, Reason, StageTrace, VolumeDecision, codes};
-use crate::funnel::trace::{Reasons, Trace, run_filter, run_filters};
+use crate::funnel::trace::{Trace, run_rule, run_rules};
 use crate::model::Inventory;
 
 use ledger::{Ledger, PlacedJob};
@@ -200,20 +200,11 @@ fn place_one(trace: &mut Trace, inv: &Inventory, ctx: &JobCtx<'_>, project: &str
     let hs = if reference() {
         let mut hs = hs;
         for st in &stages {
-            let check = |c: &_, r: &mut Reasons| {
-                if let Some(f) = &st.check {
-                    f(c, r);
-                }
-            };
-            hs = nonempty(
-                run_filter(trace, st.name, job, hs, hosts::HostCand::name, check),
-                trace,
-                job,
-            )?;
+            hs = nonempty(run_rule(trace, job, hs, hosts::HostCand::name, &**st), trace, job)?;
         }
         hs
     } else {
-        nonempty(run_filters(trace, job, hs, hosts::HostCand::name, &stages), trace, job)?
+        nonempty(run_rules(trace, job, hs, hosts::HostCand::name, &stages), trace, job)?
     };
     let picks = nonempty(select::multi_host(trace, ctx, &zs, &hs, &touched), trace, job)?;
     let (pick, soft) = select::choose_zone(trace, ctx, picks).ok_or_else(|| no_zone(trace, job))?;

@@ -102,26 +102,7 @@ pub fn inv(zones: Vec<Zone>) -> Inventory {
 
 /// A provisioner reachable from everywhere.
 pub fn prov(name: &str, driver: Driver) -> Provisioner {
-    Provisioner {
-        name: name.into(),
-        description: None,
-        driver,
-        annotations: BTreeMap::new(),
-        permissions: Permissions::open(),
-        status: ProvisionerStatus::Ready,
-        default: false,
-        reclaim_policy: ReclaimPolicy::Delete,
-        reachability: Reachability::default(),
-        labels: BTreeMap::new(),
-        max_volume_size: None,
-        free_bytes: None,
-        volume_modes: vec![VolumeMode::Filesystem],
-        from_storage_class: false,
-        origin: Origin::default(),
-        cost_per_gb_hour: None,
-        self_provisioned: false,
-        nfs_sync_mode: None,
-    }
+    Provisioner::new(name, driver)
 }
 
 /// A node-local hostpath provisioner.
@@ -190,10 +171,9 @@ pub fn sized(name: &str, mounts: &[&str], cpu: u64, mem: u128) -> Job {
 
 /// A request for a workflow of `jobs` with `seed`.
 pub fn req(jobs: Vec<Job>, seed: u64) -> PlanRequest {
-    PlanRequest {
-        trace_limit: 0,
-        request_id: "r-1".into(),
-        workflow: Workflow {
+    PlanRequest::new(
+        "r-1",
+        Workflow {
             priority: None,
             name: "wf".into(),
             format: WorkflowFormat::FuzzfileV4,
@@ -203,11 +183,10 @@ pub fn req(jobs: Vec<Job>, seed: u64) -> PlanRequest {
             clusters: Vec::new(),
             annotations: BTreeMap::new(),
         },
-        user: "u".into(),
-        groups: Vec::new(),
-        seed,
-        choice: None,
-    }
+        "u",
+    )
+    .with_seed(seed)
+    .with_trace_limit(0)
 }
 
 /// An existing volume `name` of provisioner `prov`.

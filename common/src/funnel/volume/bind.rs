@@ -25,9 +25,10 @@
 //! in a later group does not beat a fit in an earlier one.
 
 use crate::decision::{Reason, codes};
+use crate::funnel::trace::Trace;
 use crate::funnel::trace::run_filter;
-use crate::funnel::trace::{ReasonSink, Trace};
 use crate::model::{Claim, ClaimRef, PersistentVolume, VolumePhase};
+use crate::rule::ReasonSink;
 
 use super::{Ctx, Need, stages};
 

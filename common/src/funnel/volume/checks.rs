@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use crate::decision::{Reason, codes};
-use crate::funnel::trace::ReasonSink;
 use crate::model::{Operation, Provisioner, ProvisionerStatus};
+use crate::rule::ReasonSink;
 
 /// Fuzzball "Annotations and Selection" "status check": pushes `not_ready` unless the provisioner is READY.
 pub fn status(p: &Provisioner, out: &mut impl ReasonSink) {

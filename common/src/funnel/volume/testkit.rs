@@ -64,33 +64,16 @@ pub fn external(name: &str, params: &[(&str, &str)]) -> Driver {
 pub struct ProvBuilder(Provisioner);
 
 pub fn prov(name: &str, driver: Driver) -> ProvBuilder {
-    ProvBuilder(Provisioner {
-        name: name.into(),
-        description: None,
-        driver,
-        annotations: BTreeMap::new(),
-        permissions: Permissions::default(),
-        status: ProvisionerStatus::Ready,
-        default: false,
-        reclaim_policy: ReclaimPolicy::Delete,
-        reachability: Reachability::default(),
-        labels: BTreeMap::new(),
-        max_volume_size: None,
-        free_bytes: None,
-        volume_modes: vec![VolumeMode::Filesystem],
-        from_storage_class: false,
-        origin: Origin::default(),
-        cost_per_gb_hour: None,
-        self_provisioned: false,
-        nfs_sync_mode: None,
-    })
+    // Closed permissions: each test opens what it needs.
+    ProvBuilder(Provisioner::new(name, driver).with_permissions(Permissions::default()))
 }
 
 /// A Kubernetes StorageClass: open permissions, both volume modes.
 pub fn storage_class(name: &str, provisioner: &str) -> ProvBuilder {
-    let mut b = prov(name, external(provisioner, &[]));
-    b.0.permissions = Permissions::open();
-    b.0.volume_modes = vec![VolumeMode::Filesystem, VolumeMode::Block];
+    let mut b = ProvBuilder(
+        Provisioner::new(name, external(provisioner, &[]))
+            .with_volume_modes(vec![VolumeMode::Filesystem, VolumeMode::Block]),
+    );
     b.0.from_storage_class = true;
     b
 }
@@ -345,15 +328,10 @@ pub fn workflow(volumes: Vec<VolumeRequest>) -> Workflow {
 }
 
 pub fn request(wf: Workflow, groups: &[&str]) -> PlanRequest {
-    PlanRequest {
-        trace_limit: 0,
-        request_id: "req-1".into(),
-        workflow: wf,
-        user: "alice".into(),
-        groups: groups.iter().map(|g| g.to_string()).collect(),
-        seed: 7,
-        choice: None,
-    }
+    PlanRequest::new("req-1", wf, "alice")
+        .with_groups(groups.iter().copied())
+        .with_seed(7)
+        .with_trace_limit(0)
 }
 
 /// Resolves one volume request alone for a user in `groups`.

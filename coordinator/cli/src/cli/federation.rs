@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use comfy_table::Table;
 use comfy_table::presets::UTF8_BORDERS_ONLY;
+use fedvol_common::funnel::why_not::Target;
 use fedvol_proto::agent::ActionReply;
 use fedvol_proto::coordinator::{self as api, CoordinatorEndpoint, DecisionRef, SubmitMsg, SubmitReply, WhyNotQuery};
 use fedvol_proto::decisions::{DecisionState, StoredDecision};
@@ -896,11 +897,13 @@ pub fn why_not(a: &WhyNotArgs) -> u8 {
     let mut q = WhyNotQuery {
         request_id: a.id.clone(),
         cluster: a.cluster.clone(),
-        zone: a.zone.clone(),
-        host: a.host.clone(),
-        provisioner: a.provisioner.clone(),
+        target: Target {
+            zone: a.zone.clone(),
+            host: a.host.clone(),
+            provisioner: a.provisioner.clone(),
+        },
     };
-    if q.zone.is_none() && q.host.is_none() && q.provisioner.is_none() {
+    if q.target.is_empty() {
         eprintln!("error: name what to explain: --zone, --host and/or --provisioner");
         return EXIT_BAD_INPUT;
     }

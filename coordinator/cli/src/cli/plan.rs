@@ -90,15 +90,11 @@ pub fn run(a: &PlanArgs) -> u8 {
         .clone()
         .unwrap_or_else(|| format!("plan-{:016x}", fnv1a(&input.source)));
     let seed = a.seed.unwrap_or_else(|| seed_from_request_id(&request_id));
-    let req = PlanRequest {
-        request_id,
-        workflow,
-        user: user.to_string(),
-        groups: a.groups.clone(),
-        seed,
-        trace_limit: a.trace_limit,
-        choice: a.choice.options(),
-    };
+    let req = PlanRequest::new(request_id, workflow, user)
+        .with_groups(a.groups.clone())
+        .with_seed(seed)
+        .with_trace_limit(a.trace_limit)
+        .with_choice(a.choice.options());
     let decision = plan_locally(&inventories, &req);
     let explained = match a.explain.explain(&inventories, &req) {
         Ok(e) => e,

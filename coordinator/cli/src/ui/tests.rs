@@ -21,15 +21,7 @@ fn stored(workflow: &str, user: &str) -> StoredDecision {
     let inventories = [synth::cluster("east", sizes), synth::cluster("we<i>st", sizes)];
     let mut wf = synth::workflow(1, 1);
     wf.name = workflow.to_string();
-    let request = PlanRequest {
-        request_id: "r1".into(),
-        workflow: wf,
-        user: user.into(),
-        groups: vec![],
-        seed: 7,
-        trace_limit: 5,
-        choice: None,
-    };
+    let request = PlanRequest::new("r1", wf, user).with_seed(7).with_trace_limit(5);
     let decision = fedvol_common::offline::plan_locally(&inventories, &request);
     StoredDecision {
         priority_class: None,

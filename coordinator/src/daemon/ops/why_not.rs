@@ -49,19 +49,12 @@ pub async fn why_not(co: &Coordinator, q: &WhyNotQuery) -> Result<WhyNotReply, F
             ),
         ));
     }
-    let target = fedvol_common::funnel::why_not::Target {
-        zone: q.zone.clone(),
-        host: q.host.clone(),
-        provisioner: q.provisioner.clone(),
-    };
-    let record = fedvol_common::funnel::why_not::from_record(&stored.decision, &q.cluster, &target);
+    let record = fedvol_common::funnel::why_not::from_record(&stored.decision, &q.cluster, &q.target);
     let wait = co.cfg.deadline_ms.max(1000);
     let msg = WhyNotMsg {
         request: stored.request,
         deadline_ms: now_ms() + wait,
-        zone: q.zone.clone(),
-        host: q.host.clone(),
-        provisioner: q.provisioner.clone(),
+        target: q.target.clone(),
     };
     let subject = co.subjects.cluster(&q.cluster, AgentOp::WhyNot);
     match call::<agent::WhyNot>(
