@@ -61,15 +61,9 @@ mod tests {
     use crate::synth::{SynthSizes, cluster, workflow};
 
     fn request() -> PlanRequest {
-        PlanRequest {
-            request_id: "r".into(),
-            workflow: workflow(2, 1),
-            user: "u".into(),
-            groups: vec![],
-            seed: 7,
-            trace_limit: crate::funnel::trace::STORED_TRACE_LIMIT,
-            choice: None,
-        }
+        PlanRequest::new("r", workflow(2, 1), "u")
+            .with_seed(7)
+            .with_trace_limit(crate::funnel::trace::STORED_TRACE_LIMIT)
     }
 
     /// A decision of `n` clusters of `hosts` hosts each (the same synthetic cluster under `n`
