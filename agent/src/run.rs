@@ -209,7 +209,11 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
     let shared = Arc::new(
         Shared::new(core, drivers, &cluster, cfg.max_body_bytes, cfg.max_in_flight)
             .with_obs(obs.metrics.clone(), obs.readiness.clone())
-            .with_restore_gate(gate),
+            .with_restore_gate(gate)
+            .with_batch(match &cfg.source {
+                InventorySource::Slurm(s) => Some(s),
+                InventorySource::Files => None,
+            }),
     );
     if shared.restore.closed() {
         tracing::warn!(
@@ -279,6 +283,7 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
     // Reload on SIGHUP and on file change; with Slurm, also read it on its interval.
     if let Some(live) = live {
         crate::slurm::source::spawn(live, shared.clone());
+        crate::slurm::follow::spawn(shared.clone());
     } else {
         let (cfg, shared) = (cfg.clone(), shared.clone());
         tokio::spawn(async move {

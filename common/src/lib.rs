@@ -15,6 +15,7 @@ pub mod model;
 pub mod offline;
 pub mod quota;
 pub mod request;
+pub mod run;
 pub mod secrets;
 pub mod size;
 pub mod suggest;

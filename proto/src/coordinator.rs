@@ -188,6 +188,10 @@ impl SubmitReply {
 pub struct DecisionRef {
     /// The decision's request id.
     pub request_id: String,
+    /// Complete only: cancel the workflow's batch jobs on its cluster first (`fedvol cancel`).
+    /// Absent (false) from earlier releases.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancel: bool,
 }
 
 /// Why not: ask the cluster of a stored decision why not.

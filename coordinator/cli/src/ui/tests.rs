@@ -36,6 +36,7 @@ fn stored(workflow: &str, user: &str) -> StoredDecision {
         priority: 0,
         wait_for_capacity: false,
         queued_ms: None,
+        run_failure: None,
         state: DecisionState::Committed,
         decision,
         request,
@@ -139,6 +140,7 @@ fn a_pending_commit_attempt_reads_as_in_doubt_not_ok() {
         ok: false,
         error: None,
         volumes: vec![],
+        jobs: vec![],
     }];
     let text = crate::cli::federation::stored_table(&s);
     assert!(text.contains("commit on east: in doubt"), "{text}");
