@@ -108,6 +108,9 @@ pub struct BatchJob {
     pub ended_ms: Option<u64>,
 }
 
+/// The reason recorded for a job `fedvol cancel` cancelled.
+pub const CANCELLED_BY_FEDVOL: &str = "cancelled by `fedvol cancel`";
+
 /// Whether every job of `jobs` ended.
 pub fn all_ended(jobs: &[BatchJob]) -> bool {
     jobs.iter().all(|j| j.state.ended())
@@ -115,12 +118,16 @@ pub fn all_ended(jobs: &[BatchJob]) -> bool {
 
 /// What ended the workflow badly, in one sentence, or `None` when every job completed: the first
 /// job (in workflow order) that failed, timed out, lost its node or was lost, with its exit
-/// code; else the first cancelled one.
+/// code; else the first cancelled one, unless `fedvol cancel` cancelled it (its reason is
+/// [`CANCELLED_BY_FEDVOL`]: the workflow was ended on purpose, and completes).
 pub fn failure(jobs: &[BatchJob]) -> Option<String> {
     let bad = jobs
         .iter()
         .find(|j| !matches!(j.state, JobState::Completed | JobState::Cancelled | JobState::Pending | JobState::Running))
-        .or_else(|| jobs.iter().find(|j| j.state == JobState::Cancelled))?;
+        .or_else(|| {
+            jobs.iter()
+                .find(|j| j.state == JobState::Cancelled && j.reason.as_deref() != Some(CANCELLED_BY_FEDVOL))
+        })?;
     let code = match (bad.exit_code, bad.signal) {
         (Some(c), Some(s)) => format!(" with exit code {c} (signal {s})"),
         (Some(c), None) => format!(" with exit code {c}"),
@@ -162,6 +169,10 @@ mod tests {
             job("a", JobState::Failed, Some(3)),
             job("b", JobState::Cancelled, None),
         ];
+        assert_eq!(failure(&bad[1..]).unwrap(), "job `b` (Slurm job 7) ended cancelled");
+        let mut by_user = bad[1].clone();
+        by_user.reason = Some(CANCELLED_BY_FEDVOL.into());
+        assert_eq!(failure(&[by_user]), None);
         assert_eq!(failure(&bad).unwrap(), "job `a` (Slurm job 7) ended failed with exit code 3");
         assert!(!all_ended(&[job("a", JobState::Running, None)]));
         assert_eq!(JobState::from_slurm("NODE_FAIL"), Some(JobState::NodeFail));

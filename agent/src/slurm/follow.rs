@@ -189,7 +189,7 @@ pub async fn cancel(shared: &Shared, slurm: &SlurmConfig, request_id: &str) -> R
             if !j.state.ended() {
                 j.state = JobState::Cancelled;
                 j.ended_ms = Some(now);
-                j.reason = Some("cancelled by `fedvol cancel`".into());
+                j.reason = Some(fedvol_proto::batch::CANCELLED_BY_FEDVOL.into());
             }
             j
         })
