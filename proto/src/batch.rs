@@ -123,7 +123,12 @@ pub fn all_ended(jobs: &[BatchJob]) -> bool {
 pub fn failure(jobs: &[BatchJob]) -> Option<String> {
     let bad = jobs
         .iter()
-        .find(|j| !matches!(j.state, JobState::Completed | JobState::Cancelled | JobState::Pending | JobState::Running))
+        .find(|j| {
+            !matches!(
+                j.state,
+                JobState::Completed | JobState::Cancelled | JobState::Pending | JobState::Running
+            )
+        })
         .or_else(|| {
             jobs.iter()
                 .find(|j| j.state == JobState::Cancelled && j.reason.as_deref() != Some(CANCELLED_BY_FEDVOL))
@@ -165,15 +170,15 @@ mod tests {
         let ok = [job("a", JobState::Completed, Some(0))];
         assert_eq!(failure(&ok), None);
         assert!(all_ended(&ok));
-        let bad = [
-            job("a", JobState::Failed, Some(3)),
-            job("b", JobState::Cancelled, None),
-        ];
+        let bad = [job("a", JobState::Failed, Some(3)), job("b", JobState::Cancelled, None)];
         assert_eq!(failure(&bad[1..]).unwrap(), "job `b` (Slurm job 7) ended cancelled");
         let mut by_user = bad[1].clone();
         by_user.reason = Some(CANCELLED_BY_FEDVOL.into());
         assert_eq!(failure(&[by_user]), None);
-        assert_eq!(failure(&bad).unwrap(), "job `a` (Slurm job 7) ended failed with exit code 3");
+        assert_eq!(
+            failure(&bad).unwrap(),
+            "job `a` (Slurm job 7) ended failed with exit code 3"
+        );
         assert!(!all_ended(&[job("a", JobState::Running, None)]));
         assert_eq!(JobState::from_slurm("NODE_FAIL"), Some(JobState::NodeFail));
         assert_eq!(JobState::from_slurm("nonsense"), None);

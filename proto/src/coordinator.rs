@@ -291,6 +291,10 @@ pub struct DecisionSummary {
     /// Issue 18: when the decision was first queued, ms since the epoch; absent when never.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queued_ms: Option<u64>,
+    /// The batch jobs the decision runs on its cluster's resource manager, with their states;
+    /// absent when none (`fedvol decisions watch` shows their changes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jobs: Vec<crate::batch::BatchJob>,
 }
 
 impl DecisionSummary {
@@ -307,6 +311,7 @@ impl DecisionSummary {
             priority_class: stored.priority_class.clone(),
             priority: stored.priority,
             queued_ms: stored.queued_ms,
+            jobs: stored.jobs().to_vec(),
         }
     }
 }

@@ -455,7 +455,10 @@ where
 ///
 /// Errors: no coordinator answered within 60 s, or it answered with another error.
 pub async fn fetch_decision(client: &async_nats::Client, id: &str) -> Result<Option<StoredDecision>, String> {
-    let body = DecisionRef { request_id: id.to_string(), cancel: false };
+    let body = DecisionRef {
+        request_id: id.to_string(),
+        cancel: false,
+    };
     let reply: SubmitReply = patiently(&format!("get {id}"), || {
         coordinator_op::<api::Get>(client, CHECKER_USER, &body, CALL_WAIT)
     })

@@ -147,7 +147,10 @@ pub async fn complete(
     id: &str,
     wait: Duration,
 ) -> Result<SubmitReply, CallError> {
-    let body = DecisionRef { request_id: id.to_string(), cancel: false };
+    let body = DecisionRef {
+        request_id: id.to_string(),
+        cancel: false,
+    };
     coordinator_op::<api::Complete>(client, user, &body, wait).await
 }
 

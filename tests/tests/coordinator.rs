@@ -118,7 +118,15 @@ async fn submit(client: &async_nats::Client, user: &str, msg: &SubmitMsg) -> (St
 }
 
 async fn get(client: &async_nats::Client, id: &str) -> SubmitReply {
-    op::<api::Get>(client, "alice", &DecisionRef { request_id: id.into(), cancel: false }).await
+    op::<api::Get>(
+        client,
+        "alice",
+        &DecisionRef {
+            request_id: id.into(),
+            cancel: false,
+        },
+    )
+    .await
 }
 
 async fn status(client: &async_nats::Client, cluster: &str) -> StatusReply {
@@ -722,7 +730,10 @@ async fn idempotent_submit_complete_dry_run_replay_directory_and_bad_input() {
     let done: SubmitReply = op::<api::Complete>(
         &client,
         "alice",
-        &DecisionRef { request_id: "idem-1".into(), cancel: false },
+        &DecisionRef {
+            request_id: "idem-1".into(),
+            cancel: false,
+        },
     )
     .await;
     assert!(done.error.is_none(), "{:?}", done.error);
@@ -751,7 +762,10 @@ async fn idempotent_submit_complete_dry_run_replay_directory_and_bad_input() {
     let replay: ReplayReply = op::<api::Replay>(
         &client,
         "alice",
-        &DecisionRef { request_id: "dry-1".into(), cancel: false },
+        &DecisionRef {
+            request_id: "dry-1".into(),
+            cancel: false,
+        },
     )
     .await;
     assert!(replay.identical, "{:?}", replay.differences);
@@ -760,7 +774,10 @@ async fn idempotent_submit_complete_dry_run_replay_directory_and_bad_input() {
     let refused: SubmitReply = op::<api::Complete>(
         &client,
         "alice",
-        &DecisionRef { request_id: "dry-1".into(), cancel: false },
+        &DecisionRef {
+            request_id: "dry-1".into(),
+            cancel: false,
+        },
     )
     .await;
     assert_eq!(refused.error.unwrap().code.as_str(), "not_committed");

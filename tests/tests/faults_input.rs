@@ -505,7 +505,10 @@ async fn fuzzed_requests_get_errors_change_nothing_and_everyone_keeps_serving() 
     let mut dry = submit_msg("fz-sub", &wf, true);
     dry.timeout_ms = 300;
     let submit = fedvol_tests::versioned_body(&dry);
-    let dref = fedvol_tests::versioned_body(&DecisionRef { request_id: "fz-none".into(), cancel: false });
+    let dref = fedvol_tests::versioned_body(&DecisionRef {
+        request_id: "fz-none".into(),
+        cancel: false,
+    });
     let wq = fedvol_tests::versioned_body(&WhyNotQuery {
         request_id: "kept".into(),
         cluster: "f".into(),

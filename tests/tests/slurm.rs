@@ -394,7 +394,7 @@ fn running_agent_files(dir: &Path, slurm: &SlurmCluster) -> std::path::PathBuf {
             "slurm:\n  jobs:\n    run: directly\n    pollMs: 300\n    output: '{}/%x-%j.out'\n",
             dir.join("out").display()
         ),
-    );
+    ) + "metricsListen: 127.0.0.1:0\n";
     std::fs::write(&cfg, text).unwrap();
     cfg
 }
@@ -442,7 +442,11 @@ fn jobs_of(d: &serde_json::Value) -> BTreeMap<String, serde_json::Value> {
         .rev()
         .find(|a| a["ok"] == true)
         .and_then(|a| a["jobs"].as_array())
-        .map(|js| js.iter().map(|j| (j["job"].as_str().unwrap().to_string(), j.clone())).collect())
+        .map(|js| {
+            js.iter()
+                .map(|j| (j["job"].as_str().unwrap().to_string(), j.clone()))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -509,11 +513,24 @@ async fn a_committed_workflow_runs_in_order_and_completes_by_itself() {
         "ordered",
         "",
         "sleep 4; touch $FEDVOL_VOLUME_DATA/a-done",
-        Some(&format!("test -f $FEDVOL_VOLUME_DATA/a-done && touch {}", marker.display())),
+        Some(&format!(
+            "test -f $FEDVOL_VOLUME_DATA/a-done && touch {}",
+            marker.display()
+        )),
     );
     let url = nats.url();
     let follow = std::process::Command::new(fedvol_tests::bin_path("fedvol"))
-        .args(["--nats", &url, "-u", "u", "submit", &wf, "--request-id", "run-1", "--follow"])
+        .args([
+            "--nats",
+            &url,
+            "-u",
+            "u",
+            "submit",
+            &wf,
+            "--request-id",
+            "run-1",
+            "--follow",
+        ])
         .env_remove("FEDVOL_OUTPUT")
         .logged_in()
         .stdout(std::process::Stdio::piped())
@@ -533,6 +550,18 @@ async fn a_committed_workflow_runs_in_order_and_completes_by_itself() {
     let squeue = slurm.run("squeue", &["-h", "-j", ja["id"].as_str().unwrap(), "-o", "%T %P %N %C"]);
     assert_eq!(squeue.trim(), "RUNNING gpu n1 2", "the job runs where fedvol placed it");
     assert_eq!(jobs_of(&running)["b"]["state"], "pending", "b waits for a");
+    let (_, metrics) = fedvol_tests::http::get(fedvol_tests::http::metrics_addr(&agent), "/metrics")
+        .await
+        .unwrap();
+    let jobs_in = |state: &str| {
+        metrics
+            .lines()
+            .find(|l| l.starts_with("fedvol_agent_jobs{") && l.contains(&format!("state=\"{state}\"")))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+    };
+    assert_eq!(jobs_in("running"), Some(1.0), "{metrics}");
+    assert_eq!(jobs_in("pending"), Some(1.0), "{metrics}");
     let seen_once = poll(Duration::from_secs(5), || async {
         let i = inventory(&client).await.inventory;
         (host(&i, "n1").1.allocated.cpu == 2).then_some(())
@@ -547,7 +576,11 @@ async fn a_committed_workflow_runs_in_order_and_completes_by_itself() {
         p.decision.jobs
     );
     let p = plan(&client, "during-2", 3, "intel").await;
-    assert!(!p.decision.feasible, "3 cores do not fit beside a: {:?}", p.decision.jobs);
+    assert!(
+        !p.decision.feasible,
+        "3 cores do not fit beside a: {:?}",
+        p.decision.jobs
+    );
 
     // The workflow ends by itself: --follow exits 0 with the outcome.
     let out = follow.wait_with_output().unwrap();
@@ -569,9 +602,15 @@ async fn a_committed_workflow_runs_in_order_and_completes_by_itself() {
         jobs["b"]["started_ms"].as_u64().unwrap() + 1000 >= jobs["a"]["ended_ms"].as_u64().unwrap(),
         "b started before a ended: {jobs:?}"
     );
-    let outcome = d["completion"]["volumes"][0]["outcome"].as_str().unwrap_or_default().to_string();
+    let outcome = d["completion"]["volumes"][0]["outcome"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     assert_eq!(outcome, "deleted", "{:#}", d["completion"]);
-    assert!(volumes_in(&dir.path().join("scratch")).is_empty(), "the Delete volume is gone");
+    assert!(
+        volumes_in(&dir.path().join("scratch")).is_empty(),
+        "the Delete volume is gone"
+    );
     let (_, show) = fedvol_code(&nats, &["decisions", "show", "run-1"]);
     assert!(show.contains("jobs (run by Slurm on the chosen cluster):"), "{show}");
     assert!(show.lines().all(|l| l.chars().count() <= 100), "{show}");
@@ -581,7 +620,11 @@ async fn a_committed_workflow_runs_in_order_and_completes_by_itself() {
     let (code, text) = fedvol_code(&nats, &["submit", &wf, "--request-id", "run-2", "--follow"]);
     assert_eq!(code, 0, "{text}");
     let d = until_state(&nats, "run-2", "completed").await;
-    assert_eq!(d["completion"]["volumes"][0]["outcome"], "retained", "{:#}", d["completion"]);
+    assert_eq!(
+        d["completion"]["volumes"][0]["outcome"], "retained",
+        "{:#}",
+        d["completion"]
+    );
     let kept = volumes_in(&dir.path().join("keep"));
     assert_eq!(kept.len(), 1, "{kept:?}");
     assert!(kept[0].join("x").exists(), "the job wrote into the retained volume");
@@ -607,7 +650,10 @@ async fn a_failing_job_fails_the_decision_cancel_ends_jobs_and_a_killed_agent_re
     assert_eq!(jobs["a"]["state"], "failed");
     assert_eq!(jobs["a"]["exit_code"], 3);
     assert_eq!(jobs["b"]["state"], "cancelled", "{jobs:?}");
-    assert!(volumes_in(&dir.path().join("scratch")).is_empty(), "completed: the volume is gone");
+    assert!(
+        volumes_in(&dir.path().join("scratch")).is_empty(),
+        "completed: the volume is gone"
+    );
 
     // `fedvol cancel`: the running job is cancelled in Slurm and the decision completes.
     let wf = two_jobs(dir.path(), "long", "", "sleep 120", None);
@@ -626,8 +672,17 @@ async fn a_failing_job_fails_the_decision_cancel_ends_jobs_and_a_killed_agent_re
     let (code, text) = fedvol_code(&nats, &["cancel", "cancel-1"]);
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("cancel-1: completed on slurm-a"), "{text}");
-    let state = slurm.run("scontrol", &["-o", "show", "job", &id]);
-    assert!(state.contains("JobState=CANCELLED"), "{state}");
+    // scancel returns before the job's processes are gone (COMPLETING for a moment).
+    let cancelled = poll(Duration::from_secs(10), || async {
+        let state = slurm.run("scontrol", &["-o", "show", "job", &id]);
+        state.contains("JobState=CANCELLED").then_some(())
+    })
+    .await;
+    assert!(
+        cancelled.is_some(),
+        "{}",
+        slurm.run("scontrol", &["-o", "show", "job", &id])
+    );
     assert_eq!(jobs_of(&shown(&nats, "cancel-1"))["a"]["state"], "cancelled");
 
     // kill -9 of the agent while a job runs; restarted from its state, it follows the job
@@ -636,13 +691,20 @@ async fn a_failing_job_fails_the_decision_cancel_ends_jobs_and_a_killed_agent_re
     let (code, text) = fedvol_code(&nats, &["submit", &wf, "--request-id", "crash-1"]);
     assert_eq!(code, 0, "{text}");
     poll(Duration::from_secs(20), || async {
-        (jobs_of(&shown(&nats, "crash-1")).get("a").is_some_and(|j| j["state"] == "running")).then_some(())
+        (jobs_of(&shown(&nats, "crash-1"))
+            .get("a")
+            .is_some_and(|j| j["state"] == "running"))
+        .then_some(())
     })
     .await
     .expect("the job runs");
     agent.kill();
     tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_eq!(shown(&nats, "crash-1")["state"], "committed", "nothing completes without its agent");
+    assert_eq!(
+        shown(&nats, "crash-1")["state"],
+        "committed",
+        "nothing completes without its agent"
+    );
     let cfg = dir.path().join("agent.yaml");
     let mut again = Spawned::bin(
         "fedvol-agent",

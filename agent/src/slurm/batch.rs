@@ -42,7 +42,13 @@ pub struct Submission {
 pub fn volume_env(key: &str) -> String {
     let name: String = key
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
         .collect();
     format!("FEDVOL_VOLUME_{name}")
 }
@@ -87,7 +93,10 @@ pub fn submissions(
             None => {
                 return Err(format!(
                     "jobs {} depend on each other in a cycle",
-                    left.iter().map(|j| format!("`{}`", j.name)).collect::<Vec<_>>().join(", ")
+                    left.iter()
+                        .map(|j| format!("`{}`", j.name))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ));
             }
         }
@@ -296,7 +305,11 @@ mod tests {
             assert!(b.iter().any(|a| a == want), "{want} not in {b:?}");
         }
         assert!(subs[1].script.contains("export FEDVOL_VOLUME_SCRATCH='/data/x y'\n"));
-        assert!(subs[1].script.ends_with("'/bin/sh' '-c' 'exit 3'\n"), "{}", subs[1].script);
+        assert!(
+            subs[1].script.ends_with("'/bin/sh' '-c' 'exit 3'\n"),
+            "{}",
+            subs[1].script
+        );
         assert!(subs[0].script.ends_with("sleep 2\n"));
         let c = submissions(
             &SlurmConfig::default(),
@@ -311,7 +324,8 @@ mod tests {
         )
         .unwrap();
         assert!(
-            c[0].script.ends_with("exec 'apptainer' 'exec' 'docker://a' '/bin/sh' '-c' 'sleep 2\n'\n"),
+            c[0].script
+                .ends_with("exec 'apptainer' 'exec' 'docker://a' '/bin/sh' '-c' 'sleep 2\n'\n"),
             "{}",
             c[0].script
         );
@@ -321,8 +335,16 @@ mod tests {
     fn a_job_without_a_command_is_refused() {
         let mut w = wf();
         w.annotations.clear();
-        let e = submissions(&SlurmConfig::default(), &RunMode::Directly, None, "r", &w, &placed(), &BTreeMap::new())
-            .unwrap_err();
+        let e = submissions(
+            &SlurmConfig::default(),
+            &RunMode::Directly,
+            None,
+            "r",
+            &w,
+            &placed(),
+            &BTreeMap::new(),
+        )
+        .unwrap_err();
         assert!(e.contains("job `a` gives no `command` or `script`"), "{e}");
         let _ = ByteSize(0);
     }

@@ -286,11 +286,17 @@ fn parse_jobs(ctx: &mut Ctx, node: &Node, rel: &dyn Fn(String) -> PathBuf) -> Op
     if let Some(n) = r.take("runtime") {
         runtime = ctx.string_list(n, "slurm.jobs.runtime");
         if runtime.as_ref().is_some_and(Vec::is_empty) {
-            ctx.error(n.span, "slurm.jobs.runtime", "expected the runtime's command, e.g. [apptainer, exec]");
+            ctx.error(
+                n.span,
+                "slurm.jobs.runtime",
+                "expected the runtime's command, e.g. [apptainer, exec]",
+            );
         }
     }
     let mode = match r.take("run") {
-        Some(n) => ctx.one_of(n, "slurm.jobs.run", &["directly", "container"]).map(|m| (m, n.span)),
+        Some(n) => ctx
+            .one_of(n, "slurm.jobs.run", &["directly", "container"])
+            .map(|m| (m, n.span)),
         None => Some(("directly", node.span)),
     };
     match (mode, runtime) {

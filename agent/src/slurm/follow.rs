@@ -180,7 +180,9 @@ pub async fn cancel(shared: &Shared, slurm: &SlurmConfig, request_id: &str) -> R
         .filter(|j| !j.state.ended())
         .map(|j| j.id.clone())
         .collect();
-    jobs::cancel(slurm, &cfg.scancel, &live).await.map_err(|e| e.to_string())?;
+    jobs::cancel(slurm, &cfg.scancel, &live)
+        .await
+        .map_err(|e| e.to_string())?;
     let now = now_ms();
     let jobs: Vec<BatchJob> = view
         .jobs
@@ -214,7 +216,10 @@ pub async fn poll_once(shared: &Shared, slurm: &SlurmConfig) {
             }
         };
         if jobs != before {
-            for j in jobs.iter().filter(|j| before.iter().any(|b| b.job == j.job && b.state != j.state)) {
+            for j in jobs
+                .iter()
+                .filter(|j| before.iter().any(|b| b.job == j.job && b.state != j.state))
+            {
                 tracing::info!(request_id = %id, job = %j.job, slurm_job = %j.id, state = j.state.as_str(), exit_code = ?j.exit_code, "job state");
             }
             let set = lock(shared).set_jobs(&id, jobs.clone());
@@ -233,8 +238,12 @@ pub async fn poll_once(shared: &Shared, slurm: &SlurmConfig) {
                 Some(Ok(r)) if r.ok => {
                     tracing::info!(request_id = %id, failure = ?failure, "every job ended: request completed")
                 }
-                Some(Ok(r)) => tracing::warn!(request_id = %id, error = ?r.error, "completing after the jobs ended was refused"),
-                Some(Err(f)) => tracing::error!(request_id = %id, error = %f.error.message, "completing after the jobs ended failed"),
+                Some(Ok(r)) => {
+                    tracing::warn!(request_id = %id, error = ?r.error, "completing after the jobs ended was refused")
+                }
+                Some(Err(f)) => {
+                    tracing::error!(request_id = %id, error = %f.error.message, "completing after the jobs ended failed")
+                }
                 None => {}
             }
         }

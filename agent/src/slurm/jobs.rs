@@ -93,7 +93,11 @@ pub async fn submit(cfg: &SlurmConfig, sbatch: &Path, args: &[String], script: &
         return Err(SlurmError::Failed {
             command: format!("{} {}", sbatch.display(), args.join(" ")),
             status: ran.status,
-            stderr: if ran.stderr.is_empty() { one_line(&ran.stdout) } else { ran.stderr },
+            stderr: if ran.stderr.is_empty() {
+                one_line(&ran.stdout)
+            } else {
+                ran.stderr
+            },
         });
     }
     Ok(id)
@@ -119,10 +123,7 @@ pub async fn query(cfg: &SlurmConfig, id: &str) -> Result<Option<Observed>, Slur
     // An array or heterogeneous job prints several records; fedvol submits neither, so the one
     // whose JobId is `id` is the job.
     let records = parse_records(&ran.stdout);
-    let rec = records
-        .iter()
-        .find(|r| r.get("JobId") == Some(id))
-        .or(records.first());
+    let rec = records.iter().find(|r| r.get("JobId") == Some(id)).or(records.first());
     Ok(rec.and_then(observe))
 }
 

@@ -90,7 +90,10 @@ async fn follow_one(co: &Coordinator, id: &str) -> bool {
         }
     };
     if !reply.ok {
-        let why = reply.error.map(|e| format!("{}: {}", e.code, e.message)).unwrap_or_default();
+        let why = reply
+            .error
+            .map(|e| format!("{}: {}", e.code, e.message))
+            .unwrap_or_default();
         tracing::warn!(request_id = %id, cluster = %cluster, error = %why, "jobs: the agent keeps no jobs for this decision; it stays committed until `fedvol complete` or `fedvol cancel`");
         return !reply_is(&why, &Code::NotCommitted);
     }

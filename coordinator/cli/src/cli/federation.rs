@@ -397,7 +397,11 @@ pub fn stored_table(s: &StoredDecision) -> String {
         }
     }
     if let Some(f) = &s.run_failure {
-        out.push_str(&crate::render::layout::para("workflow failed: ", "  ", &fedvol_common::limits::printable(f)));
+        out.push_str(&crate::render::layout::para(
+            "workflow failed: ",
+            "  ",
+            &fedvol_common::limits::printable(f),
+        ));
     }
     if let Some(c) = &s.completion {
         out.push_str(&format!("completed: {}\n", outcome_line(c)));
@@ -435,7 +439,11 @@ fn completed_text(id: &str, s: &StoredDecision) -> String {
         s.decision.chosen_cluster.as_deref().unwrap_or("no cluster")
     );
     if let Some(f) = &s.run_failure {
-        out.push_str(&crate::render::layout::para("failed: ", "  ", &fedvol_common::limits::printable(f)));
+        out.push_str(&crate::render::layout::para(
+            "failed: ",
+            "  ",
+            &fedvol_common::limits::printable(f),
+        ));
     }
     for j in s.jobs() {
         out.push_str(&crate::render::layout::para("  ", "    ", &job_line(j)));
@@ -670,7 +678,11 @@ async fn follow_jobs(client: &Client, id: &str, mut last: StoredDecision) -> u8 
         }
     }
     print!("{}", completed_text(id, &last));
-    if last.state == DecisionState::Completed { EXIT_OK } else { EXIT_BAD_INPUT }
+    if last.state == DecisionState::Completed {
+        EXIT_OK
+    } else {
+        EXIT_BAD_INPUT
+    }
 }
 
 /// One job of a decision: name, Slurm id, state, exit code, start and end (UTC).
@@ -790,7 +802,10 @@ fn show_stored<'r>(reply: &'r SubmitReply, o: Output, what: &str) -> Result<&'r 
 
 async fn get(client: &Client, id: &str) -> Result<SubmitReply, ClientError> {
     client
-        .call::<api::Get>(&DecisionRef { request_id: id.to_string(), cancel: false })
+        .call::<api::Get>(&DecisionRef {
+            request_id: id.to_string(),
+            cancel: false,
+        })
         .await
         .map(as_submit_reply)
 }
@@ -884,7 +899,10 @@ pub fn decisions(cmd: &DecisionsCmd) -> u8 {
                     Ok(id) => id,
                     Err(code) => return code,
                 };
-                let q = DecisionRef { request_id: id.clone(), cancel: false };
+                let q = DecisionRef {
+                    request_id: id.clone(),
+                    cancel: false,
+                };
                 match ask::<api::Replay>(&client, &q, &format!("replay of {id}")).await {
                     Ok(r) => {
                         let ok = print_doc(a.output.output, &r, || {
@@ -946,7 +964,7 @@ async fn watch(client: &Client, o: Output) -> u8 {
                         serde_json::json!({
                             "time": at, "request_id": key, "workflow": workflow, "state": state,
                             "dry_run": summary.dry_run, "chosen_cluster": summary.chosen_cluster,
-                            "change": change,
+                            "change": change, "jobs": summary.jobs,
                         })
                     ),
                     Output::Wide => println!("{at}  {key}  {workflow}  {state}{dry}  cluster {cluster}  ({change})"),
@@ -966,6 +984,25 @@ async fn watch(client: &Client, o: Output) -> u8 {
                             truncate(cluster, 12)
                         )
                     }
+                }
+                // The jobs a cluster runs for it, one line: each job's state (and exit code).
+                if !summary.jobs.is_empty() && matches!(o, Output::Table | Output::Wide) {
+                    let jobs: Vec<String> = summary
+                        .jobs
+                        .iter()
+                        .map(|j| match j.exit_code {
+                            Some(c) if j.state.ended() => format!("{} {} ({c})", j.job, j.state.as_str()),
+                            _ => format!("{} {}", j.job, j.state.as_str()),
+                        })
+                        .collect();
+                    print!(
+                        "{}",
+                        crate::render::layout::para(
+                            "    jobs: ",
+                            "      ",
+                            &fedvol_common::limits::printable(&jobs.join(", "))
+                        )
+                    );
                 }
             }
             Ok(FeedEvent::Unreadable { key, error, .. }) => println!("{key}  (unreadable value: {error})"),
@@ -1030,7 +1067,10 @@ pub fn complete(a: &IdArgs, cancel: bool) -> u8 {
             Ok(id) => id,
             Err(code) => return code,
         };
-        let msg = DecisionRef { request_id: id.clone(), cancel };
+        let msg = DecisionRef {
+            request_id: id.clone(),
+            cancel,
+        };
         let answer = client.call::<api::Complete>(&msg).await.map(as_submit_reply);
         // Completed (or found failed): no plain submit is to resume it.
         if let Ok(r) = &answer

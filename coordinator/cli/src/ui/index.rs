@@ -314,6 +314,7 @@ mod tests {
                 priority_class: None,
                 priority: 0,
                 queued_ms: None,
+                jobs: Vec::new(),
                 request_id: "r".into(),
                 workflow: wf.into(),
                 state,

@@ -217,3 +217,50 @@ fn the_host_check_accepts_the_view_s_own_names_only() {
     let wide = super::HostCheck::new("0.0.0.0:8080".parse().unwrap(), &[]);
     assert!(wide.allows("0.0.0.0:8080") && !wide.allows("localhost:8080"));
 }
+
+/// A decision whose cluster ran its jobs on Slurm: `decisions show` and the decision page list
+/// each job with its Slurm id, state and exit code, and why the workflow failed.
+#[test]
+fn jobs_run_by_slurm_are_shown_with_their_states() {
+    use fedvol_proto::batch::{BatchJob, JobState};
+    let mut s = stored("train", "alice");
+    s.state = DecisionState::Failed;
+    let job = |name: &str, id: &str, state, exit_code| BatchJob {
+        job: name.into(),
+        id: id.into(),
+        state,
+        exit_code,
+        signal: None,
+        reason: None,
+        submitted_ms: 1_700_000_000_000,
+        started_ms: Some(1_700_000_001_000),
+        ended_ms: Some(1_700_000_005_000),
+    };
+    let jobs = vec![
+        job("prep", "41", JobState::Failed, Some(3)),
+        job("train", "42", JobState::Cancelled, None),
+    ];
+    s.run_failure = fedvol_proto::batch::failure(&jobs);
+    s.attempts = vec![fedvol_proto::decisions::CommitAttempt {
+        cluster: "east".into(),
+        attempt: 1,
+        pending: false,
+        ok: true,
+        error: None,
+        volumes: vec![],
+        jobs,
+    }];
+    let text = crate::cli::federation::stored_table(&s);
+    assert!(
+        text.contains("job prep (Slurm job 41): failed, exit code 3, started 2023-11-14T22:13:21Z"),
+        "{text}"
+    );
+    assert!(text.contains("job train (Slurm job 42): cancelled"), "{text}");
+    assert!(
+        text.contains("workflow failed: job `prep` (Slurm job 41) ended failed with exit code 3"),
+        "{text}"
+    );
+    let page = pages::decision::body("r1", &s, None).into_string();
+    assert!(page.contains("<td class=\"mono\">41</td>"), "{page}");
+    assert!(page.contains(">cancelled<"), "{page}");
+}
