@@ -114,7 +114,7 @@ pub struct SlurmConfig {
     /// GRES name → device name (`gpu` → `nvidia.com/gpu` unless given; others keep their name).
     pub devices: BTreeMap<String, String>,
     /// Submitting committed jobs (`slurm.jobs`); `None`: fedvol places and submits nothing.
-    pub jobs: Option<JobsConfig>,
+    pub jobs: Option<Box<JobsConfig>>,
 }
 
 impl Default for SlurmConfig {
@@ -221,7 +221,7 @@ pub fn parse_slurm(ctx: &mut Ctx, node: &Node, base: &Path) -> SlurmConfig {
         cfg.devices = m;
     }
     if let Some(n) = r.take("jobs") {
-        cfg.jobs = parse_jobs(ctx, n, &rel);
+        cfg.jobs = parse_jobs(ctx, n, &rel).map(Box::new);
     }
     if let Some(n) = r.take("partitions")
         && let Some(mut pr) = ctx.map(n, "slurm.partitions")

@@ -57,7 +57,7 @@ fn hostile_names_are_escaped_on_every_page() {
     assert!(page.contains("we&lt;i&gt;st"), "{page}");
     assert!(page.contains("mallory&quot;&gt;&lt;b&gt;"), "{page}");
 
-    let row = pages::list::row("r1", &Slot::Live(super::index::Row::of("r1".into(), &s))).into_string();
+    let row = pages::list::row("r1", &Slot::Live(Box::new(super::index::Row::of("r1".into(), &s)))).into_string();
     assert!(!row.contains("<script>") && row.contains("&lt;script&gt;"), "{row}");
     assert!(!row.contains("<b>"), "{row}");
 }
