@@ -611,9 +611,13 @@ async fn a_committed_workflow_runs_in_order_and_completes_by_itself() {
         volumes_in(&dir.path().join("scratch")).is_empty(),
         "the Delete volume is gone"
     );
+    eprintln!("--- fedvol submit --follow ---\n{text}");
     let (_, show) = fedvol_code(&nats, &["decisions", "show", "run-1"]);
+    eprintln!("--- fedvol decisions show ---\n{show}");
     assert!(show.contains("jobs (run by Slurm on the chosen cluster):"), "{show}");
     assert!(show.lines().all(|l| l.chars().count() <= 100), "{show}");
+    assert!(!show.contains("fedvol submits no job"), "{show}");
+    assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
 
     // Retain: the volume is kept after the workflow.
     let wf = two_jobs(dir.path(), "kept", "keep", "touch $FEDVOL_VOLUME_DATA/x", None);
@@ -641,6 +645,7 @@ async fn a_failing_job_fails_the_decision_cancel_ends_jobs_and_a_killed_agent_re
     // `a` exits 3: the decision fails naming it, `b` (after it) is cancelled by Slurm.
     let wf = two_jobs(dir.path(), "failing", "", "exit 3", Some("true"));
     let (code, text) = fedvol_code(&nats, &["submit", &wf, "--request-id", "fail-1", "--follow"]);
+    eprintln!("--- fedvol submit --follow (failing) ---\n{text}");
     assert_eq!(code, 1, "{text}");
     assert!(text.contains("job `a`"), "{text}");
     assert!(text.contains("exit code 3"), "{text}");
@@ -650,6 +655,7 @@ async fn a_failing_job_fails_the_decision_cancel_ends_jobs_and_a_killed_agent_re
     assert_eq!(jobs["a"]["state"], "failed");
     assert_eq!(jobs["a"]["exit_code"], 3);
     assert_eq!(jobs["b"]["state"], "cancelled", "{jobs:?}");
+    assert!(jobs["b"].get("started_ms").is_none(), "b never started: {jobs:?}");
     assert!(
         volumes_in(&dir.path().join("scratch")).is_empty(),
         "completed: the volume is gone"

@@ -108,7 +108,13 @@ async fn observe_all(slurm: &SlurmConfig, request_id: &str, jobs: &[BatchJob]) -
     for j in out.iter_mut().filter(|j| !j.state.ended()) {
         match jobs::query(slurm, &j.id).await {
             Ok(Some(o)) => {
-                if o.state != JobState::Pending && j.started_ms.is_none() {
+                // A job cancelled while pending (a dependency never met) never started.
+                let ran = match o.state {
+                    JobState::Pending => false,
+                    JobState::Cancelled => o.run_secs.is_some_and(|s| s > 0) || j.started_ms.is_some(),
+                    _ => true,
+                };
+                if ran && j.started_ms.is_none() {
                     j.started_ms = Some(
                         o.run_secs
                             .map_or(now, |s| now.saturating_sub(s.saturating_mul(1000)))
@@ -119,7 +125,7 @@ async fn observe_all(slurm: &SlurmConfig, request_id: &str, jobs: &[BatchJob]) -
                     j.ended_ms = Some(now);
                 }
                 j.state = o.state;
-                j.exit_code = o.exit_code;
+                j.exit_code = if ran { o.exit_code } else { None };
                 j.signal = o.signal;
                 j.reason = o.reason;
             }

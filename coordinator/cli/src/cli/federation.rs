@@ -383,7 +383,7 @@ pub fn stored_table(s: &StoredDecision) -> String {
     } else {
         "refused: "
     };
-    out.push_str(&table::render_labelled(&s.decision, label));
+    out.push_str(&table::render_stored(&s.decision, label, !s.jobs().is_empty()));
     if !s.attempts.is_empty() {
         out.push_str("\ncommit attempts:\n");
     }
@@ -657,7 +657,7 @@ async fn follow_jobs(client: &Client, id: &str, mut last: StoredDecision) -> u8 
             if !seen.iter().any(|(n, s)| n == &j.job && *s == st) {
                 seen.retain(|(n, _)| n != &j.job);
                 seen.push((j.job.clone(), st));
-                eprintln!("  {}", job_line(j));
+                eprint!("{}", crate::render::layout::para("  ", "    ", &job_line(j)));
             }
         }
         if !matches!(last.state, DecisionState::Committed | DecisionState::Planned) {
