@@ -638,7 +638,7 @@ async fn a_committed_workflow_runs_in_order_and_completes_by_itself() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_job_fails_the_decision_cancel_ends_jobs_and_a_killed_agent_resumes() {
-    let slurm = SlurmCluster::start().await;
+    let mut slurm = SlurmCluster::start().await;
     let dir = tempfile::tempdir().unwrap();
     let (nats, mut agent, _co) = jobs_federation(&slurm, dir.path()).await;
 
@@ -705,6 +705,9 @@ async fn a_failing_job_fails_the_decision_cancel_ends_jobs_and_a_killed_agent_re
     .await
     .expect("the job runs");
     agent.kill();
+    // Slurm unreachable too while the agent is away: the restarted agent cannot read the job,
+    // and nothing completes on a guess until Slurm answers again.
+    slurm.stop_controller();
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(
         shown(&nats, "crash-1")["state"],
@@ -717,7 +720,26 @@ async fn a_failing_job_fails_the_decision_cancel_ends_jobs_and_a_killed_agent_re
         ["--config", &cfg.display().to_string(), "--nats", &nats.url()],
     );
     again.wait_for_log("endpoints ready", Duration::from_secs(30)).await;
-    let d = until_state(&nats, "crash-1", "completed").await;
+    again
+        .wait_for_log("Slurm could not be asked", Duration::from_secs(10))
+        .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let d = shown(&nats, "crash-1");
+    assert_eq!(d["state"], "committed", "Slurm unreachable: no guess");
+    assert_eq!(jobs_of(&d)["a"]["state"], "running", "the last state read stays");
+    slurm.start_controller();
+    let d = poll(Duration::from_secs(60), || async {
+        let d = shown(&nats, "crash-1");
+        (d["state"] == "completed").then_some(d)
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "crash-1 did not complete: {:#}\n{}",
+            shown(&nats, "crash-1"),
+            again.log()
+        )
+    });
     assert_eq!(jobs_of(&d)["a"]["state"], "completed");
     assert_eq!(d["completion"]["volumes"][0]["outcome"], "deleted");
     assert!(nats.violations().is_empty(), "{:?}", nats.violations());
