@@ -208,6 +208,20 @@ pub async fn cancel(shared: &Shared, slurm: &SlurmConfig, request_id: &str) -> R
     sync(shared).await.map_err(|e| e.to_string())
 }
 
+/// Cancels the jobs of an interrupted commit of `request_id` by their names
+/// (`fedvol.<request id>.<job>`, one `scancel --name` per job of `jobs`): the agent stopped
+/// after `sbatch` and before the commit was recorded, so their ids are unknown. Failures are
+/// logged.
+pub async fn cancel_by_name(slurm: &SlurmConfig, request_id: &str, jobs: &[String]) {
+    let Some(cfg) = &slurm.jobs else { return };
+    for job in jobs {
+        let args = [format!("--name=fedvol.{request_id}.{job}")];
+        if let Err(e) = jobs::cancel(slurm, &cfg.scancel, &args).await {
+            tracing::error!(request_id, job = %job, error = %e, "jobs of an interrupted commit could not be cancelled; scancel them by hand");
+        }
+    }
+}
+
 /// One poll: every followed commit's jobs read from Slurm, changes recorded, and each commit
 /// whose jobs all ended completed.
 pub async fn poll_once(shared: &Shared, slurm: &SlurmConfig) {

@@ -127,13 +127,15 @@ pub async fn query(cfg: &SlurmConfig, id: &str) -> Result<Option<Observed>, Slur
     Ok(rec.and_then(observe))
 }
 
-/// Cancels jobs `ids` (`scancel`). A job already ended is no error.
+/// Cancels jobs: `scancel args`, `args` being job ids or a selection such as
+/// `--name=<job name>`. A job already ended is no error; no argument, nothing to do.
 ///
 /// Errors: `scancel` could not run, timed out or failed.
-pub async fn cancel(cfg: &SlurmConfig, scancel: &Path, ids: &[String]) -> Result<(), SlurmError> {
-    if ids.is_empty() {
+pub async fn cancel(cfg: &SlurmConfig, scancel: &Path, args: &[String]) -> Result<(), SlurmError> {
+    if args.is_empty() {
         return Ok(());
     }
+    let ids = args;
     let ran = exec(cfg, scancel, ids, None).await?;
     if !ran.ok && !ran.stderr.contains("already completing or completed") && !is_unknown_job(&ran.stderr) {
         return Err(SlurmError::Failed {
