@@ -355,7 +355,7 @@ pub fn render_stored(d: &Decision, label: &str, submitted: bool) -> String {
             if !runs.is_empty() && !submitted {
                 let rm = c.resource_manager.as_deref().unwrap_or_default();
                 out.push_str(&format!(
-                    "  run with {rm} (fedvol submits no job; give the runner these arguments):\n"
+                    "  run with {rm} (its agent submits no job; give the runner these arguments):\n"
                 ));
                 for (k, a) in runs {
                     out.push_str(&format!("    {k}: sbatch {a} ...\n"));
