@@ -519,6 +519,15 @@ async fn a_committed_workflow_runs_in_order_and_completes_by_itself() {
         )),
     );
     let url = nats.url();
+    let mut watch = std::process::Command::new(fedvol_tests::bin_path("fedvol"))
+        .args(["--nats", &url, "-u", "u", "decisions", "watch"])
+        .env_remove("FEDVOL_OUTPUT")
+        .env("COLUMNS", "100")
+        .logged_in()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     let follow = std::process::Command::new(fedvol_tests::bin_path("fedvol"))
         .args([
             "--nats",
@@ -612,6 +621,16 @@ async fn a_committed_workflow_runs_in_order_and_completes_by_itself() {
         "the Delete volume is gone"
     );
     eprintln!("--- fedvol submit --follow ---\n{text}");
+    // `decisions watch` showed each change of the jobs, with their times.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let _ = watch.kill();
+    let watched = watch.wait_with_output().unwrap();
+    let watched = String::from_utf8_lossy(&watched.stdout);
+    eprintln!("--- fedvol decisions watch ---\n{watched}");
+    assert!(watched.contains("job a (Slurm job"), "{watched}");
+    assert!(watched.contains(": running, started 20"), "{watched}");
+    assert!(watched.contains(": completed, exit code 0, started 20"), "{watched}");
+    assert!(watched.lines().all(|l| l.chars().count() <= 100), "{watched}");
     let (_, show) = fedvol_code(&nats, &["decisions", "show", "run-1"]);
     eprintln!("--- fedvol decisions show ---\n{show}");
     assert!(show.contains("jobs (run by Slurm on the chosen cluster):"), "{show}");

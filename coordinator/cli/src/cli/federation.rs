@@ -985,24 +985,12 @@ async fn watch(client: &Client, o: Output) -> u8 {
                         )
                     }
                 }
-                // The jobs a cluster runs for it, one line: each job's state (and exit code).
-                if !summary.jobs.is_empty() && matches!(o, Output::Table | Output::Wide) {
-                    let jobs: Vec<String> = summary
-                        .jobs
-                        .iter()
-                        .map(|j| match j.exit_code {
-                            Some(c) if j.state.ended() => format!("{} {} ({c})", j.job, j.state.as_str()),
-                            _ => format!("{} {}", j.job, j.state.as_str()),
-                        })
-                        .collect();
-                    print!(
-                        "{}",
-                        crate::render::layout::para(
-                            "    jobs: ",
-                            "      ",
-                            &fedvol_common::limits::printable(&jobs.join(", "))
-                        )
-                    );
+                // The jobs a cluster runs for it: each with its Slurm id, state, exit code and
+                // times, indented under the decision's line.
+                if matches!(o, Output::Table | Output::Wide) {
+                    for j in &summary.jobs {
+                        print!("{}", crate::render::layout::para("    ", "      ", &job_line(j)));
+                    }
                 }
             }
             Ok(FeedEvent::Unreadable { key, error, .. }) => println!("{key}  (unreadable value: {error})"),
