@@ -680,6 +680,24 @@ async fn a_failing_job_fails_the_decision_cancel_ends_jobs_and_a_killed_agent_re
         "completed: the volume is gone"
     );
 
+    // A job with nothing to run is not submitted: the commit is rolled back (its volume
+    // deleted) and refused with why; the decision fails, nothing stays held.
+    let text = std::fs::read_to_string(&wf)
+        .unwrap()
+        .replace("    command: [/bin/sh, -c, \"true\"]\n", "");
+    std::fs::write(&wf, text).unwrap();
+    let (code, text) = fedvol_code(&nats, &["submit", &wf, "--request-id", "nothing-1"]);
+    assert_ne!(code, 0, "{text}");
+    assert!(text.contains("job `b` gives no `command` or `script`"), "{text}");
+    assert!(text.contains("submit_failed"), "{text}");
+    assert_eq!(shown(&nats, "nothing-1")["state"], "failed");
+    assert!(
+        volumes_in(&dir.path().join("scratch")).is_empty(),
+        "rolled back: no volume left"
+    );
+    let queue = slurm.run("squeue", &["-h", "-o", "%j"]);
+    assert!(!queue.contains("nothing-1"), "nothing reaches Slurm: {queue}");
+
     // `fedvol cancel`: the running job is cancelled in Slurm and the decision completes.
     let wf = two_jobs(dir.path(), "long", "", "sleep 120", None);
     let (code, text) = fedvol_code(&nats, &["submit", &wf, "--request-id", "cancel-1"]);
