@@ -2,7 +2,7 @@
 //! Slurm): the reconciler's holder asks each such decision's agent (`jobs`, on
 //! `<prefix>.cluster.<c>.jobs`) on every tick and stores what changed: the jobs' states in the
 //! committed attempt, and, once the agent completed the request by itself (every job ended),
-//! the decision `completed`, or `failed` with [`StoredDecision::run_failure`] naming the job
+//! the decision `completed`, or `failed` with [`fedvol_proto::decisions::StoredDecision::run_failure`] naming the job
 //! and its exit code, with the completion's volume outcomes; its quota ledgers are released.
 //!
 //! Nothing is decided on a guess: an agent that does not answer, or no longer keeps the
@@ -11,7 +11,7 @@
 use std::collections::HashSet;
 
 use fedvol_proto::agent;
-use fedvol_proto::decisions::{DecisionState, StoredDecision};
+use fedvol_proto::decisions::DecisionState;
 use fedvol_proto::{Code, now_ms};
 
 use super::Coordinator;
@@ -133,14 +133,4 @@ async fn follow_one(co: &Coordinator, id: &str) -> bool {
 
 fn reply_is(text: &str, code: &Code) -> bool {
     text.starts_with(&format!("{code}:"))
-}
-
-/// The jobs of `stored` that have not ended, as `job (Slurm id)`.
-pub fn live(stored: &StoredDecision) -> Vec<String> {
-    stored
-        .jobs()
-        .iter()
-        .filter(|j| !j.state.ended())
-        .map(|j| format!("{} ({})", j.job, j.id))
-        .collect()
 }
