@@ -375,6 +375,48 @@ slurm:
     }
 
     #[test]
+    fn slurm_jobs_block() {
+        use crate::slurm::config::RunMode;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("agent.yaml");
+        std::fs::write(
+            &p,
+            "inventory: i.yaml\ninventorySource: slurm\nslurm:\n  jobs: {run: container, runtime: [apptainer, exec], pollMs: 300, sbatch: bin/sbatch, output: /l/%j.out}\n",
+        )
+        .unwrap();
+        let InventorySource::Slurm(s) = AgentConfig::load(&p).unwrap().source else {
+            panic!("slurm source")
+        };
+        let j = s.jobs.unwrap();
+        assert_eq!(
+            j.run,
+            RunMode::Container {
+                runtime: vec!["apptainer".into(), "exec".into()]
+            }
+        );
+        assert_eq!((j.poll_ms, j.output.as_deref()), (300, Some("/l/%j.out")));
+        assert_eq!(j.sbatch, dir.path().join("bin/sbatch"));
+        assert_eq!(j.scancel, PathBuf::from("scancel"));
+        std::fs::write(
+            &p,
+            "inventory: i.yaml\ninventorySource: slurm\nslurm:\n  jobs: {run: container}\n",
+        )
+        .unwrap();
+        let e = AgentConfig::load(&p).unwrap_err().to_string();
+        assert!(e.contains("agent.yaml:4:"), "{e}");
+        assert!(e.contains("`run: container` needs `runtime`"), "{e}");
+        std::fs::write(
+            &p,
+            "inventory: i.yaml\ninventorySource: slurm\nslurm:\n  refreshMs: 500\n",
+        )
+        .unwrap();
+        let InventorySource::Slurm(s) = AgentConfig::load(&p).unwrap().source else {
+            panic!("slurm source")
+        };
+        assert!(s.jobs.is_none(), "without `jobs:` nothing is submitted");
+    }
+
+    #[test]
     fn slurm_mistakes_are_positioned() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("agent.yaml");

@@ -38,7 +38,7 @@ pub struct AgentMetrics {
 
 /// The endpoints the agent serves (the `endpoint` label), as [`crate::service::serve`] names
 /// them.
-pub const ENDPOINTS: [&str; 9] = [
+pub const ENDPOINTS: [&str; 10] = [
     "plan",
     "cluster_plan",
     "commit",
@@ -48,6 +48,7 @@ pub const ENDPOINTS: [&str; 9] = [
     "status",
     "inventory",
     "restored",
+    "jobs",
 ];
 
 impl AgentMetrics {

@@ -87,13 +87,23 @@ fn watch_state_file(shared: Arc<Shared>, path: std::path::PathBuf, identity: cra
 }
 
 /// Rolls back every commit the agent was running when it stopped: the durable
-/// `committing` mark says assets may have been created with no record. Each new volume's asset
+/// `committing` mark says assets may have been created with no record. Slurm jobs it may have
+/// submitted are cancelled by name; each new volume's asset
 /// is deleted (names are deterministic, deleting a missing asset succeeds), then the hold is
 /// unmarked; its coordinator settles the attempt (a release probe now finds it released), or
 /// commits it again. Runs before serving, so no request can see the half-done commit.
 async fn roll_back_interrupted(shared: &Arc<Shared>) {
     let interrupted = lock(shared).interrupted();
     for (id, work) in interrupted {
+        // Jobs the commit may have submitted before it stopped are cancelled by their names
+        // (`fedvol.<request id>.<job>`): their volumes are about to go.
+        if let Some(slurm) = &shared.batch {
+            let jobs: Vec<String> = lock(shared)
+                .held_decision(&id)
+                .map(|d| d.jobs.keys().cloned().collect())
+                .unwrap_or_default();
+            crate::slurm::follow::cancel_by_name(slurm, &id, &jobs).await;
+        }
         let mut deleted = 0;
         for w in &work {
             let r = shared
@@ -213,7 +223,11 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
     let shared = Arc::new(
         Shared::new(core, drivers, &cluster, cfg.max_body_bytes, cfg.max_in_flight)
             .with_obs(obs.metrics.clone(), obs.readiness.clone())
-            .with_restore_gate(gate),
+            .with_restore_gate(gate)
+            .with_batch(match &cfg.source {
+                InventorySource::Slurm(s) => Some(s),
+                InventorySource::Files => None,
+            }),
     );
     if shared.restore.closed() {
         tracing::warn!(
@@ -283,6 +297,7 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
     // Reload on SIGHUP and on file change; with Slurm, also read it on its interval.
     if let Some(live) = live {
         crate::slurm::source::spawn(live, shared.clone());
+        crate::slurm::follow::spawn(shared.clone());
     } else {
         let (cfg, shared) = (cfg.clone(), shared.clone());
         tokio::spawn(async move {

@@ -1,6 +1,7 @@
 //! The agent's metrics read from its state at each scrape ([`StateCollector`], one lock of the
 //! state): `fedvol_agent_inventory_info{version}`, `fedvol_agent_holds`,
-//! `fedvol_agent_commits_in_flight`, `fedvol_agent_commits_live`, `fedvol_agent_load` and per
+//! `fedvol_agent_commits_in_flight`, `fedvol_agent_commits_live`, `fedvol_agent_load`,
+//! `fedvol_agent_jobs{state}` (batch jobs of live commits by state) and per
 //! zone `fedvol_agent_zone_{cpu,memory,instances}_{capacity,in_use}[_cores|_bytes]{zone}`.
 //! The counters updated where requests are served are [`crate::metrics`]; this module sits
 //! above the shared state ([`crate::shared`]), which counts into those.
@@ -36,6 +37,11 @@ impl StateCollector {
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VersionLabel {
     version: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
+    state: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -98,6 +104,14 @@ impl Collector for StateCollector {
             "fedvol_agent_load",
             "Cluster load in [0, 1] on the effective inventory, as heartbeats report it",
             g.load,
+        )?;
+        gauges(
+            &mut e,
+            "fedvol_agent_jobs",
+            "Batch jobs of live commits submitted to Slurm, by state (pending, running, completed, failed, cancelled, timeout, node_fail, lost)",
+            g.jobs
+                .iter()
+                .map(|(s, n)| (StateLabel { state: s.as_str() }, *n as f64)),
         )?;
         let zone = |z: &crate::state::status::ZoneGauges| ZoneLabel { zone: z.zone.clone() };
         type Read = fn(&fedvol_common::model::Resources) -> f64;

@@ -160,6 +160,10 @@ pub async fn serve(
             Box::pin(endpoints::restored::handle(s, r))
         })
         .await?,
+        add::<ops::Jobs>(s, c, sh, "jobs", on(AgentOp::Jobs), |s, r| {
+            Box::pin(endpoints::jobs::handle(s, r))
+        })
+        .await?,
     ];
     // Make sure the server has every subscription before anyone is told we are ready.
     client.flush().await?;

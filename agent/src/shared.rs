@@ -37,6 +37,9 @@ pub struct Shared {
     pub readiness: fedvol_obs::Readiness,
     /// Whether new commits wait for the coordinators' restore ([`crate::restore_gate`]).
     pub restore: crate::restore_gate::RestoreGate,
+    /// The Slurm settings of an agent that submits committed jobs (`slurm.jobs` given);
+    /// `None`: commits submit nothing.
+    pub batch: Option<Arc<crate::slurm::SlurmConfig>>,
 }
 
 impl Shared {
@@ -55,7 +58,14 @@ impl Shared {
             metrics: crate::metrics::AgentMetrics::default(),
             readiness: fedvol_obs::Readiness::default(),
             restore: crate::restore_gate::RestoreGate::open(),
+            batch: None,
         }
+    }
+
+    /// The same, submitting committed jobs to the Slurm of `slurm` when it has `jobs`.
+    pub fn with_batch(mut self, slurm: Option<&crate::slurm::SlurmConfig>) -> Self {
+        self.batch = slurm.filter(|s| s.jobs.is_some()).map(|s| Arc::new(s.clone()));
+        self
     }
 
     /// The same, with new commits waiting for the restore `gate` says.

@@ -395,7 +395,8 @@ impl ClusterDecision {
     /// The arguments a workflow runner gives the resource manager to run `job` where this
     /// decision placed it: for Slurm, `--partition=<zone> --nodelist=<host>[,<host>...]`
     /// (`--nodes=<n>` too for a multi-host job). `None` when the cluster has no resource manager
-    /// or the job was not placed. fedvol submits nothing itself.
+    /// or the job was not placed. An agent configured to run jobs (`slurm.jobs`) submits them
+    /// itself, on this partition and node list; otherwise the workflow runner does.
     pub fn runner_args(&self, job: &str) -> Option<String> {
         if self.resource_manager.as_deref() != Some("slurm") {
             return None;

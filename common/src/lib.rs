@@ -16,6 +16,7 @@ pub mod offline;
 pub mod quota;
 pub mod request;
 pub mod rule;
+pub mod run;
 pub mod secrets;
 pub mod size;
 pub mod suggest;

@@ -9,6 +9,7 @@
 //! | [`Status`] | `<prefix>.cluster.<c>.status` | none | [`StatusReply`] |
 //! | [`Inventory`] | `<prefix>.cluster.<c>.inventory` | none | [`InventoryReply`] |
 //! | [`Restored`] | `<prefix>.cluster.<c>.restored` | [`RestoredMsg`] | [`RestoredReply`] |
+//! | [`Jobs`] | `<prefix>.cluster.<c>.jobs` | [`ActionMsg`] | [`ActionReply`] (with `jobs`) |
 //!
 //! Every request that changes or reads state carries the request id (the idempotency key: the
 //! same id gives the same answer and never a second reservation) and an absolute deadline in ms
@@ -48,11 +49,14 @@ pub enum AgentOp {
     /// A coordinator says the commits it stored for the cluster were restored onto the agent's
     /// current state generation: an agent started on a fresh state admits new commits again.
     Restored,
+    /// The batch jobs a committed request runs on the cluster's resource manager, their states,
+    /// and whether the agent completed the request once they all ended.
+    Jobs,
 }
 
 impl AgentOp {
     /// Every operation, in the order the service registers them.
-    pub const ALL: [AgentOp; 8] = [
+    pub const ALL: [AgentOp; 9] = [
         AgentOp::Plan,
         AgentOp::Commit,
         AgentOp::Release,
@@ -61,6 +65,7 @@ impl AgentOp {
         AgentOp::Status,
         AgentOp::Inventory,
         AgentOp::Restored,
+        AgentOp::Jobs,
     ];
 
     /// The operation's wire name.
@@ -74,6 +79,7 @@ impl AgentOp {
             AgentOp::Status => "status",
             AgentOp::Inventory => "inventory",
             AgentOp::Restored => "restored",
+            AgentOp::Jobs => "jobs",
         }
     }
 }
@@ -139,6 +145,11 @@ pub struct ActionMsg {
     /// `restoring`. Absent (false) from earlier releases.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub restore: bool,
+    /// Complete only: cancel the request's batch jobs first (`scancel`), then complete it
+    /// (`fedvol cancel`). Without it, a complete of a request whose jobs still run is refused
+    /// `jobs_running`. Absent (false) from earlier releases.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancel: bool,
 }
 
 impl ActionMsg {
@@ -150,6 +161,7 @@ impl ActionMsg {
             request: None,
             attempt: 0,
             restore: false,
+            cancel: false,
         }
     }
 }
@@ -191,6 +203,14 @@ pub struct ActionReply {
     /// from the broadcast plan: the state changed since), or the re-plan that no longer fits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision: Option<ClusterDecision>,
+    /// Commit, jobs and complete on a cluster that runs jobs: the request's batch jobs with
+    /// the states last seen (empty elsewhere).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jobs: Vec<crate::batch::BatchJob>,
+    /// Jobs only: when the agent completed the request by itself once every job ended, ms
+    /// since the epoch (`volumes` then says what the completion did); 0 while it runs.
+    #[serde(default, skip_serializing_if = "crate::decisions::is_zero")]
+    pub completed_ms: u64,
 }
 
 impl ActionReply {
@@ -203,6 +223,8 @@ impl ActionReply {
             volumes,
             error: None,
             decision: None,
+            jobs: Vec::new(),
+            completed_ms: 0,
         }
     }
 
@@ -215,6 +237,8 @@ impl ActionReply {
             volumes: Vec::new(),
             error: Some(error),
             decision: None,
+            jobs: Vec::new(),
+            completed_ms: 0,
         }
     }
 }
@@ -439,6 +463,8 @@ pub struct Status;
 pub struct Inventory;
 /// The restored endpoint.
 pub struct Restored;
+/// The jobs endpoint.
+pub struct Jobs;
 
 /// An endpoint served by the agents, with its operation (the subject token).
 pub trait AgentEndpoint: Endpoint {
@@ -530,6 +556,7 @@ macro_rules! action_endpoint {
 action_endpoint!(Commit, AgentOp::Commit);
 action_endpoint!(Release, AgentOp::Release);
 action_endpoint!(Complete, AgentOp::Complete);
+action_endpoint!(Jobs, AgentOp::Jobs);
 
 /// The fields the previous release's readers of [`WhyNotReply`] required.
 pub(crate) fn why_not_legacy(f: &Failure) -> serde_json::Map<String, serde_json::Value> {

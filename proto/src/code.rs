@@ -81,6 +81,11 @@ codes! {
     Released = "released",
     /// Agent or coordinator, complete: the request is not committed.
     NotCommitted = "not_committed",
+    /// A complete of a request whose batch jobs still run (`fedvol cancel` ends them first).
+    JobsRunning = "jobs_running",
+    /// The cluster's resource manager refused to run a job (`sbatch` failed); the commit was
+    /// rolled back.
+    SubmitFailed = "submit_failed",
     /// Coordinator: no decision is stored under the request id.
     NotFound = "not_found",
     /// Coordinator: the decision store (JetStream KV) failed.

@@ -205,6 +205,10 @@ impl SubmitReply {
 pub struct DecisionRef {
     /// The decision's request id.
     pub request_id: String,
+    /// Complete only: cancel the workflow's batch jobs on its cluster first (`fedvol cancel`).
+    /// Absent (false) from earlier releases.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancel: bool,
 }
 
 /// Why not: ask the cluster of a stored decision why not.
@@ -298,6 +302,10 @@ pub struct DecisionSummary {
     /// When the decision was first queued, ms since the epoch; absent when never.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queued_ms: Option<u64>,
+    /// The batch jobs the decision runs on its cluster's resource manager, with their states;
+    /// absent when none (`fedvol decisions watch` shows their changes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jobs: Vec<crate::batch::BatchJob>,
 }
 
 impl DecisionSummary {
@@ -314,6 +322,7 @@ impl DecisionSummary {
             priority_class: stored.priority_class.clone(),
             priority: stored.priority,
             queued_ms: stored.queued_ms,
+            jobs: stored.jobs().to_vec(),
         }
     }
 }

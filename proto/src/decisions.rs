@@ -66,6 +66,10 @@ pub struct CommitAttempt {
     /// What the commit did per volume.
     #[serde(default)]
     pub volumes: Vec<VolumeOutcome>,
+    /// The batch jobs the commit submitted to the cluster's resource manager, with the states
+    /// the coordinators last learnt from its agent (empty on clusters that run no jobs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jobs: Vec<crate::batch::BatchJob>,
 }
 
 /// A decision as the coordinators store it.
@@ -106,6 +110,23 @@ pub struct StoredDecision {
     /// When the decision was first queued, ms since the epoch (the queue's age order).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queued_ms: Option<u64>,
+    /// Why the workflow failed on its cluster once committed (a batch job that failed, timed
+    /// out, was cancelled or lost: [`crate::batch::failure`]); the decision is then `failed`
+    /// with its `completion`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_failure: Option<String>,
+}
+
+impl StoredDecision {
+    /// The batch jobs of the committed attempt (empty when none ran or nothing committed).
+    pub fn jobs(&self) -> &[crate::batch::BatchJob] {
+        self.attempts
+            .iter()
+            .rev()
+            .find(|a| a.ok)
+            .map(|a| a.jobs.as_slice())
+            .unwrap_or_default()
+    }
 }
 
 /// True for 0 (serde's `skip_serializing_if` for optional numeric fields).

@@ -234,7 +234,10 @@ fn deep_nesting_is_an_error() {
 
 #[test]
 fn queries_decode() {
-    let q = DecisionRef { request_id: "r".into() };
+    let q = DecisionRef {
+        request_id: "r".into(),
+        cancel: false,
+    };
     let b = coordinator::Get::encode_request(&q);
     assert_eq!(coordinator::Get::decode_request(&b, "coordinator").unwrap(), q);
     let w = WhyNotQuery {

@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 
 pub mod agent;
+pub mod batch;
 pub mod code;
 pub mod coordinator;
 pub mod decisions;

@@ -457,6 +457,7 @@ where
 pub async fn fetch_decision(client: &async_nats::Client, id: &str) -> Result<Option<StoredDecision>, String> {
     let body = DecisionRef {
         request_id: id.to_string(),
+        cancel: false,
     };
     let reply: SubmitReply = patiently(&format!("get {id}"), || {
         coordinator_op::<api::Get>(client, CHECKER_USER, &body, CALL_WAIT)
@@ -590,6 +591,7 @@ mod tests {
             priority: 0,
             wait_for_capacity: false,
             queued_ms: None,
+            run_failure: None,
             state,
             decision: Decision {
                 quota: Vec::new(),

@@ -149,6 +149,7 @@ pub async fn complete(
 ) -> Result<SubmitReply, CallError> {
     let body = DecisionRef {
         request_id: id.to_string(),
+        cancel: false,
     };
     coordinator_op::<api::Complete>(client, user, &body, wait).await
 }

@@ -119,7 +119,15 @@ async fn submit(client: &async_nats::Client, user: &str, msg: &SubmitMsg) -> (St
 }
 
 async fn get(client: &async_nats::Client, id: &str) -> SubmitReply {
-    op::<api::Get>(client, "alice", &DecisionRef { request_id: id.into() }).await
+    op::<api::Get>(
+        client,
+        "alice",
+        &DecisionRef {
+            request_id: id.into(),
+            cancel: false,
+        },
+    )
+    .await
 }
 
 async fn status(client: &async_nats::Client, cluster: &str) -> StatusReply {
@@ -726,6 +734,7 @@ async fn idempotent_submit_complete_dry_run_replay_directory_and_bad_input() {
         "alice",
         &DecisionRef {
             request_id: "idem-1".into(),
+            cancel: false,
         },
     )
     .await;
@@ -757,6 +766,7 @@ async fn idempotent_submit_complete_dry_run_replay_directory_and_bad_input() {
         "alice",
         &DecisionRef {
             request_id: "dry-1".into(),
+            cancel: false,
         },
     )
     .await;
@@ -768,6 +778,7 @@ async fn idempotent_submit_complete_dry_run_replay_directory_and_bad_input() {
         "alice",
         &DecisionRef {
             request_id: "dry-1".into(),
+            cancel: false,
         },
     )
     .await;

@@ -897,7 +897,10 @@ async fn an_agent_started_on_a_new_state_gets_its_commits_back() {
         let got = coordinator_op::<api::Get>(
             &client,
             "alice",
-            &fedvol_proto::coordinator::DecisionRef { request_id: id.into() },
+            &fedvol_proto::coordinator::DecisionRef {
+                request_id: id.into(),
+                cancel: false,
+            },
             Duration::from_secs(5),
         )
         .await

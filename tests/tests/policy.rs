@@ -269,7 +269,10 @@ async fn fifty_racing_submits_to_two_coordinators_never_exceed_a_quota() {
         let r = coordinator_op::<api::Complete>(
             &clients[0],
             &format!("user{}", id.trim_start_matches("race-").parse::<usize>().unwrap() % 5),
-            &DecisionRef { request_id: id.clone() },
+            &DecisionRef {
+                request_id: id.clone(),
+                cancel: false,
+            },
             Duration::from_secs(30),
         )
         .await
@@ -370,7 +373,10 @@ async fn queued_submits_are_placed_by_priority_then_age_as_completions_free_room
             let r = coordinator_op::<api::Get>(
                 &client,
                 "alice",
-                &DecisionRef { request_id: id.into() },
+                &DecisionRef {
+                    request_id: id.into(),
+                    cancel: false,
+                },
                 Duration::from_secs(10),
             )
             .await

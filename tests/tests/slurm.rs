@@ -361,3 +361,418 @@ async fn sighup_reads_slurm_at_once() {
     let p = plan(&client, "after-hup", 2, "amd").await;
     assert!(!p.decision.feasible, "{:?}", p.decision.jobs);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Committed workflows run on Slurm (`slurm.jobs`): submitted at commit, followed, completed by
+// themselves.
+
+/// The agent's files with `slurm.jobs` (run directly, job states read every 300 ms, job output
+/// in `dir/out`), and a second provisioner `keep` whose volumes are retained.
+fn running_agent_files(dir: &Path, slurm: &SlurmCluster) -> std::path::PathBuf {
+    let cfg = agent_files(dir, slurm);
+    let keep = dir.join("keep");
+    std::fs::create_dir_all(&keep).unwrap();
+    std::fs::create_dir_all(dir.join("out")).unwrap();
+    let inv = std::fs::read_to_string(dir.join("inventory.yaml")).unwrap();
+    std::fs::write(
+        dir.join("inventory.yaml"),
+        format!(
+            "{inv}  keep:\n    driver: {{type: hostpath, path: '{}'}}\n    ephemeral: all\n    create: all\n    access: all\n    reclaimPolicy: Retain\n",
+            keep.display()
+        ),
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+        "slurm:\n",
+        &format!(
+            "slurm:\n  jobs:\n    run: directly\n    pollMs: 300\n    output: '{}/%x-%j.out'\n",
+            dir.join("out").display()
+        ),
+    ) + "metricsListen: 127.0.0.1:0\n";
+    std::fs::write(&cfg, text).unwrap();
+    cfg
+}
+
+/// `fedvol ARGS` as user `u`: exit code, stdout and stderr together.
+fn fedvol_code(nats: &NatsServer, args: &[&str]) -> (i32, String) {
+    let url = nats.url();
+    let mut all = vec!["--nats", url.as_str(), "-u", "u"];
+    all.extend_from_slice(args);
+    let o = std::process::Command::new(fedvol_tests::bin_path("fedvol"))
+        .args(&all)
+        .env_remove("FEDVOL_OUTPUT")
+        .env_remove("FEDVOL_USER")
+        .logged_in()
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+    )
+}
+
+/// The stored decision `id` as `fedvol decisions show -o json` prints it (`Null` while none is
+/// stored).
+fn shown(nats: &NatsServer, id: &str) -> serde_json::Value {
+    let (code, out) = fedvol_code(nats, &["decisions", "show", id, "-o", "json"]);
+    if code != 0 {
+        assert!(out.contains("no decision is stored"), "{out}");
+        return serde_json::Value::Null;
+    }
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+/// The jobs of the committed attempt of a shown decision, by job name.
+fn jobs_of(d: &serde_json::Value) -> BTreeMap<String, serde_json::Value> {
+    d["attempts"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .rev()
+        .find(|a| a["ok"] == true)
+        .and_then(|a| a["jobs"].as_array())
+        .map(|js| {
+            js.iter()
+                .map(|j| (j["job"].as_str().unwrap().to_string(), j.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Waits (20 s at most) until decision `id` is in `state`; returns it.
+async fn until_state(nats: &NatsServer, id: &str, state: &str) -> serde_json::Value {
+    poll(Duration::from_secs(20), || async {
+        let d = shown(nats, id);
+        (d["state"] == state).then_some(d)
+    })
+    .await
+    .unwrap_or_else(|| panic!("{id} never became {state}: {:#}", shown(nats, id)))
+}
+
+/// A workflow of job `a` (2 cores on the intel node, running `a`) and, when `b` is given, job
+/// `b` (1 core on the amd node, after `a`, running `b`), both mounting volume `data` (`use`:
+/// its provisioner, or automatic selection when empty).
+fn two_jobs(dir: &Path, name: &str, use_: &str, a: &str, b: Option<&str>) -> String {
+    let volume = if use_.is_empty() {
+        "{size: 1MiB}".to_string()
+    } else {
+        format!("{{use: {use_}, size: 1MiB}}")
+    };
+    let mut text = format!(
+        "version: v4\nvolumes:\n  data: {volume}\njobs:\n  a:\n    image: {{uri: docker://alpine}}\n    script: \"{a}\"\n    mounts: {{/data: data}}\n    resource: {{cpu: {{cores: 2}}, memory: {{size: 100MiB}}}}\n    constraints: [intel]\n"
+    );
+    if let Some(b) = b {
+        text.push_str(&format!(
+            "  b:\n    image: {{uri: docker://alpine}}\n    command: [/bin/sh, -c, \"{b}\"]\n    depends-on: [{{name: a}}]\n    mounts: {{/data: data}}\n    resource: {{cpu: {{cores: 1}}, memory: {{size: 100MiB}}}}\n    constraints: [amd]\n"
+        ));
+    }
+    let p = dir.join(format!("{name}.yaml"));
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+async fn jobs_federation(slurm: &SlurmCluster, dir: &Path) -> (NatsServer, Spawned, CoordinatorProc) {
+    let nats = NatsServer::start();
+    let agent = start_agent(&nats, &running_agent_files(dir, slurm)).await;
+    let co = CoordinatorProc::start(&nats, &["--reconcile-every-ms", "300"]).await;
+    (nats, agent, co)
+}
+
+/// Subdirectories of `dir` (the volumes a hostpath provisioner holds).
+fn volumes_in(dir: &Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_committed_workflow_runs_in_order_and_completes_by_itself() {
+    let slurm = SlurmCluster::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (nats, agent, _co) = jobs_federation(&slurm, dir.path()).await;
+    let client = nats.client().await;
+    let marker = dir.path().join("b-ran");
+
+    // Delete: `a` writes into the volume after 4 s, `b` runs after it and finds the file.
+    let wf = two_jobs(
+        dir.path(),
+        "ordered",
+        "",
+        "sleep 4; touch $FEDVOL_VOLUME_DATA/a-done",
+        Some(&format!(
+            "test -f $FEDVOL_VOLUME_DATA/a-done && touch {}",
+            marker.display()
+        )),
+    );
+    let url = nats.url();
+    let mut watch = std::process::Command::new(fedvol_tests::bin_path("fedvol"))
+        .args(["--nats", &url, "-u", "u", "decisions", "watch"])
+        .env_remove("FEDVOL_OUTPUT")
+        .env("COLUMNS", "100")
+        .logged_in()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let follow = std::process::Command::new(fedvol_tests::bin_path("fedvol"))
+        .args([
+            "--nats",
+            &url,
+            "-u",
+            "u",
+            "submit",
+            &wf,
+            "--request-id",
+            "run-1",
+            "--follow",
+        ])
+        .env_remove("FEDVOL_OUTPUT")
+        .logged_in()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+
+    // While `a` runs on n1 (2 of its 4 CPUs), its capacity is counted once: Slurm's allocation
+    // replaces fedvol's, so 2 more cores still fit there, 3 do not.
+    let running = poll(Duration::from_secs(20), || async {
+        let d = shown(&nats, "run-1");
+        (jobs_of(&d).get("a").is_some_and(|j| j["state"] == "running")).then_some(d)
+    })
+    .await
+    .expect("job a running");
+    let ja = &jobs_of(&running)["a"];
+    let squeue = slurm.run("squeue", &["-h", "-j", ja["id"].as_str().unwrap(), "-o", "%T %P %N %C"]);
+    assert_eq!(squeue.trim(), "RUNNING gpu n1 2", "the job runs where fedvol placed it");
+    assert_eq!(jobs_of(&running)["b"]["state"], "pending", "b waits for a");
+    let (_, metrics) = fedvol_tests::http::get(fedvol_tests::http::metrics_addr(&agent), "/metrics")
+        .await
+        .unwrap();
+    let jobs_in = |state: &str| {
+        metrics
+            .lines()
+            .find(|l| l.starts_with("fedvol_agent_jobs{") && l.contains(&format!("state=\"{state}\"")))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+    };
+    assert_eq!(jobs_in("running"), Some(1.0), "{metrics}");
+    assert_eq!(jobs_in("pending"), Some(1.0), "{metrics}");
+    let seen_once = poll(Duration::from_secs(5), || async {
+        let i = inventory(&client).await.inventory;
+        (host(&i, "n1").1.allocated.cpu == 2).then_some(())
+    })
+    .await;
+    assert!(seen_once.is_some(), "Slurm's allocation of n1 not read");
+    let p = plan(&client, "during-1", 2, "intel").await;
+    assert_eq!(
+        p.decision.jobs["j"].host.as_deref(),
+        Some("n1"),
+        "2 cores of n1 are free while a runs (counted once): {:?}",
+        p.decision.jobs
+    );
+    let p = plan(&client, "during-2", 3, "intel").await;
+    assert!(
+        !p.decision.feasible,
+        "3 cores do not fit beside a: {:?}",
+        p.decision.jobs
+    );
+
+    // The workflow ends by itself: --follow exits 0 with the outcome.
+    let out = follow.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{text}\n{}", agent.log());
+    assert!(text.contains("run-1: completed on slurm-a"), "{text}");
+    assert!(text.contains("job b (Slurm job"), "{text}");
+    assert!(marker.exists(), "b did not find a's file: {text}");
+    let d = until_state(&nats, "run-1", "completed").await;
+    let jobs = jobs_of(&d);
+    assert_eq!(jobs["a"]["state"], "completed");
+    assert_eq!(jobs["b"]["state"], "completed");
+    assert_eq!(jobs["a"]["exit_code"], 0);
+    assert!(
+        jobs["b"]["started_ms"].as_u64().unwrap() + 1000 >= jobs["a"]["ended_ms"].as_u64().unwrap(),
+        "b started before a ended: {jobs:?}"
+    );
+    let outcome = d["completion"]["volumes"][0]["outcome"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(outcome, "deleted", "{:#}", d["completion"]);
+    assert!(
+        volumes_in(&dir.path().join("scratch")).is_empty(),
+        "the Delete volume is gone"
+    );
+    eprintln!("--- fedvol submit --follow ---\n{text}");
+    // `decisions watch` showed each change of the jobs, with their times.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let _ = watch.kill();
+    let watched = watch.wait_with_output().unwrap();
+    let watched = String::from_utf8_lossy(&watched.stdout);
+    eprintln!("--- fedvol decisions watch ---\n{watched}");
+    assert!(watched.contains("job a (Slurm job"), "{watched}");
+    assert!(watched.contains(": running, started 20"), "{watched}");
+    assert!(watched.contains(": completed, exit code 0, started 20"), "{watched}");
+    assert!(watched.lines().all(|l| l.chars().count() <= 100), "{watched}");
+    let (_, show) = fedvol_code(&nats, &["decisions", "show", "run-1"]);
+    eprintln!("--- fedvol decisions show ---\n{show}");
+    assert!(show.contains("jobs (run by Slurm on the chosen cluster):"), "{show}");
+    assert!(show.lines().all(|l| l.chars().count() <= 100), "{show}");
+    assert!(!show.contains("submits no job"), "{show}");
+    assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+
+    // Retain: the volume is kept after the workflow.
+    let wf = two_jobs(dir.path(), "kept", "keep", "touch $FEDVOL_VOLUME_DATA/x", None);
+    let (code, text) = fedvol_code(&nats, &["submit", &wf, "--request-id", "run-2", "--follow"]);
+    assert_eq!(code, 0, "{text}");
+    let d = until_state(&nats, "run-2", "completed").await;
+    assert_eq!(
+        d["completion"]["volumes"][0]["outcome"], "retained",
+        "{:#}",
+        d["completion"]
+    );
+    let kept = volumes_in(&dir.path().join("keep"));
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(kept[0].join("x").exists(), "the job wrote into the retained volume");
+    assert!(nats.violations().is_empty(), "{:?}", nats.violations());
+    assert!(!agent.log().contains("panicked"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_job_fails_the_decision_cancel_ends_jobs_and_a_killed_agent_resumes() {
+    let mut slurm = SlurmCluster::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (nats, mut agent, _co) = jobs_federation(&slurm, dir.path()).await;
+
+    // `a` exits 3: the decision fails naming it, `b` (after it) is cancelled by Slurm.
+    let wf = two_jobs(dir.path(), "failing", "", "exit 3", Some("true"));
+    let (code, text) = fedvol_code(&nats, &["submit", &wf, "--request-id", "fail-1", "--follow"]);
+    eprintln!("--- fedvol submit --follow (failing) ---\n{text}");
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("job `a`"), "{text}");
+    assert!(text.contains("exit code 3"), "{text}");
+    let d = until_state(&nats, "fail-1", "failed").await;
+    assert!(d["run_failure"].as_str().unwrap().contains("exit code 3"), "{d:#}");
+    let jobs = jobs_of(&d);
+    assert_eq!(jobs["a"]["state"], "failed");
+    assert_eq!(jobs["a"]["exit_code"], 3);
+    assert_eq!(jobs["b"]["state"], "cancelled", "{jobs:?}");
+    assert!(jobs["b"].get("started_ms").is_none(), "b never started: {jobs:?}");
+    assert!(
+        volumes_in(&dir.path().join("scratch")).is_empty(),
+        "completed: the volume is gone"
+    );
+
+    // A job with nothing to run is not submitted: the commit is rolled back (its volume
+    // deleted) and refused with why; the decision fails, nothing stays held.
+    let text = std::fs::read_to_string(&wf)
+        .unwrap()
+        .replace("    command: [/bin/sh, -c, \"true\"]\n", "");
+    std::fs::write(&wf, text).unwrap();
+    let (code, text) = fedvol_code(&nats, &["submit", &wf, "--request-id", "nothing-1"]);
+    assert_ne!(code, 0, "{text}");
+    assert!(text.contains("job `b` gives no `command` or `script`"), "{text}");
+    assert!(text.contains("submit_failed"), "{text}");
+    assert_eq!(shown(&nats, "nothing-1")["state"], "failed");
+    assert!(
+        volumes_in(&dir.path().join("scratch")).is_empty(),
+        "rolled back: no volume left"
+    );
+    let queue = slurm.run("squeue", &["-h", "-o", "%j"]);
+    assert!(!queue.contains("nothing-1"), "nothing reaches Slurm: {queue}");
+
+    // `fedvol cancel`: the running job is cancelled in Slurm and the decision completes.
+    let wf = two_jobs(dir.path(), "long", "", "sleep 120", None);
+    let (code, text) = fedvol_code(&nats, &["submit", &wf, "--request-id", "cancel-1"]);
+    assert_eq!(code, 0, "{text}");
+    let d = poll(Duration::from_secs(20), || async {
+        let d = shown(&nats, "cancel-1");
+        (jobs_of(&d).get("a").is_some_and(|j| j["state"] == "running")).then_some(d)
+    })
+    .await
+    .expect("the long job runs");
+    let id = jobs_of(&d)["a"]["id"].as_str().unwrap().to_string();
+    let (code, text) = fedvol_code(&nats, &["complete", "cancel-1"]);
+    assert_ne!(code, 0, "complete under a running job is refused: {text}");
+    assert!(text.contains("jobs_running"), "{text}");
+    let (code, text) = fedvol_code(&nats, &["cancel", "cancel-1"]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("cancel-1: completed on slurm-a"), "{text}");
+    // scancel returns before the job's processes are gone (COMPLETING for a moment).
+    let cancelled = poll(Duration::from_secs(10), || async {
+        let state = slurm.run("scontrol", &["-o", "show", "job", &id]);
+        state.contains("JobState=CANCELLED").then_some(())
+    })
+    .await;
+    assert!(
+        cancelled.is_some(),
+        "{}",
+        slurm.run("scontrol", &["-o", "show", "job", &id])
+    );
+    assert_eq!(jobs_of(&shown(&nats, "cancel-1"))["a"]["state"], "cancelled");
+
+    // kill -9 of the agent while a job runs; restarted from its state, it follows the job
+    // again and the decision completes.
+    let wf = two_jobs(dir.path(), "crash", "", "sleep 3", None);
+    let (code, text) = fedvol_code(&nats, &["submit", &wf, "--request-id", "crash-1"]);
+    assert_eq!(code, 0, "{text}");
+    poll(Duration::from_secs(20), || async {
+        (jobs_of(&shown(&nats, "crash-1"))
+            .get("a")
+            .is_some_and(|j| j["state"] == "running"))
+        .then_some(())
+    })
+    .await
+    .expect("the job runs");
+    agent.kill();
+    // Slurm unreachable too while the agent is away: the restarted agent cannot read the job,
+    // and nothing completes on a guess until Slurm answers again.
+    slurm.stop_controller();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(
+        shown(&nats, "crash-1")["state"],
+        "committed",
+        "nothing completes without its agent"
+    );
+    let cfg = dir.path().join("agent.yaml");
+    let mut again = Spawned::bin(
+        "fedvol-agent",
+        ["--config", &cfg.display().to_string(), "--nats", &nats.url()],
+    );
+    again.wait_for_log("endpoints ready", Duration::from_secs(30)).await;
+    again
+        .wait_for_log("Slurm could not be asked", Duration::from_secs(10))
+        .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let d = shown(&nats, "crash-1");
+    assert_eq!(d["state"], "committed", "Slurm unreachable: no guess");
+    assert_eq!(jobs_of(&d)["a"]["state"], "running", "the last state read stays");
+    slurm.start_controller();
+    let d = poll(Duration::from_secs(60), || async {
+        let d = shown(&nats, "crash-1");
+        (d["state"] == "completed").then_some(d)
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "crash-1 did not complete: {:#}\n{}",
+            shown(&nats, "crash-1"),
+            again.log()
+        )
+    });
+    assert_eq!(jobs_of(&d)["a"]["state"], "completed");
+    assert_eq!(d["completion"]["volumes"][0]["outcome"], "deleted");
+    assert!(nats.violations().is_empty(), "{:?}", nats.violations());
+    assert!(!again.log().contains("panicked"));
+}

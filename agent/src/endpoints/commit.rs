@@ -9,8 +9,11 @@
 //! 3. each new volume is provisioned in turn; at the first failure the others are not tried;
 //! 4. on a failure every asset already created is deleted again (the Kubernetes volume provisioning design: an asset whose
 //!    volume cannot be recorded is deleted; nothing leaks);
-//! 5. [`crate::state::Core::finish_commit`] records the outcome in one transaction, which
-//!    reaches the disk before the answer.
+//! 5. on a cluster that runs jobs (`slurm.jobs`), the placed jobs are submitted to Slurm
+//!    ([`crate::slurm::follow::submit`]); a refusal deletes the volumes again and refuses the
+//!    commit with Slurm's message (`submit_failed`);
+//! 6. [`crate::state::Core::finish_commit_with_jobs`] records the outcome (with the Slurm job
+//!    ids) in one transaction, which reaches the disk before the answer.
 
 use std::sync::Arc;
 
@@ -54,7 +57,28 @@ pub async fn handle(shared: Arc<Shared>, msg: ActionMsg) -> Option<Result<Action
         // The request's deadline may be what failed it: the rollback gets its own time.
         roll_back(&shared, &id, now_ms() + ROLLBACK_BUDGET_MS, &results).await;
     }
-    let finished = lock(&shared).finish_commit(&id, results, now_ms());
+    let mut jobs = Vec::new();
+    let provisioned = results.iter().all(|(_, r)| matches!(r, DriverResult::Ok(_)));
+    // 5. On a cluster that runs jobs, the placed jobs are submitted once their volumes exist;
+    //    a job Slurm refuses rolls the commit back with Slurm's message. A restore submits
+    //    nothing (the jobs ran, or run, under the commit restored).
+    if let (Some(slurm), Some(request), true, false) = (&shared.batch, &msg.request, provisioned, msg.restore) {
+        let decision = lock(&shared).held_decision(&id);
+        if let Some(d) = decision.filter(|d| d.resource_manager.as_deref() == Some("slurm")) {
+            match crate::slurm::follow::submit(slurm, request, &d, &crate::slurm::follow::paths(&results)).await {
+                Ok(j) => jobs = j,
+                Err(message) => {
+                    roll_back(&shared, &id, now_ms() + ROLLBACK_BUDGET_MS, &results).await;
+                    let aborted = lock(&shared).abort_commit(&id, &results, &message);
+                    return Some(match aborted {
+                        Ok(reply) => durable(&shared, reply).await,
+                        Err(e) => store_failed(&e),
+                    });
+                }
+            }
+        }
+    }
+    let finished = lock(&shared).finish_commit_with_jobs(&id, results, jobs, now_ms());
     Some(match finished {
         Ok(reply) => {
             let answer = durable(&shared, reply).await;

@@ -1,36 +1,38 @@
 //! Complete: allocations freed; volumes follow their reclaim policy (Delete: the driver deletes
 //! the asset, then the record goes; Retain: Released, never bound again). The Kubernetes volume provisioning design.
+//!
+//! A request whose batch jobs still run is not completed (its volumes would be reclaimed under
+//! them): it is refused `jobs_running`, unless the complete asks to `cancel` them, when they are
+//! cancelled (`scancel`) first.
 
 use std::sync::Arc;
 
 use fedvol_proto::Failure;
 use fedvol_proto::agent::{ActionMsg, ActionReply};
 
-use crate::shared::{Shared, durable, lock, store_failed};
-use crate::state::core::{DriverResult, Next};
+use fedvol_proto::Code;
+use fedvol_proto::batch::all_ended;
+
+use crate::shared::{Shared, lock};
+use crate::slurm::follow;
 
 /// Answers a complete.
 pub async fn handle(shared: Arc<Shared>, msg: ActionMsg) -> Option<Result<ActionReply, Failure>> {
     let id = msg.request_id.clone();
-    let begun = lock(&shared).begin_complete(&id);
-    let work = match begun {
-        Next::Answer(reply) => return Some(durable(&shared, *reply).await),
-        Next::Run(work) => work,
-    };
-    let mut results = Vec::new();
-    for w in work {
-        let r = shared
-            .drivers
-            .delete(&w.provisioner, &w.id.name, w.source.as_deref(), &id, msg.deadline_ms)
-            .await;
-        results.push(match r {
-            Ok(m) => (w, DriverResult::Ok(m)),
-            Err(e) => (w, DriverResult::Failed(e.to_string())),
-        });
+    let view = lock(&shared).jobs_of(&id);
+    if let Some(v) = view.filter(|v| v.completion.is_none() && !all_ended(&v.jobs)) {
+        match (&shared.batch, msg.cancel) {
+            (Some(slurm), true) => {
+                if let Err(e) = follow::cancel(&shared, slurm, &id).await {
+                    return Some(Ok(ActionReply::refused(
+                        &shared.cluster,
+                        &id,
+                        Code::Internal.error(format!("the jobs could not be cancelled: {e}")),
+                    )));
+                }
+            }
+            _ => return Some(Ok(follow::jobs_running(&shared.cluster, &id, &v.jobs))),
+        }
     }
-    let finished = lock(&shared).finish_complete(&id, results, fedvol_proto::now_ms());
-    Some(match finished {
-        Ok(reply) => durable(&shared, reply).await,
-        Err(e) => store_failed(&e),
-    })
+    follow::complete(&shared, &id, msg.deadline_ms).await
 }

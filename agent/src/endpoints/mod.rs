@@ -6,6 +6,7 @@
 pub mod commit;
 pub mod complete;
 pub mod inventory;
+pub mod jobs;
 pub mod plan;
 pub mod release;
 pub mod restored;

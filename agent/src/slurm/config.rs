@@ -14,6 +14,13 @@
 //!     gpu: {priority: 1, placementPolicy: BINPACK, tags: ["accel:gpu"], segment: rack-1}
 //!     batch: {priority: 5, hostCostPerHour: 0.4}   # price of one node-hour (cost-aware choice)
 //!   devices: {gpu: nvidia.com/gpu}  # GRES name → device name (this is the default)
+//!   jobs:                           # absent: fedvol submits nothing (placement only)
+//!     run: directly                 # directly | container
+//!     runtime: [apptainer, exec]    # container only: the command before the image
+//!     sbatch: /usr/bin/sbatch       # default `sbatch` on PATH
+//!     scancel: /usr/bin/scancel     # default `scancel` on PATH
+//!     pollMs: 5000                  # how often job states are read, default 5000
+//!     output: /shared/logs/%x-%j.out  # sbatch --output; default Slurm's (slurm-%j.out)
 //! ```
 
 use std::collections::BTreeMap;
@@ -48,6 +55,47 @@ pub struct Price(pub f64);
 
 impl Eq for Price {}
 
+/// How a submitted job's command runs on its node.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum RunMode {
+    /// The job's script runs as it is; its image is recorded in the job's comment, not used.
+    #[default]
+    Directly,
+    /// The job's script runs inside its image through a container runtime: `runtime`, then the
+    /// image (its URI as the workflow gives it), then `/bin/sh -c <script>`.
+    Container {
+        /// The runtime's command and arguments before the image (`[apptainer, exec]`).
+        runtime: Vec<String>,
+    },
+}
+
+/// How the agent submits committed jobs to Slurm and follows them (`slurm.jobs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobsConfig {
+    /// How the command runs.
+    pub run: RunMode,
+    /// The `sbatch` program.
+    pub sbatch: PathBuf,
+    /// The `scancel` program.
+    pub scancel: PathBuf,
+    /// How often the jobs' states are read, ms.
+    pub poll_ms: u64,
+    /// `sbatch --output` (Slurm's filename pattern), when given.
+    pub output: Option<String>,
+}
+
+impl Default for JobsConfig {
+    fn default() -> Self {
+        JobsConfig {
+            run: RunMode::Directly,
+            sbatch: PathBuf::from("sbatch"),
+            scancel: PathBuf::from("scancel"),
+            poll_ms: 5_000,
+            output: None,
+        }
+    }
+}
+
 /// How the agent reads its zones and hosts from Slurm.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlurmConfig {
@@ -65,6 +113,8 @@ pub struct SlurmConfig {
     pub partitions: Vec<PartitionSettings>,
     /// GRES name → device name (`gpu` → `nvidia.com/gpu` unless given; others keep their name).
     pub devices: BTreeMap<String, String>,
+    /// Submitting committed jobs (`slurm.jobs`); `None`: fedvol places and submits nothing.
+    pub jobs: Option<Box<JobsConfig>>,
 }
 
 impl Default for SlurmConfig {
@@ -77,6 +127,7 @@ impl Default for SlurmConfig {
             only_listed: false,
             partitions: Vec::new(),
             devices: BTreeMap::new(),
+            jobs: None,
         }
     }
 }
@@ -90,6 +141,17 @@ impl SlurmConfig {
             None if gres == "gpu" => "nvidia.com/gpu".to_string(),
             None => gres.to_string(),
         }
+    }
+
+    /// The GRES name of device `device` (the inverse of [`Self::device_name`]).
+    pub fn gres_name(&self, device: &str) -> String {
+        if let Some((g, _)) = self.devices.iter().find(|(_, d)| d.as_str() == device) {
+            return g.clone();
+        }
+        if device == "nvidia.com/gpu" && !self.devices.contains_key("gpu") {
+            return "gpu".to_string();
+        }
+        device.to_string()
     }
 
     /// The settings of partition `name`, if the configuration lists it.
@@ -158,6 +220,9 @@ pub fn parse_slurm(ctx: &mut Ctx, node: &Node, base: &Path) -> SlurmConfig {
     {
         cfg.devices = m;
     }
+    if let Some(n) = r.take("jobs") {
+        cfg.jobs = parse_jobs(ctx, n, &rel).map(Box::new);
+    }
     if let Some(n) = r.take("partitions")
         && let Some(mut pr) = ctx.map(n, "slurm.partitions")
     {
@@ -208,4 +273,61 @@ pub fn parse_slurm(ctx: &mut Ctx, node: &Node, base: &Path) -> SlurmConfig {
     }
     r.finish(ctx);
     cfg
+}
+
+/// Reads `slurm.jobs` (see the module's example).
+fn parse_jobs(ctx: &mut Ctx, node: &Node, rel: &dyn Fn(String) -> PathBuf) -> Option<JobsConfig> {
+    let mut cfg = JobsConfig::default();
+    if node.is_null() {
+        return Some(cfg);
+    }
+    let mut r = ctx.map(node, "slurm.jobs")?;
+    let mut runtime = None;
+    if let Some(n) = r.take("runtime") {
+        runtime = ctx.string_list(n, "slurm.jobs.runtime");
+        if runtime.as_ref().is_some_and(Vec::is_empty) {
+            ctx.error(
+                n.span,
+                "slurm.jobs.runtime",
+                "expected the runtime's command, e.g. [apptainer, exec]",
+            );
+        }
+    }
+    let mode = match r.take("run") {
+        Some(n) => ctx
+            .one_of(n, "slurm.jobs.run", &["directly", "container"])
+            .map(|m| (m, n.span)),
+        None => Some(("directly", node.span)),
+    };
+    match (mode, runtime) {
+        (Some(("container", _)), Some(rt)) => cfg.run = RunMode::Container { runtime: rt },
+        (Some(("container", span)), None) => ctx.error(
+            span,
+            "slurm.jobs.runtime",
+            "`run: container` needs `runtime`, the command before the image, e.g. [apptainer, exec]",
+        ),
+        (Some((_, span)), Some(_)) => ctx.error(
+            span,
+            "slurm.jobs.runtime",
+            "`runtime` is read only with `run: container`; add it, or remove `runtime`",
+        ),
+        _ => {}
+    }
+    for (key, slot) in [("sbatch", &mut cfg.sbatch), ("scancel", &mut cfg.scancel)] {
+        if let Some(n) = r.take(key)
+            && let Some(s) = ctx.nonempty_string(n, &join("slurm.jobs", key))
+        {
+            *slot = rel(s);
+        }
+    }
+    if let Some(n) = r.take("pollMs")
+        && let Some(v) = ctx.int(n, "slurm.jobs.pollMs", 100, 86_400_000)
+    {
+        cfg.poll_ms = v as u64;
+    }
+    if let Some(n) = r.take("output") {
+        cfg.output = ctx.nonempty_string(n, "slurm.jobs.output");
+    }
+    r.finish(ctx);
+    Some(cfg)
 }

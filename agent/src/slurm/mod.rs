@@ -8,10 +8,16 @@
 //! - [`node`] reads the fields fedvol maps (typed, with errors naming line, node and field);
 //! - [`map`] turns nodes and partitions into zones and hosts (the documented table);
 //! - [`config`] is the configuration's `slurm:` block;
+//! - [`batch`] builds what `sbatch` is given for a committed job and reads `scontrol show
+//!   job` (pure); [`jobs`] runs `sbatch`, `scontrol show job` and `scancel`; [`follow`]
+//!   submits a commit's jobs, follows their states and completes the request when they ended;
 //! - [`source`] refreshes on an interval and on SIGHUP, combines the zones with the file's
 //!   inventory under one version, and keeps the last good reading when Slurm cannot be read.
 
+pub mod batch;
 pub mod config;
+pub mod follow;
+pub mod jobs;
 pub mod map;
 pub mod node;
 pub mod records;

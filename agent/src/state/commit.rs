@@ -183,6 +183,20 @@ impl Core {
         results: Vec<(ProvisionWork, DriverResult)>,
         now_ms: u64,
     ) -> Result<ActionReply, CoreError> {
+        self.finish_commit_with_jobs(request_id, results, Vec::new(), now_ms)
+    }
+
+    /// [`Core::finish_commit`] of a commit that submitted `jobs` to the cluster's resource
+    /// manager: they are recorded with the commit, in the same write.
+    ///
+    /// Errors: the store write failed (the commit did not happen).
+    pub fn finish_commit_with_jobs(
+        &mut self,
+        request_id: &str,
+        results: Vec<(ProvisionWork, DriverResult)>,
+        jobs: Vec<fedvol_proto::batch::BatchJob>,
+        now_ms: u64,
+    ) -> Result<ActionReply, CoreError> {
         self.in_flight.remove(request_id);
         let Some(hold) = self.ledger.holds().get(request_id).cloned() else {
             return Ok(refusal(
@@ -202,7 +216,7 @@ impl Core {
                 DriverResult::Failed(_) => None,
             })
             .collect();
-        self.record_commit(hold, &sources, now_ms)
+        self.record_commit(hold, &sources, jobs, now_ms)
     }
 
     /// A commit whose drivers failed: the hold stays, no longer `committing`; the reply says
@@ -257,6 +271,7 @@ impl Core {
         &mut self,
         hold: Hold,
         sources: &BTreeMap<String, String>,
+        jobs: Vec<fedvol_proto::batch::BatchJob>,
         now_ms: u64,
     ) -> Result<ActionReply, CoreError> {
         let request_id = hold.request_id.clone();
@@ -294,7 +309,8 @@ impl Core {
                 holding,
             });
         }
-        let reply = ActionReply::done(&self.cluster, &request_id, rec.outcomes);
+        let mut reply = ActionReply::done(&self.cluster, &request_id, rec.outcomes);
+        reply.jobs = jobs.clone();
         let mut answer = reply.clone();
         answer.decision = Some(hold.reply.decision.clone());
         let commit = Commit {
@@ -306,6 +322,7 @@ impl Core {
             plan_reply: hold.reply.clone(),
             completion: None,
             completed_ms: 0,
+            jobs,
         };
         self.store.write(&Batch {
             remove_holds: vec![request_id.clone()],

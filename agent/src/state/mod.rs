@@ -2,9 +2,11 @@
 //! stream ([`store`], [`replicated`]), their
 //! in-memory form and the effective inventory ([`ledger`]), and the operations that change them,
 //! one module per concern on [`Core`]: [`hold`] (plan and hold), [`commit`], [`release`],
-//! [`complete`], [`sweep`] (lapsed holds, pruning) and [`status`].
+//! [`complete`], [`batch`] (the batch jobs a commit submitted), [`sweep`] (lapsed holds,
+//! pruning) and [`status`].
 
 pub mod backend;
+pub mod batch;
 pub mod commit;
 pub mod complete;
 pub mod core;

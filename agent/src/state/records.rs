@@ -110,6 +110,11 @@ pub struct Commit {
     /// after it, then pruned.
     #[serde(default)]
     pub completed_ms: u64,
+    /// The batch jobs the commit submitted to the cluster's resource manager (Slurm), with the
+    /// states last seen; empty when the cluster runs no jobs. While a job runs or has ended,
+    /// its capacity is Slurm's to count: its allocations are no longer in `allocations`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jobs: Vec<fedvol_proto::batch::BatchJob>,
 }
 
 /// A volume fedvol created or bound, with its current record and events.

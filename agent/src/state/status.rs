@@ -19,6 +19,8 @@ pub struct Gauges {
     pub commits_live: usize,
     /// Cluster load in [0, 1], as heartbeats report it.
     pub load: f64,
+    /// The batch jobs of live commits by state (every state, 0 included).
+    pub jobs: Vec<(fedvol_proto::batch::JobState, u64)>,
     /// Per zone of the inventory (in inventory order): its hosts' capacity, and the capacity
     /// held by holds and live commits.
     pub zones: Vec<ZoneGauges>,
@@ -66,6 +68,7 @@ impl Core {
                 .filter(|c| c.completion.is_none())
                 .count(),
             load: self.load(),
+            jobs: self.jobs_by_state(),
             zones,
         }
     }

@@ -427,3 +427,38 @@ fn gauges_count_holds_commits_and_capacity_per_zone() {
     assert_eq!((g.holds, g.commits_in_flight, g.commits_live), (1, 0, 1));
     assert_eq!(g.zones[0].in_use.cpu, 16, "the commit holds what its hold held");
 }
+
+/// A commit's batch jobs: a pending job's capacity is fedvol's to count; once it runs, Slurm's
+/// allocation counts it (read with the inventory), so the commit's share leaves `in_use`, and
+/// the states survive a restart from the file.
+#[test]
+fn a_started_job_leaves_its_capacity_to_slurm_and_its_state_is_durable() {
+    use fedvol_proto::batch::{BatchJob, JobState};
+    let dir = tempfile::tempdir().unwrap();
+    let mut core = open(dir.path(), 1);
+    core.plan_and_hold(&msg("r1", workflow()), 1_000).unwrap();
+    commit(&mut core, "r1");
+    let cpu = |core: &Core| core.gauges().zones.iter().map(|z| z.in_use.cpu).sum::<u64>();
+    assert_eq!(cpu(&core), 8, "the committed job holds its 8 cores");
+    let job = |state| BatchJob {
+        job: "j".into(),
+        id: "7".into(),
+        state,
+        exit_code: None,
+        signal: None,
+        reason: None,
+        submitted_ms: 1,
+        started_ms: None,
+        ended_ms: None,
+    };
+    core.set_jobs("r1", vec![job(JobState::Pending)]).unwrap();
+    assert_eq!(cpu(&core), 8, "pending: Slurm has allocated nothing yet");
+    assert_eq!(core.followed().len(), 1);
+    core.set_jobs("r1", vec![job(JobState::Running)]).unwrap();
+    assert_eq!(cpu(&core), 0, "running: counted once, by Slurm");
+    drop(core);
+    let core = open(dir.path(), 1);
+    let v = core.jobs_of("r1").expect("the commit");
+    assert_eq!(v.jobs[0].state, JobState::Running);
+    assert_eq!(cpu(&core), 0);
+}

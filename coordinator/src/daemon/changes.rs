@@ -290,6 +290,7 @@ mod tests {
                     priority_class: None,
                     priority: 0,
                     queued_ms: None,
+                    jobs: Vec::new(),
                 },
                 clusters: ClusterCounts::default(),
             },

@@ -93,7 +93,7 @@ where
 /// Sends `msg` (its deadline `wait_ms` from now) as action `E` to `cluster`; see [`action`].
 ///
 /// Errors: no answer or an unreadable one ([`ActionError::Rpc`]).
-async fn send<E>(co: &Coordinator, cluster: &str, msg: ActionMsg, wait_ms: u64) -> Result<ActionReply, ActionError>
+pub async fn send<E>(co: &Coordinator, cluster: &str, msg: ActionMsg, wait_ms: u64) -> Result<ActionReply, ActionError>
 where
     E: AgentEndpoint<Request = ActionMsg, Reply = ActionReply>,
 {
@@ -204,6 +204,7 @@ pub async fn commit_on(co: &Coordinator, cluster: &str, request: &PlanRequest, n
             pending: false,
             ok,
             error,
+            jobs: reply.as_ref().map(|r| r.jobs.clone()).unwrap_or_default(),
             volumes: reply.map(|r| r.volumes).unwrap_or_default(),
         },
         in_doubt: false,
@@ -285,6 +286,7 @@ async fn committed_answer(co: &Coordinator, cluster: &str, request: &PlanRequest
             pending: false,
             ok,
             error,
+            jobs: reply.as_ref().map(|r| r.jobs.clone()).unwrap_or_default(),
             volumes: reply.map(|r| r.volumes).unwrap_or_default(),
         },
         in_doubt: false,
@@ -341,6 +343,7 @@ pub fn pending_attempt(stored: &StoredDecision, cluster: &str) -> CommitAttempt 
         ok: false,
         error: None,
         volumes: Vec::new(),
+        jobs: Vec::new(),
     }
 }
 

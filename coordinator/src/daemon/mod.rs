@@ -18,6 +18,8 @@
 //! - [`store`]: the decision bucket; [`submit`]: the submit operation, idempotent by request
 //!   id; [`ops`]: complete, why_not, clusters, list, get, replay; [`replay`]: comparing a
 //!   replayed decision with the stored one.
+//! - [`jobs`]: the reconciler's holder follows committed decisions' batch jobs and stores
+//!   them `completed` or `failed` when they ended.
 //! - [`reconcile`]: one coordinator at a time (a lease in the bucket) settles decisions left
 //!   `planned` by a coordinator that died; [`restore`]: it also commits again what an agent
 //!   started on a new state file forgot.
@@ -39,6 +41,7 @@ pub mod config;
 pub mod directory;
 pub mod discovery;
 pub mod fanout;
+pub mod jobs;
 pub mod lifecycle;
 pub mod metrics;
 pub mod ops;

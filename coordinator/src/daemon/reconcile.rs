@@ -16,6 +16,9 @@
 //! tick and whenever a decision is completed, and every 15 ticks drops quota-ledger entries no
 //! live decision stands behind ([`super::quota::sweep`]).
 //!
+//! The holder also follows the batch jobs of committed decisions on clusters that run them
+//! ([`super::jobs`]), storing each decision `completed` or `failed` once its jobs ended.
+//!
 //! The holder also restores the commits of an agent that starts from a new state file
 //! ([`super::restore`]).
 
@@ -66,6 +69,7 @@ pub fn spawn(co: Arc<Coordinator>, instance: String, every: Duration) {
     }
     tokio::spawn(async move {
         let mut planned: HashMap<String, u64> = HashMap::new();
+        let mut running: std::collections::HashSet<String> = std::collections::HashSet::new();
         let mut next_try: HashMap<String, u64> = HashMap::new();
         let mut generations: HashMap<String, String> = HashMap::new();
         let mut watch = None;
@@ -82,6 +86,7 @@ pub fn spawn(co: Arc<Coordinator>, instance: String, every: Duration) {
                 } => {
                     match entry {
                         Some(Ok(e)) => {
+                            super::jobs::track(&mut running, &e);
                             // A completion freed room: place what waits in the queue,
                             // once the watch has caught up with the bucket.
                             if track(&mut planned, &e) && e.delta == 0 {
@@ -109,6 +114,7 @@ pub fn spawn(co: Arc<Coordinator>, instance: String, every: Duration) {
                     tracing::info!("reconciler: lease lost; another coordinator reconciles");
                 }
                 planned.clear();
+                running.clear();
                 generations.clear();
                 continue;
             }
@@ -122,6 +128,7 @@ pub fn spawn(co: Arc<Coordinator>, instance: String, every: Duration) {
                 }
             }
             settle_abandoned(&co, &mut planned, &mut next_try).await;
+            super::jobs::follow(&co, &mut running).await;
             super::restore::check_generations(&co, &mut generations).await;
             super::queue::drain(&co).await;
             ticks += 1;

@@ -72,7 +72,7 @@ pub(super) fn defaults(ctx: &mut Ctx, node: &Node, field: &str, form: MountForm)
 fn level(ctx: &mut Ctx, r: &mut crate::yaml::MapReader<'_>, form: MountForm) -> Inherited {
     let mut out = Inherited::default();
     if let Some(n) = r.take("env") {
-        env_list(ctx, n, &r.path("env"));
+        let _ = env_list(ctx, n, &r.path("env"));
     }
     if let Some(n) = r.take("mounts") {
         out.mounts = mounts(ctx, n, &r.path("mounts"), form);

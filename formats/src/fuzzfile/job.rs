@@ -58,6 +58,9 @@ pub(super) struct JobDraft {
     pub networks: Vec<String>,
     /// `policy.timeout.execute`, ms.
     pub timeout_ms: Option<u64>,
+    /// What the job runs (`command`/`args` or `script`, `env`, `cwd`) as one shell script
+    /// ([`fedvol_common::run::compose`]); `None` when it gives no command.
+    pub script: Option<String>,
 }
 
 /// Reads one job or service. Returns `None` only when the node is not a mapping.
@@ -84,6 +87,7 @@ pub(super) fn job(
         apart_from: Vec::new(),
         networks: Vec::new(),
         timeout_ms: None,
+        script: None,
     };
     // Placement fields.
     if let Some(n) = r.take("image") {
@@ -129,20 +133,25 @@ pub(super) fn job(
         // The map key is the job's name; real files repeat it here.
         ctx.string(n, &r.path("name"));
     }
-    for key in ["command", "args"] {
+    let mut argv: [Vec<String>; 2] = [Vec::new(), Vec::new()];
+    for (slot, key) in argv.iter_mut().zip(["command", "args"]) {
         if let Some(n) = r.take(key) {
-            ctx.string_list(n, &r.path(key));
+            *slot = ctx.string_list(n, &r.path(key)).unwrap_or_default();
         }
     }
+    let mut script = None;
     if let Some(n) = r.take("script") {
-        ctx.string(n, &r.path("script"));
+        script = ctx.string(n, &r.path("script"));
     }
+    let mut env = Vec::new();
     if let Some(n) = r.take("env") {
-        env_list(ctx, n, &r.path("env"));
+        env = env_list(ctx, n, &r.path("env"));
     }
+    let mut cwd = None;
     if let Some(n) = r.take("cwd") {
-        abs_path(ctx, n, &r.path("cwd"));
+        cwd = abs_path(ctx, n, &r.path("cwd"));
     }
+    d.script = fedvol_common::run::compose(&argv[0], &argv[1], script.as_deref(), &env, cwd.as_deref());
     if let Some(n) = r.take("files") {
         ctx.string_map(n, &r.path("files"));
     }

@@ -83,6 +83,12 @@ pub(super) fn assemble(
             source: VolumeSource::Fuzzball(v.source),
         })
         .collect();
+    let mut annotations = header.annotations;
+    for d in drafts.iter().filter(|d| d.kind == JobKind::Job) {
+        if let Some(script) = &d.script {
+            annotations.insert(fedvol_common::run::script_key(&d.name.name), script.clone());
+        }
+    }
     Workflow {
         name: name.to_string(),
         format,
@@ -90,7 +96,7 @@ pub(super) fn assemble(
         jobs,
         project: header.project,
         clusters: header.clusters,
-        annotations: header.annotations,
+        annotations,
         priority: header.priority,
     }
 }

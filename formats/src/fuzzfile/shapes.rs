@@ -75,10 +75,14 @@ pub(super) fn abs_path(ctx: &mut Ctx, node: &Node, field: &str) -> Option<String
     Some(s)
 }
 
-/// Checks an `env` list: every entry a string of the form `NAME=value` (the value may be empty).
-pub(super) fn env_list(ctx: &mut Ctx, node: &Node, field: &str) {
+/// Reads an `env` list: every entry a string of the form `NAME=value` (the value may be empty),
+/// `NAME` a shell variable name (letters, digits and `_`, not starting with a digit), as the
+/// job's environment is exported by a shell script when its cluster runs it. Returns the valid
+/// entries.
+pub(super) fn env_list(ctx: &mut Ctx, node: &Node, field: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
     let Some(items) = ctx.seq(node, field) else {
-        return;
+        return out;
     };
     for (i, item) in items.iter().enumerate() {
         let f = format!("{field}[{i}]");
@@ -86,7 +90,14 @@ pub(super) fn env_list(ctx: &mut Ctx, node: &Node, field: &str) {
             continue;
         };
         match s.split_once('=') {
-            Some((name, _)) if !name.trim().is_empty() => {}
+            Some((name, value)) if is_env_name(name) => out.push((name.to_string(), value.to_string())),
+            Some((name, _)) if !name.trim().is_empty() => ctx.error(
+                item.span,
+                &f,
+                format!(
+                    "`{name}` is no environment variable name (letters, digits and `_`, not starting with a digit)"
+                ),
+            ),
             _ => ctx.error(
                 item.span,
                 &f,
@@ -94,6 +105,14 @@ pub(super) fn env_list(ctx: &mut Ctx, node: &Node, field: &str) {
             ),
         }
     }
+    out
+}
+
+/// True for a POSIX shell variable name.
+fn is_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// Parses a Go duration (`10m0s`, `1h`, `1.5h`, `300ms`, `0`) into nanoseconds. Units: `ns`,

@@ -244,7 +244,10 @@ pub fn demo(a: &DemoArgs) -> u8 {
         }
         println!("\n=== completing {} committed workflows", committed.len());
         for id in &committed {
-            let q = DecisionRef { request_id: id.clone() };
+            let q = DecisionRef {
+                request_id: id.clone(),
+                cancel: false,
+            };
             match c
                 .call::<api::Complete>(&q)
                 .await

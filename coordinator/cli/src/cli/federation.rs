@@ -81,6 +81,11 @@ pub struct SubmitArgs {
     /// `--wait`, wait (up to `--wait-ms`) until it is placed.
     #[arg(long, conflicts_with = "dry_run")]
     pub wait_for_capacity: bool,
+    /// On a cluster that runs the workflow's jobs (Slurm with `slurm.jobs`): wait until every
+    /// job ended, printing each job's state changes on stderr; exit 0 when the workflow
+    /// completed, 1 when it failed.
+    #[arg(long, conflicts_with = "dry_run")]
+    pub follow: bool,
     /// Cluster-choice options (`--prefer-cost`, `--cost-hours`).
     #[command(flatten)]
     pub choice: super::choice::ChoiceArgs,
@@ -379,12 +384,25 @@ pub fn stored_table(s: &StoredDecision) -> String {
     } else {
         "refused: "
     };
-    out.push_str(&table::render_labelled(&s.decision, label));
+    out.push_str(&table::render_stored(&s.decision, label, !s.jobs().is_empty()));
     if !s.attempts.is_empty() {
         out.push_str("\ncommit attempts:\n");
     }
     for a in &s.attempts {
         out.push_str(&attempt_line(a));
+    }
+    if !s.jobs().is_empty() {
+        out.push_str("\njobs (run by Slurm on the chosen cluster):\n");
+        for j in s.jobs() {
+            out.push_str(&crate::render::layout::para("  ", "    ", &job_line(j)));
+        }
+    }
+    if let Some(f) = &s.run_failure {
+        out.push_str(&crate::render::layout::para(
+            "workflow failed: ",
+            "  ",
+            &fedvol_common::limits::printable(f),
+        ));
     }
     if let Some(c) = &s.completion {
         out.push_str(&format!("completed: {}\n", outcome_line(c)));
@@ -421,6 +439,16 @@ fn completed_text(id: &str, s: &StoredDecision) -> String {
         if s.dry_run { " (dry run)" } else { "" },
         s.decision.chosen_cluster.as_deref().unwrap_or("no cluster")
     );
+    if let Some(f) = &s.run_failure {
+        out.push_str(&crate::render::layout::para(
+            "failed: ",
+            "  ",
+            &fedvol_common::limits::printable(f),
+        ));
+    }
+    for j in s.jobs() {
+        out.push_str(&crate::render::layout::para("  ", "    ", &job_line(j)));
+    }
     if let Some(c) = &s.completion {
         out.push_str(&crate::render::layout::para("volumes: ", "  ", &outcome_line(c)));
     }
@@ -600,8 +628,88 @@ pub fn submit(a: &SubmitArgs) -> u8 {
             }
             _ => reply,
         };
-        show_submit(&reply, a.output.output)
+        let code = show_submit(&reply, a.output.output);
+        match &reply.stored {
+            Some(s) if a.follow && code == EXIT_OK && s.state == DecisionState::Committed => {
+                follow_jobs(&client, &msg.request_id, s.clone()).await
+            }
+            _ => code,
+        }
     })
+}
+
+/// `submit --follow`: reads decision `id` every second until it is neither committed nor
+/// planned, printing each job state change on stderr; then the outcome on stdout. Exit 0 when
+/// the workflow completed, 1 when it failed (or when the decision could not be read).
+async fn follow_jobs(client: &Client, id: &str, mut last: StoredDecision) -> u8 {
+    if last.jobs().is_empty() {
+        eprintln!(
+            "note: --follow: cluster {} runs no jobs for fedvol; complete the decision with `fedvol complete {id}` when the workflow ended",
+            last.decision.chosen_cluster.as_deref().unwrap_or("?")
+        );
+        return EXIT_OK;
+    }
+    eprintln!("following the jobs of {id} (Ctrl-C stops following; the jobs keep running)");
+    let mut seen: Vec<(String, &'static str)> = Vec::new();
+    let mut failures = 0;
+    loop {
+        for j in last.jobs() {
+            let st = j.state.as_str();
+            if !seen.iter().any(|(n, s)| n == &j.job && *s == st) {
+                seen.retain(|(n, _)| n != &j.job);
+                seen.push((j.job.clone(), st));
+                eprint!("{}", crate::render::layout::para("  ", "    ", &job_line(j)));
+            }
+        }
+        if !matches!(last.state, DecisionState::Committed | DecisionState::Planned) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+        match get(client, id).await {
+            Ok(SubmitReply { stored: Some(s), .. }) => {
+                failures = 0;
+                last = s;
+            }
+            Ok(_) | Err(_) if failures < 30 => failures += 1,
+            Ok(_) => {
+                eprintln!("error: decision {id} can no longer be read");
+                return EXIT_BAD_INPUT;
+            }
+            Err(e) => return fail(&e),
+        }
+    }
+    print!("{}", completed_text(id, &last));
+    if last.state == DecisionState::Completed {
+        EXIT_OK
+    } else {
+        EXIT_BAD_INPUT
+    }
+}
+
+/// One job of a decision: name, Slurm id, state, exit code, start and end (UTC).
+pub fn job_line(j: &fedvol_proto::batch::BatchJob) -> String {
+    let mut out = format!(
+        "job {} (Slurm job {}): {}",
+        fedvol_common::limits::printable(&j.job),
+        j.id,
+        j.state.as_str()
+    );
+    if let Some(c) = j.exit_code {
+        out.push_str(&format!(", exit code {c}"));
+    }
+    if let Some(sig) = j.signal {
+        out.push_str(&format!(", signal {sig}"));
+    }
+    if let Some(t) = j.started_ms {
+        out.push_str(&format!(", started {}", crate::render::words::utc(t)));
+    }
+    if let Some(t) = j.ended_ms {
+        out.push_str(&format!(", ended {}", crate::render::words::utc(t)));
+    }
+    if let Some(r) = &j.reason {
+        out.push_str(&format!(" ({})", fedvol_common::limits::printable(r)));
+    }
+    out
 }
 
 /// Asks for decision `id` every half second until it is placed or has failed (neither
@@ -697,6 +805,7 @@ async fn get(client: &Client, id: &str) -> Result<SubmitReply, ClientError> {
     client
         .call::<api::Get>(&DecisionRef {
             request_id: id.to_string(),
+            cancel: false,
         })
         .await
         .map(as_submit_reply)
@@ -791,7 +900,10 @@ pub fn decisions(cmd: &DecisionsCmd) -> u8 {
                     Ok(id) => id,
                     Err(code) => return code,
                 };
-                let q = DecisionRef { request_id: id.clone() };
+                let q = DecisionRef {
+                    request_id: id.clone(),
+                    cancel: false,
+                };
                 match ask::<api::Replay>(&client, &q, &format!("replay of {id}")).await {
                     Ok(r) => {
                         let ok = print_doc(a.output.output, &r, || {
@@ -853,7 +965,7 @@ async fn watch(client: &Client, o: Output) -> u8 {
                         serde_json::json!({
                             "time": at, "request_id": key, "workflow": workflow, "state": state,
                             "dry_run": summary.dry_run, "chosen_cluster": summary.chosen_cluster,
-                            "change": change,
+                            "change": change, "jobs": summary.jobs,
                         })
                     ),
                     Output::Wide => println!("{at}  {key}  {workflow}  {state}{dry}  cluster {cluster}  ({change})"),
@@ -872,6 +984,13 @@ async fn watch(client: &Client, o: Output) -> u8 {
                             truncate(&workflow, 14),
                             truncate(cluster, 12)
                         )
+                    }
+                }
+                // The jobs a cluster runs for it: each with its Slurm id, state, exit code and
+                // times, indented under the decision's line.
+                if matches!(o, Output::Table | Output::Wide) {
+                    for j in &summary.jobs {
+                        print!("{}", crate::render::layout::para("    ", "      ", &job_line(j)));
                     }
                 }
             }
@@ -926,8 +1045,9 @@ pub fn why_not(a: &WhyNotArgs) -> u8 {
     })
 }
 
-/// Runs `fedvol complete`.
-pub fn complete(a: &IdArgs) -> u8 {
+/// Runs `fedvol complete` (`cancel` false) or `fedvol cancel` (true: the workflow's batch jobs
+/// are cancelled on its cluster first, then it is completed).
+pub fn complete(a: &IdArgs, cancel: bool) -> u8 {
     let net = &a.net;
     block_on(async {
         let client = match net.connect().await {
@@ -938,7 +1058,10 @@ pub fn complete(a: &IdArgs) -> u8 {
             Ok(id) => id,
             Err(code) => return code,
         };
-        let msg = DecisionRef { request_id: id.clone() };
+        let msg = DecisionRef {
+            request_id: id.clone(),
+            cancel,
+        };
         let answer = client.call::<api::Complete>(&msg).await.map(as_submit_reply);
         // Completed (or found failed): no plain submit is to resume it.
         if let Ok(r) = &answer

@@ -61,6 +61,8 @@ pub enum Command {
     WhyNot(federation::WhyNotArgs),
     /// End a committed workflow: its cluster frees capacity and reclaims volumes.
     Complete(federation::IdArgs),
+    /// Cancel a committed workflow's jobs on its cluster (Slurm's `scancel`), then complete it.
+    Cancel(federation::IdArgs),
     /// The clusters the coordinators know: alive, last seen, inventory version, load.
     Clusters(federation::ClustersArgs),
     /// Serve a read-only web view of the federation (decisions, funnels, clusters) until Ctrl-C.
@@ -86,7 +88,7 @@ impl Command {
             Command::Decisions(D::Show(a) | D::Replay(a)) => Some(&mut a.net),
             Command::Decisions(D::Watch(a)) => Some(&mut a.net),
             Command::WhyNot(a) => Some(&mut a.net),
-            Command::Complete(a) => Some(&mut a.net),
+            Command::Complete(a) | Command::Cancel(a) => Some(&mut a.net),
             Command::Clusters(a) => Some(&mut a.net),
             Command::Ui(a) => Some(&mut a.net),
             _ => None,
@@ -177,7 +179,8 @@ pub fn run() -> u8 {
         Command::Submit(a) => federation::submit(&a),
         Command::Decisions(c) => federation::decisions(&c),
         Command::WhyNot(a) => federation::why_not(&a),
-        Command::Complete(a) => federation::complete(&a),
+        Command::Complete(a) => federation::complete(&a, false),
+        Command::Cancel(a) => federation::complete(&a, true),
         Command::Clusters(a) => federation::clusters(&a),
         Command::Dev(a) => dev::dev(&a),
         Command::Demo(a) => dev::demo(&a),

@@ -216,6 +216,12 @@ pub fn render(d: &Decision) -> String {
 /// [`render`], with the coordinator's refusal introduced by `label` (`waiting: ` for a queued
 /// decision, whose refusal is why it waits).
 pub fn render_labelled(d: &Decision, label: &str) -> String {
+    render_stored(d, label, false)
+}
+
+/// [`render_labelled`] of a stored decision; `submitted`: its cluster's agent submitted the
+/// jobs itself (Slurm with `slurm.jobs`), so no runner arguments are printed.
+pub fn render_stored(d: &Decision, label: &str, submitted: bool) -> String {
     let mut out = String::new();
     out.push_str(&para(
         "",
@@ -366,10 +372,10 @@ pub fn render_labelled(d: &Decision, label: &str) -> String {
                 .keys()
                 .filter_map(|k| c.runner_args(k).map(|a| (k.clone(), a)))
                 .collect();
-            if !runs.is_empty() {
+            if !runs.is_empty() && !submitted {
                 let rm = c.resource_manager.as_deref().unwrap_or_default();
                 out.push_str(&format!(
-                    "  run with {rm} (fedvol submits no job; give the runner these arguments):\n"
+                    "  run with {rm} (its agent submits no job; give the runner these arguments):\n"
                 ));
                 for (k, a) in runs {
                     out.push_str(&format!("    {k}: sbatch {a} ...\n"));

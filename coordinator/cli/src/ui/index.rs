@@ -54,7 +54,7 @@ impl Row {
 #[derive(Debug, Clone)]
 pub enum Slot {
     /// A readable decision.
-    Live(Row),
+    Live(Box<Row>),
     /// A value that does not decode (shown as such, never hidden).
     Unreadable(String),
     /// Deleted or purged (kept so that live updates can remove its row).
@@ -172,7 +172,7 @@ impl Index {
                 revision,
                 summary,
                 clusters,
-            } => (key, revision, Slot::Live(Row::of_summary(*summary, clusters))),
+            } => (key, revision, Slot::Live(Box::new(Row::of_summary(*summary, clusters)))),
             FeedEvent::Unreadable { key, revision, error } => (key, revision, Slot::Unreadable(error)),
             FeedEvent::Removed { key, revision } => (key, revision, Slot::Gone),
         };
@@ -309,11 +309,12 @@ mod tests {
     use fedvol_proto::decisions::DecisionState;
 
     fn row(user: &str, wf: &str, state: DecisionState, cluster: Option<&str>) -> Slot {
-        Slot::Live(Row {
+        Slot::Live(Box::new(Row {
             summary: DecisionSummary {
                 priority_class: None,
                 priority: 0,
                 queued_ms: None,
+                jobs: Vec::new(),
                 request_id: "r".into(),
                 workflow: wf.into(),
                 state,
@@ -327,7 +328,7 @@ mod tests {
             answered: 2,
             asked: 2,
             feasible: 1,
-        })
+        }))
     }
 
     #[test]

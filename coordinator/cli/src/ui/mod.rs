@@ -260,7 +260,10 @@ async fn decision_page(State(app): State<App>, Path(id): Path<String>) -> Respon
     let title = format!("Decision {id}");
     let reply = app
         .client
-        .call::<api::Get>(&api::DecisionRef { request_id: id.clone() })
+        .call::<api::Get>(&api::DecisionRef {
+            request_id: id.clone(),
+            cancel: false,
+        })
         .await;
     let (status, body) = match reply {
         Ok(Ok(api::SubmitReply { stored: Some(s), error })) => {

@@ -28,6 +28,7 @@ fn stored(workflow: &str, user: &str) -> StoredDecision {
         priority: 0,
         wait_for_capacity: false,
         queued_ms: None,
+        run_failure: None,
         state: DecisionState::Committed,
         decision,
         request,
@@ -48,7 +49,7 @@ fn hostile_names_are_escaped_on_every_page() {
     assert!(page.contains("we&lt;i&gt;st"), "{page}");
     assert!(page.contains("mallory&quot;&gt;&lt;b&gt;"), "{page}");
 
-    let row = pages::list::row("r1", &Slot::Live(super::index::Row::of("r1".into(), &s))).into_string();
+    let row = pages::list::row("r1", &Slot::Live(Box::new(super::index::Row::of("r1".into(), &s)))).into_string();
     assert!(!row.contains("<script>") && row.contains("&lt;script&gt;"), "{row}");
     assert!(!row.contains("<b>"), "{row}");
 }
@@ -131,6 +132,7 @@ fn a_pending_commit_attempt_reads_as_in_doubt_not_ok() {
         ok: false,
         error: None,
         volumes: vec![],
+        jobs: vec![],
     }];
     let text = crate::cli::federation::stored_table(&s);
     assert!(text.contains("commit on east: in doubt"), "{text}");
@@ -206,4 +208,51 @@ fn the_host_check_accepts_the_view_s_own_names_only() {
     assert!(v6.allows("[::1]") && v6.allows("[::1]:80") && v6.allows("localhost"));
     let wide = super::HostCheck::new("0.0.0.0:8080".parse().unwrap(), &[]);
     assert!(wide.allows("0.0.0.0:8080") && !wide.allows("localhost:8080"));
+}
+
+/// A decision whose cluster ran its jobs on Slurm: `decisions show` and the decision page list
+/// each job with its Slurm id, state and exit code, and why the workflow failed.
+#[test]
+fn jobs_run_by_slurm_are_shown_with_their_states() {
+    use fedvol_proto::batch::{BatchJob, JobState};
+    let mut s = stored("train", "alice");
+    s.state = DecisionState::Failed;
+    let job = |name: &str, id: &str, state, exit_code| BatchJob {
+        job: name.into(),
+        id: id.into(),
+        state,
+        exit_code,
+        signal: None,
+        reason: None,
+        submitted_ms: 1_700_000_000_000,
+        started_ms: Some(1_700_000_001_000),
+        ended_ms: Some(1_700_000_005_000),
+    };
+    let jobs = vec![
+        job("prep", "41", JobState::Failed, Some(3)),
+        job("train", "42", JobState::Cancelled, None),
+    ];
+    s.run_failure = fedvol_proto::batch::failure(&jobs);
+    s.attempts = vec![fedvol_proto::decisions::CommitAttempt {
+        cluster: "east".into(),
+        attempt: 1,
+        pending: false,
+        ok: true,
+        error: None,
+        volumes: vec![],
+        jobs,
+    }];
+    let text = crate::cli::federation::stored_table(&s);
+    assert!(
+        text.contains("job prep (Slurm job 41): failed, exit code 3, started 2023-11-14T22:13:21Z"),
+        "{text}"
+    );
+    assert!(text.contains("job train (Slurm job 42): cancelled"), "{text}");
+    assert!(
+        text.contains("workflow failed: job `prep` (Slurm job 41) ended failed with exit code 3"),
+        "{text}"
+    );
+    let page = pages::decision::body("r1", &s, None).into_string();
+    assert!(page.contains("<td class=\"mono\">41</td>"), "{page}");
+    assert!(page.contains(">cancelled<"), "{page}");
 }

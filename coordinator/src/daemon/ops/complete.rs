@@ -13,7 +13,7 @@ use fedvol_proto::{Code, now_ms};
 
 use super::get::not_found;
 use crate::daemon::Coordinator;
-use crate::daemon::commit::{action, settle_pending};
+use crate::daemon::commit::{send, settle_pending};
 use crate::daemon::lifecycle::commit_phase_bound_ms;
 use crate::daemon::lifecycle::error_reply;
 use crate::daemon::store::Write;
@@ -21,7 +21,9 @@ use crate::daemon::store::Write;
 /// How often `complete` looks again at a decision another coordinator is committing, ms.
 const POLL_MS: u64 = 100;
 
-/// `complete`: sends `complete` to the decision's cluster (which frees its allocations and
+/// `complete` (and `fedvol cancel`, `q.cancel`: the cluster cancels the workflow's batch jobs
+/// first; a decision whose jobs all ended is stored `failed` when one did not complete, with
+/// [`StoredDecision::run_failure`]): sends `complete` to the decision's cluster (which frees its allocations and
 /// reclaims its volumes) and stores the decision as `completed` with the agent's answer.
 /// Completing a completed decision returns it unchanged; a dry run or a failed decision is
 /// refused (`not_committed`); an agent's refusal comes back as the error, with the decision
@@ -96,6 +98,7 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
         }
         let cluster = match (stored.state, stored.decision.chosen_cluster.clone()) {
             (DecisionState::Completed, _) => return SubmitReply::stored(stored),
+            (DecisionState::Failed, _) if stored.completion.is_some() => return SubmitReply::stored(stored),
             (DecisionState::Committed, Some(c)) => c,
             (state, _) => {
                 let why = match state {
@@ -111,7 +114,12 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
                 };
             }
         };
-        let reply = match action::<agent::Complete>(co, &cluster, &q.request_id, co.cfg.commit_timeout_ms).await {
+        let wait = co.cfg.commit_timeout_ms;
+        let msg = agent::ActionMsg {
+            cancel: q.cancel,
+            ..agent::ActionMsg::new(&q.request_id, now_ms() + wait)
+        };
+        let reply = match send::<agent::Complete>(co, &cluster, msg, wait).await {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(cluster = %cluster, error = %e, "complete failed");
@@ -132,7 +140,19 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
                 error: Some(err),
             };
         }
-        stored.state = DecisionState::Completed;
+        // The final states of the jobs, when the cluster ran some (`fedvol cancel`).
+        if !reply.jobs.is_empty()
+            && let Some(a) = stored.attempts.iter_mut().rev().find(|a| a.ok)
+        {
+            a.jobs = reply.jobs.clone();
+        }
+        let failure = fedvol_proto::batch::failure(stored.jobs());
+        stored.state = if failure.is_some() {
+            DecisionState::Failed
+        } else {
+            DecisionState::Completed
+        };
+        stored.run_failure = failure;
         stored.completion = Some(reply);
         stored.updated_ms = now_ms();
         match co.store.update(&q.request_id, &stored, rev).await {

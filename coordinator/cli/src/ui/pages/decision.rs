@@ -1,7 +1,7 @@
 //! The decision page (`/decisions/<id>`): what was decided, the per-cluster table (answer
 //! status, feasibility, chosen provisioner/volume and zone/host, and why the cluster was not
 //! chosen), the funnel of every cluster as a picture ([`super::funnel`]), the cluster choice
-//! rule by rule, and the commit attempts.
+//! rule by rule, the commit attempts and the jobs Slurm runs for it.
 
 use fedvol_common::decision::Decision;
 use fedvol_proto::decisions::StoredDecision;
@@ -139,6 +139,35 @@ fn attempts(s: &StoredDecision) -> Markup {
                     }
                 }
             }
+        }
+        @if !s.jobs().is_empty() {
+            h2 { "Jobs" }
+            p.note { "Run by Slurm on the chosen cluster; states as its agent last read them." }
+            table #jobs {
+                thead { tr { th { "Job" } th { "Slurm job" } th { "State" } th.num { "Exit code" } th { "Started (UTC)" } th { "Ended (UTC)" } th { "Reason" } } }
+                tbody {
+                    @for j in s.jobs() {
+                        tr {
+                            td { (fedvol_common::limits::printable(&j.job)) }
+                            td.mono { (j.id) }
+                            td {
+                                @match j.state {
+                                    fedvol_proto::batch::JobState::Completed => (badge("completed", Kind::Ok)),
+                                    fedvol_proto::batch::JobState::Pending | fedvol_proto::batch::JobState::Running => (badge(j.state.as_str(), Kind::Warn)),
+                                    _ => (badge(j.state.as_str(), Kind::Bad)),
+                                }
+                            }
+                            td.num { @if let Some(c) = j.exit_code { (c) } }
+                            td { @if let Some(t) = j.started_ms { (crate::render::words::utc(t)) } }
+                            td { @if let Some(t) = j.ended_ms { (crate::render::words::utc(t)) } }
+                            td { @if let Some(r) = &j.reason { (fedvol_common::limits::printable(r)) } }
+                        }
+                    }
+                }
+            }
+        }
+        @if let Some(f) = &s.run_failure {
+            p { (badge("failed", Kind::Bad)) " " (fedvol_common::limits::printable(f)) }
         }
         @if let Some(c) = &s.completion {
             p { "Completed: "
