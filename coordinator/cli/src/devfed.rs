@@ -70,6 +70,23 @@ pub struct DevFederation {
     pub clusters: Vec<String>,
     /// Where logs, state and volumes live (removed on drop).
     pub dir: tempfile::TempDir,
+    /// The built-in examples, written under `dir` (absolute paths).
+    pub examples: crate::examples::Written,
+}
+
+/// What [`DevFederation::start`] runs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DevOptions<'a> {
+    /// The nats-server program (default: `nats-server` on PATH).
+    pub nats_server: Option<&'a Path>,
+    /// Directory of cluster inventories, one agent each (default: the built-in examples,
+    /// [`crate::examples`]).
+    pub clusters_dir: Option<&'a Path>,
+    /// Where `fedvol-agent` and `fedvol-coordinator` are (default: next to this `fedvol`, else
+    /// PATH).
+    pub bin_dir: Option<&'a Path>,
+    /// Also run a local Slurm and an agent reading it ([`SLURM_CLUSTER`]).
+    pub slurm: bool,
 }
 
 fn on_path(name: &str) -> Option<PathBuf> {
@@ -184,34 +201,22 @@ impl DevFederation {
         }
     }
 
-    /// Starts nats-server, a coordinator and one agent per inventory in `clusters_dir`,
-    /// printing one progress line per step through `progress`.
+    /// Starts nats-server, a coordinator and one agent per inventory (those of
+    /// `opts.clusters_dir`, or the built-in examples written to the state directory), plus, with
+    /// `opts.slurm`, a local Slurm ([`crate::devslurm`]: munged, slurmctld, two slurmd) and an
+    /// agent of cluster [`SLURM_CLUSTER`] whose zones and hosts are that Slurm's partitions and
+    /// nodes, read every second. One progress line per step goes through `progress`.
     ///
     /// Errors: a missing program, no inventory, or a process that does not become ready (with
-    /// its log file named).
-    pub fn start(
-        nats_server: Option<&Path>,
-        clusters_dir: &Path,
-        bin_dir: Option<&Path>,
-        progress: impl FnMut(&str),
-    ) -> Result<DevFederation, DevError> {
-        Self::start_with(nats_server, clusters_dir, bin_dir, false, progress)
-    }
-
-    /// [`DevFederation::start`], plus, with `slurm`, a local Slurm
-    /// ([`crate::devslurm`]: munged, slurmctld, two slurmd) and an agent of cluster
-    /// [`SLURM_CLUSTER`] whose zones and hosts are that Slurm's partitions and nodes, read every
-    /// second.
-    ///
-    /// Errors: those of [`DevFederation::start`]; with `slurm`, a missing Slurm or munge program
-    /// or a daemon that does not come up.
-    pub fn start_with(
-        nats_server: Option<&Path>,
-        clusters_dir: &Path,
-        bin_dir: Option<&Path>,
-        slurm: bool,
-        mut progress: impl FnMut(&str),
-    ) -> Result<DevFederation, DevError> {
+    /// its log file named); with `slurm`, a missing Slurm or munge program or a daemon that does
+    /// not come up.
+    pub fn start(opts: &DevOptions<'_>, mut progress: impl FnMut(&str)) -> Result<DevFederation, DevError> {
+        let DevOptions {
+            nats_server,
+            clusters_dir,
+            bin_dir,
+            slurm,
+        } = *opts;
         if slurm
             && let Some(p) = crate::devslurm::PROGRAMS
                 .iter()
@@ -226,11 +231,12 @@ impl DevFederation {
         };
         let agent_bin = find_binary("fedvol-agent", bin_dir)?;
         let coord_bin = find_binary("fedvol-coordinator", bin_dir)?;
-        let clusters = cluster_files(clusters_dir)?;
         let dir = tempfile::Builder::new()
             .prefix("fedvol-dev-")
             .tempdir()
             .map_err(DevError::Temp)?;
+        let examples = crate::examples::write(&dir.path().join("examples")).map_err(DevError::Temp)?;
+        let clusters = cluster_files(clusters_dir.unwrap_or(&examples.clusters))?;
         let port = free_port()?;
         let url = format!("nats://127.0.0.1:{port}");
         let mut fed = DevFederation {
@@ -238,6 +244,7 @@ impl DevFederation {
             url: url.clone(),
             clusters: Vec::new(),
             dir,
+            examples,
         };
 
         let t = Instant::now();

@@ -19,9 +19,11 @@ pub struct DevArgs {
     /// The nats-server program (default: `nats-server` on PATH).
     #[arg(long, value_name = "PATH")]
     pub nats_server: Option<PathBuf>,
-    /// Directory of cluster inventories: one agent per inventory.
-    #[arg(long, value_name = "DIR", default_value = "deploy/examples/clusters")]
-    pub clusters: PathBuf,
+    /// Directory of cluster inventories: one agent per inventory (default: the example
+    /// clusters cluster-a, cluster-b and cluster-c built into fedvol, written to the run's
+    /// state directory).
+    #[arg(long, value_name = "DIR")]
+    pub clusters: Option<PathBuf>,
     /// Where fedvol-agent and fedvol-coordinator are (default: next to this fedvol, else PATH).
     #[arg(long, value_name = "DIR")]
     pub bin_dir: Option<PathBuf>,
@@ -38,21 +40,24 @@ pub struct DemoArgs {
     /// The federation.
     #[command(flatten)]
     pub dev: DevArgs,
-    /// Directory of workflows to submit, in name order.
-    #[arg(long, value_name = "DIR", default_value = "deploy/examples/workflows")]
-    pub workflows: PathBuf,
+    /// Directory of workflows to submit, in name order (default: the example workflows built
+    /// into fedvol, written to the run's state directory).
+    #[arg(long, value_name = "DIR")]
+    pub workflows: Option<PathBuf>,
 }
 
 fn start(a: &DevArgs) -> Result<DevFederation, u8> {
-    eprintln!("starting a local federation from {} ...", a.clusters.display());
-    DevFederation::start_with(
-        a.nats_server.as_deref(),
-        &a.clusters,
-        a.bin_dir.as_deref(),
-        a.slurm,
-        |line| eprintln!("  {line}"),
-    )
-    .map_err(|e| {
+    match &a.clusters {
+        Some(d) => eprintln!("starting a local federation from {} ...", d.display()),
+        None => eprintln!("starting a local federation of the example clusters ..."),
+    }
+    let opts = crate::devfed::DevOptions {
+        nats_server: a.nats_server.as_deref(),
+        clusters_dir: a.clusters.as_deref(),
+        bin_dir: a.bin_dir.as_deref(),
+        slurm: a.slurm,
+    };
+    DevFederation::start(&opts, |line| eprintln!("  {line}")).map_err(|e| {
         eprintln!("error: {e}");
         EXIT_BAD_INPUT
     })
@@ -120,12 +125,24 @@ pub fn dev(a: &DevArgs) -> u8 {
             ),
             Err(e) => println!("cannot save the URL for other terminals ({e}): export FEDVOL_NATS_URL={url}"),
         }
+        let examples = &fed.examples;
+        let builtin = a.clusters.is_none();
+        if builtin {
+            println!(
+                "example inventories and workflows: {}",
+                examples.clusters.parent().unwrap_or(&examples.clusters).display()
+            );
+        }
         println!("\ntry, in another terminal:");
         println!("  fedvol clusters");
-        println!("  fedvol submit deploy/examples/workflows/scratch-fast.yaml");
+        println!("  fedvol submit {}", examples.workflows.join("scratch-fast.yaml").display());
         println!("  fedvol decisions list");
-        println!("  fedvol decisions show <ID>");
-        println!("  fedvol why-not <ID> --cluster cluster-a --host a-east-2");
+        println!("  fedvol decisions show <ID>        # the start of an id is enough when unique");
+        if builtin {
+            println!("  fedvol why-not <ID> --cluster cluster-a --host a-east-2");
+        } else if let Some(c) = clusters.first() {
+            println!("  fedvol why-not <ID> --cluster {c}");
+        }
         println!("  fedvol complete <ID>");
         if let Some(conf) = fed.slurm_conf() {
             println!(
@@ -136,9 +153,8 @@ pub fn dev(a: &DevArgs) -> u8 {
             println!("  sinfo; scontrol show node");
             println!("  scontrol update nodename=n2 state=drain reason=try   # n2 leaves the next plan");
             println!("  sbatch -w n1 -c 2 --mem=1000 --wrap 'sleep 300'     # n1's free capacity shrinks");
-            println!(
-                "  fedvol submit deploy/examples/slurm/workflow.yaml    # decisions show: sbatch --partition/--nodelist"
-            );
+            println!("  fedvol submit {}", examples.slurm_workflow.display());
+            println!("  # then decisions show: the sbatch --partition/--nodelist to run it with");
         }
         println!("\nCtrl-C stops everything and removes {}", fed.dir.path().display());
         wait_for_stop().await;
@@ -180,15 +196,17 @@ fn workflow_files(dir: &Path) -> Vec<PathBuf> {
 /// Runs `fedvol demo`: every example workflow submitted, shown, completed; then tear-down.
 /// Exit 0 when every workflow was decided and every committed one completed.
 pub fn demo(a: &DemoArgs) -> u8 {
-    let files = workflow_files(&a.workflows);
-    if files.is_empty() {
-        eprintln!("error: no workflows (*.yaml) in {}", a.workflows.display());
+    if let Some(d) = &a.workflows
+        && workflow_files(d).is_empty()
+    {
+        eprintln!("error: no workflows (*.yaml) in {}", d.display());
         return EXIT_BAD_INPUT;
     }
     let mut fed = match start(&a.dev) {
         Ok(f) => f,
         Err(c) => return c,
     };
+    let files = workflow_files(a.workflows.as_deref().unwrap_or(&fed.examples.workflows));
     let url = fed.url.clone();
     let clusters = fed.clusters.clone();
     let code = super::net::block_on(async {
