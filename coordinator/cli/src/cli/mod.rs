@@ -57,7 +57,7 @@ pub enum Command {
     /// Stored decisions: list, show, watch, replay.
     #[command(subcommand)]
     Decisions(federation::DecisionsCmd),
-    /// Ask a cluster why it did not choose a zone, host or provisioner for a decision.
+    /// Why a cluster lost a decision, or why it did not choose a zone, host or provisioner.
     WhyNot(federation::WhyNotArgs),
     /// End a committed workflow: its cluster frees capacity and reclaims volumes.
     Complete(federation::IdArgs),
