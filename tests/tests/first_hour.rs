@@ -158,3 +158,163 @@ async fn dev_clusters_dir_overrides_the_built_in_examples() {
     d.signal(Signal::SIGTERM);
     wait_until(Duration::from_secs(30), Duration::from_millis(100), || d.try_status().is_some()).await;
 }
+
+/// Stops a `fedvol dev` with SIGTERM and waits for it to exit.
+async fn stop(d: &mut Spawned) {
+    d.signal(Signal::SIGTERM);
+    assert!(
+        wait_until(Duration::from_secs(30), Duration::from_millis(100), || d.try_status().is_some()).await,
+        "fedvol dev stops on SIGTERM: {}",
+        d.log()
+    );
+}
+
+/// The example workflow `name` as `fedvol dev` wrote it (the path its hint prints).
+fn example(d: &Spawned, name: &str) -> String {
+    let log = d.log();
+    let line = log
+        .lines()
+        .find(|l| l.trim_start().starts_with("fedvol submit "))
+        .unwrap_or_else(|| panic!("a submit hint: {log}"));
+    let hint = PathBuf::from(line.trim_start().trim_start_matches("fedvol submit ").trim());
+    hint.with_file_name(format!("{name}.yaml")).display().to_string()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Request ids at 100 columns: whole while they fit, else the shortest unique start, which
+/// every command taking an id accepts; an ambiguous start is an error listing the candidates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_ids_at_100_columns_can_be_copied() {
+    let prefix = installed();
+    let cwd = tempfile::tempdir().unwrap();
+    let ctx = cwd.path().join("dev.env");
+    let mut d = dev(prefix, cwd.path(), &ctx, &[]).await;
+    let wf = example(&d, "gpu-soft-constraints");
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let o = run(prefix, cwd.path(), &ctx, &["submit", &wf, "-o", "json"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        ids.push(o_json(&o)["decision"]["request_id"].as_str().unwrap().to_string());
+    }
+    let mut watch = Spawned::start(installed_fedvol(prefix, cwd.path(), &ctx, &["decisions", "watch"]));
+    let o = run(prefix, cwd.path(), &ctx, &["decisions", "list"]);
+    let list = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(lines_over_100(&list).is_empty(), "{list}");
+    assert!(!list.contains('…'), "no id or name cut: {list}");
+    // Each row's REQUEST cell is distinct and names its own decision.
+    let cells: Vec<String> = list
+        .lines()
+        .filter_map(|l| l.trim_start_matches('│').split_whitespace().next())
+        .filter(|c| c.starts_with("gpu-soft-constraints-"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(cells.len(), 3, "{list}");
+    for cell in &cells {
+        assert_eq!(cells.iter().filter(|c| *c == cell).count(), 1, "{list}");
+        let id = ids.iter().find(|i| i.starts_with(cell.as_str())).unwrap();
+        let o = run(prefix, cwd.path(), &ctx, &["decisions", "show", cell]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(stdout(&o).contains(id.as_str()), "{}", text(&o));
+        let o = run(prefix, cwd.path(), &ctx, &["why-not", cell, "--cluster", "cluster-a", "-o", "json"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    }
+    if cells.iter().any(|c| !ids.contains(c)) {
+        assert!(list.contains("unique start"), "the shortening is said: {list}");
+    }
+    // At 200 columns the ids are whole.
+    let o = installed_fedvol(prefix, cwd.path(), &ctx, &["decisions", "list"])
+        .env("COLUMNS", "200")
+        .output()
+        .unwrap();
+    for id in &ids {
+        assert!(stdout(&o).contains(id.as_str()), "{}", text(&o));
+    }
+    // An ambiguous start: an error naming every candidate.
+    let o = run(prefix, cwd.path(), &ctx, &["decisions", "show", "gpu-soft-constraints-"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    for id in &ids {
+        assert!(err.contains(id.as_str()), "{err}");
+    }
+    // `decisions watch`: one distinct line per decision, within 100 columns.
+    assert!(
+        wait_until(Duration::from_secs(20), Duration::from_millis(100), || {
+            watch.log_count("gpu-soft-constraints-") >= 3
+        })
+        .await,
+        "{}",
+        watch.log()
+    );
+    let w = watch.log();
+    assert!(lines_over_100(&w).is_empty(), "{w}");
+    let lines: Vec<&str> = w.lines().filter(|l| l.contains("gpu-soft-constraints-")).collect();
+    for l in &lines {
+        let id = l.split_whitespace().find(|t| t.starts_with("gpu-soft-constraints-")).unwrap();
+        assert_eq!(ids.iter().filter(|i| i.starts_with(id)).count(), 1, "{w}");
+    }
+    watch.kill();
+    stop(&mut d).await;
+}
+
+fn o_json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(o)))
+}
+
+/// `fedvol why-not ID --cluster C` alone says why C lost, leading with the reason; an unknown
+/// cluster is an error naming the clusters that took part; usage errors exit 64.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn why_not_with_only_a_cluster_says_why_it_lost() {
+    let prefix = installed();
+    let cwd = tempfile::tempdir().unwrap();
+    let ctx = cwd.path().join("dev.env");
+    let mut d = dev(prefix, cwd.path(), &ctx, &[]).await;
+    let o = run(prefix, cwd.path(), &ctx, &["submit", &example(&d, "named-project-data"), "-o", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let id = o_json(&o)["decision"]["request_id"].as_str().unwrap().to_string();
+    // cluster-c has no provisioner the workflow names: it cannot take it.
+    let o = run(prefix, cwd.path(), &ctx, &["why-not", &id, "--cluster", "cluster-c"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = stdout(&o);
+    assert!(lines_over_100(&out).is_empty(), "{out}");
+    let second = out.lines().nth(1).unwrap_or_default();
+    assert!(
+        second.contains("cluster cluster-c cannot take the workflow: volume data:"),
+        "the reason leads: {out}"
+    );
+    assert!(out.contains("no_such_provisioner"), "{out}");
+    // gpu-soft-constraints: every cluster can take it; the losers lost on soft constraints.
+    let o = run(prefix, cwd.path(), &ctx, &["submit", &example(&d, "gpu-soft-constraints"), "-o", "json"]);
+    let gpu = o_json(&o)["decision"].clone();
+    let chosen = gpu["chosen_cluster"].as_str().unwrap().to_string();
+    let loser = ["cluster-a", "cluster-b", "cluster-c"].into_iter().find(|c| *c != chosen).unwrap();
+    let gid = gpu["request_id"].as_str().unwrap();
+    let o = run(prefix, cwd.path(), &ctx, &["why-not", &gid[..24], "--cluster", loser]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        stdout(&o).contains(&format!("cluster {loser} could take the whole workflow; it lost the cluster choice at")),
+        "{}",
+        text(&o)
+    );
+    let o = run(prefix, cwd.path(), &ctx, &["why-not", gid, "--cluster", chosen.as_str(), "-o", "json"]);
+    assert_eq!(o_json(&o)["record"]["summary"], format!("cluster {chosen} was chosen"));
+    // An unknown cluster: exit 1, naming those that took part.
+    let o = run(prefix, cwd.path(), &ctx, &["why-not", &id, "--cluster", "cluster-x"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("cluster-x") && err.contains("cluster-a, cluster-b, cluster-c"), "{err}");
+    // Usage errors: 64.
+    for args in [
+        &["why-not", id.as_str()][..],
+        &["why-not"],
+        &["why-not", &id, "--cluster"],
+        &["plan", "-i", "x.yaml", "wf.yaml", "--why-not-cluster", "cluster-a"],
+    ] {
+        let o = run(prefix, cwd.path(), &ctx, args);
+        assert_eq!(o.status.code(), Some(64), "fedvol {args:?}: {}", text(&o));
+    }
+    stop(&mut d).await;
+}
