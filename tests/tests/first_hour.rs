@@ -81,7 +81,7 @@ async fn dev(prefix: &Path, cwd: &Path, ctx: &Path, extra: &[&str]) -> Spawned {
     let mut args = vec!["dev"];
     args.extend_from_slice(extra);
     let mut d = Spawned::start(installed_fedvol(prefix, cwd, ctx, &args));
-    d.wait_for_log("Ctrl-C stops everything", Duration::from_secs(90)).await;
+    d.wait_for_log("if a process exits", Duration::from_secs(90)).await;
     d
 }
 
@@ -119,7 +119,7 @@ async fn installed_dev_prints_hints_that_work_from_the_users_directory() {
     let ctx = cwd.path().join("ctx").join("dev.env");
     let mut d = dev(prefix, cwd.path(), &ctx, &[]).await;
     let log = d.log();
-    assert!(lines_over_100(&log).is_empty(), "100 columns: {log}");
+    assert!(lines_over_100(&log).is_empty(), "100 columns: {:?}", lines_over_100(&log));
     // The submit hint names the example by an absolute path; run it as printed.
     let line = log
         .lines()
@@ -317,4 +317,121 @@ async fn why_not_with_only_a_cluster_says_why_it_lost() {
         assert_eq!(o.status.code(), Some(64), "fedvol {args:?}: {}", text(&o));
     }
     stop(&mut d).await;
+}
+
+/// The pid `fedvol dev` printed for `what` (`coordinator      ready  pid N`).
+fn pid_of(log: &str, what: &str) -> i32 {
+    let line = log
+        .lines()
+        .find(|l| l.trim_start().starts_with(what) && l.contains(" pid "))
+        .unwrap_or_else(|| panic!("a progress line for {what}: {log}"));
+    let after = &line[line.find(" pid ").unwrap() + 5..];
+    after.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+fn exists(pid: i32) -> bool {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+}
+
+/// `fedvol dev --metrics` prints each daemon's endpoint, which serves; a killed coordinator is
+/// named with its pid and exit status, the rest is stopped, the logs are kept, exit 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_names_a_process_that_exits_and_stops_the_rest() {
+    let prefix = installed();
+    let cwd = tempfile::tempdir().unwrap();
+    let ctx = cwd.path().join("dev.env");
+    let mut d = dev(prefix, cwd.path(), &ctx, &["--metrics"]).await;
+    let log = d.log();
+    assert!(lines_over_100(&log).is_empty(), "{:?}", lines_over_100(&log));
+    let endpoints: Vec<(String, String)> = log
+        .lines()
+        .skip_while(|l| !l.starts_with("metrics ("))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .map(|l| {
+            let (who, url) = l.trim().rsplit_once(' ').unwrap();
+            (who.trim().to_string(), url.to_string())
+        })
+        .collect();
+    let names: Vec<&str> = endpoints.iter().map(|(w, _)| w.as_str()).collect();
+    assert_eq!(
+        names,
+        ["coordinator", "agent cluster-a", "agent cluster-b", "agent cluster-c"],
+        "{log}"
+    );
+    for (who, url) in &endpoints {
+        let rest = url.strip_prefix("http://").unwrap();
+        let (addr, path) = rest.split_once('/').unwrap();
+        let (status, body) = fedvol_tests::http::get(addr.parse().unwrap(), &format!("/{path}"))
+            .await
+            .unwrap_or_else(|e| panic!("{who} {url}: {e}"));
+        assert_eq!(status, 200, "{who} {url}");
+        assert!(body.contains("fedvol_"), "{who}: {body}");
+    }
+    let coordinator = pid_of(&log, "coordinator");
+    let agent = pid_of(&log, "agent cluster-a");
+    let nats = pid_of(&log, "nats-server");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(coordinator), Signal::SIGKILL).unwrap();
+    assert!(
+        wait_until(Duration::from_secs(30), Duration::from_millis(100), || d.try_status().is_some()).await,
+        "fedvol dev stops when its coordinator dies: {}",
+        d.log()
+    );
+    assert_eq!(d.try_status().unwrap().code(), Some(1), "{}", d.log());
+    let log = d.log();
+    assert!(
+        log.contains(&format!("error: coordinator (pid {coordinator}) exited: signal: 9 (SIGKILL)")),
+        "{log}"
+    );
+    assert!(!exists(agent) && !exists(nats), "the others are stopped: {log}");
+    let kept = log
+        .lines()
+        .find_map(|l| l.split_once("the logs are kept in ").map(|(_, p)| PathBuf::from(p.trim())))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(kept.join("coordinator.log").is_file(), "{log}");
+    assert!(!ctx.exists(), "the context goes with the run");
+    std::fs::remove_dir_all(kept).unwrap();
+}
+
+/// Two `fedvol dev` runs: each keeps its own context file, the newest is the default, and when
+/// it ends the older one is the default again; SIGTERM removes everything a run made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_dev_runs_keep_their_own_contexts() {
+    let prefix = installed();
+    let cwd = tempfile::tempdir().unwrap();
+    let ctx = cwd.path().join("ctx").join("dev.env");
+    let mut first = dev(prefix, cwd.path(), &ctx, &[]).await;
+    let mut second = dev(prefix, cwd.path(), &ctx, &[]).await;
+    let (p1, p2) = (first.pid(), second.pid());
+    let run1 = cwd.path().join(format!("ctx/dev.env.{p1}"));
+    let run2 = cwd.path().join(format!("ctx/dev.env.{p2}"));
+    assert!(run1.is_file() && run2.is_file());
+    let default = std::fs::read_to_string(&ctx).unwrap();
+    assert!(default.contains(&format!("FEDVOL_DEV_PID={p2}")), "the newest is the default: {default}");
+    let url = |f: &Path| {
+        std::fs::read_to_string(f)
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("FEDVOL_NATS_URL=").map(str::to_string))
+            .unwrap()
+    };
+    let (url1, url2) = (url(&run1), url(&run2));
+    assert_ne!(url1, url2);
+    // The first run stays reachable through its own file.
+    let o = run(prefix, cwd.path(), &run1, &["clusters", "-o", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let state2 = {
+        let log = second.log();
+        let line = log.lines().find(|l| l.contains("state directory")).unwrap().to_string();
+        PathBuf::from(line.split_whitespace().nth(2).unwrap())
+    };
+    assert!(state2.is_dir());
+    stop(&mut second).await;
+    assert_eq!(second.try_status().unwrap().code(), Some(0), "{}", second.log());
+    assert!(!run2.exists() && !state2.exists(), "SIGTERM cleans up: {}", second.log());
+    assert_eq!(url(&ctx), url1, "the first run is the default again");
+    let o = run(prefix, cwd.path(), &ctx, &["clusters"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    stop(&mut first).await;
+    assert!(!ctx.exists() && !run1.exists(), "no context is left");
 }

@@ -7,6 +7,7 @@
 use std::fs::File;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -72,6 +73,9 @@ pub struct DevFederation {
     pub dir: tempfile::TempDir,
     /// The built-in examples, written under `dir` (absolute paths).
     pub examples: crate::examples::Written,
+    /// With [`DevOptions::metrics`]: each daemon and its metrics URL
+    /// (`http://127.0.0.1:<port>/metrics`), in start order.
+    pub metrics: Vec<(String, String)>,
 }
 
 /// What [`DevFederation::start`] runs.
@@ -87,6 +91,22 @@ pub struct DevOptions<'a> {
     pub bin_dir: Option<&'a Path>,
     /// Also run a local Slurm and an agent reading it ([`SLURM_CLUSTER`]).
     pub slurm: bool,
+    /// Start the coordinator and every agent with a metrics listener on a free loopback port
+    /// (`--metrics-listen`); [`DevFederation::metrics`] lists them.
+    pub metrics: bool,
+}
+
+/// A process of the federation that exited while it ran.
+#[derive(Debug)]
+pub struct Exited {
+    /// Its name (`coordinator`, `agent-cluster-a`, `nats-server`).
+    pub name: String,
+    /// Its process id.
+    pub pid: u32,
+    /// How it ended.
+    pub status: std::process::ExitStatus,
+    /// Its log file.
+    pub log: PathBuf,
 }
 
 fn on_path(name: &str) -> Option<PathBuf> {
@@ -156,8 +176,11 @@ impl DevFederation {
         let log = self.dir.path().join(format!("{name}.log"));
         let out = File::create(&log).map_err(DevError::Temp)?;
         let err = out.try_clone().map_err(DevError::Temp)?;
+        // Its own process group: Ctrl-C in the terminal reaches `fedvol dev` alone, which
+        // stops the processes in order (agents first, nats-server last).
         let child = Command::new(program)
             .args(args)
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -216,6 +239,7 @@ impl DevFederation {
             clusters_dir,
             bin_dir,
             slurm,
+            metrics,
         } = *opts;
         if slurm
             && let Some(p) = crate::devslurm::PROGRAMS
@@ -245,8 +269,10 @@ impl DevFederation {
             clusters: Vec::new(),
             dir,
             examples,
+            metrics: Vec::new(),
         };
 
+        progress(&format!("state directory  {} (logs, JetStream, volumes)", fed.dir.path().display()));
         let t = Instant::now();
         let js = fed.dir.path().join("jetstream");
         let i = fed.spawn(
@@ -280,31 +306,33 @@ impl DevFederation {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+        let pid = fed.procs[i].child.id();
         progress(&format!(
-            "nats-server      {url} (JetStream in {})  {:.1} s",
-            js.display(),
+            "nats-server      {url}  pid {pid}  {:.1} s",
             t.elapsed().as_secs_f64()
         ));
 
         let t = Instant::now();
-        let i = fed.spawn(
-            "coordinator",
-            &coord_bin,
-            &[
-                "--nats".into(),
-                url.clone(),
-                "--deadline-ms".into(),
-                "2000".into(),
-                "--discovery-ms".into(),
-                "300".into(),
-            ],
-        )?;
+        let mut args: Vec<String> = vec![
+            "--nats".into(),
+            url.clone(),
+            "--deadline-ms".into(),
+            "2000".into(),
+            "--discovery-ms".into(),
+            "300".into(),
+        ];
+        fed.metrics_args("coordinator", metrics, &mut args)?;
+        let i = fed.spawn("coordinator", &coord_bin, &args)?;
         fed.wait_for(i, |l| l.contains("coordinator ready"), Duration::from_secs(30))?;
-        progress(&format!("coordinator      ready  {:.1} s", t.elapsed().as_secs_f64()));
+        progress(&format!(
+            "coordinator      ready  pid {}  {:.1} s",
+            fed.procs[i].child.id(),
+            t.elapsed().as_secs_f64()
+        ));
 
         for (name, file) in clusters {
             let t = Instant::now();
-            let args = vec![
+            let mut args = vec![
                 "--inventory".to_string(),
                 file.display().to_string(),
                 "--nats".into(),
@@ -321,17 +349,19 @@ impl DevFederation {
                 "--restore-wait-ms".into(),
                 "0".into(),
             ];
+            fed.metrics_args(&format!("agent {name}"), metrics, &mut args)?;
             let i = fed.spawn(&format!("agent-{name}"), &agent_bin, &args)?;
             fed.wait_for(i, |l| l.contains("endpoints ready"), Duration::from_secs(30))?;
             progress(&format!(
-                "agent {name:<10} {}  {:.1} s",
+                "agent {name:<10} {}  pid {}  {:.1} s",
                 file.display(),
+                fed.procs[i].child.id(),
                 t.elapsed().as_secs_f64()
             ));
             fed.clusters.push(name);
         }
         if slurm {
-            fed.start_slurm(&agent_bin, &mut progress)?;
+            fed.start_slurm(&agent_bin, metrics, &mut progress)?;
         }
         Ok(fed)
     }
@@ -342,7 +372,7 @@ impl DevFederation {
         conf.is_file().then_some(conf)
     }
 
-    fn start_slurm(&mut self, agent_bin: &Path, progress: &mut impl FnMut(&str)) -> Result<(), DevError> {
+    fn start_slurm(&mut self, agent_bin: &Path, metrics: bool, progress: &mut impl FnMut(&str)) -> Result<(), DevError> {
         use crate::devslurm::{REAL_NODES, which, write_cluster};
         let t = Instant::now();
         let dir = self.dir.path().join("slurm");
@@ -413,7 +443,7 @@ impl DevFederation {
         std::fs::write(agent_dir.join("inventory.yaml"), inventory).map_err(DevError::Temp)?;
         let cfg = agent_dir.join("agent.yaml");
         std::fs::write(&cfg, format!("{config}dataDir: data\nheartbeatMs: 500\n")).map_err(DevError::Temp)?;
-        let args = vec![
+        let mut args = vec![
             "--config".to_string(),
             cfg.display().to_string(),
             "--nats".into(),
@@ -422,6 +452,7 @@ impl DevFederation {
             "--restore-wait-ms".into(),
             "0".into(),
         ];
+        self.metrics_args(&format!("agent {SLURM_CLUSTER}"), metrics, &mut args)?;
         let i = self.spawn(&format!("agent-{SLURM_CLUSTER}"), agent_bin, &args)?;
         self.wait_for(i, |l| l.contains("endpoints ready"), Duration::from_secs(30))?;
         progress(&format!(
@@ -430,6 +461,41 @@ impl DevFederation {
         ));
         self.clusters.push(SLURM_CLUSTER.to_string());
         Ok(())
+    }
+
+    /// Adds `--metrics-listen 127.0.0.1:<free port>` to `args` when `on`, and records the
+    /// endpoint under `who`.
+    fn metrics_args(&mut self, who: &str, on: bool, args: &mut Vec<String>) -> Result<(), DevError> {
+        if on {
+            let port = free_port()?;
+            args.extend(["--metrics-listen".to_string(), format!("127.0.0.1:{port}")]);
+            self.metrics
+                .push((who.to_string(), format!("http://127.0.0.1:{port}/metrics")));
+        }
+        Ok(())
+    }
+
+    /// The first process found to have exited (each is reported once: it is then forgotten,
+    /// and [`DevFederation::stop`] does not wait for it).
+    pub fn exited(&mut self) -> Option<Exited> {
+        let i = self
+            .procs
+            .iter_mut()
+            .position(|p| matches!(p.child.try_wait(), Ok(Some(_))))?;
+        let mut p = self.procs.remove(i);
+        let status = p.child.wait().ok()?;
+        Some(Exited {
+            name: p.name,
+            pid: p.child.id(),
+            status,
+            log: p.log,
+        })
+    }
+
+    /// Keeps the state directory (logs included) when the federation is dropped; its path.
+    pub fn keep_dir(&mut self) -> PathBuf {
+        self.dir.disable_cleanup(true);
+        self.dir.path().to_path_buf()
     }
 
     /// The log files, by process name.
