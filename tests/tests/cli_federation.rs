@@ -220,16 +220,19 @@ async fn a_failed_commit_says_planning_succeeded_and_what_to_do() {
     }
     let (out, err) = text(&o);
     assert_eq!(o.status.code(), Some(2), "nothing committed: {out}\n{err}");
-    assert!(
-        out.contains("chosen cluster: none (planning found a feasible cluster, but the commit failed"),
-        "{out}"
-    );
+    // The reason leads: right under the header, before any table.
+    let header = out.find("chosen cluster: none: the commit failed").unwrap_or_else(|| panic!("{out}"));
+    let reason = out.find("on ext: commit failed:").unwrap_or_else(|| panic!("{out}"));
+    assert!(reason > header && reason < out.find('┌').unwrap(), "{out}");
+    assert!(out.contains("no volume was created"), "{out}");
     assert!(!out.contains("no cluster can place this workflow"), "{out}");
-    assert!(out.contains("commit on ext: failed:"), "{out}");
-    assert!(out.contains("no provisioner serves"), "the driver's error: {out}");
+    // Wrapped at the terminal's width: read as one text.
+    let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains("commit on ext: failed:"), "{out}");
+    assert!(flat.contains("no provisioner serves"), "the driver's error: {out}");
     assert!(
-        out.contains("start the out-of-tree provisioner example.com/dirs")
-            && out.contains("deploy/examples/external-provisioner/"),
+        flat.contains("start the out-of-tree provisioner example.com/dirs")
+            && flat.contains("deploy/examples/external-provisioner/"),
         "what to do: {out}"
     );
 }

@@ -92,7 +92,12 @@ fn lines_over_100(s: &str) -> Vec<&str> {
 #[test]
 fn install_puts_binaries_man_pages_and_completions_under_the_prefix() {
     let p = installed();
-    for b in ["fedvol", "fedvol-agent", "fedvol-coordinator", "fedvol-example-provisioner"] {
+    for b in [
+        "fedvol",
+        "fedvol-agent",
+        "fedvol-coordinator",
+        "fedvol-example-provisioner",
+    ] {
         assert!(p.join("bin").join(b).is_file(), "{b} installed");
     }
     assert!(p.join("share/man/man1/fedvol.1").is_file());
@@ -108,7 +113,11 @@ fn installed_demo_runs_from_a_directory_outside_the_clone() {
     let o = run(prefix, cwd.path(), &ctx, &["demo"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("7 workflows submitted, 7 committed and completed"), "{}", text(&o));
+    assert!(
+        out.contains("7 workflows submitted, 7 committed and completed"),
+        "{}",
+        text(&o)
+    );
     assert!(out.contains("chosen cluster: cluster-b"), "{out}");
 }
 
@@ -119,7 +128,11 @@ async fn installed_dev_prints_hints_that_work_from_the_users_directory() {
     let ctx = cwd.path().join("ctx").join("dev.env");
     let mut d = dev(prefix, cwd.path(), &ctx, &[]).await;
     let log = d.log();
-    assert!(lines_over_100(&log).is_empty(), "100 columns: {:?}", lines_over_100(&log));
+    assert!(
+        lines_over_100(&log).is_empty(),
+        "100 columns: {:?}",
+        lines_over_100(&log)
+    );
     // The submit hint names the example by an absolute path; run it as printed.
     let line = log
         .lines()
@@ -129,14 +142,25 @@ async fn installed_dev_prints_hints_that_work_from_the_users_directory() {
     assert!(file.is_absolute() && file.is_file(), "{line}");
     let o = run(prefix, cwd.path(), &ctx, &["submit", &file.display().to_string()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("chosen cluster:"), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("chosen cluster:"),
+        "{}",
+        text(&o)
+    );
     let o = run(prefix, cwd.path(), &ctx, &["decisions", "list"]);
-    assert!(String::from_utf8_lossy(&o.stdout).contains("scratch-fast"), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("scratch-fast"),
+        "{}",
+        text(&o)
+    );
     // `--clusters DIR` overrides the built-in inventories.
     assert!(log.contains("of the example clusters"), "{log}");
     d.signal(Signal::SIGTERM);
     assert!(
-        wait_until(Duration::from_secs(30), Duration::from_millis(100), || d.try_status().is_some()).await,
+        wait_until(Duration::from_secs(30), Duration::from_millis(100), || d
+            .try_status()
+            .is_some())
+        .await,
         "{}",
         d.log()
     );
@@ -150,20 +174,30 @@ async fn dev_clusters_dir_overrides_the_built_in_examples() {
     let mine = cwd.path().join("mine");
     std::fs::create_dir_all(&mine).unwrap();
     let a = std::fs::read_to_string(workspace_root().join("deploy/examples/clusters/cluster-a.yaml")).unwrap();
-    std::fs::write(mine.join("only.yaml"), a.replace("cluster: cluster-a", "cluster: only-one")).unwrap();
+    std::fs::write(
+        mine.join("only.yaml"),
+        a.replace("cluster: cluster-a", "cluster: only-one"),
+    )
+    .unwrap();
     let mut d = dev(prefix, cwd.path(), &ctx, &["--clusters", "mine"]).await;
     let log = d.log();
     assert!(log.contains("clusters only-one"), "{log}");
     assert!(!log.contains("cluster-b"), "{log}");
     d.signal(Signal::SIGTERM);
-    wait_until(Duration::from_secs(30), Duration::from_millis(100), || d.try_status().is_some()).await;
+    wait_until(Duration::from_secs(30), Duration::from_millis(100), || {
+        d.try_status().is_some()
+    })
+    .await;
 }
 
 /// Stops a `fedvol dev` with SIGTERM and waits for it to exit.
 async fn stop(d: &mut Spawned) {
     d.signal(Signal::SIGTERM);
     assert!(
-        wait_until(Duration::from_secs(30), Duration::from_millis(100), || d.try_status().is_some()).await,
+        wait_until(Duration::from_secs(30), Duration::from_millis(100), || d
+            .try_status()
+            .is_some())
+        .await,
         "fedvol dev stops on SIGTERM: {}",
         d.log()
     );
@@ -219,7 +253,12 @@ async fn request_ids_at_100_columns_can_be_copied() {
         let o = run(prefix, cwd.path(), &ctx, &["decisions", "show", cell]);
         assert_eq!(o.status.code(), Some(0), "{}", text(&o));
         assert!(stdout(&o).contains(id.as_str()), "{}", text(&o));
-        let o = run(prefix, cwd.path(), &ctx, &["why-not", cell, "--cluster", "cluster-a", "-o", "json"]);
+        let o = run(
+            prefix,
+            cwd.path(),
+            &ctx,
+            &["why-not", cell, "--cluster", "cluster-a", "-o", "json"],
+        );
         assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     }
     if cells.iter().any(|c| !ids.contains(c)) {
@@ -234,7 +273,12 @@ async fn request_ids_at_100_columns_can_be_copied() {
         assert!(stdout(&o).contains(id.as_str()), "{}", text(&o));
     }
     // An ambiguous start: an error naming every candidate.
-    let o = run(prefix, cwd.path(), &ctx, &["decisions", "show", "gpu-soft-constraints-"]);
+    let o = run(
+        prefix,
+        cwd.path(),
+        &ctx,
+        &["decisions", "show", "gpu-soft-constraints-"],
+    );
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     for id in &ids {
@@ -253,7 +297,10 @@ async fn request_ids_at_100_columns_can_be_copied() {
     assert!(lines_over_100(&w).is_empty(), "{w}");
     let lines: Vec<&str> = w.lines().filter(|l| l.contains("gpu-soft-constraints-")).collect();
     for l in &lines {
-        let id = l.split_whitespace().find(|t| t.starts_with("gpu-soft-constraints-")).unwrap();
+        let id = l
+            .split_whitespace()
+            .find(|t| t.starts_with("gpu-soft-constraints-"))
+            .unwrap();
         assert_eq!(ids.iter().filter(|i| i.starts_with(id)).count(), 1, "{w}");
     }
     watch.kill();
@@ -272,7 +319,12 @@ async fn why_not_with_only_a_cluster_says_why_it_lost() {
     let cwd = tempfile::tempdir().unwrap();
     let ctx = cwd.path().join("dev.env");
     let mut d = dev(prefix, cwd.path(), &ctx, &[]).await;
-    let o = run(prefix, cwd.path(), &ctx, &["submit", &example(&d, "named-project-data"), "-o", "json"]);
+    let o = run(
+        prefix,
+        cwd.path(),
+        &ctx,
+        &["submit", &example(&d, "named-project-data"), "-o", "json"],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let id = o_json(&o)["decision"]["request_id"].as_str().unwrap().to_string();
     // cluster-c has no provisioner the workflow names: it cannot take it.
@@ -287,25 +339,43 @@ async fn why_not_with_only_a_cluster_says_why_it_lost() {
     );
     assert!(out.contains("no_such_provisioner"), "{out}");
     // gpu-soft-constraints: every cluster can take it; the losers lost on soft constraints.
-    let o = run(prefix, cwd.path(), &ctx, &["submit", &example(&d, "gpu-soft-constraints"), "-o", "json"]);
+    let o = run(
+        prefix,
+        cwd.path(),
+        &ctx,
+        &["submit", &example(&d, "gpu-soft-constraints"), "-o", "json"],
+    );
     let gpu = o_json(&o)["decision"].clone();
     let chosen = gpu["chosen_cluster"].as_str().unwrap().to_string();
-    let loser = ["cluster-a", "cluster-b", "cluster-c"].into_iter().find(|c| *c != chosen).unwrap();
+    let loser = ["cluster-a", "cluster-b", "cluster-c"]
+        .into_iter()
+        .find(|c| *c != chosen)
+        .unwrap();
     let gid = gpu["request_id"].as_str().unwrap();
     let o = run(prefix, cwd.path(), &ctx, &["why-not", &gid[..24], "--cluster", loser]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(
-        stdout(&o).contains(&format!("cluster {loser} could take the whole workflow; it lost the cluster choice at")),
+        stdout(&o).contains(&format!(
+            "cluster {loser} could take the whole workflow; it lost the cluster choice at"
+        )),
         "{}",
         text(&o)
     );
-    let o = run(prefix, cwd.path(), &ctx, &["why-not", gid, "--cluster", chosen.as_str(), "-o", "json"]);
+    let o = run(
+        prefix,
+        cwd.path(),
+        &ctx,
+        &["why-not", gid, "--cluster", chosen.as_str(), "-o", "json"],
+    );
     assert_eq!(o_json(&o)["record"]["summary"], format!("cluster {chosen} was chosen"));
     // An unknown cluster: exit 1, naming those that took part.
     let o = run(prefix, cwd.path(), &ctx, &["why-not", &id, "--cluster", "cluster-x"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("cluster-x") && err.contains("cluster-a, cluster-b, cluster-c"), "{err}");
+    assert!(
+        err.contains("cluster-x") && err.contains("cluster-a, cluster-b, cluster-c"),
+        "{err}"
+    );
     // Usage errors: 64.
     for args in [
         &["why-not", id.as_str()][..],
@@ -373,20 +443,28 @@ async fn dev_names_a_process_that_exits_and_stops_the_rest() {
     let nats = pid_of(&log, "nats-server");
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(coordinator), Signal::SIGKILL).unwrap();
     assert!(
-        wait_until(Duration::from_secs(30), Duration::from_millis(100), || d.try_status().is_some()).await,
+        wait_until(Duration::from_secs(30), Duration::from_millis(100), || d
+            .try_status()
+            .is_some())
+        .await,
         "fedvol dev stops when its coordinator dies: {}",
         d.log()
     );
     assert_eq!(d.try_status().unwrap().code(), Some(1), "{}", d.log());
     let log = d.log();
     assert!(
-        log.contains(&format!("error: coordinator (pid {coordinator}) exited: signal: 9 (SIGKILL)")),
+        log.contains(&format!(
+            "error: coordinator (pid {coordinator}) exited: signal: 9 (SIGKILL)"
+        )),
         "{log}"
     );
     assert!(!exists(agent) && !exists(nats), "the others are stopped: {log}");
     let kept = log
         .lines()
-        .find_map(|l| l.split_once("the logs are kept in ").map(|(_, p)| PathBuf::from(p.trim())))
+        .find_map(|l| {
+            l.split_once("the logs are kept in ")
+                .map(|(_, p)| PathBuf::from(p.trim()))
+        })
         .unwrap_or_else(|| panic!("{log}"));
     assert!(kept.join("coordinator.log").is_file(), "{log}");
     assert!(!ctx.exists(), "the context goes with the run");
@@ -407,7 +485,10 @@ async fn two_dev_runs_keep_their_own_contexts() {
     let run2 = cwd.path().join(format!("ctx/dev.env.{p2}"));
     assert!(run1.is_file() && run2.is_file());
     let default = std::fs::read_to_string(&ctx).unwrap();
-    assert!(default.contains(&format!("FEDVOL_DEV_PID={p2}")), "the newest is the default: {default}");
+    assert!(
+        default.contains(&format!("FEDVOL_DEV_PID={p2}")),
+        "the newest is the default: {default}"
+    );
     let url = |f: &Path| {
         std::fs::read_to_string(f)
             .unwrap()
@@ -428,10 +509,79 @@ async fn two_dev_runs_keep_their_own_contexts() {
     assert!(state2.is_dir());
     stop(&mut second).await;
     assert_eq!(second.try_status().unwrap().code(), Some(0), "{}", second.log());
-    assert!(!run2.exists() && !state2.exists(), "SIGTERM cleans up: {}", second.log());
+    assert!(
+        !run2.exists() && !state2.exists(),
+        "SIGTERM cleans up: {}",
+        second.log()
+    );
     assert_eq!(url(&ctx), url1, "the first run is the default again");
     let o = run(prefix, cwd.path(), &ctx, &["clusters"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     stop(&mut first).await;
     assert!(!ctx.exists() && !run1.exists(), "no context is left");
+}
+
+/// A commit the provisioner refuses: the agent counts it `refused` (not `ok`), the coordinator
+/// counts a commit failure for the cluster; the failed decision leads with the reason, says no
+/// volume was created, wraps at 100 columns and prints no retry notice (its outcome is known);
+/// completing it is one short error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_commit_is_counted_and_explained_first() {
+    let prefix = installed();
+    let cwd = tempfile::tempdir().unwrap();
+    let ctx = cwd.path().join("dev.env");
+    let clusters = cwd.path().join("clusters");
+    std::fs::create_dir_all(&clusters).unwrap();
+    // cluster-a with its fast tier served by an out-of-tree provisioner nobody runs.
+    let a = std::fs::read_to_string(workspace_root().join("deploy/examples/clusters/cluster-a.yaml")).unwrap();
+    let hostpath = "    driver:\n      type: hostpath\n      path: /mnt/nvme\n      local: true\n";
+    assert!(a.contains(hostpath));
+    let ext = a
+        .replacen(hostpath, "    driver:\n      type: external\n      provisioner: example.com/nobody\n", 1)
+        .replace("cluster: cluster-a", "cluster: ext");
+    std::fs::write(clusters.join("ext.yaml"), ext).unwrap();
+    let mut d = dev(prefix, cwd.path(), &ctx, &["--clusters", "clusters", "--metrics"]).await;
+    let log = d.log();
+    let endpoint = |who: &str| {
+        let line = log.lines().find(|l| l.trim_start().starts_with(who) && l.contains("http://")).unwrap();
+        let url = line.split_whitespace().last().unwrap();
+        url.trim_start_matches("http://").trim_end_matches("/metrics").parse::<std::net::SocketAddr>().unwrap()
+    };
+    let (agent, coordinator) = (endpoint("agent ext"), endpoint("coordinator"));
+    let o = run(prefix, cwd.path(), &ctx, &["submit", &example(&d, "scratch-fast")]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let out = stdout(&o);
+    assert!(lines_over_100(&out).is_empty(), "{:?}", lines_over_100(&out));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[2], "chosen cluster: none: the commit failed", "{out}");
+    assert!(lines[3].starts_with("  on ext: commit failed: provisioning_failed: volume `scratch`"), "{out}");
+    assert!(out.contains("(would") && out.contains("no volume was created"), "{out}");
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("request id:"), "{}", text(&o));
+    let (_, metrics) = fedvol_tests::http::get(agent, "/metrics").await.unwrap();
+    assert!(
+        metrics.contains(r#"fedvol_agent_requests_total{cluster="ext",endpoint="commit",outcome="refused"} 1"#)
+            && metrics.contains(r#"fedvol_agent_requests_total{cluster="ext",endpoint="commit",outcome="ok"} 0"#),
+        "{metrics}"
+    );
+    let (_, metrics) = fedvol_tests::http::get(coordinator, "/metrics").await.unwrap();
+    assert!(
+        metrics.contains(r#"fedvol_coordinator_commit_failures_total{cluster="ext",code="provisioning_failed"} 1"#),
+        "{metrics}"
+    );
+    // Completing it: the error, briefly.
+    let id = out
+        .lines()
+        .find_map(|l| l.split("request: ").nth(1))
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap()
+        .to_string();
+    let o = run(prefix, cwd.path(), &ctx, &["complete", &id]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(o.stdout.is_empty(), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.lines().count() <= 4 && err.contains("not_committed"), "{err}");
+    // A dry run and a success print no retry notice either.
+    let o = run(prefix, cwd.path(), &ctx, &["submit", "--dry-run", &example(&d, "scratch-fast")]);
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("request id:"), "{}", text(&o));
+    stop(&mut d).await;
 }

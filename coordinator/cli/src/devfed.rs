@@ -6,8 +6,8 @@
 
 use std::fs::File;
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -272,7 +272,10 @@ impl DevFederation {
             metrics: Vec::new(),
         };
 
-        progress(&format!("state directory  {} (logs, JetStream, volumes)", fed.dir.path().display()));
+        progress(&format!(
+            "state directory  {} (logs, JetStream, volumes)",
+            fed.dir.path().display()
+        ));
         let t = Instant::now();
         let js = fed.dir.path().join("jetstream");
         let i = fed.spawn(
@@ -372,7 +375,12 @@ impl DevFederation {
         conf.is_file().then_some(conf)
     }
 
-    fn start_slurm(&mut self, agent_bin: &Path, metrics: bool, progress: &mut impl FnMut(&str)) -> Result<(), DevError> {
+    fn start_slurm(
+        &mut self,
+        agent_bin: &Path,
+        metrics: bool,
+        progress: &mut impl FnMut(&str),
+    ) -> Result<(), DevError> {
         use crate::devslurm::{REAL_NODES, which, write_cluster};
         let t = Instant::now();
         let dir = self.dir.path().join("slurm");

@@ -197,7 +197,9 @@ pub fn release(w: &Written) {
         return;
     }
     let next = runs(&w.default).into_iter().map(|(_, c)| c).find(live);
-    let restored = next.and_then(|c| std::fs::read_to_string(&c.path).ok()).map(|text| write_whole(&w.default, &text));
+    let restored = next
+        .and_then(|c| std::fs::read_to_string(&c.path).ok())
+        .map(|text| write_whole(&w.default, &text));
     if !matches!(restored, Some(Ok(()))) {
         let _ = std::fs::remove_file(&w.default);
     }

@@ -186,17 +186,16 @@ fn report_exit(e: &crate::devfed::Exited) {
 }
 
 /// What `fedvol dev` prints once everything runs: where things are and what to try.
-fn print_banner(
-    a: &DevArgs,
-    fed: &DevFederation,
-    context: &std::io::Result<super::context::Written>,
-) {
+fn print_banner(a: &DevArgs, fed: &DevFederation, context: &std::io::Result<super::context::Written>) {
     let url = &fed.url;
     println!("\nfedvol federation running: clusters {}", fed.clusters.join(", "));
     println!("NATS: {url}   (logs and state in {})", fed.dir.path().display());
     match context {
         Ok(w) => {
-            println!("fedvol commands in any terminal use it: URL saved in {}", w.default.display());
+            println!(
+                "fedvol commands in any terminal use it: URL saved in {}",
+                w.default.display()
+            );
             println!("  (this run's own copy, kept while it runs: {})", w.run.display());
         }
         Err(e) => println!("cannot save the URL for other terminals ({e}): export FEDVOL_NATS_URL={url}"),
@@ -217,7 +216,10 @@ fn print_banner(
     }
     println!("\ntry, in another terminal:");
     println!("  fedvol clusters");
-    println!("  fedvol submit {}", examples.workflows.join("scratch-fast.yaml").display());
+    println!(
+        "  fedvol submit {}",
+        examples.workflows.join("scratch-fast.yaml").display()
+    );
     println!("  fedvol decisions list");
     println!("  fedvol decisions show <ID>        # the start of an id is enough when unique");
     match fed.clusters.first() {

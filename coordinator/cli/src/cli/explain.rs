@@ -27,11 +27,7 @@ pub struct ExplainArgs {
     pub provisioner: Option<String>,
     /// Explain in this cluster only (default: every cluster given); needs one of the three
     /// above.
-    #[arg(
-        long = "why-not-cluster",
-        value_name = "CLUSTER",
-        requires = "why_not_target"
-    )]
+    #[arg(long = "why-not-cluster", value_name = "CLUSTER", requires = "why_not_target")]
     pub cluster: Option<String>,
 }
 

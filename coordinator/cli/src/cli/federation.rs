@@ -425,22 +425,25 @@ pub fn stored_table(s: &StoredDecision) -> String {
 /// One line of `commit attempts:`. An attempt still `pending` was sent and its outcome was
 /// never recorded (the cluster may have committed or rolled it back), so it reads as in doubt,
 /// never as `ok`, whatever `ok` holds; one not ok without an error reads as failed.
+/// Wrapped at the terminal's width ([`crate::render::layout::para`]).
 fn attempt_line(a: &fedvol_proto::decisions::CommitAttempt) -> String {
     let cluster = fedvol_common::limits::printable(&a.cluster);
-    if a.pending {
-        return format!(
-            "  commit on {cluster}: in doubt (sent, outcome not recorded: the cluster is asked what became of it when the decision is taken over)\n"
-        );
-    }
-    match (&a.error, a.ok) {
-        (None, true) => format!("  commit on {cluster}: ok\n"),
-        (None, false) => format!("  commit on {cluster}: failed\n"),
-        (Some(e), _) => format!(
-            "  commit on {cluster}: failed: {} ({})\n",
-            fedvol_common::limits::printable(&e.message),
-            e.code
-        ),
-    }
+    let text = if a.pending {
+        format!(
+            "commit on {cluster}: in doubt (sent, outcome not recorded: the cluster is asked what became of it when the decision is taken over)"
+        )
+    } else {
+        match (&a.error, a.ok) {
+            (None, true) => format!("commit on {cluster}: ok"),
+            (None, false) => format!("commit on {cluster}: failed"),
+            (Some(e), _) => format!(
+                "commit on {cluster}: failed: {} ({})",
+                fedvol_common::limits::printable(&e.message),
+                e.code
+            ),
+        }
+    };
+    crate::render::layout::para("  ", "    ", &text)
 }
 
 /// What `fedvol complete` prints: the state, the cluster, each volume's outcome.
@@ -555,19 +558,23 @@ pub fn submit(a: &SubmitArgs) -> u8 {
                 e.request_id,
                 ago(e.since_ms)
             );
-        } else if a.request_id.is_none() && sendable {
-            let id = &msg.request_id;
-            eprint!(
-                "request id: {id}\n{}",
-                crate::render::layout::para(
-                    "  ",
-                    "  ",
-                    &format!(
-                        "(if this submit ends in an error, run it again with --request-id {id}: it is never booked twice)"
-                    )
-                )
-            );
         }
+        // Said only when the outcome is not known (no answer, a passing error, a commit still
+        // going): a decided submit prints its id in the decision, a dry run books nothing.
+        let unknown_outcome = |id: &str| {
+            if a.request_id.is_none() && sendable && !a.dry_run {
+                eprint!(
+                    "{}",
+                    crate::render::layout::para(
+                        "",
+                        "  ",
+                        &format!(
+                            "request id: {id} (its outcome is unknown: run the same submit again, which resumes it, or pass --request-id {id}; it is never booked twice)"
+                        )
+                    )
+                );
+            }
+        };
         let until = std::time::Instant::now() + std::time::Duration::from_millis(a.wait_ms);
         // `--wait` says once what it waits for; each passing error has its own note.
         let mut said_waiting = false;
@@ -600,7 +607,23 @@ pub fn submit(a: &SubmitArgs) -> u8 {
                 Err(e @ ClientError::Timeout { .. }) if waiting => {
                     eprintln!("note: {e}; asking again with request id {}", msg.request_id);
                 }
-                Err(e) => return fail(&e),
+                Err(e) => {
+                    let code = fail(&e);
+                    // Not received at all (nobody listening, refused by the server, never
+                    // sent): nothing was booked, so nothing is unknown.
+                    let not_received = matches!(
+                        e,
+                        ClientError::NoCoordinator { .. }
+                            | ClientError::Refused { .. }
+                            | ClientError::TooLarge { .. }
+                            | ClientError::Invalid(_)
+                            | ClientError::Connect(_)
+                    );
+                    if !not_received {
+                        unknown_outcome(&msg.request_id);
+                    }
+                    return code;
+                }
             }
         };
         if let Some(s) = &reply.stored {
@@ -617,6 +640,9 @@ pub fn submit(a: &SubmitArgs) -> u8 {
             && let Err(e) = super::pending::forget(k, &msg.request_id)
         {
             eprintln!("note: {e}");
+        }
+        if unfinished {
+            unknown_outcome(&msg.request_id);
         }
         let reply = match &reply.stored {
             Some(s) if s.state == DecisionState::Queued && a.wait => {
@@ -988,7 +1014,10 @@ mod watch_tests {
             workflow: "gpu-soft-constraints",
             cluster: "cluster-a",
         };
-        let known = ["gpu-soft-constraints-vsmvA1b2c3d4e5f6g7h8", "gpu-soft-constraints-vsmvZ9"];
+        let known = [
+            "gpu-soft-constraints-vsmvA1b2c3d4e5f6g7h8",
+            "gpu-soft-constraints-vsmvZ9",
+        ];
         let wide = l.render(&known, 200);
         assert!(wide.contains(l.id), "{wide}");
         let narrow = l.render(&known, 100);
@@ -996,7 +1025,10 @@ mod watch_tests {
         assert!(narrow.contains("gpu-soft-constraints-vsmvA "), "{narrow}");
         // Narrower than the fields allow: names are cut, never the id.
         let tight = l.render(&known, 80);
-        assert!(tight.contains("gpu-soft-constraints-vsmvA ") && tight.contains("gpu-sof…"), "{tight}");
+        assert!(
+            tight.contains("gpu-soft-constraints-vsmvA ") && tight.contains("gpu-sof…"),
+            "{tight}"
+        );
     }
 }
 
@@ -1052,9 +1084,35 @@ pub fn complete(a: &IdArgs) -> u8 {
         {
             eprintln!("note: {e}");
         }
+        let table_view = matches!(a.output.output, Output::Table | Output::Wide);
         match answer {
+            // Refused (a failed or queued decision, one already completed elsewhere...): the
+            // error, briefly; `decisions show` has the decision.
+            Ok(SubmitReply {
+                error: Some(e),
+                stored,
+                ..
+            }) if table_view => {
+                let state = stored
+                    .as_ref()
+                    .map(|s| format!(" (the decision is {})", crate::render::words::state(s.state)))
+                    .unwrap_or_default();
+                eprint!(
+                    "{}",
+                    crate::render::layout::para(
+                        "error: ",
+                        "  ",
+                        &format!(
+                            "complete {id}: {} ({}){state}; fedvol decisions show {id} prints it",
+                            fedvol_common::limits::printable(&e.message),
+                            e.code
+                        )
+                    )
+                );
+                EXIT_BAD_INPUT
+            }
             // The table view says what completing did; `decisions show` has the decision.
-            Ok(r) if matches!(a.output.output, Output::Table | Output::Wide) && r.error.is_none() => match &r.stored {
+            Ok(r) if table_view && r.error.is_none() => match &r.stored {
                 Some(s) => {
                     print!("{}", completed_text(&id, s));
                     EXIT_OK
