@@ -9,6 +9,8 @@
 //!   client at each scrape.
 //! - [`ready`]: [`Readiness`], what `/readyz` answers: starting (with what it is doing), or the
 //!   result of the daemon's check (connected to NATS, inventory loaded, bucket reachable).
+//! - [`man`]: [`man::render`], the man page of a program from its clap definition with the
+//!   ENVIRONMENT, EXIT STATUS and EXAMPLES sections clap does not know (all three programs).
 //! - [`logs`]: [`logs::escaped_fields`], text log lines whose fields (user input among them)
 //!   are escaped, so no value forges a line or drives a terminal.
 //! - [`server`]: [`serve`], the HTTP server of `/metrics`, `/healthz` and `/readyz` on the
@@ -25,6 +27,7 @@
 #![warn(missing_docs)]
 
 pub mod logs;
+pub mod man;
 pub mod nats;
 pub mod ready;
 pub mod registry;

@@ -103,6 +103,34 @@ fn install_puts_binaries_man_pages_and_completions_under_the_prefix() {
     assert!(p.join("share/man/man1/fedvol.1").is_file());
     assert!(p.join("share/bash-completion/completions/fedvol").is_file());
     assert!(p.join("share/doc/fedvol/deploy/nats/single.conf").is_file());
+    // Every program has a man page with the sections a man reader looks for.
+    for page in ["fedvol.1", "fedvol-agent.1", "fedvol-coordinator.1"] {
+        let text = std::fs::read_to_string(p.join("share/man/man1").join(page)).unwrap();
+        for section in ["ENVIRONMENT", "EXIT STATUS", "EXAMPLES"] {
+            assert!(text.contains(&format!(".SH \"{section}\"")), "{page} has {section}");
+        }
+    }
+    let submit = std::fs::read_to_string(p.join("share/man/man1/fedvol-submit.1")).unwrap();
+    assert!(submit.contains(".SH \"EXIT STATUS\"") && submit.contains("EX_USAGE"));
+}
+
+/// What bash completes for the words `words` (the last one being completed), with the
+/// installed script and the federation of the context file `ctx`.
+fn bash_completes(prefix: &Path, ctx: &Path, words: &[&str]) -> Vec<String> {
+    let script = format!(
+        "source <(fedvol completions bash)\nCOMP_WORDS=({})\nCOMP_CWORD={}\n_fedvol_names\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n",
+        words.iter().map(|w| format!("'{w}'")).collect::<Vec<_>>().join(" "),
+        words.len() - 1
+    );
+    let o = Command::new("bash")
+        .arg("-c")
+        .arg(script)
+        .env("PATH", path_with(prefix))
+        .env("FEDVOL_CONTEXT", ctx)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    stdout(&o).lines().filter(|l| !l.is_empty()).map(str::to_string).collect()
 }
 
 #[test]
@@ -368,6 +396,13 @@ async fn why_not_with_only_a_cluster_says_why_it_lost() {
         &["why-not", gid, "--cluster", chosen.as_str(), "-o", "json"],
     );
     assert_eq!(o_json(&o)["record"]["summary"], format!("cluster {chosen} was chosen"));
+    // Bash completes cluster names and request ids from the federation.
+    assert_eq!(
+        bash_completes(prefix, &ctx, &["fedvol", "why-not", "x", "--cluster", "cluster-"]),
+        ["cluster-a", "cluster-b", "cluster-c"]
+    );
+    assert_eq!(bash_completes(prefix, &ctx, &["fedvol", "complete", "named"]), [id.clone()]);
+    assert_eq!(bash_completes(prefix, &ctx, &["fedvol", "decisions", "show", "gpu"]), [gid.to_string()]);
     // An unknown cluster: exit 1, naming those that took part.
     let o = run(prefix, cwd.path(), &ctx, &["why-not", &id, "--cluster", "cluster-x"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));

@@ -74,6 +74,10 @@ pub enum Command {
     Completions(completions::CompletionsArgs),
     /// Write man pages (fedvol.1 and one per subcommand) to a directory, or fedvol.1 to stdout.
     Man(completions::ManArgs),
+    /// Names for shell completion, one a line: the clusters or the request ids the coordinators
+    /// know (the bash script of `fedvol completions` calls it; quiet and quick on any error).
+    #[command(name = "__complete", hide = true)]
+    CompleteNames(completions::NamesArgs),
 }
 
 impl Command {
@@ -89,6 +93,7 @@ impl Command {
             Command::Complete(a) => Some(&mut a.net),
             Command::Clusters(a) => Some(&mut a.net),
             Command::Ui(a) => Some(&mut a.net),
+            Command::CompleteNames(a) => Some(&mut a.net),
             _ => None,
         }
     }
@@ -183,6 +188,7 @@ pub fn run() -> u8 {
         Command::Demo(a) => dev::demo(&a),
         Command::Completions(a) => completions::completions(&a),
         Command::Man(a) => completions::man(&a),
+        Command::CompleteNames(a) => completions::names(&a),
         Command::Ui(a) => ui::run(&a),
     }
 }
