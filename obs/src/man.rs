@@ -86,10 +86,11 @@ mod tests {
 
     #[test]
     fn the_extra_sections_follow_the_options() {
-        let cmd = clap::Command::new("demo")
-            .version("1.0")
-            .about("A demo.")
-            .arg(clap::Arg::new("verbose").long("verbose").action(clap::ArgAction::SetTrue));
+        let cmd = clap::Command::new("demo").version("1.0").about("A demo.").arg(
+            clap::Arg::new("verbose")
+                .long("verbose")
+                .action(clap::ArgAction::SetTrue),
+        );
         let extra = Extra {
             environment: &[("DEMO_URL", "the server's URL")],
             exit_status: &[("0", "done"), ("64", "usage error")],

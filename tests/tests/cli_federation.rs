@@ -221,7 +221,9 @@ async fn a_failed_commit_says_planning_succeeded_and_what_to_do() {
     let (out, err) = text(&o);
     assert_eq!(o.status.code(), Some(2), "nothing committed: {out}\n{err}");
     // The reason leads: right under the header, before any table.
-    let header = out.find("chosen cluster: none: the commit failed").unwrap_or_else(|| panic!("{out}"));
+    let header = out
+        .find("chosen cluster: none: the commit failed")
+        .unwrap_or_else(|| panic!("{out}"));
     let reason = out.find("on ext: commit failed:").unwrap_or_else(|| panic!("{out}"));
     assert!(reason > header && reason < out.find('┌').unwrap(), "{out}");
     assert!(out.contains("no volume was created"), "{out}");

@@ -130,7 +130,11 @@ fn bash_completes(prefix: &Path, ctx: &Path, words: &[&str]) -> Vec<String> {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", text(&o));
-    stdout(&o).lines().filter(|l| !l.is_empty()).map(str::to_string).collect()
+    stdout(&o)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 #[test]
@@ -401,8 +405,14 @@ async fn why_not_with_only_a_cluster_says_why_it_lost() {
         bash_completes(prefix, &ctx, &["fedvol", "why-not", "x", "--cluster", "cluster-"]),
         ["cluster-a", "cluster-b", "cluster-c"]
     );
-    assert_eq!(bash_completes(prefix, &ctx, &["fedvol", "complete", "named"]), [id.clone()]);
-    assert_eq!(bash_completes(prefix, &ctx, &["fedvol", "decisions", "show", "gpu"]), [gid.to_string()]);
+    assert_eq!(
+        bash_completes(prefix, &ctx, &["fedvol", "complete", "named"]),
+        std::slice::from_ref(&id)
+    );
+    assert_eq!(
+        bash_completes(prefix, &ctx, &["fedvol", "decisions", "show", "gpu"]),
+        [gid.to_string()]
+    );
     // An unknown cluster: exit 1, naming those that took part.
     let o = run(prefix, cwd.path(), &ctx, &["why-not", &id, "--cluster", "cluster-x"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
@@ -572,15 +582,25 @@ async fn a_refused_commit_is_counted_and_explained_first() {
     let hostpath = "    driver:\n      type: hostpath\n      path: /mnt/nvme\n      local: true\n";
     assert!(a.contains(hostpath));
     let ext = a
-        .replacen(hostpath, "    driver:\n      type: external\n      provisioner: example.com/nobody\n", 1)
+        .replacen(
+            hostpath,
+            "    driver:\n      type: external\n      provisioner: example.com/nobody\n",
+            1,
+        )
         .replace("cluster: cluster-a", "cluster: ext");
     std::fs::write(clusters.join("ext.yaml"), ext).unwrap();
     let mut d = dev(prefix, cwd.path(), &ctx, &["--clusters", "clusters", "--metrics"]).await;
     let log = d.log();
     let endpoint = |who: &str| {
-        let line = log.lines().find(|l| l.trim_start().starts_with(who) && l.contains("http://")).unwrap();
+        let line = log
+            .lines()
+            .find(|l| l.trim_start().starts_with(who) && l.contains("http://"))
+            .unwrap();
         let url = line.split_whitespace().last().unwrap();
-        url.trim_start_matches("http://").trim_end_matches("/metrics").parse::<std::net::SocketAddr>().unwrap()
+        url.trim_start_matches("http://")
+            .trim_end_matches("/metrics")
+            .parse::<std::net::SocketAddr>()
+            .unwrap()
     };
     let (agent, coordinator) = (endpoint("agent ext"), endpoint("coordinator"));
     let o = run(prefix, cwd.path(), &ctx, &["submit", &example(&d, "scratch-fast")]);
@@ -589,9 +609,16 @@ async fn a_refused_commit_is_counted_and_explained_first() {
     assert!(lines_over_100(&out).is_empty(), "{:?}", lines_over_100(&out));
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines[2], "chosen cluster: none: the commit failed", "{out}");
-    assert!(lines[3].starts_with("  on ext: commit failed: provisioning_failed: volume `scratch`"), "{out}");
+    assert!(
+        lines[3].starts_with("  on ext: commit failed: provisioning_failed: volume `scratch`"),
+        "{out}"
+    );
     assert!(out.contains("(would") && out.contains("no volume was created"), "{out}");
-    assert!(!String::from_utf8_lossy(&o.stderr).contains("request id:"), "{}", text(&o));
+    assert!(
+        !String::from_utf8_lossy(&o.stderr).contains("request id:"),
+        "{}",
+        text(&o)
+    );
     let (_, metrics) = fedvol_tests::http::get(agent, "/metrics").await.unwrap();
     assert!(
         metrics.contains(r#"fedvol_agent_requests_total{cluster="ext",endpoint="commit",outcome="refused"} 1"#)
@@ -616,7 +643,16 @@ async fn a_refused_commit_is_counted_and_explained_first() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.lines().count() <= 4 && err.contains("not_committed"), "{err}");
     // A dry run and a success print no retry notice either.
-    let o = run(prefix, cwd.path(), &ctx, &["submit", "--dry-run", &example(&d, "scratch-fast")]);
-    assert!(!String::from_utf8_lossy(&o.stderr).contains("request id:"), "{}", text(&o));
+    let o = run(
+        prefix,
+        cwd.path(),
+        &ctx,
+        &["submit", "--dry-run", &example(&d, "scratch-fast")],
+    );
+    assert!(
+        !String::from_utf8_lossy(&o.stderr).contains("request id:"),
+        "{}",
+        text(&o)
+    );
     stop(&mut d).await;
 }

@@ -179,18 +179,39 @@ fn config(a: Args) -> Result<CoordinatorConfig, String> {
 /// The sections of `fedvol-coordinator.1` clap does not know.
 const MAN: fedvol_obs::man::Extra<'static> = fedvol_obs::man::Extra {
     environment: &[
-        ("FEDVOL_*", "Each option's variable, as its [env: ...] says; flags win over variables, which win over the configuration file."),
-        ("FEDVOL_NATS_PASSWORD", "The NATS user's password (never in the URL or the configuration file)."),
-        ("RUST_LOG", "The log filter (default info), e.g. fedvol_coordinator=debug."),
+        (
+            "FEDVOL_*",
+            "Each option's variable, as its [env: ...] says; flags win over variables, which win over the configuration file.",
+        ),
+        (
+            "FEDVOL_NATS_PASSWORD",
+            "The NATS user's password (never in the URL or the configuration file).",
+        ),
+        (
+            "RUST_LOG",
+            "The log filter (default info), e.g. fedvol_coordinator=debug.",
+        ),
     ],
     exit_status: &[
         ("0", "Stopped (SIGTERM or SIGINT)."),
-        ("1", "Bad configuration or user directory, NATS unreachable, or the decision bucket could not be opened; the message says which."),
+        (
+            "1",
+            "Bad configuration or user directory, NATS unreachable, or the decision bucket could not be opened; the message says which.",
+        ),
     ],
     examples: &[
-        ("fedvol-coordinator --config /etc/fedvol/coordinator.yaml", "As the systemd unit runs it; start it on several hosts for availability."),
-        ("FEDVOL_NATS_PASSWORD=... fedvol-coordinator --nats nats://nats.example:4222 --nats-user coordinator", "Without a configuration file, as the shipped NATS files' coordinator user."),
-        ("systemctl reload fedvol-coordinator", "Re-read the user directory (SIGHUP)."),
+        (
+            "fedvol-coordinator --config /etc/fedvol/coordinator.yaml",
+            "As the systemd unit runs it; start it on several hosts for availability.",
+        ),
+        (
+            "FEDVOL_NATS_PASSWORD=... fedvol-coordinator --nats nats://nats.example:4222 --nats-user coordinator",
+            "Without a configuration file, as the shipped NATS files' coordinator user.",
+        ),
+        (
+            "systemctl reload fedvol-coordinator",
+            "Re-read the user directory (SIGHUP).",
+        ),
     ],
 };
 

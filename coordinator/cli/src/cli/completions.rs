@@ -120,36 +120,93 @@ pub fn completions(a: &CompletionsArgs) -> u8 {
 
 /// The ENVIRONMENT section of `fedvol.1`.
 const ENVIRONMENT: &[(&str, &str)] = &[
-    ("FEDVOL_NATS_URL", "The NATS server(s), as --nats; before the context file of fedvol dev."),
-    ("FEDVOL_NATS_USER, FEDVOL_NATS_PASSWORD", "The NATS login and its password (never in the URL); with a password and no user, -u is the login."),
-    ("FEDVOL_NATS_CREDS, FEDVOL_NATS_NKEY", "A NATS credentials file or nkey seed file instead of a password."),
-    ("FEDVOL_TLS_CA, FEDVOL_TLS_CERT, FEDVOL_TLS_KEY", "TLS: the CA to trust, and a client certificate and key for mutual TLS."),
-    ("FEDVOL_NATS_INBOX_PREFIX", "The reply inbox prefix (default _INBOX_<NATS user> for the shipped secure configurations)."),
+    (
+        "FEDVOL_NATS_URL",
+        "The NATS server(s), as --nats; before the context file of fedvol dev.",
+    ),
+    (
+        "FEDVOL_NATS_USER, FEDVOL_NATS_PASSWORD",
+        "The NATS login and its password (never in the URL); with a password and no user, -u is the login.",
+    ),
+    (
+        "FEDVOL_NATS_CREDS, FEDVOL_NATS_NKEY",
+        "A NATS credentials file or nkey seed file instead of a password.",
+    ),
+    (
+        "FEDVOL_TLS_CA, FEDVOL_TLS_CERT, FEDVOL_TLS_KEY",
+        "TLS: the CA to trust, and a client certificate and key for mutual TLS.",
+    ),
+    (
+        "FEDVOL_NATS_INBOX_PREFIX",
+        "The reply inbox prefix (default _INBOX_<NATS user> for the shipped secure configurations).",
+    ),
     ("FEDVOL_USER", "The user requests are made for (-u)."),
     ("FEDVOL_SUBJECT_PREFIX", "The subject prefix (default fedvol.v1)."),
-    ("FEDVOL_OUTPUT", "The default output format (-o): table, wide, json, yaml."),
-    ("FEDVOL_CONTEXT", "The context file fedvol dev writes and later commands read (default $XDG_RUNTIME_DIR/fedvol/dev.env, else ~/.config/fedvol/dev.env); each run also keeps dev.env.<pid> beside it."),
-    ("FEDVOL_STATE_DIR", "Where the CLI remembers submits whose outcome it did not learn (default $XDG_STATE_HOME/fedvol, else ~/.local/state/fedvol)."),
+    (
+        "FEDVOL_OUTPUT",
+        "The default output format (-o): table, wide, json, yaml.",
+    ),
+    (
+        "FEDVOL_CONTEXT",
+        "The context file fedvol dev writes and later commands read (default $XDG_RUNTIME_DIR/fedvol/dev.env, else ~/.config/fedvol/dev.env); each run also keeps dev.env.<pid> beside it.",
+    ),
+    (
+        "FEDVOL_STATE_DIR",
+        "Where the CLI remembers submits whose outcome it did not learn (default $XDG_STATE_HOME/fedvol, else ~/.local/state/fedvol).",
+    ),
     ("FEDVOL_UI_LISTEN", "The address fedvol ui serves on (--listen)."),
-    ("COLUMNS", "The width the human views fit (default: the terminal's, else 100)."),
+    (
+        "COLUMNS",
+        "The width the human views fit (default: the terminal's, else 100).",
+    ),
 ];
 
 /// The EXIT STATUS section of every `fedvol` page.
 const EXIT_STATUS: &[(&str, &str)] = &[
-    ("0", "Done; for plan and submit, a cluster was chosen (or the submit was queued)."),
-    ("1", "Bad input (a file that cannot be read or is invalid), or an error: no NATS, no coordinator, no answer, a refused request; fedvol dev: a process it started exited."),
-    ("2", "The input is valid but no cluster can place the workflow, or the coordinators' policy refused it (quota_exceeded, queue_full, queue_timeout); the decision is still printed."),
-    ("64", "The command line is wrong: an unknown subcommand or flag, a missing or bad argument (sysexits EX_USAGE)."),
+    (
+        "0",
+        "Done; for plan and submit, a cluster was chosen (or the submit was queued).",
+    ),
+    (
+        "1",
+        "Bad input (a file that cannot be read or is invalid), or an error: no NATS, no coordinator, no answer, a refused request; fedvol dev: a process it started exited.",
+    ),
+    (
+        "2",
+        "The input is valid but no cluster can place the workflow, or the coordinators' policy refused it (quota_exceeded, queue_full, queue_timeout); the decision is still printed.",
+    ),
+    (
+        "64",
+        "The command line is wrong: an unknown subcommand or flag, a missing or bad argument (sysexits EX_USAGE).",
+    ),
 ];
 
 /// The EXAMPLES section of `fedvol.1`.
 const EXAMPLES: &[(&str, &str)] = &[
-    ("fedvol dev", "A local federation (nats-server, a coordinator, the example clusters) until Ctrl-C; it prints the example workflows' paths."),
-    ("fedvol submit -u alice -g researchers wf.yaml", "Every cluster plans the workflow, one commits; the decision is printed."),
-    ("fedvol decisions list", "Stored decisions, newest first; ids are shown whole, or by a unique start."),
-    ("fedvol why-not scratch-fast-Ij --cluster cluster-a", "Why cluster-a lost that decision (an id's unique start is enough)."),
-    ("fedvol plan -i a.yaml -i b.yaml wf.yaml", "The same decision offline, without NATS."),
-    ("fedvol check inventory.yaml wf.yaml", "Every problem of the files, with file:line:column."),
+    (
+        "fedvol dev",
+        "A local federation (nats-server, a coordinator, the example clusters) until Ctrl-C; it prints the example workflows' paths.",
+    ),
+    (
+        "fedvol submit -u alice -g researchers wf.yaml",
+        "Every cluster plans the workflow, one commits; the decision is printed.",
+    ),
+    (
+        "fedvol decisions list",
+        "Stored decisions, newest first; ids are shown whole, or by a unique start.",
+    ),
+    (
+        "fedvol why-not scratch-fast-Ij --cluster cluster-a",
+        "Why cluster-a lost that decision (an id's unique start is enough).",
+    ),
+    (
+        "fedvol plan -i a.yaml -i b.yaml wf.yaml",
+        "The same decision offline, without NATS.",
+    ),
+    (
+        "fedvol check inventory.yaml wf.yaml",
+        "Every problem of the files, with file:line:column.",
+    ),
 ];
 
 /// Every page `fedvol man --out` writes: `(file name, page)`; `fedvol.1` with the
@@ -197,7 +254,11 @@ pub fn man(a: &ManArgs) -> u8 {
         }
         None => {
             use std::io::Write;
-            let top = pages.iter().find(|(n, _)| n == "fedvol.1").map(|(_, p)| p.as_slice()).unwrap_or_default();
+            let top = pages
+                .iter()
+                .find(|(n, _)| n == "fedvol.1")
+                .map(|(_, p)| p.as_slice())
+                .unwrap_or_default();
             std::io::stdout().write_all(top)
         }
     });

@@ -114,7 +114,7 @@ fn runs(default: &Path) -> Vec<(std::time::SystemTime, Context)> {
             out.push((modified, c));
         }
     }
-    out.sort_by(|a, b| b.0.cmp(&a.0));
+    out.sort_by_key(|r| std::cmp::Reverse(r.0));
     out
 }
 

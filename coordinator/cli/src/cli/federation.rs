@@ -1089,9 +1089,7 @@ pub fn complete(a: &IdArgs) -> u8 {
             // Refused (a failed or queued decision, one already completed elsewhere...): the
             // error, briefly; `decisions show` has the decision.
             Ok(SubmitReply {
-                error: Some(e),
-                stored,
-                ..
+                error: Some(e), stored, ..
             }) if table_view => {
                 let state = stored
                     .as_ref()
