@@ -368,7 +368,12 @@ async fn decisions_are_found_filtered_and_shown_within_100_columns() {
     // is, with no ellipsis (it is copied as it is), and the table says so.
     let cell = out
         .lines()
-        .find_map(|l| l.trim_start_matches('│').split_whitespace().next().filter(|c| c.starts_with("a-rather")))
+        .find_map(|l| {
+            l.trim_start_matches('│')
+                .split_whitespace()
+                .next()
+                .filter(|c| c.starts_with("a-rather"))
+        })
         .unwrap_or_else(|| panic!("{out}"));
     assert!(long_id.starts_with(cell) && cell.len() < long_id.len(), "{out}");
     assert!(!out.contains('…') && out.contains("unique start"), "{out}");

@@ -977,9 +977,10 @@ impl WatchLine<'_> {
         }
         let id = crate::render::ids::unique_prefixes(&[self.id], known)[0];
         let short = line(id, self.workflow, self.cluster, 14);
-        let room = width.saturating_sub(short.chars().count());
+        // The room the line leaves, and the padding of a start shorter than its column.
+        let room = width.saturating_sub(short.chars().count()) + 22usize.saturating_sub(id.chars().count());
         if short.chars().count() <= width {
-            // The unique start, widened to use the room the line leaves.
+            // The unique start, widened to use that room.
             let n = id.chars().count() + room;
             let id: String = self.id.chars().take(n).collect();
             return line(&id, self.workflow, self.cluster, 14);
@@ -1023,6 +1024,18 @@ mod watch_tests {
         let narrow = l.render(&known, 100);
         assert!(narrow.chars().count() <= 100, "{narrow}");
         assert!(narrow.contains("gpu-soft-constraints-vsmvA "), "{narrow}");
+        // A short unique start is widened into the room its column's padding leaves.
+        let l2 = WatchLine {
+            id: "training-data-4kvmsJODOuajRabcdefghijkl",
+            workflow: "training-data",
+            cluster: "cluster-c",
+            ..l
+        };
+        let line = l2.render(&known, 100);
+        assert!(
+            line.chars().count() <= 100 && line.contains("training-data-4kvmsJODO"),
+            "{line}"
+        );
         // Narrower than the fields allow: names are cut, never the id.
         let tight = l.render(&known, 80);
         assert!(
