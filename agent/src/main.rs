@@ -73,6 +73,9 @@ struct Args {
     /// Log as JSON lines instead of text.
     #[arg(long)]
     log_json: bool,
+    /// Print this program's man page (roff) and exit; `scripts/install` writes it.
+    #[arg(long, hide = true)]
+    man: bool,
 }
 
 /// The configuration: the file (or defaults with `--inventory`), then every flag given.
@@ -130,8 +133,59 @@ fn config(a: Args) -> Result<AgentConfig, String> {
     Ok(cfg)
 }
 
+/// The sections of `fedvol-agent.1` clap does not know.
+const MAN: fedvol_obs::man::Extra<'static> = fedvol_obs::man::Extra {
+    environment: &[
+        (
+            "FEDVOL_*",
+            "Each option's variable, as its [env: ...] says; flags win over variables, which win over the configuration file.",
+        ),
+        (
+            "FEDVOL_NATS_PASSWORD",
+            "The NATS user's password (never in the URL or the configuration file).",
+        ),
+        ("RUST_LOG", "The log filter (default info), e.g. fedvol_agent=debug."),
+    ],
+    exit_status: &[
+        ("0", "Stopped (SIGTERM or SIGINT)."),
+        (
+            "1",
+            "Bad configuration or inventory, a missing or foreign state file (a first start takes --init), or NATS unreachable; the message says which.",
+        ),
+        (
+            "75",
+            "The state file was deleted or replaced while it ran: it was written again from memory; the supervisor restarts the agent on it (EX_TEMPFAIL).",
+        ),
+    ],
+    examples: &[
+        (
+            "fedvol-agent --config /etc/fedvol/agent-cluster-a.yaml --init",
+            "The first start of a new cluster's agent: creates its state file.",
+        ),
+        (
+            "fedvol-agent --inventory cluster-a.yaml --nats nats://nats.example:4222 --data-dir /var/lib/fedvol-agent",
+            "Without a configuration file.",
+        ),
+        (
+            "systemctl reload fedvol-agent@cluster-a",
+            "Re-read the inventory (SIGHUP).",
+        ),
+    ],
+};
+
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
+    if args.man {
+        use clap::CommandFactory;
+        use std::io::Write;
+        return match fedvol_obs::man::render(Args::command(), &MAN).and_then(|p| std::io::stdout().write_all(&p)) {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("fedvol-agent: cannot print the man page: {e}");
+                std::process::ExitCode::from(1)
+            }
+        };
+    }
     let daemon = fedvol_obs::daemon::Daemon {
         program: "fedvol-agent",
         log_json: args.log_json,

@@ -62,7 +62,7 @@ impl AgentMetrics {
             registry,
             "fedvol_agent",
             ENDPOINTS,
-            "Requests served, by endpoint and outcome (ok, error, bad_request, dropped, overloaded)",
+            "Requests served, by endpoint and outcome (ok, error, bad_request, dropped, overloaded; refused: a commit, release or complete answered with ok false)",
             "Time from a request's arrival to its answer, by endpoint (plan and cluster_plan: the funnel; commit: the whole commit with its drivers)",
         );
         registry.register(

@@ -31,17 +31,31 @@ const NOT_RUN: u8 = u8::MAX;
 pub type Handler<E> =
     fn(Arc<Shared>, <E as Endpoint>::Request) -> BoxFuture<'static, Option<Result<<E as Endpoint>::Reply, Failure>>>;
 
+/// Whether a reply says its action did not take effect (counted as outcome `refused`).
+pub type Refused<E> = fn(&<E as Endpoint>::Reply) -> bool;
+
+/// The replies of endpoints with no action to refuse: never.
+fn never<R>(_: &R) -> bool {
+    false
+}
+
+/// An action's reply (`commit`, `release`, `complete`) with `ok: false`.
+fn not_ok(r: &ops::ActionReply) -> bool {
+    !r.ok
+}
+
 /// Registers endpoint `E` as `name` on `subject` and serves it from a task, each request in a
-/// task of its own (a slow commit never holds up a plan).
+/// task of its own (a slow commit never holds up a plan). A reply `refused` judges refused is
+/// counted with outcome `refused`, not `ok`.
 ///
 /// Errors: the endpoint could not be registered.
 async fn add<E: Endpoint>(
     service: &async_nats::service::Service,
     client: &async_nats::Client,
     shared: &Arc<Shared>,
-    name: &'static str,
-    subject: String,
+    (name, subject): (&'static str, String),
     handler: Handler<E>,
+    refused: Refused<E>,
 ) -> Result<tokio::task::JoinHandle<()>, async_nats::Error> {
     let mut endpoint = service.endpoint_builder().name(name).add(subject.clone()).await?;
     tracing::info!(endpoint = name, subject = %subject, queue = %Subjects::agent_queue(&shared.cluster), "serving");
@@ -81,7 +95,10 @@ async fn add<E: Endpoint>(
                     let ran = &ran;
                     async move {
                         let result = work.await;
-                        let seen = Outcome::of_answer(&result);
+                        let seen = match &result {
+                            Some(Ok(reply)) if refused(reply) => Outcome::Refused,
+                            _ => Outcome::of_answer(&result),
+                        };
                         ran.store(seen as u8, std::sync::atomic::Ordering::Relaxed);
                         result
                     }
@@ -124,45 +141,95 @@ pub async fn serve(
     let on = |op: AgentOp| subjects.cluster(&cluster, op);
     let (s, c, sh) = (&service, &client, &shared);
     let tasks = vec![
-        add::<ops::Plan>(s, c, sh, "plan", subjects.plan(), |s, r| {
-            Box::pin(endpoints::plan::handle(s, r))
-        })
+        add::<ops::Plan>(
+            s,
+            c,
+            sh,
+            ("plan", subjects.plan()),
+            |s, r| Box::pin(endpoints::plan::handle(s, r)),
+            never,
+        )
         .await?,
-        add::<ops::Plan>(s, c, sh, "cluster_plan", on(AgentOp::Plan), |s, r| {
-            Box::pin(endpoints::plan::handle(s, r))
-        })
+        add::<ops::Plan>(
+            s,
+            c,
+            sh,
+            ("cluster_plan", on(AgentOp::Plan)),
+            |s, r| Box::pin(endpoints::plan::handle(s, r)),
+            never,
+        )
         .await?,
-        add::<ops::Commit>(s, c, sh, "commit", on(AgentOp::Commit), |s, r| {
-            Box::pin(endpoints::commit::handle(s, r))
-        })
+        add::<ops::Commit>(
+            s,
+            c,
+            sh,
+            ("commit", on(AgentOp::Commit)),
+            |s, r| Box::pin(endpoints::commit::handle(s, r)),
+            not_ok,
+        )
         .await?,
-        add::<ops::Release>(s, c, sh, "release", on(AgentOp::Release), |s, r| {
-            Box::pin(endpoints::release::handle(s, r))
-        })
+        add::<ops::Release>(
+            s,
+            c,
+            sh,
+            ("release", on(AgentOp::Release)),
+            |s, r| Box::pin(endpoints::release::handle(s, r)),
+            not_ok,
+        )
         .await?,
-        add::<ops::Complete>(s, c, sh, "complete", on(AgentOp::Complete), |s, r| {
-            Box::pin(endpoints::complete::handle(s, r))
-        })
+        add::<ops::Complete>(
+            s,
+            c,
+            sh,
+            ("complete", on(AgentOp::Complete)),
+            |s, r| Box::pin(endpoints::complete::handle(s, r)),
+            not_ok,
+        )
         .await?,
-        add::<ops::WhyNot>(s, c, sh, "why_not", on(AgentOp::WhyNot), |s, r| {
-            Box::pin(endpoints::why_not::handle(s, r))
-        })
+        add::<ops::WhyNot>(
+            s,
+            c,
+            sh,
+            ("why_not", on(AgentOp::WhyNot)),
+            |s, r| Box::pin(endpoints::why_not::handle(s, r)),
+            never,
+        )
         .await?,
-        add::<ops::Status>(s, c, sh, "status", on(AgentOp::Status), |s, r| {
-            Box::pin(endpoints::status::handle(s, r))
-        })
+        add::<ops::Status>(
+            s,
+            c,
+            sh,
+            ("status", on(AgentOp::Status)),
+            |s, r| Box::pin(endpoints::status::handle(s, r)),
+            never,
+        )
         .await?,
-        add::<ops::Inventory>(s, c, sh, "inventory", on(AgentOp::Inventory), |s, r| {
-            Box::pin(endpoints::inventory::handle(s, r))
-        })
+        add::<ops::Inventory>(
+            s,
+            c,
+            sh,
+            ("inventory", on(AgentOp::Inventory)),
+            |s, r| Box::pin(endpoints::inventory::handle(s, r)),
+            never,
+        )
         .await?,
-        add::<ops::Restored>(s, c, sh, "restored", on(AgentOp::Restored), |s, r| {
-            Box::pin(endpoints::restored::handle(s, r))
-        })
+        add::<ops::Restored>(
+            s,
+            c,
+            sh,
+            ("restored", on(AgentOp::Restored)),
+            |s, r| Box::pin(endpoints::restored::handle(s, r)),
+            never,
+        )
         .await?,
-        add::<ops::Jobs>(s, c, sh, "jobs", on(AgentOp::Jobs), |s, r| {
-            Box::pin(endpoints::jobs::handle(s, r))
-        })
+        add::<ops::Jobs>(
+            s,
+            c,
+            sh,
+            ("jobs", on(AgentOp::Jobs)),
+            |s, r| Box::pin(endpoints::jobs::handle(s, r)),
+            never,
+        )
         .await?,
     ];
     // Make sure the server has every subscription before anyone is told we are ready.

@@ -11,6 +11,8 @@
 //!   result of the daemon's check (connected to NATS, inventory loaded, bucket reachable).
 //! - [`daemon`]: [`daemon::Daemon`], the one start-up of both daemons' `main` (logs, runtime,
 //!   exit code), and [`daemon::stop_signal`].
+//! - [`man`]: [`man::render`], the man page of a program from its clap definition with the
+//!   ENVIRONMENT, EXIT STATUS and EXAMPLES sections clap does not know (all three programs).
 //! - [`logs`]: [`logs::escaped_fields`], text log lines whose fields (user input among them)
 //!   are escaped, so no value forges a line or drives a terminal.
 //! - [`server`]: [`serve`], the HTTP server of `/metrics`, `/healthz` and `/readyz` on the
@@ -28,6 +30,7 @@
 
 pub mod daemon;
 pub mod logs;
+pub mod man;
 pub mod nats;
 pub mod ready;
 pub mod registry;

@@ -35,16 +35,21 @@ pub enum Outcome {
     Dropped,
     /// Refused at once: too many requests in progress (`maxInFlight`).
     Overloaded,
+    /// Answered with a reply saying the action did not take effect (an agent's commit,
+    /// release or complete with `ok: false`: a provisioner that refused, a re-plan that no
+    /// longer fits).
+    Refused,
 }
 
 impl Outcome {
     /// Every outcome, in declaration order (so `ALL[o as usize] == o`).
-    pub const ALL: [Outcome; 5] = [
+    pub const ALL: [Outcome; 6] = [
         Outcome::Ok,
         Outcome::Error,
         Outcome::BadRequest,
         Outcome::Dropped,
         Outcome::Overloaded,
+        Outcome::Refused,
     ];
 
     /// How a handler's answer ended: none (dropped), a reply (ok) or a failure (error).
@@ -64,6 +69,7 @@ impl Outcome {
             Outcome::BadRequest => "bad_request",
             Outcome::Dropped => "dropped",
             Outcome::Overloaded => "overloaded",
+            Outcome::Refused => "refused",
         }
     }
 }

@@ -65,14 +65,13 @@ fn demo_decides_prints_completes_every_example_and_tears_down() {
     assert!(stdout.contains(" deleted ("), "{stdout}");
 
     // Torn down: the temporary directory is gone.
-    let marker = "JetStream in ";
+    let marker = "state directory  ";
     let line = stderr
         .lines()
         .find(|l| l.contains(marker))
-        .expect("the nats-server progress line");
-    let js = &line[line.find(marker).unwrap() + marker.len()..];
-    let js = js[..js.find(')').unwrap()].to_string();
-    let tmp = std::path::Path::new(&js).parent().unwrap().to_path_buf();
+        .expect("the state directory's progress line");
+    let rest = &line[line.find(marker).unwrap() + marker.len()..];
+    let tmp = std::path::PathBuf::from(rest.split(' ').next().unwrap());
     assert!(!tmp.exists(), "{} removed", tmp.display());
     assert!(stderr.contains("tearing down"));
 }

@@ -6,6 +6,7 @@
 
 use std::fs::File;
 use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -70,6 +71,42 @@ pub struct DevFederation {
     pub clusters: Vec<String>,
     /// Where logs, state and volumes live (removed on drop).
     pub dir: tempfile::TempDir,
+    /// The built-in examples, written under `dir` (absolute paths).
+    pub examples: crate::examples::Written,
+    /// With [`DevOptions::metrics`]: each daemon and its metrics URL
+    /// (`http://127.0.0.1:<port>/metrics`), in start order.
+    pub metrics: Vec<(String, String)>,
+}
+
+/// What [`DevFederation::start`] runs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DevOptions<'a> {
+    /// The nats-server program (default: `nats-server` on PATH).
+    pub nats_server: Option<&'a Path>,
+    /// Directory of cluster inventories, one agent each (default: the built-in examples,
+    /// [`crate::examples`]).
+    pub clusters_dir: Option<&'a Path>,
+    /// Where `fedvol-agent` and `fedvol-coordinator` are (default: next to this `fedvol`, else
+    /// PATH).
+    pub bin_dir: Option<&'a Path>,
+    /// Also run a local Slurm and an agent reading it ([`SLURM_CLUSTER`]).
+    pub slurm: bool,
+    /// Start the coordinator and every agent with a metrics listener on a free loopback port
+    /// (`--metrics-listen`); [`DevFederation::metrics`] lists them.
+    pub metrics: bool,
+}
+
+/// A process of the federation that exited while it ran.
+#[derive(Debug)]
+pub struct Exited {
+    /// Its name (`coordinator`, `agent-cluster-a`, `nats-server`).
+    pub name: String,
+    /// Its process id.
+    pub pid: u32,
+    /// How it ended.
+    pub status: std::process::ExitStatus,
+    /// Its log file.
+    pub log: PathBuf,
 }
 
 fn on_path(name: &str) -> Option<PathBuf> {
@@ -139,8 +176,11 @@ impl DevFederation {
         let log = self.dir.path().join(format!("{name}.log"));
         let out = File::create(&log).map_err(DevError::Temp)?;
         let err = out.try_clone().map_err(DevError::Temp)?;
+        // Its own process group: Ctrl-C in the terminal reaches `fedvol dev` alone, which
+        // stops the processes in order (agents first, nats-server last).
         let child = Command::new(program)
             .args(args)
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -184,34 +224,23 @@ impl DevFederation {
         }
     }
 
-    /// Starts nats-server, a coordinator and one agent per inventory in `clusters_dir`,
-    /// printing one progress line per step through `progress`.
+    /// Starts nats-server, a coordinator and one agent per inventory (those of
+    /// `opts.clusters_dir`, or the built-in examples written to the state directory), plus, with
+    /// `opts.slurm`, a local Slurm ([`crate::devslurm`]: munged, slurmctld, two slurmd) and an
+    /// agent of cluster [`SLURM_CLUSTER`] whose zones and hosts are that Slurm's partitions and
+    /// nodes, read every second. One progress line per step goes through `progress`.
     ///
     /// Errors: a missing program, no inventory, or a process that does not become ready (with
-    /// its log file named).
-    pub fn start(
-        nats_server: Option<&Path>,
-        clusters_dir: &Path,
-        bin_dir: Option<&Path>,
-        progress: impl FnMut(&str),
-    ) -> Result<DevFederation, DevError> {
-        Self::start_with(nats_server, clusters_dir, bin_dir, false, progress)
-    }
-
-    /// [`DevFederation::start`], plus, with `slurm`, a local Slurm
-    /// ([`crate::devslurm`]: munged, slurmctld, two slurmd) and an agent of cluster
-    /// [`SLURM_CLUSTER`] whose zones and hosts are that Slurm's partitions and nodes, read every
-    /// second.
-    ///
-    /// Errors: those of [`DevFederation::start`]; with `slurm`, a missing Slurm or munge program
-    /// or a daemon that does not come up.
-    pub fn start_with(
-        nats_server: Option<&Path>,
-        clusters_dir: &Path,
-        bin_dir: Option<&Path>,
-        slurm: bool,
-        mut progress: impl FnMut(&str),
-    ) -> Result<DevFederation, DevError> {
+    /// its log file named); with `slurm`, a missing Slurm or munge program or a daemon that does
+    /// not come up.
+    pub fn start(opts: &DevOptions<'_>, mut progress: impl FnMut(&str)) -> Result<DevFederation, DevError> {
+        let DevOptions {
+            nats_server,
+            clusters_dir,
+            bin_dir,
+            slurm,
+            metrics,
+        } = *opts;
         if slurm
             && let Some(p) = crate::devslurm::PROGRAMS
                 .iter()
@@ -226,11 +255,12 @@ impl DevFederation {
         };
         let agent_bin = find_binary("fedvol-agent", bin_dir)?;
         let coord_bin = find_binary("fedvol-coordinator", bin_dir)?;
-        let clusters = cluster_files(clusters_dir)?;
         let dir = tempfile::Builder::new()
             .prefix("fedvol-dev-")
             .tempdir()
             .map_err(DevError::Temp)?;
+        let examples = crate::examples::write(&dir.path().join("examples")).map_err(DevError::Temp)?;
+        let clusters = cluster_files(clusters_dir.unwrap_or(&examples.clusters))?;
         let port = free_port()?;
         let url = format!("nats://127.0.0.1:{port}");
         let mut fed = DevFederation {
@@ -238,8 +268,14 @@ impl DevFederation {
             url: url.clone(),
             clusters: Vec::new(),
             dir,
+            examples,
+            metrics: Vec::new(),
         };
 
+        progress(&format!(
+            "state directory  {} (logs, JetStream, volumes)",
+            fed.dir.path().display()
+        ));
         let t = Instant::now();
         let js = fed.dir.path().join("jetstream");
         let i = fed.spawn(
@@ -273,31 +309,33 @@ impl DevFederation {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+        let pid = fed.procs[i].child.id();
         progress(&format!(
-            "nats-server      {url} (JetStream in {})  {:.1} s",
-            js.display(),
+            "nats-server      {url}  pid {pid}  {:.1} s",
             t.elapsed().as_secs_f64()
         ));
 
         let t = Instant::now();
-        let i = fed.spawn(
-            "coordinator",
-            &coord_bin,
-            &[
-                "--nats".into(),
-                url.clone(),
-                "--deadline-ms".into(),
-                "2000".into(),
-                "--discovery-ms".into(),
-                "300".into(),
-            ],
-        )?;
+        let mut args: Vec<String> = vec![
+            "--nats".into(),
+            url.clone(),
+            "--deadline-ms".into(),
+            "2000".into(),
+            "--discovery-ms".into(),
+            "300".into(),
+        ];
+        fed.metrics_args("coordinator", metrics, &mut args)?;
+        let i = fed.spawn("coordinator", &coord_bin, &args)?;
         fed.wait_for(i, |l| l.contains("coordinator ready"), Duration::from_secs(30))?;
-        progress(&format!("coordinator      ready  {:.1} s", t.elapsed().as_secs_f64()));
+        progress(&format!(
+            "coordinator      ready  pid {}  {:.1} s",
+            fed.procs[i].child.id(),
+            t.elapsed().as_secs_f64()
+        ));
 
         for (name, file) in clusters {
             let t = Instant::now();
-            let args = vec![
+            let mut args = vec![
                 "--inventory".to_string(),
                 file.display().to_string(),
                 "--nats".into(),
@@ -314,17 +352,19 @@ impl DevFederation {
                 "--restore-wait-ms".into(),
                 "0".into(),
             ];
+            fed.metrics_args(&format!("agent {name}"), metrics, &mut args)?;
             let i = fed.spawn(&format!("agent-{name}"), &agent_bin, &args)?;
             fed.wait_for(i, |l| l.contains("endpoints ready"), Duration::from_secs(30))?;
             progress(&format!(
-                "agent {name:<10} {}  {:.1} s",
+                "agent {name:<10} {}  pid {}  {:.1} s",
                 file.display(),
+                fed.procs[i].child.id(),
                 t.elapsed().as_secs_f64()
             ));
             fed.clusters.push(name);
         }
         if slurm {
-            fed.start_slurm(&agent_bin, &mut progress)?;
+            fed.start_slurm(&agent_bin, metrics, &mut progress)?;
         }
         Ok(fed)
     }
@@ -335,7 +375,12 @@ impl DevFederation {
         conf.is_file().then_some(conf)
     }
 
-    fn start_slurm(&mut self, agent_bin: &Path, progress: &mut impl FnMut(&str)) -> Result<(), DevError> {
+    fn start_slurm(
+        &mut self,
+        agent_bin: &Path,
+        metrics: bool,
+        progress: &mut impl FnMut(&str),
+    ) -> Result<(), DevError> {
         use crate::devslurm::{REAL_NODES, which, write_cluster};
         let t = Instant::now();
         let dir = self.dir.path().join("slurm");
@@ -406,7 +451,7 @@ impl DevFederation {
         std::fs::write(agent_dir.join("inventory.yaml"), inventory).map_err(DevError::Temp)?;
         let cfg = agent_dir.join("agent.yaml");
         std::fs::write(&cfg, format!("{config}dataDir: data\nheartbeatMs: 500\n")).map_err(DevError::Temp)?;
-        let args = vec![
+        let mut args = vec![
             "--config".to_string(),
             cfg.display().to_string(),
             "--nats".into(),
@@ -415,6 +460,7 @@ impl DevFederation {
             "--restore-wait-ms".into(),
             "0".into(),
         ];
+        self.metrics_args(&format!("agent {SLURM_CLUSTER}"), metrics, &mut args)?;
         let i = self.spawn(&format!("agent-{SLURM_CLUSTER}"), agent_bin, &args)?;
         self.wait_for(i, |l| l.contains("endpoints ready"), Duration::from_secs(30))?;
         progress(&format!(
@@ -423,6 +469,41 @@ impl DevFederation {
         ));
         self.clusters.push(SLURM_CLUSTER.to_string());
         Ok(())
+    }
+
+    /// Adds `--metrics-listen 127.0.0.1:<free port>` to `args` when `on`, and records the
+    /// endpoint under `who`.
+    fn metrics_args(&mut self, who: &str, on: bool, args: &mut Vec<String>) -> Result<(), DevError> {
+        if on {
+            let port = free_port()?;
+            args.extend(["--metrics-listen".to_string(), format!("127.0.0.1:{port}")]);
+            self.metrics
+                .push((who.to_string(), format!("http://127.0.0.1:{port}/metrics")));
+        }
+        Ok(())
+    }
+
+    /// The first process found to have exited (each is reported once: it is then forgotten,
+    /// and [`DevFederation::stop`] does not wait for it).
+    pub fn exited(&mut self) -> Option<Exited> {
+        let i = self
+            .procs
+            .iter_mut()
+            .position(|p| matches!(p.child.try_wait(), Ok(Some(_))))?;
+        let mut p = self.procs.remove(i);
+        let status = p.child.wait().ok()?;
+        Some(Exited {
+            name: p.name,
+            pid: p.child.id(),
+            status,
+            log: p.log,
+        })
+    }
+
+    /// Keeps the state directory (logs included) when the federation is dropped; its path.
+    pub fn keep_dir(&mut self) -> PathBuf {
+        self.dir.disable_cleanup(true);
+        self.dir.path().to_path_buf()
     }
 
     /// The log files, by process name.

@@ -87,6 +87,12 @@ impl DecisionFeed {
         self.after
     }
 
+    /// The request ids of the changes received but not read yet (`decisions watch` shows ids
+    /// by a start unique among these and those already read).
+    pub fn pending_ids(&self) -> impl Iterator<Item = &str> {
+        self.pending.iter().map(|c| c.request_id.as_str())
+    }
+
     /// The next change, asking the coordinators (`client`) when none is pending; waits as long
     /// as nothing changes.
     ///

@@ -369,7 +369,7 @@ fn plan_explains_why_a_candidate_was_not_chosen() {
     assert_eq!(why["blockers"][0]["stage"], "provisioner.permission", "{why}");
     assert_eq!(why["blockers"][0]["reasons"][0]["code"], "permission_denied", "{why}");
 
-    // A cluster that is not among the inventories is an error naming the known ones.
+    // A cluster that is not among the inventories is a usage error (64) naming the known ones.
     let unknown = fedvol_in(
         Some(tmp.path()),
         &[
@@ -383,7 +383,7 @@ fn plan_explains_why_a_candidate_was_not_chosen() {
             "wf.yaml",
         ],
     );
-    assert_eq!(unknown.code, 1, "{}", unknown.describe());
+    assert_eq!(unknown.code, 64, "{}", unknown.describe());
     assert!(
         unknown
             .stderr

@@ -586,7 +586,7 @@ jobs:
     assert_eq!(
         check.stdout,
         format!(
-            "ok  {}: workflow ciq-fuzzball-catalog__applications__hello_world__template (0 volumes, 1 jobs), rendered with 2 values files\n",
+            "ok  {}: workflow ciq-fuzzball-catalog__applications__hello_world__template (0 volumes, 1 job), rendered with 2 values files\n",
             t.display()
         )
     );

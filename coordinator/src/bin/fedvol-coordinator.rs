@@ -111,6 +111,9 @@ struct Args {
     /// Log as JSON lines instead of text.
     #[arg(long, env = "FEDVOL_LOG_JSON")]
     log_json: bool,
+    /// Print this program's man page (roff) and exit; `scripts/install` writes it.
+    #[arg(long, hide = true)]
+    man: bool,
 }
 
 fn config(a: Args) -> Result<CoordinatorConfig, String> {
@@ -173,8 +176,58 @@ fn config(a: Args) -> Result<CoordinatorConfig, String> {
     Ok(cfg)
 }
 
+/// The sections of `fedvol-coordinator.1` clap does not know.
+const MAN: fedvol_obs::man::Extra<'static> = fedvol_obs::man::Extra {
+    environment: &[
+        (
+            "FEDVOL_*",
+            "Each option's variable, as its [env: ...] says; flags win over variables, which win over the configuration file.",
+        ),
+        (
+            "FEDVOL_NATS_PASSWORD",
+            "The NATS user's password (never in the URL or the configuration file).",
+        ),
+        (
+            "RUST_LOG",
+            "The log filter (default info), e.g. fedvol_coordinator=debug.",
+        ),
+    ],
+    exit_status: &[
+        ("0", "Stopped (SIGTERM or SIGINT)."),
+        (
+            "1",
+            "Bad configuration or user directory, NATS unreachable, or the decision bucket could not be opened; the message says which.",
+        ),
+    ],
+    examples: &[
+        (
+            "fedvol-coordinator --config /etc/fedvol/coordinator.yaml",
+            "As the systemd unit runs it; start it on several hosts for availability.",
+        ),
+        (
+            "FEDVOL_NATS_PASSWORD=... fedvol-coordinator --nats nats://nats.example:4222 --nats-user coordinator",
+            "Without a configuration file, as the shipped NATS files' coordinator user.",
+        ),
+        (
+            "systemctl reload fedvol-coordinator",
+            "Re-read the user directory (SIGHUP).",
+        ),
+    ],
+};
+
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
+    if args.man {
+        use clap::CommandFactory;
+        use std::io::Write;
+        return match fedvol_obs::man::render(Args::command(), &MAN).and_then(|p| std::io::stdout().write_all(&p)) {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("fedvol-coordinator: cannot print the man page: {e}");
+                std::process::ExitCode::from(1)
+            }
+        };
+    }
     let daemon = fedvol_obs::daemon::Daemon {
         program: "fedvol-coordinator",
         log_json: args.log_json,

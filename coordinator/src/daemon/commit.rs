@@ -196,18 +196,26 @@ pub async fn commit_on(co: &Coordinator, cluster: &str, request: &PlanRequest, n
         restore,
         ..ActionMsg::new(request_id, now_ms() + wait)
     };
-    let attempt = |ok: bool, error: Option<ProtoError>, reply: Option<ActionReply>| Tried {
-        decision: reply.as_ref().and_then(|r| r.decision.clone()),
-        attempt: CommitAttempt {
-            cluster: cluster.to_string(),
-            attempt: n,
-            pending: false,
-            ok,
-            error,
-            jobs: reply.as_ref().map(|r| r.jobs.clone()).unwrap_or_default(),
-            volumes: reply.map(|r| r.volumes).unwrap_or_default(),
-        },
-        in_doubt: false,
+    let attempt = |ok: bool, error: Option<ProtoError>, reply: Option<ActionReply>| {
+        if !ok {
+            let code = error
+                .as_ref()
+                .map_or_else(|| "unknown".to_string(), |e| e.code.to_string());
+            co.metrics.commit_failed(cluster, &code);
+        }
+        Tried {
+            decision: reply.as_ref().and_then(|r| r.decision.clone()),
+            attempt: CommitAttempt {
+                cluster: cluster.to_string(),
+                attempt: n,
+                pending: false,
+                ok,
+                error,
+                jobs: reply.as_ref().map(|r| r.jobs.clone()).unwrap_or_default(),
+                volumes: reply.map(|r| r.volumes).unwrap_or_default(),
+            },
+            in_doubt: false,
+        }
     };
     let what = match send::<agent::Commit>(co, cluster, msg(), wait).await {
         Ok(r) if r.ok => return attempt(true, None, Some(r)),

@@ -105,6 +105,15 @@ impl KvMetrics {
     }
 }
 
+/// The labels of a failed commit attempt.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CommitFailureLabels {
+    /// The cluster the attempt was sent to.
+    pub cluster: String,
+    /// The reason's code.
+    pub code: String,
+}
+
 /// The coordinator's counted metrics: handles cheap to clone, updated whether or not a
 /// metrics server runs.
 #[derive(Debug, Clone)]
@@ -115,6 +124,7 @@ pub struct CoordinatorMetrics {
     plan: Histogram,
     commit: Histogram,
     commits_in_flight: Gauge,
+    commit_failures: Family<CommitFailureLabels, Counter>,
     /// The decision bucket's writes (given to the store).
     pub kv: KvMetrics,
 }
@@ -128,6 +138,7 @@ impl Default for CoordinatorMetrics {
             plan: duration_histogram(),
             commit: duration_histogram(),
             commits_in_flight: Gauge::default(),
+            commit_failures: Family::default(),
             kv: KvMetrics::default(),
         }
     }
@@ -178,6 +189,11 @@ impl CoordinatorMetrics {
             self.commit.clone(),
         );
         r.register(
+            "fedvol_coordinator_commit_failures",
+            "Commit attempts that did not commit, by cluster and code (the agent's refusal, e.g. provisioning_failed or no_longer_fits; timed_out; commit_outcome_unknown for one in doubt)",
+            self.commit_failures.clone(),
+        );
+        r.register(
             "fedvol_coordinator_commits_in_flight",
             "Submits in their commit phase now",
             self.commits_in_flight.clone(),
@@ -222,6 +238,16 @@ impl CoordinatorMetrics {
     pub fn commit_started(&self) -> InFlight {
         self.commits_in_flight.inc();
         InFlight(self.commits_in_flight.clone())
+    }
+
+    /// A commit attempt on `cluster` did not commit, for reason code `code`.
+    pub fn commit_failed(&self, cluster: &str, code: &str) {
+        self.commit_failures
+            .get_or_create(&CommitFailureLabels {
+                cluster: cluster.to_string(),
+                code: code.to_string(),
+            })
+            .inc();
     }
 
     /// A commit phase took `took`.

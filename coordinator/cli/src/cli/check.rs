@@ -23,27 +23,29 @@ pub struct CheckArgs {
 }
 
 fn inventory_line(p: &Path, inv: &Inventory, suffix: &str) {
+    use crate::render::words::count;
     let hosts: usize = inv.zones.iter().map(|z| z.hosts.len()).sum();
     println!(
-        "ok  {}: inventory of cluster {} ({} provisioners, {} volumes, {} projects, {} zones, {} hosts; version {}){suffix}",
+        "ok  {}: inventory of cluster {} ({}, {}, {}, {}, {}; version {}){suffix}",
         label(p),
         inv.cluster,
-        inv.provisioners.len(),
-        inv.volumes.len(),
-        inv.projects.len(),
-        inv.zones.len(),
-        hosts,
+        count(inv.provisioners.len(), "provisioner", "provisioners"),
+        count(inv.volumes.len(), "volume", "volumes"),
+        count(inv.projects.len(), "project", "projects"),
+        count(inv.zones.len(), "zone", "zones"),
+        count(hosts, "host", "hosts"),
         inv.version
     );
 }
 
 fn workflow_line(p: &Path, wf: &Workflow, suffix: &str) {
+    use crate::render::words::count;
     println!(
-        "ok  {}: workflow {} ({} volumes, {} jobs){suffix}",
+        "ok  {}: workflow {} ({}, {}){suffix}",
         label(p),
         wf.name,
-        wf.volumes.len(),
-        wf.jobs.len()
+        count(wf.volumes.len(), "volume", "volumes"),
+        count(wf.jobs.len(), "job", "jobs")
     );
 }
 

@@ -19,12 +19,18 @@ pub struct DevArgs {
     /// The nats-server program (default: `nats-server` on PATH).
     #[arg(long, value_name = "PATH")]
     pub nats_server: Option<PathBuf>,
-    /// Directory of cluster inventories: one agent per inventory.
-    #[arg(long, value_name = "DIR", default_value = "deploy/examples/clusters")]
-    pub clusters: PathBuf,
+    /// Directory of cluster inventories: one agent per inventory (default: the example
+    /// clusters cluster-a, cluster-b and cluster-c built into fedvol, written to the run's
+    /// state directory).
+    #[arg(long, value_name = "DIR")]
+    pub clusters: Option<PathBuf>,
     /// Where fedvol-agent and fedvol-coordinator are (default: next to this fedvol, else PATH).
     #[arg(long, value_name = "DIR")]
     pub bin_dir: Option<PathBuf>,
+    /// Start the coordinator and every agent with a metrics listener (`/metrics`, `/healthz`,
+    /// `/readyz`) on a free loopback port, and print the endpoints.
+    #[arg(long)]
+    pub metrics: bool,
     /// Also run a local Slurm (munged, slurmctld, two slurmd on loopback) and one more agent,
     /// cluster `slurm-local`, whose zones and hosts are that Slurm's partitions and nodes
     /// (needs Debian's slurmctld, slurmd and munge; run as root).
@@ -38,21 +44,25 @@ pub struct DemoArgs {
     /// The federation.
     #[command(flatten)]
     pub dev: DevArgs,
-    /// Directory of workflows to submit, in name order.
-    #[arg(long, value_name = "DIR", default_value = "deploy/examples/workflows")]
-    pub workflows: PathBuf,
+    /// Directory of workflows to submit, in name order (default: the example workflows built
+    /// into fedvol, written to the run's state directory).
+    #[arg(long, value_name = "DIR")]
+    pub workflows: Option<PathBuf>,
 }
 
 fn start(a: &DevArgs) -> Result<DevFederation, u8> {
-    eprintln!("starting a local federation from {} ...", a.clusters.display());
-    DevFederation::start_with(
-        a.nats_server.as_deref(),
-        &a.clusters,
-        a.bin_dir.as_deref(),
-        a.slurm,
-        |line| eprintln!("  {line}"),
-    )
-    .map_err(|e| {
+    match &a.clusters {
+        Some(d) => eprintln!("starting a local federation from {} ...", d.display()),
+        None => eprintln!("starting a local federation of the example clusters ..."),
+    }
+    let opts = crate::devfed::DevOptions {
+        nats_server: a.nats_server.as_deref(),
+        clusters_dir: a.clusters.as_deref(),
+        bin_dir: a.bin_dir.as_deref(),
+        slurm: a.slurm,
+        metrics: a.metrics,
+    };
+    DevFederation::start(&opts, |line| eprintln!("  {line}")).map_err(|e| {
         eprintln!("error: {e}");
         EXIT_BAD_INPUT
     })
@@ -98,74 +108,145 @@ async fn connected(url: &str, clusters: &[String], required: bool) -> Result<Cli
     Ok(c)
 }
 
-/// Runs `fedvol dev`: the federation until Ctrl-C.
+/// Runs `fedvol dev`: the federation until Ctrl-C or SIGTERM (both stop every process and
+/// remove the state directory), or until a process it started exits: that one is named with
+/// its pid and exit status, the others are stopped, the logs kept, and the exit status is 1
+/// (a compose tool's `--abort-on-container-exit`: a half federation is not left running).
 pub fn dev(a: &DevArgs) -> u8 {
-    let mut fed = match start(a) {
-        Ok(f) => f,
-        Err(c) => return c,
-    };
-    let url = fed.url.clone();
-    let clusters = fed.clusters.clone();
-    let code = super::net::block_on(async {
+    super::net::block_on(async {
+        use tokio::signal::unix::{SignalKind, signal};
+        // Watched before anything starts: a signal that comes while the federation starts is
+        // kept, and stops it as soon as it has started.
+        let (mut term, mut int) = match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+            (Ok(t), Ok(i)) => (t, i),
+            (Err(e), _) | (_, Err(e)) => {
+                eprintln!("error: cannot watch for Ctrl-C and SIGTERM: {e}");
+                return EXIT_BAD_INPUT;
+            }
+        };
+        let mut fed = match start(a) {
+            Ok(f) => f,
+            Err(c) => return c,
+        };
+        let url = fed.url.clone();
+        let clusters = fed.clusters.clone();
         if let Err(code) = connected(&url, &clusters, false).await {
             return code;
         }
         let context = super::context::write(&url);
-        println!("\nfedvol federation running: clusters {}", clusters.join(", "));
-        println!("NATS: {url}   (logs and state in {})", fed.dir.path().display());
-        match &context {
-            Ok(p) => println!(
-                "fedvol commands in any terminal use it (URL saved in {}, removed at exit)",
-                p.display()
-            ),
-            Err(e) => println!("cannot save the URL for other terminals ({e}): export FEDVOL_NATS_URL={url}"),
+        print_banner(a, &fed, &context);
+        let ended = tokio::select! {
+            biased;
+            _ = term.recv() => None,
+            _ = int.recv() => None,
+            e = first_exit(&mut fed) => Some(e),
+        };
+        if let Ok(w) = &context {
+            super::context::release(w);
         }
-        println!("\ntry, in another terminal:");
-        println!("  fedvol clusters");
-        println!("  fedvol submit deploy/examples/workflows/scratch-fast.yaml");
-        println!("  fedvol decisions list");
-        println!("  fedvol decisions show <ID>");
-        println!("  fedvol why-not <ID> --cluster cluster-a --host a-east-2");
-        println!("  fedvol complete <ID>");
-        if let Some(conf) = fed.slurm_conf() {
-            println!(
-                "\nSlurm ({}'s zones and hosts, read every second):",
-                crate::devfed::SLURM_CLUSTER
-            );
-            println!("  export SLURM_CONF={}", conf.display());
-            println!("  sinfo; scontrol show node");
-            println!("  scontrol update nodename=n2 state=drain reason=try   # n2 leaves the next plan");
-            println!("  sbatch -w n1 -c 2 --mem=1000 --wrap 'sleep 300'     # n1's free capacity shrinks");
-            println!(
-                "  fedvol submit deploy/examples/slurm/workflow.yaml    # decisions show: sbatch --partition/--nodelist"
-            );
-        }
-        println!("\nCtrl-C stops everything and removes {}", fed.dir.path().display());
-        wait_for_stop().await;
-        if let Ok(p) = &context {
-            super::context::remove_if_ours(p);
-        }
-        EXIT_OK
-    });
-    eprintln!("stopping ...");
-    fed.stop();
-    code
+        let code = match ended {
+            None => EXIT_OK,
+            Some(e) => {
+                report_exit(&e);
+                let kept = fed.keep_dir();
+                eprintln!(
+                    "fedvol dev stops every process when one exits; the logs are kept in {}",
+                    kept.display()
+                );
+                EXIT_BAD_INPUT
+            }
+        };
+        eprintln!("stopping ...");
+        fed.stop();
+        code
+    })
 }
 
-/// Waits for Ctrl-C (SIGINT) or SIGTERM.
-async fn wait_for_stop() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
+/// Waits until a process of `fed` exits (asked every 200 ms).
+async fn first_exit(fed: &mut DevFederation) -> crate::devfed::Exited {
+    loop {
+        if let Some(e) = fed.exited() {
+            return e;
         }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Says which process exited, how, and the last lines of its log.
+fn report_exit(e: &crate::devfed::Exited) {
+    eprintln!("\nerror: {} (pid {}) exited: {}", e.name, e.pid, e.status);
+    let log = std::fs::read_to_string(&e.log).unwrap_or_default();
+    let lines: Vec<&str> = log.lines().collect();
+    if !lines.is_empty() {
+        eprintln!("  last lines of {}:", e.log.display());
+        for l in &lines[lines.len().saturating_sub(5)..] {
+            eprintln!("    {}", crate::render::layout::truncate(l, 96));
         }
     }
+}
+
+/// What `fedvol dev` prints once everything runs: where things are and what to try.
+fn print_banner(a: &DevArgs, fed: &DevFederation, context: &std::io::Result<super::context::Written>) {
+    let url = &fed.url;
+    println!("\nfedvol federation running: clusters {}", fed.clusters.join(", "));
+    println!("NATS: {url}   (logs and state in {})", fed.dir.path().display());
+    match context {
+        Ok(w) => {
+            println!(
+                "fedvol commands in any terminal use it: URL saved in {}",
+                w.default.display()
+            );
+            println!("  (this run's own copy, kept while it runs: {})", w.run.display());
+        }
+        Err(e) => println!("cannot save the URL for other terminals ({e}): export FEDVOL_NATS_URL={url}"),
+    }
+    if !fed.metrics.is_empty() {
+        println!("\nmetrics (Prometheus text; /healthz and /readyz beside each):");
+        for (who, endpoint) in &fed.metrics {
+            println!("  {who:<18} {endpoint}");
+        }
+    }
+    let examples = &fed.examples;
+    let builtin = a.clusters.is_none();
+    if builtin {
+        println!(
+            "example inventories and workflows: {}",
+            examples.clusters.parent().unwrap_or(&examples.clusters).display()
+        );
+    }
+    println!("\ntry, in another terminal:");
+    println!("  fedvol clusters");
+    println!(
+        "  fedvol submit {}",
+        examples.workflows.join("scratch-fast.yaml").display()
+    );
+    println!("  fedvol decisions list");
+    println!("  fedvol decisions show <ID>        # the start of an id is enough when unique");
+    match fed.clusters.first() {
+        Some(c) if builtin => {
+            println!("  fedvol why-not <ID> --cluster {c}   # why {c} lost (--host a-east-2: why not it)");
+        }
+        Some(c) => println!("  fedvol why-not <ID> --cluster {c}   # why {c} lost"),
+        None => {}
+    }
+    println!("  fedvol complete <ID>");
+    if let Some(conf) = fed.slurm_conf() {
+        println!(
+            "\nSlurm ({}'s zones and hosts, read every second):",
+            crate::devfed::SLURM_CLUSTER
+        );
+        println!("  export SLURM_CONF={}", conf.display());
+        println!("  sinfo; scontrol show node");
+        println!("  scontrol update nodename=n2 state=drain reason=try   # n2 leaves the next plan");
+        println!("  sbatch -w n1 -c 2 --mem=1000 --wrap 'sleep 300'     # n1's free capacity shrinks");
+        println!("  fedvol submit {}", examples.slurm_workflow.display());
+        println!("  # then decisions show: the sbatch --partition/--nodelist to run it with");
+    }
+    println!(
+        "\nCtrl-C stops everything and removes {} (so does SIGTERM);",
+        fed.dir.path().display()
+    );
+    println!("if a process exits, fedvol dev names it and stops the rest, keeping the logs");
 }
 
 fn workflow_files(dir: &Path) -> Vec<PathBuf> {
@@ -180,19 +261,44 @@ fn workflow_files(dir: &Path) -> Vec<PathBuf> {
 /// Runs `fedvol demo`: every example workflow submitted, shown, completed; then tear-down.
 /// Exit 0 when every workflow was decided and every committed one completed.
 pub fn demo(a: &DemoArgs) -> u8 {
-    let files = workflow_files(&a.workflows);
-    if files.is_empty() {
-        eprintln!("error: no workflows (*.yaml) in {}", a.workflows.display());
+    if let Some(d) = &a.workflows
+        && workflow_files(d).is_empty()
+    {
+        eprintln!("error: no workflows (*.yaml) in {}", d.display());
         return EXIT_BAD_INPUT;
     }
-    let mut fed = match start(&a.dev) {
-        Ok(f) => f,
-        Err(c) => return c,
-    };
-    let url = fed.url.clone();
-    let clusters = fed.clusters.clone();
-    let code = super::net::block_on(async {
-        let c = match connected(&url, &clusters, true).await {
+    super::net::block_on(async {
+        use tokio::signal::unix::{SignalKind, signal};
+        // The daemons run in their own process group (devfed): Ctrl-C and SIGTERM reach the
+        // demo alone, which tears everything down.
+        let (mut term, mut int) = match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+            (Ok(t), Ok(i)) => (t, i),
+            (Err(e), _) | (_, Err(e)) => {
+                eprintln!("error: cannot watch for Ctrl-C and SIGTERM: {e}");
+                return EXIT_BAD_INPUT;
+            }
+        };
+        let mut fed = match start(&a.dev) {
+            Ok(f) => f,
+            Err(c) => return c,
+        };
+        let files = workflow_files(a.workflows.as_deref().unwrap_or(&fed.examples.workflows));
+        let code = tokio::select! {
+            biased;
+            _ = term.recv() => EXIT_BAD_INPUT,
+            _ = int.recv() => EXIT_BAD_INPUT,
+            code = run_demo(&fed.url, &fed.clusters, &files) => code,
+        };
+        eprintln!("tearing down the federation ...");
+        fed.stop();
+        code
+    })
+}
+
+/// Submits, prints and completes every workflow of `files` on the federation at `url`.
+async fn run_demo(url: &str, clusters: &[String], files: &[PathBuf]) -> u8 {
+    {
+        let c = match connected(url, clusters, true).await {
             Ok(c) => c,
             Err(code) => return code,
         };
@@ -290,8 +396,5 @@ pub fn demo(a: &DemoArgs) -> u8 {
             committed.len()
         );
         if ok { EXIT_OK } else { EXIT_BAD_INPUT }
-    });
-    eprintln!("tearing down the federation ...");
-    fed.stop();
-    code
+    }
 }

@@ -8,6 +8,12 @@ use fedvol_common::model::Inventory;
 
 /// What to explain in `fedvol plan`.
 #[derive(Debug, Clone, Default, clap::Args)]
+#[group(skip)]
+#[command(group(
+    clap::ArgGroup::new("why_not_target")
+        .multiple(true)
+        .args(["zone", "host", "provisioner"])
+))]
 pub struct ExplainArgs {
     /// Explain why this zone was not chosen (in every cluster, or the one --why-not-cluster
     /// names).
@@ -19,8 +25,9 @@ pub struct ExplainArgs {
     /// Explain why this provisioner (storage class) was not chosen.
     #[arg(long = "why-not-provisioner", value_name = "PROVISIONER")]
     pub provisioner: Option<String>,
-    /// Explain in this cluster only (default: every cluster given).
-    #[arg(long = "why-not-cluster", value_name = "CLUSTER")]
+    /// Explain in this cluster only (default: every cluster given); needs one of the three
+    /// above.
+    #[arg(long = "why-not-cluster", value_name = "CLUSTER", requires = "why_not_target")]
     pub cluster: Option<String>,
 }
 

@@ -241,29 +241,59 @@ pub fn select(a: &ListArgs, all: Vec<api::DecisionSummary>, now: u64) -> Vec<api
     v
 }
 
-/// The table of `decisions list`: REQUEST, WORKFLOW, USER, STATE, CLUSTER, UPDATED; ids and
-/// names cut with `…` to fit 100 columns unless `wide` (a cut id still works as a prefix).
-pub fn list_table(v: &[api::DecisionSummary], wide: bool, now: u64) -> String {
-    use crate::render::layout::{age, truncate};
-    let cut = |s: &str, n: usize| if wide { s.to_string() } else { truncate(s, n) };
+/// The table of `decisions list`: REQUEST, WORKFLOW, USER, STATE, CLUSTER, UPDATED, fitting the
+/// terminal's width ([`crate::render::layout::width`]; 100 columns in a pipe). Request ids are
+/// shown whole while the table fits; else as their shortest start no other id of `known` (every
+/// stored id) shares ([`crate::render::ids`]), which every command taking an id accepts, with a
+/// line under the table saying so; names (workflow, user, cluster) are cut with `…` only when
+/// even that does not fit. `wide` shows everything whole, however wide.
+pub fn list_table(v: &[api::DecisionSummary], wide: bool, now: u64, known: &[&str]) -> String {
+    use crate::render::layout::{age, truncate, width};
     let header = ["REQUEST", "WORKFLOW", "USER", "STATE", "CLUSTER", "UPDATED"];
-    let mut t = new_table(&header);
-    for d in v {
-        let state = match (&d.priority_class, d.state) {
-            _ if d.dry_run => format!("{} (dry run)", state_name(d.state)),
-            (Some(c), DecisionState::Queued) => format!("queued ({c})"),
-            _ => state_name(d.state).to_string(),
-        };
-        t.add_row(vec![
-            cut(&d.request_id, 26),
-            cut(&fedvol_common::limits::printable(&d.workflow), 16),
-            cut(if d.user.is_empty() { "-" } else { &d.user }, 10),
-            state,
-            cut(d.chosen_cluster.as_deref().unwrap_or("-"), 12),
-            age(now.saturating_sub(d.updated_ms)),
-        ]);
+    let ids: Vec<&str> = v.iter().map(|d| d.request_id.as_str()).collect();
+    let short = crate::render::ids::unique_prefixes(&ids, known);
+    // Ids cut to `id_room` characters, never shorter than their unique start.
+    let render = |id_room: Option<usize>, cut_names: bool| {
+        let cut = |s: &str, n: usize| if cut_names { truncate(s, n) } else { s.to_string() };
+        let mut t = new_table(&header);
+        for (i, d) in v.iter().enumerate() {
+            let state = match (&d.priority_class, d.state) {
+                _ if d.dry_run => format!("{} (dry run)", state_name(d.state)),
+                (Some(c), DecisionState::Queued) => format!("queued ({c})"),
+                _ => state_name(d.state).to_string(),
+            };
+            t.add_row(vec![
+                match id_room {
+                    None => ids[i].to_string(),
+                    Some(n) if short[i].chars().count() >= n => short[i].to_string(),
+                    Some(n) => ids[i].chars().take(n).collect(),
+                },
+                cut(&fedvol_common::limits::printable(&d.workflow), 16),
+                cut(if d.user.is_empty() { "-" } else { &d.user }, 10),
+                state,
+                cut(d.chosen_cluster.as_deref().unwrap_or("-"), 12),
+                age(now.saturating_sub(d.updated_ms)),
+            ]);
+        }
+        format!("{t}\n")
+    };
+    let fits = |s: &str| s.lines().all(|l| l.chars().count() <= width());
+    let full = render(None, false);
+    if wide || fits(&full) {
+        return full;
     }
-    format!("{t}\n")
+    // The unique starts, widened to use the room the table leaves.
+    let longest_short = short.iter().map(|p| p.chars().count()).max().unwrap_or(0);
+    let table_width = |t: &str| t.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+    let shortened = render(Some(longest_short), false);
+    let room = width().saturating_sub(table_width(&shortened));
+    let text = if fits(&shortened) {
+        render(Some(longest_short + room), false)
+    } else {
+        render(Some(longest_short), true)
+    };
+    let note = "request ids cut to a unique start: every command takes it (-o wide: whole ids)";
+    format!("{text}{}\n", truncate(note, width()))
 }
 
 /// `fedvol decisions watch`.
@@ -295,10 +325,11 @@ pub struct IdArgs {
 /// `fedvol why-not`.
 #[derive(Debug, clap::Args)]
 pub struct WhyNotArgs {
-    /// The decision's request id.
+    /// The decision's request id, or a unique start of it.
     #[arg(value_name = "ID")]
     pub id: String,
-    /// The cluster to ask.
+    /// The cluster to ask. Alone, it explains why that cluster lost: what it could not place,
+    /// or the cluster-choice step that dropped it.
     #[arg(long)]
     pub cluster: String,
     /// A zone of that cluster.
@@ -413,22 +444,25 @@ pub fn stored_table(s: &StoredDecision) -> String {
 /// One line of `commit attempts:`. An attempt still `pending` was sent and its outcome was
 /// never recorded (the cluster may have committed or rolled it back), so it reads as in doubt,
 /// never as `ok`, whatever `ok` holds; one not ok without an error reads as failed.
+/// Wrapped at the terminal's width ([`crate::render::layout::para`]).
 fn attempt_line(a: &fedvol_proto::decisions::CommitAttempt) -> String {
     let cluster = fedvol_common::limits::printable(&a.cluster);
-    if a.pending {
-        return format!(
-            "  commit on {cluster}: in doubt (sent, outcome not recorded: the cluster is asked what became of it when the decision is taken over)\n"
-        );
-    }
-    match (&a.error, a.ok) {
-        (None, true) => format!("  commit on {cluster}: ok\n"),
-        (None, false) => format!("  commit on {cluster}: failed\n"),
-        (Some(e), _) => format!(
-            "  commit on {cluster}: failed: {} ({})\n",
-            fedvol_common::limits::printable(&e.message),
-            e.code
-        ),
-    }
+    let text = if a.pending {
+        format!(
+            "commit on {cluster}: in doubt (sent, outcome not recorded: the cluster is asked what became of it when the decision is taken over)"
+        )
+    } else {
+        match (&a.error, a.ok) {
+            (None, true) => format!("commit on {cluster}: ok"),
+            (None, false) => format!("commit on {cluster}: failed"),
+            (Some(e), _) => format!(
+                "commit on {cluster}: failed: {} ({})",
+                fedvol_common::limits::printable(&e.message),
+                e.code
+            ),
+        }
+    };
+    crate::render::layout::para("  ", "    ", &text)
 }
 
 /// What `fedvol complete` prints: the state, the cluster, each volume's outcome.
@@ -553,19 +587,23 @@ pub fn submit(a: &SubmitArgs) -> u8 {
                 e.request_id,
                 ago(e.since_ms)
             );
-        } else if a.request_id.is_none() && sendable {
-            let id = &msg.request_id;
-            eprint!(
-                "request id: {id}\n{}",
-                crate::render::layout::para(
-                    "  ",
-                    "  ",
-                    &format!(
-                        "(if this submit ends in an error, run it again with --request-id {id}: it is never booked twice)"
-                    )
-                )
-            );
         }
+        // Said only when the outcome is not known (no answer, a passing error, a commit still
+        // going): a decided submit prints its id in the decision, a dry run books nothing.
+        let unknown_outcome = |id: &str| {
+            if a.request_id.is_none() && sendable && !a.dry_run {
+                eprint!(
+                    "{}",
+                    crate::render::layout::para(
+                        "",
+                        "  ",
+                        &format!(
+                            "request id: {id} (its outcome is unknown: run the same submit again, which resumes it, or pass --request-id {id}; it is never booked twice)"
+                        )
+                    )
+                );
+            }
+        };
         let until = std::time::Instant::now() + std::time::Duration::from_millis(a.wait_ms);
         // `--wait` says once what it waits for; each passing error has its own note.
         let mut said_waiting = false;
@@ -598,7 +636,23 @@ pub fn submit(a: &SubmitArgs) -> u8 {
                 Err(e @ ClientError::Timeout { .. }) if waiting => {
                     eprintln!("note: {e}; asking again with request id {}", msg.request_id);
                 }
-                Err(e) => return fail(&e),
+                Err(e) => {
+                    let code = fail(&e);
+                    // Not received at all (nobody listening, refused by the server, never
+                    // sent): nothing was booked, so nothing is unknown.
+                    let not_received = matches!(
+                        e,
+                        ClientError::NoCoordinator { .. }
+                            | ClientError::Refused { .. }
+                            | ClientError::TooLarge { .. }
+                            | ClientError::Invalid(_)
+                            | ClientError::Connect(_)
+                    );
+                    if !not_received {
+                        unknown_outcome(&msg.request_id);
+                    }
+                    return code;
+                }
             }
         };
         if let Some(s) = &reply.stored {
@@ -615,6 +669,9 @@ pub fn submit(a: &SubmitArgs) -> u8 {
             && let Err(e) = super::pending::forget(k, &msg.request_id)
         {
             eprintln!("note: {e}");
+        }
+        if unfinished {
+            unknown_outcome(&msg.request_id);
         }
         let reply = match &reply.stored {
             Some(s) if s.state == DecisionState::Queued && a.wait => {
@@ -868,6 +925,7 @@ pub fn decisions(cmd: &DecisionsCmd) -> u8 {
             DecisionsCmd::List(la) => match ask::<api::List>(&client, &NoArgs {}, "decisions list").await {
                 Ok(r) => {
                     let now = now_ms();
+                    let all_ids: Vec<String> = r.decisions.iter().map(|d| d.request_id.clone()).collect();
                     let r = api::ListReply {
                         decisions: select(la, r.decisions, now),
                     };
@@ -876,7 +934,8 @@ pub fn decisions(cmd: &DecisionsCmd) -> u8 {
                         if r.decisions.is_empty() {
                             "no decisions match\n".to_string()
                         } else {
-                            list_table(&r.decisions, wide, now)
+                            let known: Vec<&str> = all_ids.iter().map(String::as_str).collect();
+                            list_table(&r.decisions, wide, now, &known)
                         }
                     });
                     if ok { EXIT_OK } else { EXIT_BAD_INPUT }
@@ -969,21 +1028,22 @@ async fn watch(client: &Client, o: Output) -> u8 {
                         })
                     ),
                     Output::Wide => println!("{at}  {key}  {workflow}  {state}{dry}  cluster {cluster}  ({change})"),
-                    // What changed first, then the id and names cut like `decisions list`
-                    // (a cut id still works as a prefix): at most 100 columns.
+                    // What changed first, then the id (whole while it fits, else its unique
+                    // start among every id seen) and the names: at most the terminal's width.
                     Output::Table => {
-                        use crate::render::layout::truncate;
                         let what = match change.as_str() {
                             "new" | "updated" => format!("{change} {state}{dry}"),
                             _ => format!("{change}{dry}"),
                         };
-                        println!(
-                            "{at}  {:<22}  {:<22}  {:<14}  {}",
-                            truncate(&what, 22),
-                            truncate(&key, 22),
-                            truncate(&workflow, 14),
-                            truncate(cluster, 12)
-                        )
+                        let known: Vec<&str> = seen.keys().map(String::as_str).chain(feed.pending_ids()).collect();
+                        let fields = WatchLine {
+                            at: &at,
+                            what: &what,
+                            id: &key,
+                            workflow: &workflow,
+                            cluster,
+                        };
+                        println!("{}", fields.render(&known, crate::render::layout::width()));
                     }
                 }
                 // The jobs a cluster runs for it: each with its Slurm id, state, exit code and
@@ -1010,6 +1070,101 @@ async fn watch(client: &Client, o: Output) -> u8 {
     }
 }
 
+/// One line of `fedvol decisions watch` (table view).
+struct WatchLine<'a> {
+    at: &'a str,
+    what: &'a str,
+    id: &'a str,
+    workflow: &'a str,
+    cluster: &'a str,
+}
+
+impl WatchLine<'_> {
+    /// The line in at most `width` columns: the id whole while it fits, else its shortest
+    /// start no other of `known` shares; then the workflow and cluster names cut with `…`
+    /// only when even that does not fit.
+    fn render(&self, known: &[&str], width: usize) -> String {
+        use crate::render::layout::truncate;
+        let what = truncate(self.what, 22);
+        let line = |id: &str, workflow: &str, cluster: &str, pad: usize| {
+            format!("{}  {what:<22}  {id:<22}  {workflow:<pad$}  {cluster}", self.at)
+                .trim_end()
+                .to_string()
+        };
+        let long = line(self.id, self.workflow, self.cluster, 14);
+        if long.chars().count() <= width {
+            return long;
+        }
+        let id = crate::render::ids::unique_prefixes(&[self.id], known)[0];
+        let short = line(id, self.workflow, self.cluster, 14);
+        // The room the line leaves, and the padding of a start shorter than its column.
+        let room = width.saturating_sub(short.chars().count()) + 22usize.saturating_sub(id.chars().count());
+        if short.chars().count() <= width {
+            // The unique start, widened to use that room.
+            let n = id.chars().count() + room;
+            let id: String = self.id.chars().take(n).collect();
+            return line(&id, self.workflow, self.cluster, 14);
+        }
+        // Names give way: the workflow down to 8 characters, then the cluster down to 6.
+        let bare = line(id, self.workflow, self.cluster, 0);
+        let over = bare.chars().count().saturating_sub(width);
+        let wf_len = self.workflow.chars().count();
+        let wf_room = wf_len.saturating_sub(over).max(8.min(wf_len));
+        let over = over.saturating_sub(wf_len - wf_room);
+        let cl_len = self.cluster.chars().count();
+        let cl_room = cl_len.saturating_sub(over).max(6.min(cl_len));
+        line(
+            id,
+            &truncate(self.workflow, wf_room),
+            &truncate(self.cluster, cl_room),
+            0,
+        )
+    }
+}
+
+#[cfg(test)]
+mod watch_tests {
+    use super::WatchLine;
+
+    #[test]
+    fn a_watch_line_keeps_the_id_whole_while_it_fits_and_else_a_unique_start() {
+        let l = WatchLine {
+            at: "2026-11-25T23:00:00Z",
+            what: "new committed",
+            id: "gpu-soft-constraints-vsmvA1b2c3d4e5f6g7h8",
+            workflow: "gpu-soft-constraints",
+            cluster: "cluster-a",
+        };
+        let known = [
+            "gpu-soft-constraints-vsmvA1b2c3d4e5f6g7h8",
+            "gpu-soft-constraints-vsmvZ9",
+        ];
+        let wide = l.render(&known, 200);
+        assert!(wide.contains(l.id), "{wide}");
+        let narrow = l.render(&known, 100);
+        assert!(narrow.chars().count() <= 100, "{narrow}");
+        assert!(narrow.contains("gpu-soft-constraints-vsmvA "), "{narrow}");
+        // A short unique start is widened into the room its column's padding leaves.
+        let l2 = WatchLine {
+            id: "training-data-4kvmsJODOuajRabcdefghijkl",
+            workflow: "training-data",
+            cluster: "cluster-c",
+            ..l
+        };
+        let line = l2.render(&known, 100);
+        assert!(
+            line.chars().count() <= 100 && line.contains("training-data-4kvmsJODO"),
+            "{line}"
+        );
+        // Narrower than the fields allow: names are cut, never the id.
+        let tight = l.render(&known, 80);
+        assert!(
+            tight.contains("gpu-soft-constraints-vsmvA ") && tight.contains("gpu-sof…"),
+            "{tight}"
+        );
+    }
+}
+
 /// Runs `fedvol why-not`.
 pub fn why_not(a: &WhyNotArgs) -> u8 {
     let net = &a.net;
@@ -1022,10 +1177,6 @@ pub fn why_not(a: &WhyNotArgs) -> u8 {
             provisioner: a.provisioner.clone(),
         },
     };
-    if q.target.is_empty() {
-        eprintln!("error: name what to explain: --zone, --host and/or --provisioner");
-        return EXIT_BAD_INPUT;
-    }
     block_on(async {
         let client = match net.connect().await {
             Ok(c) => c,
@@ -1072,9 +1223,33 @@ pub fn complete(a: &IdArgs, cancel: bool) -> u8 {
         {
             eprintln!("note: {e}");
         }
+        let table_view = matches!(a.output.output, Output::Table | Output::Wide);
         match answer {
+            // Refused (a failed or queued decision, one already completed elsewhere...): the
+            // error, briefly; `decisions show` has the decision.
+            Ok(SubmitReply {
+                error: Some(e), stored, ..
+            }) if table_view => {
+                let state = stored
+                    .as_ref()
+                    .map(|s| format!(" (the decision is {})", crate::render::words::state(s.state)))
+                    .unwrap_or_default();
+                eprint!(
+                    "{}",
+                    crate::render::layout::para(
+                        "error: ",
+                        "  ",
+                        &format!(
+                            "complete {id}: {} ({}){state}; fedvol decisions show {id} prints it",
+                            fedvol_common::limits::printable(&e.message),
+                            e.code
+                        )
+                    )
+                );
+                EXIT_BAD_INPUT
+            }
             // The table view says what completing did; `decisions show` has the decision.
-            Ok(r) if matches!(a.output.output, Output::Table | Output::Wide) && r.error.is_none() => match &r.stored {
+            Ok(r) if table_view && r.error.is_none() => match &r.stored {
                 Some(s) => {
                     print!("{}", completed_text(&id, s));
                     EXIT_OK

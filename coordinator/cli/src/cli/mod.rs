@@ -57,7 +57,7 @@ pub enum Command {
     /// Stored decisions: list, show, watch, replay.
     #[command(subcommand)]
     Decisions(federation::DecisionsCmd),
-    /// Ask a cluster why it did not choose a zone, host or provisioner for a decision.
+    /// Why a cluster lost a decision, or why it did not choose a zone, host or provisioner.
     WhyNot(federation::WhyNotArgs),
     /// End a committed workflow: its cluster frees capacity and reclaims volumes.
     Complete(federation::IdArgs),
@@ -76,6 +76,10 @@ pub enum Command {
     Completions(completions::CompletionsArgs),
     /// Write man pages (fedvol.1 and one per subcommand) to a directory, or fedvol.1 to stdout.
     Man(completions::ManArgs),
+    /// Names for shell completion, one a line: the clusters or the request ids the coordinators
+    /// know (the bash script of `fedvol completions` calls it; quiet and quick on any error).
+    #[command(name = "__complete", hide = true)]
+    CompleteNames(completions::NamesArgs),
 }
 
 impl Command {
@@ -91,6 +95,7 @@ impl Command {
             Command::Complete(a) | Command::Cancel(a) => Some(&mut a.net),
             Command::Clusters(a) => Some(&mut a.net),
             Command::Ui(a) => Some(&mut a.net),
+            Command::CompleteNames(a) => Some(&mut a.net),
             _ => None,
         }
     }
@@ -186,6 +191,7 @@ pub fn run() -> u8 {
         Command::Demo(a) => dev::demo(&a),
         Command::Completions(a) => completions::completions(&a),
         Command::Man(a) => completions::man(&a),
+        Command::CompleteNames(a) => completions::names(&a),
         Command::Ui(a) => ui::run(&a),
     }
 }

@@ -96,11 +96,12 @@ pub fn run(a: &PlanArgs) -> u8 {
         .with_trace_limit(a.trace_limit)
         .with_choice(a.choice.options());
     let decision = plan_locally(&inventories, &req);
+    // A --why-not-* name no inventory has is a bad argument: a usage error.
     let explained = match a.explain.explain(&inventories, &req) {
         Ok(e) => e,
         Err(e) => {
             eprintln!("error: {e}");
-            return EXIT_BAD_INPUT;
+            return super::EXIT_USAGE;
         }
     };
     // With --why-not-*, the machine formats carry both: {"decision": ..., "why_not": [...]}.

@@ -83,12 +83,14 @@ fn longest_word(s: &str) -> usize {
 }
 
 /// `text` wrapped to [`width`] columns, the first line after `first`, the others indented by
-/// `rest`; words are never split. Ends with a newline.
+/// `rest`; lines break at spaces only, so a word, a path or a subject (`example.com/dirs`,
+/// `deploy/examples/...`) is never split. Ends with a newline.
 pub fn para(first: &str, rest: &str, text: &str) -> String {
     let opts = textwrap::Options::new(width())
         .initial_indent(first)
         .subsequent_indent(rest)
         .break_words(false)
+        .word_separator(textwrap::WordSeparator::AsciiSpace)
         .word_splitter(textwrap::WordSplitter::NoHyphenation);
     let mut out = textwrap::fill(text, opts);
     out.push('\n');

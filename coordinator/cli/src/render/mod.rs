@@ -1,6 +1,7 @@
 //! Rendering of decision documents for people (`-o table`) and machines (`-o json|yaml`).
 
 pub mod cluster;
+pub mod ids;
 pub mod layout;
 pub mod policy;
 pub mod table;

@@ -10,7 +10,7 @@ use fedvol_common::explain::{failed_stages, stage_summary};
 use indexmap::IndexMap;
 
 use super::layout::{fill, para, table};
-use super::words::{action, mode, status};
+use super::words::{mode, planned_action, status};
 
 /// Every reason's message, joined by `; `.
 pub fn messages(reasons: &[fedvol_common::decision::Reason]) -> String {
@@ -25,9 +25,10 @@ fn dash(s: Option<&str>) -> String {
     s.unwrap_or("-").to_string()
 }
 
-/// One line per volume of a cluster: `scratch → fast-storage/pvc-1a2b (provision)`, or
-/// `scratch: ✗ <code>` when it has none (the web view's per-cluster table).
-pub fn volume_lines(c: &ClusterDecision) -> Vec<String> {
+/// One line per volume of a cluster: `scratch → fast-storage/pvc-1a2b (provision)` (`would
+/// provision` unless `chosen`: nothing was done there), or `scratch: ✗ <code>` when it has none
+/// (the web view's per-cluster table).
+pub fn volume_lines(c: &ClusterDecision, chosen: bool) -> Vec<String> {
     c.volumes
         .iter()
         .map(|(k, v)| match &v.error {
@@ -36,7 +37,7 @@ pub fn volume_lines(c: &ClusterDecision) -> Vec<String> {
                 "{k} → {}/{} ({})",
                 dash(v.provisioner.as_deref()),
                 dash(v.volume.as_deref()),
-                action(v.action)
+                planned_action(v.action, chosen)
             ),
         })
         .collect()
@@ -61,15 +62,19 @@ pub fn dropped_by<'d>(d: &'d Decision, cluster: &str) -> Option<(&'d ChoiceStep,
         .find_map(|s| s.dropped.iter().find(|r| r.candidate == cluster).map(|r| (s, r)))
 }
 
-/// One line per volume and job of a cluster, e.g. `scratch → fast-storage (provision)` (the
-/// volume's name is in the cluster's volume table).
-fn cluster_summary(c: &ClusterDecision) -> (String, String) {
+/// One line per volume and job of a cluster, e.g. `scratch → fast-storage (provision)` (`would
+/// provision` unless `chosen`; the volume's name is in the cluster's volume table).
+fn cluster_summary(c: &ClusterDecision, chosen: bool) -> (String, String) {
     let vols = c
         .volumes
         .iter()
         .map(|(k, v)| match &v.error {
             Some(e) => format!("{k} ✗ {}", e.code),
-            None => format!("{k} → {} ({})", dash(v.provisioner.as_deref()), action(v.action)),
+            None => format!(
+                "{k} → {} ({})",
+                dash(v.provisioner.as_deref()),
+                planned_action(v.action, chosen)
+            ),
         })
         .collect::<Vec<_>>()
         .join("\n");
@@ -240,16 +245,16 @@ pub fn render_stored(d: &Decision, label: &str, submitted: bool) -> String {
     match (&d.chosen_cluster, commit_failed) {
         (Some(c), _) => out.push_str(&format!("chosen cluster: {c}\n\n")),
         (None, Some(step)) => {
-            let tried: Vec<&str> = step.dropped.iter().map(|r| r.candidate.as_str()).collect();
-            out.push_str(&para(
-                "",
-                "  ",
-                &format!(
-                    "chosen cluster: none (planning found a feasible cluster, but the commit failed on {}: see the commit attempts below)",
-                    tried.join(", ")
-                ),
-            ));
-            out.push('\n');
+            // The reason first: what the cluster said when it refused the commit.
+            out.push_str("chosen cluster: none: the commit failed\n");
+            for r in &step.dropped {
+                out.push_str(&para(
+                    "  ",
+                    "    ",
+                    &format!("on {}: {}", r.candidate, messages(&r.reasons)),
+                ));
+            }
+            out.push_str("  (the plan was feasible; no volume was created: see the commit attempts below)\n\n");
         }
         (None, None) if d.refused.is_some() => out.push_str("chosen cluster: none\n\n"),
         (None, None) => out.push_str("chosen cluster: none (no cluster can place this workflow)\n\n"),
@@ -271,7 +276,7 @@ pub fn render_stored(d: &Decision, label: &str, submitted: bool) -> String {
         .clusters
         .iter()
         .map(|(name, c)| {
-            let (vols, jobs) = cluster_summary(c);
+            let (vols, jobs) = cluster_summary(c, d.chosen_cluster.as_deref() == Some(name));
             let marker = if d.chosen_cluster.as_deref() == Some(name) {
                 format!("{name} *")
             } else {
@@ -340,7 +345,7 @@ pub fn render_stored(d: &Decision, label: &str, submitted: bool) -> String {
                         dash(v.volume.as_deref()),
                         match &v.error {
                             Some(e) => format!("✗ {}", e.code),
-                            None => action(v.action).to_string(),
+                            None => planned_action(v.action, chosen),
                         },
                     ]
                 })

@@ -36,6 +36,22 @@ pub fn action(a: Option<Action>) -> &'static str {
     }
 }
 
+/// A volume's action as a plan that was not carried out reads (`would provision`): the
+/// actions of every cluster but the chosen one, and all of them when none was chosen, never
+/// happened. `-` stays `-`.
+pub fn planned_action(a: Option<Action>, done: bool) -> String {
+    match (a, done) {
+        (None, _) | (_, true) => action(a).to_string(),
+        (Some(_), false) => format!("would {}", action(a)),
+    }
+}
+
+/// `n` and the noun, singular for one (`1 volume`, `2 volumes`); `plural` is the noun's
+/// plural form.
+pub fn count(n: usize, singular: &str, plural: &str) -> String {
+    format!("{n} {}", if n == 1 { singular } else { plural })
+}
+
 /// A stored decision's lifecycle state (`queued`, `planned`, `committed`, `completed`,
 /// `failed`).
 pub fn state(s: DecisionState) -> &'static str {
@@ -83,6 +99,16 @@ pub fn utc(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_agree_with_their_nouns() {
+        assert_eq!(count(1, "volume", "volumes"), "1 volume");
+        assert_eq!(count(0, "volume", "volumes"), "0 volumes");
+        assert_eq!(count(2, "job", "jobs"), "2 jobs");
+        assert_eq!(planned_action(Some(Action::Provision), false), "would provision");
+        assert_eq!(planned_action(Some(Action::Bind), true), "bind");
+        assert_eq!(planned_action(None, false), "-");
+    }
 
     #[test]
     fn ago_reads_like_a_person_would_say_it() {

@@ -11,6 +11,7 @@ pub mod clusters;
 pub mod complete;
 pub mod get;
 pub mod replay;
+pub mod why_lost;
 pub mod why_not;
 
 pub use clusters::{cluster, clusters};

@@ -11,8 +11,9 @@ use fedvol_proto::{Code, Failure, now_ms, subject_token};
 
 use crate::daemon::Coordinator;
 
-/// `why_not` (from the record first): what the stored decision says of the named
-/// zone, host or provisioner in the named cluster (its stored trace, whether it was chosen, how
+/// `why_not` (from the record first): with only a cluster named, why it lost
+/// ([`super::why_lost::cluster_record`], from the record alone); else what the stored
+/// decision says of the named zone, host or provisioner in the named cluster (its stored trace, whether it was chosen, how
 /// the cluster fared in the cluster choice: [`fedvol_common::funnel::why_not::from_record`]),
 /// with the cluster's agent's re-plan on today's inventory and state beside it, and the
 /// inventory version it re-planned on, so that the reader sees whether today's answer can
@@ -48,6 +49,17 @@ pub async fn why_not(co: &Coordinator, q: &WhyNotQuery) -> Result<WhyNotReply, F
                 took_part.join(", ")
             ),
         ));
+    }
+    if q.target.is_empty() {
+        // Only the cluster named: why it lost, from the record; nothing for its agent to
+        // re-plan.
+        return Ok(WhyNotReply {
+            cluster: q.cluster.clone(),
+            blockers: Vec::new(),
+            summary: "not re-planned: name a --zone, --host or --provisioner to have the cluster re-plan it on today's inventory".into(),
+            inventory_version: None,
+            record: Some(super::why_lost::cluster_record(&stored.decision, &q.cluster)),
+        });
     }
     let record = fedvol_common::funnel::why_not::from_record(&stored.decision, &q.cluster, &q.target);
     let wait = co.cfg.deadline_ms.max(1000);

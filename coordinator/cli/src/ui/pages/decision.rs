@@ -75,7 +75,7 @@ fn clusters_table(d: &Decision) -> Markup {
                         td { strong { (name) } }
                         td { (funnel::status_badge(c.status)) }
                         td { @if c.feasible { "yes" } @else { "no" } }
-                        td { (lines(volume_lines(c))) }
+                        td { (lines(volume_lines(c, d.chosen_cluster.as_deref() == Some(name.as_str())))) }
                         td { (lines(job_lines(c))) }
                         td.num { (format!("{:.2}", c.load)) }
                         td.num { (format!("{:.1} ms", c.elapsed_ms)) }
@@ -206,7 +206,7 @@ pub fn body(key: &str, s: &StoredDecision, problem: Option<&str>) -> Markup {
     let commit_failed = d
         .choice
         .iter()
-        .any(|st| st.rule == fedvol_common::choice::rules::COMMIT_FAILED);
+        .find(|st| st.rule == fedvol_common::choice::rules::COMMIT_FAILED);
     html! {
         p { a href="/decisions" { "← Decisions" } }
         h1 { "Decision " span.mono { (key) } }
@@ -218,8 +218,17 @@ pub fn body(key: &str, s: &StoredDecision, problem: Option<&str>) -> Markup {
                 @match &d.chosen_cluster {
                     Some(c) => strong { (c) },
                     None if d.refused.is_some() => span { "none" },
-                    None if commit_failed => span { "none (a cluster was feasible, but its commit failed)" },
+                    None if commit_failed.is_some() => span { "none (a cluster was feasible, but its commit failed; no volume was created)" },
                     None => span { "none (no cluster can place this workflow)" },
+                }
+            }
+            // Why it failed, in full, where the eye lands first (not behind a toggle).
+            @if let (None, Some(step)) = (&d.chosen_cluster, commit_failed) {
+                dt { "Failed because" }
+                dd #failed-because {
+                    @for r in &step.dropped {
+                        div { "commit on " strong { (r.candidate) } ": " (messages(&r.reasons)) }
+                    }
                 }
             }
             @if let Some(r) = &d.refused {

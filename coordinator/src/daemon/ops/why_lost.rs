@@ -1,0 +1,97 @@
+//! `why_not` with only a cluster named: why that cluster lost the decision, read from the
+//! stored record alone: what it could not place (each volume or job with its error, and the
+//! stages that rejected every candidate), or, when it could place everything, the cluster-choice
+//! step that dropped it (Nomad's `AllocMetric` explains a lost node the same way: the
+//! constraint that filtered it, or the rank it lost on).
+
+use fedvol_common::decision::{ClusterStatus, Decision};
+use fedvol_common::funnel::why_not::{Blocker, RecordedExplanation};
+
+/// Why `cluster` (one of `d`'s clusters) was not chosen, as the record says: `blockers` are the
+/// rejections of every stage that ended with no candidate left, `cluster_choice` the step
+/// that dropped it, `summary` one line leading with the reason. Pure.
+pub fn cluster_record(d: &Decision, cluster: &str) -> RecordedExplanation {
+    let Some(c) = d.clusters.get(cluster) else {
+        return RecordedExplanation {
+            inventory_version: None,
+            blockers: Vec::new(),
+            chosen_for: Vec::new(),
+            unlisted_stages: Vec::new(),
+            cluster_choice: None,
+            summary: format!("cluster {cluster} took no part in this decision"),
+        };
+    };
+    let cluster_choice = d.choice.iter().find_map(|step| {
+        step.dropped.iter().find(|r| r.candidate == cluster).map(|r| Blocker {
+            stage: format!("cluster.{}", step.rule),
+            subject: d.workflow.clone(),
+            candidate: cluster.to_string(),
+            reasons: r.reasons.clone(),
+            hint: None,
+        })
+    });
+    // The stages that emptied a subject's candidates: where the funnel said no.
+    let mut blockers = Vec::new();
+    let mut unlisted = Vec::new();
+    for t in c.trace.iter().filter(|t| t.passed == 0 && t.considered > 0) {
+        for r in &t.rejected {
+            blockers.push(Blocker {
+                stage: t.stage.clone(),
+                subject: t.subject.clone(),
+                candidate: r.candidate.clone(),
+                reasons: r.reasons.clone(),
+                hint: None,
+            });
+        }
+        if t.omitted > 0 {
+            unlisted.push(format!("{} for {}", t.stage, t.subject));
+        }
+    }
+    let mut failed: Vec<String> = Vec::new();
+    match c.status {
+        ClusterStatus::Answered => {}
+        ClusterStatus::TimedOut => failed.push("it did not answer by the deadline".into()),
+        ClusterStatus::Unreachable => failed.push("it was unreachable (known dead, or no responders)".into()),
+        ClusterStatus::Error => failed.push("it answered with an error".into()),
+    }
+    if let Some(e) = &c.error {
+        failed.push(e.message.clone());
+    }
+    for (k, v) in &c.volumes {
+        if let Some(e) = &v.error {
+            failed.push(format!("volume {k}: {}", e.message));
+        }
+    }
+    for (k, j) in &c.jobs {
+        if let Some(e) = &j.error {
+            failed.push(format!("job {k}: {}", e.message));
+        }
+    }
+    let summary = if d.chosen_cluster.as_deref() == Some(cluster) {
+        format!("cluster {cluster} was chosen")
+    } else if !failed.is_empty() || !c.feasible {
+        let what = if failed.is_empty() {
+            "not every volume resolved and every job placed".to_string()
+        } else {
+            failed.join("; ")
+        };
+        format!("cluster {cluster} cannot take the workflow: {what}")
+    } else if let Some(b) = &cluster_choice {
+        let why: Vec<&str> = b.reasons.iter().map(|r| r.message.as_str()).collect();
+        format!(
+            "cluster {cluster} could take the whole workflow; it lost the cluster choice at {} ({})",
+            b.stage.trim_start_matches("cluster."),
+            why.join("; ")
+        )
+    } else {
+        format!("cluster {cluster} could take the whole workflow; the record says nothing against it")
+    };
+    RecordedExplanation {
+        inventory_version: c.inventory_version.clone(),
+        blockers,
+        chosen_for: Vec::new(),
+        unlisted_stages: unlisted,
+        cluster_choice,
+        summary,
+    }
+}
