@@ -29,13 +29,7 @@ fn the_record_says_how_a_host_lost_and_how_its_cluster_lost() {
     let chosen = d.chosen_cluster.clone().unwrap();
     let loser = d.clusters.keys().find(|c| **c != chosen).unwrap().clone();
     // A host of the losing cluster that its placement policy did not pick.
-    let lost_host = d.clusters[&loser]
-        .trace
-        .iter()
-        .find(|t| t.stage == "host.choice")
-        .and_then(|t| t.rejected.first())
-        .map(|r| r.candidate.split_once('/').unwrap().1.to_string())
-        .expect("a host lost the placement policy");
+    let lost_host = host_that_lost_the_policy(&d, &loser);
     let target = Target {
         host: Some(lost_host.clone()),
         ..Target::default()
@@ -80,13 +74,7 @@ fn a_summarized_answer_says_its_listing_is_with_the_agent() {
     let mut d = fedvol_common::offline::plan_locally(&invs, &req);
     let chosen = d.chosen_cluster.clone().unwrap();
     let loser = d.clusters.keys().find(|c| **c != chosen).unwrap().clone();
-    let lost_host = d.clusters[&loser]
-        .trace
-        .iter()
-        .find(|t| t.stage == "host.choice")
-        .and_then(|t| t.rejected.first())
-        .map(|r| r.candidate.split_once('/').unwrap().1.to_string())
-        .expect("a host lost the placement policy");
+    let lost_host = host_that_lost_the_policy(&d, &loser);
     d.clusters.get_mut(&loser).unwrap().summarize();
     let r = from_record(
         &d,
@@ -99,4 +87,15 @@ fn a_summarized_answer_says_its_listing_is_with_the_agent() {
     assert!(r.blockers.is_empty(), "{r:?}");
     assert!(r.summary.contains("stored as a summary"), "{}", r.summary);
     assert!(r.summary.contains("lost the cluster choice"), "{}", r.summary);
+}
+
+/// A host of cluster `loser` that its placement policy did not pick (`host.choice`).
+fn host_that_lost_the_policy(d: &fedvol_common::decision::Decision, loser: &str) -> String {
+    d.clusters[loser]
+        .trace
+        .iter()
+        .find(|t| t.stage == "host.choice")
+        .and_then(|t| t.rejected.first())
+        .map(|r| r.candidate.split_once('/').unwrap().1.to_string())
+        .expect("a host lost the placement policy")
 }

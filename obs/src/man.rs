@@ -80,6 +80,19 @@ pub fn render(cmd: clap::Command, extra: &Extra<'_>) -> std::io::Result<Vec<u8>>
     Ok(out)
 }
 
+/// Prints `cmd`'s man page ([`render`]) on stdout, as a daemon's `--man` does: success, or
+/// exit code 1 after `<program>: cannot print the man page: <error>` on stderr.
+pub fn print(program: &str, cmd: clap::Command, extra: &Extra<'_>) -> std::process::ExitCode {
+    use std::io::Write;
+    match render(cmd, extra).and_then(|page| std::io::stdout().write_all(&page)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{program}: cannot print the man page: {e}");
+            std::process::ExitCode::from(1)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

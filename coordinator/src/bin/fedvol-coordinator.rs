@@ -219,14 +219,7 @@ fn main() -> std::process::ExitCode {
     let args = Args::parse();
     if args.man {
         use clap::CommandFactory;
-        use std::io::Write;
-        return match fedvol_obs::man::render(Args::command(), &MAN).and_then(|p| std::io::stdout().write_all(&p)) {
-            Ok(()) => std::process::ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("fedvol-coordinator: cannot print the man page: {e}");
-                std::process::ExitCode::from(1)
-            }
-        };
+        return fedvol_obs::man::print("fedvol-coordinator", Args::command(), &MAN);
     }
     let daemon = fedvol_obs::daemon::Daemon {
         program: "fedvol-coordinator",
