@@ -36,11 +36,7 @@ impl Core {
         self.in_flight.remove(request_id);
         if let Some(mut hold) = self.ledger.holds().get(request_id).cloned() {
             hold.committing = false;
-            self.store.write(&Batch {
-                put_holds: vec![hold.clone()],
-                ..Batch::default()
-            })?;
-            self.ledger.put_hold(hold);
+            self.save_hold(hold)?;
         }
         let mut reply = refusal(&self.cluster, request_id, Code::SubmitFailed, message);
         reply.volumes = results

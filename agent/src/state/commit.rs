@@ -101,11 +101,7 @@ impl Core {
             let mut marked = hold;
             marked.committing = true;
             marked.committing_since_ms = now_ms;
-            self.store.write(&Batch {
-                put_holds: vec![marked.clone()],
-                ..Batch::default()
-            })?;
-            self.ledger.put_hold(marked);
+            self.save_hold(marked)?;
         }
         self.in_flight.insert(request_id.to_string());
         Ok(Next::Run(work))
@@ -146,11 +142,7 @@ impl Core {
         };
         let mut hold = new_hold(request, reply, expires_ms, true);
         hold.committing_since_ms = now_ms;
-        self.store.write(&Batch {
-            put_holds: vec![hold.clone()],
-            ..Batch::default()
-        })?;
-        self.ledger.put_hold(hold.clone());
+        self.save_hold(hold.clone())?;
         self.rebuild();
         Ok(Ok(hold))
     }
@@ -250,11 +242,7 @@ impl Core {
         let request_id = hold.request_id.clone();
         let mut unmarked = hold;
         unmarked.committing = false;
-        self.store.write(&Batch {
-            put_holds: vec![unmarked.clone()],
-            ..Batch::default()
-        })?;
-        self.ledger.put_hold(unmarked);
+        self.save_hold(unmarked)?;
         let mut reply = refusal(
             &self.cluster,
             &request_id,
@@ -466,11 +454,7 @@ impl Core {
             return Ok(());
         };
         hold.committing = false;
-        self.store.write(&Batch {
-            put_holds: vec![hold.clone()],
-            ..Batch::default()
-        })?;
-        self.ledger.put_hold(hold);
+        self.save_hold(hold)?;
         Ok(())
     }
 }

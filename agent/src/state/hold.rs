@@ -9,6 +9,19 @@ use super::records::Hold;
 use super::store::Batch;
 
 impl Core {
+    /// Writes `hold` durably, then into the ledger (the one order: a hold the ledger counts
+    /// is on disk).
+    ///
+    /// Errors: the store write failed (the ledger is unchanged).
+    pub(super) fn save_hold(&mut self, hold: Hold) -> Result<(), CoreError> {
+        self.store.write(&Batch {
+            put_holds: vec![hold.clone()],
+            ..Batch::default()
+        })?;
+        self.ledger.put_hold(hold);
+        Ok(())
+    }
+
     /// A plan that holds what it chose (`msg.reserve`). Serialised by the caller's lock, so
     /// concurrent reserving plans never get the same capacity. The same request id returns the
     /// stored answer and never a second hold. `elapsed_ms` is left for the caller.
@@ -42,11 +55,7 @@ impl Core {
         let expires_ms = now_ms.saturating_add(ttl);
         reply.hold = Some(HoldInfo { expires_ms });
         let hold = new_hold(&msg.request, reply.clone(), expires_ms, false);
-        self.store.write(&Batch {
-            put_holds: vec![hold.clone()],
-            ..Batch::default()
-        })?;
-        self.ledger.put_hold(hold);
+        self.save_hold(hold)?;
         self.rebuild();
         Ok(reply)
     }

@@ -210,20 +210,41 @@ pub struct RecordedExplanation {
     pub summary: String,
 }
 
-/// Reads, from the stored decision `d`, why `target` was not chosen in `cluster` (see
-/// [`RecordedExplanation`]). Pure; `cluster` must be one of `d`'s clusters (else the answer
-/// says the decision has no such cluster).
-pub fn from_record(d: &Decision, cluster: &str, target: &Target) -> RecordedExplanation {
-    let named = target.describe();
-    let Some(c) = d.clusters.get(cluster) else {
-        return RecordedExplanation {
+impl RecordedExplanation {
+    /// The answer for a cluster that took no part in the decision.
+    pub fn absent(cluster: &str) -> RecordedExplanation {
+        RecordedExplanation {
             inventory_version: None,
             blockers: Vec::new(),
             chosen_for: Vec::new(),
             unlisted_stages: Vec::new(),
             cluster_choice: None,
             summary: format!("cluster {cluster} took no part in this decision"),
-        };
+        }
+    }
+}
+
+/// The cross-cluster choice step of `d` that dropped `cluster`, as a blocker (stage
+/// `cluster.<rule>`, subject the workflow, candidate the cluster); `None` when no step did.
+pub fn choice_blocker(d: &Decision, cluster: &str) -> Option<Blocker> {
+    d.choice.iter().find_map(|step| {
+        step.dropped.iter().find(|r| r.candidate == cluster).map(|r| Blocker {
+            stage: format!("cluster.{}", step.rule),
+            subject: d.workflow.clone(),
+            candidate: cluster.to_string(),
+            reasons: r.reasons.clone(),
+            hint: None,
+        })
+    })
+}
+
+/// Reads, from the stored decision `d`, why `target` was not chosen in `cluster` (see
+/// [`RecordedExplanation`]). Pure; `cluster` must be one of `d`'s clusters (else the answer
+/// says the decision has no such cluster).
+pub fn from_record(d: &Decision, cluster: &str, target: &Target) -> RecordedExplanation {
+    let named = target.describe();
+    let Some(c) = d.clusters.get(cluster) else {
+        return RecordedExplanation::absent(cluster);
     };
     let mut blockers = Vec::new();
     let mut unlisted = Vec::new();
@@ -262,15 +283,7 @@ pub fn from_record(d: &Decision, cluster: &str, target: &Target) -> RecordedExpl
             chosen_for.push(format!("job {k}"));
         }
     }
-    let cluster_choice = d.choice.iter().find_map(|step| {
-        step.dropped.iter().find(|r| r.candidate == cluster).map(|r| Blocker {
-            stage: format!("cluster.{}", step.rule),
-            subject: d.workflow.clone(),
-            candidate: cluster.to_string(),
-            reasons: r.reasons.clone(),
-            hint: None,
-        })
-    });
+    let cluster_choice = choice_blocker(d, cluster);
     let mut summary = if blockers.is_empty() {
         if c.summarized && chosen_for.is_empty() {
             format!(

@@ -181,6 +181,26 @@ pub struct Tried {
     pub in_doubt: bool,
 }
 
+impl Tried {
+    /// Attempt `n` on `cluster` as answered (not in doubt): `ok`, the agent's `error`, and what
+    /// its `reply` said (its decision, the jobs it submitted, the volume outcomes).
+    fn answered(cluster: &str, n: u32, ok: bool, error: Option<ProtoError>, reply: Option<ActionReply>) -> Tried {
+        Tried {
+            decision: reply.as_ref().and_then(|r| r.decision.clone()),
+            attempt: CommitAttempt {
+                cluster: cluster.to_string(),
+                attempt: n,
+                pending: false,
+                ok,
+                error,
+                jobs: reply.as_ref().map(|r| r.jobs.clone()).unwrap_or_default(),
+                volumes: reply.map(|r| r.volumes).unwrap_or_default(),
+            },
+            in_doubt: false,
+        }
+    }
+}
+
 /// Commits attempt `n` of `request` on `cluster` (admission at commit), settling a commit that
 /// was not answered through release probes ([`settle`]). Returns the attempt as recorded.
 ///
@@ -203,19 +223,7 @@ pub async fn commit_on(co: &Coordinator, cluster: &str, request: &PlanRequest, n
                 .map_or_else(|| "unknown".to_string(), |e| e.code.to_string());
             co.metrics.commit_failed(cluster, &code);
         }
-        Tried {
-            decision: reply.as_ref().and_then(|r| r.decision.clone()),
-            attempt: CommitAttempt {
-                cluster: cluster.to_string(),
-                attempt: n,
-                pending: false,
-                ok,
-                error,
-                jobs: reply.as_ref().map(|r| r.jobs.clone()).unwrap_or_default(),
-                volumes: reply.map(|r| r.volumes).unwrap_or_default(),
-            },
-            in_doubt: false,
-        }
+        Tried::answered(cluster, n, ok, error, reply)
     };
     let what = match send::<agent::Commit>(co, cluster, msg(), wait).await {
         Ok(r) if r.ok => return attempt(true, None, Some(r)),
@@ -286,19 +294,7 @@ async fn committed_answer(co: &Coordinator, cluster: &str, request: &PlanRequest
             None,
         ),
     };
-    Tried {
-        decision: reply.as_ref().and_then(|r| r.decision.clone()),
-        attempt: CommitAttempt {
-            cluster: cluster.to_string(),
-            attempt: n,
-            pending: false,
-            ok,
-            error,
-            jobs: reply.as_ref().map(|r| r.jobs.clone()).unwrap_or_default(),
-            volumes: reply.map(|r| r.volumes).unwrap_or_default(),
-        },
-        in_doubt: false,
-    }
+    Tried::answered(cluster, n, ok, error, reply)
 }
 
 /// The reason of an in-doubt commit: `what` happened to the commit, `why` it is still unknown.

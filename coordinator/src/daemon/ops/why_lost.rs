@@ -5,31 +5,16 @@
 //! constraint that filtered it, or the rank it lost on).
 
 use fedvol_common::decision::{ClusterStatus, Decision};
-use fedvol_common::funnel::why_not::{Blocker, RecordedExplanation};
+use fedvol_common::funnel::why_not::{Blocker, RecordedExplanation, choice_blocker};
 
 /// Why `cluster` (one of `d`'s clusters) was not chosen, as the record says: `blockers` are the
 /// rejections of every stage that ended with no candidate left, `cluster_choice` the step
 /// that dropped it, `summary` one line leading with the reason. Pure.
 pub fn cluster_record(d: &Decision, cluster: &str) -> RecordedExplanation {
     let Some(c) = d.clusters.get(cluster) else {
-        return RecordedExplanation {
-            inventory_version: None,
-            blockers: Vec::new(),
-            chosen_for: Vec::new(),
-            unlisted_stages: Vec::new(),
-            cluster_choice: None,
-            summary: format!("cluster {cluster} took no part in this decision"),
-        };
+        return RecordedExplanation::absent(cluster);
     };
-    let cluster_choice = d.choice.iter().find_map(|step| {
-        step.dropped.iter().find(|r| r.candidate == cluster).map(|r| Blocker {
-            stage: format!("cluster.{}", step.rule),
-            subject: d.workflow.clone(),
-            candidate: cluster.to_string(),
-            reasons: r.reasons.clone(),
-            hint: None,
-        })
-    });
+    let cluster_choice = choice_blocker(d, cluster);
     // The stages that emptied a subject's candidates: where the funnel said no.
     let mut blockers = Vec::new();
     let mut unlisted = Vec::new();
