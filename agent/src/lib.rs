@@ -5,6 +5,7 @@
 
 #![warn(missing_docs)]
 
+pub mod answers;
 pub mod config;
 pub mod drivers;
 pub mod endpoints;

@@ -231,6 +231,15 @@ pub async fn serve(
             never,
         )
         .await?,
+        add::<ops::Answer>(
+            s,
+            c,
+            sh,
+            ("answer", on(AgentOp::Answer)),
+            |s, r| Box::pin(endpoints::answer::handle(s, r)),
+            never,
+        )
+        .await?,
     ];
     // Make sure the server has every subscription before anyone is told we are ready.
     client.flush().await?;

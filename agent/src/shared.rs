@@ -40,6 +40,8 @@ pub struct Shared {
     /// The Slurm settings of an agent that submits committed jobs (`slurm.jobs` given);
     /// `None`: commits submit nothing.
     pub batch: Option<Arc<crate::slurm::SlurmConfig>>,
+    /// The whole answers of plans answered with their summary, for the `answer` operation.
+    pub answers: crate::answers::Answers,
 }
 
 impl Shared {
@@ -59,6 +61,7 @@ impl Shared {
             readiness: fedvol_obs::Readiness::default(),
             restore: crate::restore_gate::RestoreGate::open(),
             batch: None,
+            answers: Default::default(),
         }
     }
 

@@ -83,6 +83,21 @@ impl<T: Dense> Serialize for CompactMap<'_, T> {
     }
 }
 
+/// `serialize_with` for one cluster's answer on its own (an agent's plan reply): a summary in
+/// its array form, a whole answer as an object.
+///
+/// Errors: the serializer's.
+pub fn write_answer<S: Serializer>(c: &ClusterDecision, s: S) -> Result<S::Ok, S::Error> {
+    if c.summarized { c.write(s) } else { c.serialize(s) }
+}
+
+/// `deserialize_with` for one cluster's answer on its own: either form.
+///
+/// Errors: neither form, or a damaged one (naming the array form's shape).
+pub fn read_answer<'de, D: Deserializer<'de>>(d: D) -> Result<ClusterDecision, D::Error> {
+    Either::deserialize(d).map(|e| e.0)
+}
+
 /// A decision's clusters: summaries in their array form, the others as objects.
 pub(crate) struct Clusters<'a>(pub &'a IndexMap<String, ClusterDecision>);
 

@@ -8,7 +8,7 @@
 pub mod choice;
 pub mod cost;
 pub mod decision;
-mod dense;
+pub mod dense;
 pub mod explain;
 pub mod funnel;
 pub mod limits;

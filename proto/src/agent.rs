@@ -10,6 +10,7 @@
 //! | [`Inventory`] | `<prefix>.cluster.<c>.inventory` | none | [`InventoryReply`] |
 //! | [`Restored`] | `<prefix>.cluster.<c>.restored` | [`RestoredMsg`] | [`RestoredReply`] |
 //! | [`Jobs`] | `<prefix>.cluster.<c>.jobs` | [`ActionMsg`] | [`ActionReply`] (with `jobs`) |
+//! | [`Answer`] | `<prefix>.cluster.<c>.answer` | [`AnswerMsg`] | [`PlanReply`] (the whole answer) |
 //!
 //! Every request that changes or reads state carries the request id (the idempotency key: the
 //! same id gives the same answer and never a second reservation) and an absolute deadline in ms
@@ -52,11 +53,14 @@ pub enum AgentOp {
     /// The batch jobs a committed request runs on the cluster's resource manager, their states,
     /// and whether the agent completed the request once they all ended.
     Jobs,
+    /// The whole answer to a plan the agent answered with its summary ([`PlanMsg::summary`]),
+    /// while the agent keeps it.
+    Answer,
 }
 
 impl AgentOp {
     /// Every operation, in the order the service registers them.
-    pub const ALL: [AgentOp; 9] = [
+    pub const ALL: [AgentOp; 10] = [
         AgentOp::Plan,
         AgentOp::Commit,
         AgentOp::Release,
@@ -66,6 +70,7 @@ impl AgentOp {
         AgentOp::Inventory,
         AgentOp::Restored,
         AgentOp::Jobs,
+        AgentOp::Answer,
     ];
 
     /// The operation's wire name.
@@ -80,6 +85,7 @@ impl AgentOp {
             AgentOp::Inventory => "inventory",
             AgentOp::Restored => "restored",
             AgentOp::Jobs => "jobs",
+            AgentOp::Answer => "answer",
         }
     }
 }
@@ -97,6 +103,21 @@ pub struct PlanMsg {
     /// Lease length in ms when reserving (the agent's default when 0).
     #[serde(default)]
     pub ttl_ms: u64,
+    /// Answer with the summary of the answer ([`ClusterDecision::summarize`], in its compact
+    /// form) and keep the whole answer for [`Answer`] (docs/design.md §4, "Summarized
+    /// answers"): a coordinator asking many clusters stores only a few whole answers, so the
+    /// others need not cross NATS. Agents of earlier releases ignore it and answer whole.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub summary: bool,
+}
+
+/// Answer: the whole answer an agent kept for a plan it answered with its summary.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AnswerMsg {
+    /// The request whose plan it was.
+    pub request_id: String,
+    /// Absolute deadline, ms since the epoch.
+    pub deadline_ms: u64,
 }
 
 /// A reservation (hold) an agent keeps for a request.
@@ -113,7 +134,12 @@ pub struct PlanReply {
     pub request_id: String,
     /// The answering cluster.
     pub cluster: String,
-    /// The cluster's part of the decision document.
+    /// The cluster's part of the decision document (a summary, in its compact form, when the
+    /// plan asked for [`PlanMsg::summary`]).
+    #[serde(
+        serialize_with = "fedvol_common::dense::write_answer",
+        deserialize_with = "fedvol_common::dense::read_answer"
+    )]
     pub decision: ClusterDecision,
     /// The hold, when one was asked for and the plan was feasible.
     #[serde(default)]
@@ -465,6 +491,8 @@ pub struct Inventory;
 pub struct Restored;
 /// The jobs endpoint.
 pub struct Jobs;
+/// The answer endpoint.
+pub struct Answer;
 
 /// An endpoint served by the agents, with its operation (the subject token).
 pub trait AgentEndpoint: Endpoint {
@@ -622,6 +650,24 @@ impl Endpoint for Inventory {
     /// The body is not read: a request to inventory carries nothing.
     fn decode_request(_payload: &[u8], _speaker: &str) -> Result<NoArgs, DecodeError> {
         Ok(NoArgs {})
+    }
+}
+
+impl AgentEndpoint for Answer {
+    const OP: AgentOp = AgentOp::Answer;
+}
+
+impl Endpoint for Answer {
+    const NAME: &'static str = AgentOp::Answer.name();
+    type Request = AnswerMsg;
+    type Reply = PlanReply;
+
+    fn deadline_ms(r: &AnswerMsg) -> Option<u64> {
+        Some(r.deadline_ms)
+    }
+
+    fn request_id(r: &AnswerMsg) -> Option<&str> {
+        Some(&r.request_id)
     }
 }
 

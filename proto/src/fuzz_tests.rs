@@ -37,6 +37,7 @@ fn samples() -> Vec<Vec<u8>> {
         deadline_ms: 1_900_000_000_000,
         reserve: true,
         ttl_ms: 1000,
+        summary: true,
     };
     let submit = SubmitMsg {
         priority: None,

@@ -40,6 +40,7 @@ fn plan_msg(id: &str, reserve: bool, ttl_ms: u64) -> PlanMsg {
         deadline_ms: now_ms() + 10_000,
         reserve,
         ttl_ms,
+        summary: false,
     }
 }
 

@@ -985,7 +985,9 @@ async fn the_reconciler_settles_a_decision_its_coordinator_abandoned() {
 /// Past three clusters a decision keeps the whole answer only of the chosen cluster and of the
 /// two a failed commit would try next; the others are stored as summaries (docs/design.md §4),
 /// and `decisions show` says so. Without it a decision grows with clusters × trace and a
-/// default NATS cannot carry one past about 120 clusters (BENCHMARKS.md).
+/// default NATS cannot carry one past about 120 clusters (BENCHMARKS.md). The agents answer
+/// with summaries and keep their whole answers; the coordinator fetches the three it keeps
+/// (`answer`), under the shipped permissions.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_three_clusters_the_unlisted_answers_are_stored_as_summaries() {
     let _serial = SERIAL.lock().await;
@@ -1038,4 +1040,49 @@ async fn past_three_clusters_the_unlisted_answers_are_stored_as_summaries() {
         "{text}"
     );
     assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+
+    // A summarized cluster's agent still keeps its whole answer; an unknown request has none.
+    let (summarized, _) = d.clusters.iter().find(|(_, c)| c.summarized).unwrap();
+    let ask = |id: &str| fedvol_proto::agent::AnswerMsg {
+        request_id: id.into(),
+        deadline_ms: fedvol_proto::now_ms() + 5_000,
+    };
+    let subject = Subjects::default().cluster(summarized, AgentOp::Answer);
+    let kept = fedvol_proto::rpc::call::<fedvol_proto::agent::Answer>(
+        &client,
+        &subject,
+        &ask("summaries-1"),
+        Duration::from_secs(5),
+        "test",
+    )
+    .await
+    .unwrap()
+    .expect("the agent keeps the whole answer");
+    assert!(!kept.decision.summarized && !kept.decision.allocations.is_empty());
+    let none = fedvol_proto::rpc::call::<fedvol_proto::agent::Answer>(
+        &client,
+        &subject,
+        &ask("never-planned"),
+        Duration::from_secs(5),
+        "test",
+    )
+    .await
+    .unwrap()
+    .expect_err("nothing kept");
+    assert!(
+        none.error.message.contains("keeps no whole answer for request `never-planned`"),
+        "{none:?}"
+    );
+
+    // A dry run keeps three whole answers too.
+    let mut dry = submit_msg("summaries-2", job_workflow("w"));
+    dry.dry_run = true;
+    let (planned, _) = submit(&client, "alice", &dry).await;
+    assert_eq!(planned.decision.clusters.values().filter(|c| !c.summarized).count(), 3);
+    assert!(
+        planned.decision.clusters.values().filter(|c| !c.summarized).all(|c| !c.allocations.is_empty()),
+        "{:?}",
+        planned.decision
+    );
+    assert!(nats.violations().is_empty(), "{:?}", nats.violations());
 }

@@ -459,6 +459,7 @@ async fn fuzzed_requests_get_errors_change_nothing_and_everyone_keeps_serving() 
         deadline_ms: deadline,
         reserve: false,
         ttl_ms: 0,
+        summary: false,
     });
     let action = fedvol_tests::versioned_body(&ActionMsg::new("fz-none", deadline));
     let why = fedvol_tests::versioned_body(&WhyNotMsg {

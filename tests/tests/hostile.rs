@@ -50,6 +50,7 @@ async fn control_characters_in_names_are_refused_on_the_wire() {
         deadline_ms: fedvol_proto::now_ms() + 10_000,
         reserve: true,
         ttl_ms: 0,
+        summary: false,
     };
     let answer = fedvol_tests::load::call_raw(
         &client,

@@ -136,6 +136,7 @@ async fn plan(client: &async_nats::Client, id: &str, cores: u64, constraint: &st
         deadline_ms: now_ms() + 10_000,
         reserve: false,
         ttl_ms: 0,
+        summary: false,
     };
     ask(client, AgentOp::Plan, &msg).await
 }

@@ -3,6 +3,7 @@
 //! deadline) and returns the reply or a [`fedvol_proto::Failure`]. Answers that acknowledge
 //! state wait for the disk ([`crate::shared::durable`]).
 
+pub mod answer;
 pub mod commit;
 pub mod complete;
 pub mod inventory;

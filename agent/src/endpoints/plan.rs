@@ -1,6 +1,7 @@
 //! Plan: run the funnel on the effective inventory; with `reserve`, hold what it chose (a hold
 //! is acknowledged state: it reaches the disk before the answer, and survives kill -9 like a
-//! commit). At most one plan per core is computed at once; the slot is released before the
+//! commit); with `summary`, answer with the summary and keep the whole answer
+//! ([`crate::answers`]). At most one plan per core is computed at once; the slot is released before the
 //! answer waits for the disk.
 
 use std::sync::Arc;
@@ -33,6 +34,7 @@ pub async fn handle(shared: Arc<Shared>, msg: PlanMsg) -> Option<Result<PlanRepl
     let Ok(slot) = shared.plan_slots.acquire().await else {
         return Some(Err(internal("the agent is shutting down")));
     };
+    let msg_summary = msg.summary;
     let compute = {
         let sh = shared.clone();
         move || {
@@ -69,6 +71,13 @@ pub async fn handle(shared: Arc<Shared>, msg: PlanMsg) -> Option<Result<PlanRepl
         Err(e) => return Some(Err(internal(e))),
     };
     reply.decision.elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+    if msg_summary {
+        // The whole answer stays here for `answer`; its summary crosses NATS.
+        let mut summary = reply.decision.clone();
+        summary.summarize();
+        let whole = std::mem::replace(&mut reply.decision, summary);
+        shared.answers.keep(&reply.request_id, Arc::new(whole), now_ms());
+    }
     let held = reply.hold.is_some();
     tracing::info!(
         request_id = %reply.request_id,

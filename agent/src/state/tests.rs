@@ -41,6 +41,7 @@ fn msg(id: &str, wf: Workflow) -> PlanMsg {
         deadline_ms: u64::MAX,
         reserve: true,
         ttl_ms: 10_000,
+        summary: false,
     }
 }
 

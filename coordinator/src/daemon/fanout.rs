@@ -87,6 +87,8 @@ pub async fn fan_out(co: &Arc<Coordinator>, request: &PlanRequest, wait: Duratio
         deadline_ms,
         reserve: false,
         ttl_ms: 0,
+        // Past three clusters, the decision keeps only three whole answers (`super::whole`).
+        summary: wait_for.len() + skipped.len() > fedvol_common::summary::LISTED_CLUSTERS,
     };
     let body = Plan::encode_request(&msg);
     // Answers arrive on each cluster's long-lived subscription, routed here by request id

@@ -236,12 +236,14 @@ pub async fn plan(co: &Arc<Coordinator>, stored: &mut StoredDecision, wait_ms: u
     stored.decision.clusters = gathered.slots;
     stored.decision.choice = choice;
     // Past three clusters, only the chosen one and the two a failed commit would try next keep
-    // their whole answer; the others are stored as summaries (docs/design.md §4).
-    fedvol_common::summary::summarize_unlisted(
+    // their whole answer (fetched from their agents when these answered with summaries); the
+    // others are stored as summaries (docs/design.md §4).
+    let kept = fedvol_common::summary::summarize_unlisted(
         &stored.request,
         &mut stored.decision,
         fedvol_common::summary::LISTED_CLUSTERS,
     );
+    super::whole::fetch(co, &stored.request.request_id, &mut stored.decision.clusters, &kept).await;
     stored.updated_ms = now_ms();
     Ok(())
 }

@@ -59,6 +59,7 @@ mod serving;
 pub mod store;
 pub mod submit;
 pub mod waiting;
+pub mod whole;
 
 use std::sync::{Mutex, MutexGuard, RwLock};
 

@@ -69,8 +69,9 @@ pub fn submit_body(workflow: &Workflow, id: &str, dry_run: bool) -> Vec<u8> {
 
 /// The JSON of the plan broadcast a coordinator sends for a submit of `workflow` under request
 /// id `id` (as `daemon::fanout` builds it: the same request, trace limit and seed), holding
-/// when `reserve`, with a deadline `wait_ms` from now.
-pub fn plan_body(workflow: &Workflow, id: &str, reserve: bool, wait_ms: u64) -> Vec<u8> {
+/// when `reserve`, asking for the summary when `summary` (as a coordinator does past three
+/// clusters), with a deadline `wait_ms` from now.
+pub fn plan_body(workflow: &Workflow, id: &str, reserve: bool, summary: bool, wait_ms: u64) -> Vec<u8> {
     let msg = PlanMsg {
         request: PlanRequest::new(id, workflow.clone(), USER)
             .with_groups([GROUP])
@@ -78,6 +79,7 @@ pub fn plan_body(workflow: &Workflow, id: &str, reserve: bool, wait_ms: u64) -> 
         deadline_ms: now_ms() + wait_ms,
         reserve,
         ttl_ms: 0,
+        summary,
     };
     Plan::encode_request(&msg).to_vec()
 }
@@ -94,7 +96,7 @@ mod tests {
         assert!(w.jobs.iter().all(|j| j.resources.cpu == 1 && j.mounts.len() == 1));
         let body: SubmitMsg = serde_json::from_slice(&submit_body(&w, "r-1", true)).unwrap();
         assert_eq!((body.request_id.as_str(), body.dry_run), ("r-1", true));
-        let plan: PlanMsg = serde_json::from_slice(&plan_body(&w, "r-2", false, 1000)).unwrap();
+        let plan: PlanMsg = serde_json::from_slice(&plan_body(&w, "r-2", false, false, 1000)).unwrap();
         assert_eq!(plan.request.workflow, w);
         assert!(!plan.reserve);
     }

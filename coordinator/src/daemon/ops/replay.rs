@@ -79,6 +79,7 @@ pub async fn replay(co: &Coordinator, q: &DecisionRef) -> Result<ReplayReply, Fa
         deadline_ms: now_ms() + co.cfg.deadline_ms,
         reserve: false,
         ttl_ms: 0,
+        summary: false,
     };
     let answers = futures::future::join_all(answered.iter().map(|c| replan(co, c, &msg, wait))).await;
     let mut clusters: IndexMap<String, ClusterDecision> = IndexMap::new();
