@@ -1070,7 +1070,9 @@ async fn past_three_clusters_the_unlisted_answers_are_stored_as_summaries() {
     .unwrap()
     .expect_err("nothing kept");
     assert!(
-        none.error.message.contains("keeps no whole answer for request `never-planned`"),
+        none.error
+            .message
+            .contains("keeps no whole answer for request `never-planned`"),
         "{none:?}"
     );
 
@@ -1080,7 +1082,12 @@ async fn past_three_clusters_the_unlisted_answers_are_stored_as_summaries() {
     let (planned, _) = submit(&client, "alice", &dry).await;
     assert_eq!(planned.decision.clusters.values().filter(|c| !c.summarized).count(), 3);
     assert!(
-        planned.decision.clusters.values().filter(|c| !c.summarized).all(|c| !c.allocations.is_empty()),
+        planned
+            .decision
+            .clusters
+            .values()
+            .filter(|c| !c.summarized)
+            .all(|c| !c.allocations.is_empty()),
         "{:?}",
         planned.decision
     );

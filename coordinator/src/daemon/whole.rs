@@ -22,7 +22,12 @@ use super::Coordinator;
 /// Replaces the summaries of `kept` clusters in `slots` by the whole answers their agents kept
 /// for `request_id`, keeping each slot's status and `elapsed_ms` (measured by the gather).
 /// Waits at most the coordinator's plan deadline (`deadlineMs`, at least 500 ms).
-pub async fn fetch(co: &Arc<Coordinator>, request_id: &str, slots: &mut IndexMap<String, ClusterDecision>, kept: &[String]) {
+pub async fn fetch(
+    co: &Arc<Coordinator>,
+    request_id: &str,
+    slots: &mut IndexMap<String, ClusterDecision>,
+    kept: &[String],
+) {
     let wanted: Vec<&String> = kept
         .iter()
         .filter(|c| slots.get(*c).is_some_and(|s| s.summarized))
@@ -38,7 +43,16 @@ pub async fn fetch(co: &Arc<Coordinator>, request_id: &str, slots: &mut IndexMap
     let asks = wanted.iter().map(|c| {
         let subject = co.subjects.cluster(c, AgentOp::Answer);
         let msg = &msg;
-        async move { call::<agent::Answer>(&co.client, &subject, msg, Duration::from_millis(wait + 200), "coordinator").await }
+        async move {
+            call::<agent::Answer>(
+                &co.client,
+                &subject,
+                msg,
+                Duration::from_millis(wait + 200),
+                "coordinator",
+            )
+            .await
+        }
     });
     let answers = futures::future::join_all(asks).await;
     for (cluster, answer) in wanted.into_iter().zip(answers) {

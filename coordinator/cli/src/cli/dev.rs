@@ -333,7 +333,7 @@ async fn run_demo(url: &str, clusters: &[String], files: &[PathBuf]) -> u8 {
                 .map(|r| r.unwrap_or_else(|f| SubmitReply::error(f.error)))
             {
                 Ok(SubmitReply { stored: Some(s), .. }) => {
-                    print!("{}", stored_table(&s));
+                    print!("{}", stored_table(&s, false));
                     if s.decision.chosen_cluster.is_some() {
                         committed.push(s.decision.request_id.clone());
                     }

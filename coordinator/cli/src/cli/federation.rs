@@ -403,8 +403,9 @@ fn ago(ms: u64) -> String {
     crate::render::layout::age(now_ms().saturating_sub(ms))
 }
 
-/// The table view of a stored decision: state, attempts, then the decision itself.
-pub fn stored_table(s: &StoredDecision) -> String {
+/// The table view of a stored decision: state, attempts, then the decision itself; `all`:
+/// every cluster in full however many (`-o wide`, [`crate::render::outcomes`]).
+pub fn stored_table(s: &StoredDecision, all: bool) -> String {
     let mut out = format!(
         "state: {}{}\n",
         crate::render::words::state(s.state),
@@ -415,7 +416,7 @@ pub fn stored_table(s: &StoredDecision) -> String {
     } else {
         "refused: "
     };
-    out.push_str(&table::render_stored(&s.decision, label, !s.jobs().is_empty()));
+    out.push_str(&table::render_stored(&s.decision, label, !s.jobs().is_empty(), all));
     if !s.attempts.is_empty() {
         out.push_str("\ncommit attempts:\n");
     }
@@ -836,7 +837,7 @@ fn show_submit(reply: &SubmitReply, o: Output) -> u8 {
 fn show_stored<'r>(reply: &'r SubmitReply, o: Output, what: &str) -> Result<&'r StoredDecision, u8> {
     match (&reply.stored, &reply.error) {
         (Some(s), error) => {
-            if !print_doc(o, s, || stored_table(s)) {
+            if !print_doc(o, s, || stored_table(s, o == Output::Wide)) {
                 return Err(EXIT_BAD_INPUT);
             }
             match error {

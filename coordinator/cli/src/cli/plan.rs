@@ -115,7 +115,11 @@ pub fn run(a: &PlanArgs) -> u8 {
         why_not: &explained,
     };
     let printed = match (a.output.output, a.explain.target().is_some()) {
-        (Output::Table | Output::Wide, _) => Ok(table::render(&decision) + &super::explain::render(&explained)),
+        (Output::Table | Output::Wide, _) => Ok(table::render_labelled(
+            &decision,
+            "refused: ",
+            a.output.output == Output::Wide,
+        ) + &super::explain::render(&explained)),
         (Output::Json, false) => serde_json::to_string_pretty(&decision).map(|s| s + "\n"),
         (Output::Json, true) => serde_json::to_string_pretty(&both).map(|s| s + "\n"),
         (Output::Yaml, false) => yaml::render(&decision),

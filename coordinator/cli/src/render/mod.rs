@@ -3,6 +3,7 @@
 pub mod cluster;
 pub mod ids;
 pub mod layout;
+pub mod outcomes;
 pub mod policy;
 pub mod table;
 pub mod why_not;
@@ -15,7 +16,8 @@ pub enum Output {
     /// Human tables (the default), fitting the terminal (100 columns in a pipe).
     #[default]
     Table,
-    /// Human tables with every column in full, however wide (`kubectl -o wide`).
+    /// Human tables with every column in full, however wide (`kubectl -o wide`), and every
+    /// cluster of a decision of many clusters given its own row.
     Wide,
     /// The JSON document, pretty-printed.
     Json,

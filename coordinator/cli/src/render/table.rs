@@ -2,7 +2,9 @@
 //! summary table (with an estimated-cost column when a cluster has a cost estimate),
 //! per-cluster volume and job tables, then "why not": every error and failed
 //! stage with every reason, each said once with the clusters it applies to, and the
-//! cross-cluster choice step by step.
+//! cross-cluster choice step by step. Past [`super::outcomes::LISTED`] clusters, unless every
+//! cluster is asked for (`-o wide`), the rows and details are those of the chosen cluster and
+//! the whole answers, the clusters are counted by outcome, and lists of clusters are shortened.
 
 use fedvol_common::cost::money;
 use fedvol_common::decision::{ChoiceStep, ClusterDecision, ClusterStatus, Decision, Rejection};
@@ -155,18 +157,10 @@ fn why_not_blocks(c: &ClusterDecision) -> Vec<String> {
     blocks
 }
 
-/// "a", "a and b", "a, b and c".
-fn and_list(names: &[&str]) -> String {
-    match names {
-        [] => String::new(),
-        [one] => (*one).to_string(),
-        [init @ .., last] => format!("{} and {last}", init.join(", ")),
-    }
-}
-
 /// Every cluster's "why not", each block once: blocks are grouped by the set of clusters they
-/// apply to, in the order they first appear.
-fn why_not_section(d: &Decision) -> String {
+/// apply to, in the order they first appear. Unless `all`, at most
+/// [`super::outcomes::LISTED`] groups, with shortened cluster lists.
+fn why_not_section(d: &Decision, all: bool) -> String {
     let mut by_block: IndexMap<String, Vec<&str>> = IndexMap::new();
     for (name, c) in &d.clusters {
         for b in why_not_blocks(c) {
@@ -178,11 +172,28 @@ fn why_not_section(d: &Decision) -> String {
         by_clusters.entry(clusters.clone()).or_default().push(b.as_str());
     }
     let mut out = String::new();
-    for (clusters, blocks) in by_clusters {
-        out.push_str(&format!("\nwhy not, on {}:\n", and_list(&clusters)));
+    let groups = by_clusters.len();
+    let shown = if all {
+        groups
+    } else {
+        groups.min(super::outcomes::LISTED)
+    };
+    for (clusters, blocks) in by_clusters.into_iter().take(shown) {
+        out.push_str(&format!("\nwhy not, on {}:\n", super::outcomes::names(&clusters, all)));
         for b in blocks {
             out.push_str(b);
         }
+    }
+    if shown < groups {
+        out.push_str(&para(
+            "\n",
+            "  ",
+            &format!(
+                "why not, on the other clusters: {} more explanations (-o wide gives them all; `fedvol why-not {} --cluster C` one cluster's)",
+                groups - shown,
+                d.request_id
+            ),
+        ));
     }
     out
 }
@@ -215,18 +226,18 @@ fn dropped_text(d: &Decision, rule: &str, r: &Rejection) -> String {
 
 /// Renders the whole decision for a terminal, fitting [`super::layout::width`] columns.
 pub fn render(d: &Decision) -> String {
-    render_labelled(d, "refused: ")
+    render_labelled(d, "refused: ", false)
 }
 
 /// [`render`], with the coordinator's refusal introduced by `label` (`waiting: ` for a queued
-/// decision, whose refusal is why it waits).
-pub fn render_labelled(d: &Decision, label: &str) -> String {
-    render_stored(d, label, false)
+/// decision, whose refusal is why it waits); `all`: every cluster in full, however many.
+pub fn render_labelled(d: &Decision, label: &str, all: bool) -> String {
+    render_stored(d, label, false, all)
 }
 
 /// [`render_labelled`] of a stored decision; `submitted`: its cluster's agent submitted the
 /// jobs itself (Slurm with `slurm.jobs`), so no runner arguments are printed.
-pub fn render_stored(d: &Decision, label: &str, submitted: bool) -> String {
+pub fn render_stored(d: &Decision, label: &str, submitted: bool, all: bool) -> String {
     let mut out = String::new();
     out.push_str(&para(
         "",
@@ -272,9 +283,11 @@ pub fn render_stored(d: &Decision, label: &str, submitted: bool) -> String {
     }
     header.push("ELAPSED");
     let mut t = table(&header);
+    let grouped = super::outcomes::grouped(d, all);
     let rows = d
         .clusters
         .iter()
+        .filter(|(name, c)| !grouped || shown_alone(d, name, c))
         .map(|(name, c)| {
             let (vols, jobs) = cluster_summary(c, d.chosen_cluster.as_deref() == Some(name));
             let marker = if d.chosen_cluster.as_deref() == Some(name) {
@@ -299,6 +312,9 @@ pub fn render_stored(d: &Decision, label: &str, submitted: bool) -> String {
     fill(&mut t, &header, rows);
     out.push_str(&t.to_string());
     out.push('\n');
+    if grouped {
+        out.push_str(&super::outcomes::render(d));
+    }
     let summarized = d.clusters.values().filter(|c| c.summarized).count();
     if summarized > 0 {
         out.push_str(&para(
@@ -316,7 +332,7 @@ pub fn render_stored(d: &Decision, label: &str, submitted: bool) -> String {
     for (name, c) in &d.clusters {
         let chosen = d.chosen_cluster.as_deref() == Some(name.as_str());
         let failed = c.volumes.values().any(|v| v.error.is_some()) || c.jobs.values().any(|j| j.error.is_some());
-        if (c.volumes.is_empty() && c.jobs.is_empty()) || !(chosen || failed) {
+        if (c.volumes.is_empty() && c.jobs.is_empty()) || !(chosen || failed) || (grouped && !shown_alone(d, name, c)) {
             continue;
         }
         out.push_str(&format!("\ncluster {name}"));
@@ -389,21 +405,47 @@ pub fn render_stored(d: &Decision, label: &str, submitted: bool) -> String {
         }
     }
 
-    out.push_str(&why_not_section(d));
+    out.push_str(&why_not_section(d, all || !grouped));
 
     if !d.choice.is_empty() {
         out.push_str("\ncluster choice:\n");
         for step in &d.choice {
-            let kept = format!("{}: kept [{}]", step.rule, step.kept.join(", "));
+            let kept: Vec<&str> = step.kept.iter().map(String::as_str).collect();
+            let kept = format!(
+                "{}: kept [{}]",
+                step.rule,
+                if grouped {
+                    super::outcomes::names(&kept, false)
+                } else {
+                    kept.join(", ")
+                }
+            );
             if step.dropped.is_empty() {
                 out.push_str(&para("  ", "      ", &kept));
+                continue;
+            }
+            out.push_str(&para("  ", "      ", &format!("{kept}, dropped:")));
+            let shown = if grouped {
+                super::outcomes::NAMES
             } else {
-                out.push_str(&para("  ", "      ", &format!("{kept}, dropped:")));
-                for r in &step.dropped {
-                    out.push_str(&para("      ", "          ", &dropped_text(d, &step.rule, r)));
-                }
+                step.dropped.len()
+            };
+            for r in step.dropped.iter().take(shown) {
+                out.push_str(&para("      ", "          ", &dropped_text(d, &step.rule, r)));
+            }
+            if step.dropped.len() > shown {
+                out.push_str(&format!(
+                    "      ... and {} more (-o wide lists them)\n",
+                    step.dropped.len() - shown
+                ));
             }
         }
     }
     out
+}
+
+/// True when cluster `name` keeps its own row and details in a grouped view: the chosen
+/// cluster, and the others whose whole answer is stored.
+fn shown_alone(d: &Decision, name: &str, c: &ClusterDecision) -> bool {
+    d.chosen_cluster.as_deref() == Some(name) || !c.summarized
 }

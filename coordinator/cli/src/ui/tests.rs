@@ -134,13 +134,13 @@ fn a_pending_commit_attempt_reads_as_in_doubt_not_ok() {
         volumes: vec![],
         jobs: vec![],
     }];
-    let text = crate::cli::federation::stored_table(&s);
+    let text = crate::cli::federation::stored_table(&s, false);
     assert!(text.contains("commit on east: in doubt"), "{text}");
     assert!(!text.contains("commit on east: ok"), "{text}");
     // A pending attempt stored with `ok` set (written before the outcome was known) is still
     // in doubt.
     s.attempts[0].ok = true;
-    let text = crate::cli::federation::stored_table(&s);
+    let text = crate::cli::federation::stored_table(&s, false);
     assert!(text.contains("commit on east: in doubt"), "{text}");
     let page = pages::decision::body("r1", &s, None).into_string();
     assert!(page.contains("in doubt"), "{page}");
@@ -242,7 +242,7 @@ fn jobs_run_by_slurm_are_shown_with_their_states() {
         volumes: vec![],
         jobs,
     }];
-    let text = crate::cli::federation::stored_table(&s);
+    let text = crate::cli::federation::stored_table(&s, false);
     assert!(
         text.contains("job prep (Slurm job 41): failed, exit code 3, started 2023-11-14T22:13:21Z"),
         "{text}"
