@@ -47,11 +47,53 @@ struct Decision {
     clusters: HashMap<String, Slot>,
 }
 
-#[derive(serde::Deserialize)]
+/// A cluster's slot: its status and error, from the object of a whole answer or the array of a
+/// summary (`[status, elapsed_ms, inventory_version, feasible, load, soft_matched, volumes,
+/// jobs, trace, holds_named_volume, error, ...]`, docs/design.md §4).
 struct Slot {
     status: String,
-    #[serde(default)]
     error: Option<Code>,
+}
+
+impl<'de> serde::Deserialize<'de> for Slot {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Slot;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a cluster's answer (object or summary array)")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Slot, A::Error> {
+                let (mut status, mut error) = (None, None);
+                while let Some(k) = m.next_key::<String>()? {
+                    match k.as_str() {
+                        "status" => status = Some(m.next_value()?),
+                        "error" => error = m.next_value()?,
+                        _ => {
+                            m.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                let status = status.ok_or_else(|| serde::de::Error::missing_field("status"))?;
+                Ok(Slot { status, error })
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Slot, A::Error> {
+                let status: String = s
+                    .next_element()?
+                    .ok_or_else(|| serde::de::Error::invalid_length(0, &"a status"))?;
+                for _ in 1..10 {
+                    if s.next_element::<IgnoredAny>()?.is_none() {
+                        return Ok(Slot { status, error: None });
+                    }
+                }
+                let error = s.next_element::<Option<Code>>()?.flatten();
+                while s.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Slot { status, error })
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// Judges a coordinator's answer to a submit (`dry_run`: a plan) in a federation of `clusters`
@@ -139,6 +181,16 @@ mod tests {
 
     fn kind(o: Outcome) -> Result<(), String> {
         o.map_err(|f| f.kind)
+    }
+
+    #[test]
+    fn summaries_are_read_from_their_array_form() {
+        let body = br#"{"stored": {"state": "planned", "decision": {"chosen_cluster": "c0", "seed": 1,
+            "clusters": {"c0": {"status": "answered"},
+                         "c1": ["answered", 1.5, "v", true, 0.1, 0, {}, {}, []],
+                         "c2": ["error", 1.5, null, false, 0, 0, {}, {}, [], false, {"code": "internal", "message": "disk"}]}}}}"#;
+        let e = judge(body, true, 3).unwrap_err();
+        assert_eq!((e.kind.as_str(), e.detail.as_str()), ("cluster_error", "c2: disk"));
     }
 
     #[test]

@@ -178,6 +178,10 @@ pub struct RunResult {
     pub plan_bytes: usize,
     /// Mean size of one agent's plan answer (and of a raw answer), bytes.
     pub answer_bytes: usize,
+    /// Size of the coordinator's answer to one plan (the stored decision with its request),
+    /// bytes; 0 when that plan failed (and in results of earlier runs).
+    #[serde(default)]
+    pub decision_bytes: usize,
     /// Each mode measured.
     pub modes: Vec<ModeResult>,
 }
@@ -226,10 +230,11 @@ pub fn render_run(r: &RunResult) -> String {
         c.profile
     );
     out.push_str(&format!(
-        "submit request {} bytes, plan broadcast {} bytes, agent answer {} bytes (mean), nats-server max_payload {}\n",
+        "submit request {} bytes, plan broadcast {} bytes, agent answer {} bytes (mean), decision {} bytes, nats-server max_payload {}\n",
         r.submit_bytes,
         r.plan_bytes,
         r.answer_bytes,
+        r.decision_bytes,
         match c.nats_max_payload_bytes {
             0 => "default (1 MiB)".to_string(),
             n => format!("{n} bytes"),
@@ -492,6 +497,7 @@ pub(crate) mod tests {
             submit_bytes: 900,
             plan_bytes: 1000,
             answer_bytes: 3000,
+            decision_bytes: 20_000,
             modes: vec![mode("plan", 100.0), mode("submit", 50.0), mode("raw", 400.0)],
         }
     }

@@ -155,6 +155,7 @@ pub async fn run_federation(spec: &RunSpec) -> Result<Vec<RunResult>, String> {
     } else {
         None
     };
+    let decision_bytes = probe_decision_bytes(&probe_client, &wf, clusters, spec.answer_wait).await;
     let max_in_flight = spec.in_flight.iter().copied().max().unwrap_or(1);
     let pool = clients(&url, client_count(max_in_flight)).await?;
     let me = this_process();
@@ -231,6 +232,7 @@ pub async fn run_federation(spec: &RunSpec) -> Result<Vec<RunResult>, String> {
             submit_bytes: submit_body(&wf, "b0000000000000-0-submit-0", false).len(),
             plan_bytes: plan.len(),
             answer_bytes,
+            decision_bytes,
             modes,
         };
         println!("{}", render_run(&result));
@@ -424,5 +426,25 @@ pub async fn smoke(out: Option<PathBuf>) -> Result<RunResult, String> {
         Ok(result)
     } else {
         Err(format!("smoke: every request failed in: {}", dead.join("; ")))
+    }
+}
+
+/// The size of the coordinator's answer to one plan (a dry-run submit): the stored decision
+/// with its request, bytes; 0, with the reason on stderr, when the plan failed.
+async fn probe_decision_bytes(client: &async_nats::Client, wf: &fedvol_common::model::Workflow, clusters: usize, wait: Duration) -> usize {
+    let subject = Subjects::default().coordinator(CoordinatorOp::Submit, USER);
+    let body = submit_body(wf, "probe-decision", true);
+    match crate::load::call_raw(client, &subject, body, wait).await {
+        Ok(bytes) => match fedvol::judge(&bytes, true, clusters) {
+            Ok(()) => bytes.len(),
+            Err(f) => {
+                eprintln!("fedvol-bench: the probe plan failed: {}: {}", f.kind, f.detail);
+                0
+            }
+        },
+        Err(e) => {
+            eprintln!("fedvol-bench: the probe plan failed: {e}");
+            0
+        }
     }
 }
