@@ -1,7 +1,8 @@
 //! SVG plots of sweep results, drawn with `plotters`' SVG backend and its built-in text layout
-//! (no system fonts): throughput and p99 latency against clusters (one plot per hosts value)
-//! and against hosts per cluster (one plot per clusters value), one line per mode and number
-//! in flight, both axes logarithmic.
+//! (no system fonts): throughput, p50 and p99 latency and the coordinator's CPU per request
+//! against clusters (one plot per hosts value, with the decision's size) and throughput and p99
+//! against hosts per cluster (one plot per clusters value), one line per mode and number in
+//! flight, both axes logarithmic.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -120,8 +121,8 @@ fn series_of(results: &[&RunResult], x: impl Fn(&RunResult) -> usize, y: impl Fn
 }
 
 /// Draws every plot of `results` into `dir`: `throughput-vs-clusters-hosts<H>.svg`,
-/// `p99-vs-clusters-hosts<H>.svg` for each hosts value H measured with more than one number of
-/// clusters, and `throughput-vs-hosts-clusters<C>.svg`, `p99-vs-hosts-clusters<C>.svg` for
+/// `p50-…`, `p99-…`, `coordinator-cpu-…` and `decision-kb-vs-clusters-hosts<H>.svg` for each
+/// hosts value H measured with more than one number of clusters, and `throughput-vs-hosts-clusters<C>.svg`, `p99-vs-hosts-clusters<C>.svg` for
 /// each clusters value C measured with more than one hosts value. Returns the files written.
 ///
 /// Errors: a file cannot be written.
@@ -133,13 +134,39 @@ pub fn sweep_plots(dir: &Path, results: &[RunResult]) -> Result<Vec<PathBuf>, St
         ("throughput", "requests per second", |m| m.throughput_rps),
         ("p99", "p99 latency (ms)", |m| m.p99_ms),
     ];
+    let by_clusters: [Metric; 4] = [
+        metrics[0],
+        ("p50", "p50 latency (ms)", |m| m.p50_ms),
+        metrics[1],
+        ("coordinator-cpu", "coordinator CPU per request (ms)", |m| {
+            m.cpu_of("coordinator")
+        }),
+    ];
     let mut written = Vec::new();
     for &h in &hosts {
         let rs: Vec<&RunResult> = results.iter().filter(|r| r.config.hosts == h).collect();
         if rs.iter().map(|r| r.config.clusters).collect::<BTreeSet<_>>().len() < 2 {
             continue;
         }
-        for (name, y_desc, y) in metrics {
+        let mut sizes: Vec<(f64, f64)> = Vec::new();
+        for r in &rs {
+            let x = r.config.clusters as f64;
+            if r.decision_bytes > 0 && !sizes.iter().any(|p| p.0 == x) {
+                sizes.push((x, r.decision_bytes as f64 / 1000.0));
+            }
+        }
+        sizes.sort_by(|a, b| a.0.total_cmp(&b.0));
+        if !sizes.is_empty() {
+            let path = dir.join(format!("decision-kb-vs-clusters-hosts{h}.svg"));
+            let title = format!("decision size against clusters ({h} hosts per cluster)");
+            let line = Series {
+                name: "a plan's decision (KB)".into(),
+                points: sizes,
+            };
+            line_chart(&path, &title, "clusters", "KB", &[line])?;
+            written.push(path);
+        }
+        for (name, y_desc, y) in by_clusters {
             let path = dir.join(format!("{name}-vs-clusters-hosts{h}.svg"));
             let title = format!("{name} against clusters ({h} hosts per cluster)");
             line_chart(
@@ -196,13 +223,16 @@ mod tests {
         assert_eq!(
             names,
             [
+                "decision-kb-vs-clusters-hosts100.svg",
                 "throughput-vs-clusters-hosts100.svg",
+                "p50-vs-clusters-hosts100.svg",
                 "p99-vs-clusters-hosts100.svg",
+                "coordinator-cpu-vs-clusters-hosts100.svg",
                 "throughput-vs-hosts-clusters1.svg",
                 "p99-vs-hosts-clusters1.svg"
             ]
         );
-        let svg = std::fs::read_to_string(&files[0]).unwrap();
+        let svg = std::fs::read_to_string(&files[1]).unwrap();
         assert!(svg.starts_with("<svg"), "{}", &svg[..80.min(svg.len())]);
         assert!(svg.contains("submit, 64 in flight"));
         assert!(line_chart(&dir.path().join("empty.svg"), "t", "x", "y", &[]).is_err());

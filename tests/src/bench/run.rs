@@ -431,7 +431,12 @@ pub async fn smoke(out: Option<PathBuf>) -> Result<RunResult, String> {
 
 /// The size of the coordinator's answer to one plan (a dry-run submit): the stored decision
 /// with its request, bytes; 0, with the reason on stderr, when the plan failed.
-async fn probe_decision_bytes(client: &async_nats::Client, wf: &fedvol_common::model::Workflow, clusters: usize, wait: Duration) -> usize {
+async fn probe_decision_bytes(
+    client: &async_nats::Client,
+    wf: &fedvol_common::model::Workflow,
+    clusters: usize,
+    wait: Duration,
+) -> usize {
     let subject = Subjects::default().coordinator(CoordinatorOp::Submit, USER);
     let body = submit_body(wf, "probe-decision", true);
     match crate::load::call_raw(client, &subject, body, wait).await {
