@@ -449,7 +449,7 @@ pub struct ChoiceStep {
     #[serde(default)]
     pub kept: Vec<String>,
     /// Clusters the rule dropped, each with its reason.
-    #[serde(deserialize_with = "crate::dense::read_list")]
+    #[serde(deserialize_with = "crate::dense::read_dropped")]
     pub dropped: Vec<Rejection>,
 }
 
@@ -465,7 +465,7 @@ impl serde::Serialize for CompactStep<'_> {
         if first || !step.dropped.is_empty() {
             m.serialize_field("kept", &step.kept)?;
         }
-        m.serialize_field("dropped", &crate::dense::CompactList(&step.dropped))?;
+        m.serialize_field("dropped", &crate::dense::Dropped(&step.dropped))?;
         m.end()
     }
 }

@@ -15,7 +15,8 @@
 //! - a job pick: `[zone, host, soft_matched]`, then `hosts` when it is not just `[host]`, then
 //!   `error` when set;
 //! - in a decision holding summaries, a choice step's dropped cluster with one reason:
-//!   `[candidate, code, message]` (`[candidate, message]` for the code `not_chosen`), and a step after the first that dropped nothing has no
+//!   `[candidate, code, message]` (`[candidate, message]` for the code `not_chosen`, and the
+//!   name alone when its reasons are those of the cluster before it in the list), and a step after the first that dropped nothing has no
 //!   `kept` (it kept what the step before kept).
 //!
 //! A stage record whose rejected candidates all failed with one reason code writes its
@@ -149,6 +150,75 @@ pub(crate) fn read_map<'de, D: Deserializer<'de>, T: Dense>(d: D) -> Result<Inde
     Ok(items.into_iter().map(|(k, e)| (k, e.0)).collect())
 }
 
+/// A choice step's dropped clusters in their compact form: each as [`Dense`] writes it, or its
+/// name alone when its reasons are those of the one before it.
+pub(crate) struct Dropped<'a>(pub &'a [Rejection]);
+
+impl Serialize for Dropped<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        let mut before: Option<&[Reason]> = None;
+        for r in self.0 {
+            if before == Some(r.reasons.as_slice()) {
+                seq.serialize_element(&r.candidate)?;
+            } else {
+                seq.serialize_element(&Compact(r))?;
+            }
+            before = Some(&r.reasons);
+        }
+        seq.end()
+    }
+}
+
+/// One dropped cluster as written: whole, or its name alone.
+enum DroppedWire {
+    Name(String),
+    Whole(Rejection),
+}
+
+impl<'de> Deserialize<'de> for DroppedWire {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = DroppedWire;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a dropped cluster (an object, its compact array, or its name)")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<DroppedWire, E> {
+                Ok(DroppedWire::Name(v.to_string()))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<DroppedWire, A::Error> {
+                Rejection::read(seq).map(DroppedWire::Whole)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<DroppedWire, A::Error> {
+                Rejection::deserialize(de::value::MapAccessDeserializer::new(map)).map(DroppedWire::Whole)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `deserialize_with` for a choice step's dropped clusters in any form ([`Dropped`]).
+///
+/// Errors: a name alone first in the list (it has no reasons to repeat).
+pub(crate) fn read_dropped<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Rejection>, D::Error> {
+    let items: Vec<DroppedWire> = Vec::deserialize(d)?;
+    let mut out: Vec<Rejection> = Vec::with_capacity(items.len());
+    for item in items {
+        let r = match item {
+            DroppedWire::Whole(r) => r,
+            DroppedWire::Name(candidate) => {
+                let reasons = out.last().map(|p| p.reasons.clone()).ok_or_else(|| {
+                    de::Error::custom("a dropped cluster named alone must follow one with its reasons")
+                })?;
+                Rejection { candidate, reasons }
+            }
+        };
+        out.push(r);
+    }
+    Ok(out)
+}
+
 /// `deserialize_with` for a decision's choice steps in either form: a step without `kept`
 /// kept what the step before kept.
 pub(crate) fn read_steps<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ChoiceStep>, D::Error> {
@@ -157,7 +227,7 @@ pub(crate) fn read_steps<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ChoiceSt
         rule: String,
         #[serde(default)]
         kept: Option<Vec<String>>,
-        #[serde(deserialize_with = "read_list")]
+        #[serde(deserialize_with = "read_dropped")]
         dropped: Vec<Rejection>,
     }
     let steps: Vec<Step> = Vec::deserialize(d)?;
@@ -602,6 +672,11 @@ mod tests {
         );
         assert_eq!(v["choice"][1].get("kept"), None, "a step that dropped nothing");
         assert_eq!(v["choice"][2]["dropped"][2], json!(["d", "load 0.38 > 0.00 (a)"]));
+        assert_eq!(
+            v["choice"][2]["dropped"][3],
+            json!("e"),
+            "the same reasons as the one before"
+        );
         let mut back: Decision = serde_json::from_str(&text).unwrap();
         assert_eq!(back.clusters["c"].elapsed_ms, 12.35, "rounded to 0.01 ms");
         back.clusters["c"].elapsed_ms = 12.3456;
@@ -653,6 +728,10 @@ mod tests {
                          "clusters": {"b": ["answered", 1.0]}, "choice": []});
         let e = serde_json::from_value::<Decision>(bad).unwrap_err().to_string();
         assert!(e.contains("[status, elapsed_ms"), "{e}");
+        let alone = json!({"request_id": "r", "workflow": "w", "seed": 1, "chosen_cluster": null,
+                           "clusters": {}, "choice": [{"rule": "feasible", "kept": [], "dropped": ["b"]}]});
+        let e = serde_json::from_value::<Decision>(alone).unwrap_err().to_string();
+        assert!(e.contains("must follow one with its reasons"), "{e}");
         let extra = json!(["host.power", "j", 1, 0, "x", 1, 2]);
         let e = serde_json::from_value::<Vec<Either<StageTrace>>>(json!([extra]))
             .err()

@@ -34,6 +34,7 @@
 pub mod agents;
 pub mod driver;
 pub mod fedvol;
+pub mod idle;
 pub mod inventory;
 pub mod plot;
 pub mod procs;

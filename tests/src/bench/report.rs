@@ -182,6 +182,10 @@ pub struct RunResult {
     /// bytes; 0 when that plan failed (and in results of earlier runs).
     #[serde(default)]
     pub decision_bytes: usize,
+    /// The federation at rest before the modes (heartbeats and CPU); absent in results of
+    /// earlier runs.
+    #[serde(default)]
+    pub idle: Option<crate::bench::idle::IdleResult>,
     /// Each mode measured.
     pub modes: Vec<ModeResult>,
 }
@@ -240,6 +244,9 @@ pub fn render_run(r: &RunResult) -> String {
             n => format!("{n} bytes"),
         }
     ));
+    if let Some(i) = &r.idle {
+        out.push_str(&crate::bench::idle::render(i));
+    }
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
     t.set_header(vec![
@@ -498,6 +505,7 @@ pub(crate) mod tests {
             plan_bytes: 1000,
             answer_bytes: 3000,
             decision_bytes: 20_000,
+            idle: None,
             modes: vec![mode("plan", 100.0), mode("submit", 50.0), mode("raw", 400.0)],
         }
     }

@@ -156,6 +156,11 @@ pub async fn run_federation(spec: &RunSpec) -> Result<Vec<RunResult>, String> {
         None
     };
     let decision_bytes = probe_decision_bytes(&probe_client, &wf, clusters, spec.answer_wait).await;
+    eprintln!(
+        "fedvol-bench: {clusters} clusters at rest for {:.1} s...",
+        spec.window.as_secs_f64()
+    );
+    let idle = crate::bench::idle::measure(&probe_client, &fed.members(), spec.window).await?;
     let max_in_flight = spec.in_flight.iter().copied().max().unwrap_or(1);
     let pool = clients(&url, client_count(max_in_flight)).await?;
     let me = this_process();
@@ -233,6 +238,7 @@ pub async fn run_federation(spec: &RunSpec) -> Result<Vec<RunResult>, String> {
             plan_bytes: plan.len(),
             answer_bytes,
             decision_bytes,
+            idle: Some(idle.clone()),
             modes,
         };
         println!("{}", render_run(&result));
