@@ -30,7 +30,7 @@ fn agent_files(dir: &Path, slurm: &SlurmCluster) -> std::path::PathBuf {
 fn agent_files_every(dir: &Path, slurm: &SlurmCluster, refresh_ms: u64) -> std::path::PathBuf {
     let scratch = dir.join("scratch");
     std::fs::create_dir_all(&scratch).unwrap();
-    let (inventory, config) = fedvol_cli::devslurm::agent_files(CLUSTER, &slurm.conf(), &scratch, refresh_ms);
+    let (inventory, config) = fedvol_cli::devslurm::agent_files(CLUSTER, &slurm.conf(), &scratch, refresh_ms, None);
     std::fs::write(dir.join("inventory.yaml"), inventory).unwrap();
     let cfg = dir.join("agent.yaml");
     std::fs::write(
@@ -775,4 +775,116 @@ async fn a_failing_job_fails_the_decision_cancel_ends_jobs_and_a_killed_agent_re
     assert_eq!(d["completion"]["volumes"][0]["outcome"], "deleted");
     assert!(nats.violations().is_empty(), "{:?}", nats.violations());
     assert!(!again.log().contains("panicked"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// `fedvol dev --slurm`, as a user runs it: the example Slurm workflow goes committed → running →
+// completed.
+
+/// `fedvol ARGS` as a user of `fedvol dev` runs it: in `cwd`, no `FEDVOL_*` setting inherited
+/// but the context file `ctx` (which holds the dev federation's URL), at 100 columns.
+fn dev_fedvol(cwd: &Path, ctx: &Path, args: &[&str]) -> std::process::Command {
+    let mut c = std::process::Command::new(fedvol_tests::bin_path("fedvol"));
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("FEDVOL_") {
+            c.env_remove(&k);
+        }
+    }
+    c.env("FEDVOL_CONTEXT", ctx)
+        .env("COLUMNS", "100")
+        .current_dir(cwd)
+        .args(args);
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_slurm_runs_the_example_workflow_to_completion() {
+    for p in fedvol_cli::devslurm::PROGRAMS {
+        assert!(
+            fedvol_tests::slurm::which(p).is_some(),
+            "`{p}` not found: `fedvol dev --slurm` needs Slurm and munge"
+        );
+    }
+    let cwd = tempfile::tempdir().unwrap();
+    let ctx = cwd.path().join("dev.env");
+    let mut dev = Spawned::start(dev_fedvol(cwd.path(), &ctx, &["dev", "--slurm"]));
+    dev.wait_for_log("if a process exits", Duration::from_secs(120)).await;
+    let banner = dev.log();
+    eprintln!("--- fedvol dev --slurm ---\n{banner}");
+    assert!(banner.lines().all(|l| l.chars().count() <= 100), "{banner}");
+    // The hint names the example workflow by an absolute path; it is run as printed.
+    let hint = banner
+        .lines()
+        .map(str::trim_start)
+        .find(|l| l.starts_with("fedvol submit --follow "))
+        .unwrap_or_else(|| panic!("a --follow hint: {banner}"));
+    let workflow = hint.trim_start_matches("fedvol submit --follow ").trim().to_string();
+    assert!(Path::new(&workflow).is_file(), "{hint}");
+    let out_dir = banner
+        .lines()
+        .map(str::trim_start)
+        .find_map(|l| l.strip_prefix("ls ").and_then(|r| r.split_whitespace().next()))
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| panic!("where the jobs' output goes: {banner}"));
+
+    let o = dev_fedvol(
+        cwd.path(),
+        &ctx,
+        &["submit", "--follow", &workflow, "--request-id", "dev-train"],
+    )
+    .output()
+    .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    );
+    eprintln!("--- fedvol submit --follow (stdout) ---\n{stdout}\n--- (stderr) ---\n{stderr}");
+    assert_eq!(o.status.code(), Some(0), "{stdout}{stderr}\n{}", dev.log());
+    // Committed on the Slurm cluster, on the node with the GPU...
+    assert!(stdout.to_lowercase().starts_with("state: committed\n"), "{stdout}");
+    assert!(stdout.contains("chosen cluster: slurm-local"), "{stdout}");
+    assert!(stdout.contains("train → gpu/n1"), "{stdout}");
+    // ... its job seen pending, then running, then completed with exit code 0 ...
+    let at = |needle: &str| {
+        stderr
+            .find(needle)
+            .unwrap_or_else(|| panic!("`{needle}` not followed: {stderr}"))
+    };
+    let pending = at("(Slurm job 1): pending");
+    let running = at("(Slurm job 1): running, started 20");
+    let completed = at("(Slurm job 1): completed, exit code 0, started 20");
+    assert!(pending < running && running < completed, "{stderr}");
+    // ... and the workflow completed by itself, its scratch volume deleted.
+    assert!(stdout.contains("dev-train: completed on slurm-local"), "{stdout}");
+    assert!(
+        stdout.contains("volumes: pvc-") && stdout.contains(" deleted"),
+        "{stdout}"
+    );
+    for text in [&stdout, &stderr] {
+        assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+    }
+    let show = dev_fedvol(cwd.path(), &ctx, &["decisions", "show", "dev-train", "-o", "json"])
+        .output()
+        .unwrap();
+    let d: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    assert_eq!(d["state"], "completed", "{d:#}");
+    assert_eq!(jobs_of(&d)["train"]["exit_code"], 0, "{d:#}");
+    // The job ran the workflow's script: it wrote into its scratch volume through
+    // FEDVOL_VOLUME_SCRATCH on the node fedvol chose.
+    let outputs: Vec<_> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(outputs.len(), 1, "{outputs:?}");
+    let printed = std::fs::read_to_string(&outputs[0]).unwrap();
+    assert!(printed.contains("training on n1 (Slurm job 1)"), "{printed}");
+    assert!(printed.contains("wrote 8 steps"), "{printed}");
+
+    dev.signal(nix::sys::signal::Signal::SIGTERM);
+    let stopped = fedvol_tests::wait_until(Duration::from_secs(30), Duration::from_millis(100), || {
+        dev.try_status().is_some()
+    })
+    .await;
+    assert!(stopped, "{}", dev.log());
 }
