@@ -150,6 +150,13 @@ pub struct ActionMsg {
     /// `jobs_running`. Absent (false) from earlier releases.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cancel: bool,
+    /// Commit with `restore` only: the batch jobs the restored commit runs, as the decision
+    /// stores them (Slurm job ids and the states last read). An agent that runs jobs records
+    /// them with the commit and follows them from there, instead of submitting the jobs again
+    /// (they are in Slurm already). Absent (empty) from earlier releases, and for a commit
+    /// that runs no jobs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jobs: Vec<crate::batch::BatchJob>,
 }
 
 impl ActionMsg {
@@ -162,6 +169,7 @@ impl ActionMsg {
             attempt: 0,
             restore: false,
             cancel: false,
+            jobs: Vec::new(),
         }
     }
 }

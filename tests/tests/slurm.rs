@@ -888,3 +888,90 @@ async fn dev_slurm_runs_the_example_workflow_to_completion() {
     .await;
     assert!(stopped, "{}", dev.log());
 }
+
+// ---------------------------------------------------------------------------------------------
+// A commit restored onto a fresh agent: its jobs, already in Slurm, are followed again.
+
+/// An agent that lost its state file while its job ran (kill -9, data directory wiped, started
+/// again with `--init`, waiting for the coordinators' restore as it does by default): the
+/// reconciler commits the decision there again; the job Slurm runs is not submitted a second
+/// time, the new agent follows it from the ids stored in the decision, and the decision
+/// completes when it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_restored_onto_a_fresh_agent_follows_its_jobs_to_the_end() {
+    let slurm = SlurmCluster::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (nats, mut agent, _co) = jobs_federation(&slurm, dir.path()).await;
+    let marker = dir.path().join("restored-ran");
+    // 1 core: the restore re-plans the request while Slurm counts the running job, which then
+    // counts twice on n1 until the restored agent reads its state (4 CPUs hold both).
+    let wf = two_jobs(dir.path(), "restored", "", "sleep 10", None);
+    let text = std::fs::read_to_string(&wf).unwrap().replace("cores: 2", "cores: 1");
+    let text = text.replace("sleep 10", &format!("sleep 10; touch {}", marker.display()));
+    std::fs::write(&wf, text).unwrap();
+    let (code, out) = fedvol_code(&nats, &["submit", &wf, "--request-id", "restore-1"]);
+    assert_eq!(code, 0, "{out}");
+    let d = poll(Duration::from_secs(20), || async {
+        let d = shown(&nats, "restore-1");
+        (jobs_of(&d).get("a").is_some_and(|j| j["state"] == "running")).then_some(d)
+    })
+    .await
+    .expect("the job runs");
+    let slurm_id = jobs_of(&d)["a"]["id"].as_str().unwrap().to_string();
+
+    // The agent loses its state while the job runs.
+    agent.kill();
+    std::fs::remove_dir_all(dir.path().join("data")).unwrap();
+    let cfg = dir.path().join("agent.yaml");
+    let mut fresh = Spawned::bin(
+        "fedvol-agent",
+        ["--config", &cfg.display().to_string(), "--nats", &nats.url(), "--init"],
+    );
+    fresh.wait_for_log("endpoints ready", Duration::from_secs(30)).await;
+    fresh
+        .wait_for_log("new commits are admitted", Duration::from_secs(30))
+        .await;
+
+    let d = poll(Duration::from_secs(40), || async {
+        let d = shown(&nats, "restore-1");
+        (d["state"] != "committed").then_some(d)
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "restore-1 never ended: {:#}\n--- fresh agent ---\n{}",
+            shown(&nats, "restore-1"),
+            fresh.log()
+        )
+    });
+    eprintln!("--- the restored decision ---\n{:#}", d["attempts"]);
+    assert_eq!(d["state"], "completed", "{d:#}\n{}", fresh.log());
+    let attempts = d["attempts"].as_array().unwrap();
+    assert!(
+        attempts.len() >= 2 && attempts.last().unwrap()["ok"] == true,
+        "the restore is an attempt of its own: {attempts:#?}"
+    );
+    let jobs = jobs_of(&d);
+    assert_eq!(jobs["a"]["id"], slurm_id.as_str(), "the same Slurm job: {jobs:?}");
+    assert_eq!(jobs["a"]["state"], "completed", "{jobs:?}");
+    assert_eq!(jobs["a"]["exit_code"], 0, "{jobs:?}");
+    assert!(marker.exists(), "the job ran to its end");
+    // Submitted once: Slurm knows one job of that name.
+    let named = slurm.run("squeue", &["-h", "-t", "all", "-n", "fedvol.restore-1.a", "-o", "%i"]);
+    assert_eq!(
+        named.split_whitespace().collect::<Vec<_>>(),
+        [slurm_id.as_str()],
+        "{named}"
+    );
+    assert_eq!(
+        d["completion"]["volumes"][0]["outcome"], "deleted",
+        "{:#}",
+        d["completion"]
+    );
+    assert!(
+        volumes_in(&dir.path().join("scratch")).is_empty(),
+        "completed: the volume is gone"
+    );
+    assert!(nats.violations().is_empty(), "{:?}", nats.violations());
+    assert!(!fresh.log().contains("panicked"));
+}
