@@ -975,3 +975,84 @@ async fn a_commit_restored_onto_a_fresh_agent_follows_its_jobs_to_the_end() {
     assert!(nats.violations().is_empty(), "{:?}", nats.violations());
     assert!(!fresh.log().contains("panicked"));
 }
+
+// ---------------------------------------------------------------------------------------------
+// A job Slurm no longer knows is `lost`: the decision fails, it never completes silently.
+
+/// The controller loses its state while a job runs (slurmctld restarted on an empty
+/// `StateSaveLocation`: the legitimate way a job id becomes unknown to Slurm without waiting
+/// out `MinJobAge`, 300 s by default, after the job's end). The agent asks for the job, Slurm
+/// says `Invalid job id specified`: the job is `lost`, the request is completed (its volume
+/// deleted) and the decision stored `failed` naming the job, and `submit --follow` exits 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_slurm_no_longer_knows_is_lost_and_fails_the_decision() {
+    let mut slurm = SlurmCluster::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (nats, agent, _co) = jobs_federation(&slurm, dir.path()).await;
+    let wf = two_jobs(dir.path(), "forgotten", "", "sleep 120", None);
+    let url = nats.url();
+    let follow = std::process::Command::new(fedvol_tests::bin_path("fedvol"))
+        .args([
+            "--nats",
+            &url,
+            "-u",
+            "u",
+            "submit",
+            &wf,
+            "--request-id",
+            "lost-1",
+            "--follow",
+        ])
+        .env_remove("FEDVOL_OUTPUT")
+        .env("COLUMNS", "100")
+        .logged_in()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let d = poll(Duration::from_secs(20), || async {
+        let d = shown(&nats, "lost-1");
+        (jobs_of(&d).get("a").is_some_and(|j| j["state"] == "running")).then_some(d)
+    })
+    .await
+    .expect("the job runs");
+    let id = jobs_of(&d)["a"]["id"].as_str().unwrap().to_string();
+
+    slurm.restart_controller_without_state();
+    let gone = slurm.command("scontrol", &["-o", "show", "job", &id]);
+    assert!(
+        String::from_utf8_lossy(&gone.stderr).contains("Invalid job id specified"),
+        "the controller no longer knows job {id}: {gone:?}"
+    );
+
+    let out = follow.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("--- fedvol submit --follow (lost) ---\n{text}");
+    assert_eq!(out.status.code(), Some(1), "{text}\n{}", agent.log());
+    assert!(text.contains(&format!("job a (Slurm job {id}): lost")), "{text}");
+    assert!(text.contains("lost-1: failed on slurm-a"), "{text}");
+    assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+    let d = until_state(&nats, "lost-1", "failed").await;
+    let jobs = jobs_of(&d);
+    assert_eq!(jobs["a"]["state"], "lost", "{jobs:?}");
+    assert!(jobs["a"].get("exit_code").is_none(), "its end is unknown: {jobs:?}");
+    let why = d["run_failure"].as_str().unwrap_or_default();
+    assert!(why.contains("job `a`") && why.contains("ended lost"), "{d:#}");
+    assert!(why.contains("Slurm no longer knows the job"), "{why}");
+    assert_eq!(
+        d["completion"]["volumes"][0]["outcome"], "deleted",
+        "{:#}",
+        d["completion"]
+    );
+    assert!(
+        agent.log().contains("Slurm no longer knows the job: lost"),
+        "{}",
+        agent.log()
+    );
+    assert!(nats.violations().is_empty(), "{:?}", nats.violations());
+    assert!(!agent.log().contains("panicked"));
+}
