@@ -157,6 +157,13 @@ pub struct ActionMsg {
     /// that runs no jobs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub jobs: Vec<crate::batch::BatchJob>,
+    /// Jobs only: more requests asked about in the same call (one call per cluster and tick
+    /// follows every committed workflow of the cluster); their answers come in
+    /// [`ActionReply::more`]. An agent of an earlier release ignores it and answers
+    /// `request_id` alone; the asker then asks for the others one by one. Absent (empty) from
+    /// earlier releases.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub more_request_ids: Vec<String>,
 }
 
 impl ActionMsg {
@@ -170,6 +177,7 @@ impl ActionMsg {
             restore: false,
             cancel: false,
             jobs: Vec::new(),
+            more_request_ids: Vec::new(),
         }
     }
 }
@@ -219,6 +227,11 @@ pub struct ActionReply {
     /// since the epoch (`volumes` then says what the completion did); 0 while it runs.
     #[serde(default, skip_serializing_if = "crate::decisions::is_zero")]
     pub completed_ms: u64,
+    /// Jobs only: the answer for each of the request's [`ActionMsg::more_request_ids`], in
+    /// their order, each as the answer to that request alone would be. Absent (empty) from
+    /// earlier releases.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub more: Vec<ActionReply>,
 }
 
 impl ActionReply {
@@ -233,6 +246,7 @@ impl ActionReply {
             decision: None,
             jobs: Vec::new(),
             completed_ms: 0,
+            more: Vec::new(),
         }
     }
 
@@ -247,6 +261,7 @@ impl ActionReply {
             decision: None,
             jobs: Vec::new(),
             completed_ms: 0,
+            more: Vec::new(),
         }
     }
 }

@@ -1056,3 +1056,86 @@ async fn a_job_slurm_no_longer_knows_is_lost_and_fails_the_decision() {
     assert!(nats.violations().is_empty(), "{:?}", nats.violations());
     assert!(!agent.log().contains("panicked"));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Several workflows followed at once: one `jobs` call per cluster and tick.
+
+/// The value of the first metric line starting with `prefix` and holding every one of
+/// `labels` (0 when none).
+fn metric(text: &str, prefix: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(prefix) && labels.iter().all(|x| l.contains(x)))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Three workflows run at once on one cluster: the reconciler asks their agent about all three
+/// in one `jobs` call per tick (the agent's `jobs` requests grow with the reconciler's ticks,
+/// counted by its lease writes, not three times as fast), and all three complete, under the
+/// shipped NATS permissions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workflows_followed_together_are_asked_about_in_one_call_per_tick() {
+    let slurm = SlurmCluster::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start();
+    let agent = start_agent(&nats, &running_agent_files(dir.path(), &slurm)).await;
+    let co = CoordinatorProc::start(
+        &nats,
+        &["--reconcile-every-ms", "300", "--metrics-listen", "127.0.0.1:0"],
+    )
+    .await;
+    let ids = ["many-1", "many-2", "many-3"];
+    for id in ids {
+        // 1 core each: the three fit on n1 (4 CPUs) together.
+        let wf = two_jobs(dir.path(), id, "", "sleep 12", None);
+        let text = std::fs::read_to_string(&wf).unwrap().replace("cores: 2", "cores: 1");
+        std::fs::write(&wf, text).unwrap();
+        let (code, out) = fedvol_code(&nats, &["submit", &wf, "--request-id", id]);
+        assert_eq!(code, 0, "{out}");
+    }
+    let all_running = poll(Duration::from_secs(20), || async {
+        ids.iter()
+            .all(|id| {
+                jobs_of(&shown(&nats, id))
+                    .get("a")
+                    .is_some_and(|j| j["state"] == "running")
+            })
+            .then_some(())
+    })
+    .await;
+    assert!(all_running.is_some(), "the three jobs run: {}", agent.log());
+
+    let scrape = || async {
+        let (_, a) = fedvol_tests::http::get(fedvol_tests::http::metrics_addr(&agent), "/metrics")
+            .await
+            .unwrap();
+        let (_, c) = fedvol_tests::http::get(fedvol_tests::http::metrics_addr(&co.proc), "/metrics")
+            .await
+            .unwrap();
+        (
+            metric(&a, "fedvol_agent_requests_total{", &["endpoint=\"jobs\""]),
+            metric(
+                &c,
+                "fedvol_coordinator_kv_writes_total{",
+                &["op=\"lease\"", "outcome=\"done\""],
+            ),
+        )
+    };
+    let (jobs0, ticks0) = scrape().await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let (jobs1, ticks1) = scrape().await;
+    let (calls, ticks) = (jobs1 - jobs0, ticks1 - ticks0);
+    eprintln!("while 3 workflows ran: {calls} jobs calls in {ticks} reconciler ticks");
+    assert!(ticks >= 5.0, "the reconciler ticks every 300 ms: {ticks}");
+    assert!(
+        calls <= ticks + 1.0,
+        "one jobs call per tick for the three decisions, not one per decision: {calls} calls, {ticks} ticks"
+    );
+    for id in ids {
+        let d = until_state(&nats, id, "completed").await;
+        assert_eq!(jobs_of(&d)["a"]["exit_code"], 0, "{d:#}");
+    }
+    assert!(nats.violations().is_empty(), "{:?}", nats.violations());
+    assert!(!agent.log().contains("panicked"));
+}
