@@ -797,6 +797,23 @@ fn dev_fedvol(cwd: &Path, ctx: &Path, args: &[&str]) -> std::process::Command {
     c
 }
 
+/// A running `fedvol dev`, stopped as a user stops it (SIGTERM, then its own tear-down) when
+/// dropped, a failed assertion included: killed outright, it would leave its daemons (each in
+/// a process group of its own) running.
+struct DevRun(Spawned);
+
+impl Drop for DevRun {
+    fn drop(&mut self) {
+        if self.0.try_status().is_none() {
+            self.0.signal(nix::sys::signal::Signal::SIGTERM);
+            let end = std::time::Instant::now() + Duration::from_secs(30);
+            while self.0.try_status().is_none() && std::time::Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dev_slurm_runs_the_example_workflow_to_completion() {
     for p in fedvol_cli::devslurm::PROGRAMS {
@@ -807,7 +824,8 @@ async fn dev_slurm_runs_the_example_workflow_to_completion() {
     }
     let cwd = tempfile::tempdir().unwrap();
     let ctx = cwd.path().join("dev.env");
-    let mut dev = Spawned::start(dev_fedvol(cwd.path(), &ctx, &["dev", "--slurm"]));
+    let mut run = DevRun(Spawned::start(dev_fedvol(cwd.path(), &ctx, &["dev", "--slurm"])));
+    let dev = &mut run.0;
     dev.wait_for_log("if a process exits", Duration::from_secs(120)).await;
     let banner = dev.log();
     eprintln!("--- fedvol dev --slurm ---\n{banner}");
@@ -989,7 +1007,17 @@ async fn a_job_slurm_no_longer_knows_is_lost_and_fails_the_decision() {
     let mut slurm = SlurmCluster::start().await;
     let dir = tempfile::tempdir().unwrap();
     let (nats, agent, _co) = jobs_federation(&slurm, dir.path()).await;
-    let wf = two_jobs(dir.path(), "forgotten", "", "sleep 120", None);
+    // The job outlives its controller's memory of it, not the test: its batch shell's pid is
+    // kept, so the test waits for its end while slurmd still runs (a slurmstepd whose slurmd is
+    // gone lingers).
+    let pid_file = dir.path().join("forgotten.pid");
+    let wf = two_jobs(
+        dir.path(),
+        "forgotten",
+        "",
+        &format!("echo $$ > {}; sleep 10", pid_file.display()),
+        None,
+    );
     let url = nats.url();
     let follow = std::process::Command::new(fedvol_tests::bin_path("fedvol"))
         .args([
@@ -1055,6 +1083,16 @@ async fn a_job_slurm_no_longer_knows_is_lost_and_fails_the_decision() {
     );
     assert!(nats.violations().is_empty(), "{:?}", nats.violations());
     assert!(!agent.log().contains("panicked"));
+    // The orphan ends (its sleep, or slurmd killing it for the new controller), then its
+    // slurmstepd reports to slurmd and exits.
+    let pid = std::fs::read_to_string(&pid_file).unwrap().trim().to_string();
+    let proc_dir = Path::new("/proc").join(&pid);
+    let ended = fedvol_tests::wait_until(Duration::from_secs(30), Duration::from_millis(200), || {
+        !proc_dir.exists()
+    })
+    .await;
+    assert!(ended, "the orphaned job {pid} did not end");
+    tokio::time::sleep(Duration::from_secs(2)).await;
 }
 
 // ---------------------------------------------------------------------------------------------
