@@ -176,6 +176,20 @@ pub struct ActionMsg {
     /// `jobs_running`. Absent (false) from earlier releases.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cancel: bool,
+    /// Commit with `restore` only: the batch jobs the restored commit runs, as the decision
+    /// stores them (Slurm job ids and the states last read). An agent that runs jobs records
+    /// them with the commit and follows them from there, instead of submitting the jobs again
+    /// (they are in Slurm already). Absent (empty) from earlier releases, and for a commit
+    /// that runs no jobs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jobs: Vec<crate::batch::BatchJob>,
+    /// Jobs only: more requests asked about in the same call (one call per cluster and tick
+    /// follows every committed workflow of the cluster); their answers come in
+    /// [`ActionReply::more`]. An agent of an earlier release ignores it and answers
+    /// `request_id` alone; the asker then asks for the others one by one. Absent (empty) from
+    /// earlier releases.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub more_request_ids: Vec<String>,
 }
 
 impl ActionMsg {
@@ -188,6 +202,8 @@ impl ActionMsg {
             attempt: 0,
             restore: false,
             cancel: false,
+            jobs: Vec::new(),
+            more_request_ids: Vec::new(),
         }
     }
 }
@@ -237,6 +253,11 @@ pub struct ActionReply {
     /// since the epoch (`volumes` then says what the completion did); 0 while it runs.
     #[serde(default, skip_serializing_if = "crate::decisions::is_zero")]
     pub completed_ms: u64,
+    /// Jobs only: the answer for each of the request's [`ActionMsg::more_request_ids`], in
+    /// their order, each as the answer to that request alone would be. Absent (empty) from
+    /// earlier releases.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub more: Vec<ActionReply>,
 }
 
 impl ActionReply {
@@ -251,6 +272,7 @@ impl ActionReply {
             decision: None,
             jobs: Vec::new(),
             completed_ms: 0,
+            more: Vec::new(),
         }
     }
 
@@ -265,6 +287,7 @@ impl ActionReply {
             decision: None,
             jobs: Vec::new(),
             completed_ms: 0,
+            more: Vec::new(),
         }
     }
 }

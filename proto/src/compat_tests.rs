@@ -53,8 +53,14 @@ fn the_previous_releases_requests_decode() {
         agent::Release::decode_request(action, "agent"),
         agent::Complete::decode_request(action, "agent"),
     ] {
-        assert_eq!(decoded.unwrap().request_id, "r-1");
+        let m = decoded.unwrap();
+        assert_eq!(m.request_id, "r-1");
+        assert!(m.jobs.is_empty() && m.more_request_ids.is_empty() && !m.restore && !m.cancel);
     }
+    // A commit that restores no jobs is written as before: no `jobs` key for an earlier agent.
+    let body = agent::Commit::encode_request(&agent::ActionMsg::new("r-1", 1));
+    assert!(!String::from_utf8_lossy(&body).contains("jobs"));
+    assert!(!String::from_utf8_lossy(&body).contains("more_request_ids"));
     let why = format!(
         r#"{{"v":1,"request":{},"deadline_ms":1,"zone":null,"host":"h1","provisioner":null}}"#,
         request_json()

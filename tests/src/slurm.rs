@@ -114,6 +114,18 @@ impl SlurmCluster {
         }
     }
 
+    /// Restarts slurmctld on an empty `StateSaveLocation`: a controller that lost its state
+    /// (its disk replaced, its state directory wiped). It knows no job of before: `scontrol
+    /// show job <old id>` says `Invalid job id specified`, and the jobs its slurmd still run
+    /// are killed as orphans when the nodes register.
+    pub fn restart_controller_without_state(&mut self) {
+        self.stop_controller();
+        let state = self.dir.path().join("state");
+        std::fs::remove_dir_all(&state).expect("the controller's state directory removed");
+        std::fs::create_dir_all(&state).expect("an empty state directory");
+        self.start_controller();
+    }
+
     /// Runs Slurm command `name` with `args` against this cluster.
     pub fn command(&self, name: &str, args: &[&str]) -> Output {
         Command::new(which(name).unwrap_or_else(|| PathBuf::from(name)))

@@ -30,7 +30,7 @@ fn agent_files(dir: &Path, slurm: &SlurmCluster) -> std::path::PathBuf {
 fn agent_files_every(dir: &Path, slurm: &SlurmCluster, refresh_ms: u64) -> std::path::PathBuf {
     let scratch = dir.join("scratch");
     std::fs::create_dir_all(&scratch).unwrap();
-    let (inventory, config) = fedvol_cli::devslurm::agent_files(CLUSTER, &slurm.conf(), &scratch, refresh_ms);
+    let (inventory, config) = fedvol_cli::devslurm::agent_files(CLUSTER, &slurm.conf(), &scratch, refresh_ms, None);
     std::fs::write(dir.join("inventory.yaml"), inventory).unwrap();
     let cfg = dir.join("agent.yaml");
     std::fs::write(
@@ -776,4 +776,405 @@ async fn a_failing_job_fails_the_decision_cancel_ends_jobs_and_a_killed_agent_re
     assert_eq!(d["completion"]["volumes"][0]["outcome"], "deleted");
     assert!(nats.violations().is_empty(), "{:?}", nats.violations());
     assert!(!again.log().contains("panicked"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// `fedvol dev --slurm`, as a user runs it: the example Slurm workflow goes committed → running →
+// completed.
+
+/// `fedvol ARGS` as a user of `fedvol dev` runs it: in `cwd`, no `FEDVOL_*` setting inherited
+/// but the context file `ctx` (which holds the dev federation's URL), at 100 columns.
+fn dev_fedvol(cwd: &Path, ctx: &Path, args: &[&str]) -> std::process::Command {
+    let mut c = std::process::Command::new(fedvol_tests::bin_path("fedvol"));
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("FEDVOL_") {
+            c.env_remove(&k);
+        }
+    }
+    c.env("FEDVOL_CONTEXT", ctx)
+        .env("COLUMNS", "100")
+        .current_dir(cwd)
+        .args(args);
+    c
+}
+
+/// A running `fedvol dev`, stopped as a user stops it (SIGTERM, then its own tear-down) when
+/// dropped, a failed assertion included: killed outright, it would leave its daemons (each in
+/// a process group of its own) running.
+struct DevRun(Spawned);
+
+impl Drop for DevRun {
+    fn drop(&mut self) {
+        if self.0.try_status().is_none() {
+            self.0.signal(nix::sys::signal::Signal::SIGTERM);
+            let end = std::time::Instant::now() + Duration::from_secs(30);
+            while self.0.try_status().is_none() && std::time::Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_slurm_runs_the_example_workflow_to_completion() {
+    for p in fedvol_cli::devslurm::PROGRAMS {
+        assert!(
+            fedvol_tests::slurm::which(p).is_some(),
+            "`{p}` not found: `fedvol dev --slurm` needs Slurm and munge"
+        );
+    }
+    let cwd = tempfile::tempdir().unwrap();
+    let ctx = cwd.path().join("dev.env");
+    let mut run = DevRun(Spawned::start(dev_fedvol(cwd.path(), &ctx, &["dev", "--slurm"])));
+    let dev = &mut run.0;
+    dev.wait_for_log("if a process exits", Duration::from_secs(120)).await;
+    let banner = dev.log();
+    eprintln!("--- fedvol dev --slurm ---\n{banner}");
+    assert!(banner.lines().all(|l| l.chars().count() <= 100), "{banner}");
+    // The hint names the example workflow by an absolute path; it is run as printed.
+    let hint = banner
+        .lines()
+        .map(str::trim_start)
+        .find(|l| l.starts_with("fedvol submit --follow "))
+        .unwrap_or_else(|| panic!("a --follow hint: {banner}"));
+    let workflow = hint.trim_start_matches("fedvol submit --follow ").trim().to_string();
+    assert!(Path::new(&workflow).is_file(), "{hint}");
+    let out_dir = banner
+        .lines()
+        .map(str::trim_start)
+        .find_map(|l| l.strip_prefix("ls ").and_then(|r| r.split_whitespace().next()))
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| panic!("where the jobs' output goes: {banner}"));
+
+    let o = dev_fedvol(
+        cwd.path(),
+        &ctx,
+        &["submit", "--follow", &workflow, "--request-id", "dev-train"],
+    )
+    .output()
+    .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    );
+    eprintln!("--- fedvol submit --follow (stdout) ---\n{stdout}\n--- (stderr) ---\n{stderr}");
+    assert_eq!(o.status.code(), Some(0), "{stdout}{stderr}\n{}", dev.log());
+    // Committed on the Slurm cluster, on the node with the GPU...
+    assert!(stdout.to_lowercase().starts_with("state: committed\n"), "{stdout}");
+    assert!(stdout.contains("chosen cluster: slurm-local"), "{stdout}");
+    assert!(stdout.contains("train → gpu/n1"), "{stdout}");
+    // ... its job seen pending, then running, then completed with exit code 0 ...
+    let at = |needle: &str| {
+        stderr
+            .find(needle)
+            .unwrap_or_else(|| panic!("`{needle}` not followed: {stderr}"))
+    };
+    let pending = at("(Slurm job 1): pending");
+    let running = at("(Slurm job 1): running, started 20");
+    let completed = at("(Slurm job 1): completed, exit code 0, started 20");
+    assert!(pending < running && running < completed, "{stderr}");
+    // ... and the workflow completed by itself, its scratch volume deleted.
+    assert!(stdout.contains("dev-train: completed on slurm-local"), "{stdout}");
+    assert!(
+        stdout.contains("volumes: pvc-") && stdout.contains(" deleted"),
+        "{stdout}"
+    );
+    for text in [&stdout, &stderr] {
+        assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+    }
+    let show = dev_fedvol(cwd.path(), &ctx, &["decisions", "show", "dev-train", "-o", "json"])
+        .output()
+        .unwrap();
+    let d: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    assert_eq!(d["state"], "completed", "{d:#}");
+    assert_eq!(jobs_of(&d)["train"]["exit_code"], 0, "{d:#}");
+    // The job ran the workflow's script: it wrote into its scratch volume through
+    // FEDVOL_VOLUME_SCRATCH on the node fedvol chose.
+    let outputs: Vec<_> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(outputs.len(), 1, "{outputs:?}");
+    let printed = std::fs::read_to_string(&outputs[0]).unwrap();
+    assert!(printed.contains("training on n1 (Slurm job 1)"), "{printed}");
+    assert!(printed.contains("wrote 8 steps"), "{printed}");
+
+    dev.signal(nix::sys::signal::Signal::SIGTERM);
+    let stopped = fedvol_tests::wait_until(Duration::from_secs(30), Duration::from_millis(100), || {
+        dev.try_status().is_some()
+    })
+    .await;
+    assert!(stopped, "{}", dev.log());
+}
+
+// ---------------------------------------------------------------------------------------------
+// A commit restored onto a fresh agent: its jobs, already in Slurm, are followed again.
+
+/// An agent that lost its state file while its job ran (kill -9, data directory wiped, started
+/// again with `--init`, waiting for the coordinators' restore as it does by default): the
+/// reconciler commits the decision there again; the job Slurm runs is not submitted a second
+/// time, the new agent follows it from the ids stored in the decision, and the decision
+/// completes when it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_restored_onto_a_fresh_agent_follows_its_jobs_to_the_end() {
+    let slurm = SlurmCluster::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (nats, mut agent, _co) = jobs_federation(&slurm, dir.path()).await;
+    let marker = dir.path().join("restored-ran");
+    // 1 core: the restore re-plans the request while Slurm counts the running job, which then
+    // counts twice on n1 until the restored agent reads its state (4 CPUs hold both).
+    let wf = two_jobs(dir.path(), "restored", "", "sleep 10", None);
+    let text = std::fs::read_to_string(&wf).unwrap().replace("cores: 2", "cores: 1");
+    let text = text.replace("sleep 10", &format!("sleep 10; touch {}", marker.display()));
+    std::fs::write(&wf, text).unwrap();
+    let (code, out) = fedvol_code(&nats, &["submit", &wf, "--request-id", "restore-1"]);
+    assert_eq!(code, 0, "{out}");
+    let d = poll(Duration::from_secs(20), || async {
+        let d = shown(&nats, "restore-1");
+        (jobs_of(&d).get("a").is_some_and(|j| j["state"] == "running")).then_some(d)
+    })
+    .await
+    .expect("the job runs");
+    let slurm_id = jobs_of(&d)["a"]["id"].as_str().unwrap().to_string();
+
+    // The agent loses its state while the job runs.
+    agent.kill();
+    std::fs::remove_dir_all(dir.path().join("data")).unwrap();
+    let cfg = dir.path().join("agent.yaml");
+    let mut fresh = Spawned::bin(
+        "fedvol-agent",
+        ["--config", &cfg.display().to_string(), "--nats", &nats.url(), "--init"],
+    );
+    fresh.wait_for_log("endpoints ready", Duration::from_secs(30)).await;
+    fresh
+        .wait_for_log("new commits are admitted", Duration::from_secs(30))
+        .await;
+
+    let d = poll(Duration::from_secs(40), || async {
+        let d = shown(&nats, "restore-1");
+        (d["state"] != "committed").then_some(d)
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "restore-1 never ended: {:#}\n--- fresh agent ---\n{}",
+            shown(&nats, "restore-1"),
+            fresh.log()
+        )
+    });
+    eprintln!("--- the restored decision ---\n{:#}", d["attempts"]);
+    assert_eq!(d["state"], "completed", "{d:#}\n{}", fresh.log());
+    let attempts = d["attempts"].as_array().unwrap();
+    assert!(
+        attempts.len() >= 2 && attempts.last().unwrap()["ok"] == true,
+        "the restore is an attempt of its own: {attempts:#?}"
+    );
+    let jobs = jobs_of(&d);
+    assert_eq!(jobs["a"]["id"], slurm_id.as_str(), "the same Slurm job: {jobs:?}");
+    assert_eq!(jobs["a"]["state"], "completed", "{jobs:?}");
+    assert_eq!(jobs["a"]["exit_code"], 0, "{jobs:?}");
+    assert!(marker.exists(), "the job ran to its end");
+    // Submitted once: Slurm knows one job of that name.
+    let named = slurm.run("squeue", &["-h", "-t", "all", "-n", "fedvol.restore-1.a", "-o", "%i"]);
+    assert_eq!(
+        named.split_whitespace().collect::<Vec<_>>(),
+        [slurm_id.as_str()],
+        "{named}"
+    );
+    assert_eq!(
+        d["completion"]["volumes"][0]["outcome"], "deleted",
+        "{:#}",
+        d["completion"]
+    );
+    assert!(
+        volumes_in(&dir.path().join("scratch")).is_empty(),
+        "completed: the volume is gone"
+    );
+    assert!(nats.violations().is_empty(), "{:?}", nats.violations());
+    assert!(!fresh.log().contains("panicked"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// A job Slurm no longer knows is `lost`: the decision fails, it never completes silently.
+
+/// The controller loses its state while a job runs (slurmctld restarted on an empty
+/// `StateSaveLocation`: the legitimate way a job id becomes unknown to Slurm without waiting
+/// out `MinJobAge`, 300 s by default, after the job's end). The agent asks for the job, Slurm
+/// says `Invalid job id specified`: the job is `lost`, the request is completed (its volume
+/// deleted) and the decision stored `failed` naming the job, and `submit --follow` exits 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_slurm_no_longer_knows_is_lost_and_fails_the_decision() {
+    let mut slurm = SlurmCluster::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (nats, agent, _co) = jobs_federation(&slurm, dir.path()).await;
+    // The job outlives its controller's memory of it, not the test: its batch shell's pid is
+    // kept, so the test waits for its end while slurmd still runs (a slurmstepd whose slurmd is
+    // gone lingers).
+    let pid_file = dir.path().join("forgotten.pid");
+    let wf = two_jobs(
+        dir.path(),
+        "forgotten",
+        "",
+        &format!("echo $$ > {}; sleep 10", pid_file.display()),
+        None,
+    );
+    let url = nats.url();
+    let follow = std::process::Command::new(fedvol_tests::bin_path("fedvol"))
+        .args([
+            "--nats",
+            &url,
+            "-u",
+            "u",
+            "submit",
+            &wf,
+            "--request-id",
+            "lost-1",
+            "--follow",
+        ])
+        .env_remove("FEDVOL_OUTPUT")
+        .env("COLUMNS", "100")
+        .logged_in()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let d = poll(Duration::from_secs(20), || async {
+        let d = shown(&nats, "lost-1");
+        (jobs_of(&d).get("a").is_some_and(|j| j["state"] == "running")).then_some(d)
+    })
+    .await
+    .expect("the job runs");
+    let id = jobs_of(&d)["a"]["id"].as_str().unwrap().to_string();
+
+    slurm.restart_controller_without_state();
+    let gone = slurm.command("scontrol", &["-o", "show", "job", &id]);
+    assert!(
+        String::from_utf8_lossy(&gone.stderr).contains("Invalid job id specified"),
+        "the controller no longer knows job {id}: {gone:?}"
+    );
+
+    let out = follow.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("--- fedvol submit --follow (lost) ---\n{text}");
+    assert_eq!(out.status.code(), Some(1), "{text}\n{}", agent.log());
+    assert!(text.contains(&format!("job a (Slurm job {id}): lost")), "{text}");
+    assert!(text.contains("lost-1: failed on slurm-a"), "{text}");
+    assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+    let d = until_state(&nats, "lost-1", "failed").await;
+    let jobs = jobs_of(&d);
+    assert_eq!(jobs["a"]["state"], "lost", "{jobs:?}");
+    assert!(jobs["a"].get("exit_code").is_none(), "its end is unknown: {jobs:?}");
+    let why = d["run_failure"].as_str().unwrap_or_default();
+    assert!(why.contains("job `a`") && why.contains("ended lost"), "{d:#}");
+    assert!(why.contains("Slurm no longer knows the job"), "{why}");
+    assert_eq!(
+        d["completion"]["volumes"][0]["outcome"], "deleted",
+        "{:#}",
+        d["completion"]
+    );
+    assert!(
+        agent.log().contains("Slurm no longer knows the job: lost"),
+        "{}",
+        agent.log()
+    );
+    assert!(nats.violations().is_empty(), "{:?}", nats.violations());
+    assert!(!agent.log().contains("panicked"));
+    // The orphan ends (its sleep, or slurmd killing it for the new controller), then its
+    // slurmstepd reports to slurmd and exits.
+    let pid = std::fs::read_to_string(&pid_file).unwrap().trim().to_string();
+    let proc_dir = Path::new("/proc").join(&pid);
+    let ended = fedvol_tests::wait_until(Duration::from_secs(30), Duration::from_millis(200), || {
+        !proc_dir.exists()
+    })
+    .await;
+    assert!(ended, "the orphaned job {pid} did not end");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Several workflows followed at once: one `jobs` call per cluster and tick.
+
+/// The value of the first metric line starting with `prefix` and holding every one of
+/// `labels` (0 when none).
+fn metric(text: &str, prefix: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(prefix) && labels.iter().all(|x| l.contains(x)))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Three workflows run at once on one cluster: the reconciler asks their agent about all three
+/// in one `jobs` call per tick (the agent's `jobs` requests grow with the reconciler's ticks,
+/// counted by its lease writes, not three times as fast), and all three complete, under the
+/// shipped NATS permissions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workflows_followed_together_are_asked_about_in_one_call_per_tick() {
+    let slurm = SlurmCluster::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start();
+    let agent = start_agent(&nats, &running_agent_files(dir.path(), &slurm)).await;
+    let co = CoordinatorProc::start(
+        &nats,
+        &["--reconcile-every-ms", "300", "--metrics-listen", "127.0.0.1:0"],
+    )
+    .await;
+    let ids = ["many-1", "many-2", "many-3"];
+    for id in ids {
+        // 1 core each: the three fit on n1 (4 CPUs) together.
+        let wf = two_jobs(dir.path(), id, "", "sleep 12", None);
+        let text = std::fs::read_to_string(&wf).unwrap().replace("cores: 2", "cores: 1");
+        std::fs::write(&wf, text).unwrap();
+        let (code, out) = fedvol_code(&nats, &["submit", &wf, "--request-id", id]);
+        assert_eq!(code, 0, "{out}");
+    }
+    let all_running = poll(Duration::from_secs(20), || async {
+        ids.iter()
+            .all(|id| {
+                jobs_of(&shown(&nats, id))
+                    .get("a")
+                    .is_some_and(|j| j["state"] == "running")
+            })
+            .then_some(())
+    })
+    .await;
+    assert!(all_running.is_some(), "the three jobs run: {}", agent.log());
+
+    let scrape = || async {
+        let (_, a) = fedvol_tests::http::get(fedvol_tests::http::metrics_addr(&agent), "/metrics")
+            .await
+            .unwrap();
+        let (_, c) = fedvol_tests::http::get(fedvol_tests::http::metrics_addr(&co.proc), "/metrics")
+            .await
+            .unwrap();
+        (
+            metric(&a, "fedvol_agent_requests_total{", &["endpoint=\"jobs\""]),
+            metric(
+                &c,
+                "fedvol_coordinator_kv_writes_total{",
+                &["op=\"lease\"", "outcome=\"done\""],
+            ),
+        )
+    };
+    let (jobs0, ticks0) = scrape().await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let (jobs1, ticks1) = scrape().await;
+    let (calls, ticks) = (jobs1 - jobs0, ticks1 - ticks0);
+    eprintln!("while 3 workflows ran: {calls} jobs calls in {ticks} reconciler ticks");
+    assert!(ticks >= 5.0, "the reconciler ticks every 300 ms: {ticks}");
+    assert!(
+        calls <= ticks + 1.0,
+        "one jobs call per tick for the three decisions, not one per decision: {calls} calls, {ticks} ticks"
+    );
+    for id in ids {
+        let d = until_state(&nats, id, "completed").await;
+        assert_eq!(jobs_of(&d)["a"]["exit_code"], 0, "{d:#}");
+    }
+    assert!(nats.violations().is_empty(), "{:?}", nats.violations());
+    assert!(!agent.log().contains("panicked"));
 }

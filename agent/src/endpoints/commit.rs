@@ -11,7 +11,8 @@
 //!    volume cannot be recorded is deleted; nothing leaks);
 //! 5. on a cluster that runs jobs (`slurm.jobs`), the placed jobs are submitted to Slurm
 //!    ([`crate::slurm::follow::submit`]); a refusal deletes the volumes again and refuses the
-//!    commit with Slurm's message (`submit_failed`);
+//!    commit with Slurm's message (`submit_failed`). A restore submits nothing: it records the
+//!    jobs the coordinators stored for the commit (`ActionMsg::jobs`), which are then followed;
 //! 6. [`crate::state::Core::finish_commit_with_jobs`] records the outcome (with the Slurm job
 //!    ids) in one transaction, which reaches the disk before the answer.
 
@@ -57,11 +58,12 @@ pub async fn handle(shared: Arc<Shared>, msg: ActionMsg) -> Option<Result<Action
         // The request's deadline may be what failed it: the rollback gets its own time.
         roll_back(&shared, &id, now_ms() + ROLLBACK_BUDGET_MS, &results).await;
     }
-    let mut jobs = Vec::new();
     let provisioned = results.iter().all(|(_, r)| matches!(r, DriverResult::Ok(_)));
+    let mut jobs = restored_jobs(&shared, &msg);
     // 5. On a cluster that runs jobs, the placed jobs are submitted once their volumes exist;
     //    a job Slurm refuses rolls the commit back with Slurm's message. A restore submits
-    //    nothing (the jobs ran, or run, under the commit restored).
+    //    nothing (the jobs ran, or run, under the commit restored: they are followed from the
+    //    ids the coordinators stored).
     if let (Some(slurm), Some(request), true, false) = (&shared.batch, &msg.request, provisioned, msg.restore) {
         let decision = lock(&shared).held_decision(&id);
         if let Some(d) = decision.filter(|d| d.resource_manager.as_deref() == Some("slurm")) {
@@ -87,6 +89,21 @@ pub async fn handle(shared: Arc<Shared>, msg: ActionMsg) -> Option<Result<Action
         }
         Err(e) => store_failed(&e),
     })
+}
+
+/// The jobs a restore commit brings (`msg.jobs`: those the coordinators stored for the commit
+/// restored, already in Slurm), to be recorded with the commit and followed; none for another
+/// commit, or on an agent that runs no jobs (logged: nothing here would follow them).
+fn restored_jobs(shared: &Shared, msg: &ActionMsg) -> Vec<fedvol_proto::batch::BatchJob> {
+    if !msg.restore || msg.jobs.is_empty() {
+        return Vec::new();
+    }
+    if shared.batch.is_none() {
+        tracing::warn!(request_id = %msg.request_id, jobs = msg.jobs.len(), "a restored commit runs Slurm jobs, but this agent runs none (no slurm.jobs): they are not followed; complete the request when they ended");
+        return Vec::new();
+    }
+    tracing::info!(request_id = %msg.request_id, jobs = msg.jobs.len(), "restored commit: its Slurm jobs are followed again, not submitted");
+    msg.jobs.clone()
 }
 
 /// Provisions each new volume in turn, stopping at the first failure. Returns what was tried,

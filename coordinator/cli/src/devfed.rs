@@ -228,7 +228,9 @@ impl DevFederation {
     /// `opts.clusters_dir`, or the built-in examples written to the state directory), plus, with
     /// `opts.slurm`, a local Slurm ([`crate::devslurm`]: munged, slurmctld, two slurmd) and an
     /// agent of cluster [`SLURM_CLUSTER`] whose zones and hosts are that Slurm's partitions and
-    /// nodes, read every second. One progress line per step goes through `progress`.
+    /// nodes, read every second, which runs the workflows committed there (`slurm.jobs`: jobs
+    /// submitted with `sbatch`, followed, the workflow completed when they end). One progress
+    /// line per step goes through `progress`.
     ///
     /// Errors: a missing program, no inventory, or a process that does not become ready (with
     /// its log file named); with `slurm`, a missing Slurm or munge program or a daemon that does
@@ -375,6 +377,12 @@ impl DevFederation {
         conf.is_file().then_some(conf)
     }
 
+    /// Where the local Slurm's agent has `sbatch` write its jobs' output
+    /// (`<job name>-<job id>.out`), when Slurm runs.
+    pub fn slurm_jobs_output(&self) -> Option<PathBuf> {
+        self.slurm_conf().map(|_| self.dir.path().join("slurm/jobs"))
+    }
+
     fn start_slurm(
         &mut self,
         agent_bin: &Path,
@@ -447,7 +455,10 @@ impl DevFederation {
         let scratch = self.dir.path().join("storage").join(SLURM_CLUSTER);
         std::fs::create_dir_all(&agent_dir).map_err(DevError::Temp)?;
         std::fs::create_dir_all(&scratch).map_err(DevError::Temp)?;
-        let (inventory, config) = crate::devslurm::agent_files(SLURM_CLUSTER, &files.conf, &scratch, 1000);
+        let jobs_out = dir.join("jobs");
+        std::fs::create_dir_all(&jobs_out).map_err(DevError::Temp)?;
+        let (inventory, config) =
+            crate::devslurm::agent_files(SLURM_CLUSTER, &files.conf, &scratch, 1000, Some(&jobs_out));
         std::fs::write(agent_dir.join("inventory.yaml"), inventory).map_err(DevError::Temp)?;
         let cfg = agent_dir.join("agent.yaml");
         std::fs::write(&cfg, format!("{config}dataDir: data\nheartbeatMs: 500\n")).map_err(DevError::Temp)?;

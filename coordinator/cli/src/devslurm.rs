@@ -151,9 +151,23 @@ pub fn write_cluster(dir: &Path) -> std::io::Result<SlurmFiles> {
 /// The inventory file and agent configuration of a cluster `cluster` whose zones and hosts
 /// come from the local Slurm at `conf`: one shared hostpath provisioner `scratch` under
 /// `scratch`, Slurm read every `refresh_ms`, partition `gpu` preferred (priority 1, BINPACK,
-/// tag `accel:gpu`). Returns (inventory text, agent configuration text naming `inventory.yaml`
-/// beside it).
-pub fn agent_files(cluster: &str, conf: &Path, scratch: &Path, refresh_ms: u64) -> (String, String) {
+/// tag `accel:gpu`). With `jobs_output` (a directory), the agent also runs committed
+/// workflows (`slurm.jobs`: each placed job submitted with `sbatch`, run directly, its state
+/// read every `refresh_ms`, its output in `<jobs_output>/<job name>-<job id>.out`). Returns
+/// (inventory text, agent configuration text naming `inventory.yaml` beside it).
+pub fn agent_files(
+    cluster: &str,
+    conf: &Path,
+    scratch: &Path,
+    refresh_ms: u64,
+    jobs_output: Option<&Path>,
+) -> (String, String) {
+    let jobs = jobs_output.map_or_else(String::new, |out| {
+        format!(
+            "  jobs:\n    run: directly\n    pollMs: {refresh_ms}\n    output: '{}/%x-%j.out'\n",
+            out.display()
+        )
+    });
     (
         format!(
             "cluster: {cluster}\nprovisioners:\n  scratch:\n    driver: {{type: hostpath, path: '{}'}}\n    ephemeral: all\n    create: all\n    access: all\n",
@@ -168,7 +182,7 @@ slurm:
   timeoutMs: 3000
   partitions:
     gpu: {{priority: 1, placementPolicy: BINPACK, tags: [\"accel:gpu\"]}}
-",
+{jobs}",
             conf.display()
         ),
     )

@@ -204,16 +204,25 @@ impl Tried {
 /// Commits attempt `n` of `request` on `cluster` (admission at commit), settling a commit that
 /// was not answered through release probes ([`settle`]). Returns the attempt as recorded.
 ///
-/// `restore`: the commit restores a decision stored committed on `cluster` onto an agent that
-/// lost it ([`super::restore`]); such commits are admitted while the agent waits for its
-/// restore (`fedvol_agent::restore_gate`).
-pub async fn commit_on(co: &Coordinator, cluster: &str, request: &PlanRequest, n: u32, restore: bool) -> Tried {
+/// `restore`: `Some(jobs)` when the commit restores a decision stored committed on `cluster`
+/// onto an agent that lost it ([`super::restore`]), `jobs` being the batch jobs the decision
+/// stores for it (the agent follows them instead of submitting them again); such commits are
+/// admitted while the agent waits for its restore (`fedvol_agent::restore_gate`). `None`: an
+/// ordinary commit.
+pub async fn commit_on(
+    co: &Coordinator,
+    cluster: &str,
+    request: &PlanRequest,
+    n: u32,
+    restore: Option<&[fedvol_proto::batch::BatchJob]>,
+) -> Tried {
     let wait = co.cfg.commit_timeout_ms;
     let request_id = request.request_id.as_str();
     let msg = || ActionMsg {
         request: Some(request.clone()),
         attempt: n,
-        restore,
+        restore: restore.is_some(),
+        jobs: restore.map(<[_]>::to_vec).unwrap_or_default(),
         ..ActionMsg::new(request_id, now_ms() + wait)
     };
     let attempt = |ok: bool, error: Option<ProtoError>, reply: Option<ActionReply>| {
@@ -467,7 +476,7 @@ pub async fn commit_phase(co: &Arc<Coordinator>, stored: &mut StoredDecision, re
             attempt: a,
             decision,
             in_doubt,
-        } = commit_on(co, &c, &request, n, false).await;
+        } = commit_on(co, &c, &request, n, None).await;
         tracing::info!(cluster = %c, ok = a.ok, in_doubt, attempt = n, "commit attempt");
         let error = a.error.clone();
         if let Some(last) = stored.attempts.last_mut()

@@ -9,7 +9,9 @@
 //! stored `committed` on that cluster that its agent does not list is committed there again
 //! with its stored request (admission at commit: the agent re-plans it on its current state;
 //! volume names are deterministic, so a directory that survived is found, not duplicated):
-//! - the agent commits it: a new attempt is recorded and the decision stays `committed`;
+//! - the agent commits it: a new attempt is recorded and the decision stays `committed`; the
+//!   batch jobs the decision stores for the commit (already submitted to Slurm) go with the
+//!   commit, and the agent follows them from their ids instead of submitting them again;
 //! - it no longer fits (the capacity went to others meanwhile) or the commit fails: the decision
 //!   becomes `failed`, its last attempt saying why, so nobody is told a commit holds that does
 //!   not;
@@ -272,7 +274,15 @@ async fn recommit(
         Write::Done(r) => r,
         Write::Conflict => return Ok(None),
     };
-    let tried = commit_on(co, cluster, &stored.request, n, true).await;
+    // The jobs the commit runs, as last stored: already in Slurm, so followed, not submitted.
+    let jobs = stored
+        .attempts
+        .iter()
+        .rev()
+        .find(|a| a.ok && a.cluster == cluster)
+        .map(|a| a.jobs.clone())
+        .unwrap_or_default();
+    let tried = commit_on(co, cluster, &stored.request, n, Some(&jobs)).await;
     stored.attempts.pop();
     pending = tried.attempt;
     let ok = pending.ok;

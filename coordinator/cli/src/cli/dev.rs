@@ -32,8 +32,9 @@ pub struct DevArgs {
     #[arg(long)]
     pub metrics: bool,
     /// Also run a local Slurm (munged, slurmctld, two slurmd on loopback) and one more agent,
-    /// cluster `slurm-local`, whose zones and hosts are that Slurm's partitions and nodes
-    /// (needs Debian's slurmctld, slurmd and munge; run as root).
+    /// cluster `slurm-local`, whose zones and hosts are that Slurm's partitions and nodes and
+    /// which runs the jobs committed there with sbatch (needs Debian's slurmctld, slurmd and
+    /// munge; run as root).
     #[arg(long)]
     pub slurm: bool,
 }
@@ -232,15 +233,18 @@ fn print_banner(a: &DevArgs, fed: &DevFederation, context: &std::io::Result<supe
     println!("  fedvol complete <ID>");
     if let Some(conf) = fed.slurm_conf() {
         println!(
-            "\nSlurm ({}'s zones and hosts, read every second):",
+            "\nSlurm ({}'s zones and hosts, read every second; it runs the jobs committed there):",
             crate::devfed::SLURM_CLUSTER
         );
         println!("  export SLURM_CONF={}", conf.display());
         println!("  sinfo; scontrol show node");
         println!("  scontrol update nodename=n2 state=drain reason=try   # n2 leaves the next plan");
         println!("  sbatch -w n1 -c 2 --mem=1000 --wrap 'sleep 300'     # n1's free capacity shrinks");
-        println!("  fedvol submit {}", examples.slurm_workflow.display());
-        println!("  # then decisions show: the sbatch --partition/--nodelist to run it with");
+        println!("  fedvol submit --follow {}", examples.slurm_workflow.display());
+        println!("  # committed, its job pending, running, then completed (about 10 s)");
+        if let Some(out) = fed.slurm_jobs_output() {
+            println!("  ls {}   # the jobs' output", out.display());
+        }
     }
     println!(
         "\nCtrl-C stops everything and removes {} (so does SIGTERM);",
