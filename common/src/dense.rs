@@ -138,12 +138,6 @@ impl<'de, T: Dense> Deserialize<'de> for Either<T> {
     }
 }
 
-/// `deserialize_with` for a list of records in either form.
-pub(crate) fn read_list<'de, D: Deserializer<'de>, T: Dense>(d: D) -> Result<Vec<T>, D::Error> {
-    let items: Vec<Either<T>> = Vec::deserialize(d)?;
-    Ok(items.into_iter().map(|e| e.0).collect())
-}
-
 /// `deserialize_with` for a name → record map in either form, keeping the order.
 pub(crate) fn read_map<'de, D: Deserializer<'de>, T: Dense>(d: D) -> Result<IndexMap<String, T>, D::Error> {
     let items: IndexMap<String, Either<T>> = IndexMap::deserialize(d)?;
