@@ -30,6 +30,7 @@ pub mod coordinator;
 pub mod decisions;
 pub mod endpoint;
 pub mod failure;
+pub mod listing;
 pub mod nats;
 pub mod provisioner;
 pub mod rpc;

@@ -24,10 +24,8 @@ use futures::StreamExt;
 use tokio::sync::watch;
 
 use fedvol_proto::coordinator::{
-    ChangeKind, ChangesQuery, ChangesReply, ClusterCounts, DecisionChange, DecisionSummary, ListReply,
-    MAX_CHANGES_WAIT_MS,
+    ChangeKind, ChangesQuery, ChangesReply, DecisionChange, DecisionSummary, ListReply, MAX_CHANGES_WAIT_MS,
 };
-use fedvol_proto::decisions::StoredDecision;
 use fedvol_proto::{Code, Failure};
 
 use super::Coordinator;
@@ -180,19 +178,15 @@ impl DecisionIndex {
     }
 }
 
-/// What a watched entry holds.
+/// What a watched entry holds: its listing, read without decoding the clusters' answers
+/// ([`fedvol_proto::listing`]: at 1,000 clusters a whole decode took about 10 ms per change).
 fn kind_of(e: &kv::Entry) -> ChangeKind {
     match e.operation {
         kv::Operation::Delete | kv::Operation::Purge => ChangeKind::Removed,
-        kv::Operation::Put => {
-            match fedvol_proto::decode::<StoredDecision>(&e.value, "stored decision", "coordinator") {
-                Ok(s) => ChangeKind::Put {
-                    summary: DecisionSummary::of(e.key.clone(), &s),
-                    clusters: ClusterCounts::of(&s),
-                },
-                Err(err) => ChangeKind::Unreadable { error: err.to_string() },
-            }
-        }
+        kv::Operation::Put => match fedvol_proto::listing::listing(e.key.clone(), &e.value) {
+            Ok((summary, clusters)) => ChangeKind::Put { summary, clusters },
+            Err(err) => ChangeKind::Unreadable { error: err.to_string() },
+        },
     }
 }
 
@@ -292,7 +286,7 @@ mod tests {
                     queued_ms: None,
                     jobs: Vec::new(),
                 },
-                clusters: ClusterCounts::default(),
+                clusters: fedvol_proto::coordinator::ClusterCounts::default(),
             },
         }
     }

@@ -125,7 +125,7 @@ pub async fn fan_out(co: &Arc<Coordinator>, request: &PlanRequest, wait: Duratio
             Ok(None) | Err(_) => break,
         };
         let elapsed = routed.at.saturating_duration_since(started).as_secs_f64() * 1000.0;
-        let token = routed.cluster.clone();
+        let token = routed.cluster;
         if !wait_for.contains(&token) && !skipped.contains_key(&token) {
             tracing::warn!(cluster = %token, "a plan answer from a cluster this request did not ask: ignored");
             continue;
@@ -134,7 +134,7 @@ pub async fn fan_out(co: &Arc<Coordinator>, request: &PlanRequest, wait: Duratio
             tracing::warn!(cluster = %token, "a second plan answer for one cluster: ignored");
             continue;
         }
-        match &routed.arrived {
+        match routed.arrived {
             Arrived::NoResponders => {
                 no_responders.insert(token.clone());
             }
@@ -157,7 +157,7 @@ pub async fn fan_out(co: &Arc<Coordinator>, request: &PlanRequest, wait: Duratio
                 }
                 _ => {
                     tracing::debug!(cluster = %token, elapsed_ms = elapsed, "plan answer");
-                    answers.insert(token.clone(), (a.clone(), elapsed));
+                    answers.insert(token.clone(), (a, elapsed));
                 }
             },
             Arrived::Unreadable(e) => {
@@ -188,8 +188,8 @@ pub async fn fan_out(co: &Arc<Coordinator>, request: &PlanRequest, wait: Duratio
     let mut slots = IndexMap::new();
     let names: BTreeSet<&String> = wait_for.iter().chain(skipped.keys()).collect();
     for name in names {
-        let slot = if let Some((a, elapsed)) = answers.get(name) {
-            a.slot(*elapsed)
+        let slot = if let Some((a, elapsed)) = answers.remove(name) {
+            a.slot(elapsed)
         } else if let Some((reason, elapsed)) = refused.get(name) {
             ClusterDecision::without_answer(ClusterStatus::Error, *elapsed, Some(reason.clone()))
         } else if let Some(reason) = skipped.get(name) {

@@ -91,17 +91,19 @@ impl AgentAnswer {
         matches!(self, AgentAnswer::Reply(r) if r.hold.is_some())
     }
 
-    /// The slot this answer gives its cluster, with `elapsed_ms` as measured by the coordinator.
-    pub fn slot(&self, elapsed_ms: f64) -> ClusterDecision {
+    /// The slot this answer gives its cluster, with `elapsed_ms` as measured by the coordinator
+    /// (the answer is moved into it, not copied: at 1,000 clusters copies were a visible part
+    /// of a plan's CPU).
+    pub fn slot(self, elapsed_ms: f64) -> ClusterDecision {
         match self {
             AgentAnswer::Reply(r) => {
-                let mut d = r.decision.clone();
+                let mut d = r.decision;
                 d.status = ClusterStatus::Answered;
                 d.elapsed_ms = elapsed_ms;
                 d
             }
             AgentAnswer::Failed(f) => {
-                ClusterDecision::without_answer(ClusterStatus::Error, elapsed_ms, Some(f.error.clone().into()))
+                ClusterDecision::without_answer(ClusterStatus::Error, elapsed_ms, Some(f.error.into()))
             }
         }
     }
@@ -134,7 +136,7 @@ pub struct Routed {
 #[derive(Debug, Default)]
 struct Table {
     next: u64,
-    by_gather: HashMap<u64, mpsc::UnboundedSender<Arc<Routed>>>,
+    by_gather: HashMap<u64, mpsc::UnboundedSender<Routed>>,
 }
 
 type Shared = Arc<Mutex<Table>>;
@@ -158,7 +160,7 @@ pub struct Replies {
 #[derive(Debug)]
 pub struct Gather {
     /// The answers of the clusters it asked, as they arrive.
-    pub answers: mpsc::UnboundedReceiver<Arc<Routed>>,
+    pub answers: mpsc::UnboundedReceiver<Routed>,
     id: u64,
     inbox: String,
     table: Shared,
@@ -252,9 +254,9 @@ fn forward(table: &Shared, cluster: &str, m: &async_nats::Message) {
         return;
     };
     // The gather may have ended meanwhile: then the answer is dropped.
-    let _ = tx.send(Arc::new(Routed {
+    let _ = tx.send(Routed {
         cluster: cluster.to_string(),
         at,
         arrived,
-    }));
+    });
 }
