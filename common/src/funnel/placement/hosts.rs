@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::decision::codes;
+use crate::funnel::prepared::Prepared;
 use crate::model::{Constraint, Host, NodeAffinity, PowerState, Resources, Tag, Zone};
 use crate::rule::{Reasons, Rule, rule};
 use crate::size::ByteSize;
@@ -30,6 +31,8 @@ pub(crate) struct HostCand<'z, 'a> {
     pub zone: &'z ZoneCand<'a>,
     /// The host.
     pub host: &'a Host,
+    /// Its position in inventory order (its row in [`Prepared`]'s columns).
+    pub at: usize,
 }
 
 impl HostCand<'_, '_> {
@@ -43,11 +46,18 @@ impl HostCand<'_, '_> {
     }
 }
 
-/// Every host of `zones`, zone by zone in inventory order.
-pub(crate) fn candidates<'z, 'a>(zones: &'z [ZoneCand<'a>]) -> Vec<HostCand<'z, 'a>> {
+/// Every host of `zones`, zone by zone in inventory order, with its row in `prepared`.
+pub(crate) fn candidates<'z, 'a>(zones: &'z [ZoneCand<'a>], prepared: &Prepared) -> Vec<HostCand<'z, 'a>> {
     zones
         .iter()
-        .flat_map(|z| z.zone.hosts.iter().map(move |h| HostCand { zone: z, host: h }))
+        .flat_map(|z| {
+            let start = prepared.fixed().zone_start(z.index);
+            z.zone.hosts.iter().enumerate().map(move |(i, h)| HostCand {
+                zone: z,
+                host: h,
+                at: start + i,
+            })
+        })
         .collect()
 }
 
@@ -118,10 +128,18 @@ impl<'z, 'a, 'l> Touched<'z, 'a, 'l> {
     }
 }
 
-/// Stage 3.1 (`host.power`): drops powered-off hosts.
-pub(crate) fn power<'c, 'z, 'a>(_ctx: &'c JobCtx<'c>) -> HostStage<'c, 'z, 'a> {
-    stage(stages::HOST_POWER, false, |c, r| {
-        if c.host.power != PowerState::On {
+/// Stage 3.1 (`host.power`): drops powered-off hosts (read from the power column; from the host
+/// itself on the reference path).
+pub(crate) fn power<'c, 'z, 'a>(ctx: &'c JobCtx<'c>) -> HostStage<'c, 'z, 'a> {
+    let fixed = ctx.prepared.fixed();
+    let reference = super::reference();
+    stage(stages::HOST_POWER, false, move |c, r| {
+        let on = if reference {
+            c.host.power == PowerState::On
+        } else {
+            fixed.on(c.at)
+        };
+        if !on {
             r.fail(codes::POWERED_OFF, || format!("host `{}` is powered off", c.host.name));
         }
     })
@@ -132,7 +150,9 @@ pub(crate) fn power<'c, 'z, 'a>(_ctx: &'c JobCtx<'c>) -> HostStage<'c, 'z, 'a> {
 /// union of host and zone capability tags. Every failing one is listed.
 ///
 /// Each constraint and annotation is looked up among each zone's tags once (for the `zones`
-/// the hosts belong to); a host then looks only at its own tags.
+/// the hosts belong to) and among each distinct host tag set once
+/// ([`crate::funnel::tagsets`]); a host then looks up its set's answers. (The reference path
+/// of tests judges every host's tags united with its zone's.)
 pub(crate) fn hard_constraints<'c, 'z: 'c, 'a: 'c>(
     ctx: &'c JobCtx<'c>,
     zones: &'z [ZoneCand<'a>],
@@ -141,6 +161,19 @@ pub(crate) fn hard_constraints<'c, 'z: 'c, 'a: 'c>(
     let hard: Vec<&Constraint> = needs.hard().collect();
     let annotations: Vec<(&String, &String)> = needs.annotations().iter().collect();
     let idle = hard.is_empty() && annotations.is_empty();
+    let reference = super::reference();
+    let sets = ctx.prepared.tags();
+    // Per distinct host tag set: which of `hard`, then of `annotations`, its tags meet.
+    let answers = if idle || reference {
+        Default::default()
+    } else {
+        sets.judge(hard.len() + annotations.len(), |k, t| match hard.get(k) {
+            Some(con) => con.matches(t),
+            None => annotations
+                .get(k - hard.len())
+                .is_some_and(|(key, v)| annotated(t, key, v)),
+        })
+    };
     // Per zone, in `zones` order: which of `hard`, then of `annotations`, its tags meet.
     let in_zones: Vec<Vec<bool>> = zones
         .iter()
@@ -159,12 +192,12 @@ pub(crate) fn hard_constraints<'c, 'z: 'c, 'a: 'c>(
             i = zones.iter().position(|z| std::ptr::eq(z, c.zone)).unwrap_or(usize::MAX);
             last.set(i);
         }
-        let in_zone = |k: usize| in_zones.get(i).and_then(|v| v.get(k)).copied();
-        let host_tags = &c.host.tags;
-        let tags = || c.zone.zone.tags.iter().chain(host_tags);
+        let in_zone = |k: usize| in_zones.get(i).and_then(|v| v.get(k)).copied().filter(|_| !reference);
+        let set = sets.of(c.at);
+        let tags = || c.zone.zone.tags.iter().chain(&c.host.tags);
         for (k, con) in hard.iter().enumerate() {
             let holds = match in_zone(k) {
-                Some(z) => (z || host_tags.iter().any(|t| con.matches(t))) != con.negated,
+                Some(z) => (z || answers.met(set, k)) != con.negated,
                 None => con.holds(tags()),
             };
             if holds {
@@ -178,7 +211,7 @@ pub(crate) fn hard_constraints<'c, 'z: 'c, 'a: 'c>(
         }
         for (k, (key, v)) in annotations.iter().enumerate() {
             let holds = match in_zone(hard.len() + k) {
-                Some(z) => z || host_tags.iter().any(|t| annotated(t, key, v)),
+                Some(z) => z || answers.met(set, hard.len() + k),
                 None => tags().any(|t| annotated(t, key, v)),
             };
             if holds {
@@ -362,30 +395,108 @@ pub(crate) fn usage<'l>(ctx: &'l JobCtx<'_>, zone: &str, host: &Host) -> (Free, 
 /// host held by a concurrent exclusive job of the workflow takes nothing else.
 ///
 /// Only the hosts in `touched` sum the ledger ([`usage`]); every other host's use is its
-/// `allocated`.
+/// `allocated`, read from the columns of [`Prepared`] when the job needs no device and is not
+/// exclusive.
 pub(crate) fn capacity<'c, 'z, 'a>(ctx: &'c JobCtx<'c>, touched: &'c Touched<'z, 'a, 'c>) -> HostStage<'c, 'z, 'a> {
     let nothing = Resources::default();
     let need = &ctx.needs.per_node;
+    let (fixed, allocated) = (ctx.prepared.fixed(), ctx.prepared.allocated());
     // Without devices or exclusivity, the full check of a host that holds nothing of this
-    // workflow finds nothing exactly when cpu, memory and instances fit beside `allocated`.
+    // workflow looks at cpu, memory and instances beside `allocated` alone.
     let plain = !ctx.needs.exclusive() && need.devices.values().all(|n| *n == 0);
     stage(stages::HOST_CAPACITY, false, move |c, r| {
         let h = c.host;
         if touched.may_hold(c) {
             let (free, holders) = usage(ctx, c.zone_name(), h);
             check_capacity(ctx, h, &free.used, &free.workflow, &holders, r);
-        } else if !(plain && fits(need, &h.capacity, &h.allocated)) {
+        } else if plain {
+            let (cap, alloc) = (fixed.capacity(c.at), allocated.get(c.at));
+            if !fits(need, cap, alloc) {
+                plain_shortfalls(need, cap, alloc, r);
+            }
+        } else {
             check_capacity(ctx, h, &h.allocated, &nothing, &[], r);
         }
     })
 }
 
 /// True when cpu cores, memory and instances (when the host declares an instance capacity)
-/// of `need` fit in `cap` − `used`, as [`check_capacity`] compares them.
-fn fits(need: &Resources, cap: &Resources, used: &Resources) -> bool {
-    need.cpu <= cap.cpu.saturating_sub(used.cpu)
-        && need.memory.0 <= cap.memory.0.saturating_sub(used.memory.0)
-        && (cap.instances == 0 || need.instances <= cap.instances.saturating_sub(used.instances))
+/// of `need` fit in `cap` − `used` (columns: cores, memory bytes, instances), as
+/// [`check_capacity`] compares them.
+fn fits(need: &Resources, cap: (u64, u128, u64), used: (u64, u128, u64)) -> bool {
+    need.cpu <= cap.0.saturating_sub(used.0)
+        && need.memory.0 <= cap.1.saturating_sub(used.1)
+        && (cap.2 == 0 || need.instances <= cap.2.saturating_sub(used.2))
+}
+
+/// [`check_capacity`] of a job needing no device and not exclusive, on a host no job of this
+/// workflow holds, from its columns: capacity `cap` and allocations `alloc` (cores, memory
+/// bytes, instances). The same reasons in the same order.
+fn plain_shortfalls(need: &Resources, cap: (u64, u128, u64), alloc: (u64, u128, u64), r: &mut Reasons) {
+    shortfall(
+        r,
+        &"cpu",
+        need.cpu.into(),
+        cap.0.into(),
+        alloc.0.into(),
+        0,
+        alloc.0.into(),
+        &cores,
+    );
+    shortfall(r, &"memory", need.memory.0, cap.1, alloc.1, 0, alloc.1, &bytes);
+    if cap.2 > 0 {
+        shortfall(
+            r,
+            &"instances",
+            need.instances.into(),
+            cap.2.into(),
+            alloc.2.into(),
+            0,
+            alloc.2.into(),
+            &count,
+        );
+    }
+}
+
+fn cores(v: u128) -> String {
+    format!("{v} cores")
+}
+
+fn bytes(v: u128) -> String {
+    ByteSize(v).to_string()
+}
+
+fn count(v: u128) -> String {
+    v.to_string()
+}
+
+/// Records `insufficient` when `need` exceeds `cap` − `used`: `what` (a resource), the
+/// host's capacity, its `alloc`ations and this workflow's part `wf` of `used`, each shown
+/// with `f`.
+#[allow(clippy::too_many_arguments)]
+fn shortfall(
+    r: &mut Reasons,
+    what: &dyn fmt::Display,
+    need: u128,
+    cap: u128,
+    alloc: u128,
+    wf: u128,
+    used: u128,
+    f: &dyn Fn(u128) -> String,
+) {
+    let left = cap.saturating_sub(used);
+    if need > left {
+        r.fail(codes::INSUFFICIENT, || {
+            format!(
+                "{what}: needs {}, {} free (capacity {}, allocated {}, this workflow {})",
+                f(need),
+                f(left),
+                f(cap),
+                f(alloc),
+                f(wf)
+            )
+        });
+    }
 }
 
 /// The capacity check of one host: `used` = allocated + `wf` (what `holders`, the concurrent
@@ -400,32 +511,9 @@ fn check_capacity(
 ) {
     let need = &ctx.needs.per_node;
     let (cap, alloc) = (&h.capacity, &h.allocated);
-    let mut short = |what: fmt::Arguments<'_>,
-                     need: u128,
-                     cap: u128,
-                     alloc: u128,
-                     wf: u128,
-                     used: u128,
-                     f: &dyn Fn(u128) -> String| {
-        let left = cap.saturating_sub(used);
-        if need > left {
-            r.fail(codes::INSUFFICIENT, || {
-                format!(
-                    "{what}: needs {}, {} free (capacity {}, allocated {}, this workflow {})",
-                    f(need),
-                    f(left),
-                    f(cap),
-                    f(alloc),
-                    f(wf)
-                )
-            });
-        }
-    };
-    let cores = |v: u128| format!("{v} cores");
-    let bytes = |v: u128| ByteSize(v).to_string();
-    let count = |v: u128| v.to_string();
-    short(
-        format_args!("cpu"),
+    shortfall(
+        r,
+        &"cpu",
         need.cpu.into(),
         cap.cpu.into(),
         alloc.cpu.into(),
@@ -433,8 +521,9 @@ fn check_capacity(
         used.cpu.into(),
         &cores,
     );
-    short(
-        format_args!("memory"),
+    shortfall(
+        r,
+        &"memory",
         need.memory.0,
         cap.memory.0,
         alloc.memory.0,
@@ -450,8 +539,9 @@ fn check_capacity(
             wf.instances,
             used.instances,
         );
-        short(
-            format_args!("instances"),
+        shortfall(
+            r,
+            &"instances",
             n.into(),
             c.into(),
             a.into(),
@@ -462,8 +552,9 @@ fn check_capacity(
     }
     for (d, n) in need.devices.iter().filter(|(_, n)| **n > 0) {
         let get = |m: &BTreeMap<String, u64>| u128::from(m.get(d).copied().unwrap_or(0));
-        short(
-            format_args!("device {d}"),
+        shortfall(
+            r,
+            &format_args!("device {d}"),
             (*n).into(),
             get(&cap.devices),
             get(&alloc.devices),

@@ -63,6 +63,7 @@ use indexmap::IndexMap;
 
 use super::PlanRequest;
 use crate::decision::{HostAllocation, JobDecision, Reason, StageTrace, VolumeDecision, codes};
+use crate::funnel::prepared::Prepared;
 use crate::funnel::trace::{Trace, run_rule, run_rules};
 use crate::model::Inventory;
 
@@ -93,6 +94,8 @@ pub(crate) struct JobCtx<'a> {
     pub ledger: &'a Ledger,
     /// Which jobs may run at the same time.
     pub deps: &'a Dependencies,
+    /// The inventory's hosts in columns and their tag sets.
+    pub prepared: &'a Prepared,
 }
 
 impl JobCtx<'_> {
@@ -117,9 +120,22 @@ impl JobCtx<'_> {
 /// - A job no zone can take gets error `no_zone` with a one-line summary naming the stage that
 ///   rejected the last candidates.
 ///
-/// Deterministic for a fixed `req.seed`; never panics.
+/// Deterministic for a fixed `req.seed`; never panics. Prepares the inventory first
+/// ([`Prepared::new`]); [`place_prepared`] takes a prepared one.
 pub fn place_jobs(
     inv: &Inventory,
+    req: &PlanRequest,
+    volumes: &IndexMap<String, VolumeDecision>,
+    trace: &mut Trace,
+) -> Placement {
+    place_prepared(inv, &Prepared::new(inv), req, volumes, trace)
+}
+
+/// [`place_jobs`] with `prepared` = [`Prepared::new`] of `inv` (the caller checks that it
+/// [`fits`](Prepared::fits)).
+pub fn place_prepared(
+    inv: &Inventory,
+    prepared: &Prepared,
     req: &PlanRequest,
     volumes: &IndexMap<String, VolumeDecision>,
     trace: &mut Trace,
@@ -143,6 +159,7 @@ pub fn place_jobs(
                     needs: &needs,
                     ledger: &ledger,
                     deps: &deps,
+                    prepared,
                 };
                 match place_one(trace, inv, &ctx, project) {
                     Err(reason) => JobDecision {
@@ -186,7 +203,7 @@ fn place_one(trace: &mut Trace, inv: &Inventory, ctx: &JobCtx<'_>, project: &str
     let zs = nonempty(zones::power(trace, job, zs), trace, job)?;
     let zs = nonempty(zones::limits(trace, ctx, zs), trace, job)?;
     let zs = nonempty(zones::profiles(trace, ctx, zs), trace, job)?;
-    let hs = nonempty(hosts::candidates(&zs), trace, job)?;
+    let hs = nonempty(hosts::candidates(&zs, ctx.prepared), trace, job)?;
     let touched = hosts::Touched::new(ctx.ledger, &zs);
     let stages = [
         hosts::power(ctx),

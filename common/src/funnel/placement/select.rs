@@ -11,6 +11,7 @@
 
 use super::stages;
 use crate::decision::{Reason, codes};
+use crate::funnel::tagsets::Answers;
 use crate::funnel::trace::Trace;
 use crate::funnel::{run_filter, seeded_pick};
 use crate::model::{Constraint, Host, PlacementPolicy, Tag};
@@ -50,9 +51,24 @@ fn host_soft(ctx: &JobCtx<'_>, zone_tags: &[Tag], host: &Host) -> u32 {
     u32::try_from(count).unwrap_or(u32::MAX)
 }
 
-/// Soft scores of `hosts` in `zone` (all 0, computed without looking, when the job has no soft
-/// constraints): [`host_soft`], with each constraint looked up among the zone's tags once.
-fn soft_scores(ctx: &JobCtx<'_>, zone: &ZoneCand<'_>, hosts: &[&Host]) -> Vec<u32> {
+/// The job's soft constraints judged on every distinct host tag set ([`crate::funnel::tagsets`]):
+/// answer `k` of a set = a tag of the set meets soft constraint `k` (none computed on the
+/// reference path of tests, or without soft constraints).
+fn soft_answers(ctx: &JobCtx<'_>) -> Answers {
+    let soft: Vec<&Constraint> = ctx.needs.soft().collect();
+    if soft.is_empty() || super::reference() {
+        return Answers::default();
+    }
+    ctx.prepared
+        .tags()
+        .judge(soft.len(), |k, t| soft.get(k).is_some_and(|c| c.matches(t)))
+}
+
+/// Soft scores of `hosts` (rows `at`) in `zone` (all 0, computed without looking, when the job
+/// has no soft constraints): [`host_soft`], with each constraint looked up among the zone's tags
+/// once and among the host tag sets once (`answers`, [`soft_answers`]; the reference path of
+/// tests reads every host's tags).
+fn soft_scores(ctx: &JobCtx<'_>, zone: &ZoneCand<'_>, hosts: &[&Host], at: &[usize], answers: &Answers) -> Vec<u32> {
     let soft: Vec<(&Constraint, bool)> = ctx
         .needs
         .soft()
@@ -61,14 +77,27 @@ fn soft_scores(ctx: &JobCtx<'_>, zone: &ZoneCand<'_>, hosts: &[&Host]) -> Vec<u3
     if soft.is_empty() {
         return vec![0; hosts.len()];
     }
-    hosts
-        .iter()
-        .map(|h| {
+    let score = |met: usize| u32::try_from(met).unwrap_or(u32::MAX);
+    if super::reference() {
+        return hosts
+            .iter()
+            .map(|h| {
+                let met = soft
+                    .iter()
+                    .filter(|(c, _)| c.holds(zone.zone.tags.iter().chain(&h.tags)));
+                score(met.count())
+            })
+            .collect();
+    }
+    let sets = ctx.prepared.tags();
+    at.iter()
+        .map(|&at| {
+            let set = sets.of(at);
             let met = soft
                 .iter()
-                .filter(|(c, in_zone)| (*in_zone || h.tags.iter().any(|t| c.matches(t))) != c.negated)
-                .count();
-            u32::try_from(met).unwrap_or(u32::MAX)
+                .enumerate()
+                .filter(|(k, (c, in_zone))| (*in_zone || answers.met(set, *k)) != c.negated);
+            score(met.count())
         })
         .collect()
 }
@@ -78,37 +107,53 @@ fn soft_scores(ctx: &JobCtx<'_>, zone: &ZoneCand<'_>, hosts: &[&Host]) -> Vec<u3
 /// capacity counts as full when anything is allocated, else empty); and its free memory bytes.
 /// `held`: an earlier job of this workflow may run on the host ([`Touched::holds_in`]); when
 /// false the ledger is not summed (it holds nothing there).
-fn metrics(ctx: &JobCtx<'_>, zone: &str, host: &Host, held: bool) -> (f64, u128) {
-    let used = used(ctx, zone, host, held);
-    (load(host, used), free_memory(host, used))
+fn metrics(ctx: &JobCtx<'_>, zone: &str, host: &Host, at: usize, held: bool) -> (f64, u128) {
+    let use_ = used(ctx, zone, host, at, held);
+    (load(use_), free_memory(use_))
 }
 
-/// (cpu cores, memory bytes) in use on `host`: its allocations plus, when `held`, what every
-/// earlier job of this workflow holds there.
-fn used(ctx: &JobCtx<'_>, zone: &str, host: &Host, held: bool) -> (u64, u128) {
+/// A host's capacity and use, as ranking compares them: capacity (cores, memory bytes) and
+/// in use (cores, memory bytes).
+#[derive(Clone, Copy)]
+struct Use {
+    capacity: (u64, u128),
+    used: (u64, u128),
+}
+
+/// [`Use`] of `host` (row `at`): its allocations plus, when `held`, what every earlier job of
+/// this workflow holds there. A host not `held` is read from the prepared columns; a held one
+/// (every host on the reference path of tests) from the host itself and the ledger.
+fn used(ctx: &JobCtx<'_>, zone: &str, host: &Host, at: usize, held: bool) -> Use {
     if held {
         let (mut used, _) = ctx.ledger.host_use(zone, &host.name, |_| true);
         add(&mut used, &host.allocated);
-        (used.cpu, used.memory.0)
+        Use {
+            capacity: (host.capacity.cpu, host.capacity.memory.0),
+            used: (used.cpu, used.memory.0),
+        }
     } else {
-        (host.allocated.cpu, host.allocated.memory.0)
+        let (cpu, memory, _) = ctx.prepared.fixed().capacity(at);
+        let (acpu, amemory, _) = ctx.prepared.allocated().get(at);
+        Use {
+            capacity: (cpu, memory),
+            used: (acpu, amemory),
+        }
     }
 }
 
-/// The load part of [`metrics`] for `used` = [`used`].
-fn load(host: &Host, (cpu, memory): (u64, u128)) -> f64 {
+/// The load part of [`metrics`].
+fn load(u: Use) -> f64 {
     let ratio = |a: u128, c: u128| match (a, c) {
         (0, _) => 0.0,
         (_, 0) => 1.0,
         (a, c) => (to_f64(a) / to_f64(c)).min(1.0),
     };
-    let cap = &host.capacity;
-    ratio(cpu.into(), cap.cpu.into()).max(ratio(memory, cap.memory.0))
+    ratio(u.used.0.into(), u.capacity.0.into()).max(ratio(u.used.1, u.capacity.1))
 }
 
-/// The free-memory part of [`metrics`] for `used` = [`used`].
-fn free_memory(host: &Host, (_, memory): (u64, u128)) -> u128 {
-    host.capacity.memory.0.saturating_sub(memory)
+/// The free-memory part of [`metrics`].
+fn free_memory(u: Use) -> u128 {
+    u.capacity.1.saturating_sub(u.used.1)
 }
 
 /// `v as f64` (the nearest double), through the hardware conversion when `v` fits in 64 bits
@@ -134,7 +179,7 @@ fn to_f64(v: u128) -> f64 {
 pub(crate) fn rank_hosts<'a>(
     ctx: &JobCtx<'_>,
     zone: &ZoneCand<'a>,
-    hosts: &[&'a Host],
+    (hosts, at): (&[&'a Host], &[usize]),
     soft: &[u32],
     only_best: bool,
     touched: &Touched<'_, '_, '_>,
@@ -142,16 +187,17 @@ pub(crate) fn rank_hosts<'a>(
     let z = zone.zone;
     let names = touched.in_zone(zone);
     if only_best {
-        return best_host(ctx, zone, hosts, soft, |h| touched.holds_in(names, h))
+        return best_host(ctx, zone, (hosts, at), soft, |h| touched.holds_in(names, h))
             .into_iter()
             .collect();
     }
     let mut keyed: Vec<(u32, f64, u128, &'a Host)> = hosts
         .iter()
         .copied()
+        .zip(at.iter().copied())
         .zip(soft.iter().copied())
-        .map(|(h, s)| {
-            let (load, free) = metrics(ctx, &z.name, h, touched.holds_in(names, h));
+        .map(|((h, at), s)| {
+            let (load, free) = metrics(ctx, &z.name, h, at, touched.holds_in(names, h));
             (s, load, free, h)
         })
         .collect();
@@ -185,7 +231,7 @@ pub(crate) fn rank_hosts<'a>(
 fn best_host<'a>(
     ctx: &JobCtx<'_>,
     zone: &ZoneCand<'a>,
-    hosts: &[&'a Host],
+    (hosts, at): (&[&'a Host], &[usize]),
     soft: &[u32],
     held: impl Fn(&Host) -> bool,
 ) -> Option<&'a Host> {
@@ -204,15 +250,15 @@ fn best_host<'a>(
     // Each policy compares one of the two metrics: only that one is computed.
     let by_memory = z.placement_policy == PlacementPolicy::SpreadMemory;
     let mut best: Option<(f64, u128, &'a Host)> = None;
-    for (h, s) in hosts.iter().copied().zip(soft) {
+    for ((h, at), s) in hosts.iter().copied().zip(at.iter().copied()).zip(soft) {
         if *s != top {
             continue;
         }
-        let used = used(ctx, &z.name, h, held(h));
+        let use_ = used(ctx, &z.name, h, at, held(h));
         let (load, free) = if by_memory {
-            (0.0, free_memory(h, used))
+            (0.0, free_memory(use_))
         } else {
-            (load(h, used), 0)
+            (load(use_), 0)
         };
         let better = match (&best, z.placement_policy) {
             (None, _) => true,
@@ -297,7 +343,7 @@ pub(crate) fn multi_host<'z, 'a>(
     let n = ctx.needs.nodes;
     // One pass groups the fitting hosts by zone (candidates point into `zones`; consecutive
     // candidates share a zone, so the zone's position is looked up only when it changes).
-    let mut by_zone: Vec<Vec<&'a Host>> = vec![Vec::new(); zones.len()];
+    let mut by_zone: Vec<(Vec<&'a Host>, Vec<usize>)> = vec![(Vec::new(), Vec::new()); zones.len()];
     let mut last: Option<(&ZoneCand<'a>, usize)> = None;
     for c in hosts {
         let i = match last {
@@ -310,17 +356,21 @@ pub(crate) fn multi_host<'z, 'a>(
                 i
             }
         };
-        by_zone[i].push(c.host);
+        if let Some((fitting, at)) = by_zone.get_mut(i) {
+            fitting.push(c.host);
+            at.push(c.at);
+        }
     }
+    let answers = soft_answers(ctx);
     let cands: Vec<ZonePick<'z, 'a>> = zones
         .iter()
         .zip(by_zone)
-        .filter(|(_, fitting)| !fitting.is_empty())
-        .map(|(z, fitting)| {
-            let soft = soft_scores(ctx, z, &fitting);
+        .filter(|(_, (fitting, _))| !fitting.is_empty())
+        .map(|(z, (fitting, at))| {
+            let soft = soft_scores(ctx, z, &fitting, &at, &answers);
             ZonePick {
                 zone: z,
-                hosts: rank_hosts(ctx, z, &fitting, &soft, n <= 1, touched),
+                hosts: rank_hosts(ctx, z, (&fitting, &at), &soft, n <= 1, touched),
                 fitting,
                 soft,
             }

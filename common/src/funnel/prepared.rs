@@ -1,0 +1,149 @@
+//! An inventory prepared for planning: its hosts' numbers in columns ([`super::columns`]), their
+//! tags interned as sets ([`super::tagsets`]) and the cluster load, built once and read by every
+//! plan on that inventory ([`super::plan_prepared`]). The agent keeps one with its effective
+//! inventory and refreshes only the allocations of the hosts its holds and commits use
+//! ([`Prepared::refreshed`]); `fedvol plan` builds one per inventory per run.
+//!
+//! A plan checks that the prepared form has the inventory's version and shape, and prepares the
+//! inventory afresh when it does not; between reloads, keeping the allocations in step with the
+//! inventory's is the caller's part ([`Prepared::refreshed`] after every change).
+
+use std::sync::Arc;
+
+use crate::model::Inventory;
+
+use super::columns::{Allocated, Fixed};
+use super::tagsets::TagSets;
+
+/// One inventory prepared for planning (see the module documentation).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prepared {
+    /// The inventory's `version` when it was prepared.
+    version: String,
+    /// Power, capacity, zone boundaries (shared by the refreshed copies).
+    fixed: Arc<Fixed>,
+    /// Interned tag sets (shared by the refreshed copies).
+    tags: Arc<TagSets>,
+    /// Allocations per host.
+    allocated: Allocated,
+    /// [`super::cluster_load`] of the inventory.
+    load: f64,
+}
+
+impl Prepared {
+    /// Prepares `inv` (two passes over its hosts: columns and tag sets).
+    pub fn new(inv: &Inventory) -> Self {
+        let fixed = Fixed::new(inv);
+        let allocated = Allocated::new(inv);
+        let load = allocated.load(&fixed);
+        Prepared {
+            version: inv.version.clone(),
+            fixed: Arc::new(fixed),
+            tags: Arc::new(TagSets::new(inv)),
+            allocated,
+            load,
+        }
+    }
+
+    /// The prepared form of `inv`, an inventory that differs from the one `self` was prepared
+    /// from only in the allocations of `hosts` (zone index, host index in the zone): the same
+    /// fixed columns and tag sets, those hosts' allocations read again, the load recomputed
+    /// from the columns. The agent calls it each time its holds and commits change, with the
+    /// hosts they use. An `inv` of another version or shape is prepared afresh.
+    pub fn refreshed(&self, inv: &Inventory, hosts: impl IntoIterator<Item = (usize, usize)>) -> Self {
+        if !self.fits(inv) {
+            return Prepared::new(inv);
+        }
+        let mut allocated = self.allocated.clone();
+        allocated.refresh(&self.fixed, inv, hosts);
+        let load = allocated.load(&self.fixed);
+        Prepared {
+            version: self.version.clone(),
+            fixed: self.fixed.clone(),
+            tags: self.tags.clone(),
+            allocated,
+            load,
+        }
+    }
+
+    /// True when `self` was prepared from an inventory with `inv`'s version and as many zones,
+    /// each with as many hosts.
+    pub fn fits(&self, inv: &Inventory) -> bool {
+        self.version == inv.version && self.fixed.same_shape(inv) && self.tags.hosts() == self.fixed.hosts()
+    }
+
+    /// Cluster load in [0, 1] ([`super::cluster_load`] of the inventory).
+    pub fn load(&self) -> f64 {
+        self.load
+    }
+
+    /// Power, capacity and zone boundaries.
+    pub fn fixed(&self) -> &Fixed {
+        &self.fixed
+    }
+
+    /// Allocations per host.
+    pub fn allocated(&self) -> &Allocated {
+        &self.allocated
+    }
+
+    /// Interned tag sets.
+    pub fn tags(&self) -> &TagSets {
+        &self.tags
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::synth::{SynthSizes, cluster};
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Refreshing the hosts whose allocations changed gives what preparing the changed
+        /// inventory afresh gives (what the agent relies on between reloads).
+        #[test]
+        fn refreshing_changed_hosts_equals_preparing_afresh(
+            hosts in 1usize..2500,
+            changes in prop::collection::vec((any::<prop::sample::Index>(), 0u64..64, 0u128..(1 << 40), 0u64..16), 0..20),
+        ) {
+            let base = cluster("c", SynthSizes { hosts, provisioners: 1, volumes: 0 });
+            let prepared = Prepared::new(&base);
+            let mut changed = base.clone();
+            let mut touched = Vec::new();
+            for (pick, cpu, mem, inst) in &changes {
+                let at = pick.index(hosts);
+                let (zi, hi) = (at / 1000, at % 1000);
+                let h = Arc::make_mut(&mut changed.zones[zi].hosts[hi]);
+                h.allocated.cpu = *cpu;
+                h.allocated.memory.0 = *mem;
+                h.allocated.instances = *inst;
+                touched.push((zi, hi));
+            }
+            prop_assert_eq!(prepared.refreshed(&changed, touched), Prepared::new(&changed));
+            prop_assert_eq!(Prepared::new(&changed).load(), crate::funnel::cluster_load(&changed));
+        }
+    }
+
+    #[test]
+    fn another_version_or_shape_is_prepared_afresh() {
+        let sizes = |hosts| SynthSizes {
+            hosts,
+            provisioners: 1,
+            volumes: 0,
+        };
+        let small = cluster("c", sizes(10));
+        let prepared = Prepared::new(&small);
+        assert!(prepared.fits(&small));
+        let mut bigger = cluster("c", sizes(11));
+        assert!(!prepared.fits(&bigger));
+        bigger.version = small.version.clone();
+        assert!(!prepared.fits(&bigger), "same version, another shape");
+        assert_eq!(prepared.refreshed(&bigger, []), Prepared::new(&bigger));
+    }
+}
