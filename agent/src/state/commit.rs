@@ -160,7 +160,7 @@ impl Core {
             without.remove_hold(&id);
         }
         let (inv, state) = without.effective(&self.base, &self.index);
-        let prepared = self.prepare(&inv, &without);
+        let (prepared, _) = self.prepare(&inv, &without);
         plan_prepared(&inv, &prepared, &state, request).feasible
     }
 

@@ -95,11 +95,13 @@ pub struct Core {
     /// were merged at (holds and releases, most changes, do not change them).
     pub(super) merged: Option<(u64, Vec<Arc<PersistentVolume>>)>,
     pub(super) effective: Arc<Inventory>,
-    /// `base` prepared for planning (host columns, tag sets; rebuilt with `base`).
-    pub(super) base_prepared: Arc<Prepared>,
-    /// `effective` prepared for planning: `base_prepared` with the allocations of the hosts
-    /// holds and commits use read again (rebuilt with `effective`, reused by every plan).
+    /// `effective` prepared for planning (host columns, tag sets, volume index), reused by
+    /// every plan: prepared with `base`, then refreshed with `effective` (only the hosts in
+    /// `prepared_hosts` and those the ledger now uses are read again).
     pub(super) prepared: Arc<Prepared>,
+    /// The hosts (zone index, host index) whose allocations in `prepared` may differ from
+    /// `base`'s: those the ledger used when it was last refreshed.
+    pub(super) prepared_hosts: Vec<(usize, usize)>,
     pub(super) state: Arc<ClusterState>,
     pub(super) ledger: Ledger,
     pub(super) store: std::sync::Arc<Store>,
@@ -152,8 +154,8 @@ impl Core {
         let base = Arc::new(base);
         let index = InventoryIndex::new(&base);
         let (eff, state) = ledger.effective(&base, &index);
-        let base_prepared = Prepared::new(&base);
-        let prepared = Arc::new(base_prepared.refreshed(&eff, ledger.hosts_in_use(&index)));
+        let prepared_hosts = ledger.hosts_in_use(&index);
+        let prepared = Arc::new(Prepared::new(&base).refreshed(&eff, prepared_hosts.iter().copied()));
         Core {
             cluster: cluster.to_string(),
             base,
@@ -161,8 +163,8 @@ impl Core {
             pruned_ms: 0,
             merged: None,
             effective: Arc::new(eff),
-            base_prepared: Arc::new(base_prepared),
             prepared,
+            prepared_hosts,
             state: Arc::new(state),
             ledger,
             store: std::sync::Arc::new(store),
@@ -231,14 +233,17 @@ impl Core {
         }
         let without = self.ledger.without(request_id);
         let (inv, state) = without.effective(&self.base, &self.index);
-        let prepared = self.prepare(&inv, &without);
+        let (prepared, _) = self.prepare(&inv, &without);
         (Arc::new(inv), Arc::new(prepared), Arc::new(state))
     }
 
-    /// `inv`, the effective inventory of `ledger`, prepared for planning from the base's
-    /// prepared form (only the hosts `ledger` holds capacity on are read again).
-    pub(super) fn prepare(&self, inv: &Inventory, ledger: &Ledger) -> Prepared {
-        self.base_prepared.refreshed(inv, ledger.hosts_in_use(&self.index))
+    /// `inv`, the effective inventory of `ledger`, prepared for planning from `prepared`: only
+    /// the hosts either ledger holds capacity on are read again (every other host has its
+    /// base allocations in both). Also returns the hosts `ledger` uses.
+    pub(super) fn prepare(&self, inv: &Inventory, ledger: &Ledger) -> (Prepared, Vec<(usize, usize)>) {
+        let hosts = ledger.hosts_in_use(&self.index);
+        let again = self.prepared_hosts.iter().chain(&hosts).copied();
+        (self.prepared.refreshed(inv, again), hosts)
     }
 
     /// Everything the state holds, as the store loads it.
@@ -254,7 +259,8 @@ impl Core {
     /// Replaces the inventory (after a validated reload).
     pub fn replace_inventory(&mut self, base: Inventory) {
         self.index = InventoryIndex::new(&base);
-        self.base_prepared = Arc::new(Prepared::new(&base));
+        self.prepared = Arc::new(Prepared::new(&base));
+        self.prepared_hosts = Vec::new();
         self.base = Arc::new(base);
         self.merged = None;
         self.rebuild();
@@ -271,7 +277,9 @@ impl Core {
             }
         };
         let (eff, state) = self.ledger.effective_with(&self.base, &self.index, volumes);
-        self.prepared = Arc::new(self.prepare(&eff, &self.ledger));
+        let (prepared, hosts) = self.prepare(&eff, &self.ledger);
+        self.prepared = Arc::new(prepared);
+        self.prepared_hosts = hosts;
         self.effective = Arc::new(eff);
         self.state = Arc::new(state);
     }

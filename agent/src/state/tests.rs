@@ -464,9 +464,10 @@ fn a_started_job_leaves_its_capacity_to_slurm_and_its_state_is_durable() {
 }
 
 /// The prepared form plans reuse follows every change of the effective inventory (holds,
-/// commits, releases, lapses, reloads): it equals preparing the effective inventory afresh, and
-/// the load heartbeats report is the effective inventory's. A plan after a release sees the
-/// freed host.
+/// commits, releases, lapses, reloads): it equals preparing the effective inventory afresh, its
+/// volume index covers the effective volumes (pending and provisioned ones included), and the
+/// load heartbeats report is the effective inventory's. A plan after a release sees the freed
+/// host.
 #[test]
 fn the_prepared_inventory_follows_holds_commits_releases_and_reloads() {
     use fedvol_common::funnel::{Prepared, cluster_load};
@@ -475,6 +476,10 @@ fn the_prepared_inventory_follows_holds_commits_releases_and_reloads() {
     let in_step = |core: &Core, when: &str| {
         assert_eq!(*core.prepared, Prepared::new(&core.effective), "{when}");
         assert_eq!(core.load(), cluster_load(&core.effective), "{when}");
+        assert!(
+            core.prepared.volume_names(&core.effective).is_some(),
+            "{when}: volume index"
+        );
     };
     in_step(&core, "opened");
     assert!(

@@ -153,8 +153,8 @@ impl Allocated {
     }
 
     /// Cluster load in [0, 1] over the powered-on hosts of `fixed`: the larger of allocated /
-    /// capacity for cores and for memory (0 without capacity); what
-    /// [`super::cluster_load`] computes from the hosts themselves.
+    /// capacity for cores and for memory (0 without capacity); what the funnel's
+    /// `cluster_load` computes from the hosts themselves.
     pub fn load(&self, fixed: &Fixed) -> f64 {
         let (mut cpu_cap, mut cpu_alloc, mut mem_cap, mut mem_alloc) = (0u128, 0u128, 0u128, 0u128);
         for at in (0..fixed.hosts()).filter(|&at| fixed.on(at)) {
@@ -165,6 +165,16 @@ impl Allocated {
             mem_cap += cm;
             mem_alloc += am;
         }
-        super::load_ratio(cpu_alloc, cpu_cap).max(super::load_ratio(mem_alloc, mem_cap))
+        load_ratio(cpu_alloc, cpu_cap).max(load_ratio(mem_alloc, mem_cap))
+    }
+}
+
+/// `allocated / capacity`, at most 1 (0 without capacity): one resource's part of the cluster
+/// load.
+pub fn load_ratio(allocated: u128, capacity: u128) -> f64 {
+    if capacity == 0 {
+        0.0
+    } else {
+        (allocated as f64 / capacity as f64).min(1.0)
     }
 }

@@ -9,6 +9,7 @@ pub mod prepared;
 pub mod tagsets;
 pub mod trace;
 pub mod volume;
+pub mod volume_names;
 pub mod why_not;
 
 use std::collections::BTreeMap;
@@ -60,7 +61,8 @@ pub fn plan_prepared(inv: &Inventory, prepared: &Prepared, state: &ClusterState,
         &fresh
     };
     let mut trace = Trace::new(req.trace_limit);
-    let mut volumes = volume::resolve_volumes(inv, state, req, &mut trace);
+    let names = prepared.volume_names(inv).filter(|_| !placement::reference());
+    let mut volumes = volume::resolve_named(inv, names, state, req, &mut trace);
     let placed = placement::place_prepared(inv, prepared, req, &volumes, &mut trace);
     // A node-local new volume is created on the host of the first job that mounts it.
     for (key, host) in &placed.volume_hosts {
@@ -109,17 +111,7 @@ pub fn cluster_load(inv: &Inventory) -> f64 {
         mem_cap += h.capacity.memory.0;
         mem_alloc += h.allocated.memory.0;
     }
-    load_ratio(cpu_alloc, cpu_cap).max(load_ratio(mem_alloc, mem_cap))
-}
-
-/// `allocated / capacity`, at most 1 (0 without capacity): one resource's part of
-/// [`cluster_load`].
-fn load_ratio(allocated: u128, capacity: u128) -> f64 {
-    if capacity == 0 {
-        0.0
-    } else {
-        (allocated as f64 / capacity as f64).min(1.0)
-    }
+    columns::load_ratio(cpu_alloc, cpu_cap).max(columns::load_ratio(mem_alloc, mem_cap))
 }
 
 #[cfg(test)]

@@ -1,11 +1,13 @@
 //! An inventory prepared for planning: its hosts' numbers in columns ([`super::columns`]), their
-//! tags interned as sets ([`super::tagsets`]) and the cluster load, built once and read by every
-//! plan on that inventory ([`super::plan_prepared`]). The agent keeps one with its effective
-//! inventory and refreshes only the allocations of the hosts its holds and commits use
-//! ([`Prepared::refreshed`]); `fedvol plan` builds one per inventory per run.
+//! tags interned as sets ([`super::tagsets`]), the cluster load and an index of its volumes'
+//! names ([`super::volume_names`]), built once and read by every plan on that inventory
+//! (the funnel's `plan_prepared`). The agent keeps one with its effective inventory and refreshes
+//! only the allocations of the hosts its holds and commits use ([`Prepared::refreshed`]);
+//! `fedvol plan` builds one per inventory per run.
 //!
 //! A plan checks that the prepared form has the inventory's version and shape, and prepares the
-//! inventory afresh when it does not; between reloads, keeping the allocations in step with the
+//! inventory afresh when it does not; it uses the volume index only when the inventory still
+//! starts with the indexed volumes. Between reloads, keeping the allocations in step with the
 //! inventory's is the caller's part ([`Prepared::refreshed`] after every change).
 
 use std::sync::Arc;
@@ -14,9 +16,11 @@ use crate::model::Inventory;
 
 use super::columns::{Allocated, Fixed};
 use super::tagsets::TagSets;
+use super::volume_names::VolumeNames;
 
-/// One inventory prepared for planning (see the module documentation).
-#[derive(Debug, Clone, PartialEq)]
+/// One inventory prepared for planning (see the module documentation). Two are equal when
+/// their host data, load and version are (the volume index is a lookup aid, not compared).
+#[derive(Debug, Clone)]
 pub struct Prepared {
     /// The inventory's `version` when it was prepared.
     version: String,
@@ -26,12 +30,23 @@ pub struct Prepared {
     tags: Arc<TagSets>,
     /// Allocations per host.
     allocated: Allocated,
-    /// [`super::cluster_load`] of the inventory.
+    /// The funnel's `cluster_load` of the inventory.
     load: f64,
+    /// Where each volume is, by provisioner and name.
+    volumes: Arc<VolumeNames>,
+}
+
+impl PartialEq for Prepared {
+    fn eq(&self, other: &Prepared) -> bool {
+        (&self.version, &self.fixed, &self.tags, &self.allocated)
+            == (&other.version, &other.fixed, &other.tags, &other.allocated)
+            && self.load == other.load
+    }
 }
 
 impl Prepared {
-    /// Prepares `inv` (two passes over its hosts: columns and tag sets).
+    /// Prepares `inv` (passes over its hosts for the columns and the tag sets, one over its
+    /// volumes for their names).
     pub fn new(inv: &Inventory) -> Self {
         let fixed = Fixed::new(inv);
         let allocated = Allocated::new(inv);
@@ -42,14 +57,17 @@ impl Prepared {
             tags: Arc::new(TagSets::new(inv)),
             allocated,
             load,
+            volumes: Arc::new(VolumeNames::new(inv)),
         }
     }
 
-    /// The prepared form of `inv`, an inventory that differs from the one `self` was prepared
-    /// from only in the allocations of `hosts` (zone index, host index in the zone): the same
-    /// fixed columns and tag sets, those hosts' allocations read again, the load recomputed
-    /// from the columns. The agent calls it each time its holds and commits change, with the
-    /// hosts they use. An `inv` of another version or shape is prepared afresh.
+    /// The prepared form of `inv`, an inventory whose hosts differ from those `self` was
+    /// prepared from only in the allocations of `hosts` (zone index, host index in the zone):
+    /// the same fixed columns and tag sets, those hosts' allocations read again, the load
+    /// recomputed from the columns; the volume index is kept while `inv` still starts with the
+    /// indexed volumes, else built again. The agent calls it each time its holds and commits
+    /// change, with the hosts whose allocations may have changed. An `inv` of another version
+    /// or shape is prepared afresh.
     pub fn refreshed(&self, inv: &Inventory, hosts: impl IntoIterator<Item = (usize, usize)>) -> Self {
         if !self.fits(inv) {
             return Prepared::new(inv);
@@ -57,12 +75,18 @@ impl Prepared {
         let mut allocated = self.allocated.clone();
         allocated.refresh(&self.fixed, inv, hosts);
         let load = allocated.load(&self.fixed);
+        let volumes = if self.volumes.covers(inv) {
+            self.volumes.clone()
+        } else {
+            Arc::new(VolumeNames::new(inv))
+        };
         Prepared {
             version: self.version.clone(),
             fixed: self.fixed.clone(),
             tags: self.tags.clone(),
             allocated,
             load,
+            volumes,
         }
     }
 
@@ -72,7 +96,7 @@ impl Prepared {
         self.version == inv.version && self.fixed.same_shape(inv) && self.tags.hosts() == self.fixed.hosts()
     }
 
-    /// Cluster load in [0, 1] ([`super::cluster_load`] of the inventory).
+    /// Cluster load in [0, 1] (the funnel's `cluster_load` of the inventory).
     pub fn load(&self) -> f64 {
         self.load
     }
@@ -90,6 +114,12 @@ impl Prepared {
     /// Interned tag sets.
     pub fn tags(&self) -> &TagSets {
         &self.tags
+    }
+
+    /// The volume index, when `inv` still starts with the volumes it indexed
+    /// ([`VolumeNames::covers`], a comparison of pointers).
+    pub fn volume_names(&self, inv: &Inventory) -> Option<&VolumeNames> {
+        Some(&*self.volumes).filter(|v| v.covers(inv))
     }
 }
 

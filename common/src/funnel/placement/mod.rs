@@ -223,7 +223,7 @@ fn place_one(trace: &mut Trace, inv: &Inventory, ctx: &JobCtx<'_>, project: &str
     } else {
         nonempty(run_rules(trace, job, hs, hosts::HostCand::name, &stages), trace, job)?
     };
-    let picks = nonempty(select::multi_host(trace, ctx, &zs, &hs, &touched), trace, job)?;
+    let picks = nonempty(select::multi_host(trace, ctx, &hs, &touched), trace, job)?;
     let (pick, soft) = select::choose_zone(trace, ctx, picks).ok_or_else(|| no_zone(trace, job))?;
     select::record_host_choice(trace, ctx, &pick);
     Ok(Chosen {

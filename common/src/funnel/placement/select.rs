@@ -28,8 +28,9 @@ pub(crate) struct ZonePick<'z, 'a> {
     pub zone: &'z ZoneCand<'a>,
     /// Chosen hosts, one per node, best first.
     pub hosts: Vec<&'a Host>,
-    /// Every host of the zone that passed the host filters, in inventory order.
-    pub fitting: Vec<&'a Host>,
+    /// Every host of the zone that passed the host filters, in inventory order (a run of the
+    /// host stages' survivors).
+    pub fitting: &'z [HostCand<'z, 'a>],
     /// How many soft constraints each of `fitting` meets with the zone's tags (same order).
     pub soft: Vec<u32>,
 }
@@ -64,11 +65,11 @@ fn soft_answers(ctx: &JobCtx<'_>) -> Answers {
         .judge(soft.len(), |k, t| soft.get(k).is_some_and(|c| c.matches(t)))
 }
 
-/// Soft scores of `hosts` (rows `at`) in `zone` (all 0, computed without looking, when the job
+/// Soft scores of `hosts` in `zone` (all 0, computed without looking, when the job
 /// has no soft constraints): [`host_soft`], with each constraint looked up among the zone's tags
 /// once and among the host tag sets once (`answers`, [`soft_answers`]; the reference path of
 /// tests reads every host's tags).
-fn soft_scores(ctx: &JobCtx<'_>, zone: &ZoneCand<'_>, hosts: &[&Host], at: &[usize], answers: &Answers) -> Vec<u32> {
+fn soft_scores(ctx: &JobCtx<'_>, zone: &ZoneCand<'_>, hosts: &[HostCand<'_, '_>], answers: &Answers) -> Vec<u32> {
     let soft: Vec<(&Constraint, bool)> = ctx
         .needs
         .soft()
@@ -84,15 +85,16 @@ fn soft_scores(ctx: &JobCtx<'_>, zone: &ZoneCand<'_>, hosts: &[&Host], at: &[usi
             .map(|h| {
                 let met = soft
                     .iter()
-                    .filter(|(c, _)| c.holds(zone.zone.tags.iter().chain(&h.tags)));
+                    .filter(|(c, _)| c.holds(zone.zone.tags.iter().chain(&h.host.tags)));
                 score(met.count())
             })
             .collect();
     }
     let sets = ctx.prepared.tags();
-    at.iter()
-        .map(|&at| {
-            let set = sets.of(at);
+    hosts
+        .iter()
+        .map(|h| {
+            let set = sets.of(h.at);
             let met = soft
                 .iter()
                 .enumerate()
@@ -179,7 +181,7 @@ fn to_f64(v: u128) -> f64 {
 pub(crate) fn rank_hosts<'a>(
     ctx: &JobCtx<'_>,
     zone: &ZoneCand<'a>,
-    (hosts, at): (&[&'a Host], &[usize]),
+    hosts: &[HostCand<'_, 'a>],
     soft: &[u32],
     only_best: bool,
     touched: &Touched<'_, '_, '_>,
@@ -187,17 +189,16 @@ pub(crate) fn rank_hosts<'a>(
     let z = zone.zone;
     let names = touched.in_zone(zone);
     if only_best {
-        return best_host(ctx, zone, (hosts, at), soft, |h| touched.holds_in(names, h))
+        return best_host(ctx, zone, hosts, soft, |h| touched.holds_in(names, h))
             .into_iter()
             .collect();
     }
     let mut keyed: Vec<(u32, f64, u128, &'a Host)> = hosts
         .iter()
-        .copied()
-        .zip(at.iter().copied())
         .zip(soft.iter().copied())
-        .map(|((h, at), s)| {
-            let (load, free) = metrics(ctx, &z.name, h, at, touched.holds_in(names, h));
+        .map(|(c, s)| {
+            let h = c.host;
+            let (load, free) = metrics(ctx, &z.name, h, c.at, touched.holds_in(names, h));
             (s, load, free, h)
         })
         .collect();
@@ -231,7 +232,7 @@ pub(crate) fn rank_hosts<'a>(
 fn best_host<'a>(
     ctx: &JobCtx<'_>,
     zone: &ZoneCand<'a>,
-    (hosts, at): (&[&'a Host], &[usize]),
+    hosts: &[HostCand<'_, 'a>],
     soft: &[u32],
     held: impl Fn(&Host) -> bool,
 ) -> Option<&'a Host> {
@@ -242,7 +243,7 @@ fn best_host<'a>(
             .iter()
             .zip(soft)
             .filter(|(_, s)| **s == top)
-            .map(|(h, _)| *h)
+            .map(|(c, _)| c.host)
             .collect();
         let k = seeded_pick(ctx.seed, &format!("host:{}:{}", ctx.job(), z.name), group.len());
         return group.get(k.min(group.len().saturating_sub(1))).copied();
@@ -250,11 +251,12 @@ fn best_host<'a>(
     // Each policy compares one of the two metrics: only that one is computed.
     let by_memory = z.placement_policy == PlacementPolicy::SpreadMemory;
     let mut best: Option<(f64, u128, &'a Host)> = None;
-    for ((h, at), s) in hosts.iter().copied().zip(at.iter().copied()).zip(soft) {
+    for (c, s) in hosts.iter().zip(soft) {
         if *s != top {
             continue;
         }
-        let use_ = used(ctx, &z.name, h, at, held(h));
+        let h = c.host;
+        let use_ = used(ctx, &z.name, h, c.at, held(h));
         let (load, free) = if by_memory {
             (0.0, free_memory(use_))
         } else {
@@ -336,44 +338,24 @@ fn take_sharing<'a>(zone: &str, ranked: &[&'a Host], n: u64) -> Result<Vec<&'a H
 pub(crate) fn multi_host<'z, 'a>(
     trace: &mut Trace,
     ctx: &JobCtx<'_>,
-    zones: &'z [ZoneCand<'a>],
-    hosts: &[HostCand<'z, 'a>],
+    hosts: &'z [HostCand<'z, 'a>],
     touched: &Touched<'_, '_, '_>,
 ) -> Vec<ZonePick<'z, 'a>> {
     let n = ctx.needs.nodes;
-    // One pass groups the fitting hosts by zone (candidates point into `zones`; consecutive
-    // candidates share a zone, so the zone's position is looked up only when it changes).
-    let mut by_zone: Vec<(Vec<&'a Host>, Vec<usize>)> = vec![(Vec::new(), Vec::new()); zones.len()];
-    let mut last: Option<(&ZoneCand<'a>, usize)> = None;
-    for c in hosts {
-        let i = match last {
-            Some((z, i)) if std::ptr::eq(z, c.zone) => i,
-            _ => {
-                let Some(i) = zones.iter().position(|z| std::ptr::eq(z, c.zone)) else {
-                    continue;
-                };
-                last = Some((c.zone, i));
-                i
-            }
-        };
-        if let Some((fitting, at)) = by_zone.get_mut(i) {
-            fitting.push(c.host);
-            at.push(c.at);
-        }
-    }
     let answers = soft_answers(ctx);
-    let cands: Vec<ZonePick<'z, 'a>> = zones
-        .iter()
-        .zip(by_zone)
-        .filter(|(_, (fitting, _))| !fitting.is_empty())
-        .map(|(z, (fitting, at))| {
-            let soft = soft_scores(ctx, z, &fitting, &at, &answers);
-            ZonePick {
+    // The host stages keep the candidates' order, zone by zone in inventory order: each zone's
+    // fitting hosts are one run of `hosts`, and the runs come in zone order.
+    let cands: Vec<ZonePick<'z, 'a>> = hosts
+        .chunk_by(|a, b| std::ptr::eq(a.zone, b.zone))
+        .filter_map(|fitting| {
+            let z = fitting.first()?.zone;
+            let soft = soft_scores(ctx, z, fitting, &answers);
+            Some(ZonePick {
                 zone: z,
-                hosts: rank_hosts(ctx, z, (&fitting, &at), &soft, n <= 1, touched),
+                hosts: rank_hosts(ctx, z, fitting, &soft, n <= 1, touched),
                 fitting,
                 soft,
-            }
+            })
         })
         .collect();
     let mut chosen: Vec<Vec<&'a Host>> = Vec::new();
@@ -513,7 +495,12 @@ pub(crate) fn record_host_choice(trace: &mut Trace, ctx: &JobCtx<'_>, pick: &Zon
         PlacementPolicy::Default => "DEFAULT (a seeded random draw)",
     };
     let chosen: Vec<&str> = pick.hosts.iter().map(|h| h.name.as_str()).collect();
-    let cands: Vec<(&Host, u32)> = pick.fitting.iter().copied().zip(pick.soft.iter().copied()).collect();
+    let cands: Vec<(&Host, u32)> = pick
+        .fitting
+        .iter()
+        .map(|c| c.host)
+        .zip(pick.soft.iter().copied())
+        .collect();
     let first_name = &first.name;
     run_filter(
         trace,
