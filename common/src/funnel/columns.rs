@@ -7,7 +7,7 @@
 //! [`Fixed`] holds what only an inventory reload changes (power, capacity, where each zone's
 //! hosts start); [`Allocated`] what the agent's holds and commits change, refreshed host by host.
 
-use crate::model::{Inventory, PowerState, Resources};
+use crate::model::{Inventory, PowerState};
 
 /// Per host, what only a new inventory changes.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -24,8 +24,10 @@ pub struct Fixed {
     instances: Vec<u64>,
 }
 
-/// Per host, what is allocated (the inventory's allocations plus what the agent holds).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// Per host, what is allocated (the inventory's allocations plus what the agent holds), and
+/// what follows from it for planning: what is left of each resource and the host's load. The
+/// host stages and the ranking read only the derived columns.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Allocated {
     /// Cores.
     cpu: Vec<u64>,
@@ -33,6 +35,15 @@ pub struct Allocated {
     memory: Vec<u128>,
     /// Instances.
     instances: Vec<u64>,
+    /// Cores left: capacity − allocated, saturating at 0.
+    free_cpu: Vec<u64>,
+    /// Memory bytes left: capacity − allocated, saturating at 0.
+    free_memory: Vec<u128>,
+    /// Instances left: capacity − allocated, saturating at 0; `u64::MAX` when the host declares
+    /// no instance capacity (not limited).
+    free_instances: Vec<u64>,
+    /// [`host_load`] of the host's allocations.
+    load: Vec<f64>,
 }
 
 impl Fixed {
@@ -103,24 +114,45 @@ impl Fixed {
 }
 
 impl Allocated {
-    /// What every host of `inv` has allocated (one pass).
-    pub fn new(inv: &Inventory) -> Self {
-        let n = inv.zones.iter().map(|z| z.hosts.len()).sum();
+    /// What every host of `inv` has allocated (one pass), with `fixed` = [`Fixed::new`] of
+    /// `inv`.
+    pub fn new(inv: &Inventory, fixed: &Fixed) -> Self {
+        let n = fixed.hosts();
         let mut a = Allocated {
             cpu: Vec::with_capacity(n),
             memory: Vec::with_capacity(n),
             instances: Vec::with_capacity(n),
+            free_cpu: Vec::with_capacity(n),
+            free_memory: Vec::with_capacity(n),
+            free_instances: Vec::with_capacity(n),
+            load: Vec::with_capacity(n),
         };
-        for h in inv.zones.iter().flat_map(|z| &z.hosts) {
-            a.push(&h.allocated);
+        for (at, h) in inv.zones.iter().flat_map(|z| &z.hosts).enumerate() {
+            let r = &h.allocated;
+            a.cpu.push(r.cpu);
+            a.memory.push(r.memory.0);
+            a.instances.push(r.instances);
+            let (cpu, memory, instances) = a.derive(fixed.capacity(at), (r.cpu, r.memory.0, r.instances));
+            a.free_cpu.push(cpu);
+            a.free_memory.push(memory);
+            a.free_instances.push(instances);
+            a.load.push(host_load(
+                (r.cpu, r.memory.0),
+                (fixed.capacity(at).0, fixed.capacity(at).1),
+            ));
         }
         a
     }
 
-    fn push(&mut self, r: &Resources) {
-        self.cpu.push(r.cpu);
-        self.memory.push(r.memory.0);
-        self.instances.push(r.instances);
+    /// What is left of capacity `cap` with `used` allocated: (cores, memory bytes, instances;
+    /// `u64::MAX` instances without an instance capacity).
+    fn derive(&self, cap: (u64, u128, u64), used: (u64, u128, u64)) -> (u64, u128, u64) {
+        let instances = if cap.2 == 0 {
+            u64::MAX
+        } else {
+            cap.2.saturating_sub(used.2)
+        };
+        (cap.0.saturating_sub(used.0), cap.1.saturating_sub(used.1), instances)
     }
 
     /// Re-reads the allocations of the hosts `hosts` (zone index, host index in the zone) from
@@ -131,14 +163,23 @@ impl Allocated {
             let (Some(at), Some(h)) = (fixed.at(zi, hi), inv.zones.get(zi).and_then(|z| z.hosts.get(hi))) else {
                 continue;
             };
-            if let (Some(c), Some(m), Some(i)) = (
+            let r = &h.allocated;
+            let cap = fixed.capacity(at);
+            let (cpu, memory, instances) = self.derive(cap, (r.cpu, r.memory.0, r.instances));
+            let load = host_load((r.cpu, r.memory.0), (cap.0, cap.1));
+            let columns = (
                 self.cpu.get_mut(at),
                 self.memory.get_mut(at),
                 self.instances.get_mut(at),
-            ) {
-                *c = h.allocated.cpu;
-                *m = h.allocated.memory.0;
-                *i = h.allocated.instances;
+                self.free_cpu.get_mut(at),
+                self.free_memory.get_mut(at),
+                self.free_instances.get_mut(at),
+                self.load.get_mut(at),
+            );
+            if let (Some(c), Some(m), Some(i), Some(fc), Some(fm), Some(fi), Some(l)) = columns {
+                (*c, *m, *i) = (r.cpu, r.memory.0, r.instances);
+                (*fc, *fm, *fi) = (cpu, memory, instances);
+                *l = load;
             }
         }
     }
@@ -149,6 +190,28 @@ impl Allocated {
             self.cpu.get(at).copied().unwrap_or(0),
             self.memory.get(at).copied().unwrap_or(0),
             self.instances.get(at).copied().unwrap_or(0),
+        )
+    }
+
+    /// True when `cpu` cores, `memory` bytes and `instances` fit in what host `at` has left
+    /// (instances only when the host declares an instance capacity); false past the end.
+    pub fn fits(&self, at: usize, cpu: u64, memory: u128, instances: u64) -> bool {
+        let (Some(fc), Some(fm), Some(fi)) = (
+            self.free_cpu.get(at),
+            self.free_memory.get(at),
+            self.free_instances.get(at),
+        ) else {
+            return false;
+        };
+        cpu <= *fc && memory <= *fm && instances <= *fi
+    }
+
+    /// Host `at`'s load ([`host_load`] of its allocations) and free memory bytes; (1, 0) past
+    /// the end.
+    pub fn load_and_free_memory(&self, at: usize) -> (f64, u128) {
+        (
+            self.load.get(at).copied().unwrap_or(1.0),
+            self.free_memory.get(at).copied().unwrap_or(0),
         )
     }
 
@@ -166,6 +229,27 @@ impl Allocated {
             mem_alloc += am;
         }
         load_ratio(cpu_alloc, cpu_cap).max(load_ratio(mem_alloc, mem_cap))
+    }
+}
+
+/// Load of one host in [0, 1] as host ranking compares it: the larger of cores and memory
+/// `used` / `capacity` (each (cores, memory bytes)); a resource with no capacity counts as
+/// full when anything is in use, else empty.
+pub fn host_load(used: (u64, u128), capacity: (u64, u128)) -> f64 {
+    let ratio = |a: u128, c: u128| match (a, c) {
+        (0, _) => 0.0,
+        (_, 0) => 1.0,
+        (a, c) => (to_f64(a) / to_f64(c)).min(1.0),
+    };
+    ratio(used.0.into(), capacity.0.into()).max(ratio(used.1, capacity.1))
+}
+
+/// `v as f64` (the nearest double), through the hardware conversion when `v` fits in 64 bits
+/// (the same double: both round the same integer to nearest).
+fn to_f64(v: u128) -> f64 {
+    match u64::try_from(v) {
+        Ok(v) => v as f64,
+        Err(_) => v as f64,
     }
 }
 

@@ -49,7 +49,7 @@ impl Prepared {
     /// volumes for their names).
     pub fn new(inv: &Inventory) -> Self {
         let fixed = Fixed::new(inv);
-        let allocated = Allocated::new(inv);
+        let allocated = Allocated::new(inv, &fixed);
         let load = allocated.load(&fixed);
         Prepared {
             version: inv.version.clone(),

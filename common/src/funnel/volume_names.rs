@@ -8,37 +8,45 @@
 //! Whether an inventory still starts with the indexed volumes is checked by identity (the index
 //! keeps the volumes it indexed alive, so an equal pointer is the same volume).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::model::{Inventory, PersistentVolume};
 
-/// The first position of every (provisioner, name) among an inventory's volumes.
+/// Every (provisioner, name) among an inventory's volumes, by hash.
 #[derive(Debug, Clone, Default)]
 pub struct VolumeNames {
     /// The volumes indexed, in inventory order.
     volumes: Vec<Arc<PersistentVolume>>,
-    /// Provisioner → volume name → first position in `volumes`. Volumes without a provisioner
-    /// are left out (a lookup names a provisioner).
-    first: HashMap<String, HashMap<String, usize>>,
+    /// (hash of provisioner and name, position in `volumes`), sorted: the volumes sharing a
+    /// hash are together, in inventory order. Volumes without a provisioner are left out (a
+    /// lookup names a provisioner).
+    by_hash: Vec<(u64, usize)>,
+}
+
+/// FNV-1a (Fowler, Noll and Vo's public-domain hash, 64-bit) of `provisioner`, a separator
+/// byte no name contains (0xff is never in UTF-8), and `name`.
+fn hash(provisioner: &str, name: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in provisioner.bytes().chain([0xff]).chain(name.bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
 }
 
 impl VolumeNames {
-    /// Indexes the volumes of `inv` (one pass).
+    /// Indexes the volumes of `inv` (one pass and a sort).
     pub fn new(inv: &Inventory) -> Self {
-        let mut first: HashMap<String, HashMap<String, usize>> = HashMap::new();
-        for (i, v) in inv.volumes.iter().enumerate() {
-            if let Some(p) = &v.provisioner {
-                let names = match first.get_mut(p.as_str()) {
-                    Some(names) => names,
-                    None => first.entry(p.clone()).or_default(),
-                };
-                names.entry(v.name.clone()).or_insert(i);
-            }
-        }
+        let mut by_hash: Vec<(u64, usize)> = inv
+            .volumes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| Some((hash(v.provisioner.as_deref()?, &v.name), i)))
+            .collect();
+        by_hash.sort_unstable();
         VolumeNames {
             volumes: inv.volumes.clone(),
-            first,
+            by_hash,
         }
     }
 
@@ -53,11 +61,15 @@ impl VolumeNames {
     /// looked up, the ones after them walked.
     pub fn find<'a>(&self, inv: &'a Inventory, provisioner: &str, name: &str) -> Option<&'a PersistentVolume> {
         let is = |v: &PersistentVolume| v.name == name && v.provisioner.as_deref() == Some(provisioner);
-        if let Some(&i) = self.first.get(provisioner).and_then(|names| names.get(name))
-            && let Some(v) = inv.volumes.get(i)
-            && is(v)
-        {
-            return Some(&**v);
+        let h = hash(provisioner, name);
+        let from = self.by_hash.partition_point(|(k, _)| *k < h);
+        let same_hash = self.by_hash.get(from..).unwrap_or_default();
+        for (_, i) in same_hash.iter().take_while(|(k, _)| *k == h) {
+            if let Some(v) = inv.volumes.get(*i)
+                && is(v)
+            {
+                return Some(&**v);
+            }
         }
         inv.volumes
             .get(self.volumes.len()..)

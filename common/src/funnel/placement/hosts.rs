@@ -410,23 +410,13 @@ pub(crate) fn capacity<'c, 'z, 'a>(ctx: &'c JobCtx<'c>, touched: &'c Touched<'z,
             let (free, holders) = usage(ctx, c.zone_name(), h);
             check_capacity(ctx, h, &free.used, &free.workflow, &holders, r);
         } else if plain {
-            let (cap, alloc) = (fixed.capacity(c.at), allocated.get(c.at));
-            if !fits(need, cap, alloc) {
-                plain_shortfalls(need, cap, alloc, r);
+            if !allocated.fits(c.at, need.cpu, need.memory.0, need.instances) {
+                plain_shortfalls(need, fixed.capacity(c.at), allocated.get(c.at), r);
             }
         } else {
             check_capacity(ctx, h, &h.allocated, &nothing, &[], r);
         }
     })
-}
-
-/// True when cpu cores, memory and instances (when the host declares an instance capacity)
-/// of `need` fit in `cap` − `used` (columns: cores, memory bytes, instances), as
-/// [`check_capacity`] compares them.
-fn fits(need: &Resources, cap: (u64, u128, u64), used: (u64, u128, u64)) -> bool {
-    need.cpu <= cap.0.saturating_sub(used.0)
-        && need.memory.0 <= cap.1.saturating_sub(used.1)
-        && (cap.2 == 0 || need.instances <= cap.2.saturating_sub(used.2))
 }
 
 /// [`check_capacity`] of a job needing no device and not exclusive, on a host no job of this

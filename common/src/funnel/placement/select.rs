@@ -11,6 +11,7 @@
 
 use super::stages;
 use crate::decision::{Reason, codes};
+use crate::funnel::columns::host_load;
 use crate::funnel::tagsets::Answers;
 use crate::funnel::trace::Trace;
 use crate::funnel::{run_filter, seeded_pick};
@@ -104,67 +105,21 @@ fn soft_scores(ctx: &JobCtx<'_>, zone: &ZoneCand<'_>, hosts: &[HostCand<'_, '_>]
         .collect()
 }
 
-/// Load of a host in [0, 1]: the larger of cpu and memory allocated / capacity, counting the
-/// inventory's allocations and every earlier job of this workflow on it (a resource with no
-/// capacity counts as full when anything is allocated, else empty); and its free memory bytes.
-/// `held`: an earlier job of this workflow may run on the host ([`Touched::holds_in`]); when
-/// false the ledger is not summed (it holds nothing there).
+/// Load of a host in [0, 1] ([`host_load`]), counting the inventory's allocations and every
+/// earlier job of this workflow on it; and its free memory bytes. `held`: an earlier job of
+/// this workflow may run on the host ([`Touched::holds_in`]); when false the ledger is not
+/// summed (it holds nothing there) and both come from the prepared columns, computed when the
+/// inventory was prepared. A held host (every host on the reference path of tests) is read from
+/// the host itself and the ledger.
 fn metrics(ctx: &JobCtx<'_>, zone: &str, host: &Host, at: usize, held: bool) -> (f64, u128) {
-    let use_ = used(ctx, zone, host, at, held);
-    (load(use_), free_memory(use_))
-}
-
-/// A host's capacity and use, as ranking compares them: capacity (cores, memory bytes) and
-/// in use (cores, memory bytes).
-#[derive(Clone, Copy)]
-struct Use {
-    capacity: (u64, u128),
-    used: (u64, u128),
-}
-
-/// [`Use`] of `host` (row `at`): its allocations plus, when `held`, what every earlier job of
-/// this workflow holds there. A host not `held` is read from the prepared columns; a held one
-/// (every host on the reference path of tests) from the host itself and the ledger.
-fn used(ctx: &JobCtx<'_>, zone: &str, host: &Host, at: usize, held: bool) -> Use {
-    if held {
-        let (mut used, _) = ctx.ledger.host_use(zone, &host.name, |_| true);
-        add(&mut used, &host.allocated);
-        Use {
-            capacity: (host.capacity.cpu, host.capacity.memory.0),
-            used: (used.cpu, used.memory.0),
-        }
-    } else {
-        let (cpu, memory, _) = ctx.prepared.fixed().capacity(at);
-        let (acpu, amemory, _) = ctx.prepared.allocated().get(at);
-        Use {
-            capacity: (cpu, memory),
-            used: (acpu, amemory),
-        }
+    if !held {
+        return ctx.prepared.allocated().load_and_free_memory(at);
     }
-}
-
-/// The load part of [`metrics`].
-fn load(u: Use) -> f64 {
-    let ratio = |a: u128, c: u128| match (a, c) {
-        (0, _) => 0.0,
-        (_, 0) => 1.0,
-        (a, c) => (to_f64(a) / to_f64(c)).min(1.0),
-    };
-    ratio(u.used.0.into(), u.capacity.0.into()).max(ratio(u.used.1, u.capacity.1))
-}
-
-/// The free-memory part of [`metrics`].
-fn free_memory(u: Use) -> u128 {
-    u.capacity.1.saturating_sub(u.used.1)
-}
-
-/// `v as f64` (the nearest double), through the hardware conversion when `v` fits in 64 bits
-/// (the same double: both round the same integer to nearest).
-fn to_f64(v: u128) -> f64 {
-    match u64::try_from(v) {
-        Ok(v) => v as f64,
-        Err(_) => v as f64,
-    }
+    let (mut used, _) = ctx.ledger.host_use(zone, &host.name, |_| true);
+    add(&mut used, &host.allocated);
+    let cap = &host.capacity;
+    let load = host_load((used.cpu, used.memory.0), (cap.cpu, cap.memory.0));
+    (load, cap.memory.0.saturating_sub(used.memory.0))
 }
 
 /// Orders a zone's fitting hosts, best first: hosts meeting more soft constraints first
@@ -248,20 +203,14 @@ fn best_host<'a>(
         let k = seeded_pick(ctx.seed, &format!("host:{}:{}", ctx.job(), z.name), group.len());
         return group.get(k.min(group.len().saturating_sub(1))).copied();
     }
-    // Each policy compares one of the two metrics: only that one is computed.
-    let by_memory = z.placement_policy == PlacementPolicy::SpreadMemory;
+    // Each policy compares one of the two metrics (both were computed with the prepared form).
     let mut best: Option<(f64, u128, &'a Host)> = None;
     for (c, s) in hosts.iter().zip(soft) {
         if *s != top {
             continue;
         }
         let h = c.host;
-        let use_ = used(ctx, &z.name, h, c.at, held(h));
-        let (load, free) = if by_memory {
-            (0.0, free_memory(use_))
-        } else {
-            (load(use_), 0)
-        };
+        let (load, free) = metrics(ctx, &z.name, h, c.at, held(h));
         let better = match (&best, z.placement_policy) {
             (None, _) => true,
             (Some(b), PlacementPolicy::Binpack) => load > b.0,
