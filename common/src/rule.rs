@@ -87,6 +87,7 @@ pub struct Reasons {
 impl Reasons {
     /// Records a failure with `code` (one of [`crate::decision::codes`]); `message` runs only if
     /// the candidate will be listed.
+    #[inline]
     pub fn fail(&mut self, code: &'static str, message: impl FnOnce() -> String) {
         let message = if self.detailed { message() } else { String::new() };
         self.list.push((Cow::Borrowed(code), message));

@@ -411,7 +411,13 @@ pub(crate) fn capacity<'c, 'z, 'a>(ctx: &'c JobCtx<'c>, touched: &'c Touched<'z,
             check_capacity(ctx, h, &free.used, &free.workflow, &holders, r);
         } else if plain {
             if !allocated.fits(c.at, need.cpu, need.memory.0, need.instances) {
-                plain_shortfalls(need, fixed.capacity(c.at), allocated.get(c.at), r);
+                if r.detailed {
+                    plain_shortfalls(need, fixed.capacity(c.at), allocated.get(c.at), r);
+                } else {
+                    // An unlisted host counts once per reason code, and every shortfall has
+                    // the same code: one says it.
+                    r.fail(codes::INSUFFICIENT, String::new);
+                }
             }
         } else {
             check_capacity(ctx, h, &h.allocated, &nothing, &[], r);
