@@ -7,7 +7,7 @@
 //! [`Fixed`] holds what only an inventory reload changes (power, capacity, where each zone's
 //! hosts start); [`Allocated`] what the agent's holds and commits change, refreshed host by host.
 
-use crate::model::{Inventory, PowerState};
+use crate::model::{Host, Inventory, PowerState};
 
 /// Per host, what only a new inventory changes.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -49,25 +49,49 @@ pub struct Allocated {
 impl Fixed {
     /// The columns of every host of `inv` (one pass).
     pub fn new(inv: &Inventory) -> Self {
+        let mut f = Fixed::with_capacity(inv);
+        for z in &inv.zones {
+            f.open_zone();
+            for h in &z.hosts {
+                f.push(h);
+            }
+        }
+        f.close();
+        f
+    }
+
+    /// Empty columns with room for every host of `inv` (then [`Fixed::open_zone`] per zone,
+    /// [`Fixed::push`] per host, [`Fixed::close`] once).
+    pub fn with_capacity(inv: &Inventory) -> Self {
         let n = inv.zones.iter().map(|z| z.hosts.len()).sum();
-        let mut f = Fixed {
+        Fixed {
             zone_start: Vec::with_capacity(inv.zones.len() + 1),
             on: Vec::with_capacity(n),
             cpu: Vec::with_capacity(n),
             memory: Vec::with_capacity(n),
             instances: Vec::with_capacity(n),
-        };
-        for z in &inv.zones {
-            f.zone_start.push(f.on.len());
-            for h in &z.hosts {
-                f.on.push(h.power == PowerState::On);
-                f.cpu.push(h.capacity.cpu);
-                f.memory.push(h.capacity.memory.0);
-                f.instances.push(h.capacity.instances);
-            }
         }
-        f.zone_start.push(f.on.len());
-        f
+    }
+
+    /// Starts the next zone: the hosts pushed from now on are its hosts.
+    pub fn open_zone(&mut self) {
+        self.zone_start.push(self.on.len());
+    }
+
+    /// Adds host `h` to the zone opened last; returns its capacity (cores, memory bytes,
+    /// instances).
+    pub fn push(&mut self, h: &Host) -> (u64, u128, u64) {
+        let cap = &h.capacity;
+        self.on.push(h.power == PowerState::On);
+        self.cpu.push(cap.cpu);
+        self.memory.push(cap.memory.0);
+        self.instances.push(cap.instances);
+        (cap.cpu, cap.memory.0, cap.instances)
+    }
+
+    /// Ends the last zone (after every host was pushed).
+    pub fn close(&mut self) {
+        self.zone_start.push(self.on.len());
     }
 
     /// True when `inv` has as many zones, each with as many hosts, as the inventory these
@@ -117,8 +141,16 @@ impl Allocated {
     /// What every host of `inv` has allocated (one pass), with `fixed` = [`Fixed::new`] of
     /// `inv`.
     pub fn new(inv: &Inventory, fixed: &Fixed) -> Self {
-        let n = fixed.hosts();
-        let mut a = Allocated {
+        let mut a = Allocated::with_capacity(fixed.hosts());
+        for (at, h) in inv.zones.iter().flat_map(|z| &z.hosts).enumerate() {
+            a.push(h, fixed.capacity(at));
+        }
+        a
+    }
+
+    /// Empty columns with room for `n` hosts (then [`Allocated::push`] per host).
+    pub fn with_capacity(n: usize) -> Self {
+        Allocated {
             cpu: Vec::with_capacity(n),
             memory: Vec::with_capacity(n),
             instances: Vec::with_capacity(n),
@@ -126,22 +158,20 @@ impl Allocated {
             free_memory: Vec::with_capacity(n),
             free_instances: Vec::with_capacity(n),
             load: Vec::with_capacity(n),
-        };
-        for (at, h) in inv.zones.iter().flat_map(|z| &z.hosts).enumerate() {
-            let r = &h.allocated;
-            a.cpu.push(r.cpu);
-            a.memory.push(r.memory.0);
-            a.instances.push(r.instances);
-            let (cpu, memory, instances) = a.derive(fixed.capacity(at), (r.cpu, r.memory.0, r.instances));
-            a.free_cpu.push(cpu);
-            a.free_memory.push(memory);
-            a.free_instances.push(instances);
-            a.load.push(host_load(
-                (r.cpu, r.memory.0),
-                (fixed.capacity(at).0, fixed.capacity(at).1),
-            ));
         }
-        a
+    }
+
+    /// Adds host `h`, of capacity `cap` (cores, memory bytes, instances).
+    pub fn push(&mut self, h: &Host, cap: (u64, u128, u64)) {
+        let r = &h.allocated;
+        self.cpu.push(r.cpu);
+        self.memory.push(r.memory.0);
+        self.instances.push(r.instances);
+        let (cpu, memory, instances) = self.derive(cap, (r.cpu, r.memory.0, r.instances));
+        self.free_cpu.push(cpu);
+        self.free_memory.push(memory);
+        self.free_instances.push(instances);
+        self.load.push(host_load((r.cpu, r.memory.0), (cap.0, cap.1)));
     }
 
     /// What is left of capacity `cap` with `used` allocated: (cores, memory bytes, instances;

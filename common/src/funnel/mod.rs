@@ -42,11 +42,11 @@ pub struct ClusterState {
 /// Runs the whole funnel for one cluster and returns its part of the decision document.
 ///
 /// `elapsed_ms` is left at 0 (the caller times the call). Never panics on any inventory or
-/// workflow the parsers accept. Prepares the inventory first ([`Prepared::new`], a pass over its
-/// hosts); a caller planning the same inventory more than once keeps a [`Prepared`] and calls
+/// workflow the parsers accept. Prepares the inventory first ([`Prepared::for_one_plan`], a
+/// pass over its hosts); a caller planning the same inventory more than once keeps a [`Prepared`] and calls
 /// [`plan_prepared`].
 pub fn plan_cluster(inv: &Inventory, state: &ClusterState, req: &PlanRequest) -> ClusterDecision {
-    plan_prepared(inv, &Prepared::new(inv), state, req)
+    plan_prepared(inv, &Prepared::for_one_plan(inv), state, req)
 }
 
 /// [`plan_cluster`] on an inventory already prepared: `prepared` is [`Prepared::new`] of `inv`
@@ -57,7 +57,7 @@ pub fn plan_prepared(inv: &Inventory, prepared: &Prepared, state: &ClusterState,
     let prepared = if prepared.fits(inv) {
         prepared
     } else {
-        fresh = Prepared::new(inv);
+        fresh = Prepared::for_one_plan(inv);
         &fresh
     };
     let mut trace = Trace::new(req.trace_limit);
@@ -125,7 +125,7 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(64))]
 
         /// The whole funnel: never panics, deterministic for a fixed seed, the same on placement's
-        /// reference path, and never gives a host more than its free capacity (allocated + this
+        /// reference path and on an inventory prepared with its volume index, and never gives a host more than its free capacity (allocated + this
         /// plan's allocations <= capacity).
         #[test]
         fn whole_funnel_is_deterministic_and_within_capacity(
@@ -143,6 +143,9 @@ mod tests {
             let a = plan_cluster(&inv, &ClusterState::default(), &req);
             let b = plan_cluster(&inv, &ClusterState::default(), &req);
             prop_assert_eq!(&a, &b);
+            let prepared = Prepared::new(&inv);
+            prop_assert!(prepared.volume_names(&inv).is_some(), "the volume index is used");
+            prop_assert_eq!(&plan_prepared(&inv, &prepared, &ClusterState::default(), &req), &a);
             placement::REFERENCE.set(true);
             let reference = plan_cluster(&inv, &ClusterState::default(), &req);
             placement::REFERENCE.set(false);

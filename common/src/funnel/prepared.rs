@@ -15,7 +15,7 @@ use std::sync::Arc;
 use crate::model::Inventory;
 
 use super::columns::{Allocated, Fixed};
-use super::tagsets::TagSets;
+use super::tagsets::{Interner, TagSets};
 use super::volume_names::VolumeNames;
 
 /// One inventory prepared for planning (see the module documentation). Two are equal when
@@ -32,8 +32,8 @@ pub struct Prepared {
     allocated: Allocated,
     /// The funnel's `cluster_load` of the inventory.
     load: f64,
-    /// Where each volume is, by provisioner and name.
-    volumes: Arc<VolumeNames>,
+    /// Where each volume is, by provisioner and name (`None`: prepared for one plan).
+    volumes: Option<Arc<VolumeNames>>,
 }
 
 impl PartialEq for Prepared {
@@ -48,16 +48,40 @@ impl Prepared {
     /// Prepares `inv` (passes over its hosts for the columns and the tag sets, one over its
     /// volumes for their names).
     pub fn new(inv: &Inventory) -> Self {
-        let fixed = Fixed::new(inv);
-        let allocated = Allocated::new(inv, &fixed);
+        let mut prepared = Prepared::hosts_of(inv);
+        prepared.volumes = Some(Arc::new(VolumeNames::new(inv)));
+        prepared
+    }
+
+    /// [`Prepared::new`] without the volume index, for one plan (`plan_cluster`): its few
+    /// lookups walk the volumes, cheaper than indexing them.
+    pub fn for_one_plan(inv: &Inventory) -> Self {
+        Prepared::hosts_of(inv)
+    }
+
+    /// The host part of [`Prepared::new`], in one pass over the hosts (each host is read once:
+    /// at 100k hosts, reading them is most of the cost).
+    fn hosts_of(inv: &Inventory) -> Self {
+        let mut fixed = Fixed::with_capacity(inv);
+        let mut allocated = Allocated::with_capacity(fixed.hosts());
+        let mut tags = Interner::default();
+        for z in &inv.zones {
+            fixed.open_zone();
+            for h in &z.hosts {
+                let cap = fixed.push(h);
+                allocated.push(h, cap);
+                tags.push(&h.tags);
+            }
+        }
+        fixed.close();
         let load = allocated.load(&fixed);
         Prepared {
             version: inv.version.clone(),
             fixed: Arc::new(fixed),
-            tags: Arc::new(TagSets::new(inv)),
+            tags: Arc::new(tags.finish()),
             allocated,
             load,
-            volumes: Arc::new(VolumeNames::new(inv)),
+            volumes: None,
         }
     }
 
@@ -75,10 +99,9 @@ impl Prepared {
         let mut allocated = self.allocated.clone();
         allocated.refresh(&self.fixed, inv, hosts);
         let load = allocated.load(&self.fixed);
-        let volumes = if self.volumes.covers(inv) {
-            self.volumes.clone()
-        } else {
-            Arc::new(VolumeNames::new(inv))
+        let volumes = match &self.volumes {
+            Some(v) if v.covers(inv) => v.clone(),
+            _ => Arc::new(VolumeNames::new(inv)),
         };
         Prepared {
             version: self.version.clone(),
@@ -86,7 +109,7 @@ impl Prepared {
             tags: self.tags.clone(),
             allocated,
             load,
-            volumes,
+            volumes: Some(volumes),
         }
     }
 
@@ -119,7 +142,7 @@ impl Prepared {
     /// The volume index, when `inv` still starts with the volumes it indexed
     /// ([`VolumeNames::covers`], a comparison of pointers).
     pub fn volume_names(&self, inv: &Inventory) -> Option<&VolumeNames> {
-        Some(&*self.volumes).filter(|v| v.covers(inv))
+        self.volumes.as_deref().filter(|v| v.covers(inv))
     }
 }
 

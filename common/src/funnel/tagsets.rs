@@ -25,17 +25,11 @@ pub struct TagSets {
 impl TagSets {
     /// Interns the tags of every host of `inv` (one pass; one hash lookup per host).
     pub fn new(inv: &Inventory) -> Self {
-        let mut ids: HashMap<&[Tag], u32> = HashMap::new();
-        let mut sets: Vec<Vec<Tag>> = Vec::new();
-        let mut of_host = Vec::with_capacity(inv.zones.iter().map(|z| z.hosts.len()).sum());
+        let mut interner = Interner::default();
         for h in inv.zones.iter().flat_map(|z| &z.hosts) {
-            let id = *ids.entry(h.tags.as_slice()).or_insert_with(|| {
-                sets.push(h.tags.clone());
-                u32::try_from(sets.len() - 1).unwrap_or(u32::MAX)
-            });
-            of_host.push(id);
+            interner.push(&h.tags);
         }
-        TagSets { sets, of_host }
+        interner.finish()
     }
 
     /// The number of the tag list of host `at` (its position in inventory order); 0 for a
@@ -58,6 +52,30 @@ impl TagSets {
             met.extend((0..width).map(|k| set.iter().any(|tag| test(k, tag))));
         }
         Answers { width, met }
+    }
+}
+
+/// Builds [`TagSets`] host by host, in inventory order.
+#[derive(Debug, Default)]
+pub struct Interner<'a> {
+    ids: HashMap<&'a [Tag], u32>,
+    sets: TagSets,
+}
+
+impl<'a> Interner<'a> {
+    /// Adds the next host, carrying `tags`.
+    pub fn push(&mut self, tags: &'a [Tag]) {
+        let sets = &mut self.sets.sets;
+        let id = *self.ids.entry(tags).or_insert_with(|| {
+            sets.push(tags.to_vec());
+            u32::try_from(sets.len() - 1).unwrap_or(u32::MAX)
+        });
+        self.sets.of_host.push(id);
+    }
+
+    /// The tag sets of the hosts pushed.
+    pub fn finish(self) -> TagSets {
+        self.sets
     }
 }
 

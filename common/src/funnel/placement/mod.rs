@@ -121,14 +121,14 @@ impl JobCtx<'_> {
 ///   rejected the last candidates.
 ///
 /// Deterministic for a fixed `req.seed`; never panics. Prepares the inventory first
-/// ([`Prepared::new`]); [`place_prepared`] takes a prepared one.
+/// ([`Prepared::for_one_plan`]); [`place_prepared`] takes a prepared one.
 pub fn place_jobs(
     inv: &Inventory,
     req: &PlanRequest,
     volumes: &IndexMap<String, VolumeDecision>,
     trace: &mut Trace,
 ) -> Placement {
-    place_prepared(inv, &Prepared::new(inv), req, volumes, trace)
+    place_prepared(inv, &Prepared::for_one_plan(inv), req, volumes, trace)
 }
 
 /// [`place_jobs`] with `prepared` = [`Prepared::new`] of `inv` (the caller checks that it
