@@ -86,7 +86,7 @@ fn soft_scores(ctx: &JobCtx<'_>, zone: &ZoneCand<'_>, hosts: &[HostCand<'_, '_>]
             .map(|h| {
                 let met = soft
                     .iter()
-                    .filter(|(c, _)| c.holds(zone.zone.tags.iter().chain(&h.host.tags)));
+                    .filter(|(c, _)| c.holds(zone.zone.tags.iter().chain(&h.host().tags)));
                 score(met.count())
             })
             .collect();
@@ -95,7 +95,7 @@ fn soft_scores(ctx: &JobCtx<'_>, zone: &ZoneCand<'_>, hosts: &[HostCand<'_, '_>]
     hosts
         .iter()
         .map(|h| {
-            let set = sets.of(h.at);
+            let set = sets.of(h.at());
             let met = soft
                 .iter()
                 .enumerate()
@@ -152,8 +152,8 @@ pub(crate) fn rank_hosts<'a>(
         .iter()
         .zip(soft.iter().copied())
         .map(|(c, s)| {
-            let h = c.host;
-            let (load, free) = metrics(ctx, &z.name, h, c.at, touched.holds_in(names, h));
+            let h = c.host();
+            let (load, free) = metrics(ctx, &z.name, h, c.at(), touched.holds_in(names, h));
             (s, load, free, h)
         })
         .collect();
@@ -198,7 +198,7 @@ fn best_host<'a>(
             .iter()
             .zip(soft)
             .filter(|(_, s)| **s == top)
-            .map(|(c, _)| c.host)
+            .map(|(c, _)| c.host())
             .collect();
         let k = seeded_pick(ctx.seed, &format!("host:{}:{}", ctx.job(), z.name), group.len());
         return group.get(k.min(group.len().saturating_sub(1))).copied();
@@ -209,8 +209,8 @@ fn best_host<'a>(
         if *s != top {
             continue;
         }
-        let h = c.host;
-        let (load, free) = metrics(ctx, &z.name, h, c.at, held(h));
+        let h = c.host();
+        let (load, free) = metrics(ctx, &z.name, h, c.at(), held(h));
         let better = match (&best, z.placement_policy) {
             (None, _) => true,
             (Some(b), PlacementPolicy::Binpack) => load > b.0,
@@ -447,7 +447,7 @@ pub(crate) fn record_host_choice(trace: &mut Trace, ctx: &JobCtx<'_>, pick: &Zon
     let cands: Vec<(&Host, u32)> = pick
         .fitting
         .iter()
-        .map(|c| c.host)
+        .map(|c| c.host())
         .zip(pick.soft.iter().copied())
         .collect();
     let first_name = &first.name;
