@@ -4,7 +4,7 @@
 //!
 //! `zone.project` → `zone.power` → `zone.limits` → `zone.profiles` (module `zones`) →
 //! `host.power` → `host.hard_constraints` → `host.affinity` → `host.anti_affinity` →
-//! `host.network` → `host.storage` → `host.capacity` (module `hosts`) → `zone.multi_host`
+//! `host.network` → `host.storage` (module `hosts`) → `host.capacity` (module `capacity`) → `zone.multi_host`
 //! (hosts ranked by soft constraints met, then the zone's placement policy) → `zone.choice` →
 //! `host.choice` (the chosen zone's other fitting hosts and why they were not taken; module
 //! `select`).
@@ -46,6 +46,7 @@ pub mod stages {
     pub const HOST_CHOICE: &str = "host.choice";
 }
 
+mod capacity;
 mod hosts;
 mod ledger;
 mod needs;
@@ -212,7 +213,7 @@ fn place_one(trace: &mut Trace, inv: &Inventory, ctx: &JobCtx<'_>, project: &str
         hosts::anti_affinity(ctx),
         hosts::network(ctx),
         hosts::storage(ctx),
-        hosts::capacity(ctx, &touched),
+        capacity::capacity(ctx, &touched),
     ];
     let hs = if reference() {
         let mut hs = hs;
