@@ -44,6 +44,9 @@ pub struct Allocated {
     free_instances: Vec<u64>,
     /// [`host_load`] of the host's allocations.
     load: Vec<f64>,
+    /// Over the powered-on hosts: capacity cores, allocated cores, capacity memory bytes,
+    /// allocated memory bytes (the cluster load's sums, kept as allocations change).
+    sums: [u128; 4],
 }
 
 impl Fixed {
@@ -143,7 +146,7 @@ impl Allocated {
     pub fn new(inv: &Inventory, fixed: &Fixed) -> Self {
         let mut a = Allocated::with_capacity(fixed.hosts());
         for (at, h) in inv.zones.iter().flat_map(|z| &z.hosts).enumerate() {
-            a.push(h, fixed.capacity(at));
+            a.push(h, fixed.capacity(at), fixed.on(at));
         }
         a
     }
@@ -158,12 +161,20 @@ impl Allocated {
             free_memory: Vec::with_capacity(n),
             free_instances: Vec::with_capacity(n),
             load: Vec::with_capacity(n),
+            sums: [0; 4],
         }
     }
 
-    /// Adds host `h`, of capacity `cap` (cores, memory bytes, instances).
-    pub fn push(&mut self, h: &Host, cap: (u64, u128, u64)) {
+    /// Adds host `h`, of capacity `cap` (cores, memory bytes, instances), powered on or not.
+    pub fn push(&mut self, h: &Host, cap: (u64, u128, u64), on: bool) {
         let r = &h.allocated;
+        if on {
+            let [cc, ac, cm, am] = &mut self.sums;
+            *cc += u128::from(cap.0);
+            *ac += u128::from(r.cpu);
+            *cm += cap.1;
+            *am += r.memory.0;
+        }
         self.cpu.push(r.cpu);
         self.memory.push(r.memory.0);
         self.instances.push(r.instances);
@@ -207,6 +218,11 @@ impl Allocated {
                 self.load.get_mut(at),
             );
             if let (Some(c), Some(m), Some(i), Some(fc), Some(fm), Some(fi), Some(l)) = columns {
+                if fixed.on(at) {
+                    let [_, ac, _, am] = &mut self.sums;
+                    *ac = *ac - u128::from(*c) + u128::from(r.cpu);
+                    *am = *am - *m + r.memory.0;
+                }
                 (*c, *m, *i) = (r.cpu, r.memory.0, r.instances);
                 (*fc, *fm, *fi) = (cpu, memory, instances);
                 *l = load;
@@ -245,19 +261,11 @@ impl Allocated {
         )
     }
 
-    /// Cluster load in [0, 1] over the powered-on hosts of `fixed`: the larger of allocated /
-    /// capacity for cores and for memory (0 without capacity); what the funnel's
-    /// `cluster_load` computes from the hosts themselves.
-    pub fn load(&self, fixed: &Fixed) -> f64 {
-        let (mut cpu_cap, mut cpu_alloc, mut mem_cap, mut mem_alloc) = (0u128, 0u128, 0u128, 0u128);
-        for at in (0..fixed.hosts()).filter(|&at| fixed.on(at)) {
-            let (cc, cm, _) = fixed.capacity(at);
-            let (ac, am, _) = self.get(at);
-            cpu_cap += u128::from(cc);
-            cpu_alloc += u128::from(ac);
-            mem_cap += cm;
-            mem_alloc += am;
-        }
+    /// Cluster load in [0, 1] over the powered-on hosts: the larger of allocated / capacity
+    /// for cores and for memory (0 without capacity); what the funnel's `cluster_load`
+    /// computes from the hosts themselves (from sums kept as hosts are pushed and refreshed).
+    pub fn load(&self) -> f64 {
+        let [cpu_cap, cpu_alloc, mem_cap, mem_alloc] = self.sums;
         load_ratio(cpu_alloc, cpu_cap).max(load_ratio(mem_alloc, mem_cap))
     }
 }

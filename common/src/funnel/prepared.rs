@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use crate::model::Inventory;
+use crate::model::{Inventory, PowerState};
 
 use super::columns::{Allocated, Fixed};
 use super::tagsets::{Interner, TagSets};
@@ -69,12 +69,12 @@ impl Prepared {
             fixed.open_zone();
             for h in &z.hosts {
                 let cap = fixed.push(h);
-                allocated.push(h, cap);
+                allocated.push(h, cap, h.power == PowerState::On);
                 tags.push(&h.tags);
             }
         }
         fixed.close();
-        let load = allocated.load(&fixed);
+        let load = allocated.load();
         Prepared {
             version: inv.version.clone(),
             fixed: Arc::new(fixed),
@@ -98,7 +98,7 @@ impl Prepared {
         }
         let mut allocated = self.allocated.clone();
         allocated.refresh(&self.fixed, inv, hosts);
-        let load = allocated.load(&self.fixed);
+        let load = allocated.load();
         let volumes = match &self.volumes {
             Some(v) if v.covers(inv) => v.clone(),
             _ => Arc::new(VolumeNames::new(inv)),
