@@ -5,7 +5,7 @@
 //! processor prefetches.
 //!
 //! [`Fixed`] holds what only an inventory reload changes (power, capacity, where each zone's
-//! hosts start); [`Allocated`] what the agent's holds and commits change, refreshed host by host.
+//! hosts start); [`super::allocated`] what the agent's holds and commits change.
 
 use crate::model::{Host, Inventory, PowerState};
 
@@ -22,31 +22,6 @@ pub struct Fixed {
     memory: Vec<u128>,
     /// Capacity: instances (0 = not limited).
     instances: Vec<u64>,
-}
-
-/// Per host, what is allocated (the inventory's allocations plus what the agent holds), and
-/// what follows from it for planning: what is left of each resource and the host's load. The
-/// host stages and the ranking read only the derived columns.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Allocated {
-    /// Cores.
-    cpu: Vec<u64>,
-    /// Memory bytes.
-    memory: Vec<u128>,
-    /// Instances.
-    instances: Vec<u64>,
-    /// Cores left: capacity − allocated, saturating at 0.
-    free_cpu: Vec<u64>,
-    /// Memory bytes left: capacity − allocated, saturating at 0.
-    free_memory: Vec<u128>,
-    /// Instances left: capacity − allocated, saturating at 0; `u64::MAX` when the host declares
-    /// no instance capacity (not limited).
-    free_instances: Vec<u64>,
-    /// [`host_load`] of the host's allocations.
-    load: Vec<f64>,
-    /// Over the powered-on hosts: capacity cores, allocated cores, capacity memory bytes,
-    /// allocated memory bytes (the cluster load's sums, kept as allocations change).
-    sums: [u128; 4],
 }
 
 impl Fixed {
@@ -137,136 +112,6 @@ impl Fixed {
             self.memory.get(at).copied().unwrap_or(0),
             self.instances.get(at).copied().unwrap_or(0),
         )
-    }
-}
-
-impl Allocated {
-    /// What every host of `inv` has allocated (one pass), with `fixed` = [`Fixed::new`] of
-    /// `inv`.
-    pub fn new(inv: &Inventory, fixed: &Fixed) -> Self {
-        let mut a = Allocated::with_capacity(fixed.hosts());
-        for (at, h) in inv.zones.iter().flat_map(|z| &z.hosts).enumerate() {
-            a.push(h, fixed.capacity(at), fixed.on(at));
-        }
-        a
-    }
-
-    /// Empty columns with room for `n` hosts (then [`Allocated::push`] per host).
-    pub fn with_capacity(n: usize) -> Self {
-        Allocated {
-            cpu: Vec::with_capacity(n),
-            memory: Vec::with_capacity(n),
-            instances: Vec::with_capacity(n),
-            free_cpu: Vec::with_capacity(n),
-            free_memory: Vec::with_capacity(n),
-            free_instances: Vec::with_capacity(n),
-            load: Vec::with_capacity(n),
-            sums: [0; 4],
-        }
-    }
-
-    /// Adds host `h`, of capacity `cap` (cores, memory bytes, instances), powered on or not.
-    pub fn push(&mut self, h: &Host, cap: (u64, u128, u64), on: bool) {
-        let r = &h.allocated;
-        if on {
-            let [cc, ac, cm, am] = &mut self.sums;
-            *cc += u128::from(cap.0);
-            *ac += u128::from(r.cpu);
-            *cm += cap.1;
-            *am += r.memory.0;
-        }
-        self.cpu.push(r.cpu);
-        self.memory.push(r.memory.0);
-        self.instances.push(r.instances);
-        let (cpu, memory, instances) = self.derive(cap, (r.cpu, r.memory.0, r.instances));
-        self.free_cpu.push(cpu);
-        self.free_memory.push(memory);
-        self.free_instances.push(instances);
-        self.load.push(host_load((r.cpu, r.memory.0), (cap.0, cap.1)));
-    }
-
-    /// What is left of capacity `cap` with `used` allocated: (cores, memory bytes, instances;
-    /// `u64::MAX` instances without an instance capacity).
-    fn derive(&self, cap: (u64, u128, u64), used: (u64, u128, u64)) -> (u64, u128, u64) {
-        let instances = if cap.2 == 0 {
-            u64::MAX
-        } else {
-            cap.2.saturating_sub(used.2)
-        };
-        (cap.0.saturating_sub(used.0), cap.1.saturating_sub(used.1), instances)
-    }
-
-    /// Re-reads the allocations of the hosts `hosts` (zone index, host index in the zone) from
-    /// `inv`, which has the shape these columns were built from; other hosts keep theirs.
-    /// Positions outside `fixed` or `inv` are skipped.
-    pub fn refresh(&mut self, fixed: &Fixed, inv: &Inventory, hosts: impl IntoIterator<Item = (usize, usize)>) {
-        for (zi, hi) in hosts {
-            let (Some(at), Some(h)) = (fixed.at(zi, hi), inv.zones.get(zi).and_then(|z| z.hosts.get(hi))) else {
-                continue;
-            };
-            let r = &h.allocated;
-            let cap = fixed.capacity(at);
-            let (cpu, memory, instances) = self.derive(cap, (r.cpu, r.memory.0, r.instances));
-            let load = host_load((r.cpu, r.memory.0), (cap.0, cap.1));
-            let columns = (
-                self.cpu.get_mut(at),
-                self.memory.get_mut(at),
-                self.instances.get_mut(at),
-                self.free_cpu.get_mut(at),
-                self.free_memory.get_mut(at),
-                self.free_instances.get_mut(at),
-                self.load.get_mut(at),
-            );
-            if let (Some(c), Some(m), Some(i), Some(fc), Some(fm), Some(fi), Some(l)) = columns {
-                if fixed.on(at) {
-                    let [_, ac, _, am] = &mut self.sums;
-                    *ac = *ac - u128::from(*c) + u128::from(r.cpu);
-                    *am = *am - *m + r.memory.0;
-                }
-                (*c, *m, *i) = (r.cpu, r.memory.0, r.instances);
-                (*fc, *fm, *fi) = (cpu, memory, instances);
-                *l = load;
-            }
-        }
-    }
-
-    /// Host `at`'s allocations: (cores, memory bytes, instances); zeros past the end.
-    pub fn get(&self, at: usize) -> (u64, u128, u64) {
-        (
-            self.cpu.get(at).copied().unwrap_or(0),
-            self.memory.get(at).copied().unwrap_or(0),
-            self.instances.get(at).copied().unwrap_or(0),
-        )
-    }
-
-    /// True when `cpu` cores, `memory` bytes and `instances` fit in what host `at` has left
-    /// (instances only when the host declares an instance capacity); false past the end.
-    pub fn fits(&self, at: usize, cpu: u64, memory: u128, instances: u64) -> bool {
-        let (Some(fc), Some(fm), Some(fi)) = (
-            self.free_cpu.get(at),
-            self.free_memory.get(at),
-            self.free_instances.get(at),
-        ) else {
-            return false;
-        };
-        cpu <= *fc && memory <= *fm && instances <= *fi
-    }
-
-    /// Host `at`'s load ([`host_load`] of its allocations) and free memory bytes; (1, 0) past
-    /// the end.
-    pub fn load_and_free_memory(&self, at: usize) -> (f64, u128) {
-        (
-            self.load.get(at).copied().unwrap_or(1.0),
-            self.free_memory.get(at).copied().unwrap_or(0),
-        )
-    }
-
-    /// Cluster load in [0, 1] over the powered-on hosts: the larger of allocated / capacity
-    /// for cores and for memory (0 without capacity); what the funnel's `cluster_load`
-    /// computes from the hosts themselves (from sums kept as hosts are pushed and refreshed).
-    pub fn load(&self) -> f64 {
-        let [cpu_cap, cpu_alloc, mem_cap, mem_alloc] = self.sums;
-        load_ratio(cpu_alloc, cpu_cap).max(load_ratio(mem_alloc, mem_cap))
     }
 }
 

@@ -2,6 +2,7 @@
 //! live state and a request, it resolves every volume (seeds 000 and 001) and places every job
 //! that mounts volumes (Cloud Assembly's provisioning funnel), recording each named stage's rejections.
 
+pub mod allocated;
 pub mod columns;
 pub mod cost;
 pub mod placement;

@@ -14,7 +14,8 @@ use std::sync::Arc;
 
 use crate::model::{Inventory, PowerState};
 
-use super::columns::{Allocated, Fixed};
+use super::allocated::Allocated;
+use super::columns::Fixed;
 use super::tagsets::{Interner, TagSets};
 use super::volume_names::VolumeNames;
 
@@ -159,7 +160,8 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(64))]
 
         /// Refreshing the hosts whose allocations changed gives what preparing the changed
-        /// inventory afresh gives (what the agent relies on between reloads).
+        /// inventory afresh gives, and refreshing them back gives the first one again (what the
+        /// agent relies on between reloads).
         #[test]
         fn refreshing_changed_hosts_equals_preparing_afresh(
             hosts in 1usize..2500,
@@ -178,7 +180,10 @@ mod tests {
                 h.allocated.instances = *inst;
                 touched.push((zi, hi));
             }
-            prop_assert_eq!(prepared.refreshed(&changed, touched), Prepared::new(&changed));
+            let refreshed = prepared.refreshed(&changed, touched.iter().copied());
+            prop_assert_eq!(&refreshed, &Prepared::new(&changed));
+            // And back: the same hosts refreshed from the first inventory (the agent's release).
+            prop_assert_eq!(refreshed.refreshed(&base, touched), prepared);
             prop_assert_eq!(Prepared::new(&changed).load(), crate::funnel::cluster_load(&changed));
         }
     }
