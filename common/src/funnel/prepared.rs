@@ -154,14 +154,15 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::synth::{SynthSizes, cluster};
+    use crate::funnel::{ClusterState, PlanRequest, plan_cluster, plan_prepared};
+    use crate::synth::{SynthSizes, cluster, workflow};
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
 
         /// Refreshing the hosts whose allocations changed gives what preparing the changed
-        /// inventory afresh gives, and refreshing them back gives the first one again (what the
-        /// agent relies on between reloads).
+        /// inventory afresh gives, plans on it as on the changed inventory, and refreshing them
+        /// back gives the first one again (what the agent relies on between reloads).
         #[test]
         fn refreshing_changed_hosts_equals_preparing_afresh(
             hosts in 1usize..2500,
@@ -182,6 +183,10 @@ mod tests {
             }
             let refreshed = prepared.refreshed(&changed, touched.iter().copied());
             prop_assert_eq!(&refreshed, &Prepared::new(&changed));
+            // A plan on the refreshed form is the one-off plan of the changed inventory.
+            let req = PlanRequest::new("r", workflow(2, 10), "u").with_seed(hosts as u64);
+            let state = ClusterState::default();
+            prop_assert_eq!(plan_prepared(&changed, &refreshed, &state, &req), plan_cluster(&changed, &state, &req));
             // And back: the same hosts refreshed from the first inventory (the agent's release).
             prop_assert_eq!(refreshed.refreshed(&base, touched), prepared);
             prop_assert_eq!(Prepared::new(&changed).load(), crate::funnel::cluster_load(&changed));
