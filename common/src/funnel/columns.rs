@@ -1,6 +1,6 @@
-//! The hosts' numbers laid out column by column: one vector per field (power, capacity cores,
-//! memory and instances, allocated cores, memory and instances), hosts in inventory order,
-//! zone by zone. The host stages and the ranking scan 100,000 hosts a job; reading a few
+//! The hosts' fixed numbers laid out column by column: one vector per field (power, capacity
+//! cores, memory and instances), hosts in inventory order, zone by zone, and the per-host load
+//! function ranking compares. The host stages and the ranking scan 100,000 hosts a job; reading a few
 //! contiguous vectors instead of one separate allocation per host keeps the scan within what the
 //! processor prefetches.
 //!
