@@ -87,6 +87,7 @@ pub struct Reasons {
 impl Reasons {
     /// Records a failure with `code` (one of [`crate::decision::codes`]); `message` runs only if
     /// the candidate will be listed.
+    #[inline]
     pub fn fail(&mut self, code: &'static str, message: impl FnOnce() -> String) {
         let message = if self.detailed { message() } else { String::new() };
         self.list.push((Cow::Borrowed(code), message));
@@ -148,7 +149,8 @@ impl ReasonSink for Reasons {
 /// choice's steps.
 pub trait Recorder<T> {
     /// True when the next candidate rule number `rule` drops will be listed with its messages
-    /// (false: only its codes count, see [`Reasons::fail`]).
+    /// (false: only its codes count, see [`Reasons::fail`]). Changes only when rule `rule`
+    /// drops a candidate ([`sift`] asks again only then).
     fn detailed(&self, rule: usize) -> bool;
 
     /// `candidate` failed rule number `rule` with `reasons` (not empty; the recorder may take
@@ -175,18 +177,21 @@ where
         .filter(|(_, r)| !r.idle())
         .map(|(i, r)| (i, &**r))
         .collect();
+    // Whether each active rule's next drop is listed: asked again only after that rule drops.
+    let mut detailed: Vec<bool> = active.iter().map(|(k, _)| recorder.detailed(*k)).collect();
     let mut reasons = Reasons::default();
     // Survivors move to the front in order, as `Vec::retain` would keep them; a plain loop keeps
     // the per-candidate work in one function on the hot path (100k hosts a job).
     let mut kept = 0;
     'candidates: for i in 0..candidates.len() {
         let c = &candidates[i];
-        for (k, rule) in &active {
+        for ((k, rule), listed) in active.iter().zip(detailed.iter_mut()) {
             reasons.list.clear();
-            reasons.detailed = recorder.detailed(*k);
+            reasons.detailed = *listed;
             rule.check(c, &mut reasons);
             if !reasons.list.is_empty() {
                 recorder.reject(*k, c, &mut reasons);
+                *listed = recorder.detailed(*k);
                 continue 'candidates;
             }
         }

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use fedvol_common::funnel::plan_cluster;
+use fedvol_common::funnel::plan_prepared;
 use fedvol_proto::agent::{PlanMsg, PlanReply};
 use fedvol_proto::{Code, Failure, now_ms};
 
@@ -41,12 +41,12 @@ pub async fn handle(shared: Arc<Shared>, msg: PlanMsg) -> Option<Result<PlanRepl
             if msg.reserve {
                 lock(&sh).plan_and_hold(&msg, now_ms()).map_err(|e| e.to_string())
             } else {
-                let (inv, state, manager) = {
+                let (inv, prepared, state, manager) = {
                     let core = lock(&sh);
-                    let (inv, state) = core.snapshot_for(&msg.request.request_id);
-                    (inv, state, core.resource_manager())
+                    let (inv, prepared, state) = core.snapshot_for(&msg.request.request_id);
+                    (inv, prepared, state, core.resource_manager())
                 };
-                let mut decision = plan_cluster(&inv, &state, &msg.request);
+                let mut decision = plan_prepared(&inv, &prepared, &state, &msg.request);
                 decision.resource_manager = manager;
                 Ok(PlanReply {
                     request_id: msg.request.request_id.clone(),

@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use fedvol_common::decision::NewVolume;
-use fedvol_common::funnel::{ClusterState, VolumeId};
+use fedvol_common::funnel::{ClusterState, Prepared, VolumeId};
 use fedvol_common::model::{ClaimRef, Inventory, PersistentVolume, Provisioner};
 use fedvol_proto::Code;
 use fedvol_proto::agent::{ActionReply, VolumeEvent, VolumeOutcome};
@@ -95,6 +95,13 @@ pub struct Core {
     /// were merged at (holds and releases, most changes, do not change them).
     pub(super) merged: Option<(u64, Vec<Arc<PersistentVolume>>)>,
     pub(super) effective: Arc<Inventory>,
+    /// `effective` prepared for planning (host columns, tag sets, volume index), reused by
+    /// every plan: prepared with `base`, then refreshed with `effective` (only the hosts in
+    /// `prepared_hosts` and those the ledger now uses are read again).
+    pub(super) prepared: Arc<Prepared>,
+    /// The hosts (zone index, host index) whose allocations in `prepared` may differ from
+    /// `base`'s: those the ledger used when it was last refreshed.
+    pub(super) prepared_hosts: Vec<(usize, usize)>,
     pub(super) state: Arc<ClusterState>,
     pub(super) ledger: Ledger,
     pub(super) store: std::sync::Arc<Store>,
@@ -147,6 +154,8 @@ impl Core {
         let base = Arc::new(base);
         let index = InventoryIndex::new(&base);
         let (eff, state) = ledger.effective(&base, &index);
+        let prepared_hosts = ledger.hosts_in_use(&index);
+        let prepared = Arc::new(Prepared::new(&base).refreshed(&eff, prepared_hosts.iter().copied()));
         Core {
             cluster: cluster.to_string(),
             base,
@@ -154,6 +163,8 @@ impl Core {
             pruned_ms: 0,
             merged: None,
             effective: Arc::new(eff),
+            prepared,
+            prepared_hosts,
             state: Arc::new(state),
             ledger,
             store: std::sync::Arc::new(store),
@@ -213,15 +224,26 @@ impl Core {
         self.base.zones.iter().map(|z| z.hosts.len()).sum()
     }
 
-    /// The view a dry-run plan of `request_id` must see: the usual one, or, when the request
-    /// already holds or committed something, the view without it (replay gives the original
-    /// answer).
-    pub fn snapshot_for(&self, request_id: &str) -> (Arc<Inventory>, Arc<ClusterState>) {
+    /// The view a dry-run plan of `request_id` must see, prepared for planning: the usual one,
+    /// or, when the request already holds or committed something, the view without it (replay
+    /// gives the original answer).
+    pub fn snapshot_for(&self, request_id: &str) -> (Arc<Inventory>, Arc<Prepared>, Arc<ClusterState>) {
         if !self.ledger.knows(request_id) {
-            return self.snapshot();
+            return (self.effective.clone(), self.prepared.clone(), self.state.clone());
         }
-        let (inv, state) = self.ledger.without(request_id).effective(&self.base, &self.index);
-        (Arc::new(inv), Arc::new(state))
+        let without = self.ledger.without(request_id);
+        let (inv, state) = without.effective(&self.base, &self.index);
+        let (prepared, _) = self.prepare(&inv, &without);
+        (Arc::new(inv), Arc::new(prepared), Arc::new(state))
+    }
+
+    /// `inv`, the effective inventory of `ledger`, prepared for planning from `prepared`: only
+    /// the hosts either ledger holds capacity on are read again (every other host has its
+    /// base allocations in both). Also returns the hosts `ledger` uses.
+    pub(super) fn prepare(&self, inv: &Inventory, ledger: &Ledger) -> (Prepared, Vec<(usize, usize)>) {
+        let hosts = ledger.hosts_in_use(&self.index);
+        let again = self.prepared_hosts.iter().chain(&hosts).copied();
+        (self.prepared.refreshed(inv, again), hosts)
     }
 
     /// Everything the state holds, as the store loads it.
@@ -237,6 +259,8 @@ impl Core {
     /// Replaces the inventory (after a validated reload).
     pub fn replace_inventory(&mut self, base: Inventory) {
         self.index = InventoryIndex::new(&base);
+        self.prepared = Arc::new(Prepared::new(&base));
+        self.prepared_hosts = Vec::new();
         self.base = Arc::new(base);
         self.merged = None;
         self.rebuild();
@@ -253,13 +277,17 @@ impl Core {
             }
         };
         let (eff, state) = self.ledger.effective_with(&self.base, &self.index, volumes);
+        let (prepared, hosts) = self.prepare(&eff, &self.ledger);
+        self.prepared = Arc::new(prepared);
+        self.prepared_hosts = hosts;
         self.effective = Arc::new(eff);
         self.state = Arc::new(state);
     }
 
-    /// Cluster load in [0, 1] on the effective inventory (what heartbeats report).
+    /// Cluster load in [0, 1] on the effective inventory (what heartbeats report; kept with
+    /// its prepared form).
     pub fn load(&self) -> f64 {
-        fedvol_common::funnel::cluster_load(&self.effective)
+        self.prepared.load()
     }
 }
 

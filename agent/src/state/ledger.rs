@@ -254,6 +254,16 @@ impl Ledger {
             .collect()
     }
 
+    /// Where the hosts holds and uncompleted commits hold capacity on are in the inventory
+    /// `index` describes (zone index, host index in the zone): the hosts whose allocations
+    /// [`Ledger::effective`] changes. Hosts the inventory lacks are left out.
+    pub fn hosts_in_use(&self, index: &InventoryIndex) -> Vec<(usize, usize)> {
+        self.in_use
+            .iter()
+            .flat_map(|(zone, hosts)| hosts.keys().filter_map(|host| index.get(zone, host)))
+            .collect()
+    }
+
     /// Capacity held on each host by holds and uncompleted commits, keyed `zone/host`.
     pub fn host_use(&self) -> BTreeMap<String, Resources> {
         self.in_use

@@ -463,3 +463,68 @@ fn a_started_job_leaves_its_capacity_to_slurm_and_its_state_is_durable() {
     assert_eq!(v.jobs[0].state, JobState::Running);
     assert_eq!(cpu(&core), 0);
 }
+
+/// The prepared form plans reuse follows every change of the effective inventory (holds,
+/// commits, releases, lapses, reloads): it equals preparing the effective inventory afresh, its
+/// volume index covers the effective volumes (pending and provisioned ones included), and the
+/// load heartbeats report is the effective inventory's. A plan after a release sees the freed
+/// host.
+#[test]
+fn the_prepared_inventory_follows_holds_commits_releases_and_reloads() {
+    use fedvol_common::funnel::{Prepared, cluster_load};
+    let dir = tempfile::tempdir().unwrap();
+    let mut core = open(dir.path(), 2);
+    let in_step = |core: &Core, when: &str| {
+        assert_eq!(*core.prepared, Prepared::new(&core.effective), "{when}");
+        assert_eq!(core.load(), cluster_load(&core.effective), "{when}");
+        assert!(
+            core.prepared.volume_names(&core.effective).is_some(),
+            "{when}: volume index"
+        );
+    };
+    in_step(&core, "opened");
+    assert!(
+        core.plan_and_hold(&msg("r1", workflow()), 1_000)
+            .unwrap()
+            .hold
+            .is_some()
+    );
+    in_step(&core, "one hold");
+    assert!(commit(&mut core, "r1").ok);
+    in_step(&core, "committed");
+    assert!(
+        core.plan_and_hold(&msg("r2", workflow()), 1_000)
+            .unwrap()
+            .hold
+            .is_some()
+    );
+    in_step(&core, "two hosts held");
+    assert_eq!(core.load(), 1.0, "both hosts' cores are held");
+    assert!(
+        core.plan_and_hold(&msg("r3", workflow()), 1_000)
+            .unwrap()
+            .hold
+            .is_none(),
+        "full"
+    );
+    assert!(core.release("r2", 0, 1_000).unwrap().ok);
+    in_step(&core, "released");
+    assert!(
+        core.plan_and_hold(&msg("r3", workflow()), 1_000)
+            .unwrap()
+            .hold
+            .is_some(),
+        "freed"
+    );
+    assert_eq!(core.sweep(1_000 + 10_000).unwrap(), vec!["r3".to_string()]);
+    in_step(&core, "lapsed");
+    core.replace_inventory(inventory(3));
+    in_step(&core, "reloaded with a third host");
+    assert!(
+        core.plan_and_hold(&msg("r4", workflow()), 20_000)
+            .unwrap()
+            .hold
+            .is_some()
+    );
+    in_step(&core, "held after the reload");
+}

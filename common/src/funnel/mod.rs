@@ -2,10 +2,15 @@
 //! live state and a request, it resolves every volume (seeds 000 and 001) and places every job
 //! that mounts volumes (Cloud Assembly's provisioning funnel), recording each named stage's rejections.
 
+pub mod allocated;
+pub mod columns;
 pub mod cost;
 pub mod placement;
+pub mod prepared;
+pub mod tagsets;
 pub mod trace;
 pub mod volume;
+pub mod volume_names;
 pub mod why_not;
 
 use std::collections::BTreeMap;
@@ -14,6 +19,7 @@ use crate::decision::{ClusterDecision, ClusterStatus};
 use crate::model::Inventory;
 
 pub use crate::request::PlanRequest;
+pub use prepared::Prepared;
 pub use trace::{Trace, run_filter, seed_from_request_id, seeded_pick};
 
 /// Identifies one persistent volume: its provisioner (storage class; `None` = no class) and name.
@@ -37,11 +43,28 @@ pub struct ClusterState {
 /// Runs the whole funnel for one cluster and returns its part of the decision document.
 ///
 /// `elapsed_ms` is left at 0 (the caller times the call). Never panics on any inventory or
-/// workflow the parsers accept.
+/// workflow the parsers accept. Prepares the inventory first ([`Prepared::for_one_plan`], a
+/// pass over its hosts); a caller planning the same inventory more than once keeps a [`Prepared`] and calls
+/// [`plan_prepared`].
 pub fn plan_cluster(inv: &Inventory, state: &ClusterState, req: &PlanRequest) -> ClusterDecision {
+    plan_prepared(inv, &Prepared::for_one_plan(inv), state, req)
+}
+
+/// [`plan_cluster`] on an inventory already prepared: `prepared` is [`Prepared::new`] of `inv`
+/// (or refreshed to it, [`Prepared::refreshed`]). One of another version or shape than `inv` is
+/// not used: the inventory is prepared afresh. The decision is the same either way.
+pub fn plan_prepared(inv: &Inventory, prepared: &Prepared, state: &ClusterState, req: &PlanRequest) -> ClusterDecision {
+    let fresh;
+    let prepared = if prepared.fits(inv) {
+        prepared
+    } else {
+        fresh = Prepared::for_one_plan(inv);
+        &fresh
+    };
     let mut trace = Trace::new(req.trace_limit);
-    let mut volumes = volume::resolve_volumes(inv, state, req, &mut trace);
-    let placed = placement::place_jobs(inv, req, &volumes, &mut trace);
+    let names = prepared.volume_names(inv).filter(|_| !placement::reference());
+    let mut volumes = volume::resolve_named(inv, names, state, req, &mut trace);
+    let placed = placement::place_prepared(inv, prepared, req, &volumes, &mut trace);
     // A node-local new volume is created on the host of the first job that mounts it.
     for (key, host) in &placed.volume_hosts {
         if let Some(nv) = volumes.get_mut(key).and_then(|v| v.new_volume.as_mut()) {
@@ -63,7 +86,11 @@ pub fn plan_cluster(inv: &Inventory, state: &ClusterState, req: &PlanRequest) ->
         trace: trace.into_stages(),
         error: None,
         soft_matched: placed.soft_matched,
-        load: cluster_load(inv),
+        load: if placement::reference() {
+            cluster_load(inv)
+        } else {
+            prepared.load()
+        },
         holds_named_volume,
         allocations: placed.allocations,
         resource_manager: None,
@@ -85,8 +112,7 @@ pub fn cluster_load(inv: &Inventory) -> f64 {
         mem_cap += h.capacity.memory.0;
         mem_alloc += h.allocated.memory.0;
     }
-    let ratio = |a: u128, c: u128| if c == 0 { 0.0 } else { (a as f64 / c as f64).min(1.0) };
-    ratio(cpu_alloc, cpu_cap).max(ratio(mem_alloc, mem_cap))
+    columns::load_ratio(cpu_alloc, cpu_cap).max(columns::load_ratio(mem_alloc, mem_cap))
 }
 
 #[cfg(test)]
@@ -100,7 +126,7 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(64))]
 
         /// The whole funnel: never panics, deterministic for a fixed seed, the same on placement's
-        /// reference path, and never gives a host more than its free capacity (allocated + this
+        /// reference path and on an inventory prepared with its volume index, and never gives a host more than its free capacity (allocated + this
         /// plan's allocations <= capacity).
         #[test]
         fn whole_funnel_is_deterministic_and_within_capacity(
@@ -118,6 +144,9 @@ mod tests {
             let a = plan_cluster(&inv, &ClusterState::default(), &req);
             let b = plan_cluster(&inv, &ClusterState::default(), &req);
             prop_assert_eq!(&a, &b);
+            let prepared = Prepared::new(&inv);
+            prop_assert!(prepared.volume_names(&inv).is_some(), "the volume index is used");
+            prop_assert_eq!(&plan_prepared(&inv, &prepared, &ClusterState::default(), &req), &a);
             placement::REFERENCE.set(true);
             let reference = plan_cluster(&inv, &ClusterState::default(), &req);
             placement::REFERENCE.set(false);

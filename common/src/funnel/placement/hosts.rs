@@ -1,6 +1,7 @@
 //! Host filters (Cloud Assembly's provisioning funnel stage 3.1-3.7) over every host of the zones that survived the zone
 //! filters, named `zone/host`. Each is a named stage recording every rejected host with all its
-//! reasons.
+//! reasons. The capacity stage (3.6) is in the sibling module `capacity`; the candidates, the
+//! stage shape and [`Touched`] it shares are here.
 //!
 //! Each stage function prepares its check for one job and returns it as a
 //! [`Rule`](crate::rule::Rule); `place_one` runs them all in one pass over the hosts with
@@ -12,43 +13,84 @@
 use super::stages;
 use std::cell::Cell;
 use std::collections::BTreeMap;
-use std::fmt;
 
 use crate::decision::codes;
+use crate::funnel::prepared::Prepared;
 use crate::model::{Constraint, Host, NodeAffinity, PowerState, Resources, Tag, Zone};
 use crate::rule::{Reasons, Rule, rule};
 use crate::size::ByteSize;
 
 use super::JobCtx;
-use super::ledger::{Ledger, PlacedJob, add, is_empty};
+use super::ledger::{Ledger, PlacedJob};
 use super::zones::ZoneCand;
 
-/// A host of a surviving zone.
+/// A host of a surviving zone: 16 bytes (the stages move 100,000 of them a job).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct HostCand<'z, 'a> {
     /// Its zone, as the zone filters left it.
     pub zone: &'z ZoneCand<'a>,
-    /// The host.
-    pub host: &'a Host,
+    /// Its position in the zone's hosts.
+    index: u32,
+    /// Its position in inventory order (its row in [`Prepared`]'s columns).
+    row: u32,
 }
 
-impl HostCand<'_, '_> {
-    /// `zone/host`, the candidate name in the trace.
-    pub fn name(&self) -> String {
-        format!("{}/{}", self.zone.zone.name, self.host.name)
+/// What [`HostCand::host`] gives for a position past the zone's hosts (never, as
+/// [`candidates`] makes them).
+static NO_HOST: Host = Host {
+    name: String::new(),
+    power: PowerState::Off,
+    tags: Vec::new(),
+    capacity: Resources {
+        cpu: 0,
+        memory: ByteSize(0),
+        instances: 0,
+        devices: BTreeMap::new(),
+    },
+    allocated: Resources {
+        cpu: 0,
+        memory: ByteSize(0),
+        instances: 0,
+        devices: BTreeMap::new(),
+    },
+    networks: Vec::new(),
+};
+
+impl<'a> HostCand<'_, 'a> {
+    /// The host.
+    pub fn host(&self) -> &'a Host {
+        self.zone.zone.hosts.get(self.index as usize).map_or(&NO_HOST, |h| &**h)
     }
 
-    fn zone_name(&self) -> &str {
+    /// Its row in [`Prepared`]'s columns (its position in inventory order).
+    pub fn at(&self) -> usize {
+        self.row as usize
+    }
+
+    /// `zone/host`, the candidate name in the trace.
+    pub fn name(&self) -> String {
+        format!("{}/{}", self.zone.zone.name, self.host().name)
+    }
+
+    /// Its zone's name.
+    pub fn zone_name(&self) -> &str {
         &self.zone.zone.name
     }
 }
 
-/// Every host of `zones`, zone by zone in inventory order.
-pub(crate) fn candidates<'z, 'a>(zones: &'z [ZoneCand<'a>]) -> Vec<HostCand<'z, 'a>> {
-    zones
-        .iter()
-        .flat_map(|z| z.zone.hosts.iter().map(move |h| HostCand { zone: z, host: h }))
-        .collect()
+/// Every host of `zones`, zone by zone in inventory order, with its row in `prepared`.
+pub(crate) fn candidates<'z, 'a>(zones: &'z [ZoneCand<'a>], prepared: &Prepared) -> Vec<HostCand<'z, 'a>> {
+    let mut out = Vec::with_capacity(zones.iter().map(|z| z.zone.hosts.len()).sum());
+    for z in zones {
+        let start = prepared.fixed().zone_start(z.index);
+        let n = z.zone.hosts.len();
+        out.extend((0..n).map(|i| HostCand {
+            zone: z,
+            index: u32::try_from(i).unwrap_or(u32::MAX),
+            row: u32::try_from(start + i).unwrap_or(u32::MAX),
+        }));
+    }
+    out
 }
 
 /// A host stage prepared for one job.
@@ -56,7 +98,7 @@ pub(crate) type HostStage<'c, 'z, 'a> = Box<dyn Rule<HostCand<'z, 'a>> + 'c>;
 
 /// The stage `name` with `check`; with `idle` (the check can reject no host for this job) it is
 /// recorded without running (tests asking for the reference path run it all the same).
-fn stage<'c, 'z, 'a>(
+pub(super) fn stage<'c, 'z, 'a>(
     name: &'static str,
     idle: bool,
     check: impl Fn(&HostCand<'z, 'a>, &mut Reasons) + 'c,
@@ -108,7 +150,7 @@ impl<'z, 'a, 'l> Touched<'z, 'a, 'l> {
 
     /// False when no placed job of this workflow runs on `c` (true when one may).
     pub fn may_hold(&self, c: &HostCand<'_, '_>) -> bool {
-        self.holds_in(self.in_zone(c.zone), c.host)
+        self.holds_in(self.in_zone(c.zone), c.host())
     }
 
     /// [`Touched::may_hold`] for `host` of a zone, given `names` = [`Touched::in_zone`] of
@@ -118,11 +160,21 @@ impl<'z, 'a, 'l> Touched<'z, 'a, 'l> {
     }
 }
 
-/// Stage 3.1 (`host.power`): drops powered-off hosts.
-pub(crate) fn power<'c, 'z, 'a>(_ctx: &'c JobCtx<'c>) -> HostStage<'c, 'z, 'a> {
-    stage(stages::HOST_POWER, false, |c, r| {
-        if c.host.power != PowerState::On {
-            r.fail(codes::POWERED_OFF, || format!("host `{}` is powered off", c.host.name));
+/// Stage 3.1 (`host.power`): drops powered-off hosts (read from the power column; from the host
+/// itself on the reference path).
+pub(crate) fn power<'c, 'z, 'a>(ctx: &'c JobCtx<'c>) -> HostStage<'c, 'z, 'a> {
+    let fixed = ctx.prepared.fixed();
+    let reference = super::reference();
+    stage(stages::HOST_POWER, false, move |c, r| {
+        let on = if reference {
+            c.host().power == PowerState::On
+        } else {
+            fixed.on(c.at())
+        };
+        if !on {
+            r.fail(codes::POWERED_OFF, || {
+                format!("host `{}` is powered off", c.host().name)
+            });
         }
     })
 }
@@ -132,7 +184,9 @@ pub(crate) fn power<'c, 'z, 'a>(_ctx: &'c JobCtx<'c>) -> HostStage<'c, 'z, 'a> {
 /// union of host and zone capability tags. Every failing one is listed.
 ///
 /// Each constraint and annotation is looked up among each zone's tags once (for the `zones`
-/// the hosts belong to); a host then looks only at its own tags.
+/// the hosts belong to) and among each distinct host tag set once
+/// ([`crate::funnel::tagsets`]); a host then looks up its set's answers. (The reference path
+/// of tests judges every host's tags united with its zone's.)
 pub(crate) fn hard_constraints<'c, 'z: 'c, 'a: 'c>(
     ctx: &'c JobCtx<'c>,
     zones: &'z [ZoneCand<'a>],
@@ -141,6 +195,19 @@ pub(crate) fn hard_constraints<'c, 'z: 'c, 'a: 'c>(
     let hard: Vec<&Constraint> = needs.hard().collect();
     let annotations: Vec<(&String, &String)> = needs.annotations().iter().collect();
     let idle = hard.is_empty() && annotations.is_empty();
+    let reference = super::reference();
+    let sets = ctx.prepared.tags();
+    // Per distinct host tag set: which of `hard`, then of `annotations`, its tags meet.
+    let answers = if idle || reference {
+        Default::default()
+    } else {
+        sets.judge(hard.len() + annotations.len(), |k, t| match hard.get(k) {
+            Some(con) => con.matches(t),
+            None => annotations
+                .get(k - hard.len())
+                .is_some_and(|(key, v)| annotated(t, key, v)),
+        })
+    };
     // Per zone, in `zones` order: which of `hard`, then of `annotations`, its tags meet.
     let in_zones: Vec<Vec<bool>> = zones
         .iter()
@@ -159,12 +226,12 @@ pub(crate) fn hard_constraints<'c, 'z: 'c, 'a: 'c>(
             i = zones.iter().position(|z| std::ptr::eq(z, c.zone)).unwrap_or(usize::MAX);
             last.set(i);
         }
-        let in_zone = |k: usize| in_zones.get(i).and_then(|v| v.get(k)).copied();
-        let host_tags = &c.host.tags;
-        let tags = || c.zone.zone.tags.iter().chain(host_tags);
+        let in_zone = |k: usize| in_zones.get(i).and_then(|v| v.get(k)).copied().filter(|_| !reference);
+        let set = sets.of(c.at());
+        let tags = || c.zone.zone.tags.iter().chain(&c.host().tags);
         for (k, con) in hard.iter().enumerate() {
             let holds = match in_zone(k) {
-                Some(z) => (z || host_tags.iter().any(|t| con.matches(t))) != con.negated,
+                Some(z) => (z || answers.met(set, k)) != con.negated,
                 None => con.holds(tags()),
             };
             if holds {
@@ -178,7 +245,7 @@ pub(crate) fn hard_constraints<'c, 'z: 'c, 'a: 'c>(
         }
         for (k, (key, v)) in annotations.iter().enumerate() {
             let holds = match in_zone(hard.len() + k) {
-                Some(z) => z || host_tags.iter().any(|t| annotated(t, key, v)),
+                Some(z) => z || answers.met(set, hard.len() + k),
                 None => tags().any(|t| annotated(t, key, v)),
             };
             if holds {
@@ -224,7 +291,7 @@ pub(crate) fn affinity<'c, 'z, 'a>(ctx: &'c JobCtx<'c>) -> HostStage<'c, 'z, 'a>
     let with = partners(ctx, &ctx.needs.job.affinity.with, |p| &p.with);
     stage(stages::HOST_AFFINITY, with.is_empty(), move |c, r| {
         for p in &with {
-            if !p.on(c.zone_name(), &c.host.name) {
+            if !p.on(c.zone_name(), &c.host().name) {
                 r.fail(codes::AFFINITY, || {
                     format!("must share a host with job `{}`, which runs on {}", p.name, where_(p))
                 });
@@ -239,7 +306,7 @@ pub(crate) fn anti_affinity<'c, 'z, 'a>(ctx: &'c JobCtx<'c>) -> HostStage<'c, 'z
     let apart = partners(ctx, &ctx.needs.job.affinity.apart_from, |p| &p.apart_from);
     stage(stages::HOST_ANTI_AFFINITY, apart.is_empty(), move |c, r| {
         for p in &apart {
-            if p.on(c.zone_name(), &c.host.name) {
+            if p.on(c.zone_name(), &c.host().name) {
                 r.fail(codes::ANTI_AFFINITY, || {
                     format!("must not share a host with job `{}`, which runs on this host", p.name)
                 });
@@ -261,12 +328,12 @@ pub(crate) fn network<'c, 'z, 'a>(ctx: &'c JobCtx<'c>) -> HostStage<'c, 'z, 'a> 
     let wanted = &ctx.needs.job.networks;
     stage(stages::HOST_NETWORK, wanted.is_empty(), move |c, r| {
         for n in wanted {
-            if !c.host.networks.contains(n) {
+            if !c.host().networks.contains(n) {
                 r.fail(codes::NETWORK, || {
-                    let have = if c.host.networks.is_empty() {
+                    let have = if c.host().networks.is_empty() {
                         "none".to_string()
                     } else {
-                        c.host.networks.join(", ")
+                        c.host().networks.join(", ")
                     };
                     format!("host is not attached to network `{n}` (attached: {have})")
                 });
@@ -309,7 +376,7 @@ pub(crate) fn storage<'c, 'z, 'a>(ctx: &'c JobCtx<'c>) -> HostStage<'c, 'z, 'a> 
     stage(stages::HOST_STORAGE, idle, move |c, r| {
         for m in &needs.mounts {
             if let Some((pv, Some(na))) = m.pv.map(|pv| (pv, pv.node_affinity.as_ref()))
-                && !na.matches(&host_labels(c.zone.zone, c.host))
+                && !na.matches(&host_labels(c.zone.zone, c.host()))
             {
                 r.fail(codes::NODE_AFFINITY, || {
                     format!(
@@ -324,7 +391,7 @@ pub(crate) fn storage<'c, 'z, 'a>(ctx: &'c JobCtx<'c>) -> HostStage<'c, 'z, 'a> 
                 continue;
             }
             if let Some((z, h)) = ctx.ledger.pins.get(m.key)
-                && (z != c.zone_name() || h != &c.host.name)
+                && (z != c.zone_name() || h != &c.host().name)
             {
                 r.fail(codes::PINNED_ELSEWHERE, || {
                     format!(
@@ -335,179 +402,4 @@ pub(crate) fn storage<'c, 'z, 'a>(ctx: &'c JobCtx<'c>) -> HostStage<'c, 'z, 'a> 
             }
         }
     })
-}
-
-/// What a host has left for a job: capacity − allocated − what concurrent earlier jobs of this
-/// workflow hold there, per resource (saturating at 0).
-pub(crate) struct Free {
-    /// Allocated from the inventory plus this workflow's concurrent jobs.
-    pub used: Resources,
-    /// This workflow's part of `used`.
-    pub workflow: Resources,
-}
-
-/// Computes [`Free`] for `host` of `zone` as seen by the job of `ctx`, and the concurrent jobs
-/// of this workflow on it.
-pub(crate) fn usage<'l>(ctx: &'l JobCtx<'_>, zone: &str, host: &Host) -> (Free, Vec<&'l PlacedJob>) {
-    let (workflow, holders) = ctx.ledger.host_use(zone, &host.name, |p| ctx.concurrent(&p.name));
-    let mut used = host.allocated.clone();
-    add(&mut used, &workflow);
-    (Free { used, workflow }, holders)
-}
-
-/// Stage 3.5 / capacity (`host.capacity`): free = capacity − allocated − what concurrent
-/// earlier jobs of this workflow hold on the host. Every resource short of the per-node need is
-/// reported (cpu cores, memory bytes, instances when the host declares an instance capacity
-/// (0 = not limited), each device); an exclusive job needs a host with nothing allocated, and a
-/// host held by a concurrent exclusive job of the workflow takes nothing else.
-///
-/// Only the hosts in `touched` sum the ledger ([`usage`]); every other host's use is its
-/// `allocated`.
-pub(crate) fn capacity<'c, 'z, 'a>(ctx: &'c JobCtx<'c>, touched: &'c Touched<'z, 'a, 'c>) -> HostStage<'c, 'z, 'a> {
-    let nothing = Resources::default();
-    let need = &ctx.needs.per_node;
-    // Without devices or exclusivity, the full check of a host that holds nothing of this
-    // workflow finds nothing exactly when cpu, memory and instances fit beside `allocated`.
-    let plain = !ctx.needs.exclusive() && need.devices.values().all(|n| *n == 0);
-    stage(stages::HOST_CAPACITY, false, move |c, r| {
-        let h = c.host;
-        if touched.may_hold(c) {
-            let (free, holders) = usage(ctx, c.zone_name(), h);
-            check_capacity(ctx, h, &free.used, &free.workflow, &holders, r);
-        } else if !(plain && fits(need, &h.capacity, &h.allocated)) {
-            check_capacity(ctx, h, &h.allocated, &nothing, &[], r);
-        }
-    })
-}
-
-/// True when cpu cores, memory and instances (when the host declares an instance capacity)
-/// of `need` fit in `cap` − `used`, as [`check_capacity`] compares them.
-fn fits(need: &Resources, cap: &Resources, used: &Resources) -> bool {
-    need.cpu <= cap.cpu.saturating_sub(used.cpu)
-        && need.memory.0 <= cap.memory.0.saturating_sub(used.memory.0)
-        && (cap.instances == 0 || need.instances <= cap.instances.saturating_sub(used.instances))
-}
-
-/// The capacity check of one host: `used` = allocated + `wf` (what `holders`, the concurrent
-/// earlier jobs of this workflow on the host, hold there).
-fn check_capacity(
-    ctx: &JobCtx<'_>,
-    h: &Host,
-    used: &Resources,
-    wf: &Resources,
-    holders: &[&PlacedJob],
-    r: &mut Reasons,
-) {
-    let need = &ctx.needs.per_node;
-    let (cap, alloc) = (&h.capacity, &h.allocated);
-    let mut short = |what: fmt::Arguments<'_>,
-                     need: u128,
-                     cap: u128,
-                     alloc: u128,
-                     wf: u128,
-                     used: u128,
-                     f: &dyn Fn(u128) -> String| {
-        let left = cap.saturating_sub(used);
-        if need > left {
-            r.fail(codes::INSUFFICIENT, || {
-                format!(
-                    "{what}: needs {}, {} free (capacity {}, allocated {}, this workflow {})",
-                    f(need),
-                    f(left),
-                    f(cap),
-                    f(alloc),
-                    f(wf)
-                )
-            });
-        }
-    };
-    let cores = |v: u128| format!("{v} cores");
-    let bytes = |v: u128| ByteSize(v).to_string();
-    let count = |v: u128| v.to_string();
-    short(
-        format_args!("cpu"),
-        need.cpu.into(),
-        cap.cpu.into(),
-        alloc.cpu.into(),
-        wf.cpu.into(),
-        used.cpu.into(),
-        &cores,
-    );
-    short(
-        format_args!("memory"),
-        need.memory.0,
-        cap.memory.0,
-        alloc.memory.0,
-        wf.memory.0,
-        used.memory.0,
-        &bytes,
-    );
-    if cap.instances > 0 {
-        let (n, c, a, w, u) = (
-            need.instances,
-            cap.instances,
-            alloc.instances,
-            wf.instances,
-            used.instances,
-        );
-        short(
-            format_args!("instances"),
-            n.into(),
-            c.into(),
-            a.into(),
-            w.into(),
-            u.into(),
-            &count,
-        );
-    }
-    for (d, n) in need.devices.iter().filter(|(_, n)| **n > 0) {
-        let get = |m: &BTreeMap<String, u64>| u128::from(m.get(d).copied().unwrap_or(0));
-        short(
-            format_args!("device {d}"),
-            (*n).into(),
-            get(&cap.devices),
-            get(&alloc.devices),
-            get(&wf.devices),
-            get(&used.devices),
-            &count,
-        );
-    }
-    if ctx.needs.exclusive() && !is_empty(used) {
-        r.fail(codes::INSUFFICIENT, || {
-            let mut parts = Vec::new();
-            if !is_empty(alloc) {
-                parts.push(format!("allocated {}", describe(alloc)));
-            }
-            for p in holders {
-                parts.push(format!("job `{}` of this workflow", p.name));
-            }
-            format!(
-                "exclusive job needs a host with nothing allocated; host has {}",
-                parts.join(", ")
-            )
-        });
-    }
-    for p in holders.iter().filter(|p| p.exclusive) {
-        r.fail(codes::INSUFFICIENT, || {
-            format!("host is held exclusively by job `{}` of this workflow", p.name)
-        });
-    }
-}
-
-/// Non-zero parts of `r`, e.g. `cpu 4 cores, memory 8GiB, device nvidia.com/gpu 1`.
-fn describe(r: &Resources) -> String {
-    let mut parts = Vec::new();
-    if r.cpu > 0 {
-        parts.push(format!("cpu {} cores", r.cpu));
-    }
-    if r.memory.0 > 0 {
-        parts.push(format!("memory {}", r.memory));
-    }
-    if r.instances > 0 {
-        parts.push(format!("{} instances", r.instances));
-    }
-    for (d, n) in r.devices.iter().filter(|(_, n)| **n > 0) {
-        parts.push(format!("device {d} {n}"));
-    }
-    parts.join(", ")
 }

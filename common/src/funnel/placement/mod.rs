@@ -4,7 +4,7 @@
 //!
 //! `zone.project` → `zone.power` → `zone.limits` → `zone.profiles` (module `zones`) →
 //! `host.power` → `host.hard_constraints` → `host.affinity` → `host.anti_affinity` →
-//! `host.network` → `host.storage` → `host.capacity` (module `hosts`) → `zone.multi_host`
+//! `host.network` → `host.storage` (module `hosts`) → `host.capacity` (module `capacity`) → `zone.multi_host`
 //! (hosts ranked by soft constraints met, then the zone's placement policy) → `zone.choice` →
 //! `host.choice` (the chosen zone's other fitting hosts and why they were not taken; module
 //! `select`).
@@ -46,6 +46,7 @@ pub mod stages {
     pub const HOST_CHOICE: &str = "host.choice";
 }
 
+mod capacity;
 mod hosts;
 mod ledger;
 mod needs;
@@ -63,6 +64,7 @@ use indexmap::IndexMap;
 
 use super::PlanRequest;
 use crate::decision::{HostAllocation, JobDecision, Reason, StageTrace, VolumeDecision, codes};
+use crate::funnel::prepared::Prepared;
 use crate::funnel::trace::{Trace, run_rule, run_rules};
 use crate::model::Inventory;
 
@@ -93,6 +95,8 @@ pub(crate) struct JobCtx<'a> {
     pub ledger: &'a Ledger,
     /// Which jobs may run at the same time.
     pub deps: &'a Dependencies,
+    /// The inventory's hosts in columns and their tag sets.
+    pub prepared: &'a Prepared,
 }
 
 impl JobCtx<'_> {
@@ -117,9 +121,22 @@ impl JobCtx<'_> {
 /// - A job no zone can take gets error `no_zone` with a one-line summary naming the stage that
 ///   rejected the last candidates.
 ///
-/// Deterministic for a fixed `req.seed`; never panics.
+/// Deterministic for a fixed `req.seed`; never panics. Prepares the inventory first
+/// ([`Prepared::for_one_plan`]); [`place_prepared`] takes a prepared one.
 pub fn place_jobs(
     inv: &Inventory,
+    req: &PlanRequest,
+    volumes: &IndexMap<String, VolumeDecision>,
+    trace: &mut Trace,
+) -> Placement {
+    place_prepared(inv, &Prepared::for_one_plan(inv), req, volumes, trace)
+}
+
+/// [`place_jobs`] with `prepared` = [`Prepared::new`] of `inv` (the caller checks that it
+/// [`fits`](Prepared::fits)).
+pub fn place_prepared(
+    inv: &Inventory,
+    prepared: &Prepared,
     req: &PlanRequest,
     volumes: &IndexMap<String, VolumeDecision>,
     trace: &mut Trace,
@@ -143,6 +160,7 @@ pub fn place_jobs(
                     needs: &needs,
                     ledger: &ledger,
                     deps: &deps,
+                    prepared,
                 };
                 match place_one(trace, inv, &ctx, project) {
                     Err(reason) => JobDecision {
@@ -186,7 +204,7 @@ fn place_one(trace: &mut Trace, inv: &Inventory, ctx: &JobCtx<'_>, project: &str
     let zs = nonempty(zones::power(trace, job, zs), trace, job)?;
     let zs = nonempty(zones::limits(trace, ctx, zs), trace, job)?;
     let zs = nonempty(zones::profiles(trace, ctx, zs), trace, job)?;
-    let hs = nonempty(hosts::candidates(&zs), trace, job)?;
+    let hs = nonempty(hosts::candidates(&zs, ctx.prepared), trace, job)?;
     let touched = hosts::Touched::new(ctx.ledger, &zs);
     let stages = [
         hosts::power(ctx),
@@ -195,7 +213,7 @@ fn place_one(trace: &mut Trace, inv: &Inventory, ctx: &JobCtx<'_>, project: &str
         hosts::anti_affinity(ctx),
         hosts::network(ctx),
         hosts::storage(ctx),
-        hosts::capacity(ctx, &touched),
+        capacity::capacity(ctx, &touched),
     ];
     let hs = if reference() {
         let mut hs = hs;
@@ -206,7 +224,7 @@ fn place_one(trace: &mut Trace, inv: &Inventory, ctx: &JobCtx<'_>, project: &str
     } else {
         nonempty(run_rules(trace, job, hs, hosts::HostCand::name, &stages), trace, job)?
     };
-    let picks = nonempty(select::multi_host(trace, ctx, &zs, &hs, &touched), trace, job)?;
+    let picks = nonempty(select::multi_host(trace, ctx, &hs, &touched), trace, job)?;
     let (pick, soft) = select::choose_zone(trace, ctx, picks).ok_or_else(|| no_zone(trace, job))?;
     select::record_host_choice(trace, ctx, &pick);
     Ok(Chosen {

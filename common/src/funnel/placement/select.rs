@@ -11,6 +11,8 @@
 
 use super::stages;
 use crate::decision::{Reason, codes};
+use crate::funnel::columns::host_load;
+use crate::funnel::tagsets::Answers;
 use crate::funnel::trace::Trace;
 use crate::funnel::{run_filter, seeded_pick};
 use crate::model::{Constraint, Host, PlacementPolicy, Tag};
@@ -27,8 +29,9 @@ pub(crate) struct ZonePick<'z, 'a> {
     pub zone: &'z ZoneCand<'a>,
     /// Chosen hosts, one per node, best first.
     pub hosts: Vec<&'a Host>,
-    /// Every host of the zone that passed the host filters, in inventory order.
-    pub fitting: Vec<&'a Host>,
+    /// Every host of the zone that passed the host filters, in inventory order (a run of the
+    /// host stages' survivors).
+    pub fitting: &'z [HostCand<'z, 'a>],
     /// How many soft constraints each of `fitting` meets with the zone's tags (same order).
     pub soft: Vec<u32>,
 }
@@ -50,9 +53,24 @@ fn host_soft(ctx: &JobCtx<'_>, zone_tags: &[Tag], host: &Host) -> u32 {
     u32::try_from(count).unwrap_or(u32::MAX)
 }
 
-/// Soft scores of `hosts` in `zone` (all 0, computed without looking, when the job has no soft
-/// constraints): [`host_soft`], with each constraint looked up among the zone's tags once.
-fn soft_scores(ctx: &JobCtx<'_>, zone: &ZoneCand<'_>, hosts: &[&Host]) -> Vec<u32> {
+/// The job's soft constraints judged on every distinct host tag set ([`crate::funnel::tagsets`]):
+/// answer `k` of a set = a tag of the set meets soft constraint `k` (none computed on the
+/// reference path of tests, or without soft constraints).
+fn soft_answers(ctx: &JobCtx<'_>) -> Answers {
+    let soft: Vec<&Constraint> = ctx.needs.soft().collect();
+    if soft.is_empty() || super::reference() {
+        return Answers::default();
+    }
+    ctx.prepared
+        .tags()
+        .judge(soft.len(), |k, t| soft.get(k).is_some_and(|c| c.matches(t)))
+}
+
+/// Soft scores of `hosts` in `zone` (all 0, computed without looking, when the job
+/// has no soft constraints): [`host_soft`], with each constraint looked up among the zone's tags
+/// once and among the host tag sets once (`answers`, [`soft_answers`]; the reference path of
+/// tests reads every host's tags).
+fn soft_scores(ctx: &JobCtx<'_>, zone: &ZoneCand<'_>, hosts: &[HostCand<'_, '_>], answers: &Answers) -> Vec<u32> {
     let soft: Vec<(&Constraint, bool)> = ctx
         .needs
         .soft()
@@ -61,63 +79,47 @@ fn soft_scores(ctx: &JobCtx<'_>, zone: &ZoneCand<'_>, hosts: &[&Host]) -> Vec<u3
     if soft.is_empty() {
         return vec![0; hosts.len()];
     }
+    let score = |met: usize| u32::try_from(met).unwrap_or(u32::MAX);
+    if super::reference() {
+        return hosts
+            .iter()
+            .map(|h| {
+                let met = soft
+                    .iter()
+                    .filter(|(c, _)| c.holds(zone.zone.tags.iter().chain(&h.host().tags)));
+                score(met.count())
+            })
+            .collect();
+    }
+    let sets = ctx.prepared.tags();
     hosts
         .iter()
         .map(|h| {
+            let set = sets.of(h.at());
             let met = soft
                 .iter()
-                .filter(|(c, in_zone)| (*in_zone || h.tags.iter().any(|t| c.matches(t))) != c.negated)
-                .count();
-            u32::try_from(met).unwrap_or(u32::MAX)
+                .enumerate()
+                .filter(|(k, (c, in_zone))| (*in_zone || answers.met(set, *k)) != c.negated);
+            score(met.count())
         })
         .collect()
 }
 
-/// Load of a host in [0, 1]: the larger of cpu and memory allocated / capacity, counting the
-/// inventory's allocations and every earlier job of this workflow on it (a resource with no
-/// capacity counts as full when anything is allocated, else empty); and its free memory bytes.
-/// `held`: an earlier job of this workflow may run on the host ([`Touched::holds_in`]); when
-/// false the ledger is not summed (it holds nothing there).
-fn metrics(ctx: &JobCtx<'_>, zone: &str, host: &Host, held: bool) -> (f64, u128) {
-    let used = used(ctx, zone, host, held);
-    (load(host, used), free_memory(host, used))
-}
-
-/// (cpu cores, memory bytes) in use on `host`: its allocations plus, when `held`, what every
-/// earlier job of this workflow holds there.
-fn used(ctx: &JobCtx<'_>, zone: &str, host: &Host, held: bool) -> (u64, u128) {
-    if held {
-        let (mut used, _) = ctx.ledger.host_use(zone, &host.name, |_| true);
-        add(&mut used, &host.allocated);
-        (used.cpu, used.memory.0)
-    } else {
-        (host.allocated.cpu, host.allocated.memory.0)
+/// Load of a host in [0, 1] ([`host_load`]), counting the inventory's allocations and every
+/// earlier job of this workflow on it; and its free memory bytes. `held`: an earlier job of
+/// this workflow may run on the host ([`Touched::holds_in`]); when false the ledger is not
+/// summed (it holds nothing there) and both come from the prepared columns, computed when the
+/// inventory was prepared. A held host (every host on the reference path of tests) is read from
+/// the host itself and the ledger.
+fn metrics(ctx: &JobCtx<'_>, zone: &str, host: &Host, at: usize, held: bool) -> (f64, u128) {
+    if !held {
+        return ctx.prepared.allocated().load_and_free_memory(at);
     }
-}
-
-/// The load part of [`metrics`] for `used` = [`used`].
-fn load(host: &Host, (cpu, memory): (u64, u128)) -> f64 {
-    let ratio = |a: u128, c: u128| match (a, c) {
-        (0, _) => 0.0,
-        (_, 0) => 1.0,
-        (a, c) => (to_f64(a) / to_f64(c)).min(1.0),
-    };
+    let (mut used, _) = ctx.ledger.host_use(zone, &host.name, |_| true);
+    add(&mut used, &host.allocated);
     let cap = &host.capacity;
-    ratio(cpu.into(), cap.cpu.into()).max(ratio(memory, cap.memory.0))
-}
-
-/// The free-memory part of [`metrics`] for `used` = [`used`].
-fn free_memory(host: &Host, (_, memory): (u64, u128)) -> u128 {
-    host.capacity.memory.0.saturating_sub(memory)
-}
-
-/// `v as f64` (the nearest double), through the hardware conversion when `v` fits in 64 bits
-/// (the same double: both round the same integer to nearest).
-fn to_f64(v: u128) -> f64 {
-    match u64::try_from(v) {
-        Ok(v) => v as f64,
-        Err(_) => v as f64,
-    }
+    let load = host_load((used.cpu, used.memory.0), (cap.cpu, cap.memory.0));
+    (load, cap.memory.0.saturating_sub(used.memory.0))
 }
 
 /// Orders a zone's fitting hosts, best first: hosts meeting more soft constraints first
@@ -134,7 +136,7 @@ fn to_f64(v: u128) -> f64 {
 pub(crate) fn rank_hosts<'a>(
     ctx: &JobCtx<'_>,
     zone: &ZoneCand<'a>,
-    hosts: &[&'a Host],
+    hosts: &[HostCand<'_, 'a>],
     soft: &[u32],
     only_best: bool,
     touched: &Touched<'_, '_, '_>,
@@ -148,10 +150,10 @@ pub(crate) fn rank_hosts<'a>(
     }
     let mut keyed: Vec<(u32, f64, u128, &'a Host)> = hosts
         .iter()
-        .copied()
         .zip(soft.iter().copied())
-        .map(|(h, s)| {
-            let (load, free) = metrics(ctx, &z.name, h, touched.holds_in(names, h));
+        .map(|(c, s)| {
+            let h = c.host();
+            let (load, free) = metrics(ctx, &z.name, h, c.at(), touched.holds_in(names, h));
             (s, load, free, h)
         })
         .collect();
@@ -185,7 +187,7 @@ pub(crate) fn rank_hosts<'a>(
 fn best_host<'a>(
     ctx: &JobCtx<'_>,
     zone: &ZoneCand<'a>,
-    hosts: &[&'a Host],
+    hosts: &[HostCand<'_, 'a>],
     soft: &[u32],
     held: impl Fn(&Host) -> bool,
 ) -> Option<&'a Host> {
@@ -196,24 +198,19 @@ fn best_host<'a>(
             .iter()
             .zip(soft)
             .filter(|(_, s)| **s == top)
-            .map(|(h, _)| *h)
+            .map(|(c, _)| c.host())
             .collect();
         let k = seeded_pick(ctx.seed, &format!("host:{}:{}", ctx.job(), z.name), group.len());
         return group.get(k.min(group.len().saturating_sub(1))).copied();
     }
-    // Each policy compares one of the two metrics: only that one is computed.
-    let by_memory = z.placement_policy == PlacementPolicy::SpreadMemory;
+    // Each policy compares one of the two metrics (both were computed with the prepared form).
     let mut best: Option<(f64, u128, &'a Host)> = None;
-    for (h, s) in hosts.iter().copied().zip(soft) {
+    for (c, s) in hosts.iter().zip(soft) {
         if *s != top {
             continue;
         }
-        let used = used(ctx, &z.name, h, held(h));
-        let (load, free) = if by_memory {
-            (0.0, free_memory(h, used))
-        } else {
-            (load(h, used), 0)
-        };
+        let h = c.host();
+        let (load, free) = metrics(ctx, &z.name, h, c.at(), held(h));
         let better = match (&best, z.placement_policy) {
             (None, _) => true,
             (Some(b), PlacementPolicy::Binpack) => load > b.0,
@@ -290,40 +287,24 @@ fn take_sharing<'a>(zone: &str, ranked: &[&'a Host], n: u64) -> Result<Vec<&'a H
 pub(crate) fn multi_host<'z, 'a>(
     trace: &mut Trace,
     ctx: &JobCtx<'_>,
-    zones: &'z [ZoneCand<'a>],
-    hosts: &[HostCand<'z, 'a>],
+    hosts: &'z [HostCand<'z, 'a>],
     touched: &Touched<'_, '_, '_>,
 ) -> Vec<ZonePick<'z, 'a>> {
     let n = ctx.needs.nodes;
-    // One pass groups the fitting hosts by zone (candidates point into `zones`; consecutive
-    // candidates share a zone, so the zone's position is looked up only when it changes).
-    let mut by_zone: Vec<Vec<&'a Host>> = vec![Vec::new(); zones.len()];
-    let mut last: Option<(&ZoneCand<'a>, usize)> = None;
-    for c in hosts {
-        let i = match last {
-            Some((z, i)) if std::ptr::eq(z, c.zone) => i,
-            _ => {
-                let Some(i) = zones.iter().position(|z| std::ptr::eq(z, c.zone)) else {
-                    continue;
-                };
-                last = Some((c.zone, i));
-                i
-            }
-        };
-        by_zone[i].push(c.host);
-    }
-    let cands: Vec<ZonePick<'z, 'a>> = zones
-        .iter()
-        .zip(by_zone)
-        .filter(|(_, fitting)| !fitting.is_empty())
-        .map(|(z, fitting)| {
-            let soft = soft_scores(ctx, z, &fitting);
-            ZonePick {
+    let answers = soft_answers(ctx);
+    // The host stages keep the candidates' order, zone by zone in inventory order: each zone's
+    // fitting hosts are one run of `hosts`, and the runs come in zone order.
+    let cands: Vec<ZonePick<'z, 'a>> = hosts
+        .chunk_by(|a, b| std::ptr::eq(a.zone, b.zone))
+        .filter_map(|fitting| {
+            let z = fitting.first()?.zone;
+            let soft = soft_scores(ctx, z, fitting, &answers);
+            Some(ZonePick {
                 zone: z,
-                hosts: rank_hosts(ctx, z, &fitting, &soft, n <= 1, touched),
+                hosts: rank_hosts(ctx, z, fitting, &soft, n <= 1, touched),
                 fitting,
                 soft,
-            }
+            })
         })
         .collect();
     let mut chosen: Vec<Vec<&'a Host>> = Vec::new();
@@ -463,7 +444,12 @@ pub(crate) fn record_host_choice(trace: &mut Trace, ctx: &JobCtx<'_>, pick: &Zon
         PlacementPolicy::Default => "DEFAULT (a seeded random draw)",
     };
     let chosen: Vec<&str> = pick.hosts.iter().map(|h| h.name.as_str()).collect();
-    let cands: Vec<(&Host, u32)> = pick.fitting.iter().copied().zip(pick.soft.iter().copied()).collect();
+    let cands: Vec<(&Host, u32)> = pick
+        .fitting
+        .iter()
+        .map(|c| c.host())
+        .zip(pick.soft.iter().copied())
+        .collect();
     let first_name = &first.name;
     run_filter(
         trace,

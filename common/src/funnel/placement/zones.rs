@@ -16,6 +16,9 @@ use super::JobCtx;
 pub(crate) struct ZoneCand<'a> {
     /// The zone.
     pub zone: &'a Zone,
+    /// Its position in the inventory's zones (where its hosts' columns start:
+    /// [`crate::funnel::columns::Fixed::zone_start`]).
+    pub index: usize,
     /// Lower = preferred: the project assignment's priority, or the zone's own when the
     /// inventory defines no projects.
     pub priority: i64,
@@ -37,8 +40,9 @@ pub(crate) fn project<'a>(
 ) -> Result<Vec<ZoneCand<'a>>, Reason> {
     let all: Vec<&Zone> = inv.zones.iter().collect();
     if inv.projects.is_empty() {
-        let cands = all.into_iter().map(|z| ZoneCand {
+        let cands = all.into_iter().enumerate().map(|(index, z)| ZoneCand {
             zone: z,
+            index,
             priority: z.priority,
             assignment: None,
         });
@@ -73,10 +77,12 @@ pub(crate) fn project<'a>(
     };
     let cands = all
         .into_iter()
-        .map(|z| {
+        .enumerate()
+        .map(|(index, z)| {
             let a = p.zones.iter().find(|a| a.zone == z.name);
             ZoneCand {
                 zone: z,
+                index,
                 priority: a.map_or(z.priority, |a| a.priority),
                 assignment: a,
             }

@@ -37,6 +37,7 @@ use std::collections::BTreeMap;
 use indexmap::IndexMap;
 
 use super::trace::run_filter;
+use super::volume_names::VolumeNames;
 use super::{ClusterState, PlanRequest, VolumeId};
 use crate::decision::{Action, Mode, Reason, VolumeDecision};
 use crate::funnel::trace::Trace;
@@ -86,8 +87,22 @@ pub fn resolve_volumes(
     req: &PlanRequest,
     trace: &mut Trace,
 ) -> IndexMap<String, VolumeDecision> {
+    resolve_named(inv, None, state, req, trace)
+}
+
+/// [`resolve_volumes`], looking volumes up by provisioner and name in `names` (an index
+/// covering `inv`'s volumes, [`VolumeNames::covers`]) instead of walking them; the same
+/// decisions.
+pub fn resolve_named(
+    inv: &Inventory,
+    names: Option<&VolumeNames>,
+    state: &ClusterState,
+    req: &PlanRequest,
+    trace: &mut Trace,
+) -> IndexMap<String, VolumeDecision> {
     let mut ctx = Ctx {
         inv,
+        names,
         state,
         req,
         taken: BTreeMap::new(),
@@ -129,6 +144,8 @@ fn resolve_one(ctx: &Ctx<'_>, v: &VolumeRequest, trace: &mut Trace) -> VolumeDec
 pub(crate) struct Ctx<'a> {
     /// The cluster's inventory.
     pub inv: &'a Inventory,
+    /// An index of `inv`'s volumes by provisioner and name, when the caller has one.
+    pub names: Option<&'a VolumeNames>,
     /// Reservations held by requests.
     pub state: &'a ClusterState,
     /// The request being planned.
@@ -155,6 +172,9 @@ impl<'a> Ctx<'a> {
 
     /// The volume named `name` of provisioner `provisioner`, if any.
     pub fn volume_on(&self, provisioner: &str, name: &str) -> Option<&'a PersistentVolume> {
+        if let Some(names) = self.names {
+            return names.find(self.inv, provisioner, name);
+        }
         self.inv
             .volumes
             .iter()
