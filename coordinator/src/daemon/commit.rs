@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use indexmap::IndexMap;
 
-use fedvol_common::choice::{choose_cluster, rules};
+use fedvol_common::choice::rules;
 use fedvol_common::decision::{ChoiceStep, ClusterDecision, ClusterStatus, Rejection};
 use fedvol_common::funnel::PlanRequest;
 use fedvol_proto::agent::{self as agent, ActionMsg, ActionReply, AgentEndpoint};
@@ -377,6 +377,20 @@ fn replace_slot(slots: &mut IndexMap<String, ClusterDecision>, cluster: &str, de
     }
 }
 
+/// The cluster choice among the `candidates` of `slots`, in the candidates' order.
+fn choose_in(
+    request: &fedvol_common::funnel::PlanRequest,
+    slots: &IndexMap<String, ClusterDecision>,
+    candidates: &indexmap::IndexSet<String>,
+    seed: u64,
+) -> (Option<String>, Vec<ChoiceStep>) {
+    let among = candidates
+        .iter()
+        .filter_map(|n| slots.get_key_value(n).map(|(k, d)| (k.as_str(), d)))
+        .collect();
+    fedvol_common::choice::choose_among(request, among, seed)
+}
+
 /// Runs the commit phase of a planned, non-dry-run decision (module docs): tries the chosen
 /// cluster, then the next in the ranking; asks clusters with commits in progress again until
 /// the phase's bound; records each attempt; stores each new attempt as `pending` before sending
@@ -388,7 +402,9 @@ pub async fn commit_phase(co: &Arc<Coordinator>, stored: &mut StoredDecision, re
     let seed = stored.decision.seed;
     let request = stored.request.clone();
     let bound = tokio::time::Instant::now() + Duration::from_millis(co.cfg.commit_timeout_ms);
-    let mut candidates = stored.decision.clusters.clone();
+    // The clusters still in the running, by name in their order (their answers stay in
+    // `stored`: copying 1,000 of them cost about 8 ms).
+    let mut candidates: indexmap::IndexSet<String> = stored.decision.clusters.keys().cloned().collect();
     let mut dropped: Vec<Rejection> = Vec::new();
     let mut busy: Vec<String> = Vec::new();
     let mut committed: Option<String> = None;
@@ -406,7 +422,7 @@ pub async fn commit_phase(co: &Arc<Coordinator>, stored: &mut StoredDecision, re
             candidates.shift_remove(&a.cluster);
         }
         if committed.is_none() {
-            let (c, s) = choose_cluster(&request, &candidates, seed);
+            let (c, s) = choose_in(&request, &stored.decision.clusters, &candidates, seed);
             chosen = c;
             steps = s;
         }
@@ -419,11 +435,11 @@ pub async fn commit_phase(co: &Arc<Coordinator>, stored: &mut StoredDecision, re
             // Every candidate left is busy with other requests' commits: ask them again.
             tokio::time::sleep(Duration::from_millis(BUSY_PAUSE_MS)).await;
             for b in busy.drain(..) {
-                if let Some(slot) = stored.decision.clusters.get(&b) {
-                    candidates.insert(b, slot.clone());
+                if stored.decision.clusters.contains_key(&b) {
+                    candidates.insert(b);
                 }
             }
-            let (next, s) = choose_cluster(&request, &candidates, seed);
+            let (next, s) = choose_in(&request, &stored.decision.clusters, &candidates, seed);
             chosen = next;
             steps = s;
             continue;
@@ -511,7 +527,7 @@ pub async fn commit_phase(co: &Arc<Coordinator>, stored: &mut StoredDecision, re
             Some(e) => dropped.push(rejection(&c, e)),
             None => dropped.push(rejection(&c, &Code::CommitFailed.error("commit failed"))),
         }
-        let (next, s) = choose_cluster(&request, &candidates, seed);
+        let (next, s) = choose_in(&request, &stored.decision.clusters, &candidates, seed);
         chosen = next;
         steps = s;
     }
@@ -527,8 +543,14 @@ pub async fn commit_phase(co: &Arc<Coordinator>, stored: &mut StoredDecision, re
     if !dropped.is_empty() {
         let kept = candidates
             .iter()
-            .filter(|(_, d)| d.status == ClusterStatus::Answered)
-            .map(|(n, _)| n.clone())
+            .filter(|n| {
+                stored
+                    .decision
+                    .clusters
+                    .get(*n)
+                    .is_some_and(|d| d.status == ClusterStatus::Answered)
+            })
+            .cloned()
             .collect();
         steps.insert(
             0,
