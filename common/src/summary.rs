@@ -16,6 +16,13 @@ use crate::request::PlanRequest;
 /// Clusters whose answers a decision keeps in full: the chosen one and two runners-up.
 pub const LISTED_CLUSTERS: usize = 3;
 
+/// Past this many clusters, a coordinator asks the agents to answer with summaries and fetches
+/// the [`LISTED_CLUSTERS`] whole answers it keeps (docs/design.md §5, `summary`); up to it,
+/// whole answers cross NATS and the coordinator summarizes them itself. Below it, the three
+/// extra requests would cost more than the whole answers they save (about 8 KB per cluster of
+/// 100 hosts, 23 KB at 1,000).
+pub const AGENT_SUMMARIES_PAST: usize = 16;
+
 /// Summarizes every answer of `decision` except those of the first `listed` clusters in the
 /// order the commit would try them: the chosen cluster, then each cluster the choice
 /// ([`choose_cluster`] with the decision's seed) picks once those before it are set aside,

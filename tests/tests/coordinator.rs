@@ -985,22 +985,29 @@ async fn the_reconciler_settles_a_decision_its_coordinator_abandoned() {
 /// Past three clusters a decision keeps the whole answer only of the chosen cluster and of the
 /// two a failed commit would try next; the others are stored as summaries (docs/design.md §4),
 /// and `decisions show` says so. Without it a decision grows with clusters × trace and a
-/// default NATS cannot carry one past about 120 clusters (BENCHMARKS.md). The agents answer
-/// with summaries and keep their whole answers; the coordinator fetches the three it keeps
-/// (`answer`), under the shipped permissions.
+/// default NATS cannot carry one past about 120 clusters (BENCHMARKS.md). With 5 clusters the
+/// agents answer whole and the coordinator summarizes; past 16 the agents answer with
+/// summaries and keep their whole answers, and the coordinator fetches the three it keeps
+/// (`answer`); both under the shipped permissions.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_three_clusters_the_unlisted_answers_are_stored_as_summaries() {
     let _serial = SERIAL.lock().await;
+    for n in [5, fedvol_common::summary::AGENT_SUMMARIES_PAST + 1] {
+        summaries_of(n).await;
+    }
+}
+
+async fn summaries_of(n: usize) {
     let nats = NatsServer::start();
-    let names = ["a", "b", "c", "d", "e"];
+    let names: Vec<String> = (0..n).map(|i| format!("s{i:02}")).collect();
     let mut agents = Vec::new();
-    for n in names {
-        agents.push(slots(&nats, n, 2, 300).await);
+    for name in &names {
+        agents.push(slots(&nats, name, 2, 300).await);
     }
     let _co = coordinator(&nats, &[]).await;
     let client = nats.client().await;
-    for n in names {
-        wait_alive(&client, n, true).await;
+    for name in &names {
+        wait_alive(&client, name, true).await;
     }
     let (stored, _) = submit(&client, "alice", &submit_msg("summaries-1", job_workflow("w"))).await;
     assert_eq!(stored.state, DecisionState::Committed);
@@ -1012,12 +1019,9 @@ async fn past_three_clusters_the_unlisted_answers_are_stored_as_summaries() {
         .filter(|(_, c)| !c.summarized)
         .map(|(n, _)| n)
         .collect();
-    assert_eq!(whole.len(), 3, "{whole:?}");
+    assert_eq!(whole.len(), 3, "{n} clusters: {whole:?}");
     assert!(whole.contains(&&chosen));
-    assert!(
-        d.clusters.keys().map(String::as_str).eq(names),
-        "the clusters keep their order"
-    );
+    assert!(d.clusters.keys().eq(names.iter()), "the clusters keep their order");
     for (name, c) in &d.clusters {
         assert!(c.feasible && c.jobs["j"].host.is_some(), "{name} keeps its picks");
         if c.summarized {
@@ -1036,12 +1040,16 @@ async fn past_three_clusters_the_unlisted_answers_are_stored_as_summaries() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(
-        text.contains("2 of 5 clusters' answers are stored as summaries"),
+        text.contains(&format!("{} of {n} clusters' answers are stored as summaries", n - 3)),
         "{text}"
     );
     assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+    if n > 12 {
+        assert!(text.contains(&format!("{n} clusters by outcome")), "{text}");
+    }
 
-    // A summarized cluster's agent still keeps its whole answer; an unknown request has none.
+    // Past 16 clusters a summarized cluster's agent keeps its whole answer; an unknown request
+    // has none. (Up to 16, the agents were not asked to keep any.)
     let (summarized, _) = d.clusters.iter().find(|(_, c)| c.summarized).unwrap();
     let ask = |id: &str| fedvol_proto::agent::AnswerMsg {
         request_id: id.into(),
@@ -1056,9 +1064,13 @@ async fn past_three_clusters_the_unlisted_answers_are_stored_as_summaries() {
         "test",
     )
     .await
-    .unwrap()
-    .expect("the agent keeps the whole answer");
-    assert!(!kept.decision.summarized && !kept.decision.allocations.is_empty());
+    .unwrap();
+    if n > fedvol_common::summary::AGENT_SUMMARIES_PAST {
+        let kept = kept.expect("the agent keeps the whole answer");
+        assert!(!kept.decision.summarized && !kept.decision.allocations.is_empty());
+    } else {
+        assert!(kept.is_err(), "{n} clusters: whole answers were sent, none kept");
+    }
     let none = fedvol_proto::rpc::call::<fedvol_proto::agent::Answer>(
         &client,
         &subject,

@@ -1,7 +1,8 @@
 //! Asking every known cluster to plan (one request per cluster, never the broadcast).
 //!
 //! The [`PlanMsg`] is sent to each cluster the registry knows (from heartbeats or start-up
-//! discovery) on that cluster's own subject `<prefix>.cluster.<c>.plan`, with the reply subject
+//! discovery) on that cluster's own subject `<prefix>.cluster.<c>.plan` (asking for summaries
+//! past `fedvol_common::summary::AGENT_SUMMARIES_PAST` clusters), with the reply subject
 //! `<inbox>.<c>.<n>` (the coordinator's inbox, subscribed once per cluster; `n` numbers the
 //! gather, so every request has reply subjects of its own: [`super::replies`]). An answer belongs to the
 //! cluster whose token it arrived on, and only that cluster's agents can send it there: with
@@ -87,8 +88,9 @@ pub async fn fan_out(co: &Arc<Coordinator>, request: &PlanRequest, wait: Duratio
         deadline_ms,
         reserve: false,
         ttl_ms: 0,
-        // Past three clusters, the decision keeps only three whole answers (`super::whole`).
-        summary: wait_for.len() + skipped.len() > fedvol_common::summary::LISTED_CLUSTERS,
+        // The decision keeps only three whole answers: past a few more, those are fetched
+        // (`super::whole`) and the others cross NATS as summaries.
+        summary: wait_for.len() + skipped.len() > fedvol_common::summary::AGENT_SUMMARIES_PAST,
     };
     let body = Plan::encode_request(&msg);
     // Answers arrive on each cluster's long-lived subscription, routed here by request id

@@ -146,7 +146,7 @@ pub async fn run_federation(spec: &RunSpec) -> Result<Vec<RunResult>, String> {
     let url = fed.nats.url();
     let probe_client = fed.client().await?;
     let wf = Arc::new(workflow()?);
-    let summary = clusters > fedvol_common::summary::LISTED_CLUSTERS;
+    let summary = clusters > fedvol_common::summary::AGENT_SUMMARIES_PAST;
     let plan = plan_body(&wf, "probe-0", false, summary, 30_000);
     let answer_bytes = probe_answer_bytes(&probe_client, plan.clone(), clusters, Duration::from_secs(30)).await?;
     let responders = if spec.modes.contains(&Mode::Raw) {
