@@ -61,7 +61,29 @@ fn samples() -> Vec<Vec<u8>> {
             ..ActionMsg::new("r-1", 5)
         })
         .to_vec(),
+        agent::Plan::encode_reply(&agent::PlanReply {
+            request_id: "r-1".into(),
+            cluster: "a".into(),
+            decision: summarized(),
+            hold: None,
+        })
+        .to_vec(),
     ]
+}
+
+/// A summarized answer (written in its compact array form), planned on a small synthetic
+/// cluster.
+fn summarized() -> fedvol_common::decision::ClusterDecision {
+    let sizes = fedvol_common::synth::SynthSizes {
+        hosts: 12,
+        provisioners: 2,
+        volumes: 3,
+    };
+    let inv = fedvol_common::synth::cluster("a", sizes);
+    let req = fedvol_common::funnel::PlanRequest::new("r-1", fedvol_common::synth::workflow(2, 1), "u");
+    let mut d = fedvol_common::funnel::plan_cluster(&inv, &Default::default(), &req);
+    d.summarize();
+    d
 }
 
 /// Every decoder of requests and answers, on the same bytes. Returns which accepted.
@@ -81,6 +103,9 @@ fn decode_all(bytes: &[u8]) -> Vec<bool> {
         agent::Commit::decode_reply(bytes, "coordinator").is_ok(),
         coordinator::Submit::decode_reply(bytes, "client").is_ok(),
         coordinator::Replay::decode_reply(bytes, "client").is_ok(),
+        agent::Answer::decode_request(bytes, "agent").is_ok(),
+        agent::Answer::decode_reply(bytes, "coordinator").is_ok(),
+        crate::listing::listing("r".into(), bytes).is_ok(),
     ]
 }
 
@@ -207,6 +232,12 @@ fn the_samples_decode_where_they_belong() {
     // A why_not carries a request and a deadline too: the plan reads as one.
     assert!(agent::WhyNot::decode_request(&s[0], "agent").is_ok());
     assert!(agent::Commit::decode_request(&s[0], "agent").is_err());
+    // A summary crosses in its compact array form and reads back as it was.
+    assert!(String::from_utf8_lossy(&s[3]).contains(r#""decision":["answered""#));
+    let reply = agent::Plan::decode_reply(&s[3], "coordinator").unwrap().unwrap();
+    let mut want = summarized();
+    want.elapsed_ms = (want.elapsed_ms * 100.0).round() / 100.0;
+    assert_eq!(reply.decision, want);
 }
 
 /// Regression: a JSON array was read as a message (serde fills a struct's fields
