@@ -53,17 +53,7 @@ pub fn outcome(d: &Decision, name: &str, c: &ClusterDecision) -> String {
         other => return status(other).to_string(),
     }
     if !c.feasible {
-        let mut failed: Vec<String> = Vec::new();
-        failed.extend(
-            c.volumes
-                .iter()
-                .filter_map(|(k, v)| v.error.as_ref().map(|e| format!("volume {k} {}", e.code))),
-        );
-        failed.extend(
-            c.jobs
-                .iter()
-                .filter_map(|(k, j)| j.error.as_ref().map(|e| format!("job {k} {}", e.code))),
-        );
+        let failed = what_failed(c);
         return if failed.is_empty() {
             "not feasible".into()
         } else {
@@ -74,6 +64,20 @@ pub fn outcome(d: &Decision, name: &str, c: &ClusterDecision) -> String {
         Some((step, _)) => format!("feasible, dropped by {}", step.rule),
         None => "feasible".into(),
     }
+}
+
+/// What failed in a cluster's answer, by code: `volume <v> <code>` and `job <j> <code>`, in
+/// workflow order (each explained under "why not").
+pub fn what_failed(c: &ClusterDecision) -> Vec<String> {
+    let volumes = c
+        .volumes
+        .iter()
+        .filter_map(|(k, v)| v.error.as_ref().map(|e| format!("volume {k} {}", e.code)));
+    let jobs = c
+        .jobs
+        .iter()
+        .filter_map(|(k, j)| j.error.as_ref().map(|e| format!("job {k} {}", e.code)));
+    volumes.chain(jobs).collect()
 }
 
 /// The clusters of `d` by outcome, as a table (OUTCOME, CLUSTERS, the first names), most

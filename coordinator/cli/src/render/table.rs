@@ -206,17 +206,7 @@ fn dropped_text(d: &Decision, rule: &str, r: &Rejection) -> String {
         && c.status == ClusterStatus::Answered
         && c.error.is_none()
     {
-        let mut failed: Vec<String> = Vec::new();
-        failed.extend(
-            c.volumes
-                .iter()
-                .filter_map(|(k, v)| v.error.as_ref().map(|e| format!("volume {k} {}", e.code))),
-        );
-        failed.extend(
-            c.jobs
-                .iter()
-                .filter_map(|(k, j)| j.error.as_ref().map(|e| format!("job {k} {}", e.code))),
-        );
+        let failed = super::outcomes::what_failed(c);
         if !failed.is_empty() {
             return format!("{}: not feasible: {} (why not: above)", r.candidate, failed.join(", "));
         }
