@@ -209,6 +209,12 @@ pub struct DecisionRef {
     /// Absent (false) from earlier releases.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cancel: bool,
+    /// Get only: a cluster whose answer the decision stores as a summary, to be answered whole
+    /// as its agent still keeps it (`answer`, docs/design.md §5); the stored decision is not
+    /// changed. When the agent keeps it no longer, the answer is the stored one. Absent from
+    /// earlier releases.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub whole: Option<String>,
 }
 
 /// Why not: ask the cluster of a stored decision why not.

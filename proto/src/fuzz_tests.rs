@@ -269,6 +269,7 @@ fn queries_decode() {
     let q = DecisionRef {
         request_id: "r".into(),
         cancel: false,
+        whole: None,
     };
     let b = coordinator::Get::encode_request(&q);
     assert_eq!(coordinator::Get::decode_request(&b, "coordinator").unwrap(), q);

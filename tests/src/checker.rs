@@ -458,6 +458,7 @@ pub async fn fetch_decision(client: &async_nats::Client, id: &str) -> Result<Opt
     let body = DecisionRef {
         request_id: id.to_string(),
         cancel: false,
+        whole: None,
     };
     let reply: SubmitReply = patiently(&format!("get {id}"), || {
         coordinator_op::<api::Get>(client, CHECKER_USER, &body, CALL_WAIT)

@@ -150,6 +150,7 @@ pub async fn complete(
     let body = DecisionRef {
         request_id: id.to_string(),
         cancel: false,
+        whole: None,
     };
     coordinator_op::<api::Complete>(client, user, &body, wait).await
 }

@@ -125,6 +125,7 @@ async fn get(client: &async_nats::Client, id: &str) -> SubmitReply {
         &DecisionRef {
             request_id: id.into(),
             cancel: false,
+            whole: None,
         },
     )
     .await
@@ -735,6 +736,7 @@ async fn idempotent_submit_complete_dry_run_replay_directory_and_bad_input() {
         &DecisionRef {
             request_id: "idem-1".into(),
             cancel: false,
+            whole: None,
         },
     )
     .await;
@@ -767,6 +769,7 @@ async fn idempotent_submit_complete_dry_run_replay_directory_and_bad_input() {
         &DecisionRef {
             request_id: "dry-1".into(),
             cancel: false,
+            whole: None,
         },
     )
     .await;
@@ -779,6 +782,7 @@ async fn idempotent_submit_complete_dry_run_replay_directory_and_bad_input() {
         &DecisionRef {
             request_id: "dry-1".into(),
             cancel: false,
+            whole: None,
         },
     )
     .await;
@@ -1071,6 +1075,44 @@ async fn summaries_of(n: usize) {
     } else {
         assert!(kept.is_err(), "{n} clusters: whole answers were sent, none kept");
     }
+    // `decisions show --cluster C` shows C's whole answer while its agent keeps it, and says
+    // when it keeps it no longer; the stored decision is left as it is.
+    let out = fedvol_tests::cli::fedvol_as(
+        &nats,
+        "alice",
+        &[
+            "decisions",
+            "show",
+            "summaries-1",
+            "--cluster",
+            summarized,
+            "-o",
+            "json",
+        ],
+    );
+    assert!(out.status.success(), "{}", fedvol_tests::kit::output_text(&out));
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let slot = &shown["decision"]["clusters"][summarized.as_str()];
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if n > fedvol_common::summary::AGENT_SUMMARIES_PAST {
+        assert!(slot["allocations"].is_array() && slot["summarized"].is_null(), "{slot}");
+        assert!(!stderr.contains("shown as its summary"), "{stderr}");
+    } else {
+        assert!(slot.is_array(), "{slot}");
+        assert!(
+            stderr.contains(&format!("cluster {summarized}'s answer is shown as its summary")),
+            "{stderr}"
+        );
+    }
+    assert!(get(&client, "summaries-1").await.stored.unwrap().decision.clusters[summarized].summarized);
+    let out = fedvol_tests::cli::fedvol_as(
+        &nats,
+        "alice",
+        &["decisions", "show", "summaries-1", "--cluster", "nowhere"],
+    );
+    assert_eq!(out.status.code(), Some(64), "{}", fedvol_tests::kit::output_text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cluster `nowhere` took no part"));
+
     let none = fedvol_proto::rpc::call::<fedvol_proto::agent::Answer>(
         &client,
         &subject,

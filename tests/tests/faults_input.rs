@@ -506,6 +506,7 @@ async fn fuzzed_requests_get_errors_change_nothing_and_everyone_keeps_serving() 
     let dref = fedvol_tests::versioned_body(&DecisionRef {
         request_id: "fz-none".into(),
         cancel: false,
+        whole: None,
     });
     let wq = fedvol_tests::versioned_body(&WhyNotQuery {
         request_id: "kept".into(),

@@ -907,6 +907,7 @@ async fn an_agent_started_on_a_new_state_gets_its_commits_back() {
             &fedvol_proto::coordinator::DecisionRef {
                 request_id: id.into(),
                 cancel: false,
+                whole: None,
             },
             Duration::from_secs(5),
         )

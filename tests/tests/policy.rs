@@ -272,6 +272,7 @@ async fn fifty_racing_submits_to_two_coordinators_never_exceed_a_quota() {
             &DecisionRef {
                 request_id: id.clone(),
                 cancel: false,
+                whole: None,
             },
             Duration::from_secs(30),
         )
@@ -376,6 +377,7 @@ async fn queued_submits_are_placed_by_priority_then_age_as_completions_free_room
                 &DecisionRef {
                     request_id: id.into(),
                     cancel: false,
+                    whole: None,
                 },
                 Duration::from_secs(10),
             )

@@ -357,6 +357,7 @@ async fn run_demo(url: &str, clusters: &[String], files: &[PathBuf]) -> u8 {
             let q = DecisionRef {
                 request_id: id.clone(),
                 cancel: false,
+                whole: None,
             };
             match c
                 .call::<api::Complete>(&q)

@@ -103,7 +103,7 @@ pub enum DecisionsCmd {
     /// Stored decisions, newest first.
     List(ListArgs),
     /// One decision: per-cluster table, then each cluster's failed stages with every reason.
-    Show(IdArgs),
+    Show(ShowArgs),
     /// Print the latest state of every decision, then every change as it happens (Ctrl-C to stop).
     Watch(WatchArgs),
     /// Re-run a stored request with its seed and say whether the answer is identical.
@@ -314,6 +314,24 @@ pub struct IdArgs {
     /// The decision's request id, or a unique start of it.
     #[arg(value_name = "ID")]
     pub id: String,
+    /// Output format.
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// NATS connection and identity (listed last in `--help`, under their own heading).
+    #[command(flatten)]
+    pub net: NetArgs,
+}
+
+/// `fedvol decisions show`.
+#[derive(Debug, clap::Args)]
+pub struct ShowArgs {
+    /// The decision's request id, or a unique start of it.
+    #[arg(value_name = "ID")]
+    pub id: String,
+    /// Show this cluster's whole answer (every listed rejection) when the decision stores it as
+    /// a summary: asked of the cluster's agent, which keeps it 10 minutes after the plan.
+    #[arg(long, value_name = "CLUSTER")]
+    pub cluster: Option<String>,
     /// Output format.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -860,13 +878,43 @@ fn show_stored<'r>(reply: &'r SubmitReply, o: Output, what: &str) -> Result<&'r 
 }
 
 async fn get(client: &Client, id: &str) -> Result<SubmitReply, ClientError> {
+    get_whole(client, id, None).await
+}
+
+/// [`get`], with `cluster`'s whole answer when its agent still keeps it (`DecisionRef.whole`).
+async fn get_whole(client: &Client, id: &str, cluster: Option<&str>) -> Result<SubmitReply, ClientError> {
     client
         .call::<api::Get>(&DecisionRef {
             request_id: id.to_string(),
             cancel: false,
+            whole: cluster.map(str::to_string),
         })
         .await
         .map(as_submit_reply)
+}
+
+/// What `decisions show --cluster C` says besides the decision: an error (exit 64, usage) when
+/// `C` took no part in it, a note on stderr when its answer is still a summary (its agent keeps
+/// the whole answer no longer).
+fn whole_note(s: &StoredDecision, id: &str, cluster: &str) -> Result<(), u8> {
+    match s.decision.clusters.get(cluster) {
+        None => {
+            let names: Vec<&str> = s.decision.clusters.keys().map(String::as_str).collect();
+            eprintln!(
+                "error: cluster `{}` took no part in decision {id} (its clusters: {})",
+                fedvol_common::limits::printable(cluster),
+                crate::render::outcomes::names(&names, false)
+            );
+            Err(super::EXIT_USAGE)
+        }
+        Some(c) if c.summarized => {
+            eprintln!(
+                "note: cluster {cluster}'s answer is shown as its summary: its agent keeps no whole answer for {id} any more (it keeps them 10 minutes after the plan, and none across a restart); `fedvol why-not {id} --cluster {cluster} --host H` asks the cluster again"
+            );
+            Ok(())
+        }
+        Some(_) => Ok(()),
+    }
 }
 
 /// The request id `given` stands for: itself when a decision is stored under it, else the one
@@ -914,7 +962,8 @@ pub async fn resolve_id(client: &Client, given: &str) -> Result<String, u8> {
 pub fn decisions(cmd: &DecisionsCmd) -> u8 {
     let net = match cmd {
         DecisionsCmd::List(a) => &a.net,
-        DecisionsCmd::Show(a) | DecisionsCmd::Replay(a) => &a.net,
+        DecisionsCmd::Show(a) => &a.net,
+        DecisionsCmd::Replay(a) => &a.net,
         DecisionsCmd::Watch(a) => &a.net,
     };
     block_on(async {
@@ -948,8 +997,13 @@ pub fn decisions(cmd: &DecisionsCmd) -> u8 {
                     Ok(id) => id,
                     Err(code) => return code,
                 };
-                match get(&client, &id).await {
+                match get_whole(&client, &id, a.cluster.as_deref()).await {
                     Ok(r) => {
+                        if let (Some(c), Some(s)) = (&a.cluster, &r.stored)
+                            && let Err(code) = whole_note(s, &id, c)
+                        {
+                            return code;
+                        }
                         show_stored(&r, a.output.output, &format!("decision {id}")).map_or_else(|c| c, |_| EXIT_OK)
                     }
                     Err(e) => fail(&e),
@@ -963,6 +1017,7 @@ pub fn decisions(cmd: &DecisionsCmd) -> u8 {
                 let q = DecisionRef {
                     request_id: id.clone(),
                     cancel: false,
+                    whole: None,
                 };
                 match ask::<api::Replay>(&client, &q, &format!("replay of {id}")).await {
                     Ok(r) => {
@@ -1213,6 +1268,7 @@ pub fn complete(a: &IdArgs, cancel: bool) -> u8 {
         let msg = DecisionRef {
             request_id: id.clone(),
             cancel,
+            whole: None,
         };
         let answer = client.call::<api::Complete>(&msg).await.map(as_submit_reply);
         // Completed (or found failed): no plain submit is to resume it.

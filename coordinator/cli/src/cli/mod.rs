@@ -89,7 +89,8 @@ impl Command {
         match self {
             Command::Submit(a) => Some(&mut a.net),
             Command::Decisions(D::List(a)) => Some(&mut a.net),
-            Command::Decisions(D::Show(a) | D::Replay(a)) => Some(&mut a.net),
+            Command::Decisions(D::Show(a)) => Some(&mut a.net),
+            Command::Decisions(D::Replay(a)) => Some(&mut a.net),
             Command::Decisions(D::Watch(a)) => Some(&mut a.net),
             Command::WhyNot(a) => Some(&mut a.net),
             Command::Complete(a) | Command::Cancel(a) => Some(&mut a.net),

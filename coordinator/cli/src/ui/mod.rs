@@ -263,6 +263,7 @@ async fn decision_page(State(app): State<App>, Path(id): Path<String>) -> Respon
         .call::<api::Get>(&api::DecisionRef {
             request_id: id.clone(),
             cancel: false,
+            whole: None,
         })
         .await;
     let (status, body) = match reply {
