@@ -1104,6 +1104,47 @@ async fn summaries_of(n: usize) {
             "{stderr}"
         );
     }
+    // The web view: a summary links to its whole answer, which the page then shows.
+    let mut cmd = std::process::Command::new(fedvol_tests::bin_path("fedvol"));
+    let url = nats.url();
+    cmd.args(["--nats", url.as_str(), "-u", "alice", "ui", "--listen", "127.0.0.1:0"]);
+    let mut ui = Spawned::start(cmd);
+    ui.wait_for_log("serving the read-only view on http://", Duration::from_secs(20))
+        .await;
+    let addr: std::net::SocketAddr = ui
+        .log()
+        .split("view on http://")
+        .nth(1)
+        .and_then(|s| s.split('/').next())
+        .and_then(|a| a.parse().ok())
+        .expect("the ui's address");
+    let card = |page: &str| -> String {
+        let at = page
+            .find(&format!("id=\"cluster-{summarized}\""))
+            .expect("the cluster's card");
+        let rest = &page[at + 1..];
+        rest[..rest.find("id=\"cluster-").unwrap_or(rest.len())].to_string()
+    };
+    let (code, page) = fedvol_tests::http::get(addr, "/decisions/summaries-1").await.unwrap();
+    assert_eq!(code, 200);
+    assert!(
+        card(&page).contains(&format!("href=\"?whole={summarized}#cluster-{summarized}\"")),
+        "{}",
+        card(&page)
+    );
+    let (code, page) = fedvol_tests::http::get(addr, &format!("/decisions/summaries-1?whole={summarized}"))
+        .await
+        .unwrap();
+    assert_eq!(code, 200);
+    if n > fedvol_common::summary::AGENT_SUMMARIES_PAST {
+        assert!(!card(&page).contains("Stored as a summary"), "{}", card(&page));
+    } else {
+        assert!(
+            card(&page).contains("keeps no whole answer for this request any more"),
+            "{}",
+            card(&page)
+        );
+    }
     assert!(get(&client, "summaries-1").await.stored.unwrap().decision.clusters[summarized].summarized);
     let out = fedvol_tests::cli::fedvol_as(
         &nats,

@@ -256,20 +256,31 @@ async fn list_page(State(app): State<App>, Query(filter): Query<Filter>) -> Resp
     respond(StatusCode::OK, "Decisions", Nav::Decisions, &app.viewer, body)
 }
 
-async fn decision_page(State(app): State<App>, Path(id): Path<String>) -> Response {
+/// The decision page's query: `whole`, a cluster to ask for its whole answer.
+#[derive(Debug, Default, serde::Deserialize)]
+struct WholeQuery {
+    #[serde(default)]
+    whole: Option<String>,
+}
+
+async fn decision_page(State(app): State<App>, Path(id): Path<String>, Query(q): Query<WholeQuery>) -> Response {
     let title = format!("Decision {id}");
+    let whole = q.whole.filter(|c| !c.is_empty());
     let reply = app
         .client
         .call::<api::Get>(&api::DecisionRef {
             request_id: id.clone(),
             cancel: false,
-            whole: None,
+            whole: whole.clone(),
         })
         .await;
     let (status, body) = match reply {
         Ok(Ok(api::SubmitReply { stored: Some(s), error })) => {
             let problem = error.map(|e| format!("{} ({})", e.message, e.code));
-            (StatusCode::OK, pages::decision::body(&id, &s, problem.as_deref()))
+            (
+                StatusCode::OK,
+                pages::decision::body_with(&id, &s, problem.as_deref(), whole.as_deref()),
+            )
         }
         Ok(Ok(api::SubmitReply {
             stored: None,

@@ -256,3 +256,24 @@ fn jobs_run_by_slurm_are_shown_with_their_states() {
     assert!(page.contains("<td class=\"mono\">41</td>"), "{page}");
     assert!(page.contains(">cancelled<"), "{page}");
 }
+
+/// A summarized cluster's card links to its whole answer (`?whole=`); asked, and still a
+/// summary, it says its agent keeps the whole answer no longer.
+#[test]
+fn a_summary_links_to_its_whole_answer_and_says_when_it_is_gone() {
+    let mut s = stored("w", "alice");
+    let name = s.decision.clusters.keys().next().cloned().unwrap();
+    s.decision.clusters[&name].summarize();
+    let page = pages::decision::body("r1", &s, None).into_string();
+    assert!(
+        page.contains(&format!("href=\"?whole={name}#cluster-{name}\"")),
+        "{page}"
+    );
+    assert!(!page.contains("keeps no whole answer"), "{page}");
+    let page = pages::decision::body_with("r1", &s, None, Some(&name)).into_string();
+    assert!(
+        page.contains("keeps no whole answer for this request any more"),
+        "{page}"
+    );
+    assert!(!page.contains("?whole="), "{page}");
+}

@@ -202,6 +202,11 @@ fn quotas(d: &Decision) -> Markup {
 /// The decision page's body for the decision stored under `key`; `problem` is an error the
 /// coordinator returned besides it (e.g. a commit in doubt).
 pub fn body(key: &str, s: &StoredDecision, problem: Option<&str>) -> Markup {
+    body_with(key, s, problem, None)
+}
+
+/// [`body`], after the cluster `whole` was asked for its whole answer (`?whole=`).
+pub fn body_with(key: &str, s: &StoredDecision, problem: Option<&str>, whole: Option<&str>) -> Markup {
     let d = &s.decision;
     let commit_failed = d
         .choice
@@ -258,7 +263,7 @@ pub fn body(key: &str, s: &StoredDecision, problem: Option<&str>) -> Markup {
         }
         div.cards #funnel {
             @for (name, c) in &d.clusters {
-                (funnel::cluster(name, c, d.chosen_cluster.as_deref() == Some(name)))
+                (funnel::cluster(name, c, d.chosen_cluster.as_deref() == Some(name), whole == Some(name.as_str())))
             }
         }
         h2 { "Cluster choice" }

@@ -78,11 +78,13 @@ fn rejected(t: &StageTrace) -> Markup {
     }
 }
 
-/// The card of cluster `name`: its status, then its funnel stage by stage.
-pub fn cluster(name: &str, c: &ClusterDecision, chosen: bool) -> Markup {
+/// The card of cluster `name`: its status, then its funnel stage by stage. A summary links to
+/// the page asking its agent for the whole answer (`?whole=<name>`); `asked`: that was asked,
+/// so a summary still shown says the agent keeps the whole answer no longer.
+pub fn cluster(name: &str, c: &ClusterDecision, chosen: bool, asked: bool) -> Markup {
     let widest = c.trace.iter().map(|t| t.considered).max().unwrap_or(0);
     html! {
-        div class=(if chosen { "card chosen" } else { "card" }) data-cluster=(name) {
+        div id=(format!("cluster-{name}")) class=(if chosen { "card chosen" } else { "card" }) data-cluster=(name) {
             h3 {
                 (name) " "
                 @if chosen { (badge("chosen", Kind::Ok)) " " }
@@ -97,6 +99,13 @@ pub fn cluster(name: &str, c: &ClusterDecision, chosen: bool) -> Markup {
                 p.muted {
                     "Stored as a summary: this cluster was neither chosen nor a runner-up, so only the stages that rejected candidates are kept, with counts and reasons; "
                     code { "fedvol why-not" } " names the candidates, asking the cluster."
+                }
+                @if asked {
+                    p.alert.whole-gone {
+                        "Its agent keeps no whole answer for this request any more (it keeps them 10 minutes after the plan, and none across a restart)."
+                    }
+                } @else {
+                    p { a.whole href=(format!("?whole={name}#cluster-{name}")) { "Ask the cluster for its whole answer" } }
                 }
             }
             @if c.trace.is_empty() && c.summarized {
