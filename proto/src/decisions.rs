@@ -127,6 +127,20 @@ impl StoredDecision {
             .map(|a| a.jobs.as_slice())
             .unwrap_or_default()
     }
+
+    /// Ends the decision with its cluster's `completion`: `failed`, naming the job that failed
+    /// ([`crate::batch::failure`] of [`StoredDecision::jobs`]), or `completed`. The caller sets
+    /// `updated_ms` and stores it.
+    pub fn end(&mut self, completion: ActionReply) {
+        let failure = crate::batch::failure(self.jobs());
+        self.state = if failure.is_some() {
+            DecisionState::Failed
+        } else {
+            DecisionState::Completed
+        };
+        self.run_failure = failure;
+        self.completion = Some(completion);
+    }
 }
 
 /// True for 0 (serde's `skip_serializing_if` for optional numeric fields).

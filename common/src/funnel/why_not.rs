@@ -77,6 +77,19 @@ pub struct Blocker {
     pub hint: Option<String>,
 }
 
+impl Blocker {
+    /// The blocker a stage record's listed rejection `r` makes, without a hint.
+    pub fn listed(t: &StageTrace, r: &crate::decision::Rejection) -> Blocker {
+        Blocker {
+            stage: t.stage.clone(),
+            subject: t.subject.clone(),
+            candidate: r.candidate.clone(),
+            reasons: r.reasons.clone(),
+            hint: None,
+        }
+    }
+}
+
 /// The explanation: every blocker, in funnel order, and a one-line summary.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Explanation {
@@ -120,11 +133,8 @@ pub fn why_not(
                 .iter()
                 .filter(|r| target.names(&r.candidate, &t.stage))
                 .map(move |r| Blocker {
-                    stage: t.stage.clone(),
-                    subject: t.subject.clone(),
-                    candidate: r.candidate.clone(),
-                    reasons: r.reasons.clone(),
                     hint: r.reasons.iter().find_map(|x| hint(inv, &x.code, &r.candidate)),
+                    ..Blocker::listed(t, r)
                 })
         })
         .collect();
@@ -252,13 +262,7 @@ pub fn from_record(d: &Decision, cluster: &str, target: &Target) -> RecordedExpl
         let mut found = false;
         for r in t.rejected.iter().filter(|r| target.names(&r.candidate, &t.stage)) {
             found = true;
-            blockers.push(Blocker {
-                stage: t.stage.clone(),
-                subject: t.subject.clone(),
-                candidate: r.candidate.clone(),
-                reasons: r.reasons.clone(),
-                hint: None,
-            });
+            blockers.push(Blocker::listed(t, r));
         }
         if !found && t.omitted > 0 && stage_kind_matches(target, &t.stage) {
             unlisted.push(format!("{} for {}", t.stage, t.subject));

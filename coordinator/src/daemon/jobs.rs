@@ -198,14 +198,7 @@ async fn apply(co: &Coordinator, cluster: &str, f: Followed, reply: agent::Actio
     }
     attempt.jobs = reply.jobs.clone();
     if done {
-        let failure = fedvol_proto::batch::failure(&reply.jobs);
-        stored.state = if failure.is_some() {
-            DecisionState::Failed
-        } else {
-            DecisionState::Completed
-        };
-        stored.run_failure = failure;
-        stored.completion = Some(reply);
+        stored.end(reply);
     }
     stored.updated_ms = now_ms();
     match co.store.update(id, &stored, rev).await {

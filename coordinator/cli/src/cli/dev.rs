@@ -109,21 +109,29 @@ async fn connected(url: &str, clusters: &[String], required: bool) -> Result<Cli
     Ok(c)
 }
 
+/// SIGTERM and SIGINT (Ctrl-C), watched; an error line and the exit code when they cannot be.
+fn stop_signals() -> Result<(tokio::signal::unix::Signal, tokio::signal::unix::Signal), u8> {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+        (Ok(t), Ok(i)) => Ok((t, i)),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("error: cannot watch for Ctrl-C and SIGTERM: {e}");
+            Err(EXIT_BAD_INPUT)
+        }
+    }
+}
+
 /// Runs `fedvol dev`: the federation until Ctrl-C or SIGTERM (both stop every process and
 /// remove the state directory), or until a process it started exits: that one is named with
 /// its pid and exit status, the others are stopped, the logs kept, and the exit status is 1
 /// (a compose tool's `--abort-on-container-exit`: a half federation is not left running).
 pub fn dev(a: &DevArgs) -> u8 {
     super::net::block_on(async {
-        use tokio::signal::unix::{SignalKind, signal};
         // Watched before anything starts: a signal that comes while the federation starts is
         // kept, and stops it as soon as it has started.
-        let (mut term, mut int) = match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
-            (Ok(t), Ok(i)) => (t, i),
-            (Err(e), _) | (_, Err(e)) => {
-                eprintln!("error: cannot watch for Ctrl-C and SIGTERM: {e}");
-                return EXIT_BAD_INPUT;
-            }
+        let (mut term, mut int) = match stop_signals() {
+            Ok(both) => both,
+            Err(code) => return code,
         };
         let mut fed = match start(a) {
             Ok(f) => f,
@@ -272,15 +280,11 @@ pub fn demo(a: &DemoArgs) -> u8 {
         return EXIT_BAD_INPUT;
     }
     super::net::block_on(async {
-        use tokio::signal::unix::{SignalKind, signal};
         // The daemons run in their own process group (devfed): Ctrl-C and SIGTERM reach the
         // demo alone, which tears everything down.
-        let (mut term, mut int) = match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
-            (Ok(t), Ok(i)) => (t, i),
-            (Err(e), _) | (_, Err(e)) => {
-                eprintln!("error: cannot watch for Ctrl-C and SIGTERM: {e}");
-                return EXIT_BAD_INPUT;
-            }
+        let (mut term, mut int) = match stop_signals() {
+            Ok(both) => both,
+            Err(code) => return code,
         };
         let mut fed = match start(&a.dev) {
             Ok(f) => f,

@@ -146,14 +146,7 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
         {
             a.jobs = reply.jobs.clone();
         }
-        let failure = fedvol_proto::batch::failure(stored.jobs());
-        stored.state = if failure.is_some() {
-            DecisionState::Failed
-        } else {
-            DecisionState::Completed
-        };
-        stored.run_failure = failure;
-        stored.completion = Some(reply);
+        stored.end(reply);
         stored.updated_ms = now_ms();
         match co.store.update(&q.request_id, &stored, rev).await {
             Ok(Write::Done(_)) => {

@@ -18,16 +18,8 @@ pub fn cluster_record(d: &Decision, cluster: &str) -> RecordedExplanation {
     // The stages that emptied a subject's candidates: where the funnel said no.
     let mut blockers = Vec::new();
     let mut unlisted = Vec::new();
-    for t in c.trace.iter().filter(|t| t.passed == 0 && t.considered > 0) {
-        for r in &t.rejected {
-            blockers.push(Blocker {
-                stage: t.stage.clone(),
-                subject: t.subject.clone(),
-                candidate: r.candidate.clone(),
-                reasons: r.reasons.clone(),
-                hint: None,
-            });
-        }
+    for t in fedvol_common::explain::failed_stages(c) {
+        blockers.extend(t.rejected.iter().map(|r| Blocker::listed(t, r)));
         if t.omitted > 0 {
             unlisted.push(format!("{} for {}", t.stage, t.subject));
         }
