@@ -13,7 +13,10 @@
 //!   `cluster-c` permissions with the name replaced, a CLI user a copy of `alice`'s, and the
 //!   server reloads its configuration (`nats-server --signal reload`) before the process
 //!   starts. Their example passwords are `example-<user>` in plain text (the shipped users keep
-//!   their bcrypt hashes).
+//!   their bcrypt hashes). The CLI users most tests use (`anonymous`, `u`, `root`) are written
+//!   in before the first start, so that their first command does not reload a server whose
+//!   federation is busy (a reload refuses the answers to requests in flight,
+//!   [`PREADDED_CLI_USERS`]).
 //! - **One observer identity, `harness`, with every right.** The test's own clients
 //!   ([`crate::NatsServer::client`]) use it to look at what the processes did (agent status,
 //!   the decision bucket) and to play attackers and scripted peers. No fedvol process ever
@@ -104,6 +107,15 @@ const SHIPPED_USERS: [&str; 9] = [
     "provisioner-cluster-c",
 ];
 
+/// CLI users written into the configuration before the server first starts: the names the
+/// harness's helpers and most tests use (`-u u`, `-u root`, no `-u` at all). Adding a user to
+/// a running server means a reload, and a reload drops the reply permissions of every request
+/// in flight (nats-server 2.9.10: `reloadAuthorization` in server/reload.go re-registers each
+/// client, and `setPermissions` in server/client.go starts a new `replies` map), so an agent's
+/// answer sent across it is refused as a `Publish Violation`. Users added up front never
+/// reload a running federation.
+const PREADDED_CLI_USERS: [&str; 3] = ["anonymous", "u", "root"];
+
 /// The logins of one shipped server: its kit copy, and the identities added so far.
 #[derive(Debug)]
 pub struct Logins {
@@ -161,11 +173,15 @@ impl Logins {
             "deploy/nats/{} no longer contains {USERS_LIST:?}: update tests/src/shipped.rs",
             kind.users_file()
         );
+        let state = LoginState {
+            added_users: PREADDED_CLI_USERS.iter().map(|u| u.to_string()).collect(),
+            ..LoginState::default()
+        };
         let logins = Arc::new(Logins {
             kind,
             kit,
             users_base,
-            state: Mutex::new(LoginState::default()),
+            state: Mutex::new(state),
         });
         logins.write_generated(&lock(&logins.state));
         lock(registry()).insert(port, logins.clone());
