@@ -16,7 +16,7 @@
 //!   their bcrypt hashes). The CLI users most tests use (`anonymous`, `u`, `root`) are written
 //!   in before the first start, so that their first command does not reload a server whose
 //!   federation is busy (a reload refuses the answers to requests in flight,
-//!   [`PREADDED_CLI_USERS`]).
+//!   [`preadded_cli_users`]).
 //! - **One observer identity, `harness`, with every right.** The test's own clients
 //!   ([`crate::NatsServer::client`]) use it to look at what the processes did (agent status,
 //!   the decision bucket) and to play attackers and scripted peers. No fedvol process ever
@@ -108,13 +108,19 @@ const SHIPPED_USERS: [&str; 9] = [
 ];
 
 /// CLI users written into the configuration before the server first starts: the names the
-/// harness's helpers and most tests use (`-u u`, `-u root`, no `-u` at all). Adding a user to
+/// harness's helpers and most tests use (`-u u`, `-u root`, no `-u` at all), and the
+/// `user<k>` of concurrent submitters (`user0`..`user15`). Adding a user to
 /// a running server means a reload, and a reload drops the reply permissions of every request
 /// in flight (nats-server 2.9.10: `reloadAuthorization` in server/reload.go re-registers each
 /// client, and `setPermissions` in server/client.go starts a new `replies` map), so an agent's
 /// answer sent across it is refused as a `Publish Violation`. Users added up front never
 /// reload a running federation.
-const PREADDED_CLI_USERS: [&str; 3] = ["anonymous", "u", "root"];
+fn preadded_cli_users() -> impl Iterator<Item = String> {
+    ["anonymous", "u", "root"]
+        .into_iter()
+        .map(str::to_string)
+        .chain((0..16).map(|k| format!("user{k}")))
+}
 
 /// The logins of one shipped server: its kit copy, and the identities added so far.
 #[derive(Debug)]
@@ -174,7 +180,7 @@ impl Logins {
             kind.users_file()
         );
         let state = LoginState {
-            added_users: PREADDED_CLI_USERS.iter().map(|u| u.to_string()).collect(),
+            added_users: preadded_cli_users().collect(),
             ..LoginState::default()
         };
         let logins = Arc::new(Logins {
