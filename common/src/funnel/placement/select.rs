@@ -458,7 +458,9 @@ pub(crate) fn record_host_choice(trace: &mut Trace, ctx: &JobCtx<'_>, pick: &Zon
         cands,
         |(h, _)| format!("{}/{}", zone.name, h.name),
         |(h, s), r| {
-            if chosen.contains(&h.name.as_str()) {
+            // The picks are references into the same hosts as `fitting` (`rank_hosts`): one
+            // pointer compare per candidate instead of a name compare.
+            if pick.hosts.iter().any(|c| std::ptr::eq(*c, *h)) {
                 return;
             }
             if *s < first_soft {
