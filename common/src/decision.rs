@@ -284,6 +284,14 @@ pub struct StageTrace {
     pub reason_counts: std::collections::BTreeMap<String, usize>,
 }
 
+impl StageTrace {
+    /// Whether a summary keeps this record: it rejected something, and it is not a ranking
+    /// stage (`*.choice`), see [`ClusterDecision::summarize`].
+    pub fn kept_in_summary(&self) -> bool {
+        self.passed < self.considered && !self.stage.ends_with(".choice")
+    }
+}
+
 fn is_zero(n: &usize) -> bool {
     *n == 0
 }
@@ -381,8 +389,7 @@ impl ClusterDecision {
     /// soft constraints met, load, a named volume held, cost) is untouched, so the choice
     /// ranks a summarized answer as it ranked the full one. Idempotent.
     pub fn summarize(&mut self) {
-        self.trace
-            .retain(|t| t.passed < t.considered && !t.stage.ends_with(".choice"));
+        self.trace.retain(StageTrace::kept_in_summary);
         for t in &mut self.trace {
             t.omitted += t.rejected.len();
             t.rejected = Vec::new();
@@ -392,6 +399,58 @@ impl ClusterDecision {
             v.new_volume = None;
         }
         self.summarized = true;
+    }
+
+    /// This answer's summary as a new value, equal to a clone [`ClusterDecision::summarize`]d,
+    /// without copying what the summary leaves out (the rejected candidates' listings, the
+    /// allocations, the new volumes): an agent answering 1,000-cluster plans keeps the whole
+    /// answer and sends this.
+    pub fn summary(&self) -> ClusterDecision {
+        ClusterDecision {
+            status: self.status,
+            elapsed_ms: self.elapsed_ms,
+            inventory_version: self.inventory_version.clone(),
+            feasible: self.feasible,
+            volumes: self
+                .volumes
+                .iter()
+                .map(|(k, v)| {
+                    let v = VolumeDecision {
+                        mode: v.mode,
+                        provisioner: v.provisioner.clone(),
+                        volume: v.volume.clone(),
+                        action: v.action,
+                        error: v.error.clone(),
+                        passed: v.passed,
+                        new_volume: None,
+                    };
+                    (k.clone(), v)
+                })
+                .collect(),
+            jobs: self.jobs.clone(),
+            trace: self
+                .trace
+                .iter()
+                .filter(|t| t.kept_in_summary())
+                .map(|t| StageTrace {
+                    stage: t.stage.clone(),
+                    subject: t.subject.clone(),
+                    considered: t.considered,
+                    passed: t.passed,
+                    rejected: Vec::new(),
+                    omitted: t.omitted + t.rejected.len(),
+                    reason_counts: t.reason_counts.clone(),
+                })
+                .collect(),
+            error: self.error.clone(),
+            soft_matched: self.soft_matched,
+            load: self.load,
+            holds_named_volume: self.holds_named_volume,
+            allocations: Vec::new(),
+            resource_manager: self.resource_manager.clone(),
+            cost: self.cost.clone(),
+            summarized: true,
+        }
     }
 
     /// The arguments a workflow runner gives the resource manager to run `job` where this

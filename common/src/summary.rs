@@ -164,6 +164,18 @@ mod tests {
     }
 
     #[test]
+    fn an_answers_summary_equals_the_answer_summarized_in_place() {
+        let (_, d) = decision(2, 100);
+        for c in d.clusters.values() {
+            assert!(!c.allocations.is_empty() && c.trace.iter().any(|t| !t.rejected.is_empty()));
+            let mut in_place = c.clone();
+            in_place.summarize();
+            assert_eq!(c.summary(), in_place);
+            assert_eq!(c.summary().summary(), in_place, "idempotent");
+        }
+    }
+
+    #[test]
     fn a_small_federation_is_left_whole() {
         let (req, mut d) = decision(3, 20);
         let before = d.clone();

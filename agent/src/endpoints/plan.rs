@@ -73,8 +73,7 @@ pub async fn handle(shared: Arc<Shared>, msg: PlanMsg) -> Option<Result<PlanRepl
     reply.decision.elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
     if msg_summary {
         // The whole answer stays here for `answer`; its summary crosses NATS.
-        let mut summary = reply.decision.clone();
-        summary.summarize();
+        let summary = reply.decision.summary();
         let whole = std::mem::replace(&mut reply.decision, summary);
         shared.answers.keep(&reply.request_id, Arc::new(whole), now_ms());
     }
