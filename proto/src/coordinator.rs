@@ -17,7 +17,8 @@ use crate::code::ProtoError;
 use crate::decisions::{DecisionState, StoredDecision};
 use crate::endpoint::{Endpoint, NoArgs, decode_no_args};
 use crate::failure::Failure;
-use crate::version::DecodeError;
+use crate::version::{DecodeError, encode};
+use bytes::Bytes;
 use fedvol_common::funnel::why_not::Target;
 
 /// The coordinators' operations: the `<op>` token of `<prefix>.coordinator.<op>.<user>`.
@@ -180,6 +181,30 @@ pub struct SubmitReply {
     /// Why the request failed, or did not fully take effect.
     #[serde(default)]
     pub error: Option<ProtoError>,
+    /// `stored` as the coordinator just wrote it to the decision bucket (its record, from
+    /// [`crate::encode`]), when it has those bytes: the answer is then written from them
+    /// ([`Submit`]'s `encode_reply`) instead of encoding the decision a second time (about
+    /// 2.4 ms for the 450 KB decision of 1,000 clusters). Never on the wire as such; `None`
+    /// after decoding.
+    #[serde(skip)]
+    pub stored_record: Option<StoredRecord>,
+}
+
+/// The bytes of a stored decision's record ([`SubmitReply::stored_record`]). Compares equal to
+/// any other (it is a cache of `stored`, not a value of its own) and shows only its length.
+#[derive(Clone)]
+pub struct StoredRecord(pub Bytes);
+
+impl PartialEq for StoredRecord {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for StoredRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StoredRecord({} bytes)", self.0.len())
+    }
 }
 
 impl SubmitReply {
@@ -188,6 +213,7 @@ impl SubmitReply {
         SubmitReply {
             stored: Some(stored),
             error: None,
+            stored_record: None,
         }
     }
 
@@ -196,7 +222,34 @@ impl SubmitReply {
         SubmitReply {
             stored: None,
             error: Some(error),
+            stored_record: None,
         }
+    }
+
+    /// The same reply, answered from `record`: the bytes [`crate::encode`] made of exactly
+    /// `self.stored` (what the bucket holds).
+    pub fn with_record(mut self, record: Bytes) -> Self {
+        self.stored_record = Some(StoredRecord(record));
+        self
+    }
+
+    /// The reply's wire body written from its stored record: `{"v":1,"stored":` + the record
+    /// without its version + `,"error":` + the error + `}`, the bytes [`crate::encode`] makes
+    /// of the reply (tested byte for byte). `None` without a record, or a record that does not
+    /// start as [`crate::encode`] starts one.
+    fn spliced(&self) -> Option<Bytes> {
+        const HEAD: &[u8] = b"{\"v\":1,";
+        let record = &self.stored_record.as_ref()?.0;
+        let fields = record.strip_prefix(HEAD)?;
+        debug_assert_eq!(crate::version::VERSION, 1, "HEAD names the version");
+        let error = serde_json::to_vec(&self.error).ok()?;
+        let mut out = Vec::with_capacity(record.len() + error.len() + 32);
+        out.extend_from_slice(b"{\"v\":1,\"stored\":{");
+        out.extend_from_slice(fields);
+        out.extend_from_slice(b",\"error\":");
+        out.extend_from_slice(&error);
+        out.push(b'}');
+        Some(Bytes::from(out))
     }
 }
 
@@ -491,6 +544,12 @@ impl Endpoint for Submit {
     fn request_id(r: &SubmitMsg) -> Option<&str> {
         (!r.request_id.is_empty()).then_some(r.request_id.as_str())
     }
+
+    /// From the stored record when the reply has it ([`SubmitReply::stored_record`]), else
+    /// encoded.
+    fn encode_reply(reply: &SubmitReply) -> Bytes {
+        reply.spliced().unwrap_or_else(|| encode(reply))
+    }
 }
 
 macro_rules! decision_ref_endpoint {
@@ -643,5 +702,45 @@ mod request_id_tests {
         assert_eq!(request_id_for("", "N1"), "N1");
         assert_eq!(request_id_for("***", "N1"), "N1");
         assert_eq!(request_id_for(&"w".repeat(100), "N").len(), 64 + 2);
+    }
+}
+
+#[cfg(test)]
+mod stored_record_tests {
+    use super::{Submit, SubmitReply};
+    use crate::{Code, Endpoint, encode};
+
+    /// The answer written from the stored record is the answer encoded, byte for byte: with
+    /// and without an error, for decisions of 1 to 40 clusters (summaries and whole answers).
+    #[test]
+    fn an_answer_from_the_stored_record_is_the_answer_encoded() {
+        for n in [1, 4, 17, 40] {
+            let stored = crate::listing::tests::stored(n);
+            for error in [None, Some(Code::QuotaExceeded.error("over the quota"))] {
+                let reply = SubmitReply {
+                    stored: Some(stored.clone()),
+                    error,
+                    stored_record: None,
+                };
+                let encoded = Submit::encode_reply(&reply);
+                let spliced = Submit::encode_reply(&reply.clone().with_record(encode(&stored)));
+                assert_eq!(
+                    String::from_utf8_lossy(&spliced),
+                    String::from_utf8_lossy(&encoded),
+                    "{n} clusters"
+                );
+                let back = Submit::decode_reply(&spliced, "client").unwrap().unwrap();
+                assert_eq!(back.stored.as_ref(), Some(&stored));
+            }
+        }
+    }
+
+    /// A record that does not start as `encode` writes one is not spliced: the answer is
+    /// encoded.
+    #[test]
+    fn a_record_of_another_shape_is_not_used() {
+        let stored = crate::listing::tests::stored(2);
+        let reply = SubmitReply::stored(stored.clone()).with_record(bytes::Bytes::from_static(b"{\"x\":1}"));
+        assert_eq!(Submit::encode_reply(&reply), encode(&SubmitReply::stored(stored)));
     }
 }

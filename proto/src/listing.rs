@@ -154,7 +154,7 @@ pub fn listing(request_id: String, bytes: &[u8]) -> Result<(DecisionSummary, Clu
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::decisions::StoredDecision;
     use fedvol_common::choice::choose_cluster;
@@ -165,7 +165,7 @@ mod tests {
 
     /// A stored decision of `n` clusters (some infeasible, some without an answer), summarized
     /// as the coordinator stores it, with a failed and a committed attempt.
-    fn stored(n: usize) -> StoredDecision {
+    pub(crate) fn stored(n: usize) -> StoredDecision {
         let req = PlanRequest::new("r", workflow(2, 1), "alice").with_seed(3);
         let sizes = SynthSizes {
             hosts: 20,

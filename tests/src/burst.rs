@@ -280,6 +280,7 @@ async fn report(
             Ok(SubmitReply {
                 stored: Some(s),
                 error: None,
+                ..
             }) if s.state == DecisionState::Committed => {
                 committed += 1;
                 let c = s.decision.chosen_cluster.clone().unwrap_or_default();
@@ -296,6 +297,7 @@ async fn report(
             Ok(SubmitReply {
                 stored: Some(s),
                 error: None,
+                ..
             }) if s.state == DecisionState::Failed => {
                 refused_at.push(s.updated_ms);
             }

@@ -43,6 +43,7 @@ pub fn still_settling(co: &Coordinator, stored: StoredDecision, age_ms: u64) -> 
             "decision `{id}` is still being committed (planned {} s ago; its coordinator may have stopped): it is settled within {left_s} s at the latest, by its coordinator or by another one taking it over; ask again then (nothing is booked twice)",
             age_ms / 1000
         ))),
+        stored_record: None,
     }
 }
 
@@ -94,6 +95,7 @@ pub(super) fn in_doubt(stored: StoredDecision, reason: ProtoError) -> SubmitRepl
     SubmitReply {
         stored: Some(stored),
         error: Some(reason),
+        stored_record: None,
     }
 }
 
@@ -112,10 +114,12 @@ pub async fn save(co: &Arc<Coordinator>, mut stored: StoredDecision, rev: u64) -
             super::quota::release(co, &id, &stored.decision.quota).await;
         }
     }
-    match co.store.update(&id, &stored, rev).await {
+    // Encoded once: the record written is the answer's body too.
+    let record = fedvol_proto::encode(&stored);
+    match co.store.update_record(&id, record.clone(), rev).await {
         Ok(Write::Done(_)) => {
             tracing::info!(state = ?stored.state, chosen = ?stored.decision.chosen_cluster, "decision stored");
-            outcome_reply(stored)
+            outcome_reply(stored).with_record(record)
         }
         Ok(Write::Conflict) => match co.store.get(&id).await {
             Ok(Some((theirs, _))) => stored_reply(theirs),
@@ -127,6 +131,7 @@ pub async fn save(co: &Arc<Coordinator>, mut stored: StoredDecision, rev: u64) -
             SubmitReply {
                 stored: Some(stored),
                 error: Some(Code::StoreUnavailable.error(e.to_string())),
+                stored_record: None,
             }
         }
     }
@@ -160,6 +165,7 @@ pub fn outcome_reply(stored: StoredDecision) -> SubmitReply {
     SubmitReply {
         stored: Some(stored),
         error,
+        stored_record: None,
     }
 }
 

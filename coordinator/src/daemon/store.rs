@@ -171,7 +171,15 @@ impl DecisionStore {
     ///
     /// Errors: [`StoreError`].
     pub async fn create(&self, key: &str, value: &StoredDecision) -> Result<Write, StoreError> {
-        let body = fedvol_proto::encode(value);
+        self.create_record(key, fedvol_proto::encode(value)).await
+    }
+
+    /// As [`DecisionStore::create`], with the decision already encoded (`body`, from
+    /// [`fedvol_proto::encode`]): a caller that answers with the same decision reuses the
+    /// bytes ([`fedvol_proto::coordinator::SubmitReply::with_record`]).
+    ///
+    /// Errors: [`StoreError`].
+    pub async fn create_record(&self, key: &str, body: bytes::Bytes) -> Result<Write, StoreError> {
         let started = std::time::Instant::now();
         let written = match self.kv.create(key, body).await {
             Ok(rev) => Ok(Write::Done(rev)),
@@ -186,7 +194,14 @@ impl DecisionStore {
     ///
     /// Errors: [`StoreError`].
     pub async fn update(&self, key: &str, value: &StoredDecision, revision: u64) -> Result<Write, StoreError> {
-        let body = fedvol_proto::encode(value);
+        self.update_record(key, fedvol_proto::encode(value), revision).await
+    }
+
+    /// As [`DecisionStore::update`], with the decision already encoded (see
+    /// [`DecisionStore::create_record`]).
+    ///
+    /// Errors: [`StoreError`].
+    pub async fn update_record(&self, key: &str, body: bytes::Bytes, revision: u64) -> Result<Write, StoreError> {
         let started = std::time::Instant::now();
         let written = self.update_encoded(key, body, revision).await;
         self.count("update", &written, started);

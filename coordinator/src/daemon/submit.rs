@@ -232,11 +232,13 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
     }
     let mut replace = replace;
     let mut tries = 0;
+    // Encoded once: a decision that ends here is answered with the record written.
+    let record = fedvol_proto::encode(&stored);
     let written = loop {
         tries += 1;
         let written = match replace {
-            Some(rev) => co.store.update(&id, &stored, rev).await,
-            None => co.store.create(&id, &stored).await,
+            Some(rev) => co.store.update_record(&id, record.clone(), rev).await,
+            None => co.store.create_record(&id, record.clone()).await,
         };
         match written {
             Ok(Write::Done(rev)) => break Ok(rev),
@@ -270,7 +272,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
         if stored.state == DecisionState::Failed && !stored.dry_run {
             super::quota::release(&co, &id, &stored.decision.quota).await;
         }
-        return outcome_reply(stored);
+        return outcome_reply(stored).with_record(record);
     }
     match timed_commit_phase(&co, &mut stored, &mut rev, Start::Fresh).await {
         Phase::Done => save(&co, stored, rev).await,

@@ -275,7 +275,9 @@ async fn decision_page(State(app): State<App>, Path(id): Path<String>, Query(q):
         })
         .await;
     let (status, body) = match reply {
-        Ok(Ok(api::SubmitReply { stored: Some(s), error })) => {
+        Ok(Ok(api::SubmitReply {
+            stored: Some(s), error, ..
+        })) => {
             let problem = error.map(|e| format!("{} ({})", e.message, e.code));
             (
                 StatusCode::OK,
@@ -285,6 +287,7 @@ async fn decision_page(State(app): State<App>, Path(id): Path<String>, Query(q):
         Ok(Ok(api::SubmitReply {
             stored: None,
             error: Some(e),
+            ..
         }))
         | Ok(Err(fedvol_proto::Failure { error: e, .. })) => {
             let status = if e.is(&fedvol_proto::Code::NotFound) {
@@ -302,6 +305,7 @@ async fn decision_page(State(app): State<App>, Path(id): Path<String>, Query(q):
         Ok(Ok(api::SubmitReply {
             stored: None,
             error: None,
+            ..
         })) => (
             StatusCode::BAD_GATEWAY,
             pages::error_body(&title, "the coordinator answered with neither a decision nor an error"),

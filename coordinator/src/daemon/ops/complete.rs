@@ -111,6 +111,7 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
                     error: Some(
                         Code::NotCommitted.error(format!("decision `{}` cannot be completed: {why}", q.request_id)),
                     ),
+                    stored_record: None,
                 };
             }
         };
@@ -126,6 +127,7 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
                 return SubmitReply {
                     stored: Some(stored),
                     error: Some(e.error()),
+                    stored_record: None,
                 };
             }
         };
@@ -138,6 +140,7 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
             return SubmitReply {
                 stored: Some(stored),
                 error: Some(err),
+                stored_record: None,
             };
         }
         // The final states of the jobs, when the cluster ran some (`fedvol cancel`).
@@ -166,6 +169,7 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
                 return SubmitReply {
                     stored: Some(stored),
                     error: Some(Code::StoreUnavailable.error(e.to_string())),
+                    stored_record: None,
                 };
             }
         }
@@ -193,6 +197,7 @@ async fn withdraw(co: &Coordinator, mut stored: StoredDecision, rev: u64) -> Opt
         Err(e) => Some(SubmitReply {
             stored: Some(stored),
             error: Some(Code::StoreUnavailable.error(e.to_string())),
+            stored_record: None,
         }),
     }
 }
@@ -219,6 +224,7 @@ async fn settle_planned(co: &Coordinator, stored: &mut StoredDecision, rev: u64)
             return Settle::Answer(Box::new(SubmitReply {
                 stored: Some(stored.clone()),
                 error: Some(doubt),
+                stored_record: None,
             }));
         }
     };
@@ -266,12 +272,14 @@ async fn settle_planned(co: &Coordinator, stored: &mut StoredDecision, rev: u64)
                     "decision `{}` was left planned by a coordinator that stopped; its commit attempts are settled and none had committed, so it is now failed and nothing needs completing",
                     stored.decision.request_id
                 ))),
+                stored_record: None,
             }))
         }
         Ok(Write::Conflict) => Settle::Changed,
         Err(e) => Settle::Answer(Box::new(SubmitReply {
             stored: Some(stored.clone()),
             error: Some(Code::StoreUnavailable.error(e.to_string())),
+            stored_record: None,
         })),
     }
 }
