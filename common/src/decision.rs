@@ -389,19 +389,10 @@ impl ClusterDecision {
     /// soft constraints met, load, a named volume held, cost) is untouched, so the choice
     /// ranks a summarized answer as it ranked the full one. Idempotent.
     pub fn summarize(&mut self) {
-        self.trace.retain(StageTrace::kept_in_summary);
-        for t in &mut self.trace {
-            t.omitted += t.rejected.len();
-            t.rejected = Vec::new();
-        }
-        self.allocations = Vec::new();
-        for v in self.volumes.values_mut() {
-            v.new_volume = None;
-        }
-        self.summarized = true;
+        *self = self.summary();
     }
 
-    /// This answer's summary as a new value, equal to a clone [`ClusterDecision::summarize`]d,
+    /// This answer's summary as a new value (the rule of [`ClusterDecision::summarize`]),
     /// without copying what the summary leaves out (the rejected candidates' listings, the
     /// allocations, the new volumes): an agent answering 1,000-cluster plans keeps the whole
     /// answer and sends this.

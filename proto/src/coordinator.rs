@@ -233,18 +233,18 @@ impl SubmitReply {
         self
     }
 
-    /// The reply's wire body written from its stored record: `{"v":1,"stored":` + the record
-    /// without its version + `,"error":` + the error + `}`, the bytes [`crate::encode`] makes
+    /// The reply's wire body written from its stored record: `{"v":<VERSION>,"stored":` + the
+    /// record without its version + `,"error":` + the error + `}`, the bytes [`crate::encode`] makes
     /// of the reply (tested byte for byte). `None` without a record, or a record that does not
     /// start as [`crate::encode`] starts one.
     fn spliced(&self) -> Option<Bytes> {
-        const HEAD: &[u8] = b"{\"v\":1,";
+        let head = format!("{{\"v\":{},", crate::version::VERSION);
         let record = &self.stored_record.as_ref()?.0;
-        let fields = record.strip_prefix(HEAD)?;
-        debug_assert_eq!(crate::version::VERSION, 1, "HEAD names the version");
+        let fields = record.strip_prefix(head.as_bytes())?;
         let error = serde_json::to_vec(&self.error).ok()?;
         let mut out = Vec::with_capacity(record.len() + error.len() + 32);
-        out.extend_from_slice(b"{\"v\":1,\"stored\":{");
+        out.extend_from_slice(head.as_bytes());
+        out.extend_from_slice(b"\"stored\":{");
         out.extend_from_slice(fields);
         out.extend_from_slice(b",\"error\":");
         out.extend_from_slice(&error);
