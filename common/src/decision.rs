@@ -387,9 +387,12 @@ impl ClusterDecision {
     /// and `reason_counts` with `rejected` emptied into `omitted`; `allocations` are emptied and
     /// each volume's `new_volume` dropped. What the cluster choice reads (status, feasibility,
     /// soft constraints met, load, a named volume held, cost) is untouched, so the choice
-    /// ranks a summarized answer as it ranked the full one. Idempotent.
+    /// ranks a summarized answer as it ranked the full one. Idempotent: an answer already
+    /// summarized (an agent's summary, past 16 clusters) is left as it is, not copied.
     pub fn summarize(&mut self) {
-        *self = self.summary();
+        if !self.summarized {
+            *self = self.summary();
+        }
     }
 
     /// This answer's summary as a new value (the rule of [`ClusterDecision::summarize`]),

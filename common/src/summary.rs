@@ -7,9 +7,7 @@
 //! keeps what the choice and the explanation by counts need; the listing of which candidate
 //! failed which stage is recomputed on the agent by `why_not` when asked.
 
-use indexmap::IndexMap;
-
-use crate::choice::choose_cluster;
+use crate::choice::choose_among;
 use crate::decision::{ClusterDecision, Decision};
 use crate::request::PlanRequest;
 
@@ -25,37 +23,40 @@ pub const AGENT_SUMMARIES_PAST: usize = 16;
 
 /// Summarizes every answer of `decision` except those of the first `listed` clusters in the
 /// order the commit would try them: the chosen cluster, then each cluster the choice
-/// ([`choose_cluster`] with the decision's seed) picks once those before it are set aside,
-/// exactly as a commit falls back after a failure. A decision of at most `listed` clusters is
-/// left as it is; the clusters keep their order.
+/// ([`crate::choice::choose_cluster`] with the decision's seed) picks once those before it are
+/// set aside, exactly as a commit falls back after a failure (the others in the order asked,
+/// as the commit's candidates stay: the seeded draw picks by position). The answers are
+/// summarized in place; a decision of at most `listed` clusters is left as it is; the clusters
+/// keep their order.
 ///
 /// Returns the clusters kept in full, in that order.
 pub fn summarize_unlisted(req: &PlanRequest, decision: &mut Decision, listed: usize) -> Vec<String> {
     if decision.clusters.len() <= listed {
         return decision.clusters.keys().cloned().collect();
     }
-    let order: Vec<String> = decision.clusters.keys().cloned().collect();
-    let mut rest = std::mem::take(&mut decision.clusters);
-    let mut full: IndexMap<String, ClusterDecision> = IndexMap::new();
+    let mut kept: Vec<String> = Vec::with_capacity(listed);
     if let Some(chosen) = &decision.chosen_cluster
-        && let Some(answer) = rest.swap_remove(chosen)
+        && decision.clusters.contains_key(chosen)
     {
-        full.insert(chosen.clone(), answer);
+        kept.push(chosen.clone());
     }
-    while full.len() < listed {
-        let (next, _) = choose_cluster(req, &rest, decision.seed);
-        let Some(answer) = next.as_ref().and_then(|n| rest.swap_remove(n)) else {
-            break;
-        };
-        full.insert(next.unwrap_or_default(), answer);
+    // The clusters not yet kept, in the order asked (as the commit's candidates stay: the
+    // seeded draw picks by position).
+    while kept.len() < listed {
+        let among = decision
+            .clusters
+            .iter()
+            .filter(|(name, _)| !kept.contains(name))
+            .map(|(name, answer)| (name.as_str(), answer))
+            .collect();
+        match choose_among(req, among, decision.seed).0 {
+            Some(next) => kept.push(next),
+            None => break,
+        }
     }
-    for answer in rest.values_mut() {
-        answer.summarize();
-    }
-    let kept: Vec<String> = full.keys().cloned().collect();
-    for name in order {
-        if let Some(answer) = full.swap_remove(&name).or_else(|| rest.swap_remove(&name)) {
-            decision.clusters.insert(name, answer);
+    for (name, answer) in decision.clusters.iter_mut() {
+        if !kept.contains(name) {
+            answer.summarize();
         }
     }
     kept
@@ -64,8 +65,10 @@ pub fn summarize_unlisted(req: &PlanRequest, decision: &mut Decision, listed: us
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::choice::choose_cluster;
     use crate::funnel::{ClusterState, plan_cluster};
     use crate::synth::{SynthSizes, cluster, workflow};
+    use indexmap::IndexMap;
 
     fn request() -> PlanRequest {
         PlanRequest::new("r", workflow(2, 1), "u")
@@ -161,6 +164,34 @@ mod tests {
             choose_cluster(&req, &d.clusters, d.seed),
             choose_cluster(&req, &before.clusters, d.seed)
         );
+    }
+
+    /// A commit falls back in the order the choice ranks the clusters left, asked in their
+    /// original order (`daemon::commit::choose_in`, the candidates `shift_remove`d). When every
+    /// rule ties, the seeded draw picks by position, so the runners-up kept whole must be drawn
+    /// from the clusters in that same order, or a commit could fall back onto a cluster that
+    /// kept only its summary.
+    #[test]
+    fn the_fallbacks_kept_whole_are_the_commits_when_the_seeded_draw_decides() {
+        for seed in 0..40 {
+            let (req, mut d) = decision(40, 20);
+            for c in d.clusters.values_mut() {
+                c.load = 0.5;
+            }
+            d.seed = seed;
+            (d.chosen_cluster, d.choice) = choose_cluster(&req, &d.clusters, seed);
+            let before = d.clone();
+            let kept = summarize_unlisted(&req, &mut d, LISTED_CLUSTERS);
+            let mut rest = before.clusters.clone();
+            let mut fallbacks = Vec::new();
+            while fallbacks.len() < LISTED_CLUSTERS {
+                let (next, _) = choose_cluster(&req, &rest, seed);
+                let next = next.unwrap();
+                rest.shift_remove(&next);
+                fallbacks.push(next);
+            }
+            assert_eq!(kept, fallbacks, "seed {seed}");
+        }
     }
 
     #[test]
