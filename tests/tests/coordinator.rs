@@ -277,6 +277,17 @@ async fn three_example_clusters_the_seeds_choose_commit_and_release() {
     // Admission at commit: the broadcast held nothing anywhere, so there was no hold
     // to release on cluster-a.
     assert!(!coord.proc.log().contains("hold released"), "nothing was held");
+    // The gather's log line counts the answers it gathered (it once counted them after they
+    // had been moved into the decision, and said 0).
+    assert!(
+        coord
+            .proc
+            .log()
+            .lines()
+            .any(|l| l.contains("plan gathered") && l.contains("answered=3")),
+        "{}",
+        coord.proc.log()
+    );
 
     // why_not: cluster-c's GPU host node-1 lacks memory for train.
     let w: WhyNotReply = op::<api::WhyNot>(

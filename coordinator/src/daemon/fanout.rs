@@ -202,8 +202,9 @@ pub async fn fan_out(co: &Arc<Coordinator>, request: &PlanRequest, wait: Duratio
         }
     }
 
-    let mut slots = IndexMap::new();
+    let answered = answers.len();
     let names: BTreeSet<&String> = wait_for.iter().chain(skipped.keys()).collect();
+    let mut slots = IndexMap::with_capacity(names.len());
     for name in names {
         let slot = if let Some((a, elapsed)) = answers.remove(name) {
             a.slot(elapsed)
@@ -228,7 +229,7 @@ pub async fn fan_out(co: &Arc<Coordinator>, request: &PlanRequest, wait: Duratio
         slots.insert(name.clone(), slot);
     }
     tracing::info!(
-        answered = answers.len(),
+        answered,
         refused = refused.len(),
         timed_out = pending.len(),
         unreachable = skipped.len() + no_responders.len(),
