@@ -8,7 +8,7 @@
 //! failed which stage is recomputed on the agent by `why_not` when asked.
 
 use crate::choice::choose_among;
-use crate::decision::{ClusterDecision, Decision};
+use crate::decision::Decision;
 use crate::request::PlanRequest;
 
 /// Clusters whose answers a decision keeps in full: the chosen one and two runners-up.
@@ -66,6 +66,7 @@ pub fn summarize_unlisted(req: &PlanRequest, decision: &mut Decision, listed: us
 mod tests {
     use super::*;
     use crate::choice::choose_cluster;
+    use crate::decision::ClusterDecision;
     use crate::funnel::{ClusterState, plan_cluster};
     use crate::synth::{SynthSizes, cluster, workflow};
     use indexmap::IndexMap;

@@ -73,9 +73,10 @@ pub async fn handle(shared: Arc<Shared>, msg: PlanMsg) -> Option<Result<PlanRepl
     reply.decision.elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
     if msg_summary {
         // The whole answer stays here for `answer`; its summary crosses NATS.
-        let summary = reply.decision.summary();
-        let whole = std::mem::replace(&mut reply.decision, summary);
-        shared.answers.keep(&reply.request_id, Arc::new(whole), now_ms());
+        if let Err(e) = shared.answers.keep(&reply.request_id, &reply.decision, now_ms()) {
+            tracing::warn!(request_id = %reply.request_id, error = %e, "the whole answer could not be kept");
+        }
+        reply.decision = reply.decision.summary();
     }
     let held = reply.hold.is_some();
     tracing::info!(
