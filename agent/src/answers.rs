@@ -130,7 +130,14 @@ mod tests {
     fn a_kept_answer_reads_back_whole() {
         use fedvol_common::funnel::{ClusterState, PlanRequest, plan_cluster};
         use fedvol_common::synth::{SynthSizes, cluster, workflow};
-        let inv = cluster("c", SynthSizes { hosts: 100, provisioners: 4, volumes: 50 });
+        let inv = cluster(
+            "c",
+            SynthSizes {
+                hosts: 100,
+                provisioners: 4,
+                volumes: 50,
+            },
+        );
         let req = PlanRequest::new("r", workflow(2, 2), "u").with_trace_limit(5);
         let mut whole = plan_cluster(&inv, &ClusterState::default(), &req);
         whole.elapsed_ms = 1.234_567_891;

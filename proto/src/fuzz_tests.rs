@@ -189,7 +189,7 @@ proptest! {
     /// replaced, bytes inserted.
     #[test]
     fn damaged_bodies_never_panic(
-        which in 0usize..3,
+        which in 0usize..4,
         cut in 0usize..8192,
         edits in prop::collection::vec((0usize..8192, any::<u8>(), any::<bool>()), 0..6),
     ) {
