@@ -26,7 +26,37 @@ fn log_bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
     if lo > hi { (0.1, 10.0) } else { (lo / 1.5, hi * 1.5) }
 }
 
-/// Draws `series` as a log-log line chart into the SVG file `path`.
+/// The legend's corner: the one whose region (a third of each axis, on the log scales of
+/// `x` and `y`) holds the fewest points, so the legend does not hide the data (a latency
+/// growing with clusters ends in the upper right, a throughput falling with them in the lower
+/// right). Ties go to the upper left, then the upper right, the lower left, the lower right.
+fn legend_corner(series: &[Series], x: (f64, f64), y: (f64, f64)) -> SeriesLabelPosition {
+    let at = |v: f64, (lo, hi): (f64, f64)| (v.ln() - lo.ln()) / (hi.ln() - lo.ln());
+    let corners = [
+        (SeriesLabelPosition::UpperLeft, false, true),
+        (SeriesLabelPosition::UpperRight, true, true),
+        (SeriesLabelPosition::LowerLeft, false, false),
+        (SeriesLabelPosition::LowerRight, true, false),
+    ];
+    let crowd = |right: bool, upper: bool| {
+        series
+            .iter()
+            .flat_map(|s| &s.points)
+            .filter(|&&(px, py)| {
+                let (fx, fy) = (at(px, x), at(py, y));
+                (if right { fx >= 2.0 / 3.0 } else { fx <= 1.0 / 3.0 })
+                    && (if upper { fy >= 2.0 / 3.0 } else { fy <= 1.0 / 3.0 })
+            })
+            .count()
+    };
+    corners
+        .into_iter()
+        .min_by_key(|(_, right, upper)| crowd(*right, *upper))
+        .map_or(SeriesLabelPosition::UpperLeft, |(corner, _, _)| corner)
+}
+
+/// Draws `series` as a log-log line chart into the SVG file `path`, its legend in the corner
+/// with the fewest points ([`legend_corner`]).
 ///
 /// Errors: nothing to draw, or the file cannot be written.
 pub fn line_chart(path: &Path, title: &str, x_desc: &str, y_desc: &str, series: &[Series]) -> Result<(), String> {
@@ -80,7 +110,7 @@ pub fn line_chart(path: &Path, title: &str, x_desc: &str, y_desc: &str, series: 
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
+        .position(legend_corner(&series, (x0, x1), (y0, y1)))
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()
@@ -204,6 +234,27 @@ pub fn sweep_plots(dir: &Path, results: &[RunResult]) -> Result<Vec<PathBuf>, St
 mod tests {
     use super::*;
     use crate::bench::report::tests::sample;
+
+    fn corner_of(points: &[(f64, f64)]) -> String {
+        let s = [Series {
+            name: "s".into(),
+            points: points.to_vec(),
+        }];
+        let x = log_bounds(points.iter().map(|p| p.0));
+        let y = log_bounds(points.iter().map(|p| p.1));
+        format!("{:?}", legend_corner(&s, x, y))
+    }
+
+    /// The legend once hid the 1,000-cluster points of the p99 plot, in its upper right.
+    #[test]
+    fn the_legend_goes_where_the_lines_are_not() {
+        let rising = [(4.0, 3.0), (16.0, 6.5), (64.0, 18.0), (256.0, 44.0), (1000.0, 167.0)];
+        assert_eq!(corner_of(&rising), "UpperLeft");
+        let falling = [(4.0, 846.0), (16.0, 375.0), (64.0, 135.0), (256.0, 38.0), (1000.0, 8.6)];
+        assert_eq!(corner_of(&falling), "UpperRight");
+        let flat = [(4.0, 10.0), (1000.0, 10.0)];
+        assert_eq!(corner_of(&flat), "UpperLeft");
+    }
 
     #[test]
     fn sweeps_become_svg_files_with_a_line_per_mode_and_in_flight() {
