@@ -26,37 +26,42 @@ fn log_bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
     if lo > hi { (0.1, 10.0) } else { (lo / 1.5, hi * 1.5) }
 }
 
-/// The legend's corner: the one whose region (a third of each axis, on the log scales of
-/// `x` and `y`) holds the fewest points, so the legend does not hide the data (a latency
-/// growing with clusters ends in the upper right, a throughput falling with them in the lower
-/// right). Ties go to the upper left, then the upper right, the lower left, the lower right.
-fn legend_corner(series: &[Series], x: (f64, f64), y: (f64, f64)) -> SeriesLabelPosition {
+/// Where the legend goes and the top of the y axis: a corner of the plot that holds none of
+/// the points (the legend's box, about 30% of the width and 3.3% of the height per line, in
+/// each corner; on the log scales of `x` and `y`), tried upper left, upper right, lower left,
+/// lower right. When every corner holds a point, the y axis is raised until the upper left is
+/// free (a latency growing with clusters used to end under the legend).
+fn legend_place(series: &[Series], x: (f64, f64), y: (f64, f64)) -> (SeriesLabelPosition, f64) {
     let at = |v: f64, (lo, hi): (f64, f64)| (v.ln() - lo.ln()) / (hi.ln() - lo.ln());
+    let (w, h) = (0.3, 0.05 + 0.033 * series.len() as f64);
     let corners = [
         (SeriesLabelPosition::UpperLeft, false, true),
         (SeriesLabelPosition::UpperRight, true, true),
         (SeriesLabelPosition::LowerLeft, false, false),
         (SeriesLabelPosition::LowerRight, true, false),
     ];
-    let crowd = |right: bool, upper: bool| {
-        series
-            .iter()
-            .flat_map(|s| &s.points)
-            .filter(|&&(px, py)| {
-                let (fx, fy) = (at(px, x), at(py, y));
-                (if right { fx >= 2.0 / 3.0 } else { fx <= 1.0 / 3.0 })
-                    && (if upper { fy >= 2.0 / 3.0 } else { fy <= 1.0 / 3.0 })
-            })
-            .count()
+    let points = || series.iter().flat_map(|s| s.points.iter().copied());
+    let holds = |right: bool, upper: bool, (px, py): (f64, f64)| {
+        let (fx, fy) = (at(px, x), at(py, y));
+        (if right { fx >= 1.0 - w } else { fx <= w }) && (if upper { fy >= 1.0 - h } else { fy <= h })
     };
-    corners
-        .into_iter()
-        .min_by_key(|(_, right, upper)| crowd(*right, *upper))
-        .map_or(SeriesLabelPosition::UpperLeft, |(corner, _, _)| corner)
+    for (corner, right, upper) in corners {
+        if !points().any(|p| holds(right, upper, p)) {
+            return (corner, y.1);
+        }
+    }
+    // Raise the top so that every point of the left part is below the legend's box.
+    let top = points()
+        .filter(|&(px, _)| at(px, x) <= w)
+        .map(|(_, py)| py.ln())
+        .fold(f64::MIN, f64::max);
+    let low = y.0.ln();
+    let raised = (low + (top - low) / (1.0 - h)).exp() * 1.2;
+    (SeriesLabelPosition::UpperLeft, raised.max(y.1))
 }
 
-/// Draws `series` as a log-log line chart into the SVG file `path`, its legend in the corner
-/// with the fewest points ([`legend_corner`]).
+/// Draws `series` as a log-log line chart into the SVG file `path`, its legend where it hides
+/// no point ([`legend_place`]).
 ///
 /// Errors: nothing to draw, or the file cannot be written.
 pub fn line_chart(path: &Path, title: &str, x_desc: &str, y_desc: &str, series: &[Series]) -> Result<(), String> {
@@ -74,6 +79,7 @@ pub fn line_chart(path: &Path, title: &str, x_desc: &str, y_desc: &str, series: 
     }
     let (x0, x1) = log_bounds(series.iter().flat_map(|s| s.points.iter().map(|p| p.0)));
     let (y0, y1) = log_bounds(series.iter().flat_map(|s| s.points.iter().map(|p| p.1)));
+    let (legend, y1) = legend_place(&series, (x0, x1), (y0, y1));
     let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let mut chart = ChartBuilder::on(&root)
@@ -110,7 +116,7 @@ pub fn line_chart(path: &Path, title: &str, x_desc: &str, y_desc: &str, series: 
     }
     chart
         .configure_series_labels()
-        .position(legend_corner(&series, (x0, x1), (y0, y1)))
+        .position(legend)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()
@@ -235,25 +241,45 @@ mod tests {
     use super::*;
     use crate::bench::report::tests::sample;
 
-    fn corner_of(points: &[(f64, f64)]) -> String {
-        let s = [Series {
-            name: "s".into(),
-            points: points.to_vec(),
-        }];
-        let x = log_bounds(points.iter().map(|p| p.0));
-        let y = log_bounds(points.iter().map(|p| p.1));
-        format!("{:?}", legend_corner(&s, x, y))
+    fn place(points: &[&[(f64, f64)]]) -> (String, f64, f64) {
+        let s: Vec<Series> = points
+            .iter()
+            .map(|p| Series {
+                name: "s".into(),
+                points: p.to_vec(),
+            })
+            .collect();
+        let x = log_bounds(points.iter().flat_map(|p| p.iter().map(|q| q.0)));
+        let y = log_bounds(points.iter().flat_map(|p| p.iter().map(|q| q.1)));
+        let (corner, top) = legend_place(&s, x, y);
+        (format!("{corner:?}"), top, y.1)
     }
 
     /// The legend once hid the 1,000-cluster points of the p99 plot, in its upper right.
     #[test]
-    fn the_legend_goes_where_the_lines_are_not() {
-        let rising = [(4.0, 3.0), (16.0, 6.5), (64.0, 18.0), (256.0, 44.0), (1000.0, 167.0)];
-        assert_eq!(corner_of(&rising), "UpperLeft");
-        let falling = [(4.0, 846.0), (16.0, 375.0), (64.0, 135.0), (256.0, 38.0), (1000.0, 8.6)];
-        assert_eq!(corner_of(&falling), "UpperRight");
-        let flat = [(4.0, 10.0), (1000.0, 10.0)];
-        assert_eq!(corner_of(&flat), "UpperLeft");
+    fn the_legend_goes_where_the_points_are_not() {
+        let rising: &[(f64, f64)] = &[(4.0, 3.0), (16.0, 6.5), (64.0, 18.0), (256.0, 44.0), (1000.0, 167.0)];
+        let (corner, top, was) = place(&[rising]);
+        assert_eq!((corner.as_str(), top), ("UpperLeft", was));
+        let falling: &[(f64, f64)] = &[(4.0, 846.0), (16.0, 375.0), (64.0, 135.0), (256.0, 38.0), (1000.0, 8.6)];
+        assert_eq!(place(&[falling]).0, "UpperRight");
+        // Points in every corner (p99 against hosts at 4 clusters): the axis is raised so
+        // that the left part is below the legend.
+        let crowded: [&[(f64, f64)]; 6] = [
+            &[(100.0, 3.6), (1000.0, 3.3), (10000.0, 6.8)],
+            &[(100.0, 45.0), (1000.0, 68.0), (10000.0, 230.0)],
+            &[(100.0, 13.0), (1000.0, 13.0), (10000.0, 17.0)],
+            &[(100.0, 170.0), (1000.0, 190.0), (10000.0, 480.0)],
+            &[(100.0, 0.57), (1000.0, 0.66), (10000.0, 0.66)],
+            &[(100.0, 5.6), (1000.0, 5.7), (10000.0, 5.7)],
+        ];
+        let (corner, top, was) = place(&crowded);
+        assert_eq!(corner, "UpperLeft");
+        assert!(top > was, "{top} > {was}");
+        let h = 0.05 + 0.033 * 6.0;
+        let y0 = log_bounds(crowded.iter().flat_map(|p| p.iter().map(|q| q.1))).0;
+        let frac = (190.0f64.ln() - y0.ln()) / (top.ln() - y0.ln());
+        assert!(frac < 1.0 - h, "the highest left point sits at {frac} of the height");
     }
 
     #[test]
