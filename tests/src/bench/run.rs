@@ -299,11 +299,15 @@ pub fn machine() -> String {
 ///
 /// Errors: a file cannot be written.
 pub fn write_outputs(out: &Path, results: &[RunResult], command: &str) -> Result<Vec<PathBuf>, String> {
-    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
-    let mut md = String::new();
+    write_outputs_under(out, results, &provenance(results, command))
+}
+
+/// The first paragraph of `tables.md`: the command that measured `results`, this machine, and
+/// the runs' settings.
+fn provenance(results: &[RunResult], command: &str) -> String {
     let first = results.first().map(|r| &r.config);
-    md.push_str(&format!(
-        "Made by `{command}` on {}; binaries: {} profile; nats-server max_payload: {}. Each configuration and mode: at least {} ms of warm-up (longer until every request in flight had an answer), then a {} ms window.\n\n",
+    format!(
+        "Made by `{command}` on {}; binaries: {} profile; nats-server max_payload: {}. Each configuration and mode: at least {} ms of warm-up (longer until every request in flight had an answer), then a {} ms window.",
         machine(),
         first.map(|c| c.profile.as_str()).unwrap_or("?"),
         match first.map(|c| c.nats_max_payload_bytes).unwrap_or(0) {
@@ -312,7 +316,13 @@ pub fn write_outputs(out: &Path, results: &[RunResult], command: &str) -> Result
         },
         first.map(|c| c.warmup_ms).unwrap_or(0),
         first.map(|c| c.window_ms).unwrap_or(0),
-    ));
+    )
+}
+
+/// [`write_outputs`] with `header` as the first paragraph of `tables.md`.
+fn write_outputs_under(out: &Path, results: &[RunResult], header: &str) -> Result<Vec<PathBuf>, String> {
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let mut md = format!("{header}\n\n");
     md.push_str(&markdown_tables(results));
     let tables = out.join("tables.md");
     std::fs::write(&tables, md).map_err(|e| format!("cannot write {}: {e}", tables.display()))?;
@@ -365,7 +375,10 @@ pub async fn sweep(spec: &SweepSpec) -> Result<Vec<RunResult>, String> {
     }
 }
 
-/// Re-renders `tables.md` and the plots from `<out>/results.jsonl`.
+/// Re-renders `tables.md` and the plots from `<out>/results.jsonl`. The first paragraph of the
+/// `tables.md` there (`Made by` the command that measured, on the machine that ran it) is kept:
+/// the figures are that machine's, not the one rendering them. Without one, it names
+/// `command` and says the machine was not recorded.
 ///
 /// Errors: the results cannot be read, or the outputs written.
 pub fn render(out: &Path, command: &str) -> Result<Vec<PathBuf>, String> {
@@ -373,7 +386,16 @@ pub fn render(out: &Path, command: &str) -> Result<Vec<PathBuf>, String> {
     if results.is_empty() {
         return Err(format!("{} holds no results", out.join("results.jsonl").display()));
     }
-    write_outputs(out, &results, command)
+    let kept = std::fs::read_to_string(out.join("tables.md")).ok().and_then(|t| {
+        t.split("\n\n")
+            .next()
+            .filter(|p| p.starts_with("Made by "))
+            .map(str::to_string)
+    });
+    let header = kept.unwrap_or_else(|| {
+        format!("Rendered by `{command}` from `results.jsonl`, measured on a machine it does not record.")
+    });
+    write_outputs_under(out, &results, &header)
 }
 
 /// The CI smoke form: 1 cluster of 100 hosts, 2 in flight, every mode for 300 ms after
@@ -457,5 +479,32 @@ async fn probe_decision_bytes(
             eprintln!("fedvol-bench: the probe plan failed: {e}");
             0
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::report::tests::sample;
+
+    /// `render` redraws from the results; the paragraph saying where they were measured stays
+    /// (it used to describe the machine rendering them).
+    #[test]
+    fn render_keeps_where_the_figures_were_measured() {
+        let dir = tempfile::tempdir().unwrap();
+        let results = [sample(4, 100, 1), sample(16, 100, 1)];
+        for r in &results {
+            append_jsonl(dir.path(), r).unwrap();
+        }
+        let made = "Made by `fedvol-bench sweep --out x` on 2 cores (Machine Z), 24 GiB; binaries: release profile.";
+        write_outputs_under(dir.path(), &results, made).unwrap();
+        render(dir.path(), "fedvol-bench render").unwrap();
+        let tables = std::fs::read_to_string(dir.path().join("tables.md")).unwrap();
+        assert!(tables.starts_with(&format!("{made}\n\n### Throughput")), "{tables}");
+        // Without a tables.md, the header says what it does not know.
+        std::fs::remove_file(dir.path().join("tables.md")).unwrap();
+        render(dir.path(), "fedvol-bench render").unwrap();
+        let tables = std::fs::read_to_string(dir.path().join("tables.md")).unwrap();
+        assert!(tables.starts_with("Rendered by `fedvol-bench render`"), "{tables}");
     }
 }
