@@ -130,6 +130,8 @@ pub struct Logins {
     kit: Kit,
     /// The users file before the harness's entries.
     users_base: String,
+    /// The server's client port on 127.0.0.1.
+    port: u16,
     state: Mutex<LoginState>,
 }
 
@@ -187,6 +189,7 @@ impl Logins {
             kind,
             kit,
             users_base,
+            port,
             state: Mutex::new(state),
         });
         logins.write_generated(&lock(&logins.state));
@@ -205,7 +208,8 @@ impl Logins {
     /// shipped nor added yet. `agent-<c>` and `provisioner-<c>` add cluster `c`; any other name
     /// a CLI user.
     ///
-    /// Panics (test failure) when the server does not confirm the reload within 10 s.
+    /// Panics (test failure) when the server does not confirm the reload within 10 s, or a
+    /// new user still cannot log in 10 s after it ([`can_log_in`]).
     pub fn ensure(&self, user: &str) {
         self.ensure_all(&[user]);
     }
@@ -214,6 +218,7 @@ impl Logins {
     pub fn ensure_all<S: AsRef<str>>(&self, users: &[S]) {
         let mut s = lock(&self.state);
         let mut added = false;
+        let mut new_users = Vec::new();
         for user in users.iter().map(AsRef::as_ref) {
             if user == OBSERVER || SHIPPED_USERS.contains(&user) {
                 continue;
@@ -222,10 +227,14 @@ impl Logins {
                 .strip_prefix("agent-")
                 .or_else(|| user.strip_prefix("provisioner-"))
                 .map(str::to_string);
-            added |= match cluster {
+            let new = match cluster {
                 Some(c) => s.added_clusters.insert(c),
                 None => s.added_users.insert(user.to_string()),
             };
+            if new {
+                new_users.push(user.to_string());
+            }
+            added |= new;
         }
         if !added {
             return;
@@ -235,6 +244,16 @@ impl Logins {
             return;
         };
         reload(pid, &log);
+        // The log's "Reloaded" line once came before a new agent could log in (CI, the slurm
+        // tests: `authorization violation` right after the reload): wait until each new user
+        // does.
+        for user in &new_users {
+            let end = Instant::now() + Duration::from_secs(10);
+            while !can_log_in(self.port, user) {
+                assert!(Instant::now() < end, "{user} still cannot log in 10 s after the reload");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
     }
 
     /// Rewrites the generated definitions and user entries for everything added so far.
@@ -312,6 +331,49 @@ fn block(text: &str, head: &str) -> Option<String> {
     let rest = &text[start..];
     let end = rest.find("\n}")? + 2;
     Some(rest[..end].to_string())
+}
+
+/// True when `user` (with its harness password) logs in to the server on 127.0.0.1:`port`:
+/// the client protocol by hand (NATS docs, "Client Protocol": the server's `INFO`, then
+/// `CONNECT` with `user`/`pass` and `PING`, answered `PONG`, or `-ERR 'Authorization
+/// Violation'` when the login is refused), so it needs no runtime.
+fn can_log_in(port: u16, user: &str) -> bool {
+    use std::io::{BufRead, BufReader, Write};
+    let Ok(stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut reader = BufReader::new(match stream.try_clone() {
+        Ok(s) => s,
+        Err(_) => return false,
+    });
+    let mut line = String::new();
+    if reader.read_line(&mut line).is_err() || !line.starts_with("INFO") {
+        return false;
+    }
+    let connect = serde_json::json!({
+        "verbose": false,
+        "pedantic": false,
+        "user": user,
+        "pass": password(user),
+        "protocol": 1,
+        "name": "fedvol-tests login probe",
+    });
+    let mut w = &stream;
+    if w.write_all(format!("CONNECT {connect}\r\nPING\r\n").as_bytes())
+        .is_err()
+    {
+        return false;
+    }
+    loop {
+        line.clear();
+        match reader.read_line(&mut line) {
+            Ok(0) | Err(_) => return false,
+            Ok(_) if line.starts_with("PONG") => return true,
+            Ok(_) if line.starts_with("-ERR") => return false,
+            Ok(_) => continue,
+        }
+    }
 }
 
 /// Asks the server `pid` to reload its configuration and waits until its log confirms it (or
@@ -449,5 +511,23 @@ impl LoggedIn for Command {
     fn logged_in(&mut self) -> &mut Self {
         login(self);
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nats::NatsServer;
+
+    /// The probe `ensure_all` waits on: refused before the harness adds a cluster's agent,
+    /// accepted after, for a shipped user at once.
+    #[test]
+    fn the_login_probe_sees_a_user_only_once_added() {
+        let nats = NatsServer::shipped(Shipped::Single);
+        let port: u16 = nats.url().rsplit(':').next().unwrap().parse().unwrap();
+        assert!(can_log_in(port, "coordinator"));
+        assert!(!can_log_in(port, "agent-probe-x"), "not added yet");
+        nats.ensure_user("agent-probe-x");
+        assert!(can_log_in(port, "agent-probe-x"));
     }
 }
