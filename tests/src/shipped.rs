@@ -209,7 +209,7 @@ impl Logins {
     /// a CLI user.
     ///
     /// Panics (test failure) when the server does not confirm the reload within 10 s, or a
-    /// new user still cannot log in 10 s after it ([`can_log_in`]).
+    /// new user still cannot log in 10 s after it (probed with `can_log_in`).
     pub fn ensure(&self, user: &str) {
         self.ensure_all(&[user]);
     }
