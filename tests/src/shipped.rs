@@ -217,7 +217,6 @@ impl Logins {
     /// As [`Logins::ensure`] for every user of `users`, with one reload at most.
     pub fn ensure_all<S: AsRef<str>>(&self, users: &[S]) {
         let mut s = lock(&self.state);
-        let mut added = false;
         let mut new_users = Vec::new();
         for user in users.iter().map(AsRef::as_ref) {
             if user == OBSERVER || SHIPPED_USERS.contains(&user) {
@@ -234,9 +233,8 @@ impl Logins {
             if new {
                 new_users.push(user.to_string());
             }
-            added |= new;
         }
-        if !added {
+        if new_users.is_empty() {
             return;
         }
         self.write_generated(&s);
