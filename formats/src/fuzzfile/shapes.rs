@@ -221,7 +221,11 @@ fn int_or_digits(ctx: &mut Ctx, node: &Node, field: &str, min: i128, max: i128) 
 /// (`secret://<scope>/<name>`), `secrets` (map), `decryption-secret`, `cache`
 /// (`once`|`changed`|`never`), `cache-ttl` (seconds). Returns the `uri` text.
 pub(super) fn uri(ctx: &mut Ctx, node: &Node, field: &str) -> Option<String> {
-    let mut r = ctx.map(node, field)?;
+    let mut r = ctx.map_shaped(
+        node,
+        field,
+        "`{uri: docker://alpine:3.20}` (optionally with `secret: secret://<scope>/<name>`)",
+    )?;
     let uri = r
         .require(ctx, "uri")
         .and_then(|n| ctx.nonempty_string(n, &r.path("uri")));

@@ -589,6 +589,49 @@ volumes:
     assert_eq!(f.reference, None);
 }
 
+/// A newcomer's `depends-on: [prep]` (or `depends-on: prep`, or a job given as a string) is
+/// refused naming the field, what was found and the shape expected, with an example.
+#[test]
+fn wrong_shapes_name_the_field_what_was_found_and_the_shape_expected() {
+    let d = errs(
+        r#"version: v4
+jobs:
+  prep: {image: {uri: docker://alpine}, command: [true]}
+  train:
+    image: {uri: docker://alpine}
+    command: [true]
+    depends-on: [prep]
+  eval:
+    image: {uri: docker://alpine}
+    command: [true]
+    depends-on: prep
+  report: docker://alpine
+"#,
+    );
+    let at = |field: &str| {
+        d.iter()
+            .find(|x| x.field == field)
+            .unwrap_or_else(|| panic!("{field}: {d:#?}"))
+    };
+    let e = at("jobs.train.depends-on[0]");
+    assert_eq!((e.line, e.col), (7, 18), "{d:#?}");
+    assert_eq!(e.message, "expected a mapping, found a string `prep`");
+    let hint = e.hint.as_deref().unwrap_or("");
+    assert!(
+        hint.contains("`- name: <job>`") && hint.contains("status: running"),
+        "{hint}"
+    );
+    let e = at("jobs.eval.depends-on");
+    assert_eq!(e.message, "expected a list, found a string `prep`");
+    assert!(
+        e.hint.as_deref().unwrap_or("").contains("depends-on: [{name: prep}]"),
+        "{e:?}"
+    );
+    let e = at("jobs.report");
+    assert!(e.message.starts_with("expected a mapping, found a string"), "{e:?}");
+    assert!(e.hint.as_deref().unwrap_or("").contains("a job: `image:"), "{e:?}");
+}
+
 #[test]
 fn volume_field_shapes_are_checked() {
     let d = errs(
