@@ -421,14 +421,23 @@ fn ago(ms: u64) -> String {
     crate::render::layout::age(now_ms().saturating_sub(ms))
 }
 
-/// The table view of a stored decision: state, attempts, then the decision itself; `all`:
-/// every cluster in full however many (`-o wide`, [`crate::render::outcomes`]).
+/// The table view of a stored decision: state and, for a workflow whose jobs failed, why;
+/// the decision itself, attempts and jobs; `all`: every cluster in full however many (`-o
+/// wide`, [`crate::render::outcomes`]).
 pub fn stored_table(s: &StoredDecision, all: bool) -> String {
     let mut out = format!(
         "state: {}{}\n",
         crate::render::words::state(s.state),
         if s.dry_run { " (dry run)" } else { "" }
     );
+    // Why the workflow failed comes first, before the plan that led to it.
+    if let Some(f) = &s.run_failure {
+        out.push_str(&crate::render::layout::para(
+            "workflow failed: ",
+            "  ",
+            &fedvol_common::limits::printable(f),
+        ));
+    }
     let label = if s.state == DecisionState::Queued {
         "waiting: "
     } else {
@@ -446,13 +455,6 @@ pub fn stored_table(s: &StoredDecision, all: bool) -> String {
         for j in s.jobs() {
             out.push_str(&crate::render::layout::para("  ", "    ", &job_line(j)));
         }
-    }
-    if let Some(f) = &s.run_failure {
-        out.push_str(&crate::render::layout::para(
-            "workflow failed: ",
-            "  ",
-            &fedvol_common::limits::printable(f),
-        ));
     }
     if let Some(c) = &s.completion {
         out.push_str(&format!("completed: {}\n", outcome_line(c)));
