@@ -308,6 +308,50 @@ async fn one_request_id_is_one_workflow() {
     assert_eq!(doc["state"], "committed");
 }
 
+/// A newcomer who completes (or cancels) a decision as another user than the one who submitted
+/// it (`fedvol complete ID` without the `-u` of the submit) is told whose it is and the command
+/// that runs as them; nothing changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completing_another_users_decision_says_to_run_it_as_the_owner() {
+    let nats = NatsServer::start();
+    let _coord = CoordinatorProc::start(&nats, &["--deadline-ms", "1500", "--discovery-ms", "300"]).await;
+    let _big = AgentProc::start(&nats, 200, |d| slots_inventory("big", 4, d, "all")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let wf = dir.path().join("wf.yaml");
+    std::fs::write(&wf, WORKFLOW).unwrap();
+    let wf = wf.display().to_string();
+    let submit = || fedvol(&nats, &["submit", &wf, "--request-id", "owned-1", "--wait"]);
+    let mut o = submit();
+    for _ in 0..50 {
+        if o.status.code() == Some(0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        o = submit();
+    }
+    assert_eq!(o.status.code(), Some(0), "{}", fedvol_tests::cli::shown(&o));
+    for (verb, args) in [("complete", ["complete", "owned-1"]), ("cancel", ["cancel", "owned-1"])] {
+        let o = fedvol_tests::cli::fedvol_as(&nats, "bob", &args);
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+        assert!(err.contains("(not_owner)"), "{err}");
+        assert!(
+            err.contains(&format!(
+                "hint: owned-1 belongs to user `alice`: run `fedvol {verb} -u alice owned-1`"
+            )),
+            "{verb}: {err}"
+        );
+        assert_fits_100(verb, &err);
+    }
+    let o = fedvol(&nats, &["complete", "owned-1"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "the owner completes it: {}",
+        fedvol_tests::cli::shown(&o)
+    );
+}
+
 /// Every line of `out` is at most 100 characters (output fits 100 columns).
 fn assert_fits_100(what: &str, out: &str) {
     for l in out.lines() {

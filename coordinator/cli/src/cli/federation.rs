@@ -1273,6 +1273,12 @@ pub fn complete(a: &IdArgs, cancel: bool) -> u8 {
             whole: None,
         };
         let answer = client.call::<api::Complete>(&msg).await.map(as_submit_reply);
+        let not_owner = matches!(&answer, Ok(SubmitReply { error: Some(e), .. }) if e.code == Code::NotOwner);
+        let hint = if not_owner {
+            owner_hint(&client, &id, if cancel { "cancel" } else { "complete" }).await
+        } else {
+            String::new()
+        };
         // Completed (or found failed): no plain submit is to resume it.
         if let Ok(r) = &answer
             && r.stored
@@ -1305,6 +1311,7 @@ pub fn complete(a: &IdArgs, cancel: bool) -> u8 {
                         )
                     )
                 );
+                eprint!("{hint}");
                 EXIT_BAD_INPUT
             }
             // The table view says what completing did; `decisions show` has the decision.
@@ -1315,10 +1322,33 @@ pub fn complete(a: &IdArgs, cancel: bool) -> u8 {
                 }
                 None => show_stored(&r, a.output.output, &format!("complete {id}")).map_or_else(|c| c, |_| EXIT_OK),
             },
-            Ok(r) => show_stored(&r, a.output.output, &format!("complete {id}")).map_or_else(|c| c, |_| EXIT_OK),
+            Ok(r) => {
+                let code = show_stored(&r, a.output.output, &format!("complete {id}")).map_or_else(|c| c, |_| EXIT_OK);
+                eprint!("{hint}");
+                code
+            }
             Err(e) => fail(&e),
         }
     })
+}
+
+/// The line after a `not_owner` refusal of `fedvol <verb> ID`: whose decision it is and the
+/// command that runs as them (`hint: ID belongs to user `alice`: run `fedvol complete -u alice
+/// ID``), read from the decision (anyone may read one); a generic `-u OWNER` when it cannot be.
+async fn owner_hint(client: &Client, id: &str, verb: &str) -> String {
+    let owner = match get(client, id).await {
+        Ok(SubmitReply { stored: Some(s), .. }) if !s.request.user.is_empty() => Some(s.request.user),
+        _ => None,
+    };
+    let text = match owner {
+        Some(u) => format!(
+            "{id} belongs to user `{}`: run `fedvol {verb} -u {} {id}` (with that user's NATS credentials where the server asks for them)",
+            fedvol_common::limits::printable(&u),
+            fedvol_common::limits::printable(&u)
+        ),
+        None => format!("run it as the user who submitted it: `fedvol {verb} -u OWNER {id}`"),
+    };
+    crate::render::layout::para("hint: ", "  ", &text)
 }
 
 /// `fedvol clusters [show C]`.
