@@ -336,9 +336,7 @@ async fn completing_another_users_decision_says_to_run_it_as_the_owner() {
         assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
         assert!(err.contains("(not_owner)"), "{err}");
         assert!(
-            err.contains(&format!(
-                "hint: owned-1 belongs to user `alice`: run `fedvol {verb} -u alice owned-1`"
-            )),
+            err.contains(&format!("hint: run it as its owner: fedvol {verb} -u alice owned-1\n")),
             "{verb}: {err}"
         );
         assert_fits_100(verb, &err);

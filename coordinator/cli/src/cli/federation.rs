@@ -1228,7 +1228,7 @@ impl WatchLine<'_> {
     /// The row: time, what changed and cluster in columns of fixed width (cut with `…`), then
     /// the request id whole (ids stay copyable and unambiguous whatever is stored later), then
     /// `(dry run)` and, when the id does not start with it, the workflow's name, cut to fit
-    /// `width` where it can.
+    /// `width` (left out where not even 8 characters of it fit).
     fn render(&self, width: usize) -> String {
         use crate::render::layout::truncate;
         let mut line = format!(
@@ -1244,8 +1244,12 @@ impl WatchLine<'_> {
         // Request ids made by fedvol start with the workflow's name; a chosen one may not.
         let stem = fedvol_proto::coordinator::request_id_for(self.workflow, "");
         if !self.id.starts_with(stem.trim_end_matches('-')) || stem.is_empty() {
+            // Only where it fits (at least 8 characters of it, or all of a shorter name): the
+            // id is never pushed past the width for it (`-o wide` has every name).
             let room = width.saturating_sub(line.chars().count() + "  workflow ".len());
-            line.push_str(&format!("  workflow {}", truncate(self.workflow, room.max(8))));
+            if room >= self.workflow.chars().count().min(8) {
+                line.push_str(&format!("  workflow {}", truncate(self.workflow, room)));
+            }
         }
         line
     }
@@ -1306,8 +1310,16 @@ mod watch_tests {
             lines[1]
         );
         assert!(lines[3].contains("a-cluster-w…"), "{}", lines[3]);
-        // An id that does not name its workflow is followed by the workflow's name.
+        // An id that does not name its workflow is followed by the workflow's name, where it fits.
         assert!(lines[2].ends_with("x-1  workflow train"), "{}", lines[2]);
+        let long = row(
+            "new committed",
+            "big",
+            "a-rather-long-request-id-for-the-prefix-test-0001",
+            "wf",
+        )
+        .render(100);
+        assert!(long.ends_with("-0001"), "{long}");
         assert!(!lines[0].contains("workflow gpu"), "{}", lines[0]);
         let mut page = WatchPage::default();
         let first = page.heading("2026-11-25T23:00:00Z");
@@ -1431,21 +1443,21 @@ pub fn complete(a: &IdArgs, cancel: bool) -> u8 {
     })
 }
 
-/// The line after a `not_owner` refusal of `fedvol <verb> ID`: whose decision it is and the
-/// command that runs as them (`hint: ID belongs to user `alice`: run `fedvol complete -u alice
-/// ID``), read from the decision (anyone may read one); a generic `-u OWNER` when it cannot be.
+/// The line after a `not_owner` refusal of `fedvol <verb> ID`: the command that runs as the
+/// decision's owner (`hint: run it as its owner: fedvol complete -u alice ID`), the owner read
+/// from the decision (anyone may read one); a generic `-u OWNER` when it cannot be.
 async fn owner_hint(client: &Client, id: &str, verb: &str) -> String {
     let owner = match get(client, id).await {
         Ok(SubmitReply { stored: Some(s), .. }) if !s.request.user.is_empty() => Some(s.request.user),
         _ => None,
     };
+    // The command stays on one line to be copied (the refusal above names the owner).
     let text = match owner {
         Some(u) => format!(
-            "{id} belongs to user `{}`: run `fedvol {verb} -u {} {id}` (with that user's NATS credentials where the server asks for them)",
-            fedvol_common::limits::printable(&u),
+            "run it as its owner: fedvol {verb} -u {} {id}",
             fedvol_common::limits::printable(&u)
         ),
-        None => format!("run it as the user who submitted it: `fedvol {verb} -u OWNER {id}`"),
+        None => format!("run it as the user who submitted it: fedvol {verb} -u OWNER {id}"),
     };
     crate::render::layout::para("hint: ", "  ", &text)
 }
