@@ -493,7 +493,7 @@ pub enum ChangeKind {
     /// A decision, as `decisions list` summarises it.
     Put {
         /// The decision's summary.
-        summary: DecisionSummary,
+        summary: Box<DecisionSummary>,
         /// How many clusters its plan reached.
         #[serde(default)]
         clusters: ClusterCounts,
