@@ -209,7 +209,7 @@ pub fn embedded_secret(value: &str) -> Option<SecretRefError> {
 /// True when some `scheme://` in `value` is followed by an authority whose user-info holds a
 /// non-empty password (`user:password@`, `:password@`). An image digest after `@`
 /// (`docker://nginx:1.25@sha256:...`) is not a host, so `nginx:1.25` is not user-info.
-pub fn url_with_password(value: &str) -> bool {
+fn url_with_password(value: &str) -> bool {
     let mut rest = value;
     while let Some(at) = rest.find("://") {
         let after = &rest[at + 3..];
