@@ -134,6 +134,19 @@ pub enum SecretRefError {
         "the value holds a `Password=`/`Pwd=` pair (a connection string with its password); give the password by reference, `file:/path/to/secret` or `env:VARIABLE`, in a parameter of its own"
     )]
     PasswordPair,
+    /// A host-style address whose user-info carries a password, without a scheme
+    /// (`user:password@host:/export`, as `mount` and `scp` write addresses), whatever the
+    /// parameter's key.
+    #[error(
+        "the value holds an address with a password in its user-info (user:password@host); keep the password out of the address and give it by reference, `file:/path/to/secret` or `env:VARIABLE`"
+    )]
+    AddressPassword,
+    /// An HTTP `Authorization` (or `Proxy-Authorization`) header with its credentials
+    /// (`Authorization: Basic ...`, `Authorization: Bearer ...`), whatever the parameter's key.
+    #[error(
+        "the value holds an `Authorization` header with its credentials (`Authorization: Basic ...`, `Bearer ...`); give the credentials by reference, `file:/path/to/secret` or `env:VARIABLE`, in a parameter of its own"
+    )]
+    AuthorizationHeader,
 }
 
 /// Key names (lowercased) of a `key=value` pair that holds a password inside a connection
@@ -150,10 +163,22 @@ const PASSWORD_PAIR_KEYS: [&str; 3] = ["password", "pwd", "passwd"];
 ///   `Server=x;Password=hunter2` (ADO.NET connection string syntax) or `host=db password=x`
 ///   (libpq keyword/value form).
 ///
+/// - an address without a scheme whose user-info has a password, `user:password@host:/export`
+///   (the form `mount`, `scp` and NFS tools take);
+/// - an HTTP `Authorization` or `Proxy-Authorization` header with credentials, `Authorization:
+///   Basic dXNlcjpwdw==` or `authorization=Bearer ...` (RFC 9110 §11.6.2: the header carries
+///   the user agent's credentials).
+///
 /// A password that is itself a secret reference (`file:`/`env:`) is not a secret.
 pub fn embedded_secret(value: &str) -> Option<SecretRefError> {
     if url_with_password(value) {
         return Some(SecretRefError::UrlPassword);
+    }
+    if address_with_password(value) {
+        return Some(SecretRefError::AddressPassword);
+    }
+    if authorization_header(value) {
+        return Some(SecretRefError::AuthorizationHeader);
     }
     // Pairs are separated by `;` or `&` (and a URL query starts at `?`); inside one, keyword/value
     // pairs may follow each other separated by spaces, and spaces may surround `=`.
@@ -182,20 +207,116 @@ pub fn embedded_secret(value: &str) -> Option<SecretRefError> {
 }
 
 /// True when some `scheme://` in `value` is followed by an authority whose user-info holds a
-/// non-empty password (`user:password@`).
+/// non-empty password (`user:password@`, `:password@`). An image digest after `@`
+/// (`docker://nginx:1.25@sha256:...`) is not a host, so `nginx:1.25` is not user-info.
 fn url_with_password(value: &str) -> bool {
     let mut rest = value;
     while let Some(at) = rest.find("://") {
         let after = &rest[at + 3..];
-        let end = after.find(['/', '?', '#']).unwrap_or(after.len());
+        let end = after
+            .find(|c: char| matches!(c, '/' | '?' | '#') || c.is_whitespace())
+            .unwrap_or(after.len());
         let authority = &after[..end];
-        if let Some((userinfo, _host)) = authority.rsplit_once('@')
+        if let Some((userinfo, host)) = authority.rsplit_once('@')
             && let Some((_user, password)) = userinfo.split_once(':')
             && !password.is_empty()
+            && !is_digest(host)
         {
             return true;
         }
         rest = after;
+    }
+    false
+}
+
+/// True for an OCI content digest, `algorithm:hex` (`sha256:` and 32 or more hex digits).
+fn is_digest(s: &str) -> bool {
+    s.split_once(':').is_some_and(|(alg, hex)| {
+        !alg.is_empty()
+            && alg.chars().all(|c| c.is_ascii_alphanumeric())
+            && hex.len() >= 32
+            && hex.chars().all(|c| c.is_ascii_hexdigit())
+    })
+}
+
+/// Characters that end a word around an address (`server=u:p@h:/x;`, `"u:p@h"`).
+fn word_break(c: char) -> bool {
+    c.is_whitespace()
+        || matches!(
+            c,
+            ',' | ';' | '=' | '"' | '\'' | '(' | ')' | '<' | '>' | '[' | ']' | '{' | '}'
+        )
+}
+
+/// True when some word of `value` without a scheme is `user:password@host...` (the password
+/// non-empty, the host starting with a letter or digit): `admin:pw@nas1:/export`. A word with a
+/// `/` before its `@` is a path or a URL (handled by [`url_with_password`]), not user-info.
+fn address_with_password(value: &str) -> bool {
+    for (at, _) in value.match_indices('@') {
+        let before = &value[..at];
+        let start = before
+            .rfind(word_break)
+            .map_or(0, |i| i + before[i..].chars().next().map_or(1, char::len_utf8));
+        let userinfo = &before[start..];
+        let host = &value[at + 1..];
+        if userinfo.contains(['/', '?', '#', '@'])
+            || !host.starts_with(|c: char| c.is_ascii_alphanumeric())
+            || is_digest(host.split(word_break).next().unwrap_or(""))
+        {
+            continue;
+        }
+        if let Some((user, password)) = userinfo.split_once(':')
+            && !password.is_empty()
+            && !OPAQUE_SCHEMES.contains(&user.to_ascii_lowercase().as_str())
+        {
+            return true;
+        }
+    }
+    false
+}
+
+/// URI schemes written `scheme:user@host` without `//` (RFC 6068 `mailto`, RFC 3261 `sip`,
+/// RFC 6121 `xmpp`...): their `user@host` holds no password.
+const OPAQUE_SCHEMES: [&str; 7] = ["mailto", "sip", "sips", "xmpp", "im", "pres", "tel"];
+
+/// True when `value` holds an `Authorization:` or `Proxy-Authorization:` header (or `=` pair,
+/// case-insensitive) with credentials that are not a secret reference: a scheme and its
+/// credentials (`Basic dXNlcjpwdw==`, `Bearer eyJ...`), or one word of 16 characters or more (a
+/// bare token). One short word (`authorization=none`) is a setting, not credentials.
+fn authorization_header(value: &str) -> bool {
+    let lower = value.to_ascii_lowercase();
+    // The header's value ends where the next pair or header starts.
+    let words = |s: &str| -> Vec<String> {
+        let end = s.find([';', '&', ',', '\n', '\r']).unwrap_or(s.len());
+        s[..end]
+            .split(|c: char| c.is_whitespace() || matches!(c, '"' | '\''))
+            .filter(|w| !w.is_empty())
+            .take(2)
+            .map(str::to_string)
+            .collect()
+    };
+    for (at, name) in lower.match_indices("authorization") {
+        // A whole word: `x-authorization-mode` is some other key; `proxy-authorization` counts.
+        let prev = lower[..at].chars().next_back();
+        if prev.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+            || (prev == Some('-') && !lower[..at].ends_with("proxy-"))
+        {
+            continue;
+        }
+        let rest = value[at + name.len()..].trim_start_matches(['"', '\'']).trim_start();
+        let Some(rest) = rest.strip_prefix([':', '=']) else {
+            continue;
+        };
+        let w = words(rest);
+        let reference = |w: &String| SecretRef::parse(w).is_ok();
+        let secret = match w.as_slice() {
+            [first, second] => !reference(first) && !reference(second),
+            [only] => !reference(only) && only.chars().count() >= 16,
+            _ => false,
+        };
+        if secret {
+            return true;
+        }
     }
     false
 }
@@ -271,6 +392,16 @@ mod tests {
             ("dsn", "postgres://u:hunter2@db/x"),
             ("endpoint", "see https://u:hunter2@host:8443/path?q=1"),
             ("query", "https://host/x?user=u&password=hunter2"),
+            ("redis", "redis://:hunter2@cache:6379"),
+            ("server", "u:hunter2@nas1:/export/data"),
+            ("export", "admin:hunter2@10.0.0.5:/srv"),
+            ("mounts", "a:/x, u:hunter2@nas1:/y"),
+            ("source", "nfs://u:hunter2@nas1/export"),
+            ("headers", "Authorization: Basic aHVudGVyMjpodW50ZXIy"),
+            ("headers", "Content-Type: text/plain; authorization=Bearer hunter2xyz"),
+            ("headers", "{\"Authorization\": \"Bearer hunter2\"}"),
+            ("headers", "Proxy-Authorization: Digest username=u, response=hunter2"),
+            ("header", "AUTHORIZATION:hunter2hunter2hunter2"),
         ] {
             let e = check_parameter(key, value).unwrap_err();
             let text = e.to_string();
@@ -287,6 +418,19 @@ mod tests {
             "Server=x;Password=env:DB_PASSWORD",
             "passwordless=yes",
             "mode=0750",
+            "nas1:/export/data",
+            "u@nas1:/export/data",
+            "git@github.com:org/repo",
+            "ops@example.com",
+            "mailto:ops@example.com",
+            "docker://nginx:1.25@sha256:0123456789abcdef0123456789abcdef0123456789abcdef",
+            "nginx:1.25@sha256:0123456789abcdef0123456789abcdef0123456789abcdef",
+            "/data/a:b@c",
+            "authorization=none",
+            "x-authorization-mode: strict mode",
+            "Authorization: Bearer env:API_TOKEN",
+            "Authorization: file:/run/secrets/auth-header",
+            "rbac.authorization.k8s.io",
         ] {
             assert!(embedded_secret(value).is_none(), "{value}");
             assert!(check_parameter("connectionString", value).is_ok(), "{value}");

@@ -365,12 +365,60 @@ pub struct DecisionSummary {
     /// absent when none (`fedvol decisions watch` shows their changes).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub jobs: Vec<crate::batch::BatchJob>,
+    /// Why the decision failed or was refused, one line of at most [`REASON_CHARS`]
+    /// characters ([`reason`]); absent otherwise, and from coordinators of earlier releases
+    /// (`fedvol decisions watch` shows it under a failed row).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The most characters of [`DecisionSummary::reason`]; a longer reason is cut, ending in `…`.
+pub const REASON_CHARS: usize = 300;
+
+/// Why a decision failed or was refused, in one line, from its parts: the workflow's failed
+/// jobs (`run_failure`), else the refusal of its request (`refused`: a quota, the queue), else,
+/// when no cluster took it, its last failed commit attempt (`commit on C failed: message
+/// (code)`); `None` when none applies (a committed decision, or one nothing fits, whose reason
+/// is per cluster). Cut to [`REASON_CHARS`].
+pub fn reason(
+    run_failure: Option<&str>,
+    refused: Option<&fedvol_common::decision::Reason>,
+    chosen: bool,
+    last_failed_commit: Option<(&str, &ProtoError)>,
+) -> Option<String> {
+    let text = if let Some(f) = run_failure {
+        f.to_string()
+    } else if let Some(r) = refused {
+        format!("refused: {} ({})", r.message, r.code)
+    } else if let (false, Some((cluster, e))) = (chosen, last_failed_commit) {
+        format!("commit on {cluster} failed: {} ({})", e.message, e.code)
+    } else {
+        return None;
+    };
+    Some(if text.chars().count() > REASON_CHARS {
+        let mut cut: String = text.chars().take(REASON_CHARS - 1).collect();
+        cut.push('…');
+        cut
+    } else {
+        text
+    })
 }
 
 impl DecisionSummary {
     /// The summary of `stored`, kept under `request_id`.
     pub fn of(request_id: String, stored: &StoredDecision) -> DecisionSummary {
+        let last_failed = stored
+            .attempts
+            .iter()
+            .rev()
+            .find_map(|a| a.error.as_ref().filter(|_| !a.ok).map(|e| (a.cluster.as_str(), e)));
         DecisionSummary {
+            reason: reason(
+                stored.run_failure.as_deref(),
+                stored.decision.refused.as_ref(),
+                stored.decision.chosen_cluster.is_some(),
+                last_failed,
+            ),
             request_id,
             workflow: stored.decision.workflow.clone(),
             state: stored.state,
@@ -445,7 +493,7 @@ pub enum ChangeKind {
     /// A decision, as `decisions list` summarises it.
     Put {
         /// The decision's summary.
-        summary: DecisionSummary,
+        summary: Box<DecisionSummary>,
         /// How many clusters its plan reached.
         #[serde(default)]
         clusters: ClusterCounts,

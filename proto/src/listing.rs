@@ -33,6 +33,8 @@ struct Peek {
     priority: i64,
     #[serde(default)]
     queued_ms: Option<u64>,
+    #[serde(default)]
+    run_failure: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -40,6 +42,8 @@ struct PeekDecision {
     workflow: String,
     chosen_cluster: Option<String>,
     clusters: Counts,
+    #[serde(default)]
+    refused: Option<fedvol_common::decision::Reason>,
 }
 
 #[derive(Deserialize)]
@@ -50,6 +54,10 @@ struct PeekRequest {
 #[derive(Deserialize)]
 struct PeekAttempt {
     ok: bool,
+    #[serde(default)]
+    cluster: String,
+    #[serde(default)]
+    error: Option<crate::code::ProtoError>,
     #[serde(default)]
     jobs: Vec<BatchJob>,
 }
@@ -130,6 +138,15 @@ impl<'de> Deserialize<'de> for Counts {
 /// do not read ([`DecodeError`]); the parts skipped are checked only as JSON.
 pub fn listing(request_id: String, bytes: &[u8]) -> Result<(DecisionSummary, ClusterCounts), DecodeError> {
     let p: Peek = crate::decode(bytes, "stored decision", "coordinator")?;
+    let reason = crate::coordinator::reason(
+        p.run_failure.as_deref(),
+        p.decision.refused.as_ref(),
+        p.decision.chosen_cluster.is_some(),
+        p.attempts
+            .iter()
+            .rev()
+            .find_map(|a| a.error.as_ref().filter(|_| !a.ok).map(|e| (a.cluster.as_str(), e))),
+    );
     let jobs = p
         .attempts
         .into_iter()
@@ -149,6 +166,7 @@ pub fn listing(request_id: String, bytes: &[u8]) -> Result<(DecisionSummary, Clu
         priority: p.priority,
         queued_ms: p.queued_ms,
         jobs,
+        reason,
     };
     Ok((summary, p.decision.clusters.0))
 }
@@ -235,6 +253,47 @@ pub(crate) mod tests {
             assert!(counts.feasible > 0 && counts.answered < counts.asked, "{counts:?}");
             assert_eq!(summary.jobs.len(), 1);
         }
+    }
+
+    /// Why a failed or refused decision is so travels in its summary (`reason`, read by
+    /// `fedvol decisions watch`), read from the bytes as from the decoded decision: the failed
+    /// jobs, the refusal, or the last failed commit when no cluster took it.
+    #[test]
+    fn the_reason_of_a_failed_decision_is_listed() {
+        let failed = |f: &dyn Fn(&mut StoredDecision)| {
+            let mut s = stored(3);
+            s.state = crate::decisions::DecisionState::Failed;
+            f(&mut s);
+            let (summary, _) = listing("r".into(), &crate::encode(&s)).unwrap();
+            assert_eq!(summary, DecisionSummary::of("r".into(), &s));
+            summary.reason
+        };
+        assert_eq!(
+            failed(&|s| s.run_failure = Some("job `a` (Slurm job 7) ended failed with exit code 3".into())).as_deref(),
+            Some("job `a` (Slurm job 7) ended failed with exit code 3")
+        );
+        assert_eq!(
+            failed(&|s| {
+                s.decision.chosen_cluster = None;
+                s.decision.refused = Some(Reason::new("quota_exceeded", "project p: cores 40 > 32"));
+            })
+            .as_deref(),
+            Some("refused: project p: cores 40 > 32 (quota_exceeded)")
+        );
+        let commit = failed(&|s| {
+            s.decision.chosen_cluster = None;
+            s.attempts = serde_json::from_value(json!([
+                {"cluster": "c0", "ok": false, "error": {"code": "commit_failed", "message": "disk full"}},
+                {"cluster": "c3", "ok": false, "error": {"code": "no_longer_fits", "message": "taken"}}
+            ]))
+            .unwrap();
+        });
+        assert_eq!(commit.as_deref(), Some("commit on c3 failed: taken (no_longer_fits)"));
+        // Committed, its earlier failed attempt is no reason: none.
+        assert_eq!(DecisionSummary::of("r".into(), &stored(3)).reason, None);
+        // A long reason is cut.
+        let long = failed(&|s| s.run_failure = Some("x".repeat(1000))).unwrap();
+        assert!(long.chars().count() <= 300 && long.ends_with('…'), "{long}");
     }
 
     #[test]

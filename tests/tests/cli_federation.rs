@@ -308,6 +308,125 @@ async fn one_request_id_is_one_workflow() {
     assert_eq!(doc["state"], "committed");
 }
 
+/// A newcomer who completes (or cancels) a decision as another user than the one who submitted
+/// it (`fedvol complete ID` without the `-u` of the submit) is told whose it is and the command
+/// that runs as them; nothing changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completing_another_users_decision_says_to_run_it_as_the_owner() {
+    let nats = NatsServer::start();
+    let _coord = CoordinatorProc::start(&nats, &["--deadline-ms", "1500", "--discovery-ms", "300"]).await;
+    let _big = AgentProc::start(&nats, 200, |d| slots_inventory("big", 4, d, "all")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let wf = dir.path().join("wf.yaml");
+    std::fs::write(&wf, WORKFLOW).unwrap();
+    let wf = wf.display().to_string();
+    let submit = || fedvol(&nats, &["submit", &wf, "--request-id", "owned-1", "--wait"]);
+    let mut o = submit();
+    for _ in 0..50 {
+        if o.status.code() == Some(0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        o = submit();
+    }
+    assert_eq!(o.status.code(), Some(0), "{}", fedvol_tests::cli::shown(&o));
+    for (verb, args) in [("complete", ["complete", "owned-1"]), ("cancel", ["cancel", "owned-1"])] {
+        let o = fedvol_tests::cli::fedvol_as(&nats, "bob", &args);
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+        assert!(err.contains("(not_owner)"), "{err}");
+        assert!(
+            err.contains(&format!("hint: run it as its owner: fedvol {verb} -u alice owned-1\n")),
+            "{verb}: {err}"
+        );
+        assert_fits_100(verb, &err);
+    }
+    let o = fedvol(&nats, &["complete", "owned-1"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "the owner completes it: {}",
+        fedvol_tests::cli::shown(&o)
+    );
+}
+
+/// `decisions watch` at 100 columns: every request id whole (a start unique when printed may be
+/// shared later), the id column aligned on every row and under its header, and a failed row
+/// followed by why it failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_keeps_ids_whole_in_aligned_columns_and_says_why_a_decision_failed() {
+    let nats = NatsServer::start();
+    let _coord = CoordinatorProc::start(&nats, &["--deadline-ms", "1500", "--discovery-ms", "300"]).await;
+    let _big = AgentProc::start(&nats, 200, |d| slots_inventory("big", 4, d, "all")).await;
+    let dir = tempfile::tempdir().unwrap();
+    // A Fuzzfile's workflow is its file's stem: long ids, `gpu-soft-constraints-<22>`.
+    let wf = dir.path().join("gpu-soft-constraints.yaml");
+    std::fs::write(&wf, WORKFLOW).unwrap();
+    let wf = wf.display().to_string();
+    let too_big = dir.path().join("too-big.yaml");
+    std::fs::write(&too_big, WORKFLOW.replace("cores: 8", "cores: 64")).unwrap();
+    let too_big = too_big.display().to_string();
+    let url = nats.url();
+    let mut watch = Spawned::start({
+        let mut c = Command::new(fedvol_tests::bin_path("fedvol"));
+        c.args(["decisions", "watch", "--nats", url.as_str()])
+            .env("COLUMNS", "100");
+        fedvol_tests::shipped::login(&mut c);
+        c
+    });
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let mut o = fedvol(&nats, &["submit", &wf, "--wait"]);
+        for _ in 0..50 {
+            if o.status.code() == Some(0) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            o = fedvol(&nats, &["submit", &wf, "--wait"]);
+        }
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+        let id = out
+            .split_whitespace()
+            .skip_while(|w| *w != "request:")
+            .nth(1)
+            .unwrap()
+            .to_string();
+        ids.push(id);
+    }
+    let o = fedvol(&nats, &["submit", &too_big, "--request-id", "too-big-1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", fedvol_tests::cli::shown(&o));
+    watch.wait_for_log("why:", Duration::from_secs(10)).await;
+    for id in &ids {
+        watch.wait_for_log(id, Duration::from_secs(10)).await;
+    }
+    let log = watch.log();
+    assert_fits_100("decisions watch", &log);
+    let header = log.lines().next().unwrap_or_default();
+    assert!(header.starts_with("TIME") && header.contains("REQUEST ID"), "{log}");
+    // Columns in characters (`→` is one column, three bytes).
+    let column = |line: &str, word: &str| line.find(word).map(|i| line[..i].chars().count());
+    let col = column(header, "REQUEST ID").unwrap();
+    for id in ids.iter().map(String::as_str).chain(["too-big-1"]) {
+        let rows: Vec<&str> = log.lines().filter(|l| l.contains(id)).collect();
+        assert!(!rows.is_empty(), "{id} is shown whole:\n{log}");
+        for r in rows {
+            assert_eq!(column(r, id), Some(col), "aligned under REQUEST ID:\n{log}");
+        }
+    }
+    let lines: Vec<&str> = log.lines().collect();
+    let failed = lines
+        .iter()
+        .position(|l| l.contains("too-big-1") && l.contains("failed"))
+        .unwrap_or_else(|| panic!("{log}"));
+    let why = lines.get(failed + 1).copied().unwrap_or_default();
+    assert!(
+        why.trim_start()
+            .starts_with("why: no cluster can place it: 1 of 1 answered, 0 could place it"),
+        "{log}"
+    );
+}
+
 /// Every line of `out` is at most 100 characters (output fits 100 columns).
 fn assert_fits_100(what: &str, out: &str) {
     for l in out.lines() {
@@ -451,9 +570,15 @@ async fn decisions_are_found_filtered_and_shown_within_100_columns() {
         .lines()
         .find(|l| l.contains("other-2") && l.contains("new committed"))
         .unwrap_or_else(|| panic!("{log}"));
+    // The time of day on the row, the date (UTC) on a line of its own above.
+    let time = line.split_whitespace().next().unwrap_or_default();
     assert!(
-        line.starts_with("20") && line.contains('T') && line.contains('Z'),
+        time.len() == 8 && time.chars().filter(|c| *c == ':').count() == 2,
         "{line}"
+    );
+    assert!(
+        log.lines().any(|l| l.starts_with("20") && l.ends_with(" (UTC)")),
+        "{log}"
     );
     assert_fits_100("decisions watch", &log);
     assert!(

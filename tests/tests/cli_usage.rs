@@ -214,3 +214,91 @@ async fn commands_find_the_federation_fedvol_dev_runs() {
     assert!(t.contains("no longer running"), "{t}");
     assert!(t.contains("fedvol dev") && t.contains("FEDVOL_NATS_URL"), "{t}");
 }
+
+/// A newcomer follows `fedvol dev`'s hints as printed: the submit it suggests and then the
+/// complete it suggests work together (one user in both, so `complete` is not refused
+/// `not_owner`); it says where its sandbox puts volumes; the agents log each volume's
+/// requested size (never `0B`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fedvol_devs_hints_work_as_printed_and_it_says_where_volumes_go() {
+    // `fedvol dev` runs the daemons found beside it: built now, as they are.
+    bin_path("fedvol-agent");
+    bin_path("fedvol-coordinator");
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = dir.path().join("fedvol").join("dev.env");
+    let mut dev = Command::new(bin_path("fedvol"));
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("FEDVOL_") {
+            dev.env_remove(&k);
+        }
+    }
+    dev.env("FEDVOL_CONTEXT", &ctx)
+        .env("COLUMNS", "100")
+        .current_dir(workspace_root())
+        .arg("dev");
+    let mut dev = Spawned::start(dev);
+    dev.wait_for_log("Ctrl-C stops everything", Duration::from_secs(60))
+        .await;
+    let banner = dev.log();
+    let state_dir = banner
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("state directory"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no state directory line: {banner}"))
+        .to_string();
+    assert!(
+        banner.contains("sandboxed") && banner.contains(&format!("{state_dir}/storage/<cluster>/")),
+        "dev says where its sandbox puts volumes: {banner}"
+    );
+    // At 100 columns (a line naming an example file's path may be longer: it is copied whole).
+    for l in banner.lines().filter(|l| !l.contains("/examples/")) {
+        assert!(l.chars().count() <= 100, "a line past 100 columns: {l}\n{banner}");
+    }
+    let hint = |verb: &str| -> Vec<String> {
+        let line = banner
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("fedvol {verb} ")))
+            .unwrap_or_else(|| panic!("no `fedvol {verb}` hint: {banner}"));
+        let words: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+        let end = words.iter().position(|w| w == "#").unwrap_or(words.len());
+        words[1..end].to_vec()
+    };
+    let submit = hint("submit");
+    let args: Vec<&str> = submit.iter().map(String::as_str).collect();
+    let mut o = fedvol(&ctx, &args);
+    for _ in 0..50 {
+        if o.status.code() == Some(0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        o = fedvol(&ctx, &args);
+    }
+    assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o));
+    let id = stdout(&o)
+        .split_whitespace()
+        .skip_while(|w| *w != "request:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no request id: {}", text(&o)))
+        .to_string();
+    let complete: Vec<String> = hint("complete")
+        .into_iter()
+        .map(|w| if w == "<ID>" { id.clone() } else { w })
+        .collect();
+    let args: Vec<&str> = complete.iter().map(String::as_str).collect();
+    let o = fedvol(&ctx, &args);
+    assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o));
+    assert!(stdout(&o).contains("completed on"), "{}", text(&o));
+    // The workflow's volume is 10GB: the agents log that, not the sandbox's unchecked 0B.
+    let logs: String = std::fs::read_dir(&state_dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("agent-")))
+        .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+        .collect();
+    assert!(logs.contains("capacity=10GB"), "{logs}");
+    assert!(
+        !logs.contains("capacity=0B") && !logs.contains(" for 0B"),
+        "a size logged as 0B: {logs}"
+    );
+    dev.signal(Signal::SIGTERM);
+}

@@ -170,7 +170,8 @@ async fn installed_dev_prints_hints_that_work_from_the_users_directory() {
         .lines()
         .find(|l| l.trim_start().starts_with("fedvol submit "))
         .unwrap_or_else(|| panic!("a submit hint: {log}"));
-    let file = PathBuf::from(line.trim_start().trim_start_matches("fedvol submit ").trim());
+    // Its last word (before it: the user and groups the README uses too).
+    let file = PathBuf::from(line.split_whitespace().last().unwrap_or_default());
     assert!(file.is_absolute() && file.is_file(), "{line}");
     let o = run(prefix, cwd.path(), &ctx, &["submit", &file.display().to_string()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -242,7 +243,7 @@ fn example(d: &Spawned, name: &str) -> String {
         .lines()
         .find(|l| l.trim_start().starts_with("fedvol submit "))
         .unwrap_or_else(|| panic!("a submit hint: {log}"));
-    let hint = PathBuf::from(line.trim_start().trim_start_matches("fedvol submit ").trim());
+    let hint = PathBuf::from(line.split_whitespace().last().unwrap_or_default());
     hint.with_file_name(format!("{name}.yaml")).display().to_string()
 }
 

@@ -835,9 +835,10 @@ async fn dev_slurm_runs_the_example_workflow_to_completion() {
     let hint = banner
         .lines()
         .map(str::trim_start)
-        .find(|l| l.starts_with("fedvol submit --follow "))
+        .find(|l| l.starts_with("fedvol submit ") && l.contains(" --follow "))
         .unwrap_or_else(|| panic!("a --follow hint: {banner}"));
-    let workflow = hint.trim_start_matches("fedvol submit --follow ").trim().to_string();
+    // Its last word (before it: the user and groups of the other hints).
+    let workflow = hint.split_whitespace().last().unwrap_or_default().to_string();
     assert!(Path::new(&workflow).is_file(), "{hint}");
     let out_dir = banner
         .lines()

@@ -5,33 +5,36 @@ use std::path::PathBuf;
 use fedvol_common::decision::NewVolume;
 use fedvol_common::size::ByteSize;
 
+use super::localdir::Space;
 use super::{Created, DriverError, blocking, localdir};
 
-/// Creates `<base>/<volume name>` (idempotent; refuses when the base's file system has less
-/// free space than `v.capacity`). The source is the directory's path. For node-local storage
-/// (`local: true`) the message names the host placement chose: the agent creates the directory
-/// where it runs, so a node-local base must be the agent's own (or mounted on it).
+/// Creates `<base>/<volume name>` (idempotent; with [`Space::Checked`], refuses when the
+/// base's file system has less free space than `v.capacity`). The source is the directory's
+/// path. For node-local storage (`local: true`) the message names the host placement chose:
+/// the agent creates the directory where it runs, so a node-local base must be the agent's own
+/// (or mounted on it). The message gives the volume's size either way.
 ///
 /// Errors: see [`localdir::create`].
-pub async fn provision(base: &str, local: bool, v: &NewVolume) -> Result<Created, DriverError> {
+pub async fn provision(base: &str, local: bool, v: &NewVolume, space: Space) -> Result<Created, DriverError> {
     let base = PathBuf::from(base);
     let (name, capacity) = (v.name.clone(), v.capacity.0);
-    let made = blocking(move || localdir::create(&base, &name, capacity)).await?;
+    let made = blocking(move || localdir::create_with(&base, &name, capacity, space)).await?;
     let on_host = match (&v.host, local) {
         (Some(h), true) => format!(" (node-local, host {h})"),
         _ => String::new(),
     };
-    let message = match made.free_before {
-        Some(free) if !made.existed => format!(
-            "created directory {}{on_host} for {} ({} were free)",
-            made.path.display(),
-            ByteSize(capacity),
-            ByteSize(free)
-        ),
-        _ => format!(
+    let message = if made.existed {
+        format!(
             "directory {}{on_host} already existed (repeated request)",
             made.path.display()
-        ),
+        )
+    } else {
+        format!(
+            "created directory {}{on_host} for {} ({})",
+            made.path.display(),
+            ByteSize(capacity),
+            localdir::free_note(made.free_before)
+        )
     };
     Ok(Created {
         source: made.path.display().to_string(),

@@ -17,8 +17,18 @@ pub struct MadeDir {
     pub path: PathBuf,
     /// True when the directory was already there (a repeated request), false when created now.
     pub existed: bool,
-    /// Free bytes in the base's file system before creating (None when it already existed).
+    /// Free bytes in the base's file system before creating (None when it already existed, or
+    /// when the check was skipped: [`Space::Unchecked`]).
     pub free_before: Option<u128>,
+}
+
+/// Whether [`create`] checks that the base's file system has room for the volume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Space {
+    /// Refuse a volume larger than the free space (every real volume).
+    Checked,
+    /// Skip the check (the sandbox of `fedvol dev`: an empty directory that reserves no disk).
+    Unchecked,
 }
 
 /// Bytes available to unprivileged users in the file system holding `path` (statvfs
@@ -64,6 +74,13 @@ fn existing_dir(path: &Path) -> Result<bool, DriverError> {
 /// capacity`) or a non-directory in the way; `Failed` when the base directory is missing or
 /// an I/O call fails.
 pub fn create(base: &Path, name: &str, capacity: u128) -> Result<MadeDir, DriverError> {
+    create_with(base, name, capacity, Space::Checked)
+}
+
+/// [`create`], with the free-space check as `space` says (unchecked: `free_before` is `None`).
+///
+/// Errors: as [`create`], less "too little free space" when unchecked.
+pub fn create_with(base: &Path, name: &str, capacity: u128, space: Space) -> Result<MadeDir, DriverError> {
     check_volume_name(name)?;
     base_dir(base)?;
     let path = base.join(name);
@@ -74,16 +91,22 @@ pub fn create(base: &Path, name: &str, capacity: u128) -> Result<MadeDir, Driver
             free_before: None,
         });
     }
-    let free = free_bytes(base)
-        .ok_or_else(|| DriverError::Failed(format!("cannot read the free space of {}", base.display())))?;
-    if free < capacity {
-        return Err(DriverError::Refused(format!(
-            "not enough free space in {}: {} requested, {} free",
-            base.display(),
-            ByteSize(capacity),
-            ByteSize(free)
-        )));
-    }
+    let free = match space {
+        Space::Checked => {
+            let free = free_bytes(base)
+                .ok_or_else(|| DriverError::Failed(format!("cannot read the free space of {}", base.display())))?;
+            if free < capacity {
+                return Err(DriverError::Refused(format!(
+                    "not enough free space in {}: {} requested, {} free",
+                    base.display(),
+                    ByteSize(capacity),
+                    ByteSize(free)
+                )));
+            }
+            Some(free)
+        }
+        Space::Unchecked => None,
+    };
     match std::fs::create_dir(&path) {
         Ok(()) => {}
         // Lost a race with a concurrent identical request: same outcome as a repeat.
@@ -104,8 +127,17 @@ pub fn create(base: &Path, name: &str, capacity: u128) -> Result<MadeDir, Driver
     Ok(MadeDir {
         path,
         existed: false,
-        free_before: Some(free),
+        free_before: free,
     })
+}
+
+/// What a creation message says of the free space: `<free> were free`, or that it was not
+/// checked (`free_before` `None` for a new directory: [`Space::Unchecked`]).
+pub fn free_note(free_before: Option<u128>) -> String {
+    match free_before {
+        Some(free) => format!("{} were free", ByteSize(free)),
+        None => "free space not checked: a sandbox of fedvol dev".to_string(),
+    }
 }
 
 /// Removes `<base>/<name>` and everything below it (symbolic links inside are removed, never

@@ -249,15 +249,12 @@ impl Drivers {
         deadline_ms: u64,
     ) -> Result<Created, DriverError> {
         let p = &self.effective(p);
-        let sandboxed;
-        let v = if self.storage_root.is_some() {
-            sandboxed = NewVolume {
-                capacity: fedvol_common::size::ByteSize(0),
-                ..v.clone()
-            };
-            &sandboxed
+        // A sandbox's volume is an empty directory reserving no disk: its size is kept (logged
+        // and said), only the free-space check is skipped.
+        let space = if self.storage_root.is_some() {
+            localdir::Space::Unchecked
         } else {
-            v
+            localdir::Space::Checked
         };
         tracing::info!(
             request_id,
@@ -269,8 +266,8 @@ impl Drivers {
         );
         let out = within_deadline(local_bound(&p.driver, deadline_ms), "provisioning", async {
             match &p.driver {
-                Driver::Hostpath { path, local, .. } => hostpath::provision(path, *local, v).await,
-                Driver::Nfs { target, mount, .. } => nfs::provision(target, mount.as_deref(), v).await,
+                Driver::Hostpath { path, local, .. } => hostpath::provision(path, *local, v, space).await,
+                Driver::Nfs { target, mount, .. } => nfs::provision(target, mount.as_deref(), v, space).await,
                 Driver::Efs {
                     file_system_id,
                     sub_path,
@@ -490,6 +487,47 @@ mod tests {
             }
         }
         assert_eq!(std::fs::read_dir(t.path()).unwrap().count(), 0);
+    }
+
+    /// The sandbox of `fedvol dev` (a storage root) skips the free-space check, and still says
+    /// the volume's requested size: a 1 EB volume is created there "for 1EB", never "for 0B".
+    #[tokio::test]
+    async fn a_sandboxed_volume_keeps_its_size_in_what_is_said() {
+        let root = tempfile::tempdir().unwrap();
+        let d = drivers().with_storage_root(root.path().to_path_buf());
+        let mut v = vol("pvc-9");
+        v.capacity = ByteSize(10u128.pow(18));
+        for p in [
+            prov(Driver::Hostpath {
+                path: "/scratch/fast".into(),
+                local: false,
+                sub_path: None,
+            }),
+            prov(Driver::Nfs {
+                target: "nas1:/export".into(),
+                mount: None,
+                version: None,
+                options: None,
+                sub_path: None,
+            }),
+        ] {
+            let c = d.provision(&p, &v, "r", 0).await.unwrap();
+            assert!(c.message.contains(" for 1EB (free space not checked"), "{}", c.message);
+            assert!(!c.message.contains("0B"), "{}", c.message);
+        }
+        assert!(root.path().join("scratch/fast/pvc-9").is_dir());
+        // Outside a sandbox the check stays: 1 EB does not fit.
+        let t = tempfile::tempdir().unwrap();
+        let hp = prov(Driver::Hostpath {
+            path: t.path().display().to_string(),
+            local: false,
+            sub_path: None,
+        });
+        let e = drivers().provision(&hp, &v, "r", 0).await.unwrap_err();
+        assert!(
+            matches!(&e, DriverError::Refused(m) if m.contains("not enough free space")),
+            "{e:?}"
+        );
     }
 
     #[tokio::test]

@@ -23,24 +23,30 @@ fn export_path(target: &str, volume: &str) -> String {
 }
 
 /// Creates `<mount>/<volume name>` (as hostpath: idempotent, free space checked on the mounted
-/// file system). The source is the export path `server:/export/<volume name>` that jobs mount.
+/// file system unless `space` is [`localdir::Space::Unchecked`]). The source is the export path `server:/export/<volume name>` that jobs mount.
 ///
 /// Errors: `Refused` when `mount` is `None` (the message says to set `driver.mount`), otherwise
 /// as [`localdir::create`].
-pub async fn provision(target: &str, mount: Option<&str>, v: &NewVolume) -> Result<Created, DriverError> {
+pub async fn provision(
+    target: &str,
+    mount: Option<&str>,
+    v: &NewVolume,
+    space: localdir::Space,
+) -> Result<Created, DriverError> {
     let mount = mount.ok_or_else(|| not_mounted(target))?;
     let base = PathBuf::from(mount);
     let (name, capacity) = (v.name.clone(), v.capacity.0);
-    let made = blocking(move || localdir::create(&base, &name, capacity)).await?;
+    let made = blocking(move || localdir::create_with(&base, &name, capacity, space)).await?;
     let source = export_path(target, &v.name);
-    let message = match made.free_before {
-        Some(free) if !made.existed => format!(
-            "created {source} (directory {} on the mounted export) for {} ({} were free)",
+    let message = if made.existed {
+        format!("{source} already existed (repeated request)")
+    } else {
+        format!(
+            "created {source} (directory {} on the mounted export) for {} ({})",
             made.path.display(),
             ByteSize(capacity),
-            ByteSize(free)
-        ),
-        _ => format!("{source} already existed (repeated request)"),
+            localdir::free_note(made.free_before)
+        )
     };
     Ok(Created { source, message })
 }

@@ -1,7 +1,8 @@
 //! A whole federation on one machine, as separate processes, for `fedvol dev` and `fedvol
 //! demo`: a real nats-server on a free loopback port with JetStream in a temporary directory, a
 //! coordinator, and one agent per cluster inventory (each with its own state directory and a
-//! storage sandbox, so volumes are directories under the temporary directory). Everything is
+//! storage sandbox, so volumes are directories under the temporary directory, which the first
+//! progress lines say). Everything is
 //! stopped and removed when the value is dropped.
 
 use std::fs::File;
@@ -277,6 +278,14 @@ impl DevFederation {
         progress(&format!(
             "state directory  {} (logs, JetStream, volumes)",
             fed.dir.path().display()
+        ));
+        // The agents' storage sandbox (`--storage-root`, fedvol_agent::drivers::Drivers::with_storage_root):
+        // said before anything is created, so that nobody looks for volumes at the inventories' paths.
+        let storage = fed.dir.path().join("storage");
+        progress("volumes          sandboxed: a hostpath or nfs path such as /scratch is made under");
+        progress(&format!(
+            "                 {}/<cluster>/scratch (free space not checked)",
+            storage.display()
         ));
         let t = Instant::now();
         let js = fed.dir.path().join("jetstream");

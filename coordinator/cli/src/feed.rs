@@ -146,7 +146,7 @@ fn event(c: api::DecisionChange) -> FeedEvent {
         ChangeKind::Put { summary, clusters } => FeedEvent::Put {
             key,
             revision,
-            summary: Box::new(summary),
+            summary,
             clusters,
         },
         ChangeKind::Unreadable { error } => FeedEvent::Unreadable { key, revision, error },

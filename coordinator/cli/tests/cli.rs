@@ -416,3 +416,101 @@ fn a_job_without_volumes_that_fits_nowhere_makes_the_workflow_infeasible() {
     assert_eq!(capacity[0]["passed"], 0, "{}", capacity[0]);
     assert_eq!(capacity[0]["reason_counts"]["insufficient"], 1, "{}", capacity[0]);
 }
+
+/// Where a directory or several files make sense they are taken, as `fedvol dev --clusters DIR`
+/// takes a directory: `fedvol check DIR` checks each of its files; `fedvol plan -i` takes
+/// several inventories after one flag (`-i a.yaml b.yaml wf.yaml`: the last file is the
+/// workflow) or a directory of inventories (its other files are skipped, each with a note).
+#[test]
+fn directories_and_several_files_are_taken_where_they_make_sense() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(tmp.path().join("clusters")).unwrap();
+    write(&tmp.path().join("clusters"), "lab.yaml", PHYSICS_ONLY);
+    write(
+        &tmp.path().join("clusters"),
+        "lab2.yaml",
+        &PHYSICS_ONLY.replace("cluster: lab", "cluster: lab2"),
+    );
+    write(tmp.path(), "wf.yaml", FAST_SCRATCH);
+
+    let run = fedvol_in(Some(tmp.path()), &["check", "clusters", "wf.yaml"]);
+    assert_eq!(run.code, 0, "{}", run.describe());
+    for f in ["clusters/lab.yaml", "clusters/lab2.yaml", "wf.yaml"] {
+        assert!(run.stdout.contains(&format!("ok  {f}: ")), "{f}: {}", run.describe());
+    }
+    // A bad file in the directory fails the check, named with its position.
+    write(&tmp.path().join("clusters"), "typo.yaml", MISSPELLED);
+    let run = fedvol_in(Some(tmp.path()), &["check", "clusters"]);
+    assert_eq!(run.code, 1, "{}", run.describe());
+    assert!(
+        run.stderr.contains("error: clusters/typo.yaml:7:5:"),
+        "{}",
+        run.describe()
+    );
+    std::fs::remove_file(tmp.path().join("clusters/typo.yaml")).unwrap();
+    // An empty directory is an error saying what was looked for.
+    std::fs::create_dir(tmp.path().join("empty")).unwrap();
+    let run = fedvol_in(Some(tmp.path()), &["check", "empty"]);
+    assert_eq!(run.code, 1, "{}", run.describe());
+    assert!(
+        run.stderr
+            .contains("error: empty: no *.yaml, *.yml or *.json file in this directory"),
+        "{}",
+        run.describe()
+    );
+
+    let both = |run: &Run| {
+        assert_ne!(run.code, 64, "accepted: {}", run.describe());
+        assert_ne!(run.code, 1, "accepted: {}", run.describe());
+        let d = run.json();
+        let clusters = d["clusters"].as_object().unwrap();
+        assert!(
+            clusters.contains_key("lab") && clusters.contains_key("lab2") && clusters.len() == 2,
+            "{}",
+            run.describe()
+        );
+    };
+    both(&fedvol_in(
+        Some(tmp.path()),
+        &[
+            "plan",
+            "-o",
+            "json",
+            "-i",
+            "clusters/lab.yaml",
+            "clusters/lab2.yaml",
+            "wf.yaml",
+        ],
+    ));
+    both(&fedvol_in(
+        Some(tmp.path()),
+        &["plan", "-o", "json", "-i", "clusters", "wf.yaml"],
+    ));
+    both(&fedvol_in(
+        Some(tmp.path()),
+        &[
+            "plan",
+            "-o",
+            "json",
+            "wf.yaml",
+            "-i",
+            "clusters/lab.yaml",
+            "-i",
+            "clusters/lab2.yaml",
+        ],
+    ));
+    // A directory holding a workflow too: the workflow is skipped, with a note.
+    write(&tmp.path().join("clusters"), "wf.yaml", FAST_SCRATCH);
+    let run = fedvol_in(Some(tmp.path()), &["plan", "-o", "json", "-i", "clusters", "wf.yaml"]);
+    both(&run);
+    assert!(
+        run.stderr
+            .contains("note: clusters/wf.yaml is not a cluster inventory (a workflow): skipped"),
+        "{}",
+        run.describe()
+    );
+    // Inventories and no workflow: a usage error naming what is missing.
+    let run = fedvol_in(Some(tmp.path()), &["plan", "-i", "clusters/lab.yaml"]);
+    assert_eq!(run.code, 64, "{}", run.describe());
+    assert!(run.stderr.contains("no workflow"), "{}", run.describe());
+}

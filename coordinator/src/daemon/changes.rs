@@ -165,7 +165,7 @@ impl DecisionIndex {
             .decisions
             .values()
             .filter_map(|c| match &c.change {
-                ChangeKind::Put { summary, .. } => Some(summary.clone()),
+                ChangeKind::Put { summary, .. } => Some(DecisionSummary::clone(summary)),
                 _ => None,
             })
             .collect();
@@ -184,7 +184,10 @@ fn kind_of(e: &kv::Entry) -> ChangeKind {
     match e.operation {
         kv::Operation::Delete | kv::Operation::Purge => ChangeKind::Removed,
         kv::Operation::Put => match fedvol_proto::listing::listing(e.key.clone(), &e.value) {
-            Ok((summary, clusters)) => ChangeKind::Put { summary, clusters },
+            Ok((summary, clusters)) => ChangeKind::Put {
+                summary: Box::new(summary),
+                clusters,
+            },
             Err(err) => ChangeKind::Unreadable { error: err.to_string() },
         },
     }
@@ -273,7 +276,7 @@ mod tests {
             request_id: id.into(),
             revision,
             change: ChangeKind::Put {
-                summary: DecisionSummary {
+                summary: Box::new(DecisionSummary {
                     request_id: id.into(),
                     workflow: "w".repeat(100),
                     state: DecisionState::Committed,
@@ -285,7 +288,8 @@ mod tests {
                     priority: 0,
                     queued_ms: None,
                     jobs: Vec::new(),
-                },
+                    reason: None,
+                }),
                 clusters: fedvol_proto::coordinator::ClusterCounts::default(),
             },
         }

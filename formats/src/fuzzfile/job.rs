@@ -72,7 +72,15 @@ pub(super) fn job(
     kind: JobKind,
     form: MountForm,
 ) -> Option<JobDraft> {
-    let mut r = ctx.map(node, field)?;
+    let shape = match kind {
+        JobKind::Service => {
+            "a service: `image: {uri: docker://...}`, `command: [...]` or `script: |`, and optional `mounts`, `resource`, `depends-on`"
+        }
+        _ => {
+            "a job: `image: {uri: docker://...}`, `command: [...]` or `script: |`, and optional `mounts`, `resource`, `depends-on`"
+        }
+    };
+    let mut r = ctx.map_shaped(node, field, shape)?;
     let mut d = JobDraft {
         name,
         kind,
@@ -112,7 +120,11 @@ pub(super) fn job(
         d.constraints = constraints(ctx, n, &r.path("constraints"));
     }
     if let Some(n) = r.take("affinity")
-        && let Some(mut a) = ctx.map(n, &r.path("affinity"))
+        && let Some(mut a) = ctx.map_shaped(
+            n,
+            &r.path("affinity"),
+            "`affinity: {with: [<job>...], apart-from: [<job>...]}`",
+        )
     {
         if let Some(x) = a.take("with") {
             d.with = name_list(ctx, x, &a.path("with"));
@@ -195,7 +207,7 @@ pub(super) fn job(
 /// Multinode: `nodes` (>= 1), `implementation` (`ompi`|`openmpi`|`mpich`|`gasnet`|`generic`,
 /// any case), `procs-per-node` (alias `procsPerNode`, >= 1). Returns `nodes` when given.
 fn multinode(ctx: &mut Ctx, node: &Node, field: &str) -> Option<u64> {
-    let mut r = ctx.map(node, field)?;
+    let mut r = ctx.map_shaped(node, field, "`multinode: {nodes: 2, implementation: openmpi}`")?;
     let nodes = r.take("nodes").and_then(|n| ctx.int(n, &r.path("nodes"), 1, I64_MAX));
     if let Some(n) = r.take("implementation") {
         ctx.one_of(
@@ -234,16 +246,19 @@ fn task_array(ctx: &mut Ctx, node: &Node, field: &str) {
     r.finish(ctx);
 }
 
+/// The shape of one `depends-on` entry, for errors (docs/formats.md shows it too).
+pub(super) const DEPENDENCY_SHAPE: &str = "`- name: <job>` per entry, with an optional `status: finished` (the default: after it ended well) or, for a service, `status: running` (once it runs), e.g. `depends-on: [{name: prep}]`";
+
 /// `depends-on`: a list of `{name (required), status (FINISHED|RUNNING, any case),
 /// description}`.
 fn dependencies(ctx: &mut Ctx, node: &Node, field: &str) -> Vec<Dependency> {
     let mut out = Vec::new();
-    let Some(items) = ctx.seq(node, field) else {
+    let Some(items) = ctx.seq_shaped(node, field, DEPENDENCY_SHAPE) else {
         return out;
     };
     for (i, item) in items.iter().enumerate() {
         let f = format!("{field}[{i}]");
-        let Some(mut r) = ctx.map(item, &f) else {
+        let Some(mut r) = ctx.map_shaped(item, &f, DEPENDENCY_SHAPE) else {
             continue;
         };
         let target = r.require(ctx, "name").and_then(|n| name_ref(ctx, n, &r.path("name")));

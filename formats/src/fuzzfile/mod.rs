@@ -147,7 +147,8 @@ fn header(ctx: &mut Ctx, r: &mut MapReader<'_>) -> Header {
 /// order, with the key, the value and the entry's field path. A repeated key is reported (by
 /// the map reader) and only its first entry is used.
 fn for_each_entry(ctx: &mut Ctx, node: &Node, field: &str, mut f: impl FnMut(&mut Ctx, NameRef, &Node, &str)) {
-    let Some(mut r) = ctx.map(node, field) else {
+    let shape = format!("a mapping of names to their definitions, `{field}: {{<name>: {{...}}}}`");
+    let Some(mut r) = ctx.map_shaped(node, field, &shape) else {
         return;
     };
     let mut seen: BTreeSet<&str> = BTreeSet::new();

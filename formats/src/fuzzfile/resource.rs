@@ -18,7 +18,11 @@ use fedvol_common::size::ByteSize;
 /// Returns `None` only when the node is not a mapping; other problems are reported and the
 /// field falls back to its default.
 pub(super) fn resource(ctx: &mut Ctx, node: &Node, field: &str) -> Option<JobResources> {
-    let mut r = ctx.map(node, field)?;
+    let mut r = ctx.map_shaped(
+        node,
+        field,
+        "`resource: {cpu: {cores: 4}, memory: {size: 8GiB}, devices: {nvidia.com/gpu: 1}}`",
+    )?;
     let mut out = JobResources {
         cpu: 1,
         ..JobResources::default()

@@ -221,10 +221,27 @@ fn int_or_digits(ctx: &mut Ctx, node: &Node, field: &str, min: i128, max: i128) 
 /// (`secret://<scope>/<name>`), `secrets` (map), `decryption-secret`, `cache`
 /// (`once`|`changed`|`never`), `cache-ttl` (seconds). Returns the `uri` text.
 pub(super) fn uri(ctx: &mut Ctx, node: &Node, field: &str) -> Option<String> {
-    let mut r = ctx.map(node, field)?;
-    let uri = r
-        .require(ctx, "uri")
-        .and_then(|n| ctx.nonempty_string(n, &r.path("uri")));
+    let mut r = ctx.map_shaped(
+        node,
+        field,
+        "`{uri: docker://alpine:3.20}` (optionally with `secret: secret://<scope>/<name>`)",
+    )?;
+    let uri = r.require(ctx, "uri").and_then(|n| {
+        let f = r.path("uri");
+        let text = ctx.nonempty_string(n, &f)?;
+        // Credentials go in `secret:`, by reference; one written into the URI is refused
+        // without repeating it.
+        if fedvol_common::secrets::embedded_secret(&text).is_some() {
+            ctx.error_hint(
+                n.span,
+                &f,
+                "the URI holds credentials (a password in its user-info, `scheme://user:password@host`, or a `password=` pair; the value is not shown); expected a URI without them",
+                "name the credentials in `secret: secret://<scope>/<name>` beside the URI",
+            );
+            return None;
+        }
+        Some(text)
+    });
     if let Some(n) = r.take("secret") {
         secret_ref(ctx, n, &r.path("secret"));
     }
@@ -257,7 +274,8 @@ fn secret_ref(ctx: &mut Ctx, node: &Node, field: &str) {
         ctx.error(
             node.span,
             field,
-            format!("`{s}` is not a secret reference; expected `secret://<scope>/<name>`"),
+            // Not repeated: a value that is not a reference may be the secret itself.
+            "not a secret reference (the value is not shown); expected `secret://<scope>/<name>`",
         );
     }
 }

@@ -589,6 +589,89 @@ volumes:
     assert_eq!(f.reference, None);
 }
 
+/// A URI with a password in its user-info is an inline secret: credentials go in `secret:`
+/// by reference (Fuzzball's URI object). Refused at its position, never repeated. An image
+/// digest after `@` is not user-info.
+#[test]
+fn uris_with_credentials_are_refused_without_repeating_them() {
+    let d = errs(
+        r#"version: v4
+volumes:
+  a:
+    ingress:
+      - source: {uri: "https://bob:s3cr3t@data.example/in.tar"}
+        destination: {uri: "file://in.tar"}
+jobs:
+  j:
+    image: {uri: "docker://bob:s3cr3t@registry.example/app:1"}
+    command: [true]
+    mounts: {/a: a}
+"#,
+    );
+    let text = format!("{d:?}");
+    assert!(!text.contains("s3cr3t"), "{text}");
+    let e = &d
+        .iter()
+        .find(|x| x.field == "volumes.a.ingress[0].source.uri")
+        .expect("the source's uri");
+    assert_eq!(e.line, 5, "{d:#?}");
+    assert!(e.message.contains("the URI holds credentials"), "{d:#?}");
+    assert!(e.hint.as_deref().unwrap_or("").contains("secret: secret://"), "{d:#?}");
+    let e = &d
+        .iter()
+        .find(|x| x.field == "jobs.j.image.uri")
+        .expect("the image's uri");
+    assert_eq!(e.line, 9, "{d:#?}");
+    assert_eq!(d.len(), 2, "{d:#?}");
+    let digest = "docker://alpine:3.20@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    ok(&format!(
+        "version: v4\njobs:\n  j:\n    image: {{uri: \"{digest}\"}}\n    command: [true]\n"
+    ));
+}
+
+/// A newcomer's `depends-on: [prep]` (or `depends-on: prep`, or a job given as a string) is
+/// refused naming the field, what was found and the shape expected, with an example.
+#[test]
+fn wrong_shapes_name_the_field_what_was_found_and_the_shape_expected() {
+    let d = errs(
+        r#"version: v4
+jobs:
+  prep: {image: {uri: docker://alpine}, command: [true]}
+  train:
+    image: {uri: docker://alpine}
+    command: [true]
+    depends-on: [prep]
+  eval:
+    image: {uri: docker://alpine}
+    command: [true]
+    depends-on: prep
+  report: docker://alpine
+"#,
+    );
+    let at = |field: &str| {
+        d.iter()
+            .find(|x| x.field == field)
+            .unwrap_or_else(|| panic!("{field}: {d:#?}"))
+    };
+    let e = at("jobs.train.depends-on[0]");
+    assert_eq!((e.line, e.col), (7, 18), "{d:#?}");
+    assert_eq!(e.message, "expected a mapping, found a string `prep`");
+    let hint = e.hint.as_deref().unwrap_or("");
+    assert!(
+        hint.contains("`- name: <job>`") && hint.contains("status: running"),
+        "{hint}"
+    );
+    let e = at("jobs.eval.depends-on");
+    assert_eq!(e.message, "expected a list, found a string `prep`");
+    assert!(
+        e.hint.as_deref().unwrap_or("").contains("depends-on: [{name: prep}]"),
+        "{e:?}"
+    );
+    let e = at("jobs.report");
+    assert!(e.message.starts_with("expected a mapping, found a string"), "{e:?}");
+    assert!(e.hint.as_deref().unwrap_or("").contains("a job: `image:"), "{e:?}");
+}
+
 #[test]
 fn volume_field_shapes_are_checked() {
     let d = errs(

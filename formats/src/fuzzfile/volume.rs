@@ -42,7 +42,11 @@ pub(super) fn parse_reference(text: &str) -> Result<(String, Option<String>), St
 ///
 /// Returns `None` only when the node is not a mapping.
 pub(super) fn volume(ctx: &mut Ctx, node: &Node, field: &str) -> Option<FuzzballVolume> {
-    let mut r = ctx.map(node, field)?;
+    let mut r = ctx.map_shaped(
+        node,
+        field,
+        "a volume: `{size: 10GB, annotations: {tier: fast}}`, `{use: <provisioner>}`, `{name: <existing volume>}` or `{reference: volume://...}`",
+    )?;
     let mut v = FuzzballVolume::default();
     let reference = r.take("reference");
     let use_ = r.take("use");

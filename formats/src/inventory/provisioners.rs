@@ -438,6 +438,16 @@ struct DriverExtras {
 /// An NFS `target`: `server:/path`.
 fn nfs_target(ctx: &mut Ctx, n: &Node, f: &str) -> Option<String> {
     let s = ctx.nonempty_string(n, f)?;
+    // `user:password@server:/path`: refused without repeating it (the error is not an echo).
+    if fedvol_common::secrets::embedded_secret(&s).is_some() {
+        ctx.error_hint(
+            n.span,
+            f,
+            "the NFS export holds credentials (a password in its user-info, `user:password@server`; the value is not shown); expected server:/path",
+            "NFS authenticates the client host (sec=sys) or by Kerberos (sec=krb5 in `options`), never by a password in the target",
+        );
+        return None;
+    }
     match s.split_once(':') {
         Some((server, path))
             if !server.is_empty() && !server.contains(char::is_whitespace) && path.starts_with('/') =>

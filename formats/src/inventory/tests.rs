@@ -664,6 +664,63 @@ fn storage_class_parameters_follow_the_same_rule() {
     parse_inventory_str("k8s.yaml", &sc.replace("\"p4ss\"", "env:NFS_PASSWORD"), None).unwrap();
 }
 
+/// Credentials written inside a value, whatever the key: an `Authorization` header (RFC 9110
+/// §11.6.2) and a password in an address's user-info (RFC 3986 §3.2.1), with or without a
+/// scheme. Each is refused at its value's line and column, naming the field and what is
+/// expected, without repeating the value; the references are taken.
+#[test]
+fn authorization_headers_and_user_info_passwords_are_refused_wherever_parameters_are_checked() {
+    let inv = "cluster: c\nprovisioners:\n  ext:\n    driver:\n      type: external\n      provisioner: example.com/dirs\n      parameters:\n        headers: \"Authorization: Basic aHVudGVyMjpzM2NyM3Q=\"\n        server: \"admin:s3cr3t@nas1:/export\"\n        endpoint: \"https://admin:s3cr3t@api.example/v1\"\n        archive: \"nfs://u:s3cr3t@nas2/export\"\n  nfs1:\n    driver: {type: nfs, target: \"admin:s3cr3t@nas1:/export\"}\n";
+    let e = parse_inventory_str("inv.yaml", inv, None).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        !text.contains("s3cr3t") && !text.contains("aHVudGVy"),
+        "never repeated: {text}"
+    );
+    let at = |field: &str| {
+        e.0.iter()
+            .find(|d| d.field == field)
+            .unwrap_or_else(|| panic!("no diagnostic for {field}: {text}"))
+    };
+    let d = at("provisioners.ext.driver.parameters.headers");
+    assert_eq!((d.file.as_str(), d.line, d.col), ("inv.yaml", 8, 18), "{text}");
+    assert!(d.message.contains("`Authorization` header"), "{text}");
+    assert!(d.message.contains("`file:/path/to/secret` or `env:VARIABLE`"), "{text}");
+    let d = at("provisioners.ext.driver.parameters.server");
+    assert_eq!(d.line, 9, "{text}");
+    assert!(d.message.contains("password in its user-info"), "{text}");
+    assert!(
+        at("provisioners.ext.driver.parameters.endpoint")
+            .message
+            .contains("URL with a password")
+    );
+    assert!(
+        at("provisioners.ext.driver.parameters.archive")
+            .message
+            .contains("URL with a password")
+    );
+    let d = at("provisioners.nfs1.driver.target");
+    assert_eq!(d.line, 13, "{text}");
+    assert!(d.message.contains("password in its user-info"), "{text}");
+    assert!(d.message.contains("expected server:/path"), "{text}");
+    assert_eq!(e.0.len(), 5, "{text}");
+    // The same values by reference, or without credentials, are taken.
+    let ok = inv
+        .replace(
+            "Authorization: Basic aHVudGVyMjpzM2NyM3Q=",
+            "Authorization: Basic env:NAS_AUTH",
+        )
+        .replace("admin:s3cr3t@", "")
+        .replace("u:s3cr3t@", "");
+    parse_inventory_str("inv.yaml", &ok, None).unwrap();
+    // A StorageClass's parameters follow the same rule.
+    let sc = "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: fast\nprovisioner: example.com/nfs\nparameters:\n  share: \"u:s3cr3t@nas1:/export\"\n  header: \"Authorization: Bearer s3cr3t-token\"\n";
+    let e = parse_inventory_str("sc.yaml", sc, None).unwrap_err().to_string();
+    assert!(e.contains("sc.yaml:7:10: parameters.share: parameter `share`"), "{e}");
+    assert!(e.contains("sc.yaml:8:11: parameters.header: parameter `header`"), "{e}");
+    assert!(!e.contains("s3cr3t"), "{e}");
+}
+
 #[test]
 fn inventory_limits_are_errors() {
     let long = "c".repeat(254);

@@ -136,17 +136,26 @@ impl Ctx {
     }
 
     /// Opens a mapping for strict reading. A null node reads as an empty mapping; anything else
-    /// that is not a mapping is an error ("expected a mapping, found a list") and gives `None`.
+    /// that is not a mapping is an error naming what was found ("expected a mapping, found a
+    /// string `prep`") and gives `None`. [`Ctx::map_shaped`] also says what the mapping holds.
     pub fn map<'n>(&mut self, node: &'n Node, field: &str) -> Option<MapReader<'n>> {
+        self.map_shaped(node, field, "")
+    }
+
+    /// [`Ctx::map`], with the expected shape in the error's hint when the node is not a
+    /// mapping: `shape` is an example in YAML, e.g. ``"`- name: prep` with an optional `status:
+    /// finished|running` (docs/formats.md)"`` (empty: no hint).
+    pub fn map_shaped<'n>(&mut self, node: &'n Node, field: &str, shape: &str) -> Option<MapReader<'n>> {
         match &node.value {
             Value::Map(entries) => Some(MapReader::new(entries, node.span, field)),
             _ if node.is_null() => Some(MapReader::new(&[], node.span, field)),
             _ => {
-                self.error(
-                    node.span,
-                    field,
-                    format!("expected a mapping, found {}", node.kind_name()),
-                );
+                let message = format!("expected a mapping, found {}", found(node));
+                if shape.is_empty() {
+                    self.error(node.span, field, message);
+                } else {
+                    self.error_hint(node.span, field, message, format!("expected shape: {shape}"));
+                }
                 None
             }
         }
@@ -154,11 +163,22 @@ impl Ctx {
 
     /// Reads a list; a null node is an empty list; a non-list is an error.
     pub fn seq<'n>(&mut self, node: &'n Node, field: &str) -> Option<&'n [Node]> {
+        self.seq_shaped(node, field, "")
+    }
+
+    /// [`Ctx::seq`], with the expected shape in the error's hint when the node is not a list
+    /// (as [`Ctx::map_shaped`]; empty: no hint).
+    pub fn seq_shaped<'n>(&mut self, node: &'n Node, field: &str, shape: &str) -> Option<&'n [Node]> {
         match &node.value {
             Value::Seq(items) => Some(items),
             _ if node.is_null() => Some(&[]),
             _ => {
-                self.error(node.span, field, format!("expected a list, found {}", node.kind_name()));
+                let message = format!("expected a list, found {}", found(node));
+                if shape.is_empty() {
+                    self.error(node.span, field, message);
+                } else {
+                    self.error_hint(node.span, field, message, format!("expected shape: {shape}"));
+                }
                 None
             }
         }
@@ -279,6 +299,25 @@ impl Ctx {
         }
         r.finish(self);
         ok.then_some(out)
+    }
+}
+
+/// What a node is, for "expected a mapping, found ..." messages: its kind, then its value when
+/// it is a short scalar (`a string `prep``, `a list`) that cannot be a secret (no word of
+/// [`fedvol_common::secrets::SECRET_WORDS`], no [embedded
+/// secret](fedvol_common::secrets::embedded_secret)).
+fn found(node: &Node) -> String {
+    match &node.value {
+        Value::Scalar(s, _)
+            if !node.is_null()
+                && s.chars().count() <= 40
+                && !s.contains('\n')
+                && !fedvol_common::secrets::looks_secret(s)
+                && fedvol_common::secrets::embedded_secret(s).is_none() =>
+        {
+            format!("{} `{s}`", node.kind_name())
+        }
+        _ => node.kind_name().to_string(),
     }
 }
 

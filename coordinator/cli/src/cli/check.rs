@@ -1,5 +1,6 @@
-//! `fedvol check`: validate inventories and workflows without planning. Every problem in every
-//! file is printed with file:line:column, field and a hint; exit 1 when any file is invalid.
+//! `fedvol check`: validate inventories and workflows without planning (files, or directories
+//! of them). Every problem in every file is printed with file:line:column, field and a hint;
+//! exit 1 when any file is invalid.
 //! With `--values`, each template among the files is rendered and its rendered text checked.
 
 use std::path::{Path, PathBuf};
@@ -14,8 +15,9 @@ use super::{EXIT_BAD_INPUT, EXIT_OK, label, print_diagnostics, print_notices};
 /// Arguments of `fedvol check`.
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
-    /// Files to check: cluster inventories, Fuzzfiles, Kubernetes storage manifests.
-    #[arg(required = true, value_name = "FILE")]
+    /// Files to check: cluster inventories, Fuzzfiles, Kubernetes storage manifests; a
+    /// directory checks each of its *.yaml, *.yml and *.json files (not its subdirectories).
+    #[arg(required = true, value_name = "FILE|DIR")]
     pub files: Vec<PathBuf>,
     /// Values files for the catalog templates among the files.
     #[command(flatten)]
@@ -129,10 +131,15 @@ fn check_one(p: &Path, values: &[PathBuf]) -> bool {
     }
 }
 
-/// Runs `fedvol check`; returns 0 when every file is valid, else 1.
+/// Runs `fedvol check`; returns 0 when every file is valid, else 1. A directory stands for its
+/// files ([`super::inputs::files_in`]); one that holds none is an error.
 pub fn run(a: &CheckArgs) -> u8 {
-    let mut ok = true;
-    for p in &a.files {
+    let (files, errors) = super::inputs::expand(&a.files);
+    let mut ok = errors.is_empty();
+    for e in &errors {
+        eprintln!("error: {e}");
+    }
+    for p in &files {
         ok &= check_one(p, &a.values.values);
     }
     if ok { EXIT_OK } else { EXIT_BAD_INPUT }

@@ -223,10 +223,11 @@ fn print_banner(a: &DevArgs, fed: &DevFederation, context: &std::io::Result<supe
             examples.clusters.parent().unwrap_or(&examples.clusters).display()
         );
     }
-    println!("\ntry, in another terminal:");
+    // One user throughout, as in the README: a decision may be completed only by its owner.
+    println!("\ntry, in another terminal (as user alice, in group researchers):");
     println!("  fedvol clusters");
     println!(
-        "  fedvol submit {}",
+        "  fedvol submit -u alice -g researchers {}",
         examples.workflows.join("scratch-fast.yaml").display()
     );
     println!("  fedvol decisions list");
@@ -238,7 +239,7 @@ fn print_banner(a: &DevArgs, fed: &DevFederation, context: &std::io::Result<supe
         Some(c) => println!("  fedvol why-not <ID> --cluster {c}   # why {c} lost"),
         None => {}
     }
-    println!("  fedvol complete <ID>");
+    println!("  fedvol complete -u alice <ID>");
     if let Some(conf) = fed.slurm_conf() {
         println!(
             "\nSlurm ({}'s zones and hosts, read every second; it runs the jobs committed there):",
@@ -248,7 +249,10 @@ fn print_banner(a: &DevArgs, fed: &DevFederation, context: &std::io::Result<supe
         println!("  sinfo; scontrol show node");
         println!("  scontrol update nodename=n2 state=drain reason=try   # n2 leaves the next plan");
         println!("  sbatch -w n1 -c 2 --mem=1000 --wrap 'sleep 300'     # n1's free capacity shrinks");
-        println!("  fedvol submit --follow {}", examples.slurm_workflow.display());
+        println!(
+            "  fedvol submit -u alice -g researchers --follow {}",
+            examples.slurm_workflow.display()
+        );
         println!("  # committed, its job pending, running, then completed (about 10 s)");
         if let Some(out) = fed.slurm_jobs_output() {
             println!("  ls {}   # the jobs' output", out.display());

@@ -421,14 +421,23 @@ fn ago(ms: u64) -> String {
     crate::render::layout::age(now_ms().saturating_sub(ms))
 }
 
-/// The table view of a stored decision: state, attempts, then the decision itself; `all`:
-/// every cluster in full however many (`-o wide`, [`crate::render::outcomes`]).
+/// The table view of a stored decision: state and, for a workflow whose jobs failed, why;
+/// the decision itself, attempts and jobs; `all`: every cluster in full however many (`-o
+/// wide`, [`crate::render::outcomes`]).
 pub fn stored_table(s: &StoredDecision, all: bool) -> String {
     let mut out = format!(
         "state: {}{}\n",
         crate::render::words::state(s.state),
         if s.dry_run { " (dry run)" } else { "" }
     );
+    // Why the workflow failed comes first, before the plan that led to it.
+    if let Some(f) = &s.run_failure {
+        out.push_str(&crate::render::layout::para(
+            "workflow failed: ",
+            "  ",
+            &fedvol_common::limits::printable(f),
+        ));
+    }
     let label = if s.state == DecisionState::Queued {
         "waiting: "
     } else {
@@ -446,13 +455,6 @@ pub fn stored_table(s: &StoredDecision, all: bool) -> String {
         for j in s.jobs() {
             out.push_str(&crate::render::layout::para("  ", "    ", &job_line(j)));
         }
-    }
-    if let Some(f) = &s.run_failure {
-        out.push_str(&crate::render::layout::para(
-            "workflow failed: ",
-            "  ",
-            &fedvol_common::limits::printable(f),
-        ));
     }
     if let Some(c) = &s.completion {
         out.push_str(&format!("completed: {}\n", outcome_line(c)));
@@ -1056,13 +1058,17 @@ async fn watch(client: &Client, o: Output) -> u8 {
     // The state each decision was last seen in, to say what changed.
     let mut seen: std::collections::HashMap<String, String> = std::collections::HashMap::new();
     let words = |s| crate::render::words::state(s).to_string();
+    let table_view = matches!(o, Output::Table | Output::Wide);
+    let mut page = WatchPage::default();
     loop {
         let event = feed.next(client).await;
         if event.is_ok() {
             failing = false;
         }
         match event {
-            Ok(FeedEvent::Put { key, summary, .. }) => {
+            Ok(FeedEvent::Put {
+                key, summary, clusters, ..
+            }) => {
                 let at = crate::render::words::utc(summary.updated_ms);
                 let state = words(summary.state);
                 let change = match seen.insert(key.clone(), state.clone()) {
@@ -1074,45 +1080,68 @@ async fn watch(client: &Client, o: Output) -> u8 {
                 let cluster = fedvol_common::limits::printable(summary.chosen_cluster.as_deref().unwrap_or("none"));
                 let cluster = cluster.as_str();
                 let dry = if summary.dry_run { " (dry run)" } else { "" };
+                let why = watch_reason(&summary, &clusters);
                 match o {
                     Output::Json | Output::Yaml => println!(
                         "{}",
                         serde_json::json!({
                             "time": at, "request_id": key, "workflow": workflow, "state": state,
                             "dry_run": summary.dry_run, "chosen_cluster": summary.chosen_cluster,
-                            "change": change, "jobs": summary.jobs,
+                            "change": change, "jobs": summary.jobs, "reason": why,
                         })
                     ),
                     Output::Wide => println!("{at}  {key}  {workflow}  {state}{dry}  cluster {cluster}  ({change})"),
-                    // What changed first, then the id (whole while it fits, else its unique
-                    // start among every id seen) and the names: at most the terminal's width.
+                    // Aligned columns: the time of day (the date on a line of its own when it
+                    // changes), what changed, the cluster, then the request id, whole.
                     Output::Table => {
                         let what = match change.as_str() {
-                            "new" | "updated" => format!("{change} {state}{dry}"),
-                            _ => format!("{change}{dry}"),
+                            "new" | "updated" => format!("{change} {state}"),
+                            _ => change.clone(),
                         };
-                        let known: Vec<&str> = seen.keys().map(String::as_str).chain(feed.pending_ids()).collect();
-                        let fields = WatchLine {
-                            at: &at,
+                        let line = WatchLine {
+                            time: at.split_once('T').map_or(at.as_str(), |(_, t)| t.trim_end_matches('Z')),
                             what: &what,
+                            cluster,
                             id: &key,
                             workflow: &workflow,
-                            cluster,
+                            dry_run: summary.dry_run,
                         };
-                        println!("{}", fields.render(&known, crate::render::layout::width()));
+                        print!("{}", page.heading(&at));
+                        println!("{}", line.render(crate::render::layout::width()));
                     }
+                }
+                if table_view && let Some(why) = &why {
+                    print!(
+                        "{}",
+                        crate::render::layout::para(
+                            "          why: ",
+                            "               ",
+                            &fedvol_common::limits::printable(why)
+                        )
+                    );
                 }
                 // The jobs a cluster runs for it: each with its Slurm id, state, exit code and
                 // times, indented under the decision's line.
-                if matches!(o, Output::Table | Output::Wide) {
+                if table_view {
                     for j in &summary.jobs {
-                        print!("{}", crate::render::layout::para("    ", "      ", &job_line(j)));
+                        print!(
+                            "{}",
+                            crate::render::layout::para("          ", "            ", &job_line(j))
+                        );
                     }
                 }
             }
             Ok(FeedEvent::Unreadable { key, error, .. }) => println!("{key}  (unreadable value: {error})"),
             Ok(FeedEvent::Removed { key, .. }) => {
-                println!("{}  {key}  removed", crate::render::words::utc(now_ms()));
+                let at = crate::render::words::utc(now_ms());
+                match o {
+                    Output::Table => {
+                        let time = at.split_once('T').map_or(at.as_str(), |(_, t)| t.trim_end_matches('Z'));
+                        print!("{}", page.heading(&at));
+                        println!("{time}  {:<WATCH_WHAT$}  {:<WATCH_CLUSTER$}  {key}", "removed", "-");
+                    }
+                    _ => println!("{at}  {key}  removed"),
+                }
                 seen.remove(&key);
             }
             Err(e) => {
@@ -1126,98 +1155,182 @@ async fn watch(client: &Client, o: Output) -> u8 {
     }
 }
 
-/// One line of `fedvol decisions watch` (table view).
+/// Why a decision shown by `decisions watch` failed or waits: its summary's `reason` (failed
+/// jobs, a refusal, a failed commit), else, for a failed decision no cluster took, what its
+/// clusters answered; `None` for any other.
+fn watch_reason(s: &api::DecisionSummary, clusters: &api::ClusterCounts) -> Option<String> {
+    if let Some(r) = &s.reason {
+        return Some(r.clone());
+    }
+    if s.state != DecisionState::Failed || s.chosen_cluster.is_some() {
+        return None;
+    }
+    let silent = clusters.asked.saturating_sub(clusters.answered);
+    let mut text = format!(
+        "no cluster can place it: {} of {} answered, {} could place it",
+        clusters.answered, clusters.asked, clusters.feasible
+    );
+    if silent > 0 {
+        text.push_str(&format!(
+            "; {silent} did not answer (`fedvol decisions show ID` says which)"
+        ));
+    }
+    Some(text)
+}
+
+/// Width of `decisions watch`'s CHANGE column (`committed → completed` and its like).
+const WATCH_WHAT: usize = 22;
+/// Width of `decisions watch`'s CLUSTER column; a longer name is cut with `…` (`-o wide` has it
+/// whole).
+const WATCH_CLUSTER: usize = 12;
+
+/// The lines `decisions watch` prints above its rows: the column names once, then the date
+/// (UTC) whenever it differs from the row before's.
+#[derive(Default)]
+struct WatchPage {
+    started: bool,
+    date: String,
+}
+
+impl WatchPage {
+    /// What comes before a row stamped `at` (RFC 3339, UTC): nothing, or the header and/or the
+    /// date line.
+    fn heading(&mut self, at: &str) -> String {
+        let mut out = String::new();
+        if !self.started {
+            self.started = true;
+            out.push_str(&format!(
+                "{:<8}  {:<WATCH_WHAT$}  {:<WATCH_CLUSTER$}  REQUEST ID\n",
+                "TIME", "CHANGE", "CLUSTER"
+            ));
+        }
+        let date = at.split_once('T').map_or("", |(d, _)| d);
+        if date != self.date {
+            self.date = date.to_string();
+            out.push_str(&format!("{date} (UTC)\n"));
+        }
+        out
+    }
+}
+
+/// One row of `fedvol decisions watch` (table view).
 struct WatchLine<'a> {
-    at: &'a str,
+    /// The time of day, `HH:MM:SS` (UTC).
+    time: &'a str,
     what: &'a str,
+    cluster: &'a str,
     id: &'a str,
     workflow: &'a str,
-    cluster: &'a str,
+    dry_run: bool,
 }
 
 impl WatchLine<'_> {
-    /// The line in at most `width` columns: the id whole while it fits, else its shortest
-    /// start no other of `known` shares; then the workflow and cluster names cut with `…`
-    /// only when even that does not fit.
-    fn render(&self, known: &[&str], width: usize) -> String {
+    /// The row: time, what changed and cluster in columns of fixed width (cut with `…`), then
+    /// the request id whole (ids stay copyable and unambiguous whatever is stored later), then
+    /// `(dry run)` and, when the id does not start with it, the workflow's name, cut to fit
+    /// `width` (left out where not even 8 characters of it fit).
+    fn render(&self, width: usize) -> String {
         use crate::render::layout::truncate;
-        let what = truncate(self.what, 22);
-        let line = |id: &str, workflow: &str, cluster: &str, pad: usize| {
-            format!("{}  {what:<22}  {id:<22}  {workflow:<pad$}  {cluster}", self.at)
-                .trim_end()
-                .to_string()
-        };
-        let long = line(self.id, self.workflow, self.cluster, 14);
-        if long.chars().count() <= width {
-            return long;
+        let mut line = format!(
+            "{:<8}  {:<WATCH_WHAT$}  {:<WATCH_CLUSTER$}  {}",
+            self.time,
+            truncate(self.what, WATCH_WHAT),
+            truncate(self.cluster, WATCH_CLUSTER),
+            self.id
+        );
+        if self.dry_run {
+            line.push_str("  (dry run)");
         }
-        let id = crate::render::ids::unique_prefixes(&[self.id], known)[0];
-        let short = line(id, self.workflow, self.cluster, 14);
-        // The room the line leaves, and the padding of a start shorter than its column.
-        let room = width.saturating_sub(short.chars().count()) + 22usize.saturating_sub(id.chars().count());
-        if short.chars().count() <= width {
-            // The unique start, widened to use that room.
-            let n = id.chars().count() + room;
-            let id: String = self.id.chars().take(n).collect();
-            return line(&id, self.workflow, self.cluster, 14);
+        // Request ids made by fedvol start with the workflow's name; a chosen one may not.
+        let stem = fedvol_proto::coordinator::request_id_for(self.workflow, "");
+        if !self.id.starts_with(stem.trim_end_matches('-')) || stem.is_empty() {
+            // Only where it fits (at least 8 characters of it, or all of a shorter name): the
+            // id is never pushed past the width for it (`-o wide` has every name).
+            let room = width.saturating_sub(line.chars().count() + "  workflow ".len());
+            if room >= self.workflow.chars().count().min(8) {
+                line.push_str(&format!("  workflow {}", truncate(self.workflow, room)));
+            }
         }
-        // Names give way: the workflow down to 8 characters, then the cluster down to 6.
-        let bare = line(id, self.workflow, self.cluster, 0);
-        let over = bare.chars().count().saturating_sub(width);
-        let wf_len = self.workflow.chars().count();
-        let wf_room = wf_len.saturating_sub(over).max(8.min(wf_len));
-        let over = over.saturating_sub(wf_len - wf_room);
-        let cl_len = self.cluster.chars().count();
-        let cl_room = cl_len.saturating_sub(over).max(6.min(cl_len));
-        line(
-            id,
-            &truncate(self.workflow, wf_room),
-            &truncate(self.cluster, cl_room),
-            0,
-        )
+        line
     }
 }
 
 #[cfg(test)]
 mod watch_tests {
-    use super::WatchLine;
+    use super::{WatchLine, WatchPage};
 
+    /// Rows of `decisions watch` line up whatever their ids and names, and every id is shown
+    /// whole: a start that is unique now may be shared by a later id.
     #[test]
-    fn a_watch_line_keeps_the_id_whole_while_it_fits_and_else_a_unique_start() {
-        let l = WatchLine {
-            at: "2026-11-25T23:00:00Z",
-            what: "new committed",
-            id: "gpu-soft-constraints-vsmvA1b2c3d4e5f6g7h8",
-            workflow: "gpu-soft-constraints",
-            cluster: "cluster-a",
+    fn watch_rows_are_aligned_and_keep_every_id_whole() {
+        let row = |what: &'static str, cluster: &'static str, id: &'static str, workflow: &'static str| WatchLine {
+            time: "23:00:00",
+            what,
+            cluster,
+            id,
+            workflow,
+            dry_run: false,
         };
-        let known = [
-            "gpu-soft-constraints-vsmvA1b2c3d4e5f6g7h8",
-            "gpu-soft-constraints-vsmvZ9",
+        let rows = [
+            row(
+                "new committed",
+                "cluster-a",
+                "gpu-soft-constraints-vsmvA1b2c3d4e5f6g7h8",
+                "gpu-soft-constraints",
+            ),
+            row(
+                "committed → completed",
+                "cluster-b",
+                "mpi-spread-ppQ8KANJ8stpBDwKaaaaa",
+                "mpi-spread",
+            ),
+            row("new failed", "none", "x-1", "train"),
+            row(
+                "new committed",
+                "a-cluster-with-a-long-name",
+                "scratch-fast-Q",
+                "scratch-fast",
+            ),
         ];
-        let wide = l.render(&known, 200);
-        assert!(wide.contains(l.id), "{wide}");
-        let narrow = l.render(&known, 100);
-        assert!(narrow.chars().count() <= 100, "{narrow}");
-        assert!(narrow.contains("gpu-soft-constraints-vsmvA "), "{narrow}");
-        // A short unique start is widened into the room its column's padding leaves.
-        let l2 = WatchLine {
-            id: "training-data-4kvmsJODOuajRabcdefghijkl",
-            workflow: "training-data",
-            cluster: "cluster-c",
-            ..l
-        };
-        let line = l2.render(&known, 100);
+        let lines: Vec<String> = rows.iter().map(|r| r.render(100)).collect();
+        let at = |l: &str, id: &str| l.find(id).map(|i| l[..i].chars().count());
+        let col = at(&lines[0], rows[0].id).unwrap();
+        for (l, r) in lines.iter().zip(&rows) {
+            assert_eq!(
+                at(l, r.id),
+                Some(col),
+                "the id column is aligned:\n{}",
+                lines.join("\n")
+            );
+            assert!(l.chars().count() <= 100, "{l}");
+        }
         assert!(
-            line.chars().count() <= 100 && line.contains("training-data-4kvmsJODO"),
-            "{line}"
+            lines[1].contains("committed → completed") && lines[1].contains(" cluster-b "),
+            "{}",
+            lines[1]
         );
-        // Narrower than the fields allow: names are cut, never the id.
-        let tight = l.render(&known, 80);
+        assert!(lines[3].contains("a-cluster-w…"), "{}", lines[3]);
+        // An id that does not name its workflow is followed by the workflow's name, where it fits.
+        assert!(lines[2].ends_with("x-1  workflow train"), "{}", lines[2]);
+        let long = row(
+            "new committed",
+            "big",
+            "a-rather-long-request-id-for-the-prefix-test-0001",
+            "wf",
+        )
+        .render(100);
+        assert!(long.ends_with("-0001"), "{long}");
+        assert!(!lines[0].contains("workflow gpu"), "{}", lines[0]);
+        let mut page = WatchPage::default();
+        let first = page.heading("2026-11-25T23:00:00Z");
         assert!(
-            tight.contains("gpu-soft-constraints-vsmvA ") && tight.contains("gpu-sof…"),
-            "{tight}"
+            first.starts_with("TIME      CHANGE") && first.ends_with("2026-11-25 (UTC)\n"),
+            "{first}"
         );
+        assert_eq!(page.heading("2026-11-25T23:59:59Z"), "");
+        assert_eq!(page.heading("2026-11-26T00:00:01Z"), "2026-11-26 (UTC)\n");
+        let header = first.lines().next().unwrap();
+        assert_eq!(header.find("REQUEST ID"), Some(col), "{header}\n{}", lines[0]);
     }
 }
 
@@ -1271,6 +1384,12 @@ pub fn complete(a: &IdArgs, cancel: bool) -> u8 {
             whole: None,
         };
         let answer = client.call::<api::Complete>(&msg).await.map(as_submit_reply);
+        let not_owner = matches!(&answer, Ok(SubmitReply { error: Some(e), .. }) if e.code == Code::NotOwner);
+        let hint = if not_owner {
+            owner_hint(&client, &id, if cancel { "cancel" } else { "complete" }).await
+        } else {
+            String::new()
+        };
         // Completed (or found failed): no plain submit is to resume it.
         if let Ok(r) = &answer
             && r.stored
@@ -1303,6 +1422,7 @@ pub fn complete(a: &IdArgs, cancel: bool) -> u8 {
                         )
                     )
                 );
+                eprint!("{hint}");
                 EXIT_BAD_INPUT
             }
             // The table view says what completing did; `decisions show` has the decision.
@@ -1313,10 +1433,33 @@ pub fn complete(a: &IdArgs, cancel: bool) -> u8 {
                 }
                 None => show_stored(&r, a.output.output, &format!("complete {id}")).map_or_else(|c| c, |_| EXIT_OK),
             },
-            Ok(r) => show_stored(&r, a.output.output, &format!("complete {id}")).map_or_else(|c| c, |_| EXIT_OK),
+            Ok(r) => {
+                let code = show_stored(&r, a.output.output, &format!("complete {id}")).map_or_else(|c| c, |_| EXIT_OK);
+                eprint!("{hint}");
+                code
+            }
             Err(e) => fail(&e),
         }
     })
+}
+
+/// The line after a `not_owner` refusal of `fedvol <verb> ID`: the command that runs as the
+/// decision's owner (`hint: run it as its owner: fedvol complete -u alice ID`), the owner read
+/// from the decision (anyone may read one); a generic `-u OWNER` when it cannot be.
+async fn owner_hint(client: &Client, id: &str, verb: &str) -> String {
+    let owner = match get(client, id).await {
+        Ok(SubmitReply { stored: Some(s), .. }) if !s.request.user.is_empty() => Some(s.request.user),
+        _ => None,
+    };
+    // The command stays on one line to be copied (the refusal above names the owner).
+    let text = match owner {
+        Some(u) => format!(
+            "run it as its owner: fedvol {verb} -u {} {id}",
+            fedvol_common::limits::printable(&u)
+        ),
+        None => format!("run it as the user who submitted it: fedvol {verb} -u OWNER {id}"),
+    };
+    crate::render::layout::para("hint: ", "  ", &text)
 }
 
 /// `fedvol clusters [show C]`.

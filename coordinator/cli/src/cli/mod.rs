@@ -9,6 +9,7 @@ pub mod context;
 pub mod dev;
 pub mod explain;
 pub mod federation;
+pub mod inputs;
 pub mod net;
 pub mod pending;
 pub mod plan;

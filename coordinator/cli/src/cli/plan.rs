@@ -14,8 +14,11 @@ use crate::render::{Output, table, yaml};
 /// Arguments of `fedvol plan`.
 #[derive(Debug, clap::Args)]
 pub struct PlanArgs {
-    /// A cluster inventory (repeat once per cluster). Kubernetes StorageClass/PV files work too.
-    #[arg(short = 'i', long = "inventory", required = true, value_name = "FILE")]
+    /// Cluster inventories, one per cluster: several after one flag (`-i a.yaml b.yaml`), the
+    /// flag repeated, or a directory (its inventories, as `fedvol dev --clusters DIR` takes
+    /// them). Kubernetes StorageClass/PV files work too, named one by one. When no WORKFLOW
+    /// follows, the last file given here is the workflow.
+    #[arg(short = 'i', long = "inventory", required = true, num_args = 1.., value_name = "FILE|DIR")]
     pub inventories: Vec<PathBuf>,
     /// The user the plan is for (provisioner access policies name users and groups).
     #[arg(short = 'u', long, env = "FEDVOL_USER", default_value = "anonymous")]
@@ -46,19 +49,52 @@ pub struct PlanArgs {
     #[command(flatten)]
     pub values: super::template::ValuesArgs,
     /// The workflow: a Fuzzfile (v1 or v4), a file of Kubernetes PersistentVolumeClaims, or a
-    /// catalog template with `--values`.
+    /// catalog template with `--values` (default: the last file after `-i`).
     #[arg(value_name = "WORKFLOW")]
-    pub workflow: PathBuf,
+    pub workflow: Option<PathBuf>,
+}
+
+impl PlanArgs {
+    /// The inventory paths and the workflow: `workflow` when given, else the last path after
+    /// `-i` (`fedvol plan -i a.yaml b.yaml wf.yaml`), which must then be a file.
+    ///
+    /// Errors: a usage line when no workflow is left (only inventories given).
+    pub fn files(&self) -> Result<(Vec<PathBuf>, PathBuf), String> {
+        let mut inventories = self.inventories.clone();
+        let workflow = match &self.workflow {
+            Some(w) => w.clone(),
+            None if inventories.len() >= 2 && !inventories.last().is_some_and(|p| p.is_dir()) => {
+                inventories.pop().unwrap_or_default()
+            }
+            None => {
+                return Err(
+                    "no workflow given: fedvol plan -i INVENTORY|DIR... WORKFLOW (the workflow last)".to_string(),
+                );
+            }
+        };
+        Ok((inventories, workflow))
+    }
 }
 
 /// Runs `fedvol plan` as `a.user`; returns 0 when a cluster was chosen, 2 when none fits, 1 on
 /// bad input.
 pub fn run(a: &PlanArgs) -> u8 {
     let user = a.user.as_str();
-    let mut bad = false;
+    let (paths, workflow_path) = match a.files() {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return super::EXIT_USAGE;
+        }
+    };
+    let (paths, errors) = super::inputs::inventories(&paths);
+    let mut bad = !errors.is_empty();
+    for e in &errors {
+        eprintln!("error: {e}");
+    }
     let mut inventories = Vec::new();
     let mut names = BTreeSet::new();
-    for p in &a.inventories {
+    for p in &paths {
         match load_inventory(p) {
             Ok(l) => {
                 print_notices(&l.notices);
@@ -78,7 +114,7 @@ pub fn run(a: &PlanArgs) -> u8 {
             }
         }
     }
-    let input = super::template::load_workflow_input(&a.workflow, &a.values.values);
+    let input = super::template::load_workflow_input(&workflow_path, &a.values.values);
     let (Some(input), false) = (input, bad) else {
         return EXIT_BAD_INPUT;
     };

@@ -322,6 +322,7 @@ mod tests {
                 updated_ms: 1,
                 user: user.into(),
                 dry_run: false,
+                reason: None,
             },
             user: user.into(),
             dry_run: false,

@@ -257,6 +257,46 @@ fn jobs_run_by_slurm_are_shown_with_their_states() {
     assert!(page.contains(">cancelled<"), "{page}");
 }
 
+/// Why a workflow failed comes first wherever its decision is shown: in the first lines of
+/// `decisions show` (not after the clusters, volumes, jobs and attempts) and among the decision
+/// page's facts, before its clusters and funnel.
+#[test]
+fn a_failed_workflows_reason_comes_first_in_show_and_on_the_page() {
+    use fedvol_proto::batch::{BatchJob, JobState};
+    let mut s = stored("train", "alice");
+    s.state = DecisionState::Failed;
+    let jobs = vec![BatchJob {
+        job: "prep".into(),
+        id: "41".into(),
+        state: JobState::Failed,
+        exit_code: Some(3),
+        signal: None,
+        reason: None,
+        submitted_ms: 1_700_000_000_000,
+        started_ms: Some(1_700_000_001_000),
+        ended_ms: Some(1_700_000_005_000),
+    }];
+    s.run_failure = fedvol_proto::batch::failure(&jobs);
+    let why = "job `prep` (Slurm job 41) ended failed with exit code 3";
+    let text = crate::cli::federation::stored_table(&s, false);
+    let line = text
+        .lines()
+        .position(|l| l.contains(why))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line < 3,
+        "the reason is on line {} of {}:\n{text}",
+        line + 1,
+        text.lines().count()
+    );
+    assert_eq!(text.matches(why).count(), 1, "said once: {text}");
+    let page = pages::decision::body("r1", &s, None).into_string();
+    let at = page.find(why).unwrap_or_else(|| panic!("{page}"));
+    let clusters = page.find("<h2>Clusters</h2>").unwrap_or_else(|| panic!("{page}"));
+    assert!(at < clusters, "the reason is after the clusters: {page}");
+    assert_eq!(page.matches(why).count(), 1, "said once: {page}");
+}
+
 /// A summarized cluster's card links to its whole answer (`?whole=`); asked, and still a
 /// summary, it says its agent keeps the whole answer no longer.
 #[test]

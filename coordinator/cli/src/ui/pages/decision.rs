@@ -166,9 +166,6 @@ fn attempts(s: &StoredDecision) -> Markup {
                 }
             }
         }
-        @if let Some(f) = &s.run_failure {
-            p { (badge("failed", Kind::Bad)) " " (fedvol_common::limits::printable(f)) }
-        }
         @if let Some(c) = &s.completion {
             p { "Completed: "
                 @if c.volumes.is_empty() { "nothing to reclaim" }
@@ -235,6 +232,10 @@ pub fn body_with(key: &str, s: &StoredDecision, problem: Option<&str>, whole: Op
                         div { "commit on " strong { (r.candidate) } ": " (messages(&r.reasons)) }
                     }
                 }
+            }
+            @if let Some(f) = &s.run_failure {
+                dt { "Failed because" }
+                dd #run-failure { (badge("failed", Kind::Bad)) " " (fedvol_common::limits::printable(f)) }
             }
             @if let Some(r) = &d.refused {
                 dt { @if s.state == fedvol_proto::decisions::DecisionState::Queued { "Waiting" } @else { "Refused" } } dd #refused { (r.message) " " span.mono { "(" (r.code) ")" } }
