@@ -1047,11 +1047,25 @@ async fn watch(client: &Client, o: Output) -> u8 {
     // The latest revision of every decision first, then every change as it happens, asked of
     // the coordinators (`changes`). The first answer must come; later failures (a coordinator
     // or NATS restarting) are said once and asked again.
+    // A coordinator too busy to take the watch (`overloaded`) is ridden out: asked again after
+    // a growing pause, saying so.
     let mut feed = DecisionFeed::new();
-    if let Err(e) = feed.fill(client).await {
-        eprintln!("error: {e}");
-        return EXIT_BAD_INPUT;
+    let mut backoff = crate::feed::Backoff::new();
+    loop {
+        match feed.fill(client).await {
+            Ok(()) => break,
+            Err(e) if e.is_overloaded() => {
+                let pause = backoff.next_pause();
+                eprintln!("note: {}; asking again in {:.1}s", busy(&e), pause.as_secs_f64());
+                tokio::time::sleep(pause).await;
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return EXIT_BAD_INPUT;
+            }
+        }
     }
+    backoff.reset();
     let mut failing = false;
     // The state each decision was last seen in, to say what changed.
     let mut seen: std::collections::HashMap<String, String> = std::collections::HashMap::new();
@@ -1060,6 +1074,7 @@ async fn watch(client: &Client, o: Output) -> u8 {
         let event = feed.next(client).await;
         if event.is_ok() {
             failing = false;
+            backoff.reset();
         }
         match event {
             Ok(FeedEvent::Put { key, summary, .. }) => {
@@ -1115,6 +1130,11 @@ async fn watch(client: &Client, o: Output) -> u8 {
                 println!("{}  {key}  removed", crate::render::words::utc(now_ms()));
                 seen.remove(&key);
             }
+            Err(e) if e.is_overloaded() => {
+                let pause = backoff.next_pause();
+                eprintln!("note: {}; asking again in {:.1}s", busy(&e), pause.as_secs_f64());
+                tokio::time::sleep(pause).await;
+            }
             Err(e) => {
                 if !failing {
                     eprintln!("note: {e}; asking again every second");
@@ -1123,6 +1143,15 @@ async fn watch(client: &Client, o: Output) -> u8 {
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
             }
         }
+    }
+}
+
+/// What a watch refused `overloaded` tells its user: the coordinator's reason, without the
+/// failure's framing.
+fn busy(e: &crate::feed::FeedError) -> String {
+    match e {
+        crate::feed::FeedError::Refused { message, .. } => format!("the coordinator is busy ({message})"),
+        other => other.to_string(),
     }
 }
 
