@@ -27,6 +27,8 @@
 //! - [`policy`]: quotas, priority classes and the queue's bounds; [`quota`]: the
 //!   usage ledgers in the bucket, admission by compare-and-set; [`queue`]: submits that wait
 //!   for capacity, placed by priority then age when room frees.
+//! - [`retention`]: final decisions removed after `decisionRetentionMs`, and the per-user cap
+//!   on stored decisions.
 //! - [`metrics`]: what `/metrics` shows (`metricsListen`; the server is `fedvol_obs`).
 //!
 //! Several coordinators may run at once: requests arrive in queue group `coordinator`, and
@@ -54,6 +56,7 @@ pub mod registry;
 pub mod replay;
 pub mod replies;
 pub mod restore;
+pub mod retention;
 pub mod run;
 mod serving;
 pub mod store;
