@@ -1056,7 +1056,7 @@ async fn watch(client: &Client, o: Output) -> u8 {
             Ok(()) => break,
             Err(e) if e.is_overloaded() => {
                 let pause = backoff.next_pause();
-                eprintln!("note: {}; asking again in {:.1}s", busy(&e), pause.as_secs_f64());
+                eprint!("{}", busy(&e, pause));
                 tokio::time::sleep(pause).await;
             }
             Err(e) => {
@@ -1132,7 +1132,7 @@ async fn watch(client: &Client, o: Output) -> u8 {
             }
             Err(e) if e.is_overloaded() => {
                 let pause = backoff.next_pause();
-                eprintln!("note: {}; asking again in {:.1}s", busy(&e), pause.as_secs_f64());
+                eprint!("{}", busy(&e, pause));
                 tokio::time::sleep(pause).await;
             }
             Err(e) => {
@@ -1146,13 +1146,18 @@ async fn watch(client: &Client, o: Output) -> u8 {
     }
 }
 
-/// What a watch refused `overloaded` tells its user: the coordinator's reason, without the
-/// failure's framing.
-fn busy(e: &crate::feed::FeedError) -> String {
-    match e {
+/// What a watch refused `overloaded` tells its user on stderr: the coordinator's reason
+/// (without the failure's framing) and when it asks again, wrapped to the terminal's width.
+fn busy(e: &crate::feed::FeedError, pause: std::time::Duration) -> String {
+    let why = match e {
         crate::feed::FeedError::Refused { message, .. } => format!("the coordinator is busy ({message})"),
         other => other.to_string(),
-    }
+    };
+    crate::render::layout::para(
+        "note: ",
+        "  ",
+        &format!("{why}; asking again in {:.1}s", pause.as_secs_f64()),
+    )
 }
 
 /// One line of `fedvol decisions watch` (table view).
