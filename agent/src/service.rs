@@ -130,6 +130,9 @@ pub async fn serve(
     shared: Arc<Shared>,
 ) -> Result<(), async_nats::Error> {
     use async_nats::service::ServiceExt;
+    shared
+        .max_payload
+        .store(client.max_payload(), std::sync::atomic::Ordering::Relaxed);
     let cluster = shared.cluster.clone();
     let service = client
         .service_builder()

@@ -42,6 +42,9 @@ pub struct Shared {
     pub batch: Option<Arc<crate::slurm::SlurmConfig>>,
     /// The whole answers of plans answered with their summary, for the `answer` operation.
     pub answers: crate::answers::Answers,
+    /// The NATS server's `max_payload`, bytes, once connected (answers that grow with
+    /// commits, `inventory`'s, are cut to fit it).
+    pub max_payload: std::sync::atomic::AtomicUsize,
 }
 
 impl Shared {
@@ -62,6 +65,7 @@ impl Shared {
             restore: crate::restore_gate::RestoreGate::open(),
             batch: None,
             answers: Default::default(),
+            max_payload: std::sync::atomic::AtomicUsize::new(fedvol_proto::DEFAULT_MAX_BODY_BYTES),
         }
     }
 

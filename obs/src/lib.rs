@@ -15,6 +15,8 @@
 //!   ENVIRONMENT, EXIT STATUS and EXAMPLES sections clap does not know (all three programs).
 //! - [`logs`]: [`logs::escaped_fields`], text log lines whose fields (user input among them)
 //!   are escaped, so no value forges a line or drives a terminal.
+//! - [`throttle`]: [`throttle::Throttle`], repeated log lines rate-limited per key (one line per
+//!   key and interval, with the count of those kept quiet).
 //! - [`server`]: [`serve`], the HTTP server of `/metrics`, `/healthz` and `/readyz` on the
 //!   configured listen address; [`parse_listen`] for the `metricsListen` key and flag.
 //!
@@ -36,6 +38,7 @@ pub mod ready;
 pub mod registry;
 pub mod requests;
 pub mod server;
+pub mod throttle;
 
 pub use nats::NatsCollector;
 pub use ready::Readiness;

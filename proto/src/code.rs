@@ -120,6 +120,10 @@ codes! {
     QueueFull = "queue_full",
     /// Coordinator: a queued decision waited `queue.maxWaitMs` without room.
     QueueTimeout = "queue_timeout",
+    /// Coordinator: the user has `maxDecisionsPerUser` decisions stored and no quota applies
+    /// to the submit; nothing was stored. Final decisions leave the store after
+    /// `decisionRetentionMs`.
+    TooManyDecisions = "too_many_decisions",
 }
 
 impl Code {

@@ -1,6 +1,8 @@
 //! Inventory: the effective inventory (files plus fedvol's changes) and the status. Driver
 //! parameter values are shown only for known non-secret keys and secret references
-//! ([`fedvol_common::secrets::shown_value`]); every other value reads `<redacted>`.
+//! ([`fedvol_common::secrets::shown_value`]); every other value reads `<redacted>`. Past the
+//! NATS server's `max_payload` (thousands of commits), the lists that grow with commits are cut
+//! and counted ([`InventoryReply::fit`]), so the answer always arrives.
 
 use std::sync::Arc;
 
@@ -20,9 +22,21 @@ pub async fn handle(shared: Arc<Shared>, _: NoArgs) -> Option<Result<InventoryRe
             }
         }
     }
-    Some(Ok(InventoryReply {
+    let mut reply = InventoryReply {
         cluster: shared.cluster.clone(),
         inventory,
         status: core.status(),
-    }))
+        cut: None,
+    };
+    drop(core);
+    let max_payload = shared.max_payload.load(std::sync::atomic::Ordering::Relaxed);
+    if reply.fit(max_payload.saturating_sub(fedvol_proto::agent::INVENTORY_ENVELOPE_BYTES)) {
+        tracing::info!(
+            committed = reply.totals().committed,
+            kept = reply.status.committed.len(),
+            max_payload,
+            "inventory answer cut to fit max_payload"
+        );
+    }
+    Some(Ok(reply))
 }

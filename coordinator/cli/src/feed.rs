@@ -36,6 +36,57 @@ pub enum FeedError {
     },
 }
 
+impl FeedError {
+    /// True when a coordinator refused the query for its load (`overloaded`: its watch pool,
+    /// the user's `maxInFlightPerUser`, or the user's read budget): nothing is wrong with the
+    /// query, ask again after a pause ([`Backoff`]).
+    pub fn is_overloaded(&self) -> bool {
+        matches!(self, FeedError::Refused { code, .. } if code == fedvol_proto::Code::Overloaded.as_str())
+    }
+}
+
+/// The pauses between queries refused `overloaded`: 1 s, doubling to 16 s, each with up to a
+/// quarter more drawn at random (so many watchers refused together do not come back together:
+/// exponential backoff with jitter, as the AWS Architecture Blog's "Exponential Backoff And
+/// Jitter" recommends).
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    next: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff::new()
+    }
+}
+
+impl Backoff {
+    /// The first pause.
+    pub const FIRST: Duration = Duration::from_secs(1);
+    /// The longest pause.
+    pub const MOST: Duration = Duration::from_secs(16);
+
+    /// Starts at [`Backoff::FIRST`].
+    pub fn new() -> Backoff {
+        Backoff { next: Self::FIRST }
+    }
+
+    /// The next pause (then doubled, up to [`Backoff::MOST`]).
+    pub fn next_pause(&mut self) -> Duration {
+        let base = self.next;
+        self.next = (self.next * 2).min(Self::MOST);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        base + base.mul_f64(f64::from(nanos % 1000) / 4000.0)
+    }
+
+    /// Starts again at [`Backoff::FIRST`] (a query was answered).
+    pub fn reset(&mut self) {
+        self.next = Self::FIRST;
+    }
+}
+
 /// One change of the bucket.
 #[derive(Debug)]
 pub enum FeedEvent {

@@ -53,6 +53,16 @@ struct Inner {
     seen: u64,
     /// Whether the watch runs.
     running: bool,
+    /// User → decisions stored under their name (the per-user cap, `daemon::retention`).
+    per_user: HashMap<String, usize>,
+}
+
+/// The user a change stores a decision of, if it does.
+fn owner(c: &DecisionChange) -> Option<&str> {
+    match &c.change {
+        ChangeKind::Put { summary, .. } => Some(summary.user.as_str()),
+        _ => None,
+    }
 }
 
 /// The latest change of every decision, kept from the coordinator's watch of the bucket.
@@ -112,7 +122,18 @@ impl DecisionIndex {
                     .is_none_or(|old| old.revision < c.revision)
             {
                 inner.last_change = inner.last_change.max(c.revision);
-                inner.decisions.insert(c.request_id.clone(), c);
+                if let Some(user) = owner(&c) {
+                    *inner.per_user.entry(user.to_string()).or_default() += 1;
+                }
+                if let Some(old) = inner.decisions.insert(c.request_id.clone(), c)
+                    && let Some(user) = owner(&old)
+                    && let Some(n) = inner.per_user.get_mut(user)
+                {
+                    *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        inner.per_user.remove(user);
+                    }
+                }
                 decision_changed = true;
             }
             (inner.last_change, inner.seen, decision_changed)
@@ -135,6 +156,11 @@ impl DecisionIndex {
     /// The decisions changed after `after`, oldest change first, cut to `budget` bytes of
     /// encoded changes and [`MAX_CHANGES_PER_ANSWER`] (at least one change when any).
     pub fn changes_after(&self, after: u64, budget: usize) -> ChangesReply {
+        self.changes_after_sized(after, budget).0
+    }
+
+    /// As [`DecisionIndex::changes_after`], with the bytes of its changes encoded.
+    fn changes_after_sized(&self, after: u64, budget: usize) -> (ChangesReply, usize) {
         let inner = self.read();
         let mut newer: Vec<&DecisionChange> = inner.decisions.values().filter(|c| c.revision > after).collect();
         newer.sort_by_key(|c| c.revision);
@@ -154,7 +180,42 @@ impl DecisionIndex {
             (true, Some(c)) => c.revision,
             _ => inner.seen.max(after),
         };
-        ChangesReply { changes, last, more }
+        (ChangesReply { changes, last, more }, used)
+    }
+
+    /// How many decisions of `user` are stored, as far as the index has seen.
+    pub fn stored_by(&self, user: &str) -> usize {
+        self.read().per_user.get(user).copied().unwrap_or(0)
+    }
+
+    /// Waits up to `within` until the index has seen the bucket's last revision (read from the
+    /// server now); returns whether it has.
+    pub async fn catch_up(&self, store: &super::DecisionStore, within: Duration) -> bool {
+        let Ok(last) = store.last_revision().await else {
+            return false;
+        };
+        let mut rx = self.seen.subscribe();
+        tokio::time::timeout(within, rx.wait_for(|seen| *seen >= last))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// Whether the index follows the bucket now.
+    pub fn running(&self) -> bool {
+        self.read().running
+    }
+
+    /// The decisions whose latest change matches `pick` (given its summary), each with the
+    /// revision of that change.
+    pub fn select(&self, pick: impl Fn(&DecisionSummary) -> bool) -> Vec<(String, u64)> {
+        self.read()
+            .decisions
+            .values()
+            .filter_map(|c| match &c.change {
+                ChangeKind::Put { summary, .. } if pick(summary) => Some((c.request_id.clone(), c.revision)),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Every decision's summary, newest first (then by request id); unreadable values are
@@ -220,24 +281,92 @@ pub fn spawn(co: Arc<Coordinator>) {
     });
 }
 
-/// `changes`: the decisions changed after `q.after`; when none is, waits up to `q.wait_ms`
-/// (at most [`MAX_CHANGES_WAIT_MS`]) for one. Never fails: at the timeout the answer is empty
-/// with `last` the revision the index has seen.
-pub async fn changes(co: &Coordinator, q: &ChangesQuery) -> ChangesReply {
-    let wait = Duration::from_millis(q.wait_ms.min(MAX_CHANGES_WAIT_MS));
-    let mut rx = co.index.changed.subscribe();
-    let _ = tokio::time::timeout(wait, rx.wait_for(|last| *last > q.after)).await;
-    let budget = co.client.max_payload().saturating_sub(ENVELOPE_BYTES);
-    co.index.changes_after(q.after, budget)
+/// Waits until `watch` is ended (its place given to another user), or forever without one.
+async fn ended(watch: Option<&super::watchers::Watch>) {
+    match watch {
+        Some(w) => w.ended().await,
+        None => std::future::pending().await,
+    }
 }
 
-/// `list`: every stored decision's summary, newest first. Answered from the index once it has
-/// seen the bucket's last revision (so a decision stored before the request is listed); when
-/// it cannot catch up within [`CATCH_UP_MS`] (its watch is down), the bucket's keys are read,
-/// one such listing at a time.
+/// `changes` of `user`: the decisions changed after `q.after`; when none is, waits up to
+/// `q.wait_ms` (at most [`MAX_CHANGES_WAIT_MS`]) for one. Never fails: at the timeout the
+/// answer is empty with `last` the revision the index has seen.
 ///
-/// Errors: the store failed (`store_unavailable`).
-pub async fn list(co: &Coordinator) -> Result<ListReply, Failure> {
+/// A user past its read budget (`readBytesPerSecondPerUser`, [`super::per_user::ReadBudget`])
+/// first waits until it is paid; when that takes longer than the query's wait, the answer is
+/// empty at `q.after` after the wait (the client asks again). A watch whose place in the pool
+/// went to another user ([`super::watchers`]) is answered at once with what there is.
+pub async fn changes(
+    co: &Coordinator,
+    user: &str,
+    q: &ChangesQuery,
+    watch: Option<&super::watchers::Watch>,
+) -> ChangesReply {
+    let wait = Duration::from_millis(q.wait_ms.min(MAX_CHANGES_WAIT_MS));
+    let until = tokio::time::Instant::now() + wait;
+    let debt = co.reads.wait(user);
+    if !debt.is_zero() {
+        let nothing = ChangesReply {
+            changes: Vec::new(),
+            last: q.after,
+            more: false,
+        };
+        if debt > wait {
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = ended(watch) => {}
+            }
+            return nothing;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(debt) => {}
+            _ = ended(watch) => return nothing,
+        }
+    }
+    let mut rx = co.index.changed.subscribe();
+    tokio::select! {
+        _ = tokio::time::timeout_at(until, rx.wait_for(|last| *last > q.after)) => {}
+        _ = ended(watch) => {}
+    }
+    let budget = co.client.max_payload().saturating_sub(ENVELOPE_BYTES);
+    let (reply, bytes) = co.index.changes_after_sized(q.after, budget);
+    co.reads.take(user, bytes + ENVELOPE_BYTES);
+    reply
+}
+
+/// The longest a `list` waits for its user's read budget; beyond, it is refused `overloaded`.
+const LIST_WAITS_AT_MOST: Duration = Duration::from_secs(2);
+
+/// `list` of `user`: every stored decision's summary, newest first. Answered from the index
+/// once it has seen the bucket's last revision (so a decision stored before the request is
+/// listed); when it cannot catch up within [`CATCH_UP_MS`] (its watch is down), the bucket's
+/// keys are read, one such listing at a time. The answer counts against the user's read
+/// budget as `changes` answers do.
+///
+/// Errors: the store failed (`store_unavailable`); the user's read budget would take longer
+/// than [`LIST_WAITS_AT_MOST`] to allow it (`overloaded`, saying when to ask again).
+pub async fn list(co: &Coordinator, user: &str) -> Result<ListReply, Failure> {
+    let debt = co.reads.wait(user);
+    if debt > LIST_WAITS_AT_MOST {
+        return Err(Failure::new(
+            Code::Overloaded,
+            format!(
+                "user {} read more decisions than this coordinator's limit per user allows (readBytesPerSecondPerUser: {} bytes per second): ask again in {} ms",
+                fedvol_common::limits::printable(user),
+                co.cfg.read_bytes_per_second_per_user,
+                debt.as_millis()
+            ),
+        ));
+    }
+    tokio::time::sleep(debt).await;
+    let reply = list_all(co).await?;
+    let bytes = serde_json::to_vec(&reply).map_or(0, |v| v.len());
+    co.reads.take(user, bytes);
+    Ok(reply)
+}
+
+async fn list_all(co: &Coordinator) -> Result<ListReply, Failure> {
     let unavailable = |e: super::store::StoreError| Failure::new(Code::StoreUnavailable, e.to_string());
     let last = co.store.last_revision().await.map_err(unavailable)?;
     let mut rx = co.index.seen.subscribe();
@@ -319,8 +448,19 @@ mod tests {
             ix.summaries().iter().map(|s| s.request_id.as_str()).collect::<Vec<_>>(),
             ["a", "b"]
         );
+        assert_eq!((ix.stored_by("alice"), ix.stored_by("bob")), (2, 0), "one per key");
+        ix.apply_change(
+            5,
+            Some(DecisionChange {
+                request_id: "a".into(),
+                revision: 5,
+                change: ChangeKind::Removed,
+            }),
+        );
+        assert_eq!(ix.stored_by("alice"), 1, "a removed decision is not counted");
+        assert_eq!(ix.select(|s| s.updated_ms < 3), vec![("b".to_string(), 2)]);
         // The coordinators' own keys move `seen`, not the changes.
         ix.apply_change(9, None);
-        assert_eq!((ix.seen(), ix.changes_after(4, usize::MAX).last), (9, 9));
+        assert_eq!((ix.seen(), ix.changes_after(5, usize::MAX).last), (9, 9));
     }
 }

@@ -14,7 +14,10 @@
 //! maxBodyBytes: 1048576   # largest request body served
 //! reconcileEveryMs: 2000  # the reconciler's lease renewal and scan (0 = never reconcile here)
 //! maxInFlight: 4096       # requests in progress at once; beyond, `overloaded`
-//! maxInFlightPerUser: 64  # requests of one user in progress at once; beyond, `overloaded`
+//! maxInFlightPerUser: 64  # requests of one user in progress at once (long polls included); beyond, `overloaded`
+//! readBytesPerSecondPerUser: 8388608  # decisions one user reads per second (`changes`, `list`; 0 = no bound)
+//! decisionRetentionMs: 2592000000     # final decisions older than this are removed (30 days; 0 = kept)
+//! maxDecisionsPerUser: 10000          # decisions one user stores when no quota applies (0 = no cap)
 //! forgetClusterAfterMs: 600000  # a cluster not heard from for this long leaves the registry
 //! metricsListen: 127.0.0.1:9464  # serve /metrics, /healthz, /readyz here (default: off)
 //! quotas: [{project: genomics, storage: 10TiB}]  # see `daemon::policy`
@@ -92,6 +95,17 @@ pub struct CoordinatorConfig {
     /// Requests of one user in progress at once (default 64); beyond, that user's requests
     /// are answered `overloaded` (`daemon::per_user`).
     pub max_in_flight_per_user: usize,
+    /// Bytes of decisions one user may read per second through `changes` and `list` (default
+    /// 8 MiB; 0 = no bound): past it, that user's next answer waits (`daemon::per_user::ReadBudget`).
+    pub read_bytes_per_second_per_user: u64,
+    /// How long a final decision (completed, failed, or a kept dry run) is kept after its last
+    /// change, ms (default 30 days; 0 = forever): the reconciler's holder removes older ones
+    /// (`daemon::retention`).
+    pub decision_retention_ms: u64,
+    /// Decisions one user may have stored at once when no quota applies to the submit (default
+    /// 10,000; 0 = no cap): beyond, a submit of a new request id is refused
+    /// `too_many_decisions` (`daemon::retention`).
+    pub max_decisions_per_user: usize,
     /// How long a cluster may go unheard (no heartbeat, no answer) before the registry forgets
     /// it, ms (default 600000, at least 1000): a cluster taken out of the federation (or a name
     /// someone invented) stops appearing in decisions and in `fedvol clusters`.
@@ -115,6 +129,15 @@ pub struct CoordinatorConfig {
     pub choice: ChoiceOptions,
 }
 
+/// `readBytesPerSecondPerUser`'s default: 8 MiB per second.
+pub const DEFAULT_READ_BYTES_PER_SECOND: u64 = 8 * 1024 * 1024;
+
+/// `decisionRetentionMs`'s default: 30 days.
+pub const DEFAULT_DECISION_RETENTION_MS: u64 = 30 * 24 * 3600 * 1000;
+
+/// `maxDecisionsPerUser`'s default.
+pub const DEFAULT_MAX_DECISIONS_PER_USER: usize = 10_000;
+
 /// The longest wait a submit may ask for, ms.
 pub const MAX_DEADLINE_MS: u64 = 120_000;
 
@@ -133,6 +156,9 @@ impl Default for CoordinatorConfig {
             reconcile_every_ms: 2000,
             max_in_flight: 4096,
             max_in_flight_per_user: 64,
+            read_bytes_per_second_per_user: DEFAULT_READ_BYTES_PER_SECOND,
+            decision_retention_ms: DEFAULT_DECISION_RETENTION_MS,
+            max_decisions_per_user: DEFAULT_MAX_DECISIONS_PER_USER,
             forget_cluster_after_ms: 600_000,
             max_body_bytes: fedvol_proto::DEFAULT_MAX_BODY_BYTES,
             trace_limit: fedvol_common::funnel::trace::STORED_TRACE_LIMIT,
@@ -194,6 +220,8 @@ impl CoordinatorConfig {
             ("discoveryMs", &mut cfg.discovery_ms),
             ("reconcileEveryMs", &mut cfg.reconcile_every_ms),
             ("forgetClusterAfterMs", &mut cfg.forget_cluster_after_ms),
+            ("readBytesPerSecondPerUser", &mut cfg.read_bytes_per_second_per_user),
+            ("decisionRetentionMs", &mut cfg.decision_retention_ms),
         ] {
             if let Some(n) = r.take(key)
                 && let Some(v) = ctx.u64(n, key)
@@ -210,6 +238,11 @@ impl CoordinatorConfig {
             && let Some(v) = ctx.int(n, "maxInFlightPerUser", 1, 1_000_000)
         {
             cfg.max_in_flight_per_user = v as usize;
+        }
+        if let Some(n) = r.take("maxDecisionsPerUser")
+            && let Some(v) = ctx.int(n, "maxDecisionsPerUser", 0, 100_000_000)
+        {
+            cfg.max_decisions_per_user = v as usize;
         }
         if let Some(n) = r.take("commitAttempts")
             && let Some(v) = ctx.int(n, "commitAttempts", 1, 100)
@@ -399,6 +432,38 @@ mod tests {
             .to_string();
         assert!(e.contains("coordinator.yaml:2:"), "{e}");
         assert!(e.contains("`:9464` is not a listen address; expected IP:PORT"), "{e}");
+    }
+
+    #[test]
+    fn read_budget_retention_and_the_per_user_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = CoordinatorConfig::default();
+        assert_eq!(
+            (
+                d.read_bytes_per_second_per_user,
+                d.decision_retention_ms,
+                d.max_decisions_per_user
+            ),
+            (8 * 1024 * 1024, 30 * 24 * 3600 * 1000, 10_000)
+        );
+        let c = CoordinatorConfig::load(&write(
+            dir.path(),
+            "readBytesPerSecondPerUser: 65536\ndecisionRetentionMs: 3000\nmaxDecisionsPerUser: 5\n",
+        ))
+        .unwrap();
+        assert_eq!(
+            (
+                c.read_bytes_per_second_per_user,
+                c.decision_retention_ms,
+                c.max_decisions_per_user
+            ),
+            (65536, 3000, 5)
+        );
+        let e = CoordinatorConfig::load(&write(dir.path(), "maxDecisionsPerUser: -1\ndecisionRetentionMS: 1\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("maxDecisionsPerUser"), "{e}");
+        assert!(e.contains("did you mean `decisionRetentionMs`"), "{e}");
     }
 
     #[test]

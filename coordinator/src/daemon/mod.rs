@@ -27,6 +27,8 @@
 //! - [`policy`]: quotas, priority classes and the queue's bounds; [`quota`]: the
 //!   usage ledgers in the bucket, admission by compare-and-set; [`queue`]: submits that wait
 //!   for capacity, placed by priority then age when room frees.
+//! - [`retention`]: final decisions removed after `decisionRetentionMs`, and the per-user cap
+//!   on stored decisions.
 //! - [`metrics`]: what `/metrics` shows (`metricsListen`; the server is `fedvol_obs`).
 //!
 //! Several coordinators may run at once: requests arrive in queue group `coordinator`, and
@@ -54,11 +56,13 @@ pub mod registry;
 pub mod replay;
 pub mod replies;
 pub mod restore;
+pub mod retention;
 pub mod run;
 mod serving;
 pub mod store;
 pub mod submit;
 pub mod waiting;
+pub mod watchers;
 pub mod whole;
 
 use std::sync::{Mutex, MutexGuard, RwLock};
@@ -96,15 +100,26 @@ pub struct Coordinator {
     /// The latest change of every decision, from this coordinator's watch of the bucket
     /// (`list` and `changes` answer from it).
     pub index: std::sync::Arc<changes::DecisionIndex>,
-    /// `changes` long polls waiting at once ([`MAX_WATCHERS`]); they do not count against
-    /// `admission`, so watchers never crowd out submits.
-    pub watchers: std::sync::Arc<tokio::sync::Semaphore>,
+    /// `changes` long polls waiting at once ([`MAX_WATCHERS`], shared fairly among users:
+    /// [`watchers`]); they do not count against `admission`, so watchers never crowd out
+    /// submits, but they count against their user's `maxInFlightPerUser`.
+    pub watchers: std::sync::Arc<watchers::WatchPool>,
+    /// Bytes of decisions each user may read per second (`readBytesPerSecondPerUser`,
+    /// [`per_user::ReadBudget`]).
+    pub reads: per_user::ReadBudget,
+    /// Repeated warnings (refused requests, answers that could not be sent) rate-limited per
+    /// kind and user ([`fedvol_obs::throttle`]).
+    pub log_throttle: fedvol_obs::throttle::Throttle<(&'static str, String)>,
     /// One listing of the bucket's keys at a time (`list` when the index is behind).
     pub listing: tokio::sync::Semaphore,
 }
 
-/// The most `changes` long polls one coordinator holds at once; beyond, one is answered
-/// `overloaded` at once (the CLI asks again).
+/// How often repeated warnings are written per kind and user ([`Coordinator::log_throttle`]).
+pub const LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The most `changes` long polls one coordinator holds at once; beyond, the user holding the
+/// most gives up its oldest to a user holding fewer, and a user holding as many as anyone is
+/// answered `overloaded` (the CLI asks again after a pause).
 pub const MAX_WATCHERS: usize = 1024;
 
 impl Coordinator {

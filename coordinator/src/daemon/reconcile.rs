@@ -20,7 +20,8 @@
 //! ([`super::jobs`]), storing each decision `completed` or `failed` once its jobs ended.
 //!
 //! The holder also restores the commits of an agent that starts from a new state file
-//! ([`super::restore`]).
+//! ([`super::restore`]), and removes final decisions past `decisionRetentionMs`
+//! ([`super::retention::collect`], every minute or half the retention if shorter).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -75,6 +76,9 @@ pub fn spawn(co: Arc<Coordinator>, instance: String, every: Duration) {
         let mut watch = None;
         let mut tick = tokio::time::interval(every);
         let mut ticks: u64 = 0;
+        let mut collected: Option<tokio::time::Instant> = None;
+        let retention = co.cfg.decision_retention_ms;
+        let collect_every = super::retention::COLLECT_EVERY.min(Duration::from_millis(retention / 2).max(every));
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
@@ -116,6 +120,7 @@ pub fn spawn(co: Arc<Coordinator>, instance: String, every: Duration) {
                 planned.clear();
                 running.clear();
                 generations.clear();
+                collected = None;
                 continue;
             }
             if watch.is_none() {
@@ -131,6 +136,12 @@ pub fn spawn(co: Arc<Coordinator>, instance: String, every: Duration) {
             super::jobs::follow(&co, &mut running).await;
             super::restore::check_generations(&co, &mut generations).await;
             super::queue::drain(&co).await;
+            if retention > 0 && collected.is_none_or(|t| t.elapsed() >= collect_every) {
+                collected = Some(tokio::time::Instant::now());
+                if let Err(e) = super::retention::collect(&co).await {
+                    tracing::warn!(error = %e, "reconciler: expired decisions could not be removed");
+                }
+            }
             ticks += 1;
             if ticks.is_multiple_of(SWEEP_EVERY_TICKS)
                 && let Err(e) = super::quota::sweep(&co, commit_phase_bound_ms(&co)).await

@@ -224,6 +224,29 @@ impl DecisionStore {
         }
     }
 
+    /// Removes the decision under `key` with all its revisions, only if the key's latest
+    /// revision is still `revision` (a decision changed meanwhile is kept). The bucket keeps
+    /// one purge marker in its place, which watchers see as the key's removal.
+    ///
+    /// Errors: [`StoreError::Nats`].
+    pub async fn purge(&self, key: &str, revision: u64) -> Result<Write, StoreError> {
+        let started = std::time::Instant::now();
+        let written = match self.kv.purge_expect_revision(key, Some(revision)).await {
+            Ok(()) => Ok(Write::Done(revision)),
+            Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => Ok(Write::Conflict),
+            Err(e) => {
+                let text = e.to_string();
+                if text.contains("wrong last sequence") || text.contains("10071") {
+                    Ok(Write::Conflict)
+                } else {
+                    Err(nats(text))
+                }
+            }
+        };
+        self.count("purge", &written, started);
+        written
+    }
+
     /// The raw value and revision of `key` (a key no request id can be, e.g. a lease).
     ///
     /// Errors: [`StoreError::Nats`].

@@ -203,6 +203,15 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
         wait_for_capacity: msg.wait_for_capacity && !msg.dry_run,
         queued_ms: None,
     };
+    // A new key is bounded per user when no quota bounds them (`daemon::retention`).
+    if kept && replace.is_none() {
+        let r = &stored.request;
+        let quotas_apply = !co.cfg.policy.applicable(&r.workflow, &r.user, &r.groups).is_empty();
+        if let Some(e) = super::retention::cap(&co, user, quotas_apply).await {
+            tracing::warn!(code = %e.code, "submit refused: the user's decisions are at the limit");
+            return SubmitReply::error(e);
+        }
+    }
     if let Err(reply) = admit_quota(&co, &mut stored).await {
         return reply;
     }

@@ -1049,11 +1049,25 @@ async fn watch(client: &Client, o: Output) -> u8 {
     // The latest revision of every decision first, then every change as it happens, asked of
     // the coordinators (`changes`). The first answer must come; later failures (a coordinator
     // or NATS restarting) are said once and asked again.
+    // A coordinator too busy to take the watch (`overloaded`) is ridden out: asked again after
+    // a growing pause, saying so.
     let mut feed = DecisionFeed::new();
-    if let Err(e) = feed.fill(client).await {
-        eprintln!("error: {e}");
-        return EXIT_BAD_INPUT;
+    let mut backoff = crate::feed::Backoff::new();
+    loop {
+        match feed.fill(client).await {
+            Ok(()) => break,
+            Err(e) if e.is_overloaded() => {
+                let pause = backoff.next_pause();
+                eprint!("{}", busy(&e, pause));
+                tokio::time::sleep(pause).await;
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return EXIT_BAD_INPUT;
+            }
+        }
     }
+    backoff.reset();
     let mut failing = false;
     // The state each decision was last seen in, to say what changed.
     let mut seen: std::collections::HashMap<String, String> = std::collections::HashMap::new();
@@ -1064,6 +1078,7 @@ async fn watch(client: &Client, o: Output) -> u8 {
         let event = feed.next(client).await;
         if event.is_ok() {
             failing = false;
+            backoff.reset();
         }
         match event {
             Ok(FeedEvent::Put {
@@ -1144,6 +1159,11 @@ async fn watch(client: &Client, o: Output) -> u8 {
                 }
                 seen.remove(&key);
             }
+            Err(e) if e.is_overloaded() => {
+                let pause = backoff.next_pause();
+                eprint!("{}", busy(&e, pause));
+                tokio::time::sleep(pause).await;
+            }
             Err(e) => {
                 if !failing {
                     eprintln!("note: {e}; asking again every second");
@@ -1153,6 +1173,20 @@ async fn watch(client: &Client, o: Output) -> u8 {
             }
         }
     }
+}
+
+/// What a watch refused `overloaded` tells its user on stderr: the coordinator's reason
+/// (without the failure's framing) and when it asks again, wrapped to the terminal's width.
+fn busy(e: &crate::feed::FeedError, pause: std::time::Duration) -> String {
+    let why = match e {
+        crate::feed::FeedError::Refused { message, .. } => format!("the coordinator is busy ({message})"),
+        other => other.to_string(),
+    };
+    crate::render::layout::para(
+        "note: ",
+        "  ",
+        &format!("{why}; asking again in {:.1}s", pause.as_secs_f64()),
+    )
 }
 
 /// Why a decision shown by `decisions watch` failed or waits: its summary's `reason` (failed

@@ -52,6 +52,8 @@ pub fn render(r: &ClusterReply, now_ms: u64) -> String {
     let info = &r.info;
     let status = &r.agent.status;
     let inv = &r.agent.inventory;
+    // Whole counts, also when the agent cut its lists to fit `max_payload`.
+    let totals = r.agent.totals();
     let mut out = format!("cluster {}\n", info.name);
     let state = match (info.alive, info.suspect) {
         (true, false) => "alive",
@@ -66,8 +68,8 @@ pub fn render(r: &ClusterReply, now_ms: u64) -> String {
             age(now_ms.saturating_sub(info.last_seen_ms)),
             status.inventory_version,
             status.load,
-            status.holds.len(),
-            status.committed.len(),
+            totals.holds,
+            totals.committed,
             info.instances.len().max(1),
         ),
     ));
@@ -178,8 +180,17 @@ pub fn render(r: &ClusterReply, now_ms: u64) -> String {
     out.push_str(&format!("{t}\n"));
     out.push_str(&format!(
         "\npersistent volumes in the inventory: {}; volumes fedvol manages: {}\n",
-        inv.volumes.len(),
-        status.volumes.len()
+        totals.volumes, totals.managed_volumes
     ));
+    if r.agent.cut.is_some() {
+        out.push_str(&para(
+            "",
+            "  ",
+            &format!(
+                "(the agent's lists were cut to fit the NATS server's max_payload: -o json gives the first {} of each; the counts above are whole)",
+                status.committed.len().max(status.volumes.len())
+            ),
+        ));
+    }
     out
 }

@@ -286,12 +286,24 @@ pub struct Choices {
 }
 
 /// Keeps `index` up to date from `feed` (asking the coordinators through `client`), and when
-/// a query fails, asks again every 2 s (from where it was) until one is answered, recording
-/// why on the index meanwhile. Runs until the process ends.
+/// a query fails, asks again every 2 s (from where it was; after a query refused `overloaded`,
+/// after a pause growing from 1 s to 16 s) until one is answered, recording why on the index
+/// meanwhile. Runs until the process ends.
 pub async fn follow(index: Arc<Index>, client: Arc<Client>, mut feed: DecisionFeed) {
+    let mut backoff = crate::feed::Backoff::new();
     loop {
         match feed.next(&client).await {
-            Ok(e) => index.apply(e),
+            Ok(e) => {
+                backoff.reset();
+                index.apply(e)
+            }
+            // A busy coordinator: asked again after a growing pause (the page says why).
+            Err(e) if e.is_overloaded() => {
+                let pause = backoff.next_pause();
+                tracing::warn!(error = %e, pause_ms = pause.as_millis() as u64, "the coordinator is busy; asking again");
+                index.set_broken(e.to_string());
+                tokio::time::sleep(pause).await;
+            }
             Err(e) => {
                 if index.broken().is_none() {
                     tracing::warn!(error = %e, "decisions watch failed; asking again");

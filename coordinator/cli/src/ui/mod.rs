@@ -195,8 +195,20 @@ pub async fn serve(
 ) -> Result<(), UiError> {
     let client = Arc::new(client);
     let mut feed = DecisionFeed::new();
-    // What is stored now, without waiting for a change (an empty store answers at once).
-    feed.fill_waiting(&client, 0).await?;
+    // What is stored now, without waiting for a change (an empty store answers at once). A
+    // coordinator too busy to answer (`overloaded`) is asked again after a growing pause.
+    let mut backoff = crate::feed::Backoff::new();
+    loop {
+        match feed.fill_waiting(&client, 0).await {
+            Ok(()) => break,
+            Err(e) if e.is_overloaded() => {
+                let pause = backoff.next_pause();
+                tracing::warn!(error = %e, pause_ms = pause.as_millis() as u64, "the coordinator is busy; asking again");
+                tokio::time::sleep(pause).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
     let index = Arc::new(Index::new());
     tokio::spawn(index::follow(index.clone(), client.clone(), feed));
     let viewer = Arc::new(Viewer {

@@ -10,8 +10,13 @@ use fedvol_proto::{Code, Failure, now_ms, subject_token};
 
 use crate::daemon::Coordinator;
 
+/// The least a `cluster` answer waits for the agent's `inventory`, ms.
+const INVENTORY_WAIT_MS: u64 = 5000;
+
 /// `cluster`: one cluster in detail (`fedvol clusters show`): its registry entry and its
-/// agent's effective inventory and status, asked of the agent on `cluster.<c>.inventory`.
+/// agent's effective inventory and status, asked of the agent on `cluster.<c>.inventory`. Past
+/// `max_payload` the lists that grow with commits are cut and counted
+/// ([`fedvol_proto::agent::InventoryReply::fit`]), by the agent and again here if need be.
 ///
 /// Errors: `bad_request` for a name that is no subject token; `not_found` for a cluster the
 /// registry does not know (naming those it knows); `unreachable`/`timed_out`/`bad_answer`/
@@ -40,7 +45,9 @@ pub async fn cluster(
             ),
         ));
     };
-    let wait = co.cfg.deadline_ms.max(1000);
+    // A cluster holding thousands of commits takes a while to list them (the answer is cut to
+    // `max_payload` by the agent): more than a plan's deadline, well within the CLI's wait.
+    let wait = co.cfg.deadline_ms.max(INVENTORY_WAIT_MS);
     let subject = co.subjects.cluster(&q.cluster, AgentOp::Inventory);
     match call::<agent::Inventory>(
         &co.client,
@@ -51,7 +58,17 @@ pub async fn cluster(
     )
     .await
     {
-        Ok(Ok(agent)) => Ok(fedvol_proto::coordinator::ClusterReply { info, agent }),
+        Ok(Ok(mut agent)) => {
+            // The agent cut its answer to its own `max_payload`; this answer adds the registry
+            // entry, and this coordinator's server may take less.
+            let info_bytes = serde_json::to_vec(&info).map_or(0, |b| b.len());
+            agent.fit(
+                co.client
+                    .max_payload()
+                    .saturating_sub(info_bytes + agent::INVENTORY_ENVELOPE_BYTES),
+            );
+            Ok(fedvol_proto::coordinator::ClusterReply { info, agent })
+        }
         Ok(Err(f)) => Err(f),
         Err(e) => {
             let code = match e {

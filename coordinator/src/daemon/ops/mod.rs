@@ -32,7 +32,8 @@ use super::answer::{record_id, serve};
 
 /// Answers one request of operation `op` from `user` with body `payload`: decodes it as that
 /// operation's request, runs the operation, and encodes its reply or failure. `ran` is set as
-/// [`serve`] says; `submit_failed` is set when a submit's reply carries an error.
+/// [`serve`] says; `submit_failed` is set when a submit's reply carries an error; `watch` is a
+/// `changes` long poll's place in the watch pool (answered early when another user takes it).
 ///
 /// `None` when nothing is to be answered (a body the operation's endpoint drops unanswered).
 pub(crate) async fn dispatch(
@@ -42,6 +43,7 @@ pub(crate) async fn dispatch(
     payload: &[u8],
     ran: &AtomicU8,
     submit_failed: &AtomicBool,
+    watch: Option<&super::watchers::Watch>,
 ) -> Option<Bytes> {
     match op {
         CoordinatorOp::Submit => {
@@ -80,13 +82,13 @@ pub(crate) async fn dispatch(
         }
         CoordinatorOp::List => {
             serve::<api::List, _, _>(co, user, payload, ran, |_| async {
-                Some(super::changes::list(co).await)
+                Some(super::changes::list(co, user).await)
             })
             .await
         }
         CoordinatorOp::Changes => {
             serve::<api::Changes, _, _>(co, user, payload, ran, |q| async move {
-                Some(Ok(super::changes::changes(co, &q).await))
+                Some(Ok(super::changes::changes(co, user, &q, watch).await))
             })
             .await
         }
