@@ -122,6 +122,74 @@ async fn a_fresh_agent_restores_its_commits_before_it_admits_a_new_one() {
     assert_eq!(o.status.code(), Some(2), "no cluster can place it: {}", output_text(&o));
 }
 
+/// A fresh federation under the shipped defaults: a coordinator, then an agent started with
+/// `--init` and the restore gate as shipped (`restoreWaitMs` 60 s), and a submit the moment the
+/// agent serves (from a client already connected, then from the CLI). A brand-new cluster has
+/// nothing to restore, so it must admit the submit at once: the coordinator restores a cluster
+/// on the heartbeat that says `restoring` (not at its next reconciler tick, up to 2 s later)
+/// and, while the clusters that could place the workflow still answer `restoring`, asks them
+/// again within the plan's deadline. Kubernetes' scheduler likewise keeps a pod whose nodes
+/// are not ready yet pending and retries it rather than calling it unschedulable
+/// (kube-scheduler: the scheduling queue's backoff and unschedulable pods).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submit_right_after_a_fresh_federation_starts_commits() {
+    use fedvol_proto::coordinator::Submit;
+    let kit = Kit::copy();
+    let nats = single_server(&kit);
+    let url = nats.url();
+    let coordinator = coordinator_as(&url, false, &[], &[]).await;
+    let client = fedvol_tests::kit::client(&url, "alice", "_INBOX").await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("a");
+    let gated = [("FEDVOL_RESTORE_WAIT_MS", "60000")];
+    let mut agent = agent_as(
+        &url,
+        "cluster-a",
+        false,
+        &d,
+        &slots_inventory("cluster-a", 4, &d, "all"),
+        &gated,
+    )
+    .await;
+    let small = fedvol_tests::load::small_workflow("first", 1);
+    let msg = fedvol_tests::load::submit_msg("first-1", &small, false);
+    let began = Instant::now();
+    let r = fedvol_tests::load::coordinator_op::<Submit>(&client, "alice", &msg, Duration::from_secs(15))
+        .await
+        .unwrap();
+    eprintln!(
+        "first submit answered in {:.0} ms; the coordinator:\n{}",
+        began.elapsed().as_secs_f64() * 1000.0,
+        coordinator
+            .log()
+            .lines()
+            .filter(|l| l.contains("reconciler") || l.contains("asking again"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let state = r.stored.as_ref().map(|s| s.state.as_str());
+    assert_eq!(
+        (state, r.error.as_ref().map(|e| e.code.to_string())),
+        (Some("committed"), None),
+        "the first submit, as the agent starts serving, commits: {r:#?}\ncoordinator's reconciler:\n{}",
+        reconciler_lines(&coordinator)
+    );
+    let wf = workflow(dir.path(), "first");
+    let o = alice(&url, &["submit", &wf, "-o", "json"]);
+    let doc: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", output_text(&o)));
+    assert_eq!(
+        (o.status.code(), doc["state"].as_str()),
+        (Some(0), Some("committed")),
+        "{}",
+        output_text(&o)
+    );
+    // The agent was restored (nothing to restore) and admits commits.
+    agent
+        .wait_for_log("new commits are admitted", Duration::from_secs(5))
+        .await;
+}
+
 /// `fedvol -u alice submit <wf> <extra>` as NATS user alice, keeping the CLI's state in
 /// `state`; returns the output.
 fn submit_plain(url: &str, state: &Path, wf: &str, extra: &[&str]) -> std::process::Output {

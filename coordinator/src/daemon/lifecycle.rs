@@ -5,18 +5,24 @@
 //! above this module; it imports none of them (a decision that must wait for capacity goes to
 //! [`super::waiting`]).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use fedvol_common::choice::choose_cluster;
+use fedvol_common::decision::ClusterStatus;
 use fedvol_proto::coordinator::SubmitReply;
 use fedvol_proto::decisions::{DecisionState, StoredDecision};
 use fedvol_proto::{Code, ProtoError, now_ms};
 
 use super::Coordinator;
 use super::commit::{Phase, RELEASE_WAIT_MS, Start, commit_phase, settle_window_ms};
-use super::fanout::fan_out;
+use super::fanout::{fan_out, fan_out_to};
 use super::store::Write;
+
+/// How often a plan asks again the clusters whose agents answered `restoring`, ms
+/// ([`plan`]).
+pub const RESTORE_ASK_AGAIN_MS: u64 = 100;
 
 /// How long a submit or complete waits for a decision another coordinator is committing
 /// before it answers that the decision is still being settled, ms: well within the CLI's
@@ -220,19 +226,52 @@ pub async fn admit_quota(co: &Coordinator, stored: &mut StoredDecision) -> Resul
 
 /// Plans the request on every cluster ([`fan_out`], holding nothing) and chooses
 /// ([`choose_cluster`]): fills the decision's slots and choice; the state is `failed` when no
-/// cluster was chosen (a dry run stays `planned`).
+/// cluster was chosen (a dry run stays `planned`). When no cluster that answered can place
+/// it and some clusters answered `restoring` (their agents wait for the reconciler's restore),
+/// those are asked again every [`RESTORE_ASK_AGAIN_MS`] until they answer otherwise or
+/// `wait_ms` from the start has passed.
 ///
 /// Errors: NATS failed (`nats_error`), as the reply.
 pub async fn plan(co: &Arc<Coordinator>, stored: &mut StoredDecision, wait_ms: u64) -> Result<(), SubmitReply> {
     let asked = std::time::Instant::now();
-    let gathered = fan_out(co, &stored.request, Duration::from_millis(wait_ms))
+    let until = asked + Duration::from_millis(wait_ms);
+    let nats = |e: fedvol_proto::rpc::RpcError| error_reply(Code::NatsError, e.to_string());
+    let mut gathered = fan_out(co, &stored.request, Duration::from_millis(wait_ms))
         .await
-        .map_err(|e| error_reply(Code::NatsError, e.to_string()))?;
+        .map_err(nats)?;
+    let (mut chosen, mut choice) = choose_cluster(&stored.request, &gathered.slots, stored.decision.seed);
+    // No answering cluster can place it, and some agents wait for their restore (a fresh
+    // federation, an agent restarted on a new state): they admit new work within a round trip
+    // of the reconciler's restore, so they are asked again until they answer or the plan's
+    // deadline passes.
+    loop {
+        let restoring: BTreeSet<String> = gathered
+            .slots
+            .iter()
+            .filter(|(_, s)| {
+                s.status == ClusterStatus::Error && s.error.as_ref().is_some_and(|e| Code::Restoring.is(e))
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if chosen.is_some() || restoring.is_empty() || left < Duration::from_millis(RESTORE_ASK_AGAIN_MS) {
+            break;
+        }
+        tracing::info!(restoring = ?restoring, left_ms = left.as_millis() as u64, "no answering cluster can place it; asking again the clusters waiting for their restore");
+        tokio::time::sleep(Duration::from_millis(RESTORE_ASK_AGAIN_MS)).await;
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        let again = fan_out_to(co, &stored.request, Some(&restoring), left)
+            .await
+            .map_err(nats)?;
+        for (name, slot) in again.slots {
+            gathered.slots.insert(name, slot);
+        }
+        (chosen, choice) = choose_cluster(&stored.request, &gathered.slots, stored.decision.seed);
+    }
     co.metrics.gathered(
         asked.elapsed(),
         gathered.slots.iter().map(|(name, s)| (name.as_str(), s.status)),
     );
-    let (chosen, choice) = choose_cluster(&stored.request, &gathered.slots, stored.decision.seed);
     stored.state = if stored.dry_run || chosen.is_some() {
         DecisionState::Planned
     } else {

@@ -101,6 +101,11 @@ pub struct Coordinator {
     pub watchers: std::sync::Arc<tokio::sync::Semaphore>,
     /// One listing of the bucket's keys at a time (`list` when the index is behind).
     pub listing: tokio::sync::Semaphore,
+    /// Woken by a heartbeat saying its agent waits for its restore (`restoring`): the
+    /// reconciler's holder checks the clusters' state generations at once instead of at its
+    /// next tick ([`restore::check_generations`]), so a brand-new cluster admits commits
+    /// within a round trip of its first heartbeat.
+    pub restore_due: tokio::sync::Notify,
 }
 
 /// The most `changes` long polls one coordinator holds at once; beyond, one is answered

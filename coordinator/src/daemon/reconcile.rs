@@ -20,7 +20,8 @@
 //! ([`super::jobs`]), storing each decision `completed` or `failed` once its jobs ended.
 //!
 //! The holder also restores the commits of an agent that starts from a new state file
-//! ([`super::restore`]).
+//! ([`super::restore`]): at each tick, and at once when a heartbeat says its agent waits for
+//! its restore (`restoring`, [`super::Coordinator::restore_due`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -75,9 +76,20 @@ pub fn spawn(co: Arc<Coordinator>, instance: String, every: Duration) {
         let mut watch = None;
         let mut tick = tokio::time::interval(every);
         let mut ticks: u64 = 0;
+        // Whether this coordinator held the lease at its last tick.
+        let mut holding = false;
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
+                // A heartbeat said its agent waits for its restore: restore it now (a
+                // brand-new cluster has nothing to restore and admits commits at once), not
+                // at the next tick. Only the lease's holder restores.
+                _ = co.restore_due.notified() => {
+                    if holding {
+                        super::restore::check_generations(&co, &mut generations).await;
+                    }
+                    continue;
+                }
                 entry = async {
                     match watch.as_mut() {
                         Some(w) => futures::StreamExt::next(w).await,
@@ -109,6 +121,7 @@ pub fn spawn(co: Arc<Coordinator>, instance: String, every: Duration) {
                     false
                 }
             };
+            holding = holds;
             if !holds {
                 if watch.take().is_some() {
                     tracing::info!("reconciler: lease lost; another coordinator reconciles");

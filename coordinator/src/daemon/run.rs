@@ -143,6 +143,7 @@ pub async fn run(cfg: CoordinatorConfig) -> Result<(), StartError> {
         index: Arc::new(super::changes::DecisionIndex::new()),
         watchers: Arc::new(tokio::sync::Semaphore::new(super::MAX_WATCHERS)),
         listing: tokio::sync::Semaphore::new(1),
+        restore_due: tokio::sync::Notify::new(),
     });
     super::changes::spawn(co.clone());
     obs.clusters.set(&co);
@@ -237,7 +238,14 @@ async fn follow_heartbeats(co: &Arc<Coordinator>) -> Result<(), StartError> {
                     claimed = %hb.cluster.chars().take(80).collect::<String>(),
                     "a heartbeat naming another cluster than its subject: ignored"
                 ),
-                Ok(hb) => co.registry().heartbeat(&hb, now_ms()),
+                Ok(hb) => {
+                    co.registry().heartbeat(&hb, now_ms());
+                    // A fresh agent admits nothing until it is restored: the reconciler's
+                    // holder restores it now rather than at its next tick.
+                    if hb.restoring {
+                        co.restore_due.notify_one();
+                    }
+                }
                 Err(e) => tracing::debug!(subject = %m.subject, error = %e, "unreadable heartbeat ignored"),
             }
         }
