@@ -323,6 +323,12 @@ pub struct ClusterInfo {
     /// source is unreadable and it serves its last good reading); absent when healthy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub degraded: Option<String>,
+    /// The cluster's agent started on a fresh state (`--init`) and its last heartbeat says it
+    /// waits for the coordinators to restore the commits they stored for it: until then it
+    /// answers plans and new commits `restoring` (docs/design.md §6). Absent when false, and
+    /// from coordinators of earlier releases.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub restoring: bool,
 }
 
 /// The answer to clusters.

@@ -149,12 +149,16 @@ async fn clusters(client: &async_nats::Client) -> ClustersReply {
     .await
 }
 
-/// Waits until the coordinator's registry says `cluster` is `alive` (true/false).
+/// Waits until the coordinator's registry says `cluster` is `alive` (true/false); alive
+/// means restored too (a fresh agent is `restoring` until the coordinators restored it).
 async fn wait_alive(client: &async_nats::Client, cluster: &str, alive: bool) {
     let end = Instant::now() + Duration::from_secs(15);
     loop {
         let r = clusters(client).await;
-        if r.clusters.iter().any(|c| c.name == cluster && c.alive == alive) {
+        if r.clusters
+            .iter()
+            .any(|c| c.name == cluster && c.alive == alive && !(alive && c.restoring))
+        {
             return;
         }
         assert!(Instant::now() < end, "{cluster} never became alive={alive}: {r:?}");
@@ -444,6 +448,9 @@ async fn a_failed_commit_falls_back_to_the_next_cluster_within_the_attempts() {
     let _spare = slots(&nats, "spare", 2, 100).await;
     let mut coord = coordinator(&nats, &[]).await;
     let client = nats.client().await;
+    for c in ["bad", "good", "spare"] {
+        wait_alive(&client, c, true).await;
+    }
     let mut wf = job_workflow("fallback");
     wf.clusters = vec!["bad".into(), "good".into()];
 

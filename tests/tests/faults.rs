@@ -21,7 +21,7 @@ use fedvol_tests::NatsServer;
 use fedvol_tests::checker::{CHECKER_USER, fetch_status};
 use fedvol_tests::faultkit::{
     LogTail, agent_on, coordinator_on, crash_agent, crash_coordinator, field, final_check, inventories,
-    named_inventories, roomy_agent, signal_on_line,
+    named_inventories, roomy_agent, signal_on_line, wait_ready,
 };
 use fedvol_tests::federation::{AgentProc, slots_inventory};
 use fedvol_tests::load::{Load, LoadSpec, Rng, coordinator_op, env_number, small_workflow, submit_msg};
@@ -86,6 +86,7 @@ async fn agents_killed_at_random_points_of_commit_lose_and_duplicate_nothing() {
     let mut spec = LoadSpec::new(4, "ak", small_workflow("crash", 1));
     spec.dry_run_every = 5;
     spec.complete_every = 3;
+    wait_ready(&cs[0], &names).await;
     let load = Load::start(&cs, spec);
     assert!(
         load.wait_answers(5, Duration::from_secs(30)).await,
@@ -173,6 +174,7 @@ async fn coordinators_killed_at_random_points_lose_and_duplicate_nothing() {
     spec.complete_every = 3;
     spec.answer_wait = Duration::from_secs(5);
     spec.retry_for = Duration::from_secs(90);
+    wait_ready(&cs[0], &names).await;
     let load = Load::start(&cs, spec);
     assert!(
         load.wait_answers(5, Duration::from_secs(30)).await,
@@ -242,6 +244,7 @@ async fn racing_clients_for_scarce_capacity_never_over_commit_and_all_get_answer
     let _c1 = coordinator_on(&nats.url(), &COORDINATOR_ARGS).await;
     let _c2 = coordinator_on(&nats.url(), &COORDINATOR_ARGS).await;
     let cs = clients(&nats, 8).await;
+    wait_ready(&cs[0], &["a", "b", "c"]).await;
     let wf = small_workflow("storm", 8);
 
     // Every racer at once; one in five is a dry run; two ids in ten are shared by two racers:

@@ -79,9 +79,8 @@ async fn a_fresh_agent_restores_its_commits_before_it_admits_a_new_one() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().join("a");
     let inventory = slots_inventory("cluster-a", 2, &d, "all");
-    // The agent waits for the coordinators' restore, as it does by default.
-    let gated = [("FEDVOL_RESTORE_WAIT_MS", "60000")];
-    let mut agent: Spawned = agent_as(&url, "cluster-a", false, &d, &inventory, &gated).await;
+    // The agent waits for the coordinators' restore, as shipped (`restoreWaitMs` 60 s).
+    let mut agent: Spawned = agent_as(&url, "cluster-a", false, &d, &inventory, &[]).await;
     wait_clusters_as(&url, false, &["cluster-a"]).await;
     // A new cluster's agent starts fresh too: it admits commits once a coordinator saw it.
     agent
@@ -94,13 +93,27 @@ async fn a_fresh_agent_restores_its_commits_before_it_admits_a_new_one() {
     // The agent loses its state: kill -9, its data directory wiped, started fresh.
     agent.kill();
     std::fs::remove_dir_all(d.join("data")).unwrap();
-    agent = agent_as(&url, "cluster-a", false, &d, &inventory, &gated).await;
+    agent = agent_as(&url, "cluster-a", false, &d, &inventory, &[]).await;
     let o = alice(&url, &["submit", &wf, "--request-id", "new-1", "-o", "json"]);
     eprintln!("new submit right after the restart: {}", output_text(&o));
 
-    // Let the coordinators restore (their reconciler runs every 2 s).
-    tokio::time::sleep(Duration::from_secs(8)).await;
+    // The gate opens because the coordinators restored the cluster (`restoreWaitMs` is 60 s:
+    // it did not merely give up waiting), and the agent holds both old commits again.
+    agent
+        .wait_for_log(
+            "the coordinators restored this cluster's commits",
+            Duration::from_secs(20),
+        )
+        .await;
     eprintln!("coordinator's reconciler:\n{}", reconciler_lines(&coordinator));
+    assert!(
+        !agent.log().contains("no coordinator restored this cluster's commits"),
+        "restored, not given up on: {}",
+        agent.log()
+    );
+    let mut held = committed_on(&url, "cluster-a").await;
+    held.sort();
+    assert_eq!(held, ["old-1", "old-2"], "the fresh agent holds the restored commits");
     for id in ["old-1", "old-2"] {
         let doc = show(&url, id);
         assert_eq!(
@@ -109,16 +122,31 @@ async fn a_fresh_agent_restores_its_commits_before_it_admits_a_new_one() {
             "an acknowledged commit stays committed: {id}: {doc:#}\nagent log:\n{}",
             agent.log()
         );
+        let attempts = doc["attempts"].as_array().unwrap();
+        assert!(
+            attempts.len() >= 2
+                && attempts
+                    .last()
+                    .is_some_and(|a| a["ok"] == true && a["cluster"] == "cluster-a"),
+            "{id} carries its restoring commit attempt: {doc:#}"
+        );
     }
     let new = show(&url, "new-1");
     assert_ne!(
         new["state"], "committed",
         "the new submit is not committed over the restored ones: {new:#}"
     );
-    // Once restored, the cluster is full again: a new submit is refused for capacity.
+    // Once restored, the cluster admits plans and is full again: a new submit is refused for
+    // capacity by an answering cluster (not `restoring`).
     let o = alice(&url, &["submit", &wf, "--request-id", "new-2", "-o", "json"]);
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(doc["state"], "failed", "{}", output_text(&o));
+    let slot = &doc["decision"]["clusters"]["cluster-a"];
+    assert_eq!(
+        (slot["status"].as_str(), slot["feasible"].as_bool()),
+        (Some("answered"), Some(false)),
+        "cluster-a answers, and nothing fits: {doc:#}"
+    );
     assert_eq!(o.status.code(), Some(2), "no cluster can place it: {}", output_text(&o));
 }
 
@@ -141,14 +169,13 @@ async fn a_submit_right_after_a_fresh_federation_starts_commits() {
     let client = fedvol_tests::kit::client(&url, "alice", "_INBOX").await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().join("a");
-    let gated = [("FEDVOL_RESTORE_WAIT_MS", "60000")];
     let mut agent = agent_as(
         &url,
         "cluster-a",
         false,
         &d,
         &slots_inventory("cluster-a", 4, &d, "all"),
-        &gated,
+        &[],
     )
     .await;
     let small = fedvol_tests::load::small_workflow("first", 1);

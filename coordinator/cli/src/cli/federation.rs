@@ -1388,7 +1388,11 @@ pub fn clusters(a: &ClustersArgs) -> u8 {
                     for c in &r.clusters {
                         t.add_row(vec![
                             c.name.clone(),
-                            if c.alive { "yes".into() } else { "no".into() },
+                            match (c.alive, c.restoring) {
+                                (true, true) => "restoring".into(),
+                                (true, false) => "yes".into(),
+                                (false, _) => "no".into(),
+                            },
                             if c.suspect { "yes".into() } else { "no".into() },
                             ago(c.last_seen_ms),
                             c.inventory_version.clone(),
@@ -1398,6 +1402,12 @@ pub fn clusters(a: &ClustersArgs) -> u8 {
                         ]);
                     }
                     let mut text = format!("{t}\n");
+                    for c in r.clusters.iter().filter(|c| c.alive && c.restoring) {
+                        text.push_str(&format!(
+                            "{} is restoring: its agent started on a fresh state and admits no new work until the coordinators restored the commits they stored for it (a submit waits for it within its deadline)\n",
+                            c.name
+                        ));
+                    }
                     for c in &r.clusters {
                         if let Some(why) = &c.degraded {
                             let why: String = why.chars().map(|ch| if ch.is_control() { '?' } else { ch }).collect();
