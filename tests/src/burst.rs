@@ -250,7 +250,7 @@ async fn wait_for_clusters(client: &async_nats::Client, user: &str, names: &[Str
             && names.iter().all(|n| {
                 r.clusters
                     .iter()
-                    .any(|c| &c.name == n && c.alive && !c.suspect && !c.restoring)
+                    .any(|c| &c.name == n && crate::faultkit::heard_and_restored(c))
             })
         {
             return;

@@ -61,6 +61,13 @@ pub async fn coordinator_on(url: &str, args: &[&str]) -> CoordinatorProc {
     CoordinatorProc { proc, args: all }
 }
 
+/// True when `c` is alive, not suspect, heard from by heartbeat (it lists a replica: a cluster
+/// known only through start-up discovery has said nothing yet of its restore) and not
+/// `restoring`.
+pub fn heard_and_restored(c: &fedvol_proto::coordinator::ClusterInfo) -> bool {
+    c.alive && !c.suspect && !c.instances.is_empty() && !c.restoring
+}
+
 /// Waits (30 s at most) until the coordinators list every cluster of `names` alive and
 /// restored, as a user waits for `fedvol clusters` before sending work: a fresh agent (started
 /// with `--init`, gate as shipped) answers `restoring` until a coordinator's reconciler restored
@@ -79,11 +86,9 @@ pub async fn wait_ready(client: &async_nats::Client, names: &[&str]) {
         )
         .await;
         if let Ok(r) = &r
-            && names.iter().all(|n| {
-                r.clusters
-                    .iter()
-                    .any(|c| c.name == *n && c.alive && !c.suspect && !c.restoring)
-            })
+            && names
+                .iter()
+                .all(|n| r.clusters.iter().any(|c| c.name == *n && heard_and_restored(c)))
         {
             return;
         }

@@ -100,6 +100,42 @@ pub fn slots_inventory(name: &str, hosts: usize, dir: &Path, ephemeral: &str) ->
     t
 }
 
+/// Waits (20 s at most) until every cluster the coordinators know is heard by heartbeat, alive
+/// and not `restoring` ([`crate::faultkit::heard_and_restored`]).
+///
+/// Panics (test failure) naming the clusters that never are.
+async fn known_clusters_restored(nats: &NatsServer) {
+    use fedvol_proto::coordinator::Clusters;
+    let client = nats.client().await;
+    let end = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = crate::load::coordinator_op::<Clusters>(
+            &client,
+            crate::checker::CHECKER_USER,
+            &fedvol_proto::NoArgs {},
+            Duration::from_secs(5),
+        )
+        .await;
+        let waiting: Vec<String> = match &r {
+            Ok(r) => r
+                .clusters
+                .iter()
+                .filter(|c| c.alive && !crate::faultkit::heard_and_restored(c))
+                .map(|c| c.name.clone())
+                .collect(),
+            Err(e) => vec![format!("(clusters not answered: {e})")],
+        };
+        if waiting.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "clusters never restored after the coordinator started: {waiting:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// A running `fedvol-coordinator`.
 pub struct CoordinatorProc {
     /// The process.
@@ -109,11 +145,15 @@ pub struct CoordinatorProc {
 }
 
 impl CoordinatorProc {
-    /// Starts a coordinator on `nats` with `extra` arguments; waits until it is ready.
+    /// Starts a coordinator on `nats` with `extra` arguments; waits until it is ready and every
+    /// cluster it knows by then is heard by heartbeat and restored (agents started before it
+    /// with `--init` and the gate as shipped admit work once its reconciler restored them), as
+    /// a user waits for `fedvol clusters` before submitting.
     pub async fn start(nats: &NatsServer, extra: &[&str]) -> CoordinatorProc {
         let mut args = vec!["--nats".to_string(), nats.url()];
         args.extend(extra.iter().map(|s| s.to_string()));
         let proc = CoordinatorProc::spawn(&args).await;
+        known_clusters_restored(nats).await;
         CoordinatorProc { proc, args }
     }
 

@@ -232,8 +232,13 @@ pub async fn wait_clusters_as(urls: &str, private_inbox: bool, names: &[&str]) {
         {
             let alive = |n: &str| {
                 doc["clusters"].as_array().is_some_and(|cs| {
-                    cs.iter()
-                        .any(|c| c["name"] == n && c["alive"] == true && c["restoring"] != true)
+                    cs.iter().any(|c| {
+                        // Heard by heartbeat (a replica listed), alive, not restoring.
+                        c["name"] == n
+                            && c["alive"] == true
+                            && c["restoring"] != true
+                            && c["instances"].as_array().is_some_and(|i| !i.is_empty())
+                    })
                 })
             };
             if names.iter().all(|n| alive(n)) {

@@ -150,15 +150,20 @@ async fn clusters(client: &async_nats::Client) -> ClustersReply {
 }
 
 /// Waits until the coordinator's registry says `cluster` is `alive` (true/false); alive
-/// means restored too (a fresh agent is `restoring` until the coordinators restored it).
+/// means heard by heartbeat and restored too (a fresh agent is `restoring` until the
+/// coordinators restored it).
 async fn wait_alive(client: &async_nats::Client, cluster: &str, alive: bool) {
     let end = Instant::now() + Duration::from_secs(15);
     loop {
         let r = clusters(client).await;
-        if r.clusters
-            .iter()
-            .any(|c| c.name == cluster && c.alive == alive && !(alive && c.restoring))
-        {
+        if r.clusters.iter().any(|c| {
+            c.name == cluster
+                && if alive {
+                    !c.instances.is_empty() && c.alive && !c.restoring
+                } else {
+                    !c.alive
+                }
+        }) {
             return;
         }
         assert!(Instant::now() < end, "{cluster} never became alive={alive}: {r:?}");
@@ -235,6 +240,9 @@ async fn three_example_clusters_the_seeds_choose_commit_and_release() {
     }
     let coord = coordinator(&nats, &[]).await;
     let client = nats.client().await;
+    for c in ["cluster-a", "cluster-b", "cluster-c"] {
+        wait_alive(&client, c, true).await;
+    }
 
     // Cloud Assembly's provisioning funnel: `train` needs a GPU (hard) and prefers an H100 (soft): cluster-a fits without
     // the soft constraint, cluster-c lacks the memory, cluster-b has H100s.
@@ -564,6 +572,9 @@ async fn decisions_survive_a_coordinator_kill_and_a_second_one_serves_meanwhile(
     let mut first = coordinator(&nats, &[]).await;
     let second = coordinator(&nats, &[]).await;
     let client = nats.client().await;
+    for c in ["a", "b"] {
+        wait_alive(&client, c, true).await;
+    }
 
     let mut decided = Vec::new();
     for i in 0..4 {
@@ -623,6 +634,9 @@ async fn forty_concurrent_submits_for_ten_slots_never_over_commit() {
     let mut clients = Vec::new();
     for _ in 0..8 {
         clients.push(nats.client().await);
+    }
+    for (c, _) in sizes {
+        wait_alive(&clients[0], c, true).await;
     }
     let tasks: Vec<_> = (0..40)
         .map(|i| {
@@ -705,6 +719,7 @@ async fn idempotent_submit_complete_dry_run_replay_directory_and_bad_input() {
     std::fs::write(&directory, "users:\n  alice: [physics]\n  bob: [chem]\n").unwrap();
     let coord = coordinator(&nats, &["--directory", &directory.display().to_string()]).await;
     let client = nats.client().await;
+    wait_alive(&client, "a", true).await;
 
     // Same request id twice: one decision, one commit.
     let msg = submit_msg("idem-1", job_workflow("idem"));

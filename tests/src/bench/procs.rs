@@ -334,7 +334,7 @@ impl Federation {
                 let alive = reply
                     .clusters
                     .iter()
-                    .filter(|c| c.alive && !c.suspect && !c.restoring)
+                    .filter(|c| crate::faultkit::heard_and_restored(c))
                     .count();
                 if alive >= self.clusters.len() {
                     break;
