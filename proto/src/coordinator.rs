@@ -371,6 +371,11 @@ pub struct DecisionSummary {
     /// absent when none (`fedvol decisions watch` shows their changes).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub jobs: Vec<crate::batch::BatchJob>,
+    /// For a `failed` decision, which of `failed`'s meanings holds
+    /// ([`crate::decisions::FailureKind`]); absent otherwise (and from coordinators of
+    /// earlier releases).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<crate::decisions::FailureKind>,
 }
 
 impl DecisionSummary {
@@ -388,6 +393,7 @@ impl DecisionSummary {
             priority: stored.priority,
             queued_ms: stored.queued_ms,
             jobs: stored.jobs().to_vec(),
+            failure: stored.failure(),
         }
     }
 }

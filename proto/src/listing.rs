@@ -33,6 +33,8 @@ struct Peek {
     priority: i64,
     #[serde(default)]
     queued_ms: Option<u64>,
+    #[serde(default)]
+    run_failure: Option<IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -40,6 +42,14 @@ struct PeekDecision {
     workflow: String,
     chosen_cluster: Option<String>,
     clusters: Counts,
+    #[serde(default)]
+    refused: Option<PeekCode>,
+}
+
+/// A reason's or an error's code, the rest unread.
+#[derive(Deserialize)]
+struct PeekCode {
+    code: String,
 }
 
 #[derive(Deserialize)]
@@ -52,6 +62,8 @@ struct PeekAttempt {
     ok: bool,
     #[serde(default)]
     jobs: Vec<BatchJob>,
+    #[serde(default)]
+    error: Option<PeekCode>,
 }
 
 /// The clusters' answers, counted.
@@ -130,6 +142,14 @@ impl<'de> Deserialize<'de> for Counts {
 /// do not read ([`DecodeError`]); the parts skipped are checked only as JSON.
 pub fn listing(request_id: String, bytes: &[u8]) -> Result<(DecisionSummary, ClusterCounts), DecodeError> {
     let p: Peek = crate::decode(bytes, "stored decision", "coordinator")?;
+    let failure = crate::decisions::FailureKind::of(
+        p.state,
+        p.decision.refused.as_ref().map(|r| r.code.as_str()),
+        p.run_failure.is_some(),
+        p.attempts
+            .iter()
+            .map(|a| (a.ok, a.error.as_ref().map(|e| e.code.as_str()))),
+    );
     let jobs = p
         .attempts
         .into_iter()
@@ -149,6 +169,7 @@ pub fn listing(request_id: String, bytes: &[u8]) -> Result<(DecisionSummary, Clu
         priority: p.priority,
         queued_ms: p.queued_ms,
         jobs,
+        failure,
     };
     Ok((summary, p.decision.clusters.0))
 }
@@ -235,6 +256,55 @@ pub(crate) mod tests {
             assert!(counts.feasible > 0 && counts.answered < counts.asked, "{counts:?}");
             assert_eq!(summary.jobs.len(), 1);
         }
+    }
+
+    #[test]
+    fn a_failed_decisions_kind_is_read_from_the_bytes_as_decoded() {
+        use crate::decisions::{DecisionState, FailureKind};
+        let refusal = |code: &str| Some(Reason::new(code, "why"));
+        let attempt = |ok: bool, code: Option<&str>| {
+            let mut a: crate::decisions::CommitAttempt =
+                serde_json::from_value(json!({"cluster": "c0", "ok": ok})).unwrap();
+            a.error = code.map(|c| crate::code::Code::parse(c).error("x"));
+            a
+        };
+        let cases: Vec<(Option<Reason>, bool, Vec<crate::decisions::CommitAttempt>, FailureKind)> = vec![
+            (None, false, vec![], FailureKind::NothingFits),
+            (
+                None,
+                false,
+                vec![attempt(false, Some("no_longer_fits"))],
+                FailureKind::NothingFits,
+            ),
+            (refusal("unresolvable"), false, vec![], FailureKind::NothingFits),
+            (refusal("quota_exceeded"), false, vec![], FailureKind::Refused),
+            (refusal("clusters_unavailable"), false, vec![], FailureKind::Unavailable),
+            (
+                None,
+                false,
+                vec![attempt(false, Some("provisioning_failed"))],
+                FailureKind::CommitFailed,
+            ),
+            (
+                None,
+                false,
+                vec![attempt(true, None), attempt(false, Some("no_longer_fits"))],
+                FailureKind::CommitFailed,
+            ),
+            (None, true, vec![attempt(true, None)], FailureKind::JobFailed),
+        ];
+        for (refused, run_failure, attempts, kind) in cases {
+            let mut s = stored(3);
+            s.state = DecisionState::Failed;
+            s.decision.refused = refused;
+            s.run_failure = run_failure.then(|| "job j failed".to_string());
+            s.attempts = attempts;
+            assert_eq!(s.failure(), Some(kind));
+            let (summary, _) = listing("r".into(), &crate::encode(&s)).unwrap();
+            assert_eq!(summary, DecisionSummary::of("r".into(), &s));
+            assert_eq!(summary.failure, Some(kind));
+        }
+        assert_eq!(stored(3).failure(), None, "only a failed decision has a failure kind");
     }
 
     #[test]

@@ -425,9 +425,19 @@ async fn a_killed_agent_is_unreachable_at_once_then_presumed_dead() {
         };
         assert!(gone, "{c} still served");
     }
-    let (none, took) = submit(&client, "alice", &submit_msg("k-4", job_workflow("k"))).await;
+    // No cluster answers: not "nothing fits", but the retryable `clusters_unavailable`.
+    let started = Instant::now();
+    let r: SubmitReply = op::<api::Submit>(&client, "alice", &submit_msg("k-4", job_workflow("k"))).await;
+    let took = started.elapsed();
     assert!(took < Duration::from_millis(DEADLINE_MS / 2), "{took:?}");
+    assert_eq!(
+        r.error.as_ref().map(|e| e.code.as_str()),
+        Some("clusters_unavailable"),
+        "{r:?}"
+    );
+    let none = r.stored.expect("the decision");
     assert_eq!(none.state, DecisionState::Failed);
+    assert_eq!(none.failure(), Some(fedvol_proto::decisions::FailureKind::Unavailable));
     assert_eq!(none.decision.chosen_cluster, None);
     for c in ["a", "b"] {
         let slot = &none.decision.clusters[c];

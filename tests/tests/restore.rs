@@ -217,6 +217,137 @@ async fn a_submit_right_after_a_fresh_federation_starts_commits() {
         .await;
 }
 
+/// Stdout and stderr of `o`, stderr's lines joined (the CLI wraps its notes at 100 columns).
+fn joined(o: &std::process::Output) -> String {
+    output_text(o).split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A cluster whose agent waits for its restore is not "nothing fits": with no reconciler
+/// (`reconcileEveryMs: 0`, so nothing restores the fresh agent), `fedvol clusters` says the
+/// cluster is restoring, and a submit no answering cluster can place waits within its deadline,
+/// then answers the retryable `clusters_unavailable` (exit 75, explained), stored
+/// `failed (unavailable)`, never exit 2. Kube-scheduler likewise keeps a pod whose plugin
+/// could not decide (an `Error` status) apart from an unschedulable one, and retries it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restoring_cluster_is_shown_and_a_submit_waiting_for_it_is_unavailable_not_nothing_fits() {
+    let kit = Kit::copy();
+    let nats = single_server(&kit);
+    let url = nats.url();
+    let _coordinator = coordinator_as(&url, false, &["--reconcile-every-ms", "0"], &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("a");
+    // The gate as shipped; nothing restores it in this test.
+    let _agent = agent_as(
+        &url,
+        "cluster-a",
+        false,
+        &d,
+        &slots_inventory("cluster-a", 2, &d, "all"),
+        &[],
+    )
+    .await;
+    let end = Instant::now() + Duration::from_secs(20);
+    let listed = loop {
+        let o = alice(&url, &["clusters"]);
+        let text = output_text(&o);
+        if text.contains("cluster-a is restoring") {
+            break text;
+        }
+        assert!(Instant::now() < end, "fedvol clusters never says restoring: {text}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    eprintln!("fedvol clusters:\n{listed}");
+    assert!(listed.contains("restoring"), "{listed}");
+    let o = alice(&url, &["clusters", "-o", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["clusters"][0]["restoring"], true, "{doc:#}");
+
+    let wf = workflow(dir.path(), "wait");
+    let began = Instant::now();
+    let o = alice(&url, &["submit", &wf, "--request-id", "r-1"]);
+    let took = began.elapsed();
+    let text = joined(&o);
+    eprintln!(
+        "submit while cluster-a restores ({:.1} s): {}",
+        took.as_secs_f64(),
+        output_text(&o)
+    );
+    assert_eq!(o.status.code(), Some(75), "retryable, not nothing fits (2): {text}");
+    assert!(text.contains("state: failed (unavailable)"), "{text}");
+    assert!(
+        text.contains("cluster-a (restoring)"),
+        "names the cluster and why: {text}"
+    );
+    assert!(text.contains("(clusters_unavailable)"), "{text}");
+    assert!(text.contains("not \"nothing fits\""), "the CLI explains: {text}");
+    assert!(!text.contains("no cluster can place this workflow"), "{text}");
+    let doc = show(&url, "r-1");
+    assert_eq!(
+        (doc["state"].as_str(), doc["decision"]["refused"]["code"].as_str()),
+        (Some("failed"), Some("clusters_unavailable")),
+        "{doc:#}"
+    );
+    let list = output_text(&alice(&url, &["decisions", "list"]));
+    assert!(list.contains("failed (unavailable)"), "{list}");
+}
+
+/// A cluster killed (`kill -9`) is only unreachable: the submit that only it could place is
+/// answered `clusters_unavailable` (exit 75), and the same submit under the same request id,
+/// with `--wait`, is planned afresh and commits once the agent is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submit_only_an_unreachable_cluster_could_place_is_retryable_under_its_id() {
+    let kit = Kit::copy();
+    let nats = single_server(&kit);
+    let url = nats.url();
+    let _coordinator = coordinator_as(&url, false, &[], &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (da, db) = (dir.path().join("a"), dir.path().join("b"));
+    let inv_a = slots_inventory("cluster-a", 2, &da, "all");
+    let mut a = agent_as(&url, "cluster-a", false, &da, &inv_a, &[]).await;
+    // cluster-b has no host: nothing runs there.
+    let _b = agent_as(
+        &url,
+        "cluster-b",
+        false,
+        &db,
+        &slots_inventory("cluster-b", 0, &db, "all"),
+        &[],
+    )
+    .await;
+    wait_clusters_as(&url, false, &["cluster-a", "cluster-b"]).await;
+    a.kill();
+    let wf = workflow(dir.path(), "only-a");
+    let o = alice(&url, &["submit", &wf, "--request-id", "u-1"]);
+    let text = joined(&o);
+    eprintln!("submit with cluster-a down: {}", output_text(&o));
+    assert_eq!(o.status.code(), Some(75), "{text}");
+    assert!(text.contains("cluster-a (unreachable)"), "{text}");
+    assert!(
+        text.contains("the 1 cluster that answered cannot place this workflow"),
+        "{text}"
+    );
+    assert_eq!(show(&url, "u-1")["decision"]["refused"]["code"], "clusters_unavailable");
+
+    // The agent comes back (same state file); the same request id, asked again, commits.
+    a = agent_as(&url, "cluster-a", false, &da, &inv_a, &[]).await;
+    let o = alice(&url, &["submit", &wf, "--request-id", "u-1", "--wait", "-o", "json"]);
+    eprintln!("the same submit with --wait: {}", output_text(&o));
+    let doc: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", output_text(&o)));
+    assert_eq!(
+        (
+            o.status.code(),
+            doc["state"].as_str(),
+            doc["decision"]["chosen_cluster"].as_str()
+        ),
+        (Some(0), Some("committed"), Some("cluster-a")),
+        "{}",
+        output_text(&o)
+    );
+    assert_eq!(committed_on(&url, "cluster-a").await, ["u-1"]);
+    drop(a);
+}
+
 /// `fedvol -u alice submit <wf> <extra>` as NATS user alice, keeping the CLI's state in
 /// `state`; returns the output.
 fn submit_plain(url: &str, state: &Path, wf: &str, extra: &[&str]) -> std::process::Output {

@@ -285,6 +285,7 @@ mod tests {
                     priority: 0,
                     queued_ms: None,
                     jobs: Vec::new(),
+                    failure: None,
                 },
                 clusters: fedvol_proto::coordinator::ClusterCounts::default(),
             },

@@ -106,11 +106,15 @@ pub(super) fn in_doubt(stored: StoredDecision, reason: ProtoError) -> SubmitRepl
 }
 
 /// Stores the outcome of a commit phase over revision `rev`. A decision that failed for want
-/// of room and asked to wait is queued instead ([`super::waiting::to_queue`]); one that failed
-/// otherwise leaves the quota ledgers.
+/// of room is judged first ([`judge_unplaced`]: clusters that never answered make it
+/// `clusters_unavailable`, not "nothing fits"); one that asked to wait is then queued instead
+/// ([`super::waiting::to_queue`]); one that failed otherwise leaves the quota ledgers.
 pub async fn save(co: &Arc<Coordinator>, mut stored: StoredDecision, rev: u64) -> SubmitReply {
     let id = stored.decision.request_id.clone();
     if stored.state == DecisionState::Failed {
+        if stored.decision.refused.is_none() && no_room(&stored) {
+            judge_unplaced(&mut stored);
+        }
         if stored.wait_for_capacity && no_room(&stored) {
             if let Err(e) = super::waiting::to_queue(co, &mut stored).await {
                 tracing::warn!(error = %e, "the decision could not be queued; stored failed");
@@ -159,7 +163,8 @@ pub(super) async fn timed_commit_phase(
 }
 
 /// The reply for a decision as it ends here: with the coordinator's refusal as the error when
-/// it refused (`quota_exceeded`, `queue_full`, `queue_timeout`), the decision alone otherwise.
+/// it refused (`quota_exceeded`, `queue_full`, `queue_timeout`, `clusters_unavailable`,
+/// `unresolvable`), the decision alone otherwise.
 pub fn outcome_reply(stored: StoredDecision) -> SubmitReply {
     let error = match (&stored.decision.refused, stored.state) {
         (Some(r), DecisionState::Failed) => Some(ProtoError {
@@ -176,17 +181,103 @@ pub fn outcome_reply(stored: StoredDecision) -> SubmitReply {
 }
 
 /// True when a failed decision failed for want of room only: refused by a quota, nothing
-/// feasible, or every commit refused because the capacity went to others (`no_longer_fits`,
-/// `capacity_in_flight`). Such a decision may wait in the queue; one whose commit failed
-/// otherwise (a driver) may not.
+/// feasible, clusters that did not answer (`clusters_unavailable`), or every commit refused
+/// because the capacity went to others (`no_longer_fits`, `capacity_in_flight`). Such a
+/// decision may wait in the queue; one whose commit failed otherwise (a driver), or that no
+/// cluster can ever place (`unresolvable`), may not.
 pub fn no_room(stored: &StoredDecision) -> bool {
     match &stored.decision.refused {
-        Some(r) => Code::QuotaExceeded.is(r),
+        Some(r) => Code::QuotaExceeded.is(r) || Code::ClustersUnavailable.is(r),
         None => stored
             .attempts
             .iter()
             .all(|a| a.ok || a.pending || super::commit::is_contention(&a.error)),
     }
+}
+
+/// At most this many clusters are named in the message of a `clusters_unavailable` or
+/// `unresolvable` refusal (the others are counted).
+const NAMED_IN_REFUSAL: usize = 5;
+
+/// Says why no cluster was chosen for `stored`, in its `refused`, when "nothing fits" would
+/// not be the truth ([`fedvol_common::unplaced`]):
+/// - clusters did not answer (timed out, unreachable, `restoring`...), or none is known:
+///   `clusters_unavailable`, retryable (the submit may be sent again under its request id; a
+///   `wait_for_capacity` submit is queued);
+/// - every cluster answered and none can ever place it as it is: `unresolvable`, only for a
+///   submit that asked to wait for capacity (it is refused at once rather than queued; a
+///   plain submit keeps its plain "nothing fits" answer).
+///
+/// A refusal already set (a quota) is kept.
+pub fn judge_unplaced(stored: &mut StoredDecision) {
+    use fedvol_common::unplaced::{Unplaced, why_unplaced};
+    if stored.decision.refused.is_some() {
+        return;
+    }
+    let named = |names: Vec<String>| {
+        let more = names.len().saturating_sub(NAMED_IN_REFUSAL);
+        let mut text = names.into_iter().take(NAMED_IN_REFUSAL).collect::<Vec<_>>().join(", ");
+        if more > 0 {
+            text.push_str(&format!(" and {more} more"));
+        }
+        text
+    };
+    let refused = match why_unplaced(&stored.decision.clusters) {
+        Unplaced::NothingFits => return,
+        Unplaced::Unanswered(none) if none.is_empty() => Code::ClustersUnavailable.reason(
+            "no cluster is known to this coordinator yet (no agent's heartbeat or discovery answer): nothing was asked and nothing was booked; ask again once the clusters' agents run",
+        ),
+        Unplaced::Unanswered(silent) => {
+            let answered = stored.decision.clusters.len() - silent.len();
+            let count = silent.len();
+            let list = named(
+                silent
+                    .into_iter()
+                    .map(|(name, c)| {
+                        let why = c.error.as_ref().map_or_else(
+                            || super::metrics::status_label(c.status).to_string(),
+                            |e| e.code.clone(),
+                        );
+                        format!("{} ({why})", fedvol_common::limits::printable(name))
+                    })
+                    .collect(),
+            );
+            let clusters = if count == 1 {
+                "1 cluster".to_string()
+            } else {
+                format!("{count} clusters")
+            };
+            let once = if count == 1 { "once it answers" } else { "once they answer" };
+            Code::ClustersUnavailable.reason(format!(
+                "{clusters} did not answer: {list}; {}, so it may fit there {once}; nothing was booked: ask again",
+                match answered {
+                    0 => "no cluster answered".to_string(),
+                    1 => "the 1 cluster that answered cannot place this workflow".to_string(),
+                    n => format!("none of the {n} clusters that answered can place this workflow"),
+                },
+            ))
+        }
+        Unplaced::Unresolvable(_) if !stored.wait_for_capacity => return,
+        Unplaced::Unresolvable(why) => {
+            let list = named(
+                why.into_iter()
+                    .map(|(name, b)| {
+                        format!(
+                            "{}: {} ({})",
+                            fedvol_common::limits::printable(name),
+                            fedvol_common::limits::printable(&b.subject),
+                            b.codes.join(", ")
+                        )
+                    })
+                    .collect(),
+            );
+            Code::Unresolvable.reason(format!(
+                "no cluster can ever place this workflow as it is, whatever capacity frees: {list}; waiting would not help, so it is not queued"
+            ))
+        }
+    };
+    tracing::info!(code = %refused.code, why = %refused.message, "no cluster chosen");
+    stored.decision.refused = Some(refused);
 }
 
 /// Checks the request against the federation-wide quotas that apply to it: a dry run
@@ -277,9 +368,13 @@ pub async fn plan(co: &Arc<Coordinator>, stored: &mut StoredDecision, wait_ms: u
     } else {
         DecisionState::Failed
     };
+    let placed = chosen.is_some();
     stored.decision.chosen_cluster = chosen;
     stored.decision.clusters = gathered.slots;
     stored.decision.choice = choice;
+    if !placed {
+        judge_unplaced(stored);
+    }
     // Past three clusters, only the chosen one and the two a failed commit would try next keep
     // their whole answer (fetched from their agents when these answered with summaries); the
     // others are stored as summaries (docs/design.md §4).
