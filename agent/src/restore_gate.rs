@@ -13,9 +13,11 @@
 //!   retryable refusal that changes nothing); commits marked `restore` (the coordinators'
 //!   restore) and requests it already holds are served; status, release, complete, why_not
 //!   and inventory are served as usual;
-//! - its heartbeats say `restoring`; the reconciler, once it has restored the cluster's
-//!   commits onto the heartbeat's state generation, sends `restored` for that generation, and
-//!   the mark is cleared (durably);
+//! - its heartbeats say `restoring` (one goes out as soon as its endpoints are served, and
+//!   one as soon as the gate opens, besides the regular ones); the reconciler, which restores
+//!   at once on such a heartbeat, once it has restored the cluster's commits onto the
+//!   heartbeat's state generation, sends `restored` for that generation, and the mark is
+//!   cleared (durably);
 //! - with no coordinator around to restore (none answers within `restoreWaitMs`), the agent
 //!   logs an error saying so and admits new commits; the mark stays, so a coordinator that
 //!   comes later still restores and clears it.
@@ -35,6 +37,9 @@ pub struct RestoreGate {
     closed: AtomicBool,
     /// True while the identity's `pending_restore` mark stands (heartbeats say `restoring`).
     pending: AtomicBool,
+    /// Wakes the heartbeat loop so that the coordinators hear at once what changed: the
+    /// endpoints a restore needs are served ([`RestoreGate::serving`]), or the gate opened.
+    heartbeat_now: tokio::sync::Notify,
 }
 
 impl RestoreGate {
@@ -50,6 +55,7 @@ impl RestoreGate {
             generation: generation.to_string(),
             closed: AtomicBool::new(pending),
             pending: AtomicBool::new(pending),
+            heartbeat_now: tokio::sync::Notify::new(),
         }
     }
 
@@ -76,7 +82,23 @@ impl RestoreGate {
         }
         self.pending.store(false, Ordering::Release);
         self.closed.store(false, Ordering::Release);
+        self.heartbeat_now.notify_one();
         true
+    }
+
+    /// The agent serves its endpoints now: while it waits for its restore, a heartbeat goes
+    /// out at once, so that the coordinators restore it without waiting for the next one (the
+    /// first heartbeat leaves before the endpoints the restore calls are subscribed).
+    pub fn serving(&self) {
+        if self.pending() {
+            self.heartbeat_now.notify_one();
+        }
+    }
+
+    /// Resolves when a heartbeat should go out before its interval ([`RestoreGate::serving`],
+    /// [`RestoreGate::restored`]).
+    pub async fn heartbeat_due(&self) {
+        self.heartbeat_now.notified().await;
     }
 
     /// The bounded wait ran out with no restore confirmed: admit new commits, keep the mark.

@@ -259,7 +259,11 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_millis(interval));
             loop {
-                tick.tick().await;
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    // Served, or restored: said at once (`RestoreGate::serving`).
+                    _ = shared.restore.heartbeat_due() => {}
+                }
                 let (version, holds, load, degraded) = {
                     let mut core = lock(&shared);
                     match core.sweep(now_ms()) {

@@ -248,6 +248,7 @@ pub async fn serve(
     client.flush().await?;
     shared.readiness.ready_when(ready_check(client.clone()));
     tracing::info!(cluster = %cluster, "endpoints ready");
+    shared.restore.serving();
     for t in tasks {
         let _ = t.await;
     }

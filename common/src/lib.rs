@@ -23,3 +23,4 @@ pub mod size;
 pub mod suggest;
 pub mod summary;
 pub mod synth;
+pub mod unplaced;

@@ -124,6 +124,17 @@ codes! {
     /// to the submit; nothing was stored. Final decisions leave the store after
     /// `decisionRetentionMs`.
     TooManyDecisions = "too_many_decisions",
+    /// Coordinator, submit: no cluster that answered can place the workflow, and some clusters
+    /// did not answer (timed out, unreachable, `restoring`), or none is known: it may fit
+    /// there. Nothing was booked; ask again (`fedvol submit` exits 75, `--wait` asks again,
+    /// `--wait-for-capacity` queues it). Not "nothing fits".
+    ClustersUnavailable = "clusters_unavailable",
+    /// Coordinator, submit: every cluster answered, and on each some volume or job fails for a
+    /// reason no freed capacity changes (an unknown project, a permission no group grants, an
+    /// annotation or hard constraint nothing carries: kube-scheduler's
+    /// UnschedulableAndUnresolvable), so a `wait_for_capacity` submit is refused at once
+    /// instead of queued.
+    Unresolvable = "unresolvable",
 }
 
 impl Code {

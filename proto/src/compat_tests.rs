@@ -358,3 +358,92 @@ fn cost_choice_fields_are_optional_additions() {
     });
     assert_eq!(coordinator::Submit::check(&wished).unwrap_err().code, Code::BadRequest);
 }
+
+/// The previous release's listing line and cluster entry, as they were.
+#[derive(Debug, Deserialize)]
+#[allow(dead_code)]
+struct OldDecisionSummary {
+    request_id: String,
+    workflow: String,
+    state: crate::decisions::DecisionState,
+    chosen_cluster: Option<String>,
+    updated_ms: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[allow(dead_code)]
+struct OldClusterInfo {
+    name: String,
+    alive: bool,
+    suspect: bool,
+    last_seen_ms: u64,
+    inventory_version: String,
+    load: f64,
+    holds: usize,
+    instances: Vec<String>,
+}
+
+/// What says what happened to a decision only grows the contract: a decision no cluster was
+/// chosen for because clusters did not answer is still `failed` for a reader of the previous
+/// release, with the new code in its refusal and the reply's error; the listing's `failure`
+/// and a cluster's `restoring` are fields it skips.
+#[test]
+fn failure_kinds_unavailable_and_restoring_read_with_the_previous_releases_types() {
+    let mut s = crate::listing::tests::stored(3);
+    s.state = crate::decisions::DecisionState::Failed;
+    s.decision.chosen_cluster = None;
+    s.attempts.clear();
+    s.decision.refused = Some(Code::ClustersUnavailable.reason("1 cluster did not answer: c2 (timed_out)"));
+    let reply = SubmitReply {
+        stored: Some(s.clone()),
+        error: Some(Code::ClustersUnavailable.error("1 cluster did not answer")),
+        stored_record: None,
+    };
+    let old_reply: OldSubmitReply = old(&coordinator::Submit::encode_reply(&reply));
+    assert_eq!(old_reply.stored.unwrap()["state"], "failed");
+    assert_eq!(
+        old_reply.error.map(|e| e.code),
+        Some("clusters_unavailable".to_string())
+    );
+
+    let summary = coordinator::DecisionSummary::of("r".into(), &s);
+    assert_eq!(summary.failure, Some(crate::decisions::FailureKind::Unavailable));
+    let list = coordinator::List::encode_reply(&ListReply {
+        decisions: vec![summary],
+    });
+    let text = String::from_utf8(list.to_vec()).unwrap();
+    assert!(text.contains(r#""failure":"unavailable""#), "{text}");
+    let l: OldListReply = old(&list);
+    let line: OldDecisionSummary = serde_json::from_value(l.decisions[0].clone()).unwrap();
+    assert_eq!(line.state, crate::decisions::DecisionState::Failed);
+
+    let info = coordinator::ClusterInfo {
+        name: "a".into(),
+        alive: true,
+        suspect: false,
+        last_seen_ms: 1,
+        inventory_version: "v".into(),
+        load: 0.0,
+        holds: 0,
+        instances: vec!["a-1".into()],
+        degraded: None,
+        restoring: true,
+    };
+    let c: Value = old(&coordinator::Clusters::encode_reply(&ClustersReply {
+        clusters: vec![info.clone()],
+    }));
+    let old_info: OldClusterInfo = serde_json::from_value(c["clusters"][0].clone()).unwrap();
+    assert!(old_info.alive);
+    assert_eq!(c["clusters"][0]["restoring"], true);
+    // A heartbeat-fed entry that is not restoring says nothing new.
+    let quiet = coordinator::ClusterInfo {
+        restoring: false,
+        ..info
+    };
+    assert!(!serde_json::to_string(&quiet).unwrap().contains("restoring"));
+    // A record of the previous release (no refusal, no failure field anywhere) classifies.
+    let mut before = crate::listing::tests::stored(3);
+    before.state = crate::decisions::DecisionState::Failed;
+    before.attempts.clear();
+    assert_eq!(before.failure(), Some(crate::decisions::FailureKind::NothingFits));
+}

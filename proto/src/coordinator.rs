@@ -323,6 +323,12 @@ pub struct ClusterInfo {
     /// source is unreadable and it serves its last good reading); absent when healthy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub degraded: Option<String>,
+    /// The cluster's agent started on a fresh state (`--init`) and its last heartbeat says it
+    /// waits for the coordinators to restore the commits they stored for it: until then it
+    /// answers plans and new commits `restoring` (docs/design.md §6). Absent when false, and
+    /// from coordinators of earlier releases.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub restoring: bool,
 }
 
 /// The answer to clusters.
@@ -370,6 +376,11 @@ pub struct DecisionSummary {
     /// (`fedvol decisions watch` shows it under a failed row).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// For a `failed` decision, which of `failed`'s meanings holds
+    /// ([`crate::decisions::FailureKind`]); absent otherwise (and from coordinators of
+    /// earlier releases).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<crate::decisions::FailureKind>,
 }
 
 /// The most characters of [`DecisionSummary::reason`]; a longer reason is cut, ending in `…`.
@@ -430,6 +441,7 @@ impl DecisionSummary {
             priority: stored.priority,
             queued_ms: stored.queued_ms,
             jobs: stored.jobs().to_vec(),
+            failure: stored.failure(),
         }
     }
 }

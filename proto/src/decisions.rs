@@ -23,7 +23,8 @@ pub enum DecisionState {
     Committed,
     /// Completed: allocations freed, volumes reclaimed.
     Completed,
-    /// Nothing fits, or every commit attempt failed.
+    /// Nothing fits, or every commit attempt failed (which of its meanings holds:
+    /// [`StoredDecision::failure`]).
     Failed,
     /// Waiting for capacity (a `wait_for_capacity` submit that did not fit, or was
     /// over a quota): placed by the coordinators' queue, by priority then age, when room frees.
@@ -42,6 +43,94 @@ impl DecisionState {
             DecisionState::Failed => "failed",
             DecisionState::Queued => "queued",
         }
+    }
+}
+
+/// What became of a decision stored `failed` (docs/design.md §4: the record's `state` stays
+/// `failed`, for every reader; this says which of its meanings holds). Derived from the record
+/// ([`StoredDecision::failure`]), so records of earlier releases are classified too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// Every cluster answered and none can place the workflow now (including every commit
+    /// refused because the capacity went to others, and a workflow no cluster can ever place:
+    /// `unresolvable`).
+    NothingFits,
+    /// The coordinators' policy refused it: a quota (`quota_exceeded`), the queue
+    /// (`queue_full`, `queue_timeout`), or it was withdrawn from the queue (`not_committed`).
+    Refused,
+    /// No answering cluster can place it and some clusters did not answer
+    /// (`clusters_unavailable`): retryable, nothing was booked.
+    Unavailable,
+    /// A commit failed (a driver, a resource manager, a cluster that never said), or a commit
+    /// its cluster forgot could not be restored.
+    CommitFailed,
+    /// It was committed, then a batch job failed, timed out, was cancelled or lost
+    /// (`run_failure`).
+    JobFailed,
+}
+
+impl FailureKind {
+    /// The kind's wire name (`nothing_fits`, `refused`, `unavailable`, `commit_failed`,
+    /// `job_failed`), the metrics label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::NothingFits => "nothing_fits",
+            FailureKind::Refused => "refused",
+            FailureKind::Unavailable => "unavailable",
+            FailureKind::CommitFailed => "commit_failed",
+            FailureKind::JobFailed => "job_failed",
+        }
+    }
+
+    /// Every kind.
+    pub const ALL: [FailureKind; 5] = [
+        FailureKind::NothingFits,
+        FailureKind::Refused,
+        FailureKind::Unavailable,
+        FailureKind::CommitFailed,
+        FailureKind::JobFailed,
+    ];
+
+    /// The kind of a decision in `state` whose `refused` code is `refused`, that has a
+    /// `run_failure` or not, and whose commit attempts ended as `attempts` (ok, and the
+    /// error's code): `None` unless the state is `failed`. The rule of
+    /// [`StoredDecision::failure`], on the fields the coordinators' listing reads.
+    pub fn of<'a>(
+        state: DecisionState,
+        refused: Option<&str>,
+        run_failure: bool,
+        attempts: impl IntoIterator<Item = (bool, Option<&'a str>)>,
+    ) -> Option<FailureKind> {
+        use crate::code::Code;
+        if state != DecisionState::Failed {
+            return None;
+        }
+        if run_failure {
+            return Some(FailureKind::JobFailed);
+        }
+        match refused.map(Code::parse) {
+            Some(Code::ClustersUnavailable) => return Some(FailureKind::Unavailable),
+            Some(Code::Unresolvable) => return Some(FailureKind::NothingFits),
+            Some(_) => return Some(FailureKind::Refused),
+            None => {}
+        }
+        // Refused for contention only (the capacity went to others): nothing fits now. An
+        // attempt that committed (then was lost and not restored), or failed otherwise, is a
+        // failed commit.
+        let contention = |code: Option<&str>| {
+            code.map(Code::parse)
+                .is_some_and(|c| matches!(c, Code::NoLongerFits | Code::CapacityInFlight | Code::Restoring))
+        };
+        let mut failed_commit = false;
+        for (ok, code) in attempts {
+            failed_commit |= ok || !contention(code);
+        }
+        Some(if failed_commit {
+            FailureKind::CommitFailed
+        } else {
+            FailureKind::NothingFits
+        })
     }
 }
 
@@ -126,6 +215,19 @@ impl StoredDecision {
             .find(|a| a.ok)
             .map(|a| a.jobs.as_slice())
             .unwrap_or_default()
+    }
+
+    /// Which of `failed`'s meanings holds ([`FailureKind`]); `None` unless the state is
+    /// `failed`.
+    pub fn failure(&self) -> Option<FailureKind> {
+        FailureKind::of(
+            self.state,
+            self.decision.refused.as_ref().map(|r| r.code.as_str()),
+            self.run_failure.is_some(),
+            self.attempts
+                .iter()
+                .map(|a| (a.ok, a.error.as_ref().map(|e| e.code.as_str()))),
+        )
     }
 
     /// Ends the decision with its cluster's `completion`: `failed`, naming the job that failed

@@ -147,6 +147,14 @@ pub fn listing(request_id: String, bytes: &[u8]) -> Result<(DecisionSummary, Clu
             .rev()
             .find_map(|a| a.error.as_ref().filter(|_| !a.ok).map(|e| (a.cluster.as_str(), e))),
     );
+    let failure = crate::decisions::FailureKind::of(
+        p.state,
+        p.decision.refused.as_ref().map(|r| r.code.as_str()),
+        p.run_failure.is_some(),
+        p.attempts
+            .iter()
+            .map(|a| (a.ok, a.error.as_ref().map(|e| e.code.as_str()))),
+    );
     let jobs = p
         .attempts
         .into_iter()
@@ -167,6 +175,7 @@ pub fn listing(request_id: String, bytes: &[u8]) -> Result<(DecisionSummary, Clu
         queued_ms: p.queued_ms,
         jobs,
         reason,
+        failure,
     };
     Ok((summary, p.decision.clusters.0))
 }
@@ -294,6 +303,55 @@ pub(crate) mod tests {
         // A long reason is cut.
         let long = failed(&|s| s.run_failure = Some("x".repeat(1000))).unwrap();
         assert!(long.chars().count() <= 300 && long.ends_with('…'), "{long}");
+    }
+
+    #[test]
+    fn a_failed_decisions_kind_is_read_from_the_bytes_as_decoded() {
+        use crate::decisions::{DecisionState, FailureKind};
+        let refusal = |code: &str| Some(Reason::new(code, "why"));
+        let attempt = |ok: bool, code: Option<&str>| {
+            let mut a: crate::decisions::CommitAttempt =
+                serde_json::from_value(json!({"cluster": "c0", "ok": ok})).unwrap();
+            a.error = code.map(|c| crate::code::Code::parse(c).error("x"));
+            a
+        };
+        let cases: Vec<(Option<Reason>, bool, Vec<crate::decisions::CommitAttempt>, FailureKind)> = vec![
+            (None, false, vec![], FailureKind::NothingFits),
+            (
+                None,
+                false,
+                vec![attempt(false, Some("no_longer_fits"))],
+                FailureKind::NothingFits,
+            ),
+            (refusal("unresolvable"), false, vec![], FailureKind::NothingFits),
+            (refusal("quota_exceeded"), false, vec![], FailureKind::Refused),
+            (refusal("clusters_unavailable"), false, vec![], FailureKind::Unavailable),
+            (
+                None,
+                false,
+                vec![attempt(false, Some("provisioning_failed"))],
+                FailureKind::CommitFailed,
+            ),
+            (
+                None,
+                false,
+                vec![attempt(true, None), attempt(false, Some("no_longer_fits"))],
+                FailureKind::CommitFailed,
+            ),
+            (None, true, vec![attempt(true, None)], FailureKind::JobFailed),
+        ];
+        for (refused, run_failure, attempts, kind) in cases {
+            let mut s = stored(3);
+            s.state = DecisionState::Failed;
+            s.decision.refused = refused;
+            s.run_failure = run_failure.then(|| "job j failed".to_string());
+            s.attempts = attempts;
+            assert_eq!(s.failure(), Some(kind));
+            let (summary, _) = listing("r".into(), &crate::encode(&s)).unwrap();
+            assert_eq!(summary, DecisionSummary::of("r".into(), &s));
+            assert_eq!(summary.failure, Some(kind));
+        }
+        assert_eq!(stored(3).failure(), None, "only a failed decision has a failure kind");
     }
 
     #[test]

@@ -247,9 +247,11 @@ async fn wait_for_clusters(client: &async_nats::Client, user: &str, names: &[Str
     while Instant::now() < end {
         if let Ok(r) =
             coordinator_op::<api::Clusters>(client, user, &fedvol_proto::NoArgs {}, Duration::from_secs(5)).await
-            && names
-                .iter()
-                .all(|n| r.clusters.iter().any(|c| &c.name == n && c.alive && !c.suspect))
+            && names.iter().all(|n| {
+                r.clusters
+                    .iter()
+                    .any(|c| &c.name == n && crate::faultkit::heard_and_restored(c))
+            })
         {
             return;
         }

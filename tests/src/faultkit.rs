@@ -15,9 +15,10 @@ use crate::process::Spawned;
 const READY: Duration = Duration::from_secs(30);
 
 /// The arguments of an agent for `inventory` on `url` keeping its state in `data`,
-/// heartbeating every `heartbeat_ms` (without `--init`: add it for a new state file). A fresh
-/// state admits commits at once (`--restore-wait-ms 0`), as before the restore gate
-/// (`fedvol_agent::restore_gate`): tests of the gate itself start agents without it.
+/// heartbeating every `heartbeat_ms` (without `--init`: add it for a new state file), with
+/// the restore gate as shipped (`fedvol_agent::restore_gate`: a fresh state admits new commits
+/// once a coordinator's reconciler restored it, on its first heartbeat; a test without a
+/// reconciler adds `--restore-wait-ms 0` and says why).
 pub fn agent_args(inventory: &Path, url: &str, data: &Path, heartbeat_ms: u64) -> Vec<String> {
     vec![
         "--inventory".to_string(),
@@ -28,8 +29,6 @@ pub fn agent_args(inventory: &Path, url: &str, data: &Path, heartbeat_ms: u64) -
         data.display().to_string(),
         "--heartbeat-ms".into(),
         heartbeat_ms.to_string(),
-        "--restore-wait-ms".into(),
-        "0".into(),
     ]
 }
 
@@ -60,6 +59,45 @@ pub async fn coordinator_on(url: &str, args: &[&str]) -> CoordinatorProc {
     let mut proc = Spawned::bin("fedvol-coordinator", &all);
     proc.wait_for_log("coordinator ready", READY).await;
     CoordinatorProc { proc, args: all }
+}
+
+/// True when `c` is alive, not suspect, heard from by heartbeat (it lists a replica: a cluster
+/// known only through start-up discovery has said nothing yet of its restore) and not
+/// `restoring`.
+pub fn heard_and_restored(c: &fedvol_proto::coordinator::ClusterInfo) -> bool {
+    c.alive && !c.suspect && !c.instances.is_empty() && !c.restoring
+}
+
+/// Waits (30 s at most) until the coordinators list every cluster of `names` alive and
+/// restored, as a user waits for `fedvol clusters` before sending work: a fresh agent (started
+/// with `--init`, gate as shipped) answers `restoring` until a coordinator's reconciler restored
+/// it, on its first heartbeat.
+///
+/// Panics (test failure) naming the clusters when they never are.
+pub async fn wait_ready(client: &async_nats::Client, names: &[&str]) {
+    use fedvol_proto::coordinator::Clusters;
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = crate::load::coordinator_op::<Clusters>(
+            client,
+            crate::checker::CHECKER_USER,
+            &fedvol_proto::NoArgs {},
+            Duration::from_secs(5),
+        )
+        .await;
+        if let Ok(r) = &r
+            && names
+                .iter()
+                .all(|n| r.clusters.iter().any(|c| c.name == *n && heard_and_restored(c)))
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < end,
+            "clusters {names:?} never all alive and restored: {r:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// `kill -9` the agent, wait `down`, start it again on the same files; waits until ready.

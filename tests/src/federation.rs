@@ -18,12 +18,32 @@ pub struct AgentProc {
 
 impl AgentProc {
     /// Starts an agent for the inventory `text(dir)`, written to `<dir>/inventory.yaml`,
-    /// heartbeating every `heartbeat_ms`; waits until its endpoints are ready (30 s at most).
+    /// heartbeating every `heartbeat_ms`, with `--init` and the restore gate as shipped (a
+    /// coordinator's reconciler restores the new cluster, with nothing to restore, on its first
+    /// heartbeat: `fedvol_agent::restore_gate`); waits until its endpoints are ready (30 s at
+    /// most).
     pub async fn start(nats: &NatsServer, heartbeat_ms: u64, text: impl FnOnce(&Path) -> String) -> AgentProc {
+        AgentProc::start_with(nats, heartbeat_ms, &[], text).await
+    }
+
+    /// [`AgentProc::start`] for a test with no coordinator reconciling (none at all, or
+    /// `reconcileEveryMs: 0`): nothing would ever restore the fresh state, so the agent admits
+    /// commits at once (`--restore-wait-ms 0`) instead of answering `restoring` for the
+    /// shipped 60 s.
+    pub async fn start_alone(nats: &NatsServer, heartbeat_ms: u64, text: impl FnOnce(&Path) -> String) -> AgentProc {
+        AgentProc::start_with(nats, heartbeat_ms, &["--restore-wait-ms", "0"], text).await
+    }
+
+    async fn start_with(
+        nats: &NatsServer,
+        heartbeat_ms: u64,
+        extra: &[&str],
+        text: impl FnOnce(&Path) -> String,
+    ) -> AgentProc {
         let dir = tempfile::tempdir().expect("a temporary directory for the agent");
         let inv = dir.path().join("inventory.yaml");
         std::fs::write(&inv, text(dir.path())).expect("the inventory file");
-        let args = vec![
+        let mut args = vec![
             "--inventory".to_string(),
             inv.display().to_string(),
             "--nats".into(),
@@ -33,11 +53,8 @@ impl AgentProc {
             "--heartbeat-ms".into(),
             heartbeat_ms.to_string(),
             "--init".into(),
-            // A fresh state admits commits at once, as before the restore gate
-            // (`fedvol_agent::restore_gate`); tests of the gate start agents without it.
-            "--restore-wait-ms".into(),
-            "0".into(),
         ];
+        args.extend(extra.iter().map(|s| s.to_string()));
         let proc = AgentProc::spawn(&args).await;
         AgentProc { proc, args, dir }
     }
@@ -83,6 +100,42 @@ pub fn slots_inventory(name: &str, hosts: usize, dir: &Path, ephemeral: &str) ->
     t
 }
 
+/// Waits (20 s at most) until every cluster the coordinators know is heard by heartbeat, alive
+/// and not `restoring` ([`crate::faultkit::heard_and_restored`]).
+///
+/// Panics (test failure) naming the clusters that never are.
+async fn known_clusters_restored(nats: &NatsServer) {
+    use fedvol_proto::coordinator::Clusters;
+    let client = nats.client().await;
+    let end = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = crate::load::coordinator_op::<Clusters>(
+            &client,
+            crate::checker::CHECKER_USER,
+            &fedvol_proto::NoArgs {},
+            Duration::from_secs(5),
+        )
+        .await;
+        let waiting: Vec<String> = match &r {
+            Ok(r) => r
+                .clusters
+                .iter()
+                .filter(|c| c.alive && !crate::faultkit::heard_and_restored(c))
+                .map(|c| c.name.clone())
+                .collect(),
+            Err(e) => vec![format!("(clusters not answered: {e})")],
+        };
+        if waiting.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "clusters never restored after the coordinator started: {waiting:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// A running `fedvol-coordinator`.
 pub struct CoordinatorProc {
     /// The process.
@@ -92,11 +145,15 @@ pub struct CoordinatorProc {
 }
 
 impl CoordinatorProc {
-    /// Starts a coordinator on `nats` with `extra` arguments; waits until it is ready.
+    /// Starts a coordinator on `nats` with `extra` arguments; waits until it is ready and every
+    /// cluster it knows by then is heard by heartbeat and restored (agents started before it
+    /// with `--init` and the gate as shipped admit work once its reconciler restored them), as
+    /// a user waits for `fedvol clusters` before submitting.
     pub async fn start(nats: &NatsServer, extra: &[&str]) -> CoordinatorProc {
         let mut args = vec!["--nats".to_string(), nats.url()];
         args.extend(extra.iter().map(|s| s.to_string()));
         let proc = CoordinatorProc::spawn(&args).await;
+        known_clusters_restored(nats).await;
         CoordinatorProc { proc, args }
     }
 

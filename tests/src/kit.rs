@@ -190,8 +190,8 @@ pub async fn coordinator_as(urls: &str, private_inbox: bool, extra: &[&str], env
 
 /// An agent of `cluster` logged in as `agent-<cluster>` (private inbox when `private_inbox`),
 /// serving `inventory` (written to `<dir>/inventory.yaml`) with its state in `<dir>/data` and
-/// `env` (`FEDVOL_RESTORE_WAIT_MS` is 0 unless `env` sets it); returned once its endpoints are
-/// ready.
+/// `env`, started with `--init` and the restore gate as shipped (a coordinator's reconciler
+/// restores the new cluster on its first heartbeat); returned once its endpoints are ready.
 pub async fn agent_as(
     urls: &str,
     cluster: &str,
@@ -209,10 +209,7 @@ pub async fn agent_as(
         .arg("--data-dir")
         .arg(dir.join("data"))
         .args(["--heartbeat-ms", "300", "--init"])
-        .env("RUST_LOG", "debug,async_nats=info")
-        // A fresh state admits commits at once, as before the restore gate
-        // (`fedvol_agent::restore_gate`), unless `env` sets another wait.
-        .env("FEDVOL_RESTORE_WAIT_MS", "0");
+        .env("RUST_LOG", "debug,async_nats=info");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -222,7 +219,8 @@ pub async fn agent_as(
 }
 
 /// Waits (20 s at most) until `fedvol clusters`, as alice, lists every cluster of `names` as
-/// alive.
+/// alive and restored (not `restoring`: a fresh agent admits new work once the coordinators
+/// restored it).
 ///
 /// Panics (test failure) naming the clusters when they never are.
 pub async fn wait_clusters_as(urls: &str, private_inbox: bool, names: &[&str]) {
@@ -233,9 +231,15 @@ pub async fn wait_clusters_as(urls: &str, private_inbox: bool, names: &[&str]) {
             && let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&o.stdout)
         {
             let alive = |n: &str| {
-                doc["clusters"]
-                    .as_array()
-                    .is_some_and(|cs| cs.iter().any(|c| c["name"] == n && c["alive"] == true))
+                doc["clusters"].as_array().is_some_and(|cs| {
+                    cs.iter().any(|c| {
+                        // Heard by heartbeat (a replica listed), alive, not restoring.
+                        c["name"] == n
+                            && c["alive"] == true
+                            && c["restoring"] != true
+                            && c["instances"].as_array().is_some_and(|i| !i.is_empty())
+                    })
+                })
             };
             if names.iter().all(|n| alive(n)) {
                 return;

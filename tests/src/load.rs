@@ -401,12 +401,14 @@ pub struct LoadResult {
     pub elapsed: Duration,
 }
 
-/// Error codes of answers worth asking again with the same request id.
-const RETRYABLE: [&str; 4] = [
+/// Error codes of answers worth asking again with the same request id (`clusters_unavailable`:
+/// clusters did not answer and nothing was booked; the coordinator plans the same id afresh).
+const RETRYABLE: [&str; 5] = [
     "store_unavailable",
     "nats_error",
     "commit_outcome_unknown",
     "overloaded",
+    "clusters_unavailable",
 ];
 
 fn outcome_of(r: &Result<SubmitReply, CallError>) -> Outcome {

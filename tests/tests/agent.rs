@@ -15,13 +15,15 @@ use fedvol_tests::{NatsServer, Spawned};
 use futures::StreamExt;
 
 /// An agent of cluster `name` with `hosts` one-job hosts and an open hostpath provisioner.
+/// These tests talk to agents alone, with no coordinator to restore a fresh state, so the
+/// agents admit commits at once ([`AgentProc::start_alone`]).
 async fn agent(nats: &NatsServer, name: &str, hosts: usize) -> AgentProc {
-    AgentProc::start(nats, 100, |d| slots_inventory(name, hosts, d, "all")).await
+    AgentProc::start_alone(nats, 100, |d| slots_inventory(name, hosts, d, "all")).await
 }
 
-/// An agent for the inventory `text(scratch dir)`.
+/// An agent for the inventory `text(scratch dir)` (no coordinator: [`AgentProc::start_alone`]).
 async fn agent_with(nats: &NatsServer, text: impl FnOnce(&Path) -> String) -> AgentProc {
-    AgentProc::start(nats, 100, |d| {
+    AgentProc::start_alone(nats, 100, |d| {
         let scratch = d.join("scratch");
         std::fs::create_dir_all(&scratch).unwrap();
         text(&scratch)

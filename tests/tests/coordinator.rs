@@ -149,12 +149,21 @@ async fn clusters(client: &async_nats::Client) -> ClustersReply {
     .await
 }
 
-/// Waits until the coordinator's registry says `cluster` is `alive` (true/false).
+/// Waits until the coordinator's registry says `cluster` is `alive` (true/false); alive
+/// means heard by heartbeat and restored too (a fresh agent is `restoring` until the
+/// coordinators restored it).
 async fn wait_alive(client: &async_nats::Client, cluster: &str, alive: bool) {
     let end = Instant::now() + Duration::from_secs(15);
     loop {
         let r = clusters(client).await;
-        if r.clusters.iter().any(|c| c.name == cluster && c.alive == alive) {
+        if r.clusters.iter().any(|c| {
+            c.name == cluster
+                && if alive {
+                    !c.instances.is_empty() && c.alive && !c.restoring
+                } else {
+                    !c.alive
+                }
+        }) {
             return;
         }
         assert!(Instant::now() < end, "{cluster} never became alive={alive}: {r:?}");
@@ -231,6 +240,9 @@ async fn three_example_clusters_the_seeds_choose_commit_and_release() {
     }
     let coord = coordinator(&nats, &[]).await;
     let client = nats.client().await;
+    for c in ["cluster-a", "cluster-b", "cluster-c"] {
+        wait_alive(&client, c, true).await;
+    }
 
     // Cloud Assembly's provisioning funnel: `train` needs a GPU (hard) and prefers an H100 (soft): cluster-a fits without
     // the soft constraint, cluster-c lacks the memory, cluster-b has H100s.
@@ -413,9 +425,19 @@ async fn a_killed_agent_is_unreachable_at_once_then_presumed_dead() {
         };
         assert!(gone, "{c} still served");
     }
-    let (none, took) = submit(&client, "alice", &submit_msg("k-4", job_workflow("k"))).await;
+    // No cluster answers: not "nothing fits", but the retryable `clusters_unavailable`.
+    let started = Instant::now();
+    let r: SubmitReply = op::<api::Submit>(&client, "alice", &submit_msg("k-4", job_workflow("k"))).await;
+    let took = started.elapsed();
     assert!(took < Duration::from_millis(DEADLINE_MS / 2), "{took:?}");
+    assert_eq!(
+        r.error.as_ref().map(|e| e.code.as_str()),
+        Some("clusters_unavailable"),
+        "{r:?}"
+    );
+    let none = r.stored.expect("the decision");
     assert_eq!(none.state, DecisionState::Failed);
+    assert_eq!(none.failure(), Some(fedvol_proto::decisions::FailureKind::Unavailable));
     assert_eq!(none.decision.chosen_cluster, None);
     for c in ["a", "b"] {
         let slot = &none.decision.clusters[c];
@@ -444,6 +466,9 @@ async fn a_failed_commit_falls_back_to_the_next_cluster_within_the_attempts() {
     let _spare = slots(&nats, "spare", 2, 100).await;
     let mut coord = coordinator(&nats, &[]).await;
     let client = nats.client().await;
+    for c in ["bad", "good", "spare"] {
+        wait_alive(&client, c, true).await;
+    }
     let mut wf = job_workflow("fallback");
     wf.clusters = vec!["bad".into(), "good".into()];
 
@@ -557,6 +582,9 @@ async fn decisions_survive_a_coordinator_kill_and_a_second_one_serves_meanwhile(
     let mut first = coordinator(&nats, &[]).await;
     let second = coordinator(&nats, &[]).await;
     let client = nats.client().await;
+    for c in ["a", "b"] {
+        wait_alive(&client, c, true).await;
+    }
 
     let mut decided = Vec::new();
     for i in 0..4 {
@@ -616,6 +644,9 @@ async fn forty_concurrent_submits_for_ten_slots_never_over_commit() {
     let mut clients = Vec::new();
     for _ in 0..8 {
         clients.push(nats.client().await);
+    }
+    for (c, _) in sizes {
+        wait_alive(&clients[0], c, true).await;
     }
     let tasks: Vec<_> = (0..40)
         .map(|i| {
@@ -698,6 +729,7 @@ async fn idempotent_submit_complete_dry_run_replay_directory_and_bad_input() {
     std::fs::write(&directory, "users:\n  alice: [physics]\n  bob: [chem]\n").unwrap();
     let coord = coordinator(&nats, &["--directory", &directory.display().to_string()]).await;
     let client = nats.client().await;
+    wait_alive(&client, "a", true).await;
 
     // Same request id twice: one decision, one commit.
     let msg = submit_msg("idem-1", job_workflow("idem"));

@@ -21,7 +21,7 @@ use fedvol_tests::NatsServer;
 use fedvol_tests::checker::{CHECKER_USER, fetch_status};
 use fedvol_tests::faultkit::{
     LogTail, agent_on, coordinator_on, crash_agent, crash_coordinator, field, final_check, inventories,
-    named_inventories, roomy_agent, signal_on_line,
+    named_inventories, roomy_agent, signal_on_line, wait_ready,
 };
 use fedvol_tests::federation::{AgentProc, slots_inventory};
 use fedvol_tests::load::{Load, LoadSpec, Rng, coordinator_op, env_number, small_workflow, submit_msg};
@@ -86,6 +86,7 @@ async fn agents_killed_at_random_points_of_commit_lose_and_duplicate_nothing() {
     let mut spec = LoadSpec::new(4, "ak", small_workflow("crash", 1));
     spec.dry_run_every = 5;
     spec.complete_every = 3;
+    wait_ready(&cs[0], &names).await;
     let load = Load::start(&cs, spec);
     assert!(
         load.wait_answers(5, Duration::from_secs(30)).await,
@@ -145,6 +146,124 @@ async fn agents_killed_at_random_points_of_commit_lose_and_duplicate_nothing() {
     assert_eq!(report.holds, 0, "every hold lapsed or was released");
 }
 
+/// Agents killed (`kill -9`) and restarted during a steady load, under the shipped
+/// `single.conf` and agent defaults. Cluster `a` can place the workflow (4 hosts of 64 cores);
+/// cluster `b` cannot (1-core hosts). While `a` is down, no answering cluster can place it
+/// and `a` was only unreachable: the truthful answer is the retryable `clusters_unavailable`
+/// (the load's careful client asks again under the same request id, and the coordinator plans
+/// it afresh), never a decision stored "nothing fits" (a user's script would give up on exit 2).
+/// Kube-scheduler likewise tells a pod that failed because a plugin errored or a node was
+/// unknown from one that is unschedulable (scheduling framework: `Error` versus
+/// `Unschedulable` statuses), and retries the former. Every stored decision is read back at
+/// the end: none is `failed (nothing fits)` with a cluster that did not answer.
+///
+/// Short by default (CI, 5 kills); `FEDVOL_FAULT_TRIALS=40 cargo test -p fedvol-tests --test
+/// faults agent_kills_during -- --nocapture` is the long form (RELIABILITY.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn agent_kills_during_a_steady_load_never_store_nothing_fits_for_an_unreachable_cluster() {
+    use fedvol_proto::decisions::FailureKind;
+    use fedvol_tests::checker::fetch_decision;
+    let _serial = SERIAL.lock().await;
+    let trials = env_number("FEDVOL_FAULT_TRIALS", 5);
+    let (mut rng, seed) = Rng::from_env("FEDVOL_FAULT_SEED");
+    eprintln!("agent kills under a steady load: {trials} trials, FEDVOL_FAULT_SEED={seed}");
+    let nats = NatsServer::start();
+    let names = ["a", "b"];
+    let mut agents = vec![
+        agent_on(&nats.url(), 100, &[], |d| {
+            fedvol_tests::load::roomy_inventory("a", 4, 64, d)
+        })
+        .await,
+        agent_on(&nats.url(), 100, &[], |d| {
+            fedvol_tests::load::roomy_inventory("b", 2, 1, d)
+        })
+        .await,
+    ];
+    let _c1 = coordinator_on(&nats.url(), &COORDINATOR_ARGS).await;
+    let _c2 = coordinator_on(&nats.url(), &COORDINATOR_ARGS).await;
+    let cs = clients(&nats, 2).await;
+    let mut spec = LoadSpec::new(4, "uk", small_workflow("steady", 2));
+    spec.complete_every = 1;
+    wait_ready(&cs[0], &names).await;
+    let load = Load::start(&cs, spec);
+    assert!(
+        load.wait_answers(5, Duration::from_secs(30)).await,
+        "the load never got going"
+    );
+    let began = Instant::now();
+    for t in 0..trials {
+        // Mostly `a`, the cluster that can place the workflow.
+        let i = usize::from(rng.chance(0.2));
+        tokio::time::sleep(rng.ms(0, 300)).await;
+        let down = rng.ms(200, 1500);
+        crash_agent(&mut agents[i], down).await;
+        eprintln!("trial {t}: killed {}, down {down:?}", names[i]);
+        assert!(
+            load.wait_answers(2, Duration::from_secs(60)).await,
+            "no progress after trial {t}"
+        );
+    }
+    let took = began.elapsed();
+    let result = load.stop().await;
+    eprintln!("load: {}", result.summary());
+    eprintln!("submit outcomes: {:?}", result.outcomes("submit"));
+    assert!(
+        result.unanswered().is_empty(),
+        "requests never answered: {:?}",
+        result.unanswered()
+    );
+
+    // Every stored decision, by what became of it.
+    let mut kinds: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut wrong = Vec::new();
+    for id in &result.ids {
+        let Some(s) = fetch_decision(&cs[0], id).await.unwrap() else {
+            continue;
+        };
+        let silent: Vec<&String> = s
+            .decision
+            .clusters
+            .iter()
+            .filter(|(_, c)| c.status != fedvol_common::decision::ClusterStatus::Answered)
+            .map(|(n, _)| n)
+            .collect();
+        let kind = s.failure().map_or(s.state.as_str(), FailureKind::as_str);
+        *kinds.entry(kind.to_string()).or_default() += 1;
+        if s.failure() == Some(FailureKind::CommitFailed) {
+            let why: Vec<String> = s
+                .attempts
+                .iter()
+                .map(|a| format!("{}: {:?}", a.cluster, a.error.as_ref().map(|e| e.code.to_string())))
+                .collect();
+            eprintln!("{id}: commit failed: {why:?}");
+        }
+        if s.failure() == Some(FailureKind::NothingFits) && !silent.is_empty() {
+            wrong.push(format!("{id}: clusters without an answer {silent:?}"));
+        }
+    }
+    eprintln!(
+        "{trials} kills in {:.0} s; {} request ids; stored decisions by outcome: {kinds:?}",
+        took.as_secs_f64(),
+        result.ids.len()
+    );
+    assert!(
+        wrong.is_empty(),
+        "{} decisions stored \"nothing fits\" though a cluster did not answer: {:?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(10)]
+    );
+    let report = final_check(
+        &cs[0],
+        &named_inventories(&names, &agents),
+        &result,
+        Duration::from_secs(15),
+    )
+    .await;
+    eprintln!("checker: {report}");
+    report.assert_clean();
+    assert!(report.committed + report.completed > 0, "{report}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn coordinators_killed_at_random_points_lose_and_duplicate_nothing() {
     let _serial = SERIAL.lock().await;
@@ -173,6 +292,7 @@ async fn coordinators_killed_at_random_points_lose_and_duplicate_nothing() {
     spec.complete_every = 3;
     spec.answer_wait = Duration::from_secs(5);
     spec.retry_for = Duration::from_secs(90);
+    wait_ready(&cs[0], &names).await;
     let load = Load::start(&cs, spec);
     assert!(
         load.wait_answers(5, Duration::from_secs(30)).await,
@@ -242,6 +362,7 @@ async fn racing_clients_for_scarce_capacity_never_over_commit_and_all_get_answer
     let _c1 = coordinator_on(&nats.url(), &COORDINATOR_ARGS).await;
     let _c2 = coordinator_on(&nats.url(), &COORDINATOR_ARGS).await;
     let cs = clients(&nats, 8).await;
+    wait_ready(&cs[0], &["a", "b", "c"]).await;
     let wf = small_workflow("storm", 8);
 
     // Every racer at once; one in five is a dry run; two ids in ten are shared by two racers:

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use fedvol_common::decision::ClusterStatus;
 use fedvol_proto::decisions::StoredDecision;
 use fedvol_tests::checker::fetch_decision;
-use fedvol_tests::faultkit::{agent_on, coordinator_on, final_check, named_inventories, roomy_agent};
+use fedvol_tests::faultkit::{agent_on, coordinator_on, final_check, named_inventories, roomy_agent, wait_ready};
 use fedvol_tests::federation::AgentProc;
 use fedvol_tests::load::{Load, LoadResult, LoadSpec, Outcome, roomy_inventory, small_workflow};
 use fedvol_tests::nats::free_port;
@@ -122,6 +122,7 @@ async fn a_restarted_nats_server_loses_nothing_and_throughput_recovers() {
     for _ in 0..3 {
         clients.push(nats.client().await);
     }
+    wait_ready(&clients[0], &names).await;
     let load = Load::start(&clients, spec("rs"));
     assert!(load.wait_answers(5, Duration::from_secs(30)).await);
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -267,6 +268,7 @@ async fn a_three_node_cluster_loses_the_buckets_leader_mid_load_and_nothing_ackn
     for i in 0..3 {
         clients.push(connect(&urls.split(',').nth(i).unwrap().to_string().replace(' ', "")).await);
     }
+    wait_ready(&clients[0], &names).await;
     let load = Load::start(&clients, spec("ha"));
     assert!(load.wait_answers(10, Duration::from_secs(30)).await);
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -421,6 +423,7 @@ async fn a_frozen_agent_is_reported_at_the_deadline_and_comes_back() {
     }
     let _coord = coordinator_on(&url, &coordinator_args()).await;
     let client = nats.client().await;
+    wait_ready(&client, &names).await;
     // A workflow committed on c, to complete while c is frozen.
     let mut on_c = small_workflow("on-c", 1);
     on_c.clusters = vec!["c".into()];
@@ -553,6 +556,7 @@ async fn a_cluster_whose_leaf_server_stops_is_reported_and_comes_back() {
     })
     .await;
     assert!(registered);
+    wait_ready(&client, &names).await;
     let mut s = spec("lf");
     s.submitters = 3;
     s.complete_every = 0;

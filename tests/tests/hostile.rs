@@ -627,7 +627,11 @@ async fn kill_coordinator_mid_commit(
 async fn a_retry_after_a_coordinator_died_mid_commit_commits_once() {
     let nats = NatsServer::start();
     let url = nats.url();
-    let agent = agent_on(&url, 200, &[], |d| slots_inventory("k", 4, d, "all")).await;
+    // No reconciler below, so nothing would restore the fresh state: the agent admits at once.
+    let agent = agent_on(&url, 200, &["--restore-wait-ms", "0"], |d| {
+        slots_inventory("k", 4, d, "all")
+    })
+    .await;
     // One attempt, 1 s commits, no reconciler: the commit phase's bound is 8 s, and only the
     // operations under test settle what a dead coordinator left.
     let args = [

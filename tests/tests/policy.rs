@@ -566,3 +566,42 @@ async fn a_decision_queued_past_max_wait_fails_queue_timeout() {
         "{shown}"
     );
 }
+
+/// A workflow no cluster can ever place is refused at once, never queued: kube-scheduler calls
+/// such a pod `UnschedulableAndUnresolvable` (scheduling framework: "preemption would not
+/// change anything") and does not keep retrying it for capacity. Here its volume needs the
+/// `ephemeral` permission, which both clusters grant only to group `physics`, and alice is in
+/// no group: with `--wait-for-capacity` the submit is answered at once, stored `failed`,
+/// refused `unresolvable` naming each cluster's blocker, and the queue stays empty (it used to
+/// wait there until `queue.maxWaitMs`). The same submit from a physics user is placed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unresolvable_workflow_with_wait_for_capacity_is_refused_at_once_never_queued() {
+    let _serial = SERIAL.lock().await;
+    let nats = NatsServer::start();
+    let _a = AgentProc::start(&nats, 200, |d| slots_inventory("a", 2, d, "[physics]")).await;
+    let _b = AgentProc::start(&nats, 200, |d| slots_inventory("b", 2, d, "[physics]")).await;
+    let (_coord, _cfg) = coordinator(&nats, "", &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let wf = workflow_file(dir.path(), "never", "any", "1MiB", 1, "");
+    let o = fedvol(
+        &nats,
+        "alice",
+        &["submit", &wf, "--wait-for-capacity", "--request-id", "never-1"],
+    );
+    let text = out(&o);
+    eprintln!("{text}");
+    assert_eq!(o.status.code(), Some(2), "refused, not queued (0): {text}");
+    assert!(text.contains("state: failed (nothing fits)"), "{text}");
+    assert!(text.contains("(unresolvable)"), "{text}");
+    assert!(text.contains("permission_denied"), "names the blocker: {text}");
+    assert!(!text.contains("state: queued"), "{text}");
+    let d = json(&fedvol(&nats, "alice", &["decisions", "show", "never-1", "-o", "json"]));
+    assert_eq!(d["state"], "failed");
+    assert_eq!(d["decision"]["refused"]["code"], "unresolvable");
+    let queued = out(&fedvol(&nats, "alice", &["decisions", "list", "--state", "queued"]));
+    assert!(!queued.contains("never-1"), "nothing waits in the queue: {queued}");
+    // The same workflow from a user of group physics fits.
+    let o = fedvol(&nats, "alice", &["submit", &wf, "-g", "physics", "--wait-for-capacity"]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    assert!(out(&o).contains("state: committed"), "{}", out(&o));
+}

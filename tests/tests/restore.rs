@@ -79,9 +79,8 @@ async fn a_fresh_agent_restores_its_commits_before_it_admits_a_new_one() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().join("a");
     let inventory = slots_inventory("cluster-a", 2, &d, "all");
-    // The agent waits for the coordinators' restore, as it does by default.
-    let gated = [("FEDVOL_RESTORE_WAIT_MS", "60000")];
-    let mut agent: Spawned = agent_as(&url, "cluster-a", false, &d, &inventory, &gated).await;
+    // The agent waits for the coordinators' restore, as shipped (`restoreWaitMs` 60 s).
+    let mut agent: Spawned = agent_as(&url, "cluster-a", false, &d, &inventory, &[]).await;
     wait_clusters_as(&url, false, &["cluster-a"]).await;
     // A new cluster's agent starts fresh too: it admits commits once a coordinator saw it.
     agent
@@ -94,13 +93,27 @@ async fn a_fresh_agent_restores_its_commits_before_it_admits_a_new_one() {
     // The agent loses its state: kill -9, its data directory wiped, started fresh.
     agent.kill();
     std::fs::remove_dir_all(d.join("data")).unwrap();
-    agent = agent_as(&url, "cluster-a", false, &d, &inventory, &gated).await;
+    agent = agent_as(&url, "cluster-a", false, &d, &inventory, &[]).await;
     let o = alice(&url, &["submit", &wf, "--request-id", "new-1", "-o", "json"]);
     eprintln!("new submit right after the restart: {}", output_text(&o));
 
-    // Let the coordinators restore (their reconciler runs every 2 s).
-    tokio::time::sleep(Duration::from_secs(8)).await;
+    // The gate opens because the coordinators restored the cluster (`restoreWaitMs` is 60 s:
+    // it did not merely give up waiting), and the agent holds both old commits again.
+    agent
+        .wait_for_log(
+            "the coordinators restored this cluster's commits",
+            Duration::from_secs(20),
+        )
+        .await;
     eprintln!("coordinator's reconciler:\n{}", reconciler_lines(&coordinator));
+    assert!(
+        !agent.log().contains("no coordinator restored this cluster's commits"),
+        "restored, not given up on: {}",
+        agent.log()
+    );
+    let mut held = committed_on(&url, "cluster-a").await;
+    held.sort();
+    assert_eq!(held, ["old-1", "old-2"], "the fresh agent holds the restored commits");
     for id in ["old-1", "old-2"] {
         let doc = show(&url, id);
         assert_eq!(
@@ -109,17 +122,230 @@ async fn a_fresh_agent_restores_its_commits_before_it_admits_a_new_one() {
             "an acknowledged commit stays committed: {id}: {doc:#}\nagent log:\n{}",
             agent.log()
         );
+        let attempts = doc["attempts"].as_array().unwrap();
+        assert!(
+            attempts.len() >= 2
+                && attempts
+                    .last()
+                    .is_some_and(|a| a["ok"] == true && a["cluster"] == "cluster-a"),
+            "{id} carries its restoring commit attempt: {doc:#}"
+        );
     }
     let new = show(&url, "new-1");
     assert_ne!(
         new["state"], "committed",
         "the new submit is not committed over the restored ones: {new:#}"
     );
-    // Once restored, the cluster is full again: a new submit is refused for capacity.
+    // Once restored, the cluster admits plans and is full again: a new submit is refused for
+    // capacity by an answering cluster (not `restoring`).
     let o = alice(&url, &["submit", &wf, "--request-id", "new-2", "-o", "json"]);
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(doc["state"], "failed", "{}", output_text(&o));
+    let slot = &doc["decision"]["clusters"]["cluster-a"];
+    assert_eq!(
+        (slot["status"].as_str(), slot["feasible"].as_bool()),
+        (Some("answered"), Some(false)),
+        "cluster-a answers, and nothing fits: {doc:#}"
+    );
     assert_eq!(o.status.code(), Some(2), "no cluster can place it: {}", output_text(&o));
+}
+
+/// A fresh federation under the shipped defaults: a coordinator, then an agent started with
+/// `--init` and the restore gate as shipped (`restoreWaitMs` 60 s), and a submit the moment the
+/// agent serves (from a client already connected, then from the CLI). A brand-new cluster has
+/// nothing to restore, so it must admit the submit at once: the coordinator restores a cluster
+/// on the heartbeat that says `restoring` (not at its next reconciler tick, up to 2 s later)
+/// and, while the clusters that could place the workflow still answer `restoring`, asks them
+/// again within the plan's deadline. Kubernetes' scheduler likewise keeps a pod whose nodes
+/// are not ready yet pending and retries it rather than calling it unschedulable
+/// (kube-scheduler: the scheduling queue's backoff and unschedulable pods).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submit_right_after_a_fresh_federation_starts_commits() {
+    use fedvol_proto::coordinator::Submit;
+    let kit = Kit::copy();
+    let nats = single_server(&kit);
+    let url = nats.url();
+    let coordinator = coordinator_as(&url, false, &[], &[]).await;
+    let client = fedvol_tests::kit::client(&url, "alice", "_INBOX").await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("a");
+    let mut agent = agent_as(
+        &url,
+        "cluster-a",
+        false,
+        &d,
+        &slots_inventory("cluster-a", 4, &d, "all"),
+        &[],
+    )
+    .await;
+    let small = fedvol_tests::load::small_workflow("first", 1);
+    let msg = fedvol_tests::load::submit_msg("first-1", &small, false);
+    let began = Instant::now();
+    let r = fedvol_tests::load::coordinator_op::<Submit>(&client, "alice", &msg, Duration::from_secs(15))
+        .await
+        .unwrap();
+    eprintln!(
+        "first submit answered in {:.0} ms; the coordinator:\n{}",
+        began.elapsed().as_secs_f64() * 1000.0,
+        coordinator
+            .log()
+            .lines()
+            .filter(|l| l.contains("reconciler") || l.contains("asking again"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let state = r.stored.as_ref().map(|s| s.state.as_str());
+    assert_eq!(
+        (state, r.error.as_ref().map(|e| e.code.to_string())),
+        (Some("committed"), None),
+        "the first submit, as the agent starts serving, commits: {r:#?}\ncoordinator's reconciler:\n{}",
+        reconciler_lines(&coordinator)
+    );
+    let wf = workflow(dir.path(), "first");
+    let o = alice(&url, &["submit", &wf, "-o", "json"]);
+    let doc: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", output_text(&o)));
+    assert_eq!(
+        (o.status.code(), doc["state"].as_str()),
+        (Some(0), Some("committed")),
+        "{}",
+        output_text(&o)
+    );
+    // The agent was restored (nothing to restore) and admits commits.
+    agent
+        .wait_for_log("new commits are admitted", Duration::from_secs(5))
+        .await;
+}
+
+/// Stdout and stderr of `o`, stderr's lines joined (the CLI wraps its notes at 100 columns).
+fn joined(o: &std::process::Output) -> String {
+    output_text(o).split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A cluster whose agent waits for its restore is not "nothing fits": with no reconciler
+/// (`reconcileEveryMs: 0`, so nothing restores the fresh agent), `fedvol clusters` says the
+/// cluster is restoring, and a submit no answering cluster can place waits within its deadline,
+/// then answers the retryable `clusters_unavailable` (exit 75, explained), stored
+/// `failed (unavailable)`, never exit 2. Kube-scheduler likewise keeps a pod whose plugin
+/// could not decide (an `Error` status) apart from an unschedulable one, and retries it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restoring_cluster_is_shown_and_a_submit_waiting_for_it_is_unavailable_not_nothing_fits() {
+    let kit = Kit::copy();
+    let nats = single_server(&kit);
+    let url = nats.url();
+    let _coordinator = coordinator_as(&url, false, &["--reconcile-every-ms", "0"], &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("a");
+    // The gate as shipped; nothing restores it in this test.
+    let _agent = agent_as(
+        &url,
+        "cluster-a",
+        false,
+        &d,
+        &slots_inventory("cluster-a", 2, &d, "all"),
+        &[],
+    )
+    .await;
+    let end = Instant::now() + Duration::from_secs(20);
+    let listed = loop {
+        let o = alice(&url, &["clusters"]);
+        let text = output_text(&o);
+        if text.contains("cluster-a is restoring") {
+            break text;
+        }
+        assert!(Instant::now() < end, "fedvol clusters never says restoring: {text}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    eprintln!("fedvol clusters:\n{listed}");
+    assert!(listed.contains("restoring"), "{listed}");
+    let o = alice(&url, &["clusters", "-o", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["clusters"][0]["restoring"], true, "{doc:#}");
+
+    let wf = workflow(dir.path(), "wait");
+    let began = Instant::now();
+    let o = alice(&url, &["submit", &wf, "--request-id", "r-1"]);
+    let took = began.elapsed();
+    let text = joined(&o);
+    eprintln!(
+        "submit while cluster-a restores ({:.1} s): {}",
+        took.as_secs_f64(),
+        output_text(&o)
+    );
+    assert_eq!(o.status.code(), Some(75), "retryable, not nothing fits (2): {text}");
+    assert!(text.contains("state: failed (unavailable)"), "{text}");
+    assert!(
+        text.contains("cluster-a (restoring)"),
+        "names the cluster and why: {text}"
+    );
+    assert!(text.contains("(clusters_unavailable)"), "{text}");
+    assert!(text.contains("not \"nothing fits\""), "the CLI explains: {text}");
+    assert!(!text.contains("no cluster can place this workflow"), "{text}");
+    let doc = show(&url, "r-1");
+    assert_eq!(
+        (doc["state"].as_str(), doc["decision"]["refused"]["code"].as_str()),
+        (Some("failed"), Some("clusters_unavailable")),
+        "{doc:#}"
+    );
+    let list = output_text(&alice(&url, &["decisions", "list"]));
+    assert!(list.contains("failed (unavailable)"), "{list}");
+}
+
+/// A cluster killed (`kill -9`) is only unreachable: the submit that only it could place is
+/// answered `clusters_unavailable` (exit 75), and the same submit under the same request id,
+/// with `--wait`, is planned afresh and commits once the agent is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submit_only_an_unreachable_cluster_could_place_is_retryable_under_its_id() {
+    let kit = Kit::copy();
+    let nats = single_server(&kit);
+    let url = nats.url();
+    let _coordinator = coordinator_as(&url, false, &[], &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (da, db) = (dir.path().join("a"), dir.path().join("b"));
+    let inv_a = slots_inventory("cluster-a", 2, &da, "all");
+    let mut a = agent_as(&url, "cluster-a", false, &da, &inv_a, &[]).await;
+    // cluster-b has no host: nothing runs there.
+    let _b = agent_as(
+        &url,
+        "cluster-b",
+        false,
+        &db,
+        &slots_inventory("cluster-b", 0, &db, "all"),
+        &[],
+    )
+    .await;
+    wait_clusters_as(&url, false, &["cluster-a", "cluster-b"]).await;
+    a.kill();
+    let wf = workflow(dir.path(), "only-a");
+    let o = alice(&url, &["submit", &wf, "--request-id", "u-1"]);
+    let text = joined(&o);
+    eprintln!("submit with cluster-a down: {}", output_text(&o));
+    assert_eq!(o.status.code(), Some(75), "{text}");
+    assert!(text.contains("cluster-a (unreachable)"), "{text}");
+    assert!(
+        text.contains("the 1 cluster that answered cannot place this workflow"),
+        "{text}"
+    );
+    assert_eq!(show(&url, "u-1")["decision"]["refused"]["code"], "clusters_unavailable");
+
+    // The agent comes back (same state file); the same request id, asked again, commits.
+    a = agent_as(&url, "cluster-a", false, &da, &inv_a, &[]).await;
+    let o = alice(&url, &["submit", &wf, "--request-id", "u-1", "--wait", "-o", "json"]);
+    eprintln!("the same submit with --wait: {}", output_text(&o));
+    let doc: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", output_text(&o)));
+    assert_eq!(
+        (
+            o.status.code(),
+            doc["state"].as_str(),
+            doc["decision"]["chosen_cluster"].as_str()
+        ),
+        (Some(0), Some("committed"), Some("cluster-a")),
+        "{}",
+        output_text(&o)
+    );
+    assert_eq!(committed_on(&url, "cluster-a").await, ["u-1"]);
+    drop(a);
 }
 
 /// `fedvol -u alice submit <wf> <extra>` as NATS user alice, keeping the CLI's state in

@@ -925,9 +925,8 @@ async fn oversized_bodies_answers_and_bad_names_get_clear_errors() {
         .arg(&inv)
         .arg("--data-dir")
         .arg(dir.path().join("data"))
-        .arg("--init")
-        // A new cluster: nothing for a coordinator to restore (fedvol_agent::restore_gate).
-        .args(["--restore-wait-ms", "0"]);
+        // The gate as shipped: the coordinator restores the new cluster on its first heartbeat.
+        .arg("--init");
         c
     });
     agent.wait_for_log("endpoints ready", Duration::from_secs(30)).await;

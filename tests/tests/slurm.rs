@@ -45,20 +45,24 @@ heartbeatMs: 200
     cfg
 }
 
+/// The agent of `cfg`, started with `--init` and the restore gate as shipped (the
+/// coordinator restores the new cluster, with nothing to restore, on its first heartbeat).
 async fn start_agent(nats: &NatsServer, cfg: &Path) -> Spawned {
-    let mut a = Spawned::bin(
-        "fedvol-agent",
-        [
-            "--config",
-            &cfg.display().to_string(),
-            "--nats",
-            &nats.url(),
-            "--init",
-            // A new cluster: nothing for a coordinator to restore (fedvol_agent::restore_gate).
-            "--restore-wait-ms",
-            "0",
-        ],
-    );
+    start_agent_with(nats, cfg, &[]).await
+}
+
+/// [`start_agent`] for a test with no coordinator: nothing would restore the fresh state, so
+/// the agent admits plans and commits at once (`--restore-wait-ms 0`).
+async fn start_agent_alone(nats: &NatsServer, cfg: &Path) -> Spawned {
+    start_agent_with(nats, cfg, &["--restore-wait-ms", "0"]).await
+}
+
+async fn start_agent_with(nats: &NatsServer, cfg: &Path, extra: &[&str]) -> Spawned {
+    let cfg = cfg.display().to_string();
+    let url = nats.url();
+    let mut args = vec!["--config", cfg.as_str(), "--nats", url.as_str(), "--init"];
+    args.extend_from_slice(extra);
+    let mut a = Spawned::bin("fedvol-agent", args);
     a.wait_for_log("endpoints ready", Duration::from_secs(30)).await;
     a
 }
@@ -192,7 +196,7 @@ async fn inventory_follows_slurm_nodes_drain_and_jobs() {
     let slurm = SlurmCluster::start().await;
     let nats = NatsServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let agent = start_agent(&nats, &agent_files(dir.path(), &slurm)).await;
+    let agent = start_agent_alone(&nats, &agent_files(dir.path(), &slurm)).await;
     let client = nats.client().await;
 
     // The agent's inventory matches `scontrol show node`, partitions are zones.
@@ -343,7 +347,7 @@ async fn sighup_reads_slurm_at_once() {
     let slurm = SlurmCluster::start().await;
     let nats = NatsServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let agent = start_agent(&nats, &agent_files_every(dir.path(), &slurm, 600_000)).await;
+    let agent = start_agent_alone(&nats, &agent_files_every(dir.path(), &slurm, 600_000)).await;
     let client = nats.client().await;
     let before = inventory(&client).await.inventory;
     assert_eq!(host(&before, "n2").1.power, PowerState::On);

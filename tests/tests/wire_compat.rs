@@ -32,9 +32,15 @@ fn far() -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_previous_releases_bodies_work_against_this_release() {
     let nats = NatsServer::start();
-    let agent = AgentProc::start(&nats, 300, |d| slots_inventory("old", 2, d, "all")).await;
+    let mut agent = AgentProc::start(&nats, 300, |d| slots_inventory("old", 2, d, "all")).await;
     let _coord = CoordinatorProc::start(&nats, &["--deadline-ms", "2000", "--discovery-ms", "300"]).await;
     let client = nats.client().await;
+    // The fresh agent admits plans and commits once the coordinator restored it (gate as
+    // shipped).
+    agent
+        .proc
+        .wait_for_log("new commits are admitted", Duration::from_secs(20))
+        .await;
     let wf = workflow_json();
     let request =
         format!(r#"{{"request_id":"old-1","workflow":{wf},"user":"alice","groups":[],"seed":7,"trace_limit":5}}"#);

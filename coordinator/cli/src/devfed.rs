@@ -357,11 +357,10 @@ impl DevFederation {
                 fed.dir.path().join("storage").join(&name).display().to_string(),
                 "--heartbeat-ms".into(),
                 "500".into(),
-                // A fresh sandbox: the agent creates its state file, and has no commits for
-                // the coordinator to restore (fedvol_agent::restore_gate): it admits at once.
+                // A fresh sandbox: the agent creates its state file, with the restore gate
+                // as shipped (fedvol_agent::restore_gate): the coordinator restores it, with
+                // nothing to restore, on its first heartbeat.
                 "--init".into(),
-                "--restore-wait-ms".into(),
-                "0".into(),
             ];
             fed.metrics_args(&format!("agent {name}"), metrics, &mut args)?;
             let i = fed.spawn(&format!("agent-{name}"), &agent_bin, &args)?;
@@ -477,8 +476,6 @@ impl DevFederation {
             "--nats".into(),
             self.url.clone(),
             "--init".into(),
-            "--restore-wait-ms".into(),
-            "0".into(),
         ];
         self.metrics_args(&format!("agent {SLURM_CLUSTER}"), metrics, &mut args)?;
         let i = self.spawn(&format!("agent-{SLURM_CLUSTER}"), agent_bin, &args)?;

@@ -418,6 +418,7 @@ mod tests {
                     queued_ms: None,
                     jobs: Vec::new(),
                     reason: None,
+                    failure: None,
                 }),
                 clusters: fedvol_proto::coordinator::ClusterCounts::default(),
             },

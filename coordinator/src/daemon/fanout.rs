@@ -64,7 +64,21 @@ pub struct Gathered {
 /// Errors: only when NATS itself fails (publish or subscribe); unanswered clusters are slots,
 /// not errors.
 pub async fn fan_out(co: &Arc<Coordinator>, request: &PlanRequest, wait: Duration) -> Result<Gathered, RpcError> {
-    if co.registry().names().is_empty() {
+    fan_out_to(co, request, None, wait).await
+}
+
+/// [`fan_out`] to the known clusters among `only` (all of them when `None`): how a plan asks
+/// again the clusters whose agents were waiting for their restore
+/// ([`super::lifecycle::plan`]).
+///
+/// Errors: as [`fan_out`].
+pub async fn fan_out_to(
+    co: &Arc<Coordinator>,
+    request: &PlanRequest,
+    only: Option<&BTreeSet<String>>,
+    wait: Duration,
+) -> Result<Gathered, RpcError> {
+    if only.is_none() && co.registry().names().is_empty() {
         super::discovery::discover(co).await;
     }
     let asked_ms = now_ms();
@@ -76,6 +90,9 @@ pub async fn fan_out(co: &Arc<Coordinator>, request: &PlanRequest, wait: Duratio
             tracing::warn!(cluster = %name, silent_ms = asked_ms.saturating_sub(seen_ms), "cluster forgotten: not heard from for longer than forgetClusterAfterMs");
         }
         for name in reg.names() {
+            if only.is_some_and(|o| !o.contains(&name)) {
+                continue;
+            }
             match reg.expectation(&name, asked_ms) {
                 Expectation::Wait => {
                     wait_for.insert(name);

@@ -204,6 +204,9 @@ async fn apply(co: &Coordinator, cluster: &str, f: Followed, reply: agent::Actio
     match co.store.update(id, &stored, rev).await {
         Ok(Write::Done(_)) if done => {
             tracing::info!(request_id = %id, cluster = %cluster, state = stored.state.as_str(), failure = ?stored.run_failure, "every job ended: decision stored");
+            if let Some(kind) = stored.failure() {
+                co.metrics.failed(kind);
+            }
             crate::daemon::quota::release(co, id, &stored.decision.quota).await;
             false
         }

@@ -5,18 +5,24 @@
 //! above this module; it imports none of them (a decision that must wait for capacity goes to
 //! [`super::waiting`]).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use fedvol_common::choice::choose_cluster;
+use fedvol_common::decision::ClusterStatus;
 use fedvol_proto::coordinator::SubmitReply;
 use fedvol_proto::decisions::{DecisionState, StoredDecision};
 use fedvol_proto::{Code, ProtoError, now_ms};
 
 use super::Coordinator;
 use super::commit::{Phase, RELEASE_WAIT_MS, Start, commit_phase, settle_window_ms};
-use super::fanout::fan_out;
+use super::fanout::{fan_out, fan_out_to};
 use super::store::Write;
+
+/// How often a plan asks again the clusters whose agents answered `restoring`, ms
+/// ([`plan`]).
+pub const RESTORE_ASK_AGAIN_MS: u64 = 100;
 
 /// How long a submit or complete waits for a decision another coordinator is committing
 /// before it answers that the decision is still being settled, ms: well within the CLI's
@@ -100,11 +106,15 @@ pub(super) fn in_doubt(stored: StoredDecision, reason: ProtoError) -> SubmitRepl
 }
 
 /// Stores the outcome of a commit phase over revision `rev`. A decision that failed for want
-/// of room and asked to wait is queued instead ([`super::waiting::to_queue`]); one that failed
-/// otherwise leaves the quota ledgers.
+/// of room is judged first ([`judge_unplaced`]: clusters that never answered make it
+/// `clusters_unavailable`, not "nothing fits"); one that asked to wait is then queued instead
+/// ([`super::waiting::to_queue`]); one that failed otherwise leaves the quota ledgers.
 pub async fn save(co: &Arc<Coordinator>, mut stored: StoredDecision, rev: u64) -> SubmitReply {
     let id = stored.decision.request_id.clone();
     if stored.state == DecisionState::Failed {
+        if stored.decision.refused.is_none() && no_room(&stored) {
+            judge_unplaced(&mut stored);
+        }
         if stored.wait_for_capacity && no_room(&stored) {
             if let Err(e) = super::waiting::to_queue(co, &mut stored).await {
                 tracing::warn!(error = %e, "the decision could not be queued; stored failed");
@@ -153,7 +163,8 @@ pub(super) async fn timed_commit_phase(
 }
 
 /// The reply for a decision as it ends here: with the coordinator's refusal as the error when
-/// it refused (`quota_exceeded`, `queue_full`, `queue_timeout`), the decision alone otherwise.
+/// it refused (`quota_exceeded`, `queue_full`, `queue_timeout`, `clusters_unavailable`,
+/// `unresolvable`), the decision alone otherwise.
 pub fn outcome_reply(stored: StoredDecision) -> SubmitReply {
     let error = match (&stored.decision.refused, stored.state) {
         (Some(r), DecisionState::Failed) => Some(ProtoError {
@@ -170,17 +181,103 @@ pub fn outcome_reply(stored: StoredDecision) -> SubmitReply {
 }
 
 /// True when a failed decision failed for want of room only: refused by a quota, nothing
-/// feasible, or every commit refused because the capacity went to others (`no_longer_fits`,
-/// `capacity_in_flight`). Such a decision may wait in the queue; one whose commit failed
-/// otherwise (a driver) may not.
+/// feasible, clusters that did not answer (`clusters_unavailable`), or every commit refused
+/// because the capacity went to others (`no_longer_fits`, `capacity_in_flight`). Such a
+/// decision may wait in the queue; one whose commit failed otherwise (a driver), or that no
+/// cluster can ever place (`unresolvable`), may not.
 pub fn no_room(stored: &StoredDecision) -> bool {
     match &stored.decision.refused {
-        Some(r) => Code::QuotaExceeded.is(r),
+        Some(r) => Code::QuotaExceeded.is(r) || Code::ClustersUnavailable.is(r),
         None => stored
             .attempts
             .iter()
             .all(|a| a.ok || a.pending || super::commit::is_contention(&a.error)),
     }
+}
+
+/// At most this many clusters are named in the message of a `clusters_unavailable` or
+/// `unresolvable` refusal (the others are counted).
+const NAMED_IN_REFUSAL: usize = 5;
+
+/// Says why no cluster was chosen for `stored`, in its `refused`, when "nothing fits" would
+/// not be the truth ([`fedvol_common::unplaced`]):
+/// - clusters did not answer (timed out, unreachable, `restoring`...), or none is known:
+///   `clusters_unavailable`, retryable (the submit may be sent again under its request id; a
+///   `wait_for_capacity` submit is queued);
+/// - every cluster answered and none can ever place it as it is: `unresolvable`, only for a
+///   submit that asked to wait for capacity (it is refused at once rather than queued; a
+///   plain submit keeps its plain "nothing fits" answer).
+///
+/// A refusal already set (a quota) is kept.
+pub fn judge_unplaced(stored: &mut StoredDecision) {
+    use fedvol_common::unplaced::{Unplaced, why_unplaced};
+    if stored.decision.refused.is_some() {
+        return;
+    }
+    let named = |names: Vec<String>| {
+        let more = names.len().saturating_sub(NAMED_IN_REFUSAL);
+        let mut text = names.into_iter().take(NAMED_IN_REFUSAL).collect::<Vec<_>>().join(", ");
+        if more > 0 {
+            text.push_str(&format!(" and {more} more"));
+        }
+        text
+    };
+    let refused = match why_unplaced(&stored.decision.clusters) {
+        Unplaced::NothingFits => return,
+        Unplaced::Unanswered(none) if none.is_empty() => Code::ClustersUnavailable.reason(
+            "no cluster is known to this coordinator yet (no agent's heartbeat or discovery answer): nothing was asked and nothing was booked; ask again once the clusters' agents run",
+        ),
+        Unplaced::Unanswered(silent) => {
+            let answered = stored.decision.clusters.len() - silent.len();
+            let count = silent.len();
+            let list = named(
+                silent
+                    .into_iter()
+                    .map(|(name, c)| {
+                        let why = c.error.as_ref().map_or_else(
+                            || super::metrics::status_label(c.status).to_string(),
+                            |e| e.code.clone(),
+                        );
+                        format!("{} ({why})", fedvol_common::limits::printable(name))
+                    })
+                    .collect(),
+            );
+            let clusters = if count == 1 {
+                "1 cluster".to_string()
+            } else {
+                format!("{count} clusters")
+            };
+            let once = if count == 1 { "once it answers" } else { "once they answer" };
+            Code::ClustersUnavailable.reason(format!(
+                "{clusters} did not answer: {list}; {}, so it may fit there {once}; nothing was booked: ask again",
+                match answered {
+                    0 => "no cluster answered".to_string(),
+                    1 => "the 1 cluster that answered cannot place this workflow".to_string(),
+                    n => format!("none of the {n} clusters that answered can place this workflow"),
+                },
+            ))
+        }
+        Unplaced::Unresolvable(_) if !stored.wait_for_capacity => return,
+        Unplaced::Unresolvable(why) => {
+            let list = named(
+                why.into_iter()
+                    .map(|(name, b)| {
+                        format!(
+                            "{}: {} ({})",
+                            fedvol_common::limits::printable(name),
+                            fedvol_common::limits::printable(&b.subject),
+                            b.codes.join(", ")
+                        )
+                    })
+                    .collect(),
+            );
+            Code::Unresolvable.reason(format!(
+                "no cluster can ever place this workflow as it is, whatever capacity frees: {list}; waiting would not help, so it is not queued"
+            ))
+        }
+    };
+    tracing::info!(code = %refused.code, why = %refused.message, "no cluster chosen");
+    stored.decision.refused = Some(refused);
 }
 
 /// Checks the request against the federation-wide quotas that apply to it: a dry run
@@ -220,27 +317,64 @@ pub async fn admit_quota(co: &Coordinator, stored: &mut StoredDecision) -> Resul
 
 /// Plans the request on every cluster ([`fan_out`], holding nothing) and chooses
 /// ([`choose_cluster`]): fills the decision's slots and choice; the state is `failed` when no
-/// cluster was chosen (a dry run stays `planned`).
+/// cluster was chosen (a dry run stays `planned`). When no cluster that answered can place
+/// it and some clusters answered `restoring` (their agents wait for the reconciler's restore),
+/// those are asked again every [`RESTORE_ASK_AGAIN_MS`] until they answer otherwise or
+/// `wait_ms` from the start has passed.
 ///
 /// Errors: NATS failed (`nats_error`), as the reply.
 pub async fn plan(co: &Arc<Coordinator>, stored: &mut StoredDecision, wait_ms: u64) -> Result<(), SubmitReply> {
     let asked = std::time::Instant::now();
-    let gathered = fan_out(co, &stored.request, Duration::from_millis(wait_ms))
+    let until = asked + Duration::from_millis(wait_ms);
+    let nats = |e: fedvol_proto::rpc::RpcError| error_reply(Code::NatsError, e.to_string());
+    let mut gathered = fan_out(co, &stored.request, Duration::from_millis(wait_ms))
         .await
-        .map_err(|e| error_reply(Code::NatsError, e.to_string()))?;
+        .map_err(nats)?;
+    let (mut chosen, mut choice) = choose_cluster(&stored.request, &gathered.slots, stored.decision.seed);
+    // No answering cluster can place it, and some agents wait for their restore (a fresh
+    // federation, an agent restarted on a new state): they admit new work within a round trip
+    // of the reconciler's restore, so they are asked again until they answer or the plan's
+    // deadline passes.
+    loop {
+        let restoring: BTreeSet<String> = gathered
+            .slots
+            .iter()
+            .filter(|(_, s)| {
+                s.status == ClusterStatus::Error && s.error.as_ref().is_some_and(|e| Code::Restoring.is(e))
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if chosen.is_some() || restoring.is_empty() || left < Duration::from_millis(RESTORE_ASK_AGAIN_MS) {
+            break;
+        }
+        tracing::info!(restoring = ?restoring, left_ms = left.as_millis() as u64, "no answering cluster can place it; asking again the clusters waiting for their restore");
+        tokio::time::sleep(Duration::from_millis(RESTORE_ASK_AGAIN_MS)).await;
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        let again = fan_out_to(co, &stored.request, Some(&restoring), left)
+            .await
+            .map_err(nats)?;
+        for (name, slot) in again.slots {
+            gathered.slots.insert(name, slot);
+        }
+        (chosen, choice) = choose_cluster(&stored.request, &gathered.slots, stored.decision.seed);
+    }
     co.metrics.gathered(
         asked.elapsed(),
         gathered.slots.iter().map(|(name, s)| (name.as_str(), s.status)),
     );
-    let (chosen, choice) = choose_cluster(&stored.request, &gathered.slots, stored.decision.seed);
     stored.state = if stored.dry_run || chosen.is_some() {
         DecisionState::Planned
     } else {
         DecisionState::Failed
     };
+    let placed = chosen.is_some();
     stored.decision.chosen_cluster = chosen;
     stored.decision.clusters = gathered.slots;
     stored.decision.choice = choice;
+    if !placed {
+        judge_unplaced(stored);
+    }
     // Past three clusters, only the chosen one and the two a failed commit would try next keep
     // their whole answer (fetched from their agents when these answered with summaries); the
     // others are stored as summaries (docs/design.md §4).

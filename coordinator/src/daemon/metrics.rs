@@ -2,7 +2,9 @@
 //!
 //! - per request, where it is served ([`super::run`]): `fedvol_coordinator_requests_total
 //!   {endpoint, outcome}`, `fedvol_coordinator_request_duration_seconds{endpoint}`, and for a
-//!   submit answered with a decision `fedvol_coordinator_decisions_total{state}`;
+//!   submit answered with a decision `fedvol_coordinator_decisions_total{state}` and, when it
+//!   failed, `fedvol_coordinator_failed_decisions_total{failure}` (also counted when the
+//!   reconciler's holder stores a decision failed: a job, a restore, the queue);
 //! - per submit ([`super::submit`]): `fedvol_coordinator_plan_duration_seconds` (the fan-out
 //!   until every expected cluster answered or the deadline), `fedvol_coordinator_gather_total
 //!   {cluster, status}` (each cluster's slot: answered, timed_out, unreachable, error),
@@ -33,6 +35,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use fedvol_common::decision::ClusterStatus;
 use fedvol_obs::registry::duration_histogram;
 use fedvol_obs::{Outcome, Registry, RequestMetrics};
+use fedvol_proto::decisions::FailureKind;
 
 use super::Coordinator;
 
@@ -50,6 +53,14 @@ pub struct GatherLabels {
 pub struct StateLabel {
     /// The stored decision's state: `planned` (a dry run), `committed`, `failed`, `completed`.
     pub state: &'static str,
+}
+
+/// The label of a failed decision count.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FailureLabel {
+    /// What failed ([`FailureKind::as_str`]): `nothing_fits`, `refused`, `unavailable`,
+    /// `commit_failed`, `job_failed`.
+    pub failure: &'static str,
 }
 
 /// The label of a KV write histogram.
@@ -120,6 +131,7 @@ pub struct CommitFailureLabels {
 pub struct CoordinatorMetrics {
     requests: RequestMetrics,
     decisions: Family<StateLabel, Counter>,
+    failures: Family<FailureLabel, Counter>,
     gather: Family<GatherLabels, Counter>,
     plan: Histogram,
     commit: Histogram,
@@ -134,6 +146,7 @@ impl Default for CoordinatorMetrics {
         CoordinatorMetrics {
             requests: RequestMetrics::default(),
             decisions: Family::default(),
+            failures: Family::default(),
             gather: Family::default(),
             plan: duration_histogram(),
             commit: duration_histogram(),
@@ -161,6 +174,9 @@ impl CoordinatorMetrics {
         for state in ["committed", "failed"] {
             let _ = self.decisions.get_or_create(&StateLabel { state });
         }
+        for kind in FailureKind::ALL {
+            let _ = self.failures.get_or_create(&FailureLabel { failure: kind.as_str() });
+        }
         self.requests.register(
             r,
             "fedvol_coordinator",
@@ -172,6 +188,11 @@ impl CoordinatorMetrics {
             "fedvol_coordinator_decisions",
             "Decisions answered by submit, by stored state (planned for a dry run, committed, failed)",
             self.decisions.clone(),
+        );
+        r.register(
+            "fedvol_coordinator_failed_decisions",
+            "Decisions that failed, by what failed (nothing_fits, refused by policy, unavailable: clusters did not answer, commit_failed, job_failed): answered by submit, or stored by the reconciler's holder",
+            self.failures.clone(),
         );
         r.register(
             "fedvol_coordinator_gather",
@@ -219,6 +240,14 @@ impl CoordinatorMetrics {
     /// Counts a decision a submit answered with, in state `state`.
     pub fn decision(&self, state: &'static str) {
         self.decisions.get_or_create(&StateLabel { state }).inc();
+    }
+
+    /// Counts a decision that failed as `kind` (a submit's answer, or the reconciler's holder
+    /// storing it failed).
+    pub fn failed(&self, kind: FailureKind) {
+        self.failures
+            .get_or_create(&FailureLabel { failure: kind.as_str() })
+            .inc();
     }
 
     /// Records a gathered plan: its duration and every cluster's slot status.
@@ -356,6 +385,7 @@ mod tests {
         m.request("submit", Outcome::Ok, Duration::from_millis(20));
         m.request("get", Outcome::BadRequest, Duration::from_millis(1));
         m.decision("committed");
+        m.failed(FailureKind::Unavailable);
         m.gathered(
             Duration::from_millis(5),
             [
@@ -379,6 +409,8 @@ mod tests {
             "fedvol_coordinator_requests_total{endpoint=\"get\",outcome=\"bad_request\"} 1",
             "fedvol_coordinator_decisions_total{state=\"committed\"} 1",
             "fedvol_coordinator_decisions_total{state=\"failed\"} 0",
+            "fedvol_coordinator_failed_decisions_total{failure=\"unavailable\"} 1",
+            "fedvol_coordinator_failed_decisions_total{failure=\"job_failed\"} 0",
             "fedvol_coordinator_gather_total{cluster=\"east\",status=\"answered\"} 1",
             "fedvol_coordinator_gather_total{cluster=\"west\",status=\"timed_out\"} 1",
             "fedvol_coordinator_gather_total{cluster=\"north\",status=\"unreachable\"} 1",

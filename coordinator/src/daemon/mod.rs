@@ -112,6 +112,11 @@ pub struct Coordinator {
     pub log_throttle: fedvol_obs::throttle::Throttle<(&'static str, String)>,
     /// One listing of the bucket's keys at a time (`list` when the index is behind).
     pub listing: tokio::sync::Semaphore,
+    /// Woken by a heartbeat saying its agent waits for its restore (`restoring`): the
+    /// reconciler's holder checks the clusters' state generations at once instead of at its
+    /// next tick ([`restore::check_generations`]), so a brand-new cluster admits commits
+    /// within a round trip of its first heartbeat.
+    pub restore_due: tokio::sync::Notify,
 }
 
 /// How often repeated warnings are written per kind and user ([`Coordinator::log_throttle`]).

@@ -13,7 +13,8 @@
 //! `planned`) and planned, admitted and committed like a fresh submit. One that still finds no
 //! room goes back to `queued` with its new decision (so `decisions show` says why it waits),
 //! keeping its place; a lower one that fits may then go first (no head-of-line blocking, as
-//! kube-scheduler's active queue). Committed work is never preempted. A decision queued longer
+//! kube-scheduler's active queue). One that no cluster can ever place (`unresolvable`: the
+//! inventories changed under it) fails at once. Committed work is never preempted. A decision queued longer
 //! than `queue.maxWaitMs` fails `queue_timeout`.
 
 use std::sync::Arc;
@@ -22,7 +23,7 @@ use fedvol_proto::decisions::{DecisionState, StoredDecision};
 use fedvol_proto::{Code, now_ms};
 
 use super::Coordinator;
-use super::lifecycle::{admit_quota, commit_phase_bound_ms, plan, save};
+use super::lifecycle::{admit_quota, commit_phase_bound_ms, no_room, plan, save};
 use super::store::Write;
 use super::waiting::{Queue, Waiting, dequeue, read};
 
@@ -123,6 +124,7 @@ async fn place(co: &Arc<Coordinator>, id: &str, w: Waiting) -> Tried {
         stored.updated_ms = now_ms();
         if let Ok(Write::Done(_)) = co.store.update(id, &stored, rev).await {
             tracing::info!(waited_ms = waited, "queue: waited too long; failed");
+            co.metrics.failed(fedvol_proto::decisions::FailureKind::Refused);
             dequeue(co, id).await;
             return Tried::Left;
         }
@@ -149,7 +151,12 @@ async fn place(co: &Arc<Coordinator>, id: &str, w: Waiting) -> Tried {
         return back(co, stored, rev).await;
     }
     if stored.state != DecisionState::Planned {
-        // Still no room (a quota, or nothing feasible): back in the queue, with the reasons.
+        if !no_room(&stored) {
+            // No cluster can ever place it (`unresolvable`): waiting would not help.
+            return refuse(co, stored, rev).await;
+        }
+        // Still no room (a quota, nothing feasible, clusters that did not answer): back in
+        // the queue, with the reasons.
         return requeue(co, stored, rev).await;
     }
     if let Some(c) = stored.decision.chosen_cluster.clone() {
@@ -166,6 +173,9 @@ async fn place(co: &Arc<Coordinator>, id: &str, w: Waiting) -> Tried {
     match phase {
         super::commit::Phase::Done => {
             let reply = save(co, stored, rev).await;
+            if let Some(kind) = reply.stored.as_ref().and_then(StoredDecision::failure) {
+                co.metrics.failed(kind);
+            }
             match reply.stored.map(|s| s.state) {
                 Some(DecisionState::Queued) => Tried::Waits,
                 Some(state) => {
@@ -188,6 +198,23 @@ async fn back(co: &Coordinator, mut stored: StoredDecision, rev: u64) -> Tried {
     stored.updated_ms = now_ms();
     let _ = co.store.update(&stored.decision.request_id.clone(), &stored, rev).await;
     Tried::Skipped
+}
+
+/// Stores a queued decision that no cluster can ever place (`unresolvable`) as `failed`, out
+/// of the queue and of the quota ledgers.
+async fn refuse(co: &Coordinator, mut stored: StoredDecision, rev: u64) -> Tried {
+    let id = stored.decision.request_id.clone();
+    super::quota::release(co, &id, &stored.decision.quota).await;
+    stored.updated_ms = now_ms();
+    match co.store.update(&id, &stored, rev).await {
+        Ok(Write::Done(_)) => {
+            tracing::info!("queue: no cluster can ever place it; failed");
+            co.metrics.failed(fedvol_proto::decisions::FailureKind::NothingFits);
+            dequeue(co, &id).await;
+            Tried::Left
+        }
+        _ => Tried::Skipped,
+    }
 }
 
 /// Stores a decision that still found no room as `queued` again, with its new reasons.

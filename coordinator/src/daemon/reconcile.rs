@@ -20,8 +20,10 @@
 //! ([`super::jobs`]), storing each decision `completed` or `failed` once its jobs ended.
 //!
 //! The holder also restores the commits of an agent that starts from a new state file
-//! ([`super::restore`]), and removes final decisions past `decisionRetentionMs`
-//! ([`super::retention::collect`], every minute or half the retention if shorter).
+//! ([`super::restore`]): at each tick, and at once when a heartbeat says its agent waits for
+//! its restore (`restoring`, [`super::Coordinator::restore_due`]); and it removes final
+//! decisions past `decisionRetentionMs` ([`super::retention::collect`], every minute or half
+//! the retention if shorter).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -79,9 +81,20 @@ pub fn spawn(co: Arc<Coordinator>, instance: String, every: Duration) {
         let mut collected: Option<tokio::time::Instant> = None;
         let retention = co.cfg.decision_retention_ms;
         let collect_every = super::retention::COLLECT_EVERY.min(Duration::from_millis(retention / 2).max(every));
+        // Whether this coordinator held the lease at its last tick.
+        let mut holding = false;
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
+                // A heartbeat said its agent waits for its restore: restore it now (a
+                // brand-new cluster has nothing to restore and admits commits at once), not
+                // at the next tick. Only the lease's holder restores.
+                _ = co.restore_due.notified() => {
+                    if holding {
+                        super::restore::check_generations(&co, &mut generations).await;
+                    }
+                    continue;
+                }
                 entry = async {
                     match watch.as_mut() {
                         Some(w) => futures::StreamExt::next(w).await,
@@ -113,6 +126,7 @@ pub fn spawn(co: Arc<Coordinator>, instance: String, every: Duration) {
                     false
                 }
             };
+            holding = holds;
             if !holds {
                 if watch.take().is_some() {
                     tracing::info!("reconciler: lease lost; another coordinator reconciles");

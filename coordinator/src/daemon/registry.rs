@@ -259,6 +259,7 @@ impl Registry {
                     holds: e.holds,
                     instances,
                     degraded: e.degraded.clone(),
+                    restoring: e.restoring,
                 }
             })
             .collect()
@@ -282,6 +283,17 @@ mod tests {
             degraded: None,
             restoring: false,
         }
+    }
+
+    #[test]
+    fn restoring_follows_the_latest_heartbeat() {
+        let mut r = Registry::new();
+        let mut h = hb("a", "a-1", 1000, 100);
+        h.restoring = true;
+        r.heartbeat(&h, 1000);
+        assert!(r.info(1000)[0].restoring);
+        r.heartbeat(&hb("a", "a-1", 1100, 100), 1100);
+        assert!(!r.info(1100)[0].restoring);
     }
 
     #[test]

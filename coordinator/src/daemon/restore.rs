@@ -313,7 +313,13 @@ async fn recommit(
     }
     stored.attempts.push(pending);
     stored.updated_ms = now_ms();
-    match co.store.update(&id, &stored, rev).await? {
+    let written = co.store.update(&id, &stored, rev).await?;
+    if matches!(written, Write::Done(_))
+        && let Some(kind) = stored.failure()
+    {
+        co.metrics.failed(kind);
+    }
+    match written {
         Write::Done(_) if in_doubt && !ok => Ok(None),
         Write::Done(_) => Ok(Some(ok)),
         Write::Conflict => Ok(None),

@@ -122,6 +122,7 @@ mod tests {
             queued_ms: None,
             jobs: Vec::new(),
             reason: None,
+            failure: None,
         }
     }
 

@@ -145,6 +145,7 @@ pub async fn run(cfg: CoordinatorConfig) -> Result<(), StartError> {
         reads: super::per_user::ReadBudget::new(cfg.read_bytes_per_second_per_user),
         log_throttle: fedvol_obs::throttle::Throttle::new(super::LOG_EVERY),
         listing: tokio::sync::Semaphore::new(1),
+        restore_due: tokio::sync::Notify::new(),
     });
     super::changes::spawn(co.clone());
     super::serving::spawn_quiet_summaries(co.clone());
@@ -240,7 +241,14 @@ async fn follow_heartbeats(co: &Arc<Coordinator>) -> Result<(), StartError> {
                     claimed = %hb.cluster.chars().take(80).collect::<String>(),
                     "a heartbeat naming another cluster than its subject: ignored"
                 ),
-                Ok(hb) => co.registry().heartbeat(&hb, now_ms()),
+                Ok(hb) => {
+                    co.registry().heartbeat(&hb, now_ms());
+                    // A fresh agent admits nothing until it is restored: the reconciler's
+                    // holder restores it now rather than at its next tick.
+                    if hb.restoring {
+                        co.restore_due.notify_one();
+                    }
+                }
                 Err(e) => tracing::debug!(subject = %m.subject, error = %e, "unreadable heartbeat ignored"),
             }
         }

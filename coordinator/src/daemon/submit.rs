@@ -8,14 +8,16 @@
 //!    decision still being committed by another coordinator is waited for; one left `planned`
 //!    by a coordinator that died mid-commit (older than the whole commit phase can take) is
 //!    taken over and its commit finished. A stored dry run is replaced by a real submit of the
-//!    same id. A dry run is stored only when it asks (`keep`); otherwise it skips steps 2 and 4
+//!    same id, and so is a decision stored `failed` because clusters did not answer
+//!    (`clusters_unavailable`, retryable: planned again). A dry run is stored only when it asks (`keep`); otherwise it skips steps 2 and 4
 //!    and is answered with its decision (no bucket write on a plan's reply path).
 //! 3. The priority class is resolved (an unknown one is `bad_request`) and the
 //!    request is admitted to the federation-wide quotas that apply to it ([`admit_quota`]: a
 //!    refusal is `quota_exceeded`, stored `failed` without asking any cluster). Then
 //!    [`fan_out`], holding nothing (admission to capacity happens at commit: see `commit`), then
 //!    [`choose_cluster`]. A submit that asked to wait for capacity and found no room is stored
-//!    `queued` ([`super::queue`]) instead of `failed`.
+//!    `queued` ([`super::queue`]) instead of `failed`, unless no cluster can ever place it
+//!    (`unresolvable`: refused at once, [`super::lifecycle::judge_unplaced`]).
 //! 4. The decision is stored (`planned`, with a pending commit attempt on the chosen cluster;
 //!    `failed` at once when nothing fits), then committed ([`commit_phase`]) and stored again
 //!    (`committed` or `failed`; a `failed` decision leaves the quota ledgers, a waiting one is
@@ -39,8 +41,8 @@ use super::Coordinator;
 use super::commit::{Phase, Start, pending_attempt};
 use super::config::MAX_DEADLINE_MS;
 use super::lifecycle::{
-    ANSWER_WITHIN_MS, admit_quota, commit_phase_bound_ms, error_reply, in_doubt, outcome_reply, plan, resume, save,
-    still_settling, stored_reply, timed_commit_phase,
+    ANSWER_WITHIN_MS, admit_quota, commit_phase_bound_ms, error_reply, in_doubt, no_room, outcome_reply, plan, resume,
+    save, still_settling, stored_reply, timed_commit_phase,
 };
 use super::store::{Write, valid_key};
 
@@ -57,8 +59,10 @@ pub fn new_request_id(co: &Coordinator, workflow: &str) -> String {
 enum Existing {
     /// Nothing stored: plan, and create the key.
     Fresh,
-    /// A dry run is stored at this revision: plan for real, and replace it.
-    ReplaceDryRun(u64),
+    /// A dry run, or a decision no cluster was chosen for because clusters did not answer
+    /// (`clusters_unavailable`: nothing was booked), is stored at this revision: plan for
+    /// real, and replace it.
+    Replace(u64),
     /// The answer is ready.
     Done(Box<SubmitReply>),
 }
@@ -85,7 +89,20 @@ async fn existing(co: &Arc<Coordinator>, id: &str, user: &str, dry_run: bool, di
             return Existing::Done(Box::new(SubmitReply::error(conflict)));
         }
         if stored.dry_run && !dry_run {
-            return Existing::ReplaceDryRun(rev);
+            return Existing::Replace(rev);
+        }
+        // Retryable: asked again under its request id, it is planned again (the clusters that
+        // did not answer may answer now).
+        if stored.state == DecisionState::Failed
+            && !dry_run
+            && stored
+                .decision
+                .refused
+                .as_ref()
+                .is_some_and(|r| Code::ClustersUnavailable.is(r))
+        {
+            tracing::info!("clusters did not answer this request's last plan: planned again");
+            return Existing::Replace(rev);
         }
         if stored.state == DecisionState::Planned && !stored.dry_run {
             let age = now_ms().saturating_sub(stored.updated_ms);
@@ -156,7 +173,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
         match existing(&co, &id, user, msg.dry_run, &digest).await {
             Existing::Done(reply) => return *reply,
             Existing::Fresh => None,
-            Existing::ReplaceDryRun(rev) => Some(rev),
+            Existing::Replace(rev) => Some(rev),
         }
     } else {
         None
@@ -227,6 +244,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
     }
     if stored.state == DecisionState::Failed
         && stored.wait_for_capacity
+        && no_room(&stored)
         && let Err(e) = super::waiting::to_queue(&co, &mut stored).await
     {
         return error_reply(Code::StoreUnavailable, e.to_string());
@@ -259,7 +277,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
         tracing::info!("the same request id was stored meanwhile by a concurrent submit");
         match existing(&co, &id, user, msg.dry_run, &digest).await {
             Existing::Done(reply) => return *reply,
-            Existing::ReplaceDryRun(rev) if tries < 3 => replace = Some(rev),
+            Existing::Replace(rev) if tries < 3 => replace = Some(rev),
             _ => {
                 return error_reply(
                     Code::StoreUnavailable,

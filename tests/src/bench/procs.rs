@@ -233,10 +233,9 @@ impl Federation {
                     dir.path().join(c).join("data").display().to_string(),
                     "--heartbeat-ms".into(),
                     hb,
+                    // A fresh cluster, gate as shipped: the coordinator restores it (nothing
+                    // to restore) on its first heartbeat.
                     "--init".into(),
-                    // Fresh clusters admit commits at once (no restore to wait for).
-                    "--restore-wait-ms".into(),
-                    "0".into(),
                 ];
                 agents.push((format!("agent {c}"), spawn(&agent_bin, &args)?));
             } else {
@@ -332,7 +331,11 @@ impl Federation {
             if let Ok(bytes) = call_raw(&client, &subject, Vec::new(), Duration::from_millis(2000)).await
                 && let Ok(reply) = fedvol_proto::decode::<ClustersReply>(&bytes, "clusters answer", "client")
             {
-                let alive = reply.clusters.iter().filter(|c| c.alive && !c.suspect).count();
+                let alive = reply
+                    .clusters
+                    .iter()
+                    .filter(|c| crate::faultkit::heard_and_restored(c))
+                    .count();
                 if alive >= self.clusters.len() {
                     break;
                 }

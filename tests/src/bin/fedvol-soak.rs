@@ -188,6 +188,8 @@ async fn soak(args: Args) -> bool {
     for _ in 0..args.submitters.min(4) {
         clients.push(nats.client().await);
     }
+    let named: Vec<&str> = names.iter().map(String::as_str).collect();
+    fedvol_tests::faultkit::wait_ready(&clients[0], &named).await;
     println!(
         "fedvol-soak: {} s, {} submitters, {} clusters, nats {url} (monitoring 127.0.0.1:{http})",
         args.seconds, args.submitters, args.clusters

@@ -179,6 +179,10 @@ const EXIT_STATUS: &[(&str, &str)] = &[
         "64",
         "The command line is wrong: an unknown subcommand or flag, a missing or bad argument (sysexits EX_USAGE).",
     ),
+    (
+        "75",
+        "submit: not placed because clusters did not answer and none that answered can place the workflow (clusters_unavailable); nothing was booked; submit again (sysexits EX_TEMPFAIL).",
+    ),
 ];
 
 /// The EXAMPLES section of `fedvol.1`.

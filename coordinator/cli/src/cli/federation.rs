@@ -14,7 +14,7 @@ use fedvol_proto::decisions::{DecisionState, StoredDecision};
 use fedvol_proto::{Code, NoArgs, now_ms};
 
 use super::net::{NetArgs, block_on};
-use super::{EXIT_BAD_INPUT, EXIT_NO_FIT, EXIT_OK, OutputArgs};
+use super::{EXIT_BAD_INPUT, EXIT_NO_FIT, EXIT_OK, EXIT_UNAVAILABLE, OutputArgs};
 use crate::client::{Client, ClientError};
 use crate::render::words::state as state_name;
 use crate::render::{Output, table, yaml};
@@ -151,7 +151,8 @@ pub enum StateFilter {
     Committed,
     /// Ended by `fedvol complete`.
     Completed,
-    /// No cluster took it.
+    /// Failed: nothing fits, refused by policy, clusters unavailable, the commit failed or a
+    /// job failed (the STATE column says which).
     Failed,
     /// Waiting for capacity (`--wait-for-capacity`), placed by priority then age.
     Queued,
@@ -260,7 +261,7 @@ pub fn list_table(v: &[api::DecisionSummary], wide: bool, now: u64, known: &[&st
             let state = match (&d.priority_class, d.state) {
                 _ if d.dry_run => format!("{} (dry run)", state_name(d.state)),
                 (Some(c), DecisionState::Queued) => format!("queued ({c})"),
-                _ => state_name(d.state).to_string(),
+                _ => crate::render::words::state_with(d.state, d.failure),
             };
             t.add_row(vec![
                 match id_room {
@@ -427,7 +428,7 @@ fn ago(ms: u64) -> String {
 pub fn stored_table(s: &StoredDecision, all: bool) -> String {
     let mut out = format!(
         "state: {}{}\n",
-        crate::render::words::state(s.state),
+        crate::render::words::state_with(s.state, s.failure()),
         if s.dry_run { " (dry run)" } else { "" }
     );
     // Why the workflow failed comes first, before the plan that led to it.
@@ -440,6 +441,8 @@ pub fn stored_table(s: &StoredDecision, all: bool) -> String {
     }
     let label = if s.state == DecisionState::Queued {
         "waiting: "
+    } else if unavailable(s) {
+        "not placed now: "
     } else {
         "refused: "
     };
@@ -526,9 +529,35 @@ fn outcome_line(r: &ActionReply) -> String {
 fn decision_exit(s: &StoredDecision) -> u8 {
     if s.decision.chosen_cluster.is_some() {
         EXIT_OK
+    } else if unavailable(s) {
+        EXIT_UNAVAILABLE
     } else {
         EXIT_NO_FIT
     }
+}
+
+/// True when no cluster was chosen because clusters did not answer (`clusters_unavailable`).
+fn unavailable(s: &StoredDecision) -> bool {
+    s.decision
+        .refused
+        .as_ref()
+        .is_some_and(|r| Code::ClustersUnavailable.is(r))
+}
+
+/// What to do after a `clusters_unavailable` answer, on stderr.
+fn unavailable_hint(wait: bool) {
+    eprint!(
+        "{}",
+        crate::render::layout::para(
+            "note: ",
+            "  ",
+            if wait {
+                "nothing was booked; the clusters did not answer within --wait-ms: run the same submit again later, or add --wait-for-capacity to queue it until they answer"
+            } else {
+                "nothing was booked and this is not \"nothing fits\": run the same submit again (it is planned afresh), add --wait to ask again until the clusters answer, or --wait-for-capacity to queue it"
+            }
+        )
+    );
 }
 
 /// Error codes after which `fedvol submit --wait` asks again with the same request id: the
@@ -641,6 +670,15 @@ pub fn submit(a: &SubmitArgs) -> u8 {
                             );
                             tokio::time::sleep(std::time::Duration::from_millis(500)).await;
                         }
+                        // Clusters did not answer: nothing was booked, and the coordinator
+                        // plans the request afresh under the same id.
+                        Some(e) if waiting && e.is(&Code::ClustersUnavailable) => {
+                            eprintln!(
+                                "note: not placed yet: {} ({}); asking again with request id {}",
+                                e.message, e.code, msg.request_id
+                            );
+                            tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+                        }
                         _ => break r,
                     }
                 }
@@ -706,7 +744,7 @@ pub fn submit(a: &SubmitArgs) -> u8 {
             }
             _ => reply,
         };
-        let code = show_submit(&reply, a.output.output);
+        let code = show_submit(&reply, a.output.output, a.wait);
         match &reply.stored {
             Some(s) if a.follow && code == EXIT_OK && s.state == DecisionState::Committed => {
                 follow_jobs(&client, &msg.request_id, s.clone()).await
@@ -829,24 +867,42 @@ fn note_ignored_groups(claimed: &[String], used: &[String]) {
     }
 }
 
-fn show_submit(reply: &SubmitReply, o: Output) -> u8 {
+fn show_submit(reply: &SubmitReply, o: Output, wait: bool) -> u8 {
     // A refusal by the coordinator's policy is an answer, not a failure to get one: exit 2
-    // (not placed), like a workflow nothing fits.
-    let refused = reply
-        .error
-        .as_ref()
-        .is_some_and(|e| [Code::QuotaExceeded, Code::QueueFull, Code::QueueTimeout].contains(&e.code));
-    match show_stored(reply, o, "submit") {
-        Ok(s) if s.state == DecisionState::Queued => {
-            eprintln!(
-                "queued: no room now; placed when room frees, by priority then age (`fedvol decisions watch` shows it)"
-            );
-            EXIT_OK
+    // (not placed), like a workflow nothing fits; so is a workflow no cluster can ever place.
+    let refused = reply.error.as_ref().is_some_and(|e| {
+        [
+            Code::QuotaExceeded,
+            Code::QueueFull,
+            Code::QueueTimeout,
+            Code::Unresolvable,
+        ]
+        .contains(&e.code)
+    });
+    // Clusters did not answer: the decision says why (`not placed now:`), then what to do;
+    // exit 75, retryable.
+    if let Some(s) = reply.stored.as_ref().filter(|s| unavailable(s)) {
+        if !print_doc(o, s, || stored_table(s, o == Output::Wide)) {
+            return EXIT_BAD_INPUT;
         }
+        if s.state == DecisionState::Queued {
+            return show_submit_queued();
+        }
+        unavailable_hint(wait);
+        return EXIT_UNAVAILABLE;
+    }
+    match show_stored(reply, o, "submit") {
+        Ok(s) if s.state == DecisionState::Queued => show_submit_queued(),
         Ok(s) => decision_exit(s),
         Err(_) if refused && reply.stored.is_some() => EXIT_NO_FIT,
         Err(code) => code,
     }
+}
+
+/// What a queued submit says on stderr; exit 0.
+fn show_submit_queued() -> u8 {
+    eprintln!("queued: no room now; placed when room frees, by priority then age (`fedvol decisions watch` shows it)");
+    EXIT_OK
 }
 
 /// Prints the stored decision of `reply` (or its error, prefixed with `what`); returns the
@@ -1071,7 +1127,7 @@ async fn watch(client: &Client, o: Output) -> u8 {
     let mut failing = false;
     // The state each decision was last seen in, to say what changed.
     let mut seen: std::collections::HashMap<String, String> = std::collections::HashMap::new();
-    let words = |s| crate::render::words::state(s).to_string();
+    let words = |s: &api::DecisionSummary| crate::render::words::state_with(s.state, s.failure);
     let table_view = matches!(o, Output::Table | Output::Wide);
     let mut page = WatchPage::default();
     loop {
@@ -1085,7 +1141,7 @@ async fn watch(client: &Client, o: Output) -> u8 {
                 key, summary, clusters, ..
             }) => {
                 let at = crate::render::words::utc(summary.updated_ms);
-                let state = words(summary.state);
+                let state = words(&summary);
                 let change = match seen.insert(key.clone(), state.clone()) {
                     None => "new".to_string(),
                     Some(before) if before == state => "updated".to_string(),
@@ -1100,8 +1156,9 @@ async fn watch(client: &Client, o: Output) -> u8 {
                     Output::Json | Output::Yaml => println!(
                         "{}",
                         serde_json::json!({
-                            "time": at, "request_id": key, "workflow": workflow, "state": state,
-                            "dry_run": summary.dry_run, "chosen_cluster": summary.chosen_cluster,
+                            "time": at, "request_id": key, "workflow": workflow, "state": summary.state.as_str(),
+                            "failure": summary.failure, "dry_run": summary.dry_run,
+                            "chosen_cluster": summary.chosen_cluster,
                             "change": change, "jobs": summary.jobs, "reason": why,
                         })
                     ),
@@ -1565,7 +1622,11 @@ pub fn clusters(a: &ClustersArgs) -> u8 {
                     for c in &r.clusters {
                         t.add_row(vec![
                             c.name.clone(),
-                            if c.alive { "yes".into() } else { "no".into() },
+                            match (c.alive, c.restoring) {
+                                (true, true) => "restoring".into(),
+                                (true, false) => "yes".into(),
+                                (false, _) => "no".into(),
+                            },
                             if c.suspect { "yes".into() } else { "no".into() },
                             ago(c.last_seen_ms),
                             c.inventory_version.clone(),
@@ -1575,6 +1636,12 @@ pub fn clusters(a: &ClustersArgs) -> u8 {
                         ]);
                     }
                     let mut text = format!("{t}\n");
+                    for c in r.clusters.iter().filter(|c| c.alive && c.restoring) {
+                        text.push_str(&format!(
+                            "{} is restoring: its agent started on a fresh state and admits no new work until the coordinators restored the commits they stored for it (a submit waits for it within its deadline)\n",
+                            c.name
+                        ));
+                    }
                     for c in &r.clusters {
                         if let Some(why) = &c.degraded {
                             let why: String = why.chars().map(|ch| if ch.is_control() { '?' } else { ch }).collect();

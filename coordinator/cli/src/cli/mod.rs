@@ -1,6 +1,7 @@
 //! The `fedvol` command line: argument parsing and dispatch. Each subcommand lives in its own
 //! module and returns an [`ExitCode`]-compatible status (docs/design.md §4: 0 when a cluster was chosen,
-//! 2 when nothing fits, 1 on bad input; 64 when the command line itself is wrong).
+//! 2 when nothing fits, 1 on bad input; 64 when the command line itself is wrong; 75 when
+//! clusters did not answer and nothing was placed: ask again).
 
 pub mod check;
 pub mod choice;
@@ -27,6 +28,11 @@ pub const EXIT_OK: u8 = 0;
 pub const EXIT_BAD_INPUT: u8 = 1;
 /// Exit status: the input is valid but no cluster can place the workflow.
 pub const EXIT_NO_FIT: u8 = 2;
+/// Exit status: the workflow was not placed because clusters did not answer (timed out,
+/// unreachable, still restoring) and none that answered can place it (`clusters_unavailable`):
+/// nothing was booked; running the same submit again may place it. sysexits(3)'s
+/// `EX_TEMPFAIL`, so that 2 keeps meaning "nothing fits".
+pub const EXIT_UNAVAILABLE: u8 = 75;
 /// Exit status: the command line itself is wrong (unknown subcommand or flag, missing or bad
 /// argument): sysexits(3)'s `EX_USAGE`, so that 2 means only "valid input, nothing fits".
 pub const EXIT_USAGE: u8 = 64;

@@ -3,7 +3,7 @@
 //! to print a time.
 
 use fedvol_common::decision::{Action, ClusterStatus, Mode};
-use fedvol_proto::decisions::DecisionState;
+use fedvol_proto::decisions::{DecisionState, FailureKind};
 
 /// A cluster's answer status as the decision document spells it (`answered`, `timed_out`,
 /// `unreachable`, `error`).
@@ -58,6 +58,28 @@ pub fn state(s: DecisionState) -> &'static str {
     s.as_str()
 }
 
+/// What failed, for a `failed` decision ([`FailureKind`]): `nothing fits`, `refused` (by the
+/// coordinators' policy), `unavailable` (clusters did not answer: retryable), `commit failed`,
+/// `job failed`.
+pub fn failure(f: FailureKind) -> &'static str {
+    match f {
+        FailureKind::NothingFits => "nothing fits",
+        FailureKind::Refused => "refused",
+        FailureKind::Unavailable => "unavailable",
+        FailureKind::CommitFailed => "commit failed",
+        FailureKind::JobFailed => "job failed",
+    }
+}
+
+/// A decision's state with, when it failed, what failed: `failed (nothing fits)`,
+/// `failed (job failed)`; the state alone otherwise (and for records that do not say).
+pub fn state_with(s: DecisionState, f: Option<FailureKind>) -> String {
+    match f {
+        Some(f) if s == DecisionState::Failed => format!("{} ({})", state(s), failure(f)),
+        _ => state(s).to_string(),
+    }
+}
+
 /// Every state, in lifecycle order (the web view's state filter offers these).
 pub const STATES: [DecisionState; 5] = [
     DecisionState::Queued,
@@ -108,6 +130,20 @@ mod tests {
         assert_eq!(planned_action(Some(Action::Provision), false), "would provision");
         assert_eq!(planned_action(Some(Action::Bind), true), "bind");
         assert_eq!(planned_action(None, false), "-");
+    }
+
+    #[test]
+    fn a_failed_state_says_what_failed() {
+        assert_eq!(
+            state_with(DecisionState::Failed, Some(FailureKind::Unavailable)),
+            "failed (unavailable)"
+        );
+        assert_eq!(
+            state_with(DecisionState::Failed, Some(FailureKind::JobFailed)),
+            "failed (job failed)"
+        );
+        assert_eq!(state_with(DecisionState::Failed, None), "failed");
+        assert_eq!(state_with(DecisionState::Committed, None), "committed");
     }
 
     #[test]

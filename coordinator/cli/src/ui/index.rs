@@ -327,6 +327,7 @@ mod tests {
                 priority: 0,
                 queued_ms: None,
                 jobs: Vec::new(),
+                failure: None,
                 request_id: "r".into(),
                 workflow: wf.into(),
                 state,

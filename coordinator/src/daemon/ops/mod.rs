@@ -113,6 +113,9 @@ async fn submit(
     }
     if let Some(stored) = &reply.stored {
         co.metrics.decision(stored.state.as_str());
+        if let Some(kind) = stored.failure() {
+            co.metrics.failed(kind);
+        }
     }
     Some(Ok(reply))
 }

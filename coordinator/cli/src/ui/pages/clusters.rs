@@ -27,6 +27,7 @@ pub fn body(r: &ClustersReply) -> Markup {
                             td {
                                 @if !c.alive { (badge("not alive", Kind::Bad)) }
                                 @else if c.suspect { (badge("suspect", Kind::Warn)) }
+                                @else if c.restoring { (badge("restoring", Kind::Warn)) }
                                 @else { (badge("alive", Kind::Ok)) }
                             }
                             td.load {

@@ -215,7 +215,11 @@ pub fn body_with(key: &str, s: &StoredDecision, problem: Option<&str>, whole: Op
         @if let Some(p) = problem { p.alert { (p) } }
         dl.facts {
             dt { "Workflow" } dd #workflow { strong { (fedvol_common::limits::printable(&d.workflow)) } }
-            dt { "State" } dd { (state_badge(s.state)) @if s.dry_run { " " (badge("dry run", Kind::Info)) } }
+            dt { "State" } dd {
+                (state_badge(s.state))
+                @if let Some(f) = s.failure() { " " (super::failure_badge(f)) }
+                @if s.dry_run { " " (badge("dry run", Kind::Info)) }
+            }
             dt { "Chosen cluster" } dd #chosen {
                 @match &d.chosen_cluster {
                     Some(c) => strong { (c) },
@@ -238,7 +242,12 @@ pub fn body_with(key: &str, s: &StoredDecision, problem: Option<&str>, whole: Op
                 dd #run-failure { (badge("failed", Kind::Bad)) " " (fedvol_common::limits::printable(f)) }
             }
             @if let Some(r) = &d.refused {
-                dt { @if s.state == fedvol_proto::decisions::DecisionState::Queued { "Waiting" } @else { "Refused" } } dd #refused { (r.message) " " span.mono { "(" (r.code) ")" } }
+                dt {
+                    @if s.state == fedvol_proto::decisions::DecisionState::Queued { "Waiting" }
+                    @else if r.code == fedvol_proto::Code::ClustersUnavailable.as_str() { "Not placed now" }
+                    @else { "Refused" }
+                }
+                dd #refused { (r.message) " " span.mono { "(" (r.code) ")" } }
             }
             @if let Some(c) = &s.priority_class {
                 dt { "Priority" } dd { (c) " (" (s.priority) ")" }

@@ -52,6 +52,7 @@ pub fn row(key: &str, slot: &Slot) -> Markup {
                     td { (r.user) }
                     td {
                         (state_badge(r.summary.state))
+                        @if let Some(f) = r.summary.failure { " " (super::failure_badge(f)) }
                         @if r.dry_run { " " (badge("dry run", Kind::Info)) }
                     }
                     td {

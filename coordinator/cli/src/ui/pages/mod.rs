@@ -156,6 +156,17 @@ pub fn state_badge(s: fedvol_proto::decisions::DecisionState) -> Markup {
     badge(crate::render::words::state(s), kind)
 }
 
+/// The badge saying what failed, beside a `failed` state's ([`crate::render::words::failure`]):
+/// a retryable outcome (clusters did not answer) is a warning, the others are failures.
+pub fn failure_badge(f: fedvol_proto::decisions::FailureKind) -> Markup {
+    use fedvol_proto::decisions::FailureKind as F;
+    let kind = match f {
+        F::Unavailable => Kind::Warn,
+        F::NothingFits | F::Refused | F::CommitFailed | F::JobFailed => Kind::Bad,
+    };
+    badge(crate::render::words::failure(f), kind)
+}
+
 /// A time as UTC text, with how long ago it was (at render) in its tooltip.
 pub fn when(ms: u64) -> Markup {
     let now = fedvol_proto::now_ms();
