@@ -40,6 +40,8 @@ pub struct Shared {
     /// The Slurm settings of an agent that submits committed jobs (`slurm.jobs` given);
     /// `None`: commits submit nothing.
     pub batch: Option<Arc<crate::slurm::SlurmConfig>>,
+    /// Who the jobs run as (`slurm.jobs`): the user map and the grant; `None` with `batch`.
+    pub runner: Option<Arc<crate::slurm::identity::Runner>>,
     /// The whole answers of plans answered with their summary, for the `answer` operation.
     pub answers: crate::answers::Answers,
 }
@@ -61,13 +63,20 @@ impl Shared {
             readiness: fedvol_obs::Readiness::default(),
             restore: crate::restore_gate::RestoreGate::open(),
             batch: None,
+            runner: None,
             answers: Default::default(),
         }
     }
 
-    /// The same, submitting committed jobs to the Slurm of `slurm` when it has `jobs`.
-    pub fn with_batch(mut self, slurm: Option<&crate::slurm::SlurmConfig>) -> Self {
+    /// The same, submitting committed jobs to the Slurm of `slurm` when it has `jobs`, as the
+    /// accounts `runner` maps users to.
+    pub fn with_batch(
+        mut self,
+        slurm: Option<&crate::slurm::SlurmConfig>,
+        runner: Option<Arc<crate::slurm::identity::Runner>>,
+    ) -> Self {
         self.batch = slurm.filter(|s| s.jobs.is_some()).map(|s| Arc::new(s.clone()));
+        self.runner = runner.filter(|_| self.batch.is_some());
         self
     }
 

@@ -14,9 +14,26 @@ use super::{Created, DriverError, blocking, localdir};
 ///
 /// Errors: see [`localdir::create`].
 pub async fn provision(base: &str, local: bool, v: &NewVolume) -> Result<Created, DriverError> {
+    provision_as(base, local, v, None).await
+}
+
+/// [`provision`], the directory created as `owner` (account, grant) when given: it belongs to
+/// that account ([`localdir::create_as`]).
+///
+/// Errors: see [`localdir::create_as`].
+pub async fn provision_as(
+    base: &str,
+    local: bool,
+    v: &NewVolume,
+    owner: Option<(crate::grant::Grant, String)>,
+) -> Result<Created, DriverError> {
     let base = PathBuf::from(base);
     let (name, capacity) = (v.name.clone(), v.capacity.0);
-    let made = blocking(move || localdir::create(&base, &name, capacity)).await?;
+    let made = blocking(move || match &owner {
+        Some((grant, account)) => localdir::create_as(&base, &name, capacity, localdir::Owner { grant, account }),
+        None => localdir::create(&base, &name, capacity),
+    })
+    .await?;
     let on_host = match (&v.host, local) {
         (Some(h), true) => format!(" (node-local, host {h})"),
         _ => String::new(),
@@ -39,16 +56,22 @@ pub async fn provision(base: &str, local: bool, v: &NewVolume) -> Result<Created
     })
 }
 
-/// Removes `<base>/<volume>` and its contents; succeeds when it is already gone.
+/// Removes `<base>/<volume>` and its contents, as its owner through `grant` when it belongs to
+/// another account ([`localdir::remove_as`]); succeeds when it is already gone.
 ///
 /// Errors: `Refused` when the recorded `source` is not that directory or something other than
 /// a directory sits there; `Failed` on I/O errors.
-pub async fn delete(base: &str, volume: &str, source: Option<&str>) -> Result<String, DriverError> {
+pub async fn delete(
+    base: &str,
+    volume: &str,
+    source: Option<&str>,
+    grant: Option<crate::grant::Grant>,
+) -> Result<String, DriverError> {
     let base = PathBuf::from(base);
     let path = base.join(volume);
     localdir::check_source(source, &path.display().to_string())?;
     let name = volume.to_string();
-    let removed = blocking(move || localdir::remove(&base, &name)).await?;
+    let removed = blocking(move || localdir::remove_as(&base, &name, grant.as_ref())).await?;
     Ok(if removed {
         format!("removed directory {}", path.display())
     } else {

@@ -707,7 +707,7 @@ pub fn submit(a: &SubmitArgs) -> u8 {
         let code = show_submit(&reply, a.output.output);
         match &reply.stored {
             Some(s) if a.follow && code == EXIT_OK && s.state == DecisionState::Committed => {
-                follow_jobs(&client, &msg.request_id, s.clone()).await
+                follow_jobs(&client, &msg.request_id, s.clone(), false).await
             }
             _ => code,
         }
@@ -716,8 +716,9 @@ pub fn submit(a: &SubmitArgs) -> u8 {
 
 /// `submit --follow`: reads decision `id` every second until it is neither committed nor
 /// planned, printing each job state change on stderr; then the outcome on stdout. Exit 0 when
-/// the workflow completed, 1 when it failed (or when the decision could not be read).
-async fn follow_jobs(client: &Client, id: &str, mut last: StoredDecision) -> u8 {
+/// the workflow completed (or, with `cancelling`, was cancelled, as `fedvol cancel` asked), 1
+/// when it failed or was cancelled otherwise (or when the decision could not be read).
+async fn follow_jobs(client: &Client, id: &str, mut last: StoredDecision, cancelling: bool) -> u8 {
     if last.jobs().is_empty() {
         eprintln!(
             "note: --follow: cluster {} runs no jobs for fedvol; complete the decision with `fedvol complete {id}` when the workflow ended",
@@ -755,7 +756,7 @@ async fn follow_jobs(client: &Client, id: &str, mut last: StoredDecision) -> u8 
         }
     }
     print!("{}", completed_text(id, &last));
-    if last.state == DecisionState::Completed {
+    if last.state == DecisionState::Completed || (cancelling && last.state == DecisionState::Cancelled) {
         EXIT_OK
     } else {
         EXIT_BAD_INPUT
@@ -1273,15 +1274,31 @@ pub fn complete(a: &IdArgs, cancel: bool) -> u8 {
         let answer = client.call::<api::Complete>(&msg).await.map(as_submit_reply);
         // Completed (or found failed): no plain submit is to resume it.
         if let Ok(r) = &answer
-            && r.stored
-                .as_ref()
-                .is_some_and(|s| matches!(s.state, DecisionState::Completed | DecisionState::Failed))
+            && r.stored.as_ref().is_some_and(|s| {
+                matches!(
+                    s.state,
+                    DecisionState::Completed | DecisionState::Failed | DecisionState::Cancelled
+                )
+            })
             && let Err(e) = super::pending::forget_request(&id)
         {
             eprintln!("note: {e}");
         }
         let table_view = matches!(a.output.output, Output::Table | Output::Wide);
         match answer {
+            // Cancelled, but Slurm still ends the jobs (COMPLETING): the volumes are reclaimed
+            // once they ended; follow the decision to its end.
+            Ok(SubmitReply {
+                error: Some(e),
+                stored: Some(s),
+                ..
+            }) if cancel && table_view && e.code == fedvol_proto::Code::JobsRunning => {
+                eprint!(
+                    "{}",
+                    crate::render::layout::para("note: ", "  ", &fedvol_common::limits::printable(&e.message))
+                );
+                follow_jobs(&client, &id, s, true).await
+            }
             // Refused (a failed or queued decision, one already completed elsewhere...): the
             // error, briefly; `decisions show` has the decision.
             Ok(SubmitReply {

@@ -227,6 +227,8 @@ fn jobs_run_by_slurm_are_shown_with_their_states() {
         submitted_ms: 1_700_000_000_000,
         started_ms: Some(1_700_000_001_000),
         ended_ms: Some(1_700_000_005_000),
+        user: None,
+        output: None,
     };
     let jobs = vec![
         job("prep", "41", JobState::Failed, Some(3)),

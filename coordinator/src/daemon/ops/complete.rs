@@ -97,7 +97,7 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
             }
         }
         let cluster = match (stored.state, stored.decision.chosen_cluster.clone()) {
-            (DecisionState::Completed, _) => return SubmitReply::stored(stored),
+            (DecisionState::Completed | DecisionState::Cancelled, _) => return SubmitReply::stored(stored),
             (DecisionState::Failed, _) if stored.completion.is_some() => return SubmitReply::stored(stored),
             (DecisionState::Committed, Some(c)) => c,
             (state, _) => {
