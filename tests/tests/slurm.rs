@@ -861,7 +861,7 @@ async fn dev_slurm_runs_the_example_workflow_to_completion() {
     // The example's jobs run as alice's account, made when missing; bob's account is there
     // too, so the banner names both.
     let alice = fedvol_tests::slurm::account("alice");
-    fedvol_tests::slurm::account("bob");
+    let bob = fedvol_tests::slurm::account("bob");
     let cwd = tempfile::tempdir().unwrap();
     let ctx = cwd.path().join("dev.env");
     let mut run = DevRun(Spawned::start(dev_fedvol(cwd.path(), &ctx, &["dev", "--slurm"])));
@@ -893,7 +893,15 @@ async fn dev_slurm_runs_the_example_workflow_to_completion() {
         .unwrap_or_else(|| panic!("where the jobs' output goes: {banner}"))
         .join("dev-train");
 
-    let o = dev_fedvol(
+    let volumes_dir = banner
+        .lines()
+        .map(str::trim_start)
+        .find_map(|l| l.strip_prefix("ls -l ").and_then(|r| r.split_whitespace().next()))
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| panic!("where the volumes are: {banner}"));
+
+    // alice follows her run; bob runs the same workflow beside it: each volume is its user's.
+    let follow = dev_fedvol(
         cwd.path(),
         &ctx,
         &[
@@ -906,8 +914,56 @@ async fn dev_slurm_runs_the_example_workflow_to_completion() {
             "dev-train",
         ],
     )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let committed = fedvol_tests::wait_until(Duration::from_secs(30), Duration::from_millis(200), || {
+        let o = dev_fedvol(cwd.path(), &ctx, &["decisions", "show", "dev-train", "-o", "json"])
+            .output()
+            .unwrap();
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).is_ok_and(|d| d["state"] == "committed")
+    })
+    .await;
+    assert!(committed, "{}", dev.log());
+    let o = dev_fedvol(
+        cwd.path(),
+        &ctx,
+        &["submit", "-u", "bob", &workflow, "--request-id", "dev-bob"],
+    )
     .output()
     .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let owners = fedvol_tests::wait_until(Duration::from_secs(20), Duration::from_millis(100), || {
+        use std::os::unix::fs::MetadataExt;
+        let mut owners: Vec<(u32, u32)> = std::fs::read_dir(&volumes_dir)
+            .map(|r| {
+                r.flatten()
+                    .filter_map(|e| e.metadata().ok())
+                    .map(|m| (m.uid(), m.mode() & 0o777))
+                    .collect()
+            })
+            .unwrap_or_default();
+        owners.sort();
+        owners == [(alice, 0o700), (bob, 0o700)]
+    })
+    .await;
+    let listing = std::process::Command::new("ls")
+        .arg("-l")
+        .arg(&volumes_dir)
+        .output()
+        .unwrap();
+    eprintln!(
+        "--- ls -l {} ---\n{}",
+        volumes_dir.display(),
+        String::from_utf8_lossy(&listing.stdout)
+    );
+    assert!(
+        owners,
+        "alice's and bob's volumes, each theirs alone: {}",
+        String::from_utf8_lossy(&listing.stdout)
+    );
+    let o = follow.wait_with_output().unwrap();
     let (stdout, stderr) = (
         String::from_utf8_lossy(&o.stdout).into_owned(),
         String::from_utf8_lossy(&o.stderr).into_owned(),
@@ -967,6 +1023,14 @@ async fn dev_slurm_runs_the_example_workflow_to_completion() {
         "{d:#}"
     );
 
+    let bob_done = fedvol_tests::wait_until(Duration::from_secs(30), Duration::from_millis(200), || {
+        let o = dev_fedvol(cwd.path(), &ctx, &["decisions", "show", "dev-bob", "-o", "json"])
+            .output()
+            .unwrap();
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).is_ok_and(|d| d["state"] == "completed")
+    })
+    .await;
+    assert!(bob_done, "bob's run completes too: {}", dev.log());
     dev.signal(nix::sys::signal::Signal::SIGTERM);
     let stopped = fedvol_tests::wait_until(Duration::from_secs(30), Duration::from_millis(100), || {
         dev.try_status().is_some()
