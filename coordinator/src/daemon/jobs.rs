@@ -204,6 +204,7 @@ async fn apply(co: &Coordinator, cluster: &str, f: Followed, reply: agent::Actio
     match co.store.update(id, &stored, rev).await {
         Ok(Write::Done(_)) if done => {
             tracing::info!(request_id = %id, cluster = %cluster, state = stored.state.as_str(), failure = ?stored.run_failure, "every job ended: decision stored");
+            co.metrics.ended(stored.state.as_str());
             crate::daemon::quota::release(co, id, &stored.decision.quota).await;
             false
         }

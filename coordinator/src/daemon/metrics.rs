@@ -120,6 +120,8 @@ pub struct CommitFailureLabels {
 pub struct CoordinatorMetrics {
     requests: RequestMetrics,
     decisions: Family<StateLabel, Counter>,
+    /// Decisions ended (completed, failed once committed, cancelled), by final state.
+    ended: Family<StateLabel, Counter>,
     gather: Family<GatherLabels, Counter>,
     plan: Histogram,
     commit: Histogram,
@@ -134,6 +136,7 @@ impl Default for CoordinatorMetrics {
         CoordinatorMetrics {
             requests: RequestMetrics::default(),
             decisions: Family::default(),
+            ended: Family::default(),
             gather: Family::default(),
             plan: duration_histogram(),
             commit: duration_histogram(),
@@ -161,6 +164,9 @@ impl CoordinatorMetrics {
         for state in ["committed", "failed"] {
             let _ = self.decisions.get_or_create(&StateLabel { state });
         }
+        for state in ["completed", "failed", "cancelled"] {
+            let _ = self.ended.get_or_create(&StateLabel { state });
+        }
         self.requests.register(
             r,
             "fedvol_coordinator",
@@ -172,6 +178,11 @@ impl CoordinatorMetrics {
             "fedvol_coordinator_decisions",
             "Decisions answered by submit, by stored state (planned for a dry run, committed, failed)",
             self.decisions.clone(),
+        );
+        r.register(
+            "fedvol_coordinator_decisions_ended",
+            "Committed decisions that ended, by final state: completed, failed (a job of it failed), cancelled (`fedvol cancel`)",
+            self.ended.clone(),
         );
         r.register(
             "fedvol_coordinator_gather",
@@ -219,6 +230,12 @@ impl CoordinatorMetrics {
     /// Counts a decision a submit answered with, in state `state`.
     pub fn decision(&self, state: &'static str) {
         self.decisions.get_or_create(&StateLabel { state }).inc();
+    }
+
+    /// Counts a committed decision that ended in state `state` (`completed`, `failed`,
+    /// `cancelled`).
+    pub fn ended(&self, state: &'static str) {
+        self.ended.get_or_create(&StateLabel { state }).inc();
     }
 
     /// Records a gathered plan: its duration and every cluster's slot status.
@@ -367,6 +384,7 @@ mod tests {
         );
         m.kv.write("create", "done", Duration::from_millis(2));
         m.kv.write("update", "conflict", Duration::from_millis(2));
+        m.ended("cancelled");
         {
             let _in_flight = m.commit_started();
             assert!(r.encode().unwrap().contains("fedvol_coordinator_commits_in_flight 1\n"));
@@ -379,6 +397,8 @@ mod tests {
             "fedvol_coordinator_requests_total{endpoint=\"get\",outcome=\"bad_request\"} 1",
             "fedvol_coordinator_decisions_total{state=\"committed\"} 1",
             "fedvol_coordinator_decisions_total{state=\"failed\"} 0",
+            "fedvol_coordinator_decisions_ended_total{state=\"cancelled\"} 1",
+            "fedvol_coordinator_decisions_ended_total{state=\"completed\"} 0",
             "fedvol_coordinator_gather_total{cluster=\"east\",status=\"answered\"} 1",
             "fedvol_coordinator_gather_total{cluster=\"west\",status=\"timed_out\"} 1",
             "fedvol_coordinator_gather_total{cluster=\"north\",status=\"unreachable\"} 1",

@@ -182,6 +182,34 @@ mod tests {
         );
     }
 
+    /// A daemon's password from a file of its own (the systemd unit's credential): read from
+    /// the file's first line; a user with neither password nor file, or with both, refused.
+    #[test]
+    fn the_password_comes_from_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("pw");
+        std::fs::write(&f, "s3cret\n").unwrap();
+        let a = NatsAuth {
+            user: Some("agent-c".into()),
+            password_file: Some(f.clone()),
+            ..NatsAuth::local()
+        };
+        assert!(a.check().is_empty(), "{:?}", a.check());
+        assert_eq!(password(&a).unwrap().as_deref(), Some("s3cret"));
+        let both = NatsAuth {
+            password: Some("x".into()),
+            ..a.clone()
+        };
+        assert!(both.check().join(" ").contains("not both"));
+        let neither = NatsAuth {
+            password_file: None,
+            ..a.clone()
+        };
+        assert!(neither.check().join(" ").contains("must be given together"));
+        std::fs::write(&f, "").unwrap();
+        assert!(password(&a).is_err(), "an empty file is no password");
+    }
+
     mod nats_block {
         use super::*;
         use fedvol_formats::yaml::{Diagnostics, Limits, load_documents};

@@ -155,6 +155,8 @@ pub enum StateFilter {
     Failed,
     /// Waiting for capacity (`--wait-for-capacity`), placed by priority then age.
     Queued,
+    /// Ended by `fedvol cancel` (its jobs cancelled, then its volumes reclaimed).
+    Cancelled,
     /// Kept dry runs (any state).
     DryRun,
 }
@@ -194,6 +196,7 @@ impl StateFilter {
             StateFilter::Completed => Some(S::Completed),
             StateFilter::Failed => Some(S::Failed),
             StateFilter::Queued => Some(S::Queued),
+            StateFilter::Cancelled => Some(S::Cancelled),
             StateFilter::DryRun => None,
         }
     }
@@ -763,7 +766,8 @@ async fn follow_jobs(client: &Client, id: &str, mut last: StoredDecision, cancel
     }
 }
 
-/// One job of a decision: name, Slurm id, state, exit code, start and end (UTC).
+/// One job of a decision: name, Slurm id, state, exit code, start and end (UTC), the account
+/// it runs as and where its output is.
 pub fn job_line(j: &fedvol_proto::batch::BatchJob) -> String {
     let mut out = format!(
         "job {} (Slurm job {}): {}",
@@ -785,6 +789,16 @@ pub fn job_line(j: &fedvol_proto::batch::BatchJob) -> String {
     }
     if let Some(r) = &j.reason {
         out.push_str(&format!(" ({})", fedvol_common::limits::printable(r)));
+    }
+    match (&j.user, &j.output) {
+        (Some(u), Some(o)) => out.push_str(&format!(
+            "; as {}, output {}",
+            fedvol_common::limits::printable(u),
+            fedvol_common::limits::printable(o)
+        )),
+        (Some(u), None) => out.push_str(&format!("; as {}", fedvol_common::limits::printable(u))),
+        (None, Some(o)) => out.push_str(&format!("; output {}", fedvol_common::limits::printable(o))),
+        (None, None) => {}
     }
     out
 }

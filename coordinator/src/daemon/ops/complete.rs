@@ -153,7 +153,8 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
         stored.updated_ms = now_ms();
         match co.store.update(&q.request_id, &stored, rev).await {
             Ok(Write::Done(_)) => {
-                tracing::info!(cluster = %cluster, "decision completed");
+                tracing::info!(cluster = %cluster, state = stored.state.as_str(), "decision completed");
+                co.metrics.ended(stored.state.as_str());
                 crate::daemon::quota::release(co, &q.request_id, &stored.decision.quota).await;
                 return SubmitReply::stored(stored);
             }
