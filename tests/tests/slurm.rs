@@ -714,13 +714,15 @@ async fn a_failing_job_fails_the_decision_cancel_ends_jobs_and_a_killed_agent_re
     // write, and gone for good afterwards (reclaimed under the job, it was re-created by the
     // job's `mkdir -p` and left on disk, untracked). The run is stored `cancelled`.
     let late = marks(dir.path()).join("late-write");
+    let trapping = marks(dir.path()).join("trap-set");
     let wf = two_jobs(
         dir.path(),
         "long",
         "",
         &format!(
-            "trap 'sleep 3; mkdir -p $FEDVOL_VOLUME_DATA; echo late > $FEDVOL_VOLUME_DATA/late && touch {}; exit 0' TERM; sleep 120 & wait",
-            late.display()
+            "trap 'echo TERM; sleep 3; mkdir -p $FEDVOL_VOLUME_DATA; echo late > $FEDVOL_VOLUME_DATA/late && touch {}; echo trap done; exit 0' TERM; touch {}; sleep 120 & wait",
+            late.display(),
+            trapping.display()
         ),
         None,
     );
@@ -733,20 +735,38 @@ async fn a_failing_job_fails_the_decision_cancel_ends_jobs_and_a_killed_agent_re
     .await
     .expect("the long job runs");
     let id = jobs_of(&d)["a"]["id"].as_str().unwrap().to_string();
+    // Slurm says RUNNING before the script's first line: wait until its trap is set.
+    let trap_set = fedvol_tests::wait_until(Duration::from_secs(20), Duration::from_millis(100), || {
+        trapping.exists()
+    })
+    .await;
+    assert!(trap_set, "the job set its trap");
     let (code, text) = fedvol_code(&nats, &["complete", "cancel-1"]);
     assert_ne!(code, 0, "complete under a running job is refused: {text}");
     assert!(text.contains("jobs_running"), "{text}");
     let (code, text) = fedvol_code(&nats, &["cancel", "cancel-1"]);
     eprintln!("--- fedvol cancel ---\n{text}");
     assert_eq!(code, 0, "{text}");
-    assert!(text.contains("cancel-1: cancelled on slurm-a"), "{text}");
+    let about = |log: String| -> String {
+        log.lines()
+            .filter(|l| l.contains("cancel-1") || l.contains("jobs cancelled"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert!(
+        text.contains("cancel-1: cancelled on slurm-a"),
+        "{text}\n--- the agent on cancel-1 ---\n{}",
+        about(agent.log())
+    );
     // When the cancel answers, Slurm reports the job ended (not COMPLETING), its last write
     // went into the volume before the volume was deleted, and nothing is left on disk.
     let state = slurm.run("scontrol", &["-o", "show", "job", &id]);
     assert!(state.contains("JobState=CANCELLED"), "{state}");
     assert!(
         late.exists(),
-        "the job's write after SIGTERM went into its volume: {text}"
+        "the job's write after SIGTERM went into its volume: {text}\n--- its output ---\n{}\n--- the agent ---\n{}",
+        std::fs::read_to_string(dir.path().join("work/u/cancel-1").join(format!("a-{id}.out"))).unwrap_or_default(),
+        about(agent.log())
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(

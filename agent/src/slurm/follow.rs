@@ -257,7 +257,15 @@ pub async fn observe_followed(
 pub async fn complete(shared: &Shared, request_id: &str, deadline_ms: u64) -> Option<Result<ActionReply, Failure>> {
     let begun = lock(shared).begin_complete(request_id);
     let work = match begun {
-        Next::Answer(reply) => return Some(durable(shared, *reply).await),
+        // Completed already (by the poll, when the jobs ended): the same answer, with the
+        // jobs' final states (the coordinator stores them, and `cancelled` is read from them).
+        Next::Answer(reply) => {
+            let mut reply = *reply;
+            if reply.ok && reply.jobs.is_empty() {
+                reply.jobs = lock(shared).jobs_of(request_id).map(|v| v.jobs).unwrap_or_default();
+            }
+            return Some(durable(shared, reply).await);
+        }
         Next::Run(work) => work,
     };
     let mut results = Vec::new();

@@ -447,7 +447,7 @@ pub fn stored_table(s: &StoredDecision, all: bool) -> String {
     if !s.jobs().is_empty() {
         out.push_str("\njobs (run by Slurm on the chosen cluster):\n");
         for j in s.jobs() {
-            out.push_str(&crate::render::layout::para("  ", "    ", &job_line(j)));
+            out.push_str(&job_lines(j, "  "));
         }
     }
     if let Some(f) = &s.run_failure {
@@ -503,7 +503,7 @@ fn completed_text(id: &str, s: &StoredDecision) -> String {
         ));
     }
     for j in s.jobs() {
-        out.push_str(&crate::render::layout::para("  ", "    ", &job_line(j)));
+        out.push_str(&job_lines(j, "  "));
     }
     if let Some(c) = &s.completion {
         out.push_str(&crate::render::layout::para("volumes: ", "  ", &outcome_line(c)));
@@ -736,9 +736,18 @@ async fn follow_jobs(client: &Client, id: &str, mut last: StoredDecision, cancel
         for j in last.jobs() {
             let st = j.state.as_str();
             if !seen.iter().any(|(n, s)| n == &j.job && *s == st) {
+                let first = !seen.iter().any(|(n, _)| n == &j.job);
                 seen.retain(|(n, _)| n != &j.job);
                 seen.push((j.job.clone(), st));
-                eprint!("{}", crate::render::layout::para("  ", "    ", &job_line(j)));
+                // Who runs it and where its output goes: once, with its first state.
+                eprint!(
+                    "{}",
+                    if first {
+                        job_lines(j, "  ")
+                    } else {
+                        crate::render::layout::para("  ", "    ", &job_line(j))
+                    }
+                );
             }
         }
         if !matches!(last.state, DecisionState::Committed | DecisionState::Planned) {
@@ -766,8 +775,7 @@ async fn follow_jobs(client: &Client, id: &str, mut last: StoredDecision, cancel
     }
 }
 
-/// One job of a decision: name, Slurm id, state, exit code, start and end (UTC), the account
-/// it runs as and where its output is.
+/// One job of a decision: name, Slurm id, state, exit code, start and end (UTC).
 pub fn job_line(j: &fedvol_proto::batch::BatchJob) -> String {
     let mut out = format!(
         "job {} (Slurm job {}): {}",
@@ -790,15 +798,30 @@ pub fn job_line(j: &fedvol_proto::batch::BatchJob) -> String {
     if let Some(r) = &j.reason {
         out.push_str(&format!(" ({})", fedvol_common::limits::printable(r)));
     }
+    out
+}
+
+/// Who runs a job and where its output is (`as alice, output /home/alice/...`), when the
+/// decision records them (jobs of earlier releases ran as the agent and say nothing).
+pub fn job_place(j: &fedvol_proto::batch::BatchJob) -> Option<String> {
     match (&j.user, &j.output) {
-        (Some(u), Some(o)) => out.push_str(&format!(
-            "; as {}, output {}",
+        (Some(u), Some(o)) => Some(format!(
+            "as {}, output {}",
             fedvol_common::limits::printable(u),
             fedvol_common::limits::printable(o)
         )),
-        (Some(u), None) => out.push_str(&format!("; as {}", fedvol_common::limits::printable(u))),
-        (None, Some(o)) => out.push_str(&format!("; output {}", fedvol_common::limits::printable(o))),
-        (None, None) => {}
+        (Some(u), None) => Some(format!("as {}", fedvol_common::limits::printable(u))),
+        (None, Some(o)) => Some(format!("output {}", fedvol_common::limits::printable(o))),
+        (None, None) => None,
+    }
+}
+
+/// [`job_line`], then [`job_place`] on a line of its own below it, indented by `indent`.
+fn job_lines(j: &fedvol_proto::batch::BatchJob, indent: &str) -> String {
+    let more = format!("{indent}  ");
+    let mut out = crate::render::layout::para(indent, &more, &job_line(j));
+    if let Some(p) = job_place(j) {
+        out.push_str(&crate::render::layout::para(&more, &format!("{more}  "), &p));
     }
     out
 }

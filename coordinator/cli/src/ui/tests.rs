@@ -255,7 +255,7 @@ fn jobs_run_by_slurm_are_shown_with_their_states() {
         "{text}"
     );
     assert!(
-        text.contains("; as alice, output /home/alice/fedvol/r1/prep-41.out"),
+        text.contains("\n    as alice, output /home/alice/fedvol/r1/prep-41.out\n"),
         "where each job's output is: {text}"
     );
     let page = pages::decision::body("r1", &s, None).into_string();
