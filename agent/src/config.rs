@@ -466,9 +466,56 @@ mod shipped {
             panic!("the example reads Slurm")
         };
         assert_eq!(s.partitions[0].name, "gpu");
+        let jobs = s.jobs.as_ref().expect("the example runs jobs");
+        assert_eq!(jobs.account, crate::slurm::config::AccountRule::Project);
+        assert_eq!(jobs.mem_per_core, fedvol_common::size::ByteSize(2 << 30));
+        assert_eq!(
+            (jobs.work_dir.as_str(), jobs.poll_ms, jobs.min_uid),
+            ("%h/fedvol", 1000, 1000)
+        );
         let inv = fedvol_formats::load_inventory_without_zones(&c.inventory, "Slurm")
             .unwrap()
             .value;
         assert_eq!(inv.cluster, "hpc-a");
+    }
+}
+
+#[cfg(test)]
+mod jobs_settings {
+    use super::*;
+
+    fn load(jobs: &str) -> Result<AgentConfig, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("agent.yaml");
+        std::fs::write(
+            &p,
+            format!("inventory: inv.yaml\ninventorySource: slurm\nslurm:\n  jobs:\n{jobs}"),
+        )
+        .unwrap();
+        AgentConfig::load(&p).map_err(|e| e.to_string())
+    }
+
+    /// Who jobs run as and what they are given, as configured; mistakes named with their field.
+    #[test]
+    fn the_identity_and_resource_settings_are_read_and_checked() {
+        let c = load("    userMap: users.map\n    minUid: 2000\n    workDir: /shared/%u\n    account: {physics: phys-acct}\n    qos: {high: urgent}\n    memPerCore: 512MiB\n    grant: sudo\n    sudo: /usr/bin/sudo\n").unwrap();
+        let InventorySource::Slurm(s) = &c.source else { panic!() };
+        let j = s.jobs.as_ref().unwrap();
+        assert!(j.user_map.as_ref().unwrap().ends_with("users.map") && j.user_map.as_ref().unwrap().is_absolute());
+        assert_eq!((j.min_uid, j.work_dir.as_str()), (2000, "/shared/%u"));
+        assert_eq!(j.account.account(Some("physics")).as_deref(), Some("phys-acct"));
+        assert_eq!(j.account.account(Some("bio")), None);
+        assert_eq!(j.qos["high"], "urgent");
+        assert_eq!(j.mem_per_core, fedvol_common::size::ByteSize(512 << 20));
+        for (bad, field) in [
+            ("    workDir: relative/dir\n", "slurm.jobs.workDir"),
+            ("    account: everyone\n", "slurm.jobs.account"),
+            ("    memPerCore: lots\n", "slurm.jobs.memPerCore"),
+            ("    grant: setuid\n", "slurm.jobs.grant"),
+            ("    minUid: 0\n", "slurm.jobs.minUid"),
+        ] {
+            let e = load(bad).unwrap_err();
+            assert!(e.contains(field), "{bad}: {e}");
+        }
     }
 }

@@ -9,6 +9,7 @@ pub mod answers;
 pub mod config;
 pub mod drivers;
 pub mod endpoints;
+pub mod grant;
 pub mod metrics;
 pub mod restore_gate;
 pub mod run;

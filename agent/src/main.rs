@@ -141,8 +141,12 @@ const MAN: fedvol_obs::man::Extra<'static> = fedvol_obs::man::Extra {
             "Each option's variable, as its [env: ...] says; flags win over variables, which win over the configuration file.",
         ),
         (
+            "FEDVOL_NATS_PASSWORD_FILE",
+            "A file holding the NATS user's password, readable by the agent's account alone (systemd's LoadCredential=). Preferred to FEDVOL_NATS_PASSWORD: a password in the environment is inherited by what the agent starts.",
+        ),
+        (
             "FEDVOL_NATS_PASSWORD",
-            "The NATS user's password (never in the URL or the configuration file).",
+            "The NATS user's password (never in the URL); prefer FEDVOL_NATS_PASSWORD_FILE or nats.passwordFile.",
         ),
         ("RUST_LOG", "The log filter (default info), e.g. fedvol_agent=debug."),
     ],

@@ -98,11 +98,19 @@ async fn roll_back_interrupted(shared: &Arc<Shared>) {
         // Jobs the commit may have submitted before it stopped are cancelled by their names
         // (`fedvol.<request id>.<job>`): their volumes are about to go.
         if let Some(slurm) = &shared.batch {
-            let jobs: Vec<String> = lock(shared)
-                .held_decision(&id)
-                .map(|d| d.jobs.keys().cloned().collect())
-                .unwrap_or_default();
-            crate::slurm::follow::cancel_by_name(slurm, &id, &jobs).await;
+            let (jobs, user): (Vec<String>, Option<String>) = {
+                let core = lock(shared);
+                (
+                    core.held_decision(&id)
+                        .map(|d| d.jobs.keys().cloned().collect())
+                        .unwrap_or_default(),
+                    core.held_user(&id),
+                )
+            };
+            let runner = shared.runner.as_deref();
+            let account = user.and_then(|u| runner.and_then(|r| r.resolve(&u).ok()));
+            crate::slurm::follow::cancel_by_name(slurm, runner, account.as_ref().map(|a| a.name.as_str()), &id, &jobs)
+                .await;
         }
         let mut deleted = 0;
         for w in &work {
@@ -159,6 +167,61 @@ async fn start_obs(cfg: &AgentConfig, cluster: &str) -> Result<Obs, StartError> 
     Ok(obs)
 }
 
+/// Creates `dir` (the data directory) readable by the agent's account alone (0700), and takes
+/// group and other rights away from an existing one the agent owns: the state file holds
+/// every user's workflows, and a job must not read or write it.
+///
+/// Errors: the directory cannot be created, one sentence.
+fn private_dir(dir: &std::path::Path) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| format!("cannot create data directory {}: {e}", dir.display()))?;
+    if let Ok(m) = std::fs::metadata(dir)
+        && m.uid() == nix::unistd::geteuid().as_raw()
+        && m.permissions().mode() & 0o077 != 0
+    {
+        match std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)) {
+            Ok(()) => tracing::warn!(dir = %dir.display(), "the data directory was open to others: made 0700"),
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "the data directory is open to others and could not be made 0700")
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Makes `file` (the state file) readable by its owner alone (0600), best effort.
+fn private_file(file: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Err(e) = std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600)) {
+        tracing::warn!(file = %file.display(), error = %e, "the state file could not be made 0600");
+    }
+}
+
+/// Who the jobs of a cluster that runs them (`slurm.jobs`) run as: the user map read, the
+/// grant set up. `None` without `slurm.jobs`.
+///
+/// Errors: the user map cannot be read.
+fn job_runner(cfg: &AgentConfig, cluster: &str) -> Result<Option<Arc<crate::slurm::identity::Runner>>, StartError> {
+    let InventorySource::Slurm(slurm) = &cfg.source else {
+        return Ok(None);
+    };
+    let Some(jobs) = &slurm.jobs else { return Ok(None) };
+    let r = crate::slurm::identity::Runner::new(cluster, jobs, slurm.slurm_conf.as_deref())
+        .map_err(|e| StartError::Config(vec![e]))?;
+    tracing::info!(
+        user_map = %r.map.file.as_ref().map_or_else(|| "none: each user runs as the account of the same name".to_string(), |f| f.display().to_string()),
+        mapped = r.map.entries.len(),
+        min_uid = r.min_uid,
+        sudo = %r.grant.sudo.display(),
+        "jobs run as their users' accounts, through sudo"
+    );
+    Ok(Some(Arc::new(r)))
+}
+
 /// Runs the agent until the process is stopped.
 ///
 /// Errors: any [`StartError`] before serving begins.
@@ -187,12 +250,11 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
     let (store, snapshot, state_file, stop) = match cfg.state_store {
         StateStore::Redb => {
             obs.readiness.starting("opening the state file");
-            std::fs::create_dir_all(&cfg.data_dir).map_err(|e| {
-                StartError::State(format!("cannot create data directory {}: {e}", cfg.data_dir.display()))
-            })?;
+            private_dir(&cfg.data_dir).map_err(StartError::State)?;
             let state_path = cfg.data_dir.join("state.redb");
             let (store, snapshot, identity) =
                 Store::open_checked(&state_path, &cluster, cfg.init).map_err(|e| StartError::State(e.to_string()))?;
+            private_file(&state_path);
             tracing::info!(state = %state_path.display(), generation = %identity.generation, "state file open");
             (store, snapshot, Some((state_path, identity)), None)
         }
@@ -211,7 +273,12 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
     );
     let mut core = Core::new(&cluster, inv, store, Ledger::from_snapshot(snapshot), cfg.hold_ttl_ms);
     core.set_source(live.as_ref().map(|l| l.status()));
+    let runner = job_runner(&cfg, &cluster)?;
+    core.set_runner(runner.clone().map(|r| r as Arc<dyn crate::state::core::JobRunner>));
     let mut drivers = Drivers::new(Some(client.clone()), &cluster, subjects.clone(), Default::default());
+    if let Some(r) = &runner {
+        drivers = drivers.with_grant(r.grant.clone());
+    }
     if let Some(root) = &cfg.storage_root {
         tracing::warn!(root = %root.display(), "development sandbox: every volume is a directory under this root");
         drivers = drivers.with_storage_root(root.clone());
@@ -224,10 +291,13 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
         Shared::new(core, drivers, &cluster, cfg.max_body_bytes, cfg.max_in_flight)
             .with_obs(obs.metrics.clone(), obs.readiness.clone())
             .with_restore_gate(gate)
-            .with_batch(match &cfg.source {
-                InventorySource::Slurm(s) => Some(s),
-                InventorySource::Files => None,
-            }),
+            .with_batch(
+                match &cfg.source {
+                    InventorySource::Slurm(s) => Some(s),
+                    InventorySource::Files => None,
+                },
+                runner,
+            ),
     );
     if shared.restore.closed() {
         tracing::warn!(

@@ -40,6 +40,8 @@ pub struct Shared {
     /// The Slurm settings of an agent that submits committed jobs (`slurm.jobs` given);
     /// `None`: commits submit nothing.
     pub batch: Option<Arc<crate::slurm::SlurmConfig>>,
+    /// Who the jobs run as (`slurm.jobs`): the user map and the grant; `None` with `batch`.
+    pub runner: Option<Arc<crate::slurm::identity::Runner>>,
     /// The whole answers of plans answered with their summary, for the `answer` operation.
     pub answers: crate::answers::Answers,
     /// The NATS server's `max_payload`, bytes, once connected (answers that grow with
@@ -64,14 +66,21 @@ impl Shared {
             readiness: fedvol_obs::Readiness::default(),
             restore: crate::restore_gate::RestoreGate::open(),
             batch: None,
+            runner: None,
             answers: Default::default(),
             max_payload: std::sync::atomic::AtomicUsize::new(fedvol_proto::DEFAULT_MAX_BODY_BYTES),
         }
     }
 
-    /// The same, submitting committed jobs to the Slurm of `slurm` when it has `jobs`.
-    pub fn with_batch(mut self, slurm: Option<&crate::slurm::SlurmConfig>) -> Self {
+    /// The same, submitting committed jobs to the Slurm of `slurm` when it has `jobs`, as the
+    /// accounts `runner` maps users to.
+    pub fn with_batch(
+        mut self,
+        slurm: Option<&crate::slurm::SlurmConfig>,
+        runner: Option<Arc<crate::slurm::identity::Runner>>,
+    ) -> Self {
         self.batch = slurm.filter(|s| s.jobs.is_some()).map(|s| Arc::new(s.clone()));
+        self.runner = runner.filter(|_| self.batch.is_some());
         self
     }
 

@@ -30,6 +30,7 @@ fn hold(id: &str) -> Hold {
         committing: false,
         committing_since_ms: 0,
         claims: Default::default(),
+        user: String::new(),
     }
 }
 

@@ -117,6 +117,9 @@ pub mod codes {
     pub const SEEDED_DRAW: &str = "seeded_draw";
     /// fedvol: a volume the job mounts could not be resolved.
     pub const VOLUME_UNRESOLVED: &str = "volume_unresolved";
+    /// fedvol (Open OnDemand's user mapping, a grid-mapfile): the workflow's user maps to no
+    /// local account on a cluster that runs jobs as their users (stage `identity.user`).
+    pub const UNMAPPED_USER: &str = "unmapped_user";
     /// fedvol: the cluster is not in the workflow's list / lost the ranking.
     pub const NOT_CHOSEN: &str = "not_chosen";
     /// fedvol: the cluster found no feasible placement.

@@ -21,6 +21,38 @@ pub fn script_of<'a>(annotations: &'a BTreeMap<String, String>, job: &str) -> Op
     annotations.get(&script_key(job)).map(String::as_str)
 }
 
+/// The environment variable a job's mount of volume `key` is exported as on a cluster that
+/// runs jobs: `FEDVOL_VOLUME_` and the key in upper case, every character other than an ASCII
+/// letter or digit written `_`.
+pub fn volume_env(key: &str) -> String {
+    let name: String = key
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("FEDVOL_VOLUME_{name}")
+}
+
+/// The first two of `keys` (volume keys, in workflow order) whose [`volume_env`] variables are
+/// the same (`data-1` and `data_1` are both `FEDVOL_VOLUME_DATA_1`: one of them would have no
+/// variable), with that variable.
+pub fn colliding_volume_env<'a>(keys: impl IntoIterator<Item = &'a str>) -> Option<(&'a str, &'a str, String)> {
+    let mut seen: BTreeMap<String, &'a str> = BTreeMap::new();
+    for k in keys {
+        let var = volume_env(k);
+        if let Some(first) = seen.get(&var) {
+            return Some((first, k, var));
+        }
+        seen.insert(var, k);
+    }
+    None
+}
+
 /// `s` quoted for a POSIX shell: inside single quotes, each `'` written `'\''`.
 pub fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))

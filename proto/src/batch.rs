@@ -106,6 +106,23 @@ pub struct BatchJob {
     /// When it ended, ms since the epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_ms: Option<u64>,
+    /// The local account it runs as (the workflow's user mapped on its cluster); absent in
+    /// records of earlier releases, whose jobs ran as the agent's account.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Where its output (stdout and stderr) is written, on the cluster's file system.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+}
+
+/// True when the jobs ended because `fedvol cancel` cancelled them (the run is `cancelled`):
+/// every job ended, none failed ([`failure`] is `None`), and one was cancelled by fedvol.
+pub fn cancelled_by_fedvol(jobs: &[BatchJob]) -> bool {
+    all_ended(jobs)
+        && failure(jobs).is_none()
+        && jobs
+            .iter()
+            .any(|j| j.state == JobState::Cancelled && j.reason.as_deref() == Some(CANCELLED_BY_FEDVOL))
 }
 
 /// The reason recorded for a job `fedvol cancel` cancelled.
@@ -162,6 +179,8 @@ mod tests {
             submitted_ms: 1,
             started_ms: None,
             ended_ms: None,
+            user: None,
+            output: None,
         }
     }
 

@@ -30,10 +30,14 @@ pub enum DecisionState {
     /// over a quota): placed by the coordinators' queue, by priority then age, when room frees.
     /// Nothing is held or counted while queued.
     Queued,
+    /// Ended by `fedvol cancel`: its batch jobs were cancelled, and its volumes reclaimed
+    /// once the resource manager reported every job ended. A final state, like `completed`.
+    Cancelled,
 }
 
 impl DecisionState {
-    /// The state's wire name (`planned`, `committed`, `completed`, `failed`, `queued`): the
+    /// The state's wire name (`planned`, `committed`, `completed`, `failed`, `queued`,
+    /// `cancelled`): the
     /// one spelling used in tables, metrics labels and reports.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -42,6 +46,7 @@ impl DecisionState {
             DecisionState::Completed => "completed",
             DecisionState::Failed => "failed",
             DecisionState::Queued => "queued",
+            DecisionState::Cancelled => "cancelled",
         }
     }
 }
@@ -231,12 +236,15 @@ impl StoredDecision {
     }
 
     /// Ends the decision with its cluster's `completion`: `failed`, naming the job that failed
-    /// ([`crate::batch::failure`] of [`StoredDecision::jobs`]), or `completed`. The caller sets
-    /// `updated_ms` and stores it.
+    /// ([`crate::batch::failure`] of [`StoredDecision::jobs`]), `cancelled` when `fedvol
+    /// cancel` ended its jobs ([`crate::batch::cancelled_by_fedvol`]), or `completed`. The
+    /// caller sets `updated_ms` and stores it.
     pub fn end(&mut self, completion: ActionReply) {
         let failure = crate::batch::failure(self.jobs());
         self.state = if failure.is_some() {
             DecisionState::Failed
+        } else if crate::batch::cancelled_by_fedvol(self.jobs()) {
+            DecisionState::Cancelled
         } else {
             DecisionState::Completed
         };

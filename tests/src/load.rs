@@ -420,7 +420,7 @@ fn outcome_of(r: &Result<SubmitReply, CallError>) -> Outcome {
                 DecisionState::Failed => Outcome::Failed,
                 DecisionState::Planned => Outcome::Planned,
                 DecisionState::Queued => Outcome::Queued,
-                DecisionState::Completed => Outcome::Completed,
+                DecisionState::Completed | DecisionState::Cancelled => Outcome::Completed,
             },
             (None, None) => Outcome::ClientError("an answer with neither decision nor error".into()),
         },

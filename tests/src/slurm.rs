@@ -13,7 +13,8 @@ pub use fedvol_cli::devslurm::{REAL_NODES, which};
 
 use crate::Spawned;
 
-/// The daemons and commands the harness needs.
+/// The daemons and commands the harness needs (`sudo`: the agent runs each job as its user's
+/// account through it).
 pub const PROGRAMS: &[&str] = &[
     "munged",
     "slurmctld",
@@ -23,7 +24,158 @@ pub const PROGRAMS: &[&str] = &[
     "sbatch",
     "scancel",
     "squeue",
+    "sudo",
 ];
+
+/// The group the shipped sudo rule (`deploy/sudo/fedvol-agent`) lets the agent run jobs as.
+pub const JOB_GROUP: &str = "fedvol-users";
+
+/// Why local accounts cannot be made here, if they cannot: jobs run as their users' Unix
+/// accounts, which a test creates with `useradd` (and `groupadd`/`usermod`), as root only.
+pub fn accounts_unavailable() -> Option<String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Some("not root: the Slurm job tests create the Unix accounts jobs run as with useradd".into());
+    }
+    for p in ["useradd", "groupadd", "usermod", "sudo"] {
+        if which(p).is_none() {
+            return Some(format!(
+                "`{p}` not found: the Slurm job tests create the Unix accounts jobs run as"
+            ));
+        }
+    }
+    None
+}
+
+/// Makes sure local account `name` exists (a normal account, uid 1000 or more, with its home
+/// directory, in group [`JOB_GROUP`]), creating it with `useradd` when missing; returns its
+/// uid. Jobs run as their user's account, so a test that runs jobs as `alice` needs one.
+/// Accounts are left in place (they are shared by every test of the run, and by later runs):
+/// creating one is serialised across processes by a lock file.
+///
+/// Panics (test failure) when it cannot be made ([`accounts_unavailable`] says why first).
+pub fn account(name: &str) -> u32 {
+    if let Some(why) = accounts_unavailable() {
+        panic!("account `{name}`: {why}");
+    }
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open("/tmp/fedvol-tests-accounts.lock")
+        .expect("the accounts lock file");
+    let _guard = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive).expect("the accounts lock");
+    let run = |program: &str, args: &[&str]| {
+        let out = Command::new(which(program).expect("program"))
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("{program}: {e}"));
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, err) = run("groupadd", &["-f", JOB_GROUP]);
+    assert_eq!(code, Some(0), "groupadd {JOB_GROUP}: {err}");
+    if nix::unistd::User::from_name(name).ok().flatten().is_none() {
+        let (code, err) = run("useradd", &["-m", "-s", "/bin/sh", "-G", JOB_GROUP, name]);
+        // 9: the name is taken (another process made it since the look-up).
+        assert!(matches!(code, Some(0 | 9)), "useradd {name}: {err}");
+    } else {
+        let (code, err) = run("usermod", &["-a", "-G", JOB_GROUP, name]);
+        assert_eq!(code, Some(0), "usermod {name}: {err}");
+    }
+    let user = nix::unistd::User::from_name(name)
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("account `{name}` still missing after useradd"));
+    user.uid.as_raw()
+}
+
+/// Makes sure system account `name` exists (no home, no login shell, not in
+/// [`JOB_GROUP`]): the unprivileged account an agent runs as (`deploy/systemd`'s `fedvol`).
+/// Returns its (uid, gid).
+///
+/// Panics (test failure) as [`account`].
+pub fn system_account(name: &str) -> (u32, u32) {
+    if let Some(why) = accounts_unavailable() {
+        panic!("account `{name}`: {why}");
+    }
+    if nix::unistd::User::from_name(name).ok().flatten().is_none() {
+        let out = Command::new(which("useradd").expect("useradd"))
+            .args(["-r", "-M", "-d", "/nonexistent", "-s", "/usr/sbin/nologin", name])
+            .output()
+            .expect("useradd runs");
+        assert!(
+            matches!(out.status.code(), Some(0 | 9)),
+            "useradd -r {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let u = nix::unistd::User::from_name(name)
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("system account `{name}` still missing"));
+    (u.uid.as_raw(), u.gid.as_raw())
+}
+
+/// The shipped sudo rule (`deploy/sudo/fedvol-agent`) installed as an operator installs it
+/// (`/etc/sudoers.d/fedvol-agent`, 0440 root, checked with `visudo -c`), removed when dropped.
+pub struct SudoRule(std::path::PathBuf);
+
+impl SudoRule {
+    /// Installs the rule.
+    ///
+    /// Panics (test failure) when it cannot be written or `visudo -c` refuses it.
+    pub fn install() -> SudoRule {
+        use std::os::unix::fs::PermissionsExt;
+        let shipped = crate::kit::shipped().join("../sudo/fedvol-agent");
+        let to = std::path::PathBuf::from("/etc/sudoers.d/fedvol-agent");
+        std::fs::copy(&shipped, &to).unwrap_or_else(|e| panic!("installing {}: {e}", shipped.display()));
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o440)).expect("chmod 0440");
+        let visudo = which("visudo").expect("visudo (package sudo)");
+        let out = Command::new(visudo).arg("-c").output().expect("visudo runs");
+        assert!(
+            out.status.success(),
+            "visudo -c refuses the shipped rule: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        SudoRule(to)
+    }
+}
+
+impl Drop for SudoRule {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Makes `dir` a base directory where every job account may create entries but not list or
+/// remove others' (`1733`: sticky, write and search for all), as the docs tell an operator
+/// to make a volume or job-directory base, and every directory above it searchable (a test's
+/// temporary directories are `0700`).
+pub fn shared_base(dir: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir).expect("a base directory");
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o1733)).expect("chmod 1733");
+    searchable_above(dir);
+}
+
+/// Makes every directory from `/tmp`'s children down to `dir`'s parent searchable by all
+/// (`o+x`, and `o+r` for none that was not), so that a job account reaches what is below.
+pub fn searchable_above(dir: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let mut p = dir.parent();
+    while let Some(d) = p {
+        if d == std::path::Path::new("/") || d == std::path::Path::new("/tmp") {
+            break;
+        }
+        if let Ok(m) = std::fs::metadata(d) {
+            let mode = m.permissions().mode() & 0o7777;
+            if mode & 0o011 != 0o011 {
+                let _ = std::fs::set_permissions(d, std::fs::Permissions::from_mode(mode | 0o011));
+            }
+        }
+        p = d.parent();
+    }
+}
 
 /// A running Slurm cluster with its daemons; see the module's table.
 pub struct SlurmCluster {
@@ -54,6 +206,13 @@ impl SlurmCluster {
             );
         }
         let dir = tempfile::tempdir().expect("a temporary directory for Slurm");
+        // Jobs are submitted as their users' accounts: they read slurm.conf and reach munged's
+        // socket here.
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+                .expect("the Slurm directory readable by job accounts");
+        }
         let files = fedvol_cli::devslurm::write_cluster(dir.path()).expect("the Slurm configuration");
         let mut munge = Command::new(which("munged").expect("munged"));
         munge.args(files.munged_args());
@@ -188,8 +347,18 @@ impl SlurmCluster {
 impl Drop for SlurmCluster {
     fn drop(&mut self) {
         if self.slurmctld.is_some() {
-            let _ = self.command("scancel", &["--full", "-u", "root"]);
-            let _ = self.command("scancel", &["-u", "root"]);
+            // Every job, whoever runs it (the tests' jobs run as their users' accounts).
+            let ids = self.command("squeue", &["-h", "-o", "%i"]);
+            let ids: Vec<String> = String::from_utf8_lossy(&ids.stdout)
+                .split_whitespace()
+                .map(str::to_string)
+                .collect();
+            if !ids.is_empty() {
+                let mut args: Vec<&str> = vec!["--full"];
+                args.extend(ids.iter().map(String::as_str));
+                let _ = self.command("scancel", &args);
+                let _ = self.command("scancel", &args[1..]);
+            }
         }
         for mut d in self.slurmds.drain(..) {
             d.terminate(Duration::from_secs(5));

@@ -203,6 +203,16 @@ fn the_systemd_units_have_the_hardening_and_verify() {
                 ("Service", "User", "fedvol"),
                 ("Service", "StateDirectory", "fedvol-agent/%i"),
                 ("Service", "ReadWritePaths", "/var/lib/fedvol-agent/%i"),
+                // Nothing of the agent readable by a job's user: its state 0700, what it
+                // writes 0600, its NATS password a credential, not in its environment.
+                ("Service", "StateDirectoryMode", "0700"),
+                ("Service", "UMask", "0077"),
+                (
+                    "Service",
+                    "LoadCredential",
+                    "nats-password:/etc/fedvol/agent-%i.password",
+                ),
+                ("Service", "Environment", "FEDVOL_NATS_PASSWORD_FILE=%d/nats-password"),
             ],
         ),
         (
@@ -273,6 +283,34 @@ fn the_systemd_units_have_the_hardening_and_verify() {
             eprintln!("systemd-analyze not found: only the key checks ran for {file}");
         }
     }
+}
+
+/// The drop-in that lets a job-running agent use sudo (deploy/systemd/slurm-jobs.conf) undoes
+/// only what sudo needs: set-uid programs, the set*id calls and their capabilities, homes for
+/// the default working directories.
+#[test]
+fn the_slurm_jobs_drop_in_allows_sudo_and_nothing_else() {
+    let text = std::fs::read_to_string(workspace_root().join("deploy/systemd/slurm-jobs.conf")).unwrap();
+    let entries = unit_entries(&text);
+    let keys: Vec<&str> = entries.iter().map(|(_, k, _)| k.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            "NoNewPrivileges",
+            "CapabilityBoundingSet",
+            "SystemCallFilter",
+            "ProtectHome",
+            "ReadWritePaths"
+        ],
+        "{entries:?}"
+    );
+    assert!(entries.iter().all(|(s, _, _)| s == "Service"));
+    assert!(entries.contains(&(
+        "Service".into(),
+        "CapabilityBoundingSet".into(),
+        "CAP_SETUID CAP_SETGID CAP_AUDIT_WRITE CAP_SYS_RESOURCE".into()
+    )));
+    assert!(entries.contains(&("Service".into(), "NoNewPrivileges".into(), "no".into())));
 }
 
 /// `(section, key, value)` of every assignment in a unit file.

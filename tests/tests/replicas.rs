@@ -249,6 +249,7 @@ async fn a_replaced_writer_cannot_append_to_the_state_stream() {
             committing: true,
             committing_since_ms: 1,
             claims: Default::default(),
+            user: String::new(),
         }],
         ..Batch::default()
     };

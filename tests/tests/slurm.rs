@@ -371,13 +371,22 @@ async fn sighup_reads_slurm_at_once() {
 // Committed workflows run on Slurm (`slurm.jobs`): submitted at commit, followed, completed by
 // themselves.
 
-/// The agent's files with `slurm.jobs` (run directly, job states read every 300 ms, job output
-/// in `dir/out`), and a second provisioner `keep` whose volumes are retained.
+/// The Unix account the jobs of these tests' user `u` run as (jobs run as their user's
+/// account, which the test creates when missing: [`fedvol_tests::slurm::account`]).
+const JOB_USER: &str = "u";
+
+/// The agent's files with `slurm.jobs` (run directly, job states read every 300 ms, each
+/// request's working directory and output under `dir/work/<account>`), and a second
+/// provisioner `keep` whose volumes are retained. The volume bases and `dir/work` are sticky
+/// directories every job account may create entries in, as docs/deploying.md tells an
+/// operator; account `u` (the tests' user) is made when missing.
 fn running_agent_files(dir: &Path, slurm: &SlurmCluster) -> std::path::PathBuf {
+    fedvol_tests::slurm::account(JOB_USER);
     let cfg = agent_files(dir, slurm);
     let keep = dir.join("keep");
-    std::fs::create_dir_all(&keep).unwrap();
-    std::fs::create_dir_all(dir.join("out")).unwrap();
+    for base in [dir.join("scratch"), keep.clone(), dir.join("work"), marks(dir)] {
+        fedvol_tests::slurm::shared_base(&base);
+    }
     let inv = std::fs::read_to_string(dir.join("inventory.yaml")).unwrap();
     std::fs::write(
         dir.join("inventory.yaml"),
@@ -390,12 +399,18 @@ fn running_agent_files(dir: &Path, slurm: &SlurmCluster) -> std::path::PathBuf {
     let text = std::fs::read_to_string(&cfg).unwrap().replace(
         "slurm:\n",
         &format!(
-            "slurm:\n  jobs:\n    run: directly\n    pollMs: 300\n    output: '{}/%x-%j.out'\n",
-            dir.join("out").display()
+            "slurm:\n  jobs:\n    run: directly\n    pollMs: 300\n    workDir: '{}/%u'\n",
+            dir.join("work").display()
         ),
     ) + "metricsListen: 127.0.0.1:0\n";
     std::fs::write(&cfg, text).unwrap();
     cfg
+}
+
+/// A directory under `dir` where jobs (running as their accounts) leave marker files for the
+/// test to find.
+fn marks(dir: &Path) -> std::path::PathBuf {
+    dir.join("marks")
 }
 
 /// `fedvol ARGS` as user `u`: exit code, stdout and stderr together.
@@ -504,7 +519,7 @@ async fn a_committed_workflow_runs_in_order_and_completes_by_itself() {
     let dir = tempfile::tempdir().unwrap();
     let (nats, agent, _co) = jobs_federation(&slurm, dir.path()).await;
     let client = nats.client().await;
-    let marker = dir.path().join("b-ran");
+    let marker = marks(dir.path()).join("b-ran");
 
     // Delete: `a` writes into the volume after 4 s, `b` runs after it and finds the file.
     let wf = two_jobs(
@@ -697,8 +712,24 @@ async fn a_failing_job_fails_the_decision_cancel_ends_jobs_and_a_killed_agent_re
     let queue = slurm.run("squeue", &["-h", "-o", "%j"]);
     assert!(!queue.contains("nothing-1"), "nothing reaches Slurm: {queue}");
 
-    // `fedvol cancel`: the running job is cancelled in Slurm and the decision completes.
-    let wf = two_jobs(dir.path(), "long", "", "sleep 120", None);
+    // `fedvol cancel`: the running job is cancelled in Slurm, and its volume reclaimed only
+    // once Slurm reports it ended. This job traps SIGTERM and writes into its volume for 3 s
+    // more (Slurm shows it COMPLETING meanwhile): the volume must still be there for that
+    // write, and gone for good afterwards (reclaimed under the job, it was re-created by the
+    // job's `mkdir -p` and left on disk, untracked). The run is stored `cancelled`.
+    let late = marks(dir.path()).join("late-write");
+    let trapping = marks(dir.path()).join("trap-set");
+    let wf = two_jobs(
+        dir.path(),
+        "long",
+        "",
+        &format!(
+            "trap 'echo TERM; sleep 3; mkdir -p $FEDVOL_VOLUME_DATA; echo late > $FEDVOL_VOLUME_DATA/late && touch {}; echo trap done; exit 0' TERM; touch {}; sleep 120 & wait",
+            late.display(),
+            trapping.display()
+        ),
+        None,
+    );
     let (code, text) = fedvol_code(&nats, &["submit", &wf, "--request-id", "cancel-1"]);
     assert_eq!(code, 0, "{text}");
     let d = poll(Duration::from_secs(20), || async {
@@ -708,24 +739,48 @@ async fn a_failing_job_fails_the_decision_cancel_ends_jobs_and_a_killed_agent_re
     .await
     .expect("the long job runs");
     let id = jobs_of(&d)["a"]["id"].as_str().unwrap().to_string();
+    // Slurm says RUNNING before the script's first line: wait until its trap is set.
+    let trap_set = fedvol_tests::wait_until(Duration::from_secs(20), Duration::from_millis(100), || {
+        trapping.exists()
+    })
+    .await;
+    assert!(trap_set, "the job set its trap");
     let (code, text) = fedvol_code(&nats, &["complete", "cancel-1"]);
     assert_ne!(code, 0, "complete under a running job is refused: {text}");
     assert!(text.contains("jobs_running"), "{text}");
     let (code, text) = fedvol_code(&nats, &["cancel", "cancel-1"]);
+    eprintln!("--- fedvol cancel ---\n{text}");
     assert_eq!(code, 0, "{text}");
-    assert!(text.contains("cancel-1: completed on slurm-a"), "{text}");
-    // scancel returns before the job's processes are gone (COMPLETING for a moment).
-    let cancelled = poll(Duration::from_secs(10), || async {
-        let state = slurm.run("scontrol", &["-o", "show", "job", &id]);
-        state.contains("JobState=CANCELLED").then_some(())
-    })
-    .await;
+    let about = |log: String| -> String {
+        log.lines()
+            .filter(|l| l.contains("cancel-1") || l.contains("jobs cancelled"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
     assert!(
-        cancelled.is_some(),
-        "{}",
-        slurm.run("scontrol", &["-o", "show", "job", &id])
+        text.contains("cancel-1: cancelled on slurm-a"),
+        "{text}\n--- the agent on cancel-1 ---\n{}",
+        about(agent.log())
     );
-    assert_eq!(jobs_of(&shown(&nats, "cancel-1"))["a"]["state"], "cancelled");
+    // When the cancel answers, Slurm reports the job ended (not COMPLETING), its last write
+    // went into the volume before the volume was deleted, and nothing is left on disk.
+    let state = slurm.run("scontrol", &["-o", "show", "job", &id]);
+    assert!(state.contains("JobState=CANCELLED"), "{state}");
+    assert!(
+        late.exists(),
+        "the job's write after SIGTERM went into its volume: {text}\n--- its output ---\n{}\n--- the agent ---\n{}",
+        std::fs::read_to_string(dir.path().join("work/u/cancel-1").join(format!("a-{id}.out"))).unwrap_or_default(),
+        about(agent.log())
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        volumes_in(&dir.path().join("scratch")).is_empty(),
+        "the volume was reclaimed after the job ended, not re-created under a job still running"
+    );
+    let d = until_state(&nats, "cancel-1", "cancelled").await;
+    assert_eq!(jobs_of(&d)["a"]["state"], "cancelled");
+    assert_eq!(d["completion"]["volumes"][0]["outcome"], "deleted", "{d:#}");
+    assert!(d.get("run_failure").is_none(), "{d:#}");
 
     // kill -9 of the agent while a job runs; restarted from its state, it follows the job
     // again and the decision completes.
@@ -827,6 +882,10 @@ async fn dev_slurm_runs_the_example_workflow_to_completion() {
             "`{p}` not found: `fedvol dev --slurm` needs Slurm and munge"
         );
     }
+    // The example's jobs run as alice's account, made when missing; bob's account is there
+    // too, so the banner names both.
+    let alice = fedvol_tests::slurm::account("alice");
+    let bob = fedvol_tests::slurm::account("bob");
     let cwd = tempfile::tempdir().unwrap();
     let ctx = cwd.path().join("dev.env");
     let mut run = DevRun(Spawned::start(dev_fedvol(cwd.path(), &ctx, &["dev", "--slurm"])));
@@ -844,20 +903,89 @@ async fn dev_slurm_runs_the_example_workflow_to_completion() {
     // Its last word (before it: the user and groups of the other hints).
     let workflow = hint.split_whitespace().last().unwrap_or_default().to_string();
     assert!(Path::new(&workflow).is_file(), "{hint}");
+    assert!(
+        banner.contains(&format!("alice: runs as account alice (uid {alice})")),
+        "the banner says which accounts jobs run as: {banner}"
+    );
     let out_dir = banner
         .lines()
         .map(str::trim_start)
         .find_map(|l| l.strip_prefix("ls ").and_then(|r| r.split_whitespace().next()))
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| panic!("where the jobs' output goes: {banner}"));
+        .map(|p| std::path::PathBuf::from(p.trim_end_matches("/*")))
+        .unwrap_or_else(|| panic!("where the jobs' output goes: {banner}"))
+        .join("dev-train");
 
+    let volumes_dir = banner
+        .lines()
+        .map(str::trim_start)
+        .find_map(|l| l.strip_prefix("ls -l ").and_then(|r| r.split_whitespace().next()))
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| panic!("where the volumes are: {banner}"));
+
+    // alice follows her run; bob runs the same workflow beside it: each volume is its user's.
+    let follow = dev_fedvol(
+        cwd.path(),
+        &ctx,
+        &[
+            "submit",
+            "-u",
+            "alice",
+            "--follow",
+            &workflow,
+            "--request-id",
+            "dev-train",
+        ],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let committed = fedvol_tests::wait_until(Duration::from_secs(30), Duration::from_millis(200), || {
+        let o = dev_fedvol(cwd.path(), &ctx, &["decisions", "show", "dev-train", "-o", "json"])
+            .output()
+            .unwrap();
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).is_ok_and(|d| d["state"] == "committed")
+    })
+    .await;
+    assert!(committed, "{}", dev.log());
     let o = dev_fedvol(
         cwd.path(),
         &ctx,
-        &["submit", "--follow", &workflow, "--request-id", "dev-train"],
+        &["submit", "-u", "bob", &workflow, "--request-id", "dev-bob"],
     )
     .output()
     .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let owners = fedvol_tests::wait_until(Duration::from_secs(20), Duration::from_millis(100), || {
+        use std::os::unix::fs::MetadataExt;
+        let mut owners: Vec<(u32, u32)> = std::fs::read_dir(&volumes_dir)
+            .map(|r| {
+                r.flatten()
+                    .filter_map(|e| e.metadata().ok())
+                    .map(|m| (m.uid(), m.mode() & 0o777))
+                    .collect()
+            })
+            .unwrap_or_default();
+        owners.sort();
+        owners == [(alice, 0o700), (bob, 0o700)]
+    })
+    .await;
+    let listing = std::process::Command::new("ls")
+        .arg("-l")
+        .arg(&volumes_dir)
+        .output()
+        .unwrap();
+    eprintln!(
+        "--- ls -l {} ---\n{}",
+        volumes_dir.display(),
+        String::from_utf8_lossy(&listing.stdout)
+    );
+    assert!(
+        owners,
+        "alice's and bob's volumes, each theirs alone: {}",
+        String::from_utf8_lossy(&listing.stdout)
+    );
+    let o = follow.wait_with_output().unwrap();
     let (stdout, stderr) = (
         String::from_utf8_lossy(&o.stdout).into_owned(),
         String::from_utf8_lossy(&o.stderr).into_owned(),
@@ -904,7 +1032,27 @@ async fn dev_slurm_runs_the_example_workflow_to_completion() {
     let printed = std::fs::read_to_string(&outputs[0]).unwrap();
     assert!(printed.contains("training on n1 (Slurm job 1)"), "{printed}");
     assert!(printed.contains("wrote 8 steps"), "{printed}");
+    // It ran as alice, in a directory of hers, and the decision says where its output is.
+    {
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(std::fs::metadata(&out_dir).unwrap().uid(), alice);
+        assert_eq!(std::fs::metadata(&outputs[0]).unwrap().uid(), alice);
+    }
+    assert_eq!(jobs_of(&d)["train"]["user"], "alice", "{d:#}");
+    assert_eq!(
+        jobs_of(&d)["train"]["output"].as_str(),
+        Some(outputs[0].display().to_string().as_str()),
+        "{d:#}"
+    );
 
+    let bob_done = fedvol_tests::wait_until(Duration::from_secs(30), Duration::from_millis(200), || {
+        let o = dev_fedvol(cwd.path(), &ctx, &["decisions", "show", "dev-bob", "-o", "json"])
+            .output()
+            .unwrap();
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).is_ok_and(|d| d["state"] == "completed")
+    })
+    .await;
+    assert!(bob_done, "bob's run completes too: {}", dev.log());
     dev.signal(nix::sys::signal::Signal::SIGTERM);
     let stopped = fedvol_tests::wait_until(Duration::from_secs(30), Duration::from_millis(100), || {
         dev.try_status().is_some()
@@ -926,7 +1074,7 @@ async fn a_commit_restored_onto_a_fresh_agent_follows_its_jobs_to_the_end() {
     let slurm = SlurmCluster::start().await;
     let dir = tempfile::tempdir().unwrap();
     let (nats, mut agent, _co) = jobs_federation(&slurm, dir.path()).await;
-    let marker = dir.path().join("restored-ran");
+    let marker = marks(dir.path()).join("restored-ran");
     // 1 core: the restore re-plans the request while Slurm counts the running job, which then
     // counts twice on n1 until the restored agent reads its state (4 CPUs hold both).
     let wf = two_jobs(dir.path(), "restored", "", "sleep 10", None);
@@ -1016,7 +1164,7 @@ async fn a_job_slurm_no_longer_knows_is_lost_and_fails_the_decision() {
     // The job outlives its controller's memory of it, not the test: its batch shell's pid is
     // kept, so the test waits for its end while slurmd still runs (a slurmstepd whose slurmd is
     // gone lingers).
-    let pid_file = dir.path().join("forgotten.pid");
+    let pid_file = marks(dir.path()).join("forgotten.pid");
     let wf = two_jobs(
         dir.path(),
         "forgotten",
@@ -1105,19 +1253,21 @@ async fn a_job_slurm_no_longer_knows_is_lost_and_fails_the_decision() {
 // Several workflows followed at once: one `jobs` call per cluster and tick.
 
 /// The value of the first metric line starting with `prefix` and holding every one of
-/// `labels` (0 when none).
+/// `labels`. Panics (test failure) when there is none: a series that disappeared (renamed,
+/// relabelled) must fail the test that counts it, not read as 0.
 fn metric(text: &str, prefix: &str, labels: &[&str]) -> f64 {
     text.lines()
         .find(|l| l.starts_with(prefix) && labels.iter().all(|x| l.contains(x)))
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
+        .unwrap_or_else(|| panic!("no series {prefix}...{labels:?} in:\n{text}"))
 }
 
 /// Three workflows run at once on one cluster: the reconciler asks their agent about all three
 /// in one `jobs` call per tick (the agent's `jobs` requests grow with the reconciler's ticks,
-/// counted by its lease writes, not three times as fast), and all three complete, under the
-/// shipped NATS permissions.
+/// counted by its lease writes: neither three times as fast nor not at all), and all three
+/// complete, under the shipped NATS permissions. Both series must be there: a series that
+/// disappeared once read as 0 calls and passed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workflows_followed_together_are_asked_about_in_one_call_per_tick() {
     let slurm = SlurmCluster::start().await;
@@ -1172,9 +1322,11 @@ async fn workflows_followed_together_are_asked_about_in_one_call_per_tick() {
     let (calls, ticks) = (jobs1 - jobs0, ticks1 - ticks0);
     eprintln!("while 3 workflows ran: {calls} jobs calls in {ticks} reconciler ticks");
     assert!(ticks >= 5.0, "the reconciler ticks every 300 ms: {ticks}");
+    // One call per tick: not one per decision (3 × ticks), and not none (the workflows are
+    // followed: asked about at every tick).
     assert!(
-        calls <= ticks + 1.0,
-        "one jobs call per tick for the three decisions, not one per decision: {calls} calls, {ticks} ticks"
+        calls + 1.0 >= ticks && calls <= ticks + 1.0,
+        "one jobs call per tick for the three decisions: {calls} calls, {ticks} ticks"
     );
     for id in ids {
         let d = until_state(&nats, id, "completed").await;
@@ -1182,4 +1334,393 @@ async fn workflows_followed_together_are_asked_about_in_one_call_per_tick() {
     }
     assert!(nats.violations().is_empty(), "{:?}", nats.violations());
     assert!(!agent.log().contains("panicked"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Jobs run as the people who submitted them: no workflow author can become the agent.
+
+/// The attack of a workflow author, replayed on the real Slurm under the shipped
+/// `secure.conf`, the agent started as an operator starts it: as the unprivileged account
+/// `fedvol` (deploy/systemd), its configuration in a 0600 file, its NATS password in a 0600
+/// file named by `FEDVOL_NATS_PASSWORD_FILE` (the unit's `LoadCredential=`), its data directory
+/// created by itself, the shipped sudo rule installed (deploy/sudo/fedvol-agent). bob keeps
+/// a secret in a retained volume; alice's job then tries to read and write everything of the
+/// agent's and bob's, and logs in to NATS as the agent with whatever it found. Her job runs as
+/// alice (`id -un`), in a working directory and with a volume of hers, with none of the
+/// agent's variables; every attempt is denied and the login refused. carol, who has no
+/// account on the cluster, is refused there in the funnel (`unmapped_user`), with the reason
+/// `why-not` gives. The test creates the Unix accounts `alice`, `bob` and `fedvol` (root only:
+/// [`fedvol_tests::slurm::accounts_unavailable`] says why otherwise).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_run_as_their_users_and_reach_nothing_of_the_agent() {
+    use fedvol_tests::shipped::Shipped;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::os::unix::process::CommandExt;
+    if let Some(why) = fedvol_tests::slurm::accounts_unavailable() {
+        panic!("this test runs jobs as alice and bob and the agent as `fedvol`: {why}");
+    }
+    let alice = fedvol_tests::slurm::account("alice");
+    let bob = fedvol_tests::slurm::account("bob");
+    let (agent_uid, agent_gid) = fedvol_tests::slurm::system_account("fedvol");
+    assert!(
+        nix::unistd::User::from_name("carol").unwrap().is_none(),
+        "this test needs a user without a Unix account: carol has one here"
+    );
+    let _rule = fedvol_tests::slurm::SudoRule::install();
+    let slurm = SlurmCluster::start().await;
+    let nats = NatsServer::shipped(Shipped::Secure);
+    nats.ensure_users(&["alice", "bob", "carol"]);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o711)).unwrap();
+    let chown = |p: &Path| {
+        nix::unistd::chown(
+            p,
+            Some(nix::unistd::Uid::from_raw(agent_uid)),
+            Some(nix::unistd::Gid::from_raw(agent_gid)),
+        )
+        .unwrap()
+    };
+    // The programs, where every account may run them.
+    let bin = d.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for b in ["fedvol-agent", "fedvol"] {
+        std::fs::copy(fedvol_tests::bin_path(b), bin.join(b)).unwrap();
+    }
+    // /etc/fedvol and /var/lib/fedvol-agent as the install makes them.
+    let (etc, var) = (d.join("etc"), d.join("var"));
+    for p in [&etc, &var] {
+        std::fs::create_dir(p).unwrap();
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    chown(&var);
+    let (scratch, keep, work) = (d.join("scratch"), d.join("keep"), d.join("work"));
+    for base in [&scratch, &keep, &work, &marks(d)] {
+        fedvol_tests::slurm::shared_base(base);
+        chown(base);
+    }
+    let (inventory, config) = fedvol_cli::devslurm::agent_files("cluster-c", &slurm.conf(), &scratch, 500, Some(&work));
+    let inventory = format!(
+        "{inventory}  keep:\n    driver: {{type: hostpath, path: '{}'}}\n    ephemeral: all\n    create: all\n    access: all\n    reclaimPolicy: Retain\n",
+        keep.display()
+    );
+    let data = var.join("cluster-c");
+    let cfg = etc.join("agent-cluster-c.yaml");
+    let secret_file = etc.join("agent-cluster-c.password");
+    let password = fedvol_tests::kit::password("agent-cluster-c");
+    let marker = format!("agent-only-{}", std::process::id());
+    for (path, text) in [
+        (etc.join("inventory.yaml"), inventory),
+        (
+            cfg.clone(),
+            format!(
+                "{config}dataDir: {}\nheartbeatMs: 300\nnats:\n  user: agent-cluster-c\n  inboxPrefix: _INBOX_agent-cluster-c\n",
+                data.display()
+            ),
+        ),
+        (secret_file.clone(), format!("{password}\n")),
+    ] {
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        chown(&path);
+    }
+    let mut cmd = std::process::Command::new(bin.join("fedvol-agent"));
+    cmd.args([
+        "--config",
+        &cfg.display().to_string(),
+        "--nats",
+        &nats.url(),
+        "--nats-user",
+        "agent-cluster-c",
+        "--init",
+        "--restore-wait-ms",
+        "0",
+    ])
+    .env_clear()
+    .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+    .env("FEDVOL_NATS_PASSWORD_FILE", &secret_file)
+    .env("FEDVOL_AGENT_MARKER", &marker)
+    .current_dir(&var)
+    .uid(agent_uid)
+    .gid(agent_gid);
+    let mut agent = Spawned::start(cmd);
+    agent.wait_for_log("endpoints ready", Duration::from_secs(30)).await;
+    let _co = CoordinatorProc::start(&nats, &["--reconcile-every-ms", "300"]).await;
+    assert_eq!(
+        std::fs::metadata(&data).unwrap().permissions().mode() & 0o777,
+        0o700,
+        "the agent makes its data directory its own"
+    );
+    let submit = |user: &str, wf: &str, id: &str| {
+        let o = fedvol_tests::cli::fedvol_as(&nats, user, &["submit", wf, "--request-id", id]);
+        (o.status.code(), fedvol_tests::cli::shown(&o))
+    };
+    let show = |user: &str, id: &str| -> serde_json::Value {
+        let o = fedvol_tests::cli::fedvol_as(&nats, user, &["decisions", "show", id, "-o", "json"]);
+        serde_json::from_slice(&o.stdout).unwrap_or(serde_json::Value::Null)
+    };
+    let ended = |user: &'static str, id: &'static str| {
+        let show = &show;
+        async move {
+            poll(Duration::from_secs(40), || async {
+                let d = show(user, id);
+                matches!(d["state"].as_str(), Some("completed" | "failed" | "cancelled")).then_some(d)
+            })
+            .await
+            .unwrap_or_else(|| panic!("{id} did not end: {:#}", show(user, id)))
+        }
+    };
+
+    // bob keeps a secret in a volume of his (Retain).
+    let wf = two_jobs(
+        d,
+        "bob-keeps",
+        "keep",
+        "echo bob-secret > $FEDVOL_VOLUME_DATA/secret",
+        None,
+    );
+    let (code, out) = submit("bob", &wf, "bob-1");
+    assert_eq!(code, Some(0), "{out}\n{}", agent.log());
+    let db = ended("bob", "bob-1").await;
+    assert_eq!(db["state"], "completed", "{db:#}\n{}", agent.log());
+    let kept = volumes_in(&keep);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let bobs = &kept[0];
+    let m = std::fs::metadata(bobs).unwrap();
+    assert_eq!(
+        (m.uid(), m.permissions().mode() & 0o777),
+        (bob, 0o700),
+        "bob's volume is his alone"
+    );
+    assert_eq!(std::fs::read_to_string(bobs.join("secret")).unwrap(), "bob-secret\n");
+
+    // alice's job: everything a workflow author would try.
+    let probe = marks(d).join("probe.sh");
+    let script = format!(
+        r#"echo "whoami=$(id -un)"
+echo "volume=$(stat -c '%U %a' "$FEDVOL_VOLUME_DATA")"
+echo "cwd=$(pwd) $(stat -c %U .)"
+echo '--- env'; env; echo '--- end env'
+try() {{ if "$@" >/dev/null 2>&1; then echo "ALLOWED $*"; else echo "DENIED $*"; fi; }}
+try ls {data}
+try cat {data}/state.redb
+try touch {data}/planted
+try cat {cfg}
+try cat {secret}
+try cat /proc/{pid}/environ
+try ls {bobs}
+try cat {bobs}/secret
+try touch {bobs}/planted
+echo mine > "$FEDVOL_VOLUME_DATA/mine" && echo "WROTE own volume"
+found=$(cat {secret} 2>/dev/null; tr '\0' '\n' < /proc/{pid}/environ 2>/dev/null | sed -n 's/^FEDVOL_NATS_PASSWORD=//p'; printf %s "$FEDVOL_NATS_PASSWORD")
+[ -n "$found" ] || found=guessed
+FEDVOL_NATS_PASSWORD="$found" {fedvol} --nats {url} --nats-user agent-cluster-c --nats-inbox-prefix _INBOX_agent-cluster-c clusters 2>&1
+echo "impersonation-exit=$?"
+"#,
+        data = data.display(),
+        cfg = cfg.display(),
+        secret = secret_file.display(),
+        pid = agent.pid(),
+        bobs = bobs.display(),
+        fedvol = bin.join("fedvol").display(),
+        url = nats.url(),
+    );
+    std::fs::write(&probe, script).unwrap();
+    std::fs::set_permissions(&probe, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let wf = two_jobs(d, "alice-probes", "", &format!("sh {}", probe.display()), None);
+    let (code, out) = submit("alice", &wf, "alice-1");
+    assert_eq!(code, Some(0), "{out}\n{}", agent.log());
+    let da = ended("alice", "alice-1").await;
+    assert_eq!(da["state"], "completed", "{da:#}\n{}", agent.log());
+    let job = &jobs_of(&da)["a"];
+    assert_eq!(job["user"], "alice", "{job:#}");
+    let output = std::path::PathBuf::from(job["output"].as_str().expect("the decision says where the output is"));
+    let printed = std::fs::read_to_string(&output).unwrap_or_else(|e| panic!("{}: {e}", output.display()));
+    eprintln!("--- alice's job ---\n{printed}");
+    assert_eq!(std::fs::metadata(&output).unwrap().uid(), alice, "its output is hers");
+    assert!(printed.contains("whoami=alice\n"), "{printed}");
+    assert!(
+        printed.contains("volume=alice 700\n"),
+        "her volume is hers alone: {printed}"
+    );
+    let cwd = work.join("alice").join("alice-1");
+    assert!(printed.contains(&format!("cwd={} alice\n", cwd.display())), "{printed}");
+    assert!(printed.contains("WROTE own volume"), "{printed}");
+    // Nothing of the agent's environment: no variable of its own, no value of it, no FEDVOL_*
+    // variable but those a job is promised.
+    let env: Vec<&str> = printed
+        .split("--- env\n")
+        .nth(1)
+        .and_then(|r| r.split("--- end env").next())
+        .unwrap_or_default()
+        .lines()
+        .collect();
+    assert!(!env.is_empty(), "{printed}");
+    for line in &env {
+        let name = line.split('=').next().unwrap_or_default();
+        assert!(
+            !name.starts_with("FEDVOL_")
+                || ["FEDVOL_REQUEST_ID", "FEDVOL_JOB"].contains(&name)
+                || name.starts_with("FEDVOL_VOLUME_"),
+            "the job got {line}"
+        );
+        assert!(
+            !line.contains(&marker) && !line.contains(&password),
+            "the job got {line}"
+        );
+        assert!(
+            !line.contains(&secret_file.display().to_string()),
+            "the job learnt where the password is: {line}"
+        );
+    }
+    assert!(!printed.contains(&password), "the agent's password reached the job");
+    for denied in [
+        format!("ls {}", data.display()),
+        format!("cat {}/state.redb", data.display()),
+        format!("touch {}/planted", data.display()),
+        format!("cat {}", cfg.display()),
+        format!("cat {}", secret_file.display()),
+        format!("cat /proc/{}/environ", agent.pid()),
+        format!("ls {}", bobs.display()),
+        format!("cat {}/secret", bobs.display()),
+        format!("touch {}/planted", bobs.display()),
+    ] {
+        assert!(printed.contains(&format!("DENIED {denied}\n")), "{denied}: {printed}");
+    }
+    assert!(!printed.contains("ALLOWED"), "{printed}");
+    // The impersonation: logging in as the agent with what the job found is refused.
+    assert!(!printed.contains("impersonation-exit=0"), "{printed}");
+    assert!(printed.to_lowercase().contains("authorization"), "{printed}");
+    assert!(!data.join("planted").exists() && !bobs.join("planted").exists());
+
+    // carol has no account on the cluster: refused there, in the funnel, with the reason.
+    let wf = two_jobs(d, "carol-tries", "", "true", None);
+    let (code, out) = submit("carol", &wf, "carol-1");
+    assert_eq!(code, Some(2), "nothing fits: {out}");
+    let dc = show("carol", "carol-1");
+    let c = &dc["decision"]["clusters"]["cluster-c"];
+    assert_eq!(c["feasible"], false, "{dc:#}");
+    assert_eq!(c["jobs"]["a"]["error"]["code"], "unmapped_user", "{dc:#}");
+    assert!(
+        c["trace"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|s| s["stage"] == "identity.user" && s["passed"] == 0)),
+        "{dc:#}"
+    );
+    let o = fedvol_tests::cli::fedvol_as(&nats, "carol", &["why-not", "carol-1", "--cluster", "cluster-c"]);
+    let why = fedvol_tests::cli::shown(&o);
+    eprintln!("--- why-not carol-1 ---\n{why}");
+    assert!(
+        why.contains("which does not exist on cluster cluster-c") && why.contains("useradd -m carol"),
+        "{why}"
+    );
+    assert!(volumes_in(&scratch).is_empty(), "nothing was created for carol");
+    assert!(!agent.log().contains("panicked"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// What fedvol counts is what Slurm allots; job names safe in `%x`.
+
+/// Three jobs that give no memory, 1 core each on n1 (4 CPUs, 8000 MiB): fedvol counted them
+/// as using no memory and placed all three there, while Slurm gave each the node's whole memory
+/// (no `--mem`), so they ran one after another, `PENDING` while the decision said `committed`.
+/// Now each is counted, and asked for, the site's memory per core (`memPerCore`, 1 GiB by
+/// default): the three run at once, each allotted 1 GiB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_without_memory_get_what_fedvol_counted_and_run_together() {
+    let slurm = SlurmCluster::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (nats, agent, _co) = jobs_federation(&slurm, dir.path()).await;
+    let ids = ["mem-1", "mem-2", "mem-3"];
+    for id in ids {
+        let wf = dir.path().join(format!("{id}.yaml"));
+        std::fs::write(
+            &wf,
+            "version: v4\njobs:\n  a:\n    image: {uri: docker://alpine}\n    script: sleep 8\n    resource: {cpu: {cores: 1}}\n    constraints: [intel]\n",
+        )
+        .unwrap();
+        let (code, out) = fedvol_code(&nats, &["submit", &wf.display().to_string(), "--request-id", id]);
+        assert_eq!(code, 0, "{out}");
+        let d = shown(&nats, id);
+        let counted: u64 = d["decision"]["clusters"][CLUSTER]["allocations"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|x| x["resources"]["memory"].as_u64()).sum())
+            .unwrap_or(0);
+        assert_eq!(counted, 1 << 30, "fedvol counts 1 GiB for the job: {d:#}");
+    }
+    let together = poll(Duration::from_secs(20), || async {
+        let q = slurm.run("squeue", &["-h", "-t", "RUNNING", "-o", "%j %m %N"]);
+        let running: Vec<&str> = q.lines().filter(|l| l.starts_with("fedvol.mem-")).collect();
+        (running.len() == 3).then(|| q.clone())
+    })
+    .await;
+    let q = slurm.run("squeue", &["-h", "-t", "all", "-o", "%j %T %m %N %r"]);
+    let q = together.unwrap_or_else(|| panic!("the three jobs never ran together:\n{q}\n{}", agent.log()));
+    eprintln!("--- running together ---\n{q}");
+    for l in q.lines().filter(|l| l.starts_with("fedvol.mem-")) {
+        assert!(
+            l.contains(" 1G n1"),
+            "each allotted the 1 GiB fedvol counted, on n1: {l}"
+        );
+    }
+    for id in ids {
+        until_state(&nats, id, "completed").await;
+    }
+}
+
+/// A `/` in a job name (the Fuzzfile parser accepts it) made `--output=.../%x-%j.out` name a
+/// missing directory: the job failed at launch (`Could not open stdout file`). The Slurm job
+/// name is made safe, the job runs in its own working directory, and the decision says where
+/// its output is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_name_with_a_slash_runs_and_its_output_is_where_the_decision_says() {
+    let slurm = SlurmCluster::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = running_agent_files(dir.path(), &slurm);
+    // The operator's `%x` pattern, as the README documents it.
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+        "    pollMs: 300\n",
+        &format!(
+            "    pollMs: 300\n    output: '{}/%x-%j.out'\n",
+            marks(dir.path()).display()
+        ),
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let nats = NatsServer::start();
+    let agent = start_agent(&nats, &cfg).await;
+    let _co = CoordinatorProc::start(&nats, &["--reconcile-every-ms", "300"]).await;
+    let wf = dir.path().join("slash.yaml");
+    std::fs::write(
+        &wf,
+        "version: v4\njobs:\n  pre/post:\n    image: {uri: docker://alpine}\n    script: echo hello from $FEDVOL_JOB\n    resource: {cpu: {cores: 1}}\n",
+    )
+    .unwrap();
+    let (code, out) = fedvol_code(
+        &nats,
+        &[
+            "submit",
+            &wf.display().to_string(),
+            "--request-id",
+            "slash-1",
+            "--follow",
+        ],
+    );
+    assert_eq!(code, 0, "{out}\n{}", agent.log());
+    let d = until_state(&nats, "slash-1", "completed").await;
+    let job = &jobs_of(&d)["pre/post"];
+    assert_eq!(job["exit_code"], 0, "{d:#}");
+    let output = job["output"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no output path: {d:#}"));
+    assert_eq!(
+        output,
+        format!(
+            "{}/fedvol.slash-1.pre_post-{}.out",
+            marks(dir.path()).display(),
+            job["id"].as_str().unwrap()
+        )
+    );
+    let printed = std::fs::read_to_string(output).unwrap();
+    assert_eq!(printed, "hello from pre/post\n");
 }

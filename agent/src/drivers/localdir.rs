@@ -140,6 +140,168 @@ pub fn free_note(free_before: Option<u128>) -> String {
     }
 }
 
+/// The account a volume directory is created as, and how: on a cluster that runs jobs as
+/// their users, a volume belongs to its workflow's user.
+#[derive(Debug, Clone, Copy)]
+pub struct Owner<'a> {
+    /// The grant that runs `mkdir` and `rm` as the account.
+    pub grant: &'a crate::grant::Grant,
+    /// The account.
+    pub account: &'a str,
+}
+
+/// The uid of account `name`.
+fn uid_of(name: &str) -> Result<u32, DriverError> {
+    match nix::unistd::User::from_name(name) {
+        Ok(Some(u)) => Ok(u.uid.as_raw()),
+        Ok(None) => Err(DriverError::Refused(format!("no local account `{name}`"))),
+        Err(e) => Err(DriverError::Failed(format!("cannot look up account `{name}`: {e}"))),
+    }
+}
+
+/// The owner uid of `path` (not followed).
+fn owner_uid(path: &Path) -> Result<u32, DriverError> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .map(|m| m.uid())
+        .map_err(|e| DriverError::Failed(format!("cannot examine {}: {e}", path.display())))
+}
+
+/// How long `mkdir` or `rm` through the grant may take.
+const GRANT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// [`create_with`], the directory made by `owner`'s account (`mkdir -m 0700`, through the grant),
+/// so that it belongs to that account alone: its jobs read and write it, no other user's
+/// can. The base must let the accounts create entries (the documented `1730` with group
+/// `fedvol-users`, or `1733`: sticky, so nobody removes another's). A directory already there
+/// must belong to the account (a repeated request); one of another owner is refused, never
+/// used.
+///
+/// Errors: as [`create`]; `Refused` for a directory of another owner; `Failed` when `mkdir`
+/// fails (its words).
+pub fn create_as(
+    base: &Path,
+    name: &str,
+    capacity: u128,
+    space: Space,
+    owner: Owner<'_>,
+) -> Result<MadeDir, DriverError> {
+    check_volume_name(name)?;
+    base_dir(base)?;
+    let path = base.join(name);
+    let uid = uid_of(owner.account)?;
+    let check_owner = |path: &Path| -> Result<(), DriverError> {
+        let found = owner_uid(path)?;
+        if found != uid {
+            return Err(DriverError::Refused(format!(
+                "{} exists and belongs to uid {found}, not to account `{}` (uid {uid}): not using it",
+                path.display(),
+                owner.account
+            )));
+        }
+        Ok(())
+    };
+    if existing_dir(&path)? {
+        check_owner(&path)?;
+        return Ok(MadeDir {
+            path,
+            existed: true,
+            free_before: None,
+        });
+    }
+    let free = match space {
+        Space::Checked => {
+            let free = free_bytes(base)
+                .ok_or_else(|| DriverError::Failed(format!("cannot read the free space of {}", base.display())))?;
+            if free < capacity {
+                return Err(DriverError::Refused(format!(
+                    "not enough free space in {}: {} requested, {} free",
+                    base.display(),
+                    ByteSize(capacity),
+                    ByteSize(free)
+                )));
+            }
+            Some(free)
+        }
+        Space::Unchecked => None,
+    };
+    let args = ["-m".to_string(), "0700".into(), "--".into(), path.display().to_string()];
+    if let Err(e) = crate::grant::run_blocking(owner.grant, owner.account, Path::new("mkdir"), &args, GRANT_TIMEOUT) {
+        // Lost a race with a concurrent identical request: same outcome as a repeat.
+        if existing_dir(&path)? && check_owner(&path).is_ok() {
+            return Ok(MadeDir {
+                path,
+                existed: true,
+                free_before: None,
+            });
+        }
+        return Err(DriverError::Failed(format!(
+            "cannot create {} as `{}`: {e}",
+            path.display(),
+            owner.account
+        )));
+    }
+    if !existing_dir(&path)? {
+        return Err(DriverError::Failed(format!(
+            "{} was not created as `{}`",
+            path.display(),
+            owner.account
+        )));
+    }
+    check_owner(&path)?;
+    if let Ok(dir) = std::fs::File::open(base) {
+        let _ = dir.sync_all();
+    }
+    Ok(MadeDir {
+        path,
+        existed: false,
+        free_before: free,
+    })
+}
+
+/// [`remove`], for a directory that may belong to another account (a volume created as its
+/// workflow's user): removed as its owner through `grant` (`rm -rf --one-file-system`), since
+/// the agent may not remove what that account wrote; one of the agent's own is removed
+/// directly.
+///
+/// Errors: as [`remove`]; `Failed` when the owner has no account name or `rm` fails.
+pub fn remove_as(base: &Path, name: &str, grant: Option<&crate::grant::Grant>) -> Result<bool, DriverError> {
+    check_volume_name(name)?;
+    base_dir(base)?;
+    let path = base.join(name);
+    if !existing_dir(&path)? {
+        return Ok(false);
+    }
+    let uid = owner_uid(&path)?;
+    let Some(grant) = grant.filter(|_| uid != nix::unistd::geteuid().as_raw()) else {
+        return remove(base, name);
+    };
+    let account = match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
+        Ok(Some(u)) => u.name,
+        _ => {
+            return Err(DriverError::Failed(format!(
+                "{} belongs to uid {uid}, which has no account name: remove it by hand",
+                path.display()
+            )));
+        }
+    };
+    let args = [
+        "-rf".to_string(),
+        "--one-file-system".into(),
+        "--".into(),
+        path.display().to_string(),
+    ];
+    crate::grant::run_blocking(grant, &account, Path::new("rm"), &args, GRANT_TIMEOUT)
+        .map_err(|e| DriverError::Failed(format!("cannot remove {} as `{account}`: {e}", path.display())))?;
+    if existing_dir(&path)? {
+        return Err(DriverError::Failed(format!(
+            "{} is still there after `rm -rf` as `{account}`",
+            path.display()
+        )));
+    }
+    Ok(true)
+}
+
 /// Removes `<base>/<name>` and everything below it (symbolic links inside are removed, never
 /// followed). Idempotent: `Ok(false)` when it was already absent, `Ok(true)` when removed.
 ///

@@ -157,6 +157,9 @@ pub struct Drivers {
     subjects: Subjects,
     retry: RetryPolicy,
     storage_root: Option<std::path::PathBuf>,
+    /// How a volume directory is made as its workflow's account (a cluster that runs jobs as
+    /// their users); `None`: directories are the agent's.
+    grant: Option<crate::grant::Grant>,
 }
 
 impl Drivers {
@@ -169,6 +172,7 @@ impl Drivers {
             subjects,
             retry,
             storage_root: None,
+            grant: None,
         }
     }
 
@@ -179,6 +183,13 @@ impl Drivers {
     /// production: the volumes then live on the agent's own disk.
     pub fn with_storage_root(mut self, root: std::path::PathBuf) -> Self {
         self.storage_root = Some(root);
+        self
+    }
+
+    /// The same, making and removing hostpath and nfs volume directories as the account they
+    /// belong to through `grant` ([`Drivers::provision_as`]).
+    pub fn with_grant(mut self, grant: crate::grant::Grant) -> Self {
+        self.grant = Some(grant);
         self
     }
 
@@ -248,6 +259,27 @@ impl Drivers {
         request_id: &str,
         deadline_ms: u64,
     ) -> Result<Created, DriverError> {
+        self.provision_as(p, v, request_id, deadline_ms, None).await
+    }
+
+    /// [`Drivers::provision`], a hostpath or nfs directory made as account `owner` (through
+    /// the grant, [`localdir::create_as`]) when given and the drivers have a grant: the volume
+    /// belongs to that account. Other drivers ignore `owner` (an external provisioner sets
+    /// ownership itself).
+    ///
+    /// Errors: as [`Drivers::provision`].
+    pub async fn provision_as(
+        &self,
+        p: &Provisioner,
+        v: &NewVolume,
+        request_id: &str,
+        deadline_ms: u64,
+        owner: Option<&str>,
+    ) -> Result<Created, DriverError> {
+        let owner = match (&self.grant, owner) {
+            (Some(g), Some(a)) => Some((g.clone(), a.to_string())),
+            _ => None,
+        };
         let p = &self.effective(p);
         // A sandbox's volume is an empty directory reserving no disk: its size is kept (logged
         // and said), only the free-space check is skipped.
@@ -266,8 +298,12 @@ impl Drivers {
         );
         let out = within_deadline(local_bound(&p.driver, deadline_ms), "provisioning", async {
             match &p.driver {
-                Driver::Hostpath { path, local, .. } => hostpath::provision(path, *local, v, space).await,
-                Driver::Nfs { target, mount, .. } => nfs::provision(target, mount.as_deref(), v, space).await,
+                Driver::Hostpath { path, local, .. } => {
+                    hostpath::provision(path, *local, v, space, owner.clone()).await
+                }
+                Driver::Nfs { target, mount, .. } => {
+                    nfs::provision(target, mount.as_deref(), v, space, owner.clone()).await
+                }
                 Driver::Efs {
                     file_system_id,
                     sub_path,
@@ -316,8 +352,10 @@ impl Drivers {
         tracing::info!(request_id, provisioner = %p.name, driver = p.driver.kind(), volume, source, "deleting");
         let out = within_deadline(local_bound(&p.driver, deadline_ms), "deleting", async {
             match &p.driver {
-                Driver::Hostpath { path, .. } => hostpath::delete(path, volume, source).await,
-                Driver::Nfs { target, mount, .. } => nfs::delete(target, mount.as_deref(), volume, source).await,
+                Driver::Hostpath { path, .. } => hostpath::delete(path, volume, source, self.grant.clone()).await,
+                Driver::Nfs { target, mount, .. } => {
+                    nfs::delete(target, mount.as_deref(), volume, source, self.grant.clone()).await
+                }
                 Driver::Efs {
                     file_system_id,
                     sub_path,

@@ -23,7 +23,7 @@ fn export_path(target: &str, volume: &str) -> String {
 }
 
 /// Creates `<mount>/<volume name>` (as hostpath: idempotent, free space checked on the mounted
-/// file system unless `space` is [`localdir::Space::Unchecked`]). The source is the export path `server:/export/<volume name>` that jobs mount.
+/// file system unless `space` is [`localdir::Space::Unchecked`]; as `owner`'s account when given, [`localdir::create_as`]). The source is the export path `server:/export/<volume name>` that jobs mount.
 ///
 /// Errors: `Refused` when `mount` is `None` (the message says to set `driver.mount`), otherwise
 /// as [`localdir::create`].
@@ -32,11 +32,18 @@ pub async fn provision(
     mount: Option<&str>,
     v: &NewVolume,
     space: localdir::Space,
+    owner: Option<(crate::grant::Grant, String)>,
 ) -> Result<Created, DriverError> {
     let mount = mount.ok_or_else(|| not_mounted(target))?;
     let base = PathBuf::from(mount);
     let (name, capacity) = (v.name.clone(), v.capacity.0);
-    let made = blocking(move || localdir::create_with(&base, &name, capacity, space)).await?;
+    let made = blocking(move || match &owner {
+        Some((grant, account)) => {
+            localdir::create_as(&base, &name, capacity, space, localdir::Owner { grant, account })
+        }
+        None => localdir::create_with(&base, &name, capacity, space),
+    })
+    .await?;
     let source = export_path(target, &v.name);
     let message = if made.existed {
         format!("{source} already existed (repeated request)")
@@ -60,13 +67,14 @@ pub async fn delete(
     mount: Option<&str>,
     volume: &str,
     source: Option<&str>,
+    grant: Option<crate::grant::Grant>,
 ) -> Result<String, DriverError> {
     let mount = mount.ok_or_else(|| not_mounted(target))?;
     let exported = export_path(target, volume);
     localdir::check_source(source, &exported)?;
     let base = PathBuf::from(mount);
     let name = volume.to_string();
-    let removed = blocking(move || localdir::remove(&base, &name)).await?;
+    let removed = blocking(move || localdir::remove_as(&base, &name, grant.as_ref())).await?;
     Ok(if removed {
         format!("removed {exported} (directory {mount}/{volume})")
     } else {

@@ -9,8 +9,9 @@
 //! 3. each new volume is provisioned in turn; at the first failure the others are not tried;
 //! 4. on a failure every asset already created is deleted again (the Kubernetes volume provisioning design: an asset whose
 //!    volume cannot be recorded is deleted; nothing leaks);
-//! 5. on a cluster that runs jobs (`slurm.jobs`), the placed jobs are submitted to Slurm
-//!    ([`crate::slurm::follow::submit`]); a refusal deletes the volumes again and refuses the
+//! 5. on a cluster that runs jobs (`slurm.jobs`), the new volumes were created as the account
+//!    the workflow's user maps to (they belong to it), and the placed jobs are submitted to
+//!    Slurm as that account ([`crate::slurm::follow::submit`]); a refusal deletes the volumes again and refuses the
 //!    commit with Slurm's message (`submit_failed`). A restore submits nothing: it records the
 //!    jobs the coordinators stored for the commit (`ActionMsg::jobs`), which are then followed;
 //! 6. [`crate::state::Core::finish_commit_with_jobs`] records the outcome (with the Slurm job
@@ -53,7 +54,13 @@ pub async fn handle(shared: Arc<Shared>, msg: ActionMsg) -> Option<Result<Action
         Err(crate::shared::SyncError::Store(e)) => store_failed(&e),
         Err(e) => return Some(Err(internal(e))),
     }
-    let results = provision(&shared, &id, msg.deadline_ms, work).await;
+    // On a cluster that runs jobs as their users, the new volumes belong to the workflow's
+    // user: created as its account through the grant.
+    let owner = match (&shared.runner, &msg.request) {
+        (Some(r), Some(req)) => r.resolve(&req.user).ok().map(|a| a.name),
+        _ => None,
+    };
+    let results = provision(&shared, &id, msg.deadline_ms, work, owner.as_deref()).await;
     if results.iter().any(|(_, r)| matches!(r, DriverResult::Failed(_))) {
         // The request's deadline may be what failed it: the rollback gets its own time.
         roll_back(&shared, &id, now_ms() + ROLLBACK_BUDGET_MS, &results).await;
@@ -64,10 +71,16 @@ pub async fn handle(shared: Arc<Shared>, msg: ActionMsg) -> Option<Result<Action
     //    a job Slurm refuses rolls the commit back with Slurm's message. A restore submits
     //    nothing (the jobs ran, or run, under the commit restored: they are followed from the
     //    ids the coordinators stored).
-    if let (Some(slurm), Some(request), true, false) = (&shared.batch, &msg.request, provisioned, msg.restore) {
+    if let (Some(slurm), Some(runner), Some(request), true, false) =
+        (&shared.batch, &shared.runner, &msg.request, provisioned, msg.restore)
+    {
         let decision = lock(&shared).held_decision(&id);
         if let Some(d) = decision.filter(|d| d.resource_manager.as_deref() == Some("slurm")) {
-            match crate::slurm::follow::submit(slurm, request, &d, &crate::slurm::follow::paths(&results)).await {
+            // The jobs as the agent counted them (a site's default memory per core included).
+            let counted = crate::state::core::JobRunner::counted(runner.as_ref(), request);
+            match crate::slurm::follow::submit(slurm, runner, &counted, &d, &crate::slurm::follow::paths(&results))
+                .await
+            {
                 Ok(j) => jobs = j,
                 Err(message) => {
                     roll_back(&shared, &id, now_ms() + ROLLBACK_BUDGET_MS, &results).await;
@@ -113,13 +126,14 @@ async fn provision(
     id: &str,
     deadline_ms: u64,
     work: Vec<ProvisionWork>,
+    owner: Option<&str>,
 ) -> Vec<(ProvisionWork, DriverResult)> {
     let mut results = Vec::new();
     for w in work {
-        tracing::info!(request_id = %id, volume = %w.volume.name, provisioner = %w.provisioner.name, "provisioning");
+        tracing::info!(request_id = %id, volume = %w.volume.name, provisioner = %w.provisioner.name, owner, "provisioning");
         let r = shared
             .drivers
-            .provision(&w.provisioner, &w.volume, id, deadline_ms)
+            .provision_as(&w.provisioner, &w.volume, id, deadline_ms, owner)
             .await;
         let failed = r.is_err();
         results.push(match r {

@@ -22,15 +22,20 @@ pub async fn handle(shared: Arc<Shared>, msg: ActionMsg) -> Option<Result<Action
     let view = lock(&shared).jobs_of(&id);
     if let Some(v) = view.filter(|v| v.completion.is_none() && !all_ended(&v.jobs)) {
         match (&shared.batch, msg.cancel) {
-            (Some(slurm), true) => {
-                if let Err(e) = follow::cancel(&shared, slurm, &id).await {
+            (Some(slurm), true) => match follow::cancel(&shared, slurm, &id, msg.deadline_ms).await {
+                Err(e) => {
                     return Some(Ok(ActionReply::refused(
                         &shared.cluster,
                         &id,
                         Code::Internal.error(format!("the jobs could not be cancelled: {e}")),
                     )));
                 }
-            }
+                Ok(true) => {}
+                Ok(false) => {
+                    let jobs = lock(&shared).jobs_of(&id).map(|v| v.jobs).unwrap_or_default();
+                    return Some(Ok(follow::still_ending(&shared.cluster, &id, &jobs)));
+                }
+            },
             _ => return Some(Ok(follow::jobs_running(&shared.cluster, &id, &v.jobs))),
         }
     }

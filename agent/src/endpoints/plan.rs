@@ -7,12 +7,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use fedvol_common::funnel::plan_prepared;
 use fedvol_proto::agent::{PlanMsg, PlanReply};
 use fedvol_proto::{Code, Failure, now_ms};
 
 use crate::restore_gate::RestoreGate;
 use crate::shared::{Shared, durable, internal, lock, store_failed};
+use crate::state::core::plan_with;
 
 /// Inventories up to this many hosts are planned on the async worker that received the
 /// request: such a plan takes well under a millisecond (`plan_synth`: about 0.05 ms
@@ -41,12 +41,12 @@ pub async fn handle(shared: Arc<Shared>, msg: PlanMsg) -> Option<Result<PlanRepl
             if msg.reserve {
                 lock(&sh).plan_and_hold(&msg, now_ms()).map_err(|e| e.to_string())
             } else {
-                let (inv, prepared, state, manager) = {
+                let (inv, prepared, state, manager, runner) = {
                     let core = lock(&sh);
                     let (inv, prepared, state) = core.snapshot_for(&msg.request.request_id);
-                    (inv, prepared, state, core.resource_manager())
+                    (inv, prepared, state, core.resource_manager(), core.runner())
                 };
-                let mut decision = plan_prepared(&inv, &prepared, &state, &msg.request);
+                let mut decision = plan_with(runner.as_ref(), &inv, &prepared, &state, &msg.request);
                 decision.resource_manager = manager;
                 Ok(PlanReply {
                     request_id: msg.request.request_id.clone(),

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use fedvol_common::funnel::why_not::{unknown_names, why_not};
+use fedvol_common::funnel::why_not::{unknown_names, why_not, why_not_as};
 use fedvol_proto::agent::{WhyNotMsg, WhyNotReply};
 use fedvol_proto::{Code, Failure};
 
@@ -15,7 +15,11 @@ use crate::shared::{Shared, internal, lock};
 pub async fn handle(shared: Arc<Shared>, msg: WhyNotMsg) -> Option<Result<WhyNotReply, Failure>> {
     let sh = shared.clone();
     let r = tokio::task::spawn_blocking(move || {
-        let (inv, state) = lock(&sh).snapshot();
+        let (inv, state, runner) = {
+            let core = lock(&sh);
+            let (inv, state) = core.snapshot();
+            (inv, state, core.runner())
+        };
         let unknown = unknown_names(&inv, &msg.target);
         if !unknown.is_empty() {
             return Err(Failure::new(
@@ -23,7 +27,17 @@ pub async fn handle(shared: Arc<Shared>, msg: WhyNotMsg) -> Option<Result<WhyNot
                 format!("cluster {} has no {}", sh.cluster, unknown.join(", no ")),
             ));
         }
-        let e = why_not(&sh.cluster, &inv, &state, &msg.request, &msg.target);
+        let e = match &runner {
+            None => why_not(&sh.cluster, &inv, &state, &msg.request, &msg.target),
+            Some(r) => why_not_as(
+                &sh.cluster,
+                &inv,
+                &state,
+                &r.counted(&msg.request),
+                &msg.target,
+                Some(&r.run_as(&msg.request.user)),
+            ),
+        };
         Ok(WhyNotReply {
             cluster: sh.cluster.clone(),
             blockers: e.blockers,

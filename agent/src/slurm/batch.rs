@@ -10,9 +10,12 @@
 //! | exclusive | `--exclusive` |
 //! | `policy.timeout.execute` (`timeout_ms`) | `--time` (minutes, rounded up) |
 //! | `depends-on` jobs | `--dependency=afterok:<ids> --kill-on-invalid-dep=yes` |
-//! | request id, job name | `--job-name=fedvol.<request id>.<job>` |
+//! | request id, job name | `--job-name=fedvol.<request id>.<job>`, every character but letters, digits, `.`, `_`, `+`, `-` written `_` (safe in `%x`) |
 //! | image | `--comment=fedvol image <uri>` (and the runtime's image in `container` mode) |
 //! | each mount | `export FEDVOL_VOLUME_<NAME>=<path>` in the script |
+//! | the request's working directory (its user's) | `--chdir`, and `--output=<dir>/<job>-%j.out` unless `output:` is configured |
+//! | nothing of the agent's environment | `--export=NONE` (the script exports the `FEDVOL_*` variables) |
+//! | the workflow's project, priority class | `--account`, `--qos` (when configured) |
 
 use std::collections::BTreeMap;
 
@@ -35,23 +38,69 @@ pub struct Submission {
     pub args: Vec<String>,
     /// The batch script, given on stdin.
     pub script: String,
+    /// Where its output goes: `sbatch --output`'s pattern (`%j` is the job id).
+    pub output: String,
 }
 
-/// The environment variable a mount of volume `key` is exported as: `FEDVOL_VOLUME_` and the
-/// key in upper case, every character other than a letter or digit written `_`.
-pub fn volume_env(key: &str) -> String {
-    let name: String = key
-        .chars()
+/// Where a request's jobs run and who pays: its working directory (existing, its user's),
+/// and the Slurm account and QOS, when configured.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Placement<'a> {
+    /// The working directory (`--chdir`; the output's default directory).
+    pub work_dir: &'a str,
+    /// `--account`.
+    pub account: Option<&'a str>,
+    /// `--qos`.
+    pub qos: Option<&'a str>,
+}
+
+/// The Slurm job name of job `job` of `request_id`: `fedvol.<request id>.<job>` with every
+/// character other than ASCII letters, digits, `.`, `_`, `+` and `-` written `_`, so that it
+/// is one safe file name wherever `%x` puts it (a `/` in a job name made `--output=...%x...`
+/// name a missing directory, and the job fail at launch).
+pub fn slurm_job_name(request_id: &str, job: &str) -> String {
+    format!("fedvol.{}.{}", safe_name(request_id), safe_name(job))
+}
+
+/// `s` as one safe file name part (see [`slurm_job_name`]).
+pub fn safe_name(s: &str) -> String {
+    s.chars()
         .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_uppercase()
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '-') {
+                c
             } else {
                 '_'
             }
         })
-        .collect();
-    format!("FEDVOL_VOLUME_{name}")
+        .collect()
 }
+
+/// The output file of a job submitted as Slurm job `id`: `pattern` with `%j` (and `%A`) the id,
+/// `%x` the job name, `%u` the account and `%%` a `%`; other codes are left as written.
+pub fn output_path(pattern: &str, id: &str, job_name: &str, account: &str) -> String {
+    let mut out = String::new();
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('j' | 'A') => out.push_str(id),
+            Some('x') => out.push_str(job_name),
+            Some('u') => out.push_str(account),
+            Some('%') => out.push('%'),
+            Some(o) => {
+                out.push('%');
+                out.push(o);
+            }
+            None => out.push('%'),
+        }
+    }
+    out
+}
+
+pub use fedvol_common::run::volume_env;
 
 fn ceil_div(a: u128, b: u128) -> u128 {
     a.div_ceil(b)
@@ -63,6 +112,11 @@ fn ceil_div(a: u128, b: u128) -> u128 {
 /// submitted.
 ///
 /// Errors: a placed job with no command or script (nothing to run), one sentence.
+/// `at` says where they run and who pays ([`Placement`]); every job gets `--export=NONE`
+/// and its `--mem` (the memory fedvol counted, given in the request as the agent counted it).
+///
+/// Errors also: two volume keys whose variables collide (`data-1`, `data_1`).
+#[allow(clippy::too_many_arguments)]
 pub fn submissions(
     cfg: &SlurmConfig,
     run: &RunMode,
@@ -71,7 +125,13 @@ pub fn submissions(
     wf: &Workflow,
     placed: &indexmap::IndexMap<String, JobDecision>,
     paths: &BTreeMap<String, String>,
+    at: &Placement<'_>,
 ) -> Result<Vec<Submission>, String> {
+    if let Some((a, b, var)) = fedvol_common::run::colliding_volume_env(wf.volumes.iter().map(|v| v.key.as_str())) {
+        return Err(format!(
+            "volumes `{a}` and `{b}` would both be exported as {var}: rename one of them"
+        ));
+    }
     let runs: Vec<&Job> = wf
         .jobs
         .iter()
@@ -115,10 +175,21 @@ pub fn submissions(
         } else {
             d.hosts.clone()
         };
+        let name = slurm_job_name(request_id, &j.name);
         let mut args = vec![
             "--parsable".to_string(),
-            format!("--job-name=fedvol.{request_id}.{}", j.name),
+            format!("--job-name={name}"),
+            "--export=NONE".to_string(),
         ];
+        if !at.work_dir.is_empty() {
+            args.push(format!("--chdir={}", at.work_dir));
+        }
+        if let Some(a) = at.account {
+            args.push(format!("--account={a}"));
+        }
+        if let Some(q) = at.qos {
+            args.push(format!("--qos={q}"));
+        }
         if let Some(z) = &d.zone {
             args.push(format!("--partition={z}"));
         }
@@ -148,9 +219,12 @@ pub fn submissions(
         if let Some(img) = &j.image {
             args.push(format!("--comment=fedvol image {img}"));
         }
-        if let Some(o) = output {
-            args.push(format!("--output={o}"));
-        }
+        let output = match output {
+            Some(o) => o.to_string(),
+            None if at.work_dir.is_empty() => "slurm-%j.out".to_string(),
+            None => format!("{}/{}-%j.out", at.work_dir.trim_end_matches('/'), safe_name(&j.name)),
+        };
+        args.push(format!("--output={output}"));
         let mut script = format!(
             "#!/bin/sh\n# fedvol: request {request_id}, workflow {}, job {}\nexport FEDVOL_REQUEST_ID={}\nexport FEDVOL_JOB={}\n",
             printable_line(&wf.name),
@@ -190,6 +264,7 @@ pub fn submissions(
                 .collect(),
             args,
             script,
+            output,
         });
     }
     Ok(out)
@@ -287,6 +362,7 @@ mod tests {
             &wf(),
             &placed(),
             &paths,
+            &Placement::default(),
         )
         .unwrap();
         assert_eq!(subs.iter().map(|s| s.job.as_str()).collect::<Vec<_>>(), ["a", "b"]);
@@ -321,6 +397,7 @@ mod tests {
             &wf(),
             &placed(),
             &paths,
+            &Placement::default(),
         )
         .unwrap();
         assert!(
@@ -329,6 +406,50 @@ mod tests {
             "{}",
             c[0].script
         );
+    }
+
+    /// A `/` in a job name (the Fuzzfile parser accepts one) made `--output=dir/%x-%j.out`
+    /// name a missing directory: Slurm failed the job at launch (`Could not open stdout
+    /// file`). The Slurm name, and the output file of the default, hold no `/`.
+    #[test]
+    fn job_names_are_safe_for_percent_x_and_jobs_run_in_their_working_directory() {
+        assert_eq!(slurm_job_name("r-1", "pre/post step"), "fedvol.r-1.pre_post_step");
+        assert_eq!(
+            output_path("/o/%x-%j.%u.100%%", "7", "fedvol.r.a", "alice"),
+            "/o/fedvol.r.a-7.alice.100%"
+        );
+        let text = "version: v4\njobs:\n  x/y:\n    image: {uri: docker://a}\n    script: true\n";
+        let w = fedvol_formats::parse_workflow_str("wf.yaml", "wf", text).unwrap().value;
+        let mut p = placed();
+        p.insert("x/y".into(), p["a"].clone());
+        let at = Placement {
+            work_dir: "/home/alice/fedvol/r-1",
+            account: Some("proj"),
+            qos: Some("high"),
+        };
+        let subs = submissions(
+            &SlurmConfig::default(),
+            &RunMode::Directly,
+            None,
+            "r-1",
+            &w,
+            &p,
+            &BTreeMap::new(),
+            &at,
+        )
+        .unwrap();
+        let a = subs.iter().find(|s| s.job == "x/y").unwrap();
+        for want in [
+            "--job-name=fedvol.r-1.x_y",
+            "--export=NONE",
+            "--chdir=/home/alice/fedvol/r-1",
+            "--output=/home/alice/fedvol/r-1/x_y-%j.out",
+            "--account=proj",
+            "--qos=high",
+        ] {
+            assert!(a.args.iter().any(|x| x == want), "{want} not in {:?}", a.args);
+        }
+        assert_eq!(a.output, "/home/alice/fedvol/r-1/x_y-%j.out");
     }
 
     #[test]
@@ -343,6 +464,7 @@ mod tests {
             &w,
             &placed(),
             &BTreeMap::new(),
+            &Placement::default(),
         )
         .unwrap_err();
         assert!(e.contains("job `a` gives no `command` or `script`"), "{e}");

@@ -19,8 +19,16 @@
 //!     runtime: [apptainer, exec]    # container only: the command before the image
 //!     sbatch: /usr/bin/sbatch       # default `sbatch` on PATH
 //!     scancel: /usr/bin/scancel     # default `scancel` on PATH
-//!     pollMs: 5000                  # how often job states are read, default 5000
-//!     output: /shared/logs/%x-%j.out  # sbatch --output; default Slurm's (slurm-%j.out)
+//!     pollMs: 1000                  # how often job states are read (one scontrol call), default 1000
+//!     output: /shared/logs/%x-%j.out  # sbatch --output; default <workDir>/<request id>/<job>-<id>.out
+//!     grant: sudo                   # how jobs run as their users: sudo -n -u <account> (deploy/sudo/fedvol-agent)
+//!     sudo: /usr/bin/sudo           # default `sudo` on PATH
+//!     userMap: /etc/fedvol/users.map  # `<federation user> <account>` lines; absent: the same name
+//!     minUid: 1000                  # accounts below are refused (root, system accounts)
+//!     workDir: '%h/fedvol'          # each request's working directory is <workDir>/<request id>; %u account, %h home
+//!     account: project              # sbatch --account: the workflow's project, or a map {project: account}; absent: none
+//!     qos: {high: high}             # priority class -> sbatch --qos; absent: none
+//!     memPerCore: 1GiB              # counted and asked (--mem) for a job that gives no memory, default 1GiB
 //! ```
 
 use std::collections::BTreeMap;
@@ -69,6 +77,30 @@ pub enum RunMode {
     },
 }
 
+/// Which Slurm account (`sbatch --account`) a job is charged to.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum AccountRule {
+    /// None given: Slurm's default account of the job's user.
+    #[default]
+    None,
+    /// The workflow's project (`default` when it names none).
+    Project,
+    /// Per project; a project not listed gets none.
+    Map(BTreeMap<String, String>),
+}
+
+impl AccountRule {
+    /// The account for a workflow of `project`.
+    pub fn account(&self, project: Option<&str>) -> Option<String> {
+        let project = project.unwrap_or("default");
+        match self {
+            AccountRule::None => None,
+            AccountRule::Project => Some(project.to_string()),
+            AccountRule::Map(m) => m.get(project).cloned(),
+        }
+    }
+}
+
 /// How the agent submits committed jobs to Slurm and follows them (`slurm.jobs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobsConfig {
@@ -82,6 +114,20 @@ pub struct JobsConfig {
     pub poll_ms: u64,
     /// `sbatch --output` (Slurm's filename pattern), when given.
     pub output: Option<String>,
+    /// The `sudo` program of the grant (`grant: sudo`, the only mechanism).
+    pub sudo: PathBuf,
+    /// The user map file (`<federation user> <account>` lines); `None`: the same name.
+    pub user_map: Option<PathBuf>,
+    /// The lowest uid a job may run as.
+    pub min_uid: u32,
+    /// Where each request's working directory goes (`%u`: the account, `%h`: its home).
+    pub work_dir: String,
+    /// `sbatch --account`.
+    pub account: AccountRule,
+    /// Priority class → `sbatch --qos`.
+    pub qos: BTreeMap<String, String>,
+    /// Memory per core for a job that asks for none, bytes.
+    pub mem_per_core: fedvol_common::size::ByteSize,
 }
 
 impl Default for JobsConfig {
@@ -90,8 +136,15 @@ impl Default for JobsConfig {
             run: RunMode::Directly,
             sbatch: PathBuf::from("sbatch"),
             scancel: PathBuf::from("scancel"),
-            poll_ms: 5_000,
+            poll_ms: 1_000,
             output: None,
+            sudo: PathBuf::from("sudo"),
+            user_map: None,
+            min_uid: 1000,
+            work_dir: "%h/fedvol".to_string(),
+            account: AccountRule::None,
+            qos: BTreeMap::new(),
+            mem_per_core: fedvol_common::size::ByteSize(1 << 30),
         }
     }
 }
@@ -327,6 +380,71 @@ fn parse_jobs(ctx: &mut Ctx, node: &Node, rel: &dyn Fn(String) -> PathBuf) -> Op
     }
     if let Some(n) = r.take("output") {
         cfg.output = ctx.nonempty_string(n, "slurm.jobs.output");
+    }
+    if let Some(n) = r.take("grant") {
+        let _ = ctx.one_of(n, "slurm.jobs.grant", &["sudo"]);
+    }
+    if let Some(n) = r.take("sudo")
+        && let Some(s) = ctx.nonempty_string(n, "slurm.jobs.sudo")
+    {
+        cfg.sudo = rel(s);
+    }
+    if let Some(n) = r.take("userMap")
+        && let Some(s) = ctx.nonempty_string(n, "slurm.jobs.userMap")
+    {
+        let p = rel(s);
+        cfg.user_map = Some(if p.components().count() == 1 && !p.is_absolute() {
+            rel(format!("./{}", p.display()))
+        } else {
+            p
+        });
+    }
+    if let Some(n) = r.take("minUid")
+        && let Some(v) = ctx.int(n, "slurm.jobs.minUid", 1, i128::from(u32::MAX))
+    {
+        cfg.min_uid = v as u32;
+    }
+    if let Some(n) = r.take("workDir")
+        && let Some(s) = ctx.nonempty_string(n, "slurm.jobs.workDir")
+    {
+        if !(s.starts_with('/') || s.starts_with("%h")) {
+            ctx.error(
+                n.span,
+                "slurm.jobs.workDir",
+                "expected an absolute path, or one starting with `%h` (the account's home)",
+            );
+        }
+        cfg.work_dir = s;
+    }
+    if let Some(n) = r.take("account") {
+        if n.is_null() {
+        } else if let Some(m) = n
+            .as_map()
+            .is_some()
+            .then(|| ctx.string_map(n, "slurm.jobs.account"))
+            .flatten()
+        {
+            cfg.account = AccountRule::Map(m);
+        } else if ctx.one_of(n, "slurm.jobs.account", &["project"]).is_some() {
+            cfg.account = AccountRule::Project;
+        }
+    }
+    if let Some(n) = r.take("qos")
+        && let Some(m) = ctx.string_map(n, "slurm.jobs.qos")
+    {
+        cfg.qos = m;
+    }
+    if let Some(n) = r.take("memPerCore")
+        && let Some(s) = ctx.nonempty_string(n, "slurm.jobs.memPerCore")
+    {
+        match fedvol_common::size::ByteSize::parse(&s) {
+            Ok(b) => cfg.mem_per_core = b,
+            Err(e) => ctx.error(
+                n.span,
+                "slurm.jobs.memPerCore",
+                format!("expected a size such as 2GiB: {e}"),
+            ),
+        }
     }
     r.finish(ctx);
     Some(cfg)

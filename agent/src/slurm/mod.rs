@@ -9,14 +9,17 @@
 //! - [`map`] turns nodes and partitions into zones and hosts (the documented table);
 //! - [`config`] is the configuration's `slurm:` block;
 //! - [`batch`] builds what `sbatch` is given for a committed job and reads `scontrol show
-//!   job` (pure); [`jobs`] runs `sbatch`, `scontrol show job` and `scancel`; [`follow`]
-//!   submits a commit's jobs, follows their states and completes the request when they ended;
+//!   job` (pure); [`jobs`] runs `sbatch` and `scancel` as the job's user and `scontrol show
+//!   job` for every job at once; [`follow`] submits a commit's jobs, follows their states and
+//!   completes the request when they ended; [`identity`] maps a workflow's user to the local
+//!   account its jobs and volumes belong to;
 //! - [`source`] refreshes on an interval and on SIGHUP, combines the zones with the file's
 //!   inventory under one version, and keeps the last good reading when Slurm cannot be read.
 
 pub mod batch;
 pub mod config;
 pub mod follow;
+pub mod identity;
 pub mod jobs;
 pub mod map;
 pub mod node;

@@ -59,6 +59,15 @@ impl Core {
         self.ledger.holds().get(request_id).map(|h| h.reply.decision.clone())
     }
 
+    /// The (federation) user of the hold of `request_id`, when it has a hold that says.
+    pub fn held_user(&self, request_id: &str) -> Option<String> {
+        self.ledger
+            .holds()
+            .get(request_id)
+            .map(|h| h.user.clone())
+            .filter(|u| !u.is_empty())
+    }
+
     /// The jobs of the commit of `request_id`, `None` when no such commit is kept.
     pub fn jobs_of(&self, request_id: &str) -> Option<JobsView> {
         let c = self.ledger.commits().get(request_id)?;
@@ -97,15 +106,30 @@ impl Core {
             .collect()
     }
 
-    /// Records `jobs` as the states of the commit of `request_id` (nothing when unknown or
-    /// unchanged). The allocations of each job no longer pending leave the commit: Slurm's
-    /// allocation, read with the inventory, counts them now.
+    /// Records `jobs` as the states of the commit of `request_id` (nothing when unknown,
+    /// unchanged or already completed; a job `fedvol cancel` asked to end keeps that reason).
+    /// The allocations of each job no longer pending leave the commit: Slurm's allocation,
+    /// read with the inventory, counts them now.
     ///
     /// Errors: the store write failed (nothing changed).
-    pub fn set_jobs(&mut self, request_id: &str, jobs: Vec<BatchJob>) -> Result<(), CoreError> {
+    pub fn set_jobs(&mut self, request_id: &str, mut jobs: Vec<BatchJob>) -> Result<(), CoreError> {
         let Some(mut c) = self.ledger.commits().get(request_id).cloned() else {
             return Ok(());
         };
+        // A completed commit's jobs are final; a job `fedvol cancel` asked to end keeps that
+        // reason whatever a reading taken before the cancel says (the run ends `cancelled`).
+        if c.completion.is_some() {
+            return Ok(());
+        }
+        for j in &mut jobs {
+            let asked = c
+                .jobs
+                .iter()
+                .any(|b| b.id == j.id && b.reason.as_deref() == Some(fedvol_proto::batch::CANCELLED_BY_FEDVOL));
+            if asked && matches!(j.state, JobState::Pending | JobState::Running | JobState::Cancelled) {
+                j.reason = Some(fedvol_proto::batch::CANCELLED_BY_FEDVOL.into());
+            }
+        }
         if c.jobs == jobs {
             return Ok(());
         }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use fedvol_common::decision::{Action, NewVolume};
-use fedvol_common::funnel::{PlanRequest, VolumeId, plan_prepared};
+use fedvol_common::funnel::{PlanRequest, VolumeId};
 use fedvol_common::model::{PersistentVolume, VolumePhase};
 use fedvol_proto::Code;
 use fedvol_proto::agent::{ActionMsg, ActionReply, HoldInfo, PlanReply, VolumeOutcome};
@@ -115,7 +115,13 @@ impl Core {
     /// Errors: the store write failed (nothing is held).
     fn admit(&mut self, request: &PlanRequest, now_ms: u64) -> Result<Result<Hold, Box<ActionReply>>, CoreError> {
         self.sweep(now_ms)?;
-        let mut decision = plan_prepared(&self.effective, &self.prepared, &self.state, request);
+        let mut decision = super::core::plan_with(
+            self.runner.as_ref(),
+            &self.effective,
+            &self.prepared,
+            &self.state,
+            request,
+        );
         decision.resource_manager = self.resource_manager();
         if !decision.feasible {
             let (code, why) = if self.fits_without_holds(request) {
@@ -161,7 +167,7 @@ impl Core {
         }
         let (inv, state) = without.effective(&self.base, &self.index);
         let (prepared, _) = self.prepare(&inv, &without);
-        plan_prepared(&inv, &prepared, &state, request).feasible
+        super::core::plan_with(self.runner.as_ref(), &inv, &prepared, &state, request).feasible
     }
 
     /// Second half of commit: records the drivers' results. When every provisioning succeeded

@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use fedvol_common::decision::NewVolume;
-use fedvol_common::funnel::{ClusterState, Prepared, VolumeId};
+use fedvol_common::funnel::{ClusterState, PlanRequest, Prepared, VolumeId};
 use fedvol_common::model::{ClaimRef, Inventory, PersistentVolume, Provisioner};
 use fedvol_proto::Code;
 use fedvol_proto::agent::{ActionReply, VolumeEvent, VolumeOutcome};
@@ -113,6 +113,20 @@ pub struct Core {
     pub(super) default_ttl_ms: u64,
     /// The live inventory source's state, `None` with the files source.
     pub(super) source: Option<fedvol_proto::agent::SourceStatus>,
+    /// On a cluster that runs jobs as their users: who each request's user runs as, and what
+    /// its jobs count ([`JobRunner`]); `None`: plans as requested, no `identity.user` stage.
+    pub(super) runner: Option<Arc<dyn JobRunner>>,
+}
+
+/// What a cluster that runs committed jobs as their users adds to every plan of a request
+/// (implemented by [`crate::slurm::identity::Runner`]): the verdict of the `identity.user`
+/// stage, and the request as the jobs will run (what fedvol counts is what the resource
+/// manager allots, e.g. a site's default memory per core for a job that asks for none).
+pub trait JobRunner: std::fmt::Debug + Send + Sync {
+    /// The local account `user` runs as, or why none.
+    fn run_as(&self, user: &str) -> fedvol_common::funnel::RunAs;
+    /// `req` as its jobs will be counted and run here (borrowed when unchanged).
+    fn counted<'a>(&self, req: &'a PlanRequest) -> std::borrow::Cow<'a, PlanRequest>;
 }
 
 /// A volume event at `now_ms`.
@@ -172,7 +186,19 @@ impl Core {
             released: std::collections::HashMap::new(),
             default_ttl_ms,
             source: None,
+            runner: None,
         }
+    }
+
+    /// Sets how requests run here (a cluster that runs jobs as their users); `None`: plans as
+    /// requested.
+    pub fn set_runner(&mut self, runner: Option<Arc<dyn JobRunner>>) {
+        self.runner = runner;
+    }
+
+    /// The runner, to plan outside the lock ([`plan_with`]).
+    pub fn runner(&self) -> Option<Arc<dyn JobRunner>> {
+        self.runner.clone()
     }
 
     /// Records the live inventory source's state (shown by status, and in heartbeats as
@@ -305,5 +331,25 @@ pub(super) fn outcome(
         provisioner,
         outcome: what.to_string(),
         detail,
+    }
+}
+
+/// Plans `req` on `inv` as the cluster runs it: through `runner` when it runs jobs as their
+/// users (the `identity.user` stage first, the jobs counted as they will run), else as
+/// requested. The one place every plan of the agent goes through.
+pub fn plan_with(
+    runner: Option<&Arc<dyn JobRunner>>,
+    inv: &Inventory,
+    prepared: &Prepared,
+    state: &ClusterState,
+    req: &PlanRequest,
+) -> fedvol_common::decision::ClusterDecision {
+    match runner {
+        None => fedvol_common::funnel::plan_prepared(inv, prepared, state, req),
+        Some(r) => {
+            let run_as = r.run_as(&req.user);
+            let counted = r.counted(req);
+            fedvol_common::funnel::plan_prepared_as(inv, prepared, state, &counted, Some(&run_as))
+        }
     }
 }

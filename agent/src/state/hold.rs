@@ -1,6 +1,6 @@
 //! Plan-and-hold: a reserving plan holds what it chose, serialised with every other change.
 
-use fedvol_common::funnel::{PlanRequest, plan_prepared};
+use fedvol_common::funnel::PlanRequest;
 use fedvol_common::model::ClaimRef;
 use fedvol_proto::agent::{HoldInfo, PlanMsg, PlanReply};
 
@@ -36,7 +36,13 @@ impl Core {
             return Ok(c.plan_reply.clone());
         }
         self.sweep(now_ms)?;
-        let mut decision = plan_prepared(&self.effective, &self.prepared, &self.state, &msg.request);
+        let mut decision = super::core::plan_with(
+            self.runner.as_ref(),
+            &self.effective,
+            &self.prepared,
+            &self.state,
+            &msg.request,
+        );
         decision.resource_manager = self.resource_manager();
         let mut reply = PlanReply {
             request_id: id.clone(),
@@ -88,5 +94,6 @@ pub(super) fn new_hold(request: &PlanRequest, reply: PlanReply, expires_ms: u64,
                 fedvol_common::model::VolumeSource::Fuzzball(_) => None,
             })
             .collect(),
+        user: request.user.clone(),
     }
 }

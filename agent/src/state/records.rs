@@ -29,6 +29,10 @@ pub struct Hold {
     /// The Kubernetes claims of the request by volume key (a bound volume's claimRef names them).
     #[serde(default)]
     pub claims: std::collections::BTreeMap<String, fedvol_common::model::ClaimRef>,
+    /// The request's (federation) user, whose mapped account runs its jobs: an interrupted
+    /// commit's jobs are cancelled as that account. Empty in holds of earlier releases.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub user: String,
 }
 
 impl Hold {

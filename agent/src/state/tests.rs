@@ -451,6 +451,8 @@ fn a_started_job_leaves_its_capacity_to_slurm_and_its_state_is_durable() {
         submitted_ms: 1,
         started_ms: None,
         ended_ms: None,
+        user: None,
+        output: None,
     };
     core.set_jobs("r1", vec![job(JobState::Pending)]).unwrap();
     assert_eq!(cpu(&core), 8, "pending: Slurm has allocated nothing yet");

@@ -5,6 +5,7 @@
 pub mod allocated;
 pub mod columns;
 pub mod cost;
+pub mod identity;
 pub mod placement;
 pub mod prepared;
 pub mod tagsets;
@@ -19,6 +20,7 @@ use crate::decision::{ClusterDecision, ClusterStatus};
 use crate::model::Inventory;
 
 pub use crate::request::PlanRequest;
+pub use identity::RunAs;
 pub use prepared::Prepared;
 pub use trace::{Trace, run_filter, seed_from_request_id, seeded_pick};
 
@@ -54,6 +56,21 @@ pub fn plan_cluster(inv: &Inventory, state: &ClusterState, req: &PlanRequest) ->
 /// (or refreshed to it, [`Prepared::refreshed`]). One of another version or shape than `inv` is
 /// not used: the inventory is prepared afresh. The decision is the same either way.
 pub fn plan_prepared(inv: &Inventory, prepared: &Prepared, state: &ClusterState, req: &PlanRequest) -> ClusterDecision {
+    plan_prepared_as(inv, prepared, state, req, None)
+}
+
+/// [`plan_prepared`] on a cluster that runs jobs as their users: `run_as` is the agent's
+/// verdict on the request's user ([`identity`]), recorded as stage `identity.user` before
+/// every other. An unmapped user's jobs are not placed (each gets the reason as its error)
+/// and the cluster is not feasible. `None`: a cluster that runs no job as anyone (the stage
+/// is not run), as [`plan_prepared`].
+pub fn plan_prepared_as(
+    inv: &Inventory,
+    prepared: &Prepared,
+    state: &ClusterState,
+    req: &PlanRequest,
+    run_as: Option<&RunAs>,
+) -> ClusterDecision {
     let fresh;
     let prepared = if prepared.fits(inv) {
         prepared
@@ -62,16 +79,36 @@ pub fn plan_prepared(inv: &Inventory, prepared: &Prepared, state: &ClusterState,
         &fresh
     };
     let mut trace = Trace::new(req.trace_limit);
+    let refused = run_as.and_then(|r| identity::check(&mut trace, &req.user, r));
     let names = prepared.volume_names(inv).filter(|_| !placement::reference());
     let mut volumes = volume::resolve_named(inv, names, state, req, &mut trace);
-    let placed = placement::place_prepared(inv, prepared, req, &volumes, &mut trace);
+    let placed = match &refused {
+        None => placement::place_prepared(inv, prepared, req, &volumes, &mut trace),
+        Some(reason) => placement::Placement {
+            jobs: req
+                .workflow
+                .jobs
+                .iter()
+                .map(|j| {
+                    let d = crate::decision::JobDecision {
+                        error: Some(reason.clone()),
+                        ..Default::default()
+                    };
+                    (j.name.clone(), d)
+                })
+                .collect(),
+            ..Default::default()
+        },
+    };
     // A node-local new volume is created on the host of the first job that mounts it.
     for (key, host) in &placed.volume_hosts {
         if let Some(nv) = volumes.get_mut(key).and_then(|v| v.new_volume.as_mut()) {
             nv.host = Some(host.clone());
         }
     }
-    let feasible = volumes.values().all(|v| v.error.is_none()) && placed.jobs.values().all(|j| j.error.is_none());
+    let feasible = refused.is_none()
+        && volumes.values().all(|v| v.error.is_none())
+        && placed.jobs.values().all(|j| j.error.is_none());
     let holds_named_volume = volumes
         .values()
         .any(|v| v.action == Some(crate::decision::Action::Existing));

@@ -4,7 +4,7 @@
 //! on the inventory files.
 
 use crate::decision::{Decision, Reason, StageTrace, codes};
-use crate::funnel::{ClusterState, PlanRequest, plan_cluster};
+use crate::funnel::{ClusterState, PlanRequest};
 use crate::model::Inventory;
 use crate::size::ByteSize;
 
@@ -122,9 +122,22 @@ pub fn why_not(
     req: &PlanRequest,
     target: &Target,
 ) -> Explanation {
+    why_not_as(cluster, inv, state, req, target, None)
+}
+
+/// [`why_not`] on a cluster that runs jobs as their users, with the agent's verdict on the
+/// request's user (see [`crate::funnel::plan_prepared_as`]).
+pub fn why_not_as(
+    cluster: &str,
+    inv: &Inventory,
+    state: &ClusterState,
+    req: &PlanRequest,
+    target: &Target,
+    run_as: Option<&crate::funnel::RunAs>,
+) -> Explanation {
     let mut full = req.clone();
     full.trace_limit = 0;
-    let d = plan_cluster(inv, state, &full);
+    let d = crate::funnel::plan_prepared_as(inv, &crate::funnel::Prepared::for_one_plan(inv), state, &full, run_as);
     let blockers: Vec<Blocker> = d
         .trace
         .iter()

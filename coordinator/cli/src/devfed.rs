@@ -45,7 +45,7 @@ pub enum DevError {
     },
     /// `--slurm` was asked for and a Slurm or munge program is missing.
     #[error(
-        "`{0}` not found: `fedvol dev --slurm` needs Slurm and munge (Debian: apt-get install slurmctld slurmd munge)"
+        "`{0}` not found: `fedvol dev --slurm` needs Slurm, munge and sudo (Debian: apt-get install slurmctld slurmd munge sudo)"
     )]
     NoSlurm(String),
     /// The temporary directory could not be made.
@@ -385,10 +385,17 @@ impl DevFederation {
         conf.is_file().then_some(conf)
     }
 
-    /// Where the local Slurm's agent has `sbatch` write its jobs' output
-    /// (`<job name>-<job id>.out`), when Slurm runs.
+    /// Where the local Slurm's jobs run and write their output: `<this>/<account>/<request
+    /// id>/<job>-<job id>.out`, when Slurm runs.
     pub fn slurm_jobs_output(&self) -> Option<PathBuf> {
         self.slurm_conf().map(|_| self.dir.path().join("slurm/jobs"))
+    }
+
+    /// Where the local Slurm's agent creates volumes (each a directory of its workflow's user),
+    /// when Slurm runs.
+    pub fn slurm_volumes(&self) -> Option<PathBuf> {
+        self.slurm_conf()
+            .map(|_| self.dir.path().join("storage").join(SLURM_CLUSTER))
     }
 
     fn start_slurm(
@@ -400,6 +407,15 @@ impl DevFederation {
         use crate::devslurm::{REAL_NODES, which, write_cluster};
         let t = Instant::now();
         let dir = self.dir.path().join("slurm");
+        // Jobs are submitted as their users' accounts (never as root): they read slurm.conf and
+        // reach munged's socket below here, and create their working directories and volumes.
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(self.dir.path(), std::fs::Permissions::from_mode(0o711))
+                .map_err(DevError::Temp)?;
+            std::fs::create_dir_all(&dir).map_err(DevError::Temp)?;
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).map_err(DevError::Temp)?;
+        }
         let files = write_cluster(&dir).map_err(DevError::Temp)?;
         let prog = |name: &str| which(name).ok_or_else(|| DevError::NoSlurm(name.to_string()));
         let conf = files.conf.display().to_string();
@@ -462,9 +478,18 @@ impl DevFederation {
         let agent_dir = self.dir.path().join("agents").join(SLURM_CLUSTER);
         let scratch = self.dir.path().join("storage").join(SLURM_CLUSTER);
         std::fs::create_dir_all(&agent_dir).map_err(DevError::Temp)?;
-        std::fs::create_dir_all(&scratch).map_err(DevError::Temp)?;
         let jobs_out = dir.join("jobs");
-        std::fs::create_dir_all(&jobs_out).map_err(DevError::Temp)?;
+        // Sticky bases every account may create its own entries in, not remove others'.
+        for base in [&scratch, &jobs_out] {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::create_dir_all(base).map_err(DevError::Temp)?;
+            std::fs::set_permissions(base, std::fs::Permissions::from_mode(0o1733)).map_err(DevError::Temp)?;
+        }
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let storage = self.dir.path().join("storage");
+            std::fs::set_permissions(&storage, std::fs::Permissions::from_mode(0o711)).map_err(DevError::Temp)?;
+        }
         let (inventory, config) =
             crate::devslurm::agent_files(SLURM_CLUSTER, &files.conf, &scratch, 1000, Some(&jobs_out));
         std::fs::write(agent_dir.join("inventory.yaml"), inventory).map_err(DevError::Temp)?;

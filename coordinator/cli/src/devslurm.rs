@@ -24,8 +24,9 @@ use std::path::{Path, PathBuf};
 /// The nodes that run a slurmd.
 pub const REAL_NODES: &[&str] = &["n1", "n2"];
 
-/// The Slurm and munge programs a local cluster needs.
-pub const PROGRAMS: &[&str] = &["munged", "slurmctld", "slurmd", "scontrol", "sinfo"];
+/// The Slurm and munge programs a local cluster needs, and `sudo`, through which its agent
+/// runs each job as its user's account.
+pub const PROGRAMS: &[&str] = &["munged", "slurmctld", "slurmd", "scontrol", "sinfo", "sudo"];
 
 /// Where program `name` is: PATH, then the sbin and bin directories (root's PATH may lack
 /// sbin).
@@ -151,21 +152,22 @@ pub fn write_cluster(dir: &Path) -> std::io::Result<SlurmFiles> {
 /// The inventory file and agent configuration of a cluster `cluster` whose zones and hosts
 /// come from the local Slurm at `conf`: one shared hostpath provisioner `scratch` under
 /// `scratch`, Slurm read every `refresh_ms`, partition `gpu` preferred (priority 1, BINPACK,
-/// tag `accel:gpu`). With `jobs_output` (a directory), the agent also runs committed
-/// workflows (`slurm.jobs`: each placed job submitted with `sbatch`, run directly, its state
-/// read every `refresh_ms`, its output in `<jobs_output>/<job name>-<job id>.out`). Returns
-/// (inventory text, agent configuration text naming `inventory.yaml` beside it).
+/// tag `accel:gpu`). With `work_dir` (a directory every job account may create entries in),
+/// the agent also runs committed workflows (`slurm.jobs`: each placed job submitted with
+/// `sbatch` as the Unix account of its user's name, run directly, its state read every
+/// `refresh_ms`, its working directory and output in `<work_dir>/<account>/<request id>`).
+/// Returns (inventory text, agent configuration text naming `inventory.yaml` beside it).
 pub fn agent_files(
     cluster: &str,
     conf: &Path,
     scratch: &Path,
     refresh_ms: u64,
-    jobs_output: Option<&Path>,
+    work_dir: Option<&Path>,
 ) -> (String, String) {
-    let jobs = jobs_output.map_or_else(String::new, |out| {
+    let jobs = work_dir.map_or_else(String::new, |dir| {
         format!(
-            "  jobs:\n    run: directly\n    pollMs: {refresh_ms}\n    output: '{}/%x-%j.out'\n",
-            out.display()
+            "  jobs:\n    run: directly\n    pollMs: {refresh_ms}\n    workDir: '{}/%u'\n",
+            dir.display()
         )
     });
     (
@@ -186,6 +188,27 @@ slurm:
             conf.display()
         ),
     )
+}
+
+/// The users `fedvol dev --slurm` names in its hints, whose jobs run as the Unix account of
+/// the same name.
+pub const DEV_USERS: &[&str] = &["alice", "bob"];
+
+/// For each of `users`, which account its jobs run as on the local Slurm (the same name,
+/// through sudo), or the `useradd` line that makes one: a user without an account is refused
+/// there, never run as anyone else. One line each.
+pub fn account_lines(users: &[&str]) -> Vec<String> {
+    users
+        .iter()
+        .map(|u| match nix::unistd::User::from_name(u) {
+            Ok(Some(a)) if a.uid.as_raw() >= 1000 => format!("{u}: runs as account {u} (uid {})", a.uid),
+            Ok(Some(a)) => format!(
+                "{u}: account {u} has uid {}, below 1000: refused (jobs never run as system accounts)",
+                a.uid
+            ),
+            _ => format!("{u}: no account {u}: refused until you run `useradd -m {u}`"),
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -176,6 +176,25 @@ fn a_mount_of_an_undefined_volume_is_refused_with_its_position() {
     assert!(plan.stderr.contains(&at("wf.yaml", pos)), "{}", plan.describe());
 }
 
+/// `data-1` and `data_1` would both be exported to their jobs as `FEDVOL_VOLUME_DATA_1` (one
+/// volume silently without its variable): `fedvol check` refuses the file at the second key's
+/// line, naming both.
+#[test]
+fn volume_keys_whose_job_variables_collide_are_refused_by_check() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let text = "version: v4\nvolumes:\n  data-1: {size: 1MiB}\n  data_1: {size: 1MiB}\njobs:\n  j:\n    image: {uri: docker://a}\n    script: ls $FEDVOL_VOLUME_DATA_1\n    mounts: {/a: data-1, /b: data_1}\n";
+    write(tmp.path(), "wf.yaml", text);
+    let run = fedvol_in(Some(tmp.path()), &["check", "wf.yaml"]);
+    assert_eq!(run.code, 1, "{}", run.describe());
+    assert!(
+        errors(&run.stderr).iter().any(|e| e.starts_with(&at("wf.yaml", (4, 3)))
+            && e.contains("`data-1` (line 3) and `data_1`")
+            && e.contains("FEDVOL_VOLUME_DATA_1")),
+        "{}",
+        run.describe()
+    );
+}
+
 #[test]
 fn the_same_cluster_twice_is_refused() {
     let tmp = tempfile::tempdir().expect("tempdir");

@@ -184,8 +184,12 @@ const MAN: fedvol_obs::man::Extra<'static> = fedvol_obs::man::Extra {
             "Each option's variable, as its [env: ...] says; flags win over variables, which win over the configuration file.",
         ),
         (
+            "FEDVOL_NATS_PASSWORD_FILE",
+            "A file holding the NATS user's password, readable by the coordinator's account alone (systemd's LoadCredential=).",
+        ),
+        (
             "FEDVOL_NATS_PASSWORD",
-            "The NATS user's password (never in the URL or the configuration file).",
+            "The NATS user's password (never in the URL); prefer FEDVOL_NATS_PASSWORD_FILE or nats.passwordFile.",
         ),
         (
             "RUST_LOG",

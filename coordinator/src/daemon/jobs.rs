@@ -207,6 +207,7 @@ async fn apply(co: &Coordinator, cluster: &str, f: Followed, reply: agent::Actio
             if let Some(kind) = stored.failure() {
                 co.metrics.failed(kind);
             }
+            co.metrics.ended(stored.state.as_str());
             crate::daemon::quota::release(co, id, &stored.decision.quota).await;
             false
         }

@@ -132,6 +132,8 @@ pub struct CoordinatorMetrics {
     requests: RequestMetrics,
     decisions: Family<StateLabel, Counter>,
     failures: Family<FailureLabel, Counter>,
+    /// Decisions ended (completed, failed once committed, cancelled), by final state.
+    ended: Family<StateLabel, Counter>,
     gather: Family<GatherLabels, Counter>,
     plan: Histogram,
     commit: Histogram,
@@ -147,6 +149,7 @@ impl Default for CoordinatorMetrics {
             requests: RequestMetrics::default(),
             decisions: Family::default(),
             failures: Family::default(),
+            ended: Family::default(),
             gather: Family::default(),
             plan: duration_histogram(),
             commit: duration_histogram(),
@@ -177,6 +180,9 @@ impl CoordinatorMetrics {
         for kind in FailureKind::ALL {
             let _ = self.failures.get_or_create(&FailureLabel { failure: kind.as_str() });
         }
+        for state in ["completed", "failed", "cancelled"] {
+            let _ = self.ended.get_or_create(&StateLabel { state });
+        }
         self.requests.register(
             r,
             "fedvol_coordinator",
@@ -193,6 +199,11 @@ impl CoordinatorMetrics {
             "fedvol_coordinator_failed_decisions",
             "Decisions that failed, by what failed (nothing_fits, refused by policy, unavailable: clusters did not answer, commit_failed, job_failed): answered by submit, or stored by the reconciler's holder",
             self.failures.clone(),
+        );
+        r.register(
+            "fedvol_coordinator_decisions_ended",
+            "Committed decisions that ended, by final state: completed, failed (a job of it failed), cancelled (`fedvol cancel`)",
+            self.ended.clone(),
         );
         r.register(
             "fedvol_coordinator_gather",
@@ -248,6 +259,12 @@ impl CoordinatorMetrics {
         self.failures
             .get_or_create(&FailureLabel { failure: kind.as_str() })
             .inc();
+    }
+
+    /// Counts a committed decision that ended in state `state` (`completed`, `failed`,
+    /// `cancelled`).
+    pub fn ended(&self, state: &'static str) {
+        self.ended.get_or_create(&StateLabel { state }).inc();
     }
 
     /// Records a gathered plan: its duration and every cluster's slot status.
@@ -397,6 +414,7 @@ mod tests {
         );
         m.kv.write("create", "done", Duration::from_millis(2));
         m.kv.write("update", "conflict", Duration::from_millis(2));
+        m.ended("cancelled");
         {
             let _in_flight = m.commit_started();
             assert!(r.encode().unwrap().contains("fedvol_coordinator_commits_in_flight 1\n"));
@@ -411,6 +429,8 @@ mod tests {
             "fedvol_coordinator_decisions_total{state=\"failed\"} 0",
             "fedvol_coordinator_failed_decisions_total{failure=\"unavailable\"} 1",
             "fedvol_coordinator_failed_decisions_total{failure=\"job_failed\"} 0",
+            "fedvol_coordinator_decisions_ended_total{state=\"cancelled\"} 1",
+            "fedvol_coordinator_decisions_ended_total{state=\"completed\"} 0",
             "fedvol_coordinator_gather_total{cluster=\"east\",status=\"answered\"} 1",
             "fedvol_coordinator_gather_total{cluster=\"west\",status=\"timed_out\"} 1",
             "fedvol_coordinator_gather_total{cluster=\"north\",status=\"unreachable\"} 1",

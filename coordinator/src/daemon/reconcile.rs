@@ -180,7 +180,7 @@ fn track(planned: &mut HashMap<String, u64>, e: &async_nats::jetstream::kv::Entr
         }
         other => {
             planned.remove(&e.key);
-            matches!(other, Ok(p) if p.state == DecisionState::Completed)
+            matches!(other, Ok(p) if matches!(p.state, DecisionState::Completed | DecisionState::Cancelled))
         }
     }
 }

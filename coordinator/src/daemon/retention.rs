@@ -35,7 +35,7 @@ pub const COLLECT_EVERY: Duration = Duration::from_secs(60);
 /// again, and retention may remove it. Every state is named, so a new one must be judged here.
 pub fn is_final(state: DecisionState, dry_run: bool) -> bool {
     match state {
-        DecisionState::Completed | DecisionState::Failed => true,
+        DecisionState::Completed | DecisionState::Failed | DecisionState::Cancelled => true,
         DecisionState::Planned | DecisionState::Committed | DecisionState::Queued => dry_run,
     }
 }
@@ -135,6 +135,7 @@ mod tests {
         for (state, dry, expect) in [
             (DecisionState::Completed, false, true),
             (DecisionState::Failed, false, true),
+            (DecisionState::Cancelled, false, true),
             (DecisionState::Planned, true, true),
             (DecisionState::Committed, false, false),
             (DecisionState::Planned, false, false),

@@ -69,7 +69,25 @@ pub fn decode_fuzzfile(ctx: &mut Ctx, name: &str, doc: &Node) -> Option<Workflow
     };
     let mut volumes = Vec::new();
     if let Some(n) = r.take("volumes") {
+        // Each volume is exported to a job as `FEDVOL_VOLUME_<KEY>` on a cluster that runs
+        // jobs (`fedvol_common::run::volume_env`): two keys that give the same variable would
+        // leave one volume without its variable.
+        let mut vars: std::collections::BTreeMap<String, (String, usize)> = Default::default();
         for_each_entry(ctx, n, "volumes", |ctx, key, node, field| {
+            let var = fedvol_common::run::volume_env(&key.name);
+            match vars.get(&var) {
+                Some((first, line)) => ctx.error(
+                    key.span,
+                    field,
+                    format!(
+                        "volumes `{first}` (line {line}) and `{}` both become the variable {var} of a job that mounts them: one of them would have no variable; rename one",
+                        key.name
+                    ),
+                ),
+                None => {
+                    vars.insert(var, (key.name.clone(), key.span.line));
+                }
+            }
             if let Some(source) = volume::volume(ctx, node, field) {
                 volumes.push(VolumeDraft { key, source });
             }

@@ -1206,3 +1206,15 @@ fn the_real_printer_example_keeps_its_timeout() {
     assert_eq!(job(&w, "printer").timeout_ms, Some(600_000), "execute: 10m0s");
     assert_eq!(w.declared_duration_ms(), Some(600_000));
 }
+
+/// Volume keys `data-1` and `data_1` are both exported to jobs as `FEDVOL_VOLUME_DATA_1`: the
+/// first volume silently had no variable. The second key is refused at its line, naming both.
+#[test]
+fn volume_keys_whose_job_variables_collide_are_refused_at_the_second() {
+    let text = "version: v4\nvolumes:\n  data-1: {size: 1MiB}\n  other: {size: 1MiB}\n  data_1: {size: 1MiB}\n";
+    let ds = errs(text);
+    let d = find(&ds, "FEDVOL_VOLUME_DATA_1");
+    assert_eq!((d.line, d.field.as_str()), (5, "volumes.data_1"));
+    assert!(d.message.contains("`data-1` (line 3) and `data_1`"), "{}", d.message);
+    ok("version: v4\nvolumes:\n  data-1: {size: 1MiB}\n  data-2: {size: 1MiB}\n");
+}

@@ -16,9 +16,13 @@ pub struct NatsArgs {
     /// NATS user (with the password).
     #[arg(long, env = "FEDVOL_NATS_USER", global = true)]
     pub nats_user: Option<String>,
-    /// NATS password (prefer the environment variable).
+    /// NATS password. For a daemon prefer --nats-password-file: a password in the
+    /// environment is inherited by every process the daemon starts.
     #[arg(long, env = "FEDVOL_NATS_PASSWORD", hide_env_values = true, global = true)]
     pub nats_password: Option<String>,
+    /// File holding the NATS password (its first line), readable by this account alone.
+    #[arg(long, env = "FEDVOL_NATS_PASSWORD_FILE", global = true)]
+    pub nats_password_file: Option<PathBuf>,
     /// NATS credentials file.
     #[arg(long, env = "FEDVOL_NATS_CREDS", global = true)]
     pub nats_creds: Option<PathBuf>,
@@ -48,6 +52,14 @@ impl NatsArgs {
         }
         set_if_given(&mut auth.user, &self.nats_user);
         set_if_given(&mut auth.password, &self.nats_password);
+        set_if_given(&mut auth.password_file, &self.nats_password_file);
+        // A password given here replaces a password file of the configuration, and the other
+        // way round.
+        if self.nats_password.is_some() {
+            auth.password_file = None;
+        } else if self.nats_password_file.is_some() {
+            auth.password = None;
+        }
         set_if_given(&mut auth.creds_file, &self.nats_creds);
         set_if_given(&mut auth.nkey_file, &self.nats_nkey);
         set_if_given(&mut auth.tls_ca, &self.tls_ca);

@@ -15,6 +15,10 @@ pub struct NatsAuth {
     pub user: Option<String>,
     /// Password.
     pub password: Option<String>,
+    /// A file holding the password (its first line), read at connection: how a daemon is
+    /// given its password without it being in its environment or configuration (systemd's
+    /// `LoadCredential=`, a file readable by the daemon's account alone).
+    pub password_file: Option<PathBuf>,
     /// File holding an nkey seed (`SU...`).
     pub nkey_file: Option<PathBuf>,
     /// A `.creds` file (JWT + nkey seed).
@@ -65,8 +69,11 @@ impl NatsAuth {
                 ));
             }
         }
-        if self.user.is_some() != self.password.is_some() {
-            out.push("NATS user and password must be given together".to_string());
+        if self.user.is_some() != (self.password.is_some() || self.password_file.is_some()) {
+            out.push("NATS user and password (or password file) must be given together".to_string());
+        }
+        if self.password.is_some() && self.password_file.is_some() {
+            out.push("give the NATS password or a password file, not both".to_string());
         }
         if self.tls_cert.is_some() != self.tls_key.is_some() {
             out.push("TLS client certificate and key must be given together".to_string());
@@ -82,7 +89,7 @@ impl NatsAuth {
     }
 }
 
-/// Reads a `nats:` block (`url`, `user`, `password`, `nkeyFile`, `credsFile`, `tlsCa`,
+/// Reads a `nats:` block (`url`, `user`, `password`, `passwordFile`, `nkeyFile`, `credsFile`, `tlsCa`,
 /// `tlsCert`, `tlsKey`, `inboxPrefix`; unknown keys are errors with a hint) at field path `field`. Relative
 /// file paths are taken relative to `base` (the configuration file's directory). Missing keys
 /// keep [`NatsAuth::local`]'s values.
@@ -110,6 +117,7 @@ pub fn parse_nats(ctx: &mut Ctx, node: &Node, field: &str, base: &Path) -> NatsA
         out.inbox_prefix = ctx.nonempty_string(n, &join(field, "inboxPrefix"));
     }
     for (key, slot) in [
+        ("passwordFile", &mut out.password_file),
         ("nkeyFile", &mut out.nkey_file),
         ("credsFile", &mut out.creds_file),
         ("tlsCa", &mut out.tls_ca),
@@ -122,6 +130,26 @@ pub fn parse_nats(ctx: &mut Ctx, node: &Node, field: &str, base: &Path) -> NatsA
     }
     m.finish(ctx);
     out
+}
+
+/// The password of `auth`: the one given, else the first line of its password file (trailing
+/// whitespace removed).
+///
+/// Errors: the password file cannot be read, or is empty.
+pub fn password(auth: &NatsAuth) -> Result<Option<String>, std::io::Error> {
+    if auth.password.is_some() {
+        return Ok(auth.password.clone());
+    }
+    let Some(f) = &auth.password_file else { return Ok(None) };
+    let text = std::fs::read_to_string(f)?;
+    let first = text.lines().next().unwrap_or_default().trim_end().to_string();
+    if first.is_empty() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "the file is empty",
+        ));
+    }
+    Ok(Some(first))
 }
 
 /// A URL with any `user:pass@` part replaced by `***@`, for messages and logs.
@@ -152,6 +180,34 @@ mod tests {
             problems.contains("carries credentials") && !problems.contains("s3cret"),
             "{problems}"
         );
+    }
+
+    /// A daemon's password from a file of its own (the systemd unit's credential): read from
+    /// the file's first line; a user with neither password nor file, or with both, refused.
+    #[test]
+    fn the_password_comes_from_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("pw");
+        std::fs::write(&f, "s3cret\n").unwrap();
+        let a = NatsAuth {
+            user: Some("agent-c".into()),
+            password_file: Some(f.clone()),
+            ..NatsAuth::local()
+        };
+        assert!(a.check().is_empty(), "{:?}", a.check());
+        assert_eq!(password(&a).unwrap().as_deref(), Some("s3cret"));
+        let both = NatsAuth {
+            password: Some("x".into()),
+            ..a.clone()
+        };
+        assert!(both.check().join(" ").contains("not both"));
+        let neither = NatsAuth {
+            password_file: None,
+            ..a.clone()
+        };
+        assert!(neither.check().join(" ").contains("must be given together"));
+        std::fs::write(&f, "").unwrap();
+        assert!(password(&a).is_err(), "an empty file is no password");
     }
 
     mod nats_block {

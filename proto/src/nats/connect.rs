@@ -189,8 +189,17 @@ async fn connect_with(
                 }
             }
         });
-    if let (Some(u), Some(p)) = (&auth.user, &auth.password) {
-        opts = opts.user_and_password(u.clone(), p.clone());
+    let password = super::auth::password(auth).map_err(|source| ConnectError::File {
+        what: "password file",
+        path: auth
+            .password_file
+            .as_ref()
+            .map(|f| f.display().to_string())
+            .unwrap_or_default(),
+        source,
+    })?;
+    if let (Some(u), Some(p)) = (&auth.user, password) {
+        opts = opts.user_and_password(u.clone(), p);
     }
     if let Some(f) = &auth.nkey_file {
         let seed = std::fs::read_to_string(f).map_err(|source| ConnectError::File {

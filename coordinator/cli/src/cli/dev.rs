@@ -245,6 +245,11 @@ fn print_banner(a: &DevArgs, fed: &DevFederation, context: &std::io::Result<supe
             "\nSlurm ({}'s zones and hosts, read every second; it runs the jobs committed there):",
             crate::devfed::SLURM_CLUSTER
         );
+        println!("  # each job runs as the Unix account of its user's name (sudo -u), and its volumes");
+        println!("  # belong to that account; a user without one is refused there with the reason");
+        for line in crate::devslurm::account_lines(crate::devslurm::DEV_USERS) {
+            println!("  #   {line}");
+        }
         println!("  export SLURM_CONF={}", conf.display());
         println!("  sinfo; scontrol show node");
         println!("  scontrol update nodename=n2 state=drain reason=try   # n2 leaves the next plan");
@@ -255,7 +260,10 @@ fn print_banner(a: &DevArgs, fed: &DevFederation, context: &std::io::Result<supe
         );
         println!("  # committed, its job pending, running, then completed (about 10 s)");
         if let Some(out) = fed.slurm_jobs_output() {
-            println!("  ls {}   # the jobs' output", out.display());
+            println!("  ls {}/alice/*   # the jobs' output, as alice", out.display());
+        }
+        if let Some(v) = fed.slurm_volumes() {
+            println!("  ls -l {}   # volumes, each its user's", v.display());
         }
     }
     println!(

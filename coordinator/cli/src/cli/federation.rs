@@ -156,6 +156,8 @@ pub enum StateFilter {
     Failed,
     /// Waiting for capacity (`--wait-for-capacity`), placed by priority then age.
     Queued,
+    /// Ended by `fedvol cancel` (its jobs cancelled, then its volumes reclaimed).
+    Cancelled,
     /// Kept dry runs (any state).
     DryRun,
 }
@@ -195,6 +197,7 @@ impl StateFilter {
             StateFilter::Completed => Some(S::Completed),
             StateFilter::Failed => Some(S::Failed),
             StateFilter::Queued => Some(S::Queued),
+            StateFilter::Cancelled => Some(S::Cancelled),
             StateFilter::DryRun => None,
         }
     }
@@ -456,7 +459,7 @@ pub fn stored_table(s: &StoredDecision, all: bool) -> String {
     if !s.jobs().is_empty() {
         out.push_str("\njobs (run by Slurm on the chosen cluster):\n");
         for j in s.jobs() {
-            out.push_str(&crate::render::layout::para("  ", "    ", &job_line(j)));
+            out.push_str(&job_lines(j, "  "));
         }
     }
     if let Some(c) = &s.completion {
@@ -505,7 +508,7 @@ fn completed_text(id: &str, s: &StoredDecision) -> String {
         ));
     }
     for j in s.jobs() {
-        out.push_str(&crate::render::layout::para("  ", "    ", &job_line(j)));
+        out.push_str(&job_lines(j, "  "));
     }
     if let Some(c) = &s.completion {
         out.push_str(&crate::render::layout::para("volumes: ", "  ", &outcome_line(c)));
@@ -747,7 +750,7 @@ pub fn submit(a: &SubmitArgs) -> u8 {
         let code = show_submit(&reply, a.output.output, a.wait);
         match &reply.stored {
             Some(s) if a.follow && code == EXIT_OK && s.state == DecisionState::Committed => {
-                follow_jobs(&client, &msg.request_id, s.clone()).await
+                follow_jobs(&client, &msg.request_id, s.clone(), false).await
             }
             _ => code,
         }
@@ -756,8 +759,9 @@ pub fn submit(a: &SubmitArgs) -> u8 {
 
 /// `submit --follow`: reads decision `id` every second until it is neither committed nor
 /// planned, printing each job state change on stderr; then the outcome on stdout. Exit 0 when
-/// the workflow completed, 1 when it failed (or when the decision could not be read).
-async fn follow_jobs(client: &Client, id: &str, mut last: StoredDecision) -> u8 {
+/// the workflow completed (or, with `cancelling`, was cancelled, as `fedvol cancel` asked), 1
+/// when it failed or was cancelled otherwise (or when the decision could not be read).
+async fn follow_jobs(client: &Client, id: &str, mut last: StoredDecision, cancelling: bool) -> u8 {
     if last.jobs().is_empty() {
         eprintln!(
             "note: --follow: cluster {} runs no jobs for fedvol; complete the decision with `fedvol complete {id}` when the workflow ended",
@@ -772,9 +776,18 @@ async fn follow_jobs(client: &Client, id: &str, mut last: StoredDecision) -> u8 
         for j in last.jobs() {
             let st = j.state.as_str();
             if !seen.iter().any(|(n, s)| n == &j.job && *s == st) {
+                let first = !seen.iter().any(|(n, _)| n == &j.job);
                 seen.retain(|(n, _)| n != &j.job);
                 seen.push((j.job.clone(), st));
-                eprint!("{}", crate::render::layout::para("  ", "    ", &job_line(j)));
+                // Who runs it and where its output goes: once, with its first state.
+                eprint!(
+                    "{}",
+                    if first {
+                        job_lines(j, "  ")
+                    } else {
+                        crate::render::layout::para("  ", "    ", &job_line(j))
+                    }
+                );
             }
         }
         if !matches!(last.state, DecisionState::Committed | DecisionState::Planned) {
@@ -795,7 +808,7 @@ async fn follow_jobs(client: &Client, id: &str, mut last: StoredDecision) -> u8 
         }
     }
     print!("{}", completed_text(id, &last));
-    if last.state == DecisionState::Completed {
+    if last.state == DecisionState::Completed || (cancelling && last.state == DecisionState::Cancelled) {
         EXIT_OK
     } else {
         EXIT_BAD_INPUT
@@ -824,6 +837,31 @@ pub fn job_line(j: &fedvol_proto::batch::BatchJob) -> String {
     }
     if let Some(r) = &j.reason {
         out.push_str(&format!(" ({})", fedvol_common::limits::printable(r)));
+    }
+    out
+}
+
+/// Who runs a job and where its output is (`as alice, output /home/alice/...`), when the
+/// decision records them (jobs of earlier releases ran as the agent and say nothing).
+pub fn job_place(j: &fedvol_proto::batch::BatchJob) -> Option<String> {
+    match (&j.user, &j.output) {
+        (Some(u), Some(o)) => Some(format!(
+            "as {}, output {}",
+            fedvol_common::limits::printable(u),
+            fedvol_common::limits::printable(o)
+        )),
+        (Some(u), None) => Some(format!("as {}", fedvol_common::limits::printable(u))),
+        (None, Some(o)) => Some(format!("output {}", fedvol_common::limits::printable(o))),
+        (None, None) => None,
+    }
+}
+
+/// [`job_line`], then [`job_place`] on a line of its own below it, indented by `indent`.
+fn job_lines(j: &fedvol_proto::batch::BatchJob, indent: &str) -> String {
+    let more = format!("{indent}  ");
+    let mut out = crate::render::layout::para(indent, &more, &job_line(j));
+    if let Some(p) = job_place(j) {
+        out.push_str(&crate::render::layout::para(&more, &format!("{more}  "), &p));
     }
     out
 }
@@ -1483,15 +1521,31 @@ pub fn complete(a: &IdArgs, cancel: bool) -> u8 {
         };
         // Completed (or found failed): no plain submit is to resume it.
         if let Ok(r) = &answer
-            && r.stored
-                .as_ref()
-                .is_some_and(|s| matches!(s.state, DecisionState::Completed | DecisionState::Failed))
+            && r.stored.as_ref().is_some_and(|s| {
+                matches!(
+                    s.state,
+                    DecisionState::Completed | DecisionState::Failed | DecisionState::Cancelled
+                )
+            })
             && let Err(e) = super::pending::forget_request(&id)
         {
             eprintln!("note: {e}");
         }
         let table_view = matches!(a.output.output, Output::Table | Output::Wide);
         match answer {
+            // Cancelled, but Slurm still ends the jobs (COMPLETING): the volumes are reclaimed
+            // once they ended; follow the decision to its end.
+            Ok(SubmitReply {
+                error: Some(e),
+                stored: Some(s),
+                ..
+            }) if cancel && table_view && e.code == fedvol_proto::Code::JobsRunning => {
+                eprint!(
+                    "{}",
+                    crate::render::layout::para("note: ", "  ", &fedvol_common::limits::printable(&e.message))
+                );
+                follow_jobs(&client, &id, s, true).await
+            }
             // Refused (a failed or queued decision, one already completed elsewhere...): the
             // error, briefly; `decisions show` has the decision.
             Ok(SubmitReply {

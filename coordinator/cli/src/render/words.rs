@@ -53,7 +53,7 @@ pub fn count(n: usize, singular: &str, plural: &str) -> String {
 }
 
 /// A stored decision's lifecycle state (`queued`, `planned`, `committed`, `completed`,
-/// `failed`).
+/// `failed`, `cancelled`).
 pub fn state(s: DecisionState) -> &'static str {
     s.as_str()
 }
@@ -81,12 +81,13 @@ pub fn state_with(s: DecisionState, f: Option<FailureKind>) -> String {
 }
 
 /// Every state, in lifecycle order (the web view's state filter offers these).
-pub const STATES: [DecisionState; 5] = [
+pub const STATES: [DecisionState; 6] = [
     DecisionState::Queued,
     DecisionState::Planned,
     DecisionState::Committed,
     DecisionState::Completed,
     DecisionState::Failed,
+    DecisionState::Cancelled,
 ];
 
 /// How long before `now_ms` the time `ms` (both ms since the epoch) was: `850 ms ago`,

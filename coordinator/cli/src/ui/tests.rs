@@ -227,6 +227,8 @@ fn jobs_run_by_slurm_are_shown_with_their_states() {
         submitted_ms: 1_700_000_000_000,
         started_ms: Some(1_700_000_001_000),
         ended_ms: Some(1_700_000_005_000),
+        user: Some("alice".into()),
+        output: Some(format!("/home/alice/fedvol/r1/{name}-{id}.out")),
     };
     let jobs = vec![
         job("prep", "41", JobState::Failed, Some(3)),
@@ -252,8 +254,23 @@ fn jobs_run_by_slurm_are_shown_with_their_states() {
         text.contains("workflow failed: job `prep` (Slurm job 41) ended failed with exit code 3"),
         "{text}"
     );
+    assert!(
+        text.contains("\n    as alice, output /home/alice/fedvol/r1/prep-41.out\n"),
+        "where each job's output is: {text}"
+    );
     let page = pages::decision::body("r1", &s, None).into_string();
     assert!(page.contains("<td class=\"mono\">41</td>"), "{page}");
+    assert!(page.contains(">cancelled<"), "{page}");
+    assert!(page.contains("<td>alice</td>"), "{page}");
+    assert!(
+        page.contains("<td class=\"mono\">/home/alice/fedvol/r1/train-42.out</td>"),
+        "{page}"
+    );
+    // A run ended by `fedvol cancel`: its own final state, in the table and on the page.
+    s.state = DecisionState::Cancelled;
+    let text = crate::cli::federation::stored_table(&s, false);
+    assert!(text.to_lowercase().contains("cancelled"), "{text}");
+    let page = pages::decision::body("r1", &s, None).into_string();
     assert!(page.contains(">cancelled<"), "{page}");
 }
 
@@ -275,6 +292,8 @@ fn a_failed_workflows_reason_comes_first_in_show_and_on_the_page() {
         submitted_ms: 1_700_000_000_000,
         started_ms: Some(1_700_000_001_000),
         ended_ms: Some(1_700_000_005_000),
+        user: None,
+        output: None,
     }];
     s.run_failure = fedvol_proto::batch::failure(&jobs);
     let why = "job `prep` (Slurm job 41) ended failed with exit code 3";

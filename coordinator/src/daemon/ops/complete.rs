@@ -97,7 +97,7 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
             }
         }
         let cluster = match (stored.state, stored.decision.chosen_cluster.clone()) {
-            (DecisionState::Completed, _) => return SubmitReply::stored(stored),
+            (DecisionState::Completed | DecisionState::Cancelled, _) => return SubmitReply::stored(stored),
             (DecisionState::Failed, _) if stored.completion.is_some() => return SubmitReply::stored(stored),
             (DecisionState::Committed, Some(c)) => c,
             (state, _) => {
@@ -153,7 +153,8 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
         stored.updated_ms = now_ms();
         match co.store.update(&q.request_id, &stored, rev).await {
             Ok(Write::Done(_)) => {
-                tracing::info!(cluster = %cluster, "decision completed");
+                tracing::info!(cluster = %cluster, state = stored.state.as_str(), "decision completed");
+                co.metrics.ended(stored.state.as_str());
                 crate::daemon::quota::release(co, &q.request_id, &stored.decision.quota).await;
                 return SubmitReply::stored(stored);
             }

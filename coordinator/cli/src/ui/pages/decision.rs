@@ -144,7 +144,7 @@ fn attempts(s: &StoredDecision) -> Markup {
             h2 { "Jobs" }
             p.note { "Run by Slurm on the chosen cluster; states as its agent last read them." }
             table #jobs {
-                thead { tr { th { "Job" } th { "Slurm job" } th { "State" } th.num { "Exit code" } th { "Started (UTC)" } th { "Ended (UTC)" } th { "Reason" } } }
+                thead { tr { th { "Job" } th { "Slurm job" } th { "State" } th.num { "Exit code" } th { "Started (UTC)" } th { "Ended (UTC)" } th { "Reason" } th { "Runs as" } th { "Output" } } }
                 tbody {
                     @for j in s.jobs() {
                         tr {
@@ -161,6 +161,8 @@ fn attempts(s: &StoredDecision) -> Markup {
                             td { @if let Some(t) = j.started_ms { (crate::render::words::utc(t)) } }
                             td { @if let Some(t) = j.ended_ms { (crate::render::words::utc(t)) } }
                             td { @if let Some(r) = &j.reason { (fedvol_common::limits::printable(r)) } }
+                            td { @if let Some(u) = &j.user { (fedvol_common::limits::printable(u)) } }
+                            td.mono { @if let Some(o) = &j.output { (fedvol_common::limits::printable(o)) } }
                         }
                     }
                 }

@@ -152,6 +152,7 @@ pub fn state_badge(s: fedvol_proto::decisions::DecisionState) -> Markup {
         S::Planned => Kind::Warn,
         S::Failed => Kind::Bad,
         S::Queued => Kind::Warn,
+        S::Cancelled => Kind::Muted,
     };
     badge(crate::render::words::state(s), kind)
 }
