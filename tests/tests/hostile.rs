@@ -544,15 +544,14 @@ async fn a_missing_or_foreign_state_file_is_refused_and_a_deleted_one_is_saved_a
     assert!(err.contains("belongs to cluster `s`, not `t`"), "{err}");
 }
 
-/// `fedvol --nats <url> -u alice <args>`, run to its end in the background, with a state
-/// directory of its own (no plain submit resumes another run's).
+/// `fedvol --nats <url> -u alice <args>`, run to its end in the background, with alice's state
+/// directory of this federation (as every run of hers).
 fn fedvol_cli(url: &str, args: &[&str]) -> tokio::task::JoinHandle<Output> {
     let mut cmd = Command::new(fedvol_tests::bin_path("fedvol"));
     cmd.args(["--nats", url, "-u", "alice"])
         .args(args)
         .env_remove("FEDVOL_OUTPUT")
         .env_remove("FEDVOL_USER")
-        .env("FEDVOL_STATE_DIR", fedvol_tests::cli::isolated_state_dir())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .logged_in();

@@ -122,11 +122,10 @@ async fn a_fresh_agent_restores_its_commits_before_it_admits_a_new_one() {
     assert_eq!(o.status.code(), Some(2), "no cluster can place it: {}", output_text(&o));
 }
 
-/// `fedvol -u alice submit <wf> <extra>` as NATS user alice, keeping the CLI's state in
-/// `state`; returns the output.
-fn submit_plain(url: &str, state: &Path, wf: &str, extra: &[&str]) -> std::process::Output {
+/// `fedvol -u alice submit <wf> <extra>` as NATS user alice, with her state directory of this
+/// federation (as every run of hers); returns the output.
+fn submit_plain(url: &str, wf: &str, extra: &[&str]) -> std::process::Output {
     fedvol_tests::kit::command("fedvol", url, "alice", false)
-        .env("FEDVOL_STATE_DIR", state)
         .args(["-u", "alice", "submit", wf, "-o", "json"])
         .args(extra)
         .output()
@@ -164,7 +163,6 @@ async fn a_plain_retry_after_a_coordinator_died_mid_commit_books_once() {
     )
     .await;
     wait_clusters_as(&url, false, &["cluster-a"]).await;
-    let state = dir.path().join("cli-state");
     let wf = workflow(dir.path(), "retry");
 
     // The agent freezes as its commit starts; the coordinator is killed with kill -9 meanwhile.
@@ -176,8 +174,8 @@ async fn a_plain_retry_after_a_coordinator_died_mid_commit_books_once() {
         Duration::from_secs(20),
     );
     let first = {
-        let (url, state, wf) = (url.clone(), state.clone(), wf.clone());
-        tokio::task::spawn_blocking(move || submit_plain(&url, &state, &wf, &[]))
+        let (url, wf) = (url.clone(), wf.clone());
+        tokio::task::spawn_blocking(move || submit_plain(&url, &wf, &[]))
     };
     let line = tokio::task::spawn_blocking(move || freezer.join().ok().flatten())
         .await
@@ -193,7 +191,7 @@ async fn a_plain_retry_after_a_coordinator_died_mid_commit_books_once() {
 
     // The same command again.
     let began = Instant::now();
-    let retry = submit_plain(&url, &state, &wf, &[]);
+    let retry = submit_plain(&url, &wf, &[]);
     let shown = output_text(&retry);
     eprintln!("plain retry ({:.1} s):\n{shown}", began.elapsed().as_secs_f64());
     assert!(
@@ -218,7 +216,7 @@ async fn a_plain_retry_after_a_coordinator_died_mid_commit_books_once() {
     assert!(!err.contains("no answer from a coordinator"), "{err}");
 
     // `--new` books afresh: what a plain retry did before.
-    let fresh = submit_plain(&url, &state, &wf, &["--new"]);
+    let fresh = submit_plain(&url, &wf, &["--new"]);
     assert_eq!(fresh.status.code(), Some(0), "{}", output_text(&fresh));
     assert_eq!(committed_on(&url, "cluster-a").await.len(), 2);
 }
@@ -247,13 +245,12 @@ async fn parallel_plain_submits_of_one_workflow_are_separate_requests() {
     )
     .await;
     wait_clusters_as(&url, false, &["cluster-a"]).await;
-    let state = dir.path().join("cli-state");
     let wf = workflow(dir.path(), "par");
 
     let runs: Vec<_> = (0..5)
         .map(|_| {
-            let (url, state, wf) = (url.clone(), state.clone(), wf.clone());
-            tokio::task::spawn_blocking(move || submit_plain(&url, &state, &wf, &[]))
+            let (url, wf) = (url.clone(), wf.clone());
+            tokio::task::spawn_blocking(move || submit_plain(&url, &wf, &[]))
         })
         .collect();
     let mut ids = Vec::new();
@@ -277,9 +274,10 @@ async fn parallel_plain_submits_of_one_workflow_are_separate_requests() {
     assert_eq!(held, ids, "the agent committed each of the five");
 
     // Every outcome was learnt: nothing is left to resume.
+    let state = fedvol_tests::cli::state_dir(Some(&url), "alice");
     let book = std::fs::read_to_string(state.join("pending-submits.json")).unwrap_or_default();
     assert!(!book.contains("\"request_id\""), "no entry left: {book}");
-    let sixth = submit_plain(&url, &state, &wf, &[]);
+    let sixth = submit_plain(&url, &wf, &[]);
     let shown = output_text(&sixth);
     assert_eq!(sixth.status.code(), Some(0), "{shown}");
     assert!(!String::from_utf8_lossy(&sixth.stderr).contains("resuming"), "{shown}");
@@ -308,7 +306,6 @@ async fn a_plain_retry_after_the_cli_was_killed_resumes_its_request() {
     )
     .await;
     wait_clusters_as(&url, false, &["cluster-a"]).await;
-    let state = dir.path().join("cli-state");
     let wf = workflow(dir.path(), "killed");
 
     let freezer = fedvol_tests::faultkit::signal_on_line(
@@ -319,7 +316,6 @@ async fn a_plain_retry_after_the_cli_was_killed_resumes_its_request() {
         Duration::from_secs(20),
     );
     let mut first = fedvol_tests::kit::command("fedvol", &url, "alice", false)
-        .env("FEDVOL_STATE_DIR", &state)
         .args(["-u", "alice", "submit", &wf, "-o", "json"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -336,7 +332,7 @@ async fn a_plain_retry_after_the_cli_was_killed_resumes_its_request() {
     first.wait().unwrap();
     agent.signal(nix::sys::signal::Signal::SIGCONT);
 
-    let retry = submit_plain(&url, &state, &wf, &[]);
+    let retry = submit_plain(&url, &wf, &[]);
     let shown = output_text(&retry);
     eprintln!("plain retry:\n{shown}");
     let err = String::from_utf8_lossy(&retry.stderr);
@@ -355,7 +351,7 @@ async fn a_plain_retry_after_the_cli_was_killed_resumes_its_request() {
         "one slot"
     );
 
-    let third = submit_plain(&url, &state, &wf, &[]);
+    let third = submit_plain(&url, &wf, &[]);
     let shown = output_text(&third);
     assert!(!String::from_utf8_lossy(&third.stderr).contains("resuming"), "{shown}");
     assert_eq!(committed_on(&url, "cluster-a").await.len(), 2, "{shown}");
