@@ -231,7 +231,14 @@ pub fn begin(key: &str, workflow: &str, fresh_id: &str, resume: bool, now_ms: u6
     let p = path().ok_or(PendingError::NoDirectory)?;
     let _book_lock = lock_book(&p)?;
     let mut book = load(&p);
-    book.submits.retain(|e| now_ms.saturating_sub(e.since_ms) < MAX_AGE_MS);
+    let (kept, lapsed): (Vec<Entry>, Vec<Entry>) = std::mem::take(&mut book.submits)
+        .into_iter()
+        .partition(|e| now_ms.saturating_sub(e.since_ms) < MAX_AGE_MS);
+    book.submits = kept;
+    for e in lapsed {
+        // Best effort: a lock file left behind holds nothing once its entry is gone.
+        let _ = std::fs::remove_file(entry_lock_path(&p, &e.request_id));
+    }
     let me = std::process::id();
     if resume {
         for i in 0..book.submits.len() {
