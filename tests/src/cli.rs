@@ -1,24 +1,70 @@
 //! The `fedvol` CLI as a user runs it against a test federation.
+//!
+//! **One state directory per user and federation.** The CLI keeps state between runs (its
+//! unfinished submits, `coordinator/cli/src/cli/pending.rs`) in `$FEDVOL_STATE_DIR`. On a
+//! machine every run of one user shares that directory, so the harness gives every `fedvol`
+//! run of one user against one test federation the same one ([`state_dir`]): two runs of a test
+//! (in sequence or at once) see each other's state as they would on a machine, and no test
+//! sees another's. [`crate::shipped::login`] sets it on every `fedvol` command the harness
+//! starts that does not choose its own (`FEDVOL_STATE_DIR`, `XDG_STATE_HOME` or `HOME` set on
+//! the command).
 
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::{Mutex, OnceLock};
 
 use crate::{NatsServer, bin_path};
 
-/// A directory of its own for one `fedvol` run's state (its unfinished submits,
-/// `coordinator/cli/src/cli/pending.rs`), under the system's temporary directory: a plain submit in
-/// one test is never resumed by another test's. Tests of resuming set `FEDVOL_STATE_DIR`
-/// themselves.
-pub fn isolated_state_dir() -> std::path::PathBuf {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    std::env::temp_dir()
-        .join(format!("fedvol-tests-cli-state-{}", std::process::id()))
-        .join(n.to_string())
+/// Client port → the directory under which that test server's CLI users keep their state.
+fn federations() -> &'static Mutex<HashMap<u16, PathBuf>> {
+    static F: OnceLock<Mutex<HashMap<u16, PathBuf>>> = OnceLock::new();
+    F.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Records that the test server listening on `port` keeps its CLI users' state under `dir`
+/// (called by [`NatsServer`] when it starts; a later server on the same port replaces it).
+pub(crate) fn register_federation(port: u16, dir: &Path) {
+    federations()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(port, dir.to_path_buf());
+}
+
+/// The state directory of CLI user `user` against the federation at `url` (its first address;
+/// `None`: offline commands): `<server's directory>/cli-state/<user>` for a server the harness
+/// started, else a directory of this test process's own keyed by the URL's port and the user.
+/// The same for every run of that user against that federation.
+pub fn state_dir(url: Option<&str>, user: &str) -> PathBuf {
+    let port = url
+        .and_then(|u| u.split(',').next())
+        .and_then(|first| first.rsplit(':').next())
+        .and_then(|p| p.trim_end_matches('/').parse::<u16>().ok());
+    let user: String = user
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let known = port.and_then(|p| federations().lock().unwrap_or_else(|e| e.into_inner()).get(&p).cloned());
+    match (known, port) {
+        (Some(dir), _) => dir.join(user),
+        (None, Some(p)) => own_dir().join(format!("port-{p}")).join(user),
+        (None, None) => own_dir().join("offline").join(user),
+    }
+}
+
+fn own_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("fedvol-tests-cli-state-{}", std::process::id()))
 }
 
 /// Runs `fedvol --nats <nats> -u <user> <args>` and waits for it: `FEDVOL_OUTPUT` and
 /// `FEDVOL_USER` unset (so the defaults are the CLI's own), output fitted to 100 columns, its
-/// state in [`isolated_state_dir`].
+/// state in `user`'s [`state_dir`] of this federation.
 ///
 /// Panics (test failure) when the binary cannot be started.
 pub fn fedvol_as(nats: &NatsServer, user: &str, args: &[&str]) -> Output {
@@ -29,7 +75,6 @@ pub fn fedvol_as(nats: &NatsServer, user: &str, args: &[&str]) -> Output {
     cmd.args(&all)
         .env_remove("FEDVOL_OUTPUT")
         .env_remove("FEDVOL_USER")
-        .env("FEDVOL_STATE_DIR", isolated_state_dir())
         .env("COLUMNS", "100");
     crate::shipped::login(&mut cmd);
     cmd.output().expect("fedvol runs")

@@ -117,7 +117,7 @@ fn copy_tree(from: &Path, to: &Path) {
 
 /// A command for workspace binary `name` logged in to NATS at `urls` as `user` (password from
 /// `FEDVOL_NATS_PASSWORD`, as an operator would run it), with no other `FEDVOL_*` setting
-/// inherited (the CLI's state goes to [`crate::cli::isolated_state_dir`]). With
+/// inherited (the CLI's state goes to `user`'s [`crate::cli::state_dir`] of that federation). With
 /// `private_inbox`, replies come under `_INBOX_<user>` (`--nats-inbox-prefix`), as
 /// `deploy/nats/secure.conf` requires.
 pub fn command(name: &str, urls: &str, user: &str, private_inbox: bool) -> Command {
@@ -128,7 +128,7 @@ pub fn command(name: &str, urls: &str, user: &str, private_inbox: bool) -> Comma
         }
     }
     cmd.env("FEDVOL_NATS_PASSWORD", password(user))
-        .env("FEDVOL_STATE_DIR", crate::cli::isolated_state_dir())
+        .env("FEDVOL_STATE_DIR", crate::cli::state_dir(Some(urls), user))
         .args(["--nats", urls, "--nats-user", user]);
     if private_inbox {
         cmd.args(["--nats-inbox-prefix", &inbox_prefix(user)]);

@@ -240,6 +240,7 @@ impl NatsServer {
                 ));
             }
             if greets(&addr) {
+                crate::cli::register_federation(self.port, &self.dir.path().join("cli-state"));
                 if let Some(l) = &self.logins {
                     l.started(proc.pid(), proc.log_path().to_path_buf());
                 }

@@ -35,6 +35,10 @@
 //! | `fedvol-example-provisioner` | `provisioner-<cluster>` |
 //! | `fedvol` | the `-u` user (else `FEDVOL_USER`, else `anonymous`) |
 //! | `fedvol-bench` (its helper processes) | the observer `harness` (a measuring tool) |
+//!
+//! A `fedvol` command also gets its user's state directory of that federation
+//! (`FEDVOL_STATE_DIR`, [`crate::cli::state_dir`]) unless it sets `FEDVOL_STATE_DIR`,
+//! `XDG_STATE_HOME` or `HOME` itself: one user's runs share it, as on a machine.
 
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsStr;
@@ -412,10 +416,14 @@ pub fn logins_for(url: &str) -> Option<Arc<Logins>> {
 /// talk to a shipped server.
 pub fn login(cmd: &mut Command) {
     let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+    let envs: Vec<(std::ffi::OsString, Option<String>)> = cmd
+        .get_envs()
+        .map(|(n, v)| (n.to_os_string(), v.map(|v| v.to_string_lossy().into_owned())))
+        .collect();
     let env = |k: &str| -> Option<String> {
-        cmd.get_envs()
-            .find(|(n, _)| *n == OsStr::new(k))
-            .and_then(|(_, v)| v.map(|v| v.to_string_lossy().into_owned()))
+        envs.iter()
+            .find(|(n, _)| n.as_os_str() == OsStr::new(k))
+            .and_then(|(_, v)| v.clone())
     };
     let flag = |name: &str| -> Option<String> {
         args.iter().enumerate().find_map(|(i, a)| {
@@ -426,6 +434,30 @@ pub fn login(cmd: &mut Command) {
             }
         })
     };
+    let program = Path::new(cmd.get_program())
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    // One user's `fedvol` runs against one federation share one state directory, as on a
+    // machine ([`crate::cli`]), unless the command chooses its own.
+    let state_dir = (program == "fedvol"
+        && ["FEDVOL_STATE_DIR", "XDG_STATE_HOME", "HOME"]
+            .iter()
+            .all(|k| env(k).is_none()))
+    .then(|| {
+        let who = flag("--nats-user")
+            .or_else(|| env("FEDVOL_NATS_USER"))
+            .or_else(|| flag("-u"))
+            .or_else(|| flag("--user"))
+            .or_else(|| env("FEDVOL_USER"))
+            .or_else(|| std::env::var("FEDVOL_USER").ok())
+            .unwrap_or_else(|| "anonymous".to_string());
+        let url = flag("--nats").or_else(|| env("FEDVOL_NATS_URL"));
+        crate::cli::state_dir(url.as_deref(), &who)
+    });
+    if let Some(dir) = state_dir {
+        cmd.env("FEDVOL_STATE_DIR", dir);
+    }
     if flag("--nats-user").is_some() || env("FEDVOL_NATS_USER").is_some() || env("FEDVOL_NATS_CREDS").is_some() {
         return;
     }
@@ -435,10 +467,6 @@ pub fn login(cmd: &mut Command) {
     let Some(logins) = logins_for(&url) else {
         return;
     };
-    let program = Path::new(cmd.get_program())
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
     let user = match program.as_str() {
         // The benchmark's own helpers (drivers, raw responders) are measuring tools: the
         // observer. Its in-process agents log in as their clusters (`--shipped-logins`).

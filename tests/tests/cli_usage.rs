@@ -9,7 +9,8 @@ use fedvol_tests::bins::workspace_root;
 use fedvol_tests::{Spawned, bin_path, wait_until};
 use nix::sys::signal::Signal;
 
-/// `fedvol <args>` with no `FEDVOL_*` setting inherited and the context file at `context`.
+/// `fedvol <args>` with no `FEDVOL_*` setting inherited and the context file at `context`;
+/// the CLI's state beside it (`cli-state`), shared by the test's runs as by one user's.
 fn fedvol(context: &Path, args: &[&str]) -> Output {
     let mut c = Command::new(bin_path("fedvol"));
     for (k, _) in std::env::vars_os() {
@@ -18,6 +19,7 @@ fn fedvol(context: &Path, args: &[&str]) -> Output {
         }
     }
     c.env("FEDVOL_CONTEXT", context)
+        .env("FEDVOL_STATE_DIR", context.with_file_name("cli-state"))
         .current_dir(workspace_root())
         .args(args)
         .output()
@@ -149,7 +151,10 @@ async fn commands_find_the_federation_fedvol_dev_runs() {
             dev.env_remove(&k);
         }
     }
-    dev.env("FEDVOL_CONTEXT", &ctx).current_dir(workspace_root()).arg("dev");
+    dev.env("FEDVOL_CONTEXT", &ctx)
+        .env("FEDVOL_STATE_DIR", ctx.with_file_name("cli-state"))
+        .current_dir(workspace_root())
+        .arg("dev");
     let mut dev = Spawned::start(dev);
     dev.wait_for_log("fedvol federation running", Duration::from_secs(60))
         .await;

@@ -1,8 +1,9 @@
 //! Bad input of every size and shape: each gets a clear error, nothing panics,
 //! nothing changes, and the processes keep serving.
 //!
-//! - The real public inputs (`../shared/real-inputs/`), mutated (proptest): parsing gives a
-//!   value or diagnostics that name a file, line and column, never a panic.
+//! - fedvol's own example inputs, and the real public inputs (third-party, found by
+//!   `fedvol_testenv::real_inputs`; that test is skipped without them), mutated (proptest):
+//!   parsing gives a value or diagnostics that name a file, line and column, never a panic.
 //! - YAML alias bombs, deep nesting, huge files, wrong types, unknown versions: `fedvol check`
 //!   exits 1 with one line per problem; an agent asked to reload such an inventory keeps the
 //!   old one and its state.
@@ -32,14 +33,36 @@ use proptest::prelude::*;
 /// One end-to-end test at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-fn real_inputs() -> Vec<PathBuf> {
-    let root = fedvol_tests::bins::workspace_root().join("../shared/real-inputs");
+/// The real third-party inputs' files (Fuzzfiles, Kubernetes manifests, catalog values), or
+/// `None` after the running test is recorded as skipped (`fedvol_testenv::real_inputs`).
+fn real_inputs() -> Option<Vec<PathBuf>> {
+    let root = fedvol_testenv::real_inputs()?;
     let mut out = Vec::new();
     for dir in ["fuzzfiles", "k8s", "catalog-values"] {
         if let Ok(entries) = std::fs::read_dir(root.join(dir)) {
             out.extend(entries.filter_map(|e| e.ok().map(|e| e.path())));
         }
     }
+    out.sort();
+    Some(out)
+}
+
+/// fedvol's own inputs: every example inventory and workflow under `deploy/examples/`, and the
+/// deploy configurations written in YAML.
+fn own_inputs() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for e in entries.filter_map(Result::ok) {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "yaml" || x == "yml") {
+                out.push(p);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&fedvol_tests::bins::workspace_root().join("deploy"), &mut out);
     out.sort();
     out
 }
@@ -130,29 +153,46 @@ fn parse_every_way(label: &str, text: &str) {
     }
 }
 
+/// Damages one of `files` (the `pick`-th, modulo their number) with `n` random edits seeded by
+/// `seed`, and parses it every way.
+fn damage_one(files: &[PathBuf], pick: u64, seed: u64, n: usize) {
+    let path = &files[(pick % files.len() as u64) as usize];
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut rng = Rng::new(seed);
+    let damaged = mutate(&text, &mut rng, n);
+    let label = path.file_name().unwrap().to_string_lossy().into_owned();
+    parse_every_way(&label, &damaged);
+}
+
 proptest! {
-    /// Real public Fuzzfiles, Kubernetes manifests and catalog values, damaged with one to
-    /// six random edits.
+    /// fedvol's own inputs (the example inventories and workflows, the deploy files), damaged
+    /// with one to six random edits.
     #[test]
-    fn mutated_real_inputs_give_values_or_clear_errors(pick in any::<u64>(), seed in any::<u64>(), n in 1usize..7) {
-        let files = real_inputs();
-        prop_assume!(!files.is_empty());
-        let path = &files[(pick % files.len() as u64) as usize];
-        let text = std::fs::read_to_string(path).unwrap();
-        let mut rng = Rng::new(seed);
-        let damaged = mutate(&text, &mut rng, n);
-        let label = path.file_name().unwrap().to_string_lossy().into_owned();
-        parse_every_way(&label, &damaged);
+    fn mutated_own_inputs_give_values_or_clear_errors(pick in any::<u64>(), seed in any::<u64>(), n in 1usize..7) {
+        let files = own_inputs();
+        prop_assert!(files.len() >= 10, "deploy/ holds the examples: {files:?}");
+        damage_one(&files, pick, seed, n);
     }
 }
 
+/// Real public Fuzzfiles, Kubernetes manifests and catalog values (third-party inputs; skipped
+/// without them), damaged with one to six random edits, as many cases as proptest's
+/// configuration gives (`PROPTEST_CASES`).
 #[test]
-fn the_real_inputs_are_there() {
+fn mutated_real_inputs_give_values_or_clear_errors() {
+    let Some(files) = real_inputs() else { return };
     assert!(
-        real_inputs().len() > 100,
-        "../shared/real-inputs is missing or incomplete: {:?}",
-        real_inputs().len()
+        files.len() > 100,
+        "the real inputs are incomplete: {} files",
+        files.len()
     );
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::default());
+    runner
+        .run(&(any::<u64>(), any::<u64>(), 1usize..7), |(pick, seed, n)| {
+            damage_one(&files, pick, seed, n);
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// The billion-laughs document: each level 9 aliases of the previous one.

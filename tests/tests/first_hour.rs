@@ -56,7 +56,8 @@ fn path_with(prefix: &Path) -> std::ffi::OsString {
 }
 
 /// The installed `fedvol` with `args`, in `cwd`, with no `FEDVOL_*` setting inherited, the
-/// context file at `ctx`, at 100 columns.
+/// context file at `ctx`, the CLI's state beside it (`cli-state`, shared by the test's runs as
+/// by one user's), at 100 columns.
 fn installed_fedvol(prefix: &Path, cwd: &Path, ctx: &Path, args: &[&str]) -> Command {
     let mut c = Command::new(prefix.join("bin/fedvol"));
     for (k, _) in std::env::vars_os() {
@@ -65,6 +66,7 @@ fn installed_fedvol(prefix: &Path, cwd: &Path, ctx: &Path, args: &[&str]) -> Com
         }
     }
     c.env("FEDVOL_CONTEXT", ctx)
+        .env("FEDVOL_STATE_DIR", ctx.with_file_name("cli-state"))
         .env("PATH", path_with(prefix))
         .env("COLUMNS", "100")
         .current_dir(cwd)

@@ -247,7 +247,8 @@ async fn driver_parameter_values_are_never_shown() {
 /// matches the disk; its cluster stops heartbeating. Once room is made and the agent is started
 /// again, everything it acknowledged is there (checker) and it commits again.
 ///
-/// Needs to mount a tmpfs (root); skipped with a message where that is not allowed.
+/// Needs to mount a tmpfs (root); skipped where that is not allowed, and counted
+/// (`fedvol_testenv::skip`: a failure under CI, which runs as root).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_stops_the_agent_and_nothing_acknowledged_is_lost() {
     let mnt = tempfile::tempdir().unwrap();
@@ -257,7 +258,10 @@ async fn a_full_disk_stops_the_agent_and_nothing_acknowledged_is_lost() {
         .status()
         .is_ok_and(|s| s.success());
     if !mounted {
-        eprintln!("SKIPPED: cannot mount a tmpfs here (not root?); the disk-full regression did not run");
+        fedvol_testenv::skip(
+            fedvol_testenv::Missing::Tool,
+            "cannot mount a tmpfs here (not root?); the disk-full regression did not run",
+        );
         return;
     }
     struct Unmount(std::path::PathBuf);
@@ -544,15 +548,14 @@ async fn a_missing_or_foreign_state_file_is_refused_and_a_deleted_one_is_saved_a
     assert!(err.contains("belongs to cluster `s`, not `t`"), "{err}");
 }
 
-/// `fedvol --nats <url> -u alice <args>`, run to its end in the background, with a state
-/// directory of its own (no plain submit resumes another run's).
+/// `fedvol --nats <url> -u alice <args>`, run to its end in the background, with alice's state
+/// directory of this federation (as every run of hers).
 fn fedvol_cli(url: &str, args: &[&str]) -> tokio::task::JoinHandle<Output> {
     let mut cmd = Command::new(fedvol_tests::bin_path("fedvol"));
     cmd.args(["--nats", url, "-u", "alice"])
         .args(args)
         .env_remove("FEDVOL_OUTPUT")
         .env_remove("FEDVOL_USER")
-        .env("FEDVOL_STATE_DIR", fedvol_tests::cli::isolated_state_dir())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .logged_in();

@@ -125,9 +125,9 @@ fn dashboard_metrics() -> BTreeSet<String> {
 async fn prometheus_scrapes_a_live_federation_and_sees_the_counters_move() {
     let _one = SERIAL.lock().await;
     if prometheus::binary().is_none() {
-        eprintln!(
-            "SKIPPED prometheus_scrapes_a_live_federation_and_sees_the_counters_move: no `prometheus` binary \
-             (install Debian's `prometheus` package, or set PROMETHEUS_BIN); .ci/run installs it"
+        fedvol_testenv::skip(
+            fedvol_testenv::Missing::Tool,
+            "no `prometheus` binary (install Debian's `prometheus` package, or set PROMETHEUS_BIN); .ci/run installs it",
         );
         return;
     }
@@ -235,14 +235,17 @@ async fn prometheus_scrapes_a_live_federation_and_sees_the_counters_move() {
 #[test]
 fn the_shipped_scrape_config_is_valid() {
     let Some(prometheus) = prometheus::binary() else {
-        eprintln!("SKIPPED the_shipped_scrape_config_is_valid: no `prometheus` binary (nor its promtool)");
+        fedvol_testenv::skip(
+            fedvol_testenv::Missing::Tool,
+            "no `prometheus` binary (nor its promtool); .ci/run installs Debian's `prometheus`",
+        );
         return;
     };
     let promtool = prometheus.with_file_name("promtool");
     if !promtool.is_file() {
-        eprintln!(
-            "SKIPPED the_shipped_scrape_config_is_valid: no promtool beside {}",
-            prometheus.display()
+        fedvol_testenv::skip(
+            fedvol_testenv::Missing::Tool,
+            &format!("no promtool beside {}", prometheus.display()),
         );
         return;
     }

@@ -348,11 +348,10 @@ async fn a_submit_only_an_unreachable_cluster_could_place_is_retryable_under_its
     drop(a);
 }
 
-/// `fedvol -u alice submit <wf> <extra>` as NATS user alice, keeping the CLI's state in
-/// `state`; returns the output.
-fn submit_plain(url: &str, state: &Path, wf: &str, extra: &[&str]) -> std::process::Output {
+/// `fedvol -u alice submit <wf> <extra>` as NATS user alice, with her state directory of this
+/// federation (as every run of hers); returns the output.
+fn submit_plain(url: &str, wf: &str, extra: &[&str]) -> std::process::Output {
     fedvol_tests::kit::command("fedvol", url, "alice", false)
-        .env("FEDVOL_STATE_DIR", state)
         .args(["-u", "alice", "submit", wf, "-o", "json"])
         .args(extra)
         .output()
@@ -390,7 +389,6 @@ async fn a_plain_retry_after_a_coordinator_died_mid_commit_books_once() {
     )
     .await;
     wait_clusters_as(&url, false, &["cluster-a"]).await;
-    let state = dir.path().join("cli-state");
     let wf = workflow(dir.path(), "retry");
 
     // The agent freezes as its commit starts; the coordinator is killed with kill -9 meanwhile.
@@ -402,8 +400,8 @@ async fn a_plain_retry_after_a_coordinator_died_mid_commit_books_once() {
         Duration::from_secs(20),
     );
     let first = {
-        let (url, state, wf) = (url.clone(), state.clone(), wf.clone());
-        tokio::task::spawn_blocking(move || submit_plain(&url, &state, &wf, &[]))
+        let (url, wf) = (url.clone(), wf.clone());
+        tokio::task::spawn_blocking(move || submit_plain(&url, &wf, &[]))
     };
     let line = tokio::task::spawn_blocking(move || freezer.join().ok().flatten())
         .await
@@ -419,7 +417,7 @@ async fn a_plain_retry_after_a_coordinator_died_mid_commit_books_once() {
 
     // The same command again.
     let began = Instant::now();
-    let retry = submit_plain(&url, &state, &wf, &[]);
+    let retry = submit_plain(&url, &wf, &[]);
     let shown = output_text(&retry);
     eprintln!("plain retry ({:.1} s):\n{shown}", began.elapsed().as_secs_f64());
     assert!(
@@ -444,9 +442,145 @@ async fn a_plain_retry_after_a_coordinator_died_mid_commit_books_once() {
     assert!(!err.contains("no answer from a coordinator"), "{err}");
 
     // `--new` books afresh: what a plain retry did before.
-    let fresh = submit_plain(&url, &state, &wf, &["--new"]);
+    let fresh = submit_plain(&url, &wf, &["--new"]);
     assert_eq!(fresh.status.code(), Some(0), "{}", output_text(&fresh));
     assert_eq!(committed_on(&url, "cluster-a").await.len(), 2);
+}
+
+/// Finding D. One user runs the same plain `fedvol submit wf.yaml` five times at once from one
+/// machine (`for i in 1 2 3 4 5; do fedvol submit wf.yaml & done`): five processes sharing the
+/// CLI's state directory, as every run of one user does. A sibling still running is not an
+/// unfinished submit (it holds its entry's lock), so each run is a request of its own: five
+/// request ids, five commits, no `resuming`. Every answer is learnt, so nothing is left to resume:
+/// a sixth plain submit is a new request too, and the state file holds no entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_plain_submits_of_one_workflow_are_separate_requests() {
+    let kit = Kit::copy();
+    let nats = single_server(&kit);
+    let url = nats.url();
+    let _coordinator = coordinator_as(&url, false, &[], &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("a");
+    let _agent = agent_as(
+        &url,
+        "cluster-a",
+        false,
+        &d,
+        &slots_inventory("cluster-a", 8, &d, "all"),
+        &[],
+    )
+    .await;
+    wait_clusters_as(&url, false, &["cluster-a"]).await;
+    let wf = workflow(dir.path(), "par");
+
+    let runs: Vec<_> = (0..5)
+        .map(|_| {
+            let (url, wf) = (url.clone(), wf.clone());
+            tokio::task::spawn_blocking(move || submit_plain(&url, &wf, &[]))
+        })
+        .collect();
+    let mut ids = Vec::new();
+    for r in runs {
+        let o = r.await.unwrap();
+        let shown = output_text(&o);
+        assert_eq!(o.status.code(), Some(0), "{shown}");
+        assert!(
+            !String::from_utf8_lossy(&o.stderr).contains("resuming"),
+            "a running sibling is never resumed: {shown}"
+        );
+        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(doc["state"], "committed", "{shown}");
+        ids.push(doc["decision"]["request_id"].as_str().unwrap().to_string());
+    }
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 5, "five submits, five requests: {ids:?}");
+    let mut held = committed_on(&url, "cluster-a").await;
+    held.sort();
+    assert_eq!(held, ids, "the agent committed each of the five");
+
+    // Every outcome was learnt: nothing is left to resume.
+    let state = fedvol_tests::cli::state_dir(Some(&url), "alice");
+    let book = std::fs::read_to_string(state.join("pending-submits.json")).unwrap_or_default();
+    assert!(!book.contains("\"request_id\""), "no entry left: {book}");
+    let sixth = submit_plain(&url, &wf, &[]);
+    let shown = output_text(&sixth);
+    assert_eq!(sixth.status.code(), Some(0), "{shown}");
+    assert!(!String::from_utf8_lossy(&sixth.stderr).contains("resuming"), "{shown}");
+    assert_eq!(committed_on(&url, "cluster-a").await.len(), 6, "{shown}");
+}
+
+/// Finding D, the other side. A plain submit killed with `kill -9` while its commit is under
+/// way (its agent frozen with SIGSTOP) never learnt its outcome; the same command run again
+/// resumes that request, says which earlier run it continues (its process id), and books one
+/// slot in all. A third plain submit, once the second learnt the outcome, is a new request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_retry_after_the_cli_was_killed_resumes_its_request() {
+    let kit = Kit::copy();
+    let nats = single_server(&kit);
+    let url = nats.url();
+    let _coordinator = coordinator_as(&url, false, &[], &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("a");
+    let agent = agent_as(
+        &url,
+        "cluster-a",
+        false,
+        &d,
+        &slots_inventory("cluster-a", 4, &d, "all"),
+        &[],
+    )
+    .await;
+    wait_clusters_as(&url, false, &["cluster-a"]).await;
+    let wf = workflow(dir.path(), "killed");
+
+    let freezer = fedvol_tests::faultkit::signal_on_line(
+        agent.log_path(),
+        "provisioning",
+        agent.pid(),
+        nix::sys::signal::Signal::SIGSTOP,
+        Duration::from_secs(20),
+    );
+    let mut first = fedvol_tests::kit::command("fedvol", &url, "alice", false)
+        .args(["-u", "alice", "submit", &wf, "-o", "json"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let first_pid = first.id();
+    let line = tokio::task::spawn_blocking(move || freezer.join().ok().flatten())
+        .await
+        .unwrap()
+        .expect("the commit starts");
+    let id = fedvol_tests::faultkit::field(&line, "request_id").unwrap();
+    // kill -9 of the CLI mid-submit; then the agent goes on (it commits; nobody hears).
+    first.kill().unwrap();
+    first.wait().unwrap();
+    agent.signal(nix::sys::signal::Signal::SIGCONT);
+
+    let retry = submit_plain(&url, &wf, &[]);
+    let shown = output_text(&retry);
+    eprintln!("plain retry:\n{shown}");
+    let err = String::from_utf8_lossy(&retry.stderr);
+    assert!(
+        err.contains(&format!("resuming request {id}")),
+        "the retry resumes: {shown}"
+    );
+    assert!(
+        err.contains(&format!("pid {first_pid}")),
+        "it names the run it continues: {shown}"
+    );
+    assert_eq!(retry.status.code(), Some(0), "{shown}");
+    assert_eq!(
+        committed_on(&url, "cluster-a").await,
+        std::slice::from_ref(&id),
+        "one slot"
+    );
+
+    let third = submit_plain(&url, &wf, &[]);
+    let shown = output_text(&third);
+    assert!(!String::from_utf8_lossy(&third.stderr).contains("resuming"), "{shown}");
+    assert_eq!(committed_on(&url, "cluster-a").await.len(), 2, "{shown}");
 }
 
 /// The resident set of process `pid`, MB (`VmRSS` of `/proc/<pid>/status`).

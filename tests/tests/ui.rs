@@ -56,8 +56,9 @@ fn card<'d>(dom: &'d str, cluster: &str) -> &'d str {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_web_view_shows_decisions_funnels_and_clusters_in_a_real_browser() {
     let Some(browser) = Chromium::find() else {
-        eprintln!(
-            "SKIPPED: no chromium on PATH (install Debian's `chromium`, as .ci/run does); the web view was not tested in a browser"
+        fedvol_testenv::skip(
+            fedvol_testenv::Missing::Tool,
+            "no chromium on PATH (install Debian's `chromium`, as .ci/run does); the web view was not tested in a browser",
         );
         return;
     };

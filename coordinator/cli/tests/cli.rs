@@ -533,3 +533,86 @@ fn directories_and_several_files_are_taken_where_they_make_sense() {
     assert_eq!(run.code, 64, "{}", run.describe());
     assert!(run.stderr.contains("no workflow"), "{}", run.describe());
 }
+
+/// A catalog-style template and form written for this test (the real catalog's are third-party
+/// inputs, `real_inputs.rs`): `fedvol render` prints the rendered YAML, a later values file
+/// overrides the form's default, the same inputs render the same text while other values draw
+/// another random value (the draw is seeded by the values), `check` takes the same arguments,
+/// and a bad override is refused naming its file, line and what was expected.
+#[test]
+fn render_prints_a_template_rendered_with_its_form_and_overrides() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = write(
+        tmp.path(),
+        "hello__template.yaml",
+        "# written for this test\nversion: v4\njobs:\n  hello:\n    image:\n      uri: \"docker://alpine:latest\"\n    command:\n      - /bin/sh\n      - '-c'\n      - {{ .Script }}\n    env:\n      - TOKEN={{ randInt 1 1000000000000 | toString | b64enc }}\n    resource:\n      cpu:\n        cores: {{ .Cores }}\n      memory:\n        size: 1GiB\n",
+    );
+    let form = write(
+        tmp.path(),
+        "hello__values.yaml",
+        "values:\n  - name: Cores\n    display_name: \"Cores\"\n    uint_value: 1\n  - name: Script\n    string_value: echo hello\n",
+    );
+    let render = |extra: &[&Path]| {
+        let mut a = vec!["render".to_string(), t.display().to_string()];
+        for v in std::iter::once(&form.as_path()).chain(extra) {
+            a.push("--values".into());
+            a.push(v.display().to_string());
+        }
+        fedvol(&a)
+    };
+    let run = render(&[]);
+    assert_eq!(run.code, 0, "{}", run.describe());
+    assert!(run.stderr.is_empty(), "{}", run.describe());
+    let token = |text: &str| {
+        text.lines()
+            .find(|l| l.contains("TOKEN="))
+            .expect("the token line")
+            .to_string()
+    };
+    let first = run.stdout.clone();
+    let expected = format!(
+        "# written for this test\nversion: v4\njobs:\n  hello:\n    image:\n      uri: \"docker://alpine:latest\"\n    command:\n      - /bin/sh\n      - '-c'\n      - echo hello\n    env:\n{}\n    resource:\n      cpu:\n        cores: 1\n      memory:\n        size: 1GiB\n",
+        token(&first)
+    );
+    assert_eq!(first, expected, "{}", run.describe());
+    assert_eq!(render(&[]).stdout, first, "the same inputs render the same text");
+
+    let more = write(tmp.path(), "more.yaml", "Cores: 3\nScript: echo hi\n");
+    let run = render(&[&more]);
+    assert_eq!(run.code, 0, "{}", run.describe());
+    assert!(
+        run.stdout.contains("cores: 3\n") && run.stdout.contains("- echo hi\n"),
+        "{}",
+        run.describe()
+    );
+    assert_ne!(token(&run.stdout), token(&first), "other values, another seed");
+    let check = fedvol(&[
+        "check",
+        &t.display().to_string(),
+        "--values",
+        &form.display().to_string(),
+        "--values",
+        &more.display().to_string(),
+    ]);
+    assert_eq!(check.code, 0, "{}", check.describe());
+    assert_eq!(
+        check.stdout,
+        format!(
+            "ok  {}: workflow hello__template (0 volumes, 1 job), rendered with 2 values files\n",
+            t.display()
+        )
+    );
+
+    let bad = write(tmp.path(), "bad.yaml", "Script: ok\nCores: many\n");
+    let run = render(&[&bad]);
+    assert_eq!(run.code, 1, "{}", run.describe());
+    assert!(run.stdout.is_empty(), "{}", run.describe());
+    assert!(
+        run.stderr.starts_with(&format!(
+            "error: {}:2:8: Cores: expected a whole number >= 0, found `many`",
+            bad.display()
+        )),
+        "{}",
+        run.describe()
+    );
+}

@@ -1,4 +1,6 @@
-//! Real third-party inputs (`shared/real-inputs`), taken unmodified: public Fuzzfiles (most of
+//! Real third-party inputs (`real-inputs/` of `fedvol_testenv::third_party`: `FEDVOL_REAL_INPUTS`,
+//! else `../shared` beside the clone; each test that reads them is skipped without them), taken
+//! unmodified: public Fuzzfiles (most of
 //! them catalog templates, refused alone and planned with their values files) and Kubernetes
 //! storage manifests. The file lists are derived by scanning the directories, so new inputs are
 //! covered without touching this file.
@@ -15,20 +17,20 @@ use fedvol_common::model::AccessMode;
 use fedvol_formats::load_inventory;
 use yaml_rust2::Yaml;
 
-fn fuzzfiles() -> Vec<PathBuf> {
-    let v = files_in(&real_inputs().join("fuzzfiles"));
-    assert!(!v.is_empty(), "no Fuzzfiles found under {}", real_inputs().display());
-    v
+/// The real Fuzzfiles, or `None` (the test skipped) without the third-party inputs.
+fn fuzzfiles() -> Option<Vec<PathBuf>> {
+    let dir = real_inputs()?.join("fuzzfiles");
+    let v = files_in(&dir);
+    assert!(!v.is_empty(), "no Fuzzfiles found under {}", dir.display());
+    Some(v)
 }
 
-fn k8s_files() -> Vec<PathBuf> {
-    let v = files_in(&real_inputs().join("k8s"));
-    assert!(
-        !v.is_empty(),
-        "no Kubernetes manifests found under {}",
-        real_inputs().display()
-    );
-    v
+/// The real Kubernetes manifests, or `None` (the test skipped) without the third-party inputs.
+fn k8s_files() -> Option<Vec<PathBuf>> {
+    let dir = real_inputs()?.join("k8s");
+    let v = files_in(&dir);
+    assert!(!v.is_empty(), "no Kubernetes manifests found under {}", dir.display());
+    Some(v)
 }
 
 fn read(p: &Path) -> String {
@@ -73,7 +75,8 @@ fn error_positions(stderr: &str, label: &str) -> Vec<(usize, usize)> {
 #[test]
 fn templates_alone_are_refused_naming_values_and_plain_fuzzfiles_plan() {
     let (mut templates, mut plain) = (0, 0);
-    for f in fuzzfiles() {
+    let Some(files) = fuzzfiles() else { return };
+    for f in files {
         let text = read(&f);
         let label = f.display().to_string();
         match first_template_action(&text) {
@@ -156,7 +159,13 @@ fn values_of(template: &Path) -> PathBuf {
         .unwrap()
         .to_string_lossy()
         .replace("__template.yaml", "__values.yaml");
-    real_inputs().join("catalog-values").join(name)
+    // <inputs>/fuzzfiles/X__template.yaml -> <inputs>/catalog-values/X__values.yaml
+    template
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .join("catalog-values")
+        .join(name)
 }
 
 /// This crate's override values for a real template whose catalog defaults do not render a
@@ -229,7 +238,8 @@ fn plan_template(template: &Path, values: &[PathBuf]) -> Run {
 #[test]
 fn every_catalog_template_plans_with_its_values() {
     let (mut planned, mut overridden, mut no_fit) = (0, 0, 0);
-    for f in fuzzfiles() {
+    let Some(files) = fuzzfiles() else { return };
+    for f in files {
         if first_template_action(&read(&f)).is_none() {
             continue;
         }
@@ -357,7 +367,8 @@ fn manifest(text: &str) -> Manifest {
 
 #[test]
 fn every_kubernetes_manifest_passes_check() {
-    for f in k8s_files() {
+    let Some(files) = k8s_files() else { return };
+    for f in files {
         let label = f.display().to_string();
         let run = fedvol(&["check", &label]);
         assert_eq!(
@@ -373,7 +384,8 @@ fn every_kubernetes_manifest_passes_check() {
 #[test]
 fn kubernetes_claims_are_planned_as_workflows() {
     let mut planned = 0;
-    for f in k8s_files() {
+    let Some(files) = k8s_files() else { return };
+    for f in files {
         let m = manifest(&read(&f));
         if m.claims.is_empty() {
             continue;
@@ -453,7 +465,8 @@ fn long_name(m: AccessMode) -> &'static str {
 fn kubernetes_storage_classes_and_volumes_serve_as_inventories() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let (mut class_files, mut pv_files) = (0, 0);
-    for f in k8s_files() {
+    let Some(files) = k8s_files() else { return };
+    for f in files {
         let m = manifest(&read(&f));
         if !m.claims.is_empty() || (m.classes.is_empty() && m.volumes.is_empty()) {
             continue;
@@ -513,15 +526,21 @@ fn kubernetes_storage_classes_and_volumes_serve_as_inventories() {
 }
 
 /// A real catalog template by application (`ciq-fuzzball-catalog__applications__APP__...`).
-fn catalog_template(app: &str) -> PathBuf {
-    real_inputs()
-        .join("fuzzfiles")
-        .join(format!("ciq-fuzzball-catalog__applications__{app}__template.yaml"))
+/// A real catalog template by application (`ciq-fuzzball-catalog__applications__APP__...`), or
+/// `None` (the test skipped) without the third-party inputs.
+fn catalog_template(app: &str) -> Option<PathBuf> {
+    Some(
+        real_inputs()?
+            .join("fuzzfiles")
+            .join(format!("ciq-fuzzball-catalog__applications__{app}__template.yaml")),
+    )
 }
 
 #[test]
 fn render_prints_the_rendered_yaml() {
-    let t = catalog_template("hello_world");
+    let Some(t) = catalog_template("hello_world") else {
+        return;
+    };
     let v = values_of(&t);
     let run = fedvol(&["render", &t.display().to_string(), "--values", &v.display().to_string()]);
     assert_eq!(run.code, 0, "{}", run.describe());
@@ -609,7 +628,9 @@ jobs:
 #[test]
 fn render_is_repeatable_and_seeded_by_the_values() {
     // filebrowser draws a password with `randInt 1 1000000000000 | toString | b64enc`.
-    let t = catalog_template("filebrowser");
+    let Some(t) = catalog_template("filebrowser") else {
+        return;
+    };
     let v = values_of(&t);
     let render = |extra: &[&str]| {
         let mut a = vec![

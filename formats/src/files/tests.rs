@@ -1,4 +1,6 @@
-//! Tests of file loading against the real Kubernetes manifests in `shared/real-inputs/k8s`.
+//! Tests of file loading: the real Kubernetes manifests and Fuzzfiles of the third-party inputs
+//! (`fedvol_testenv::real_inputs`, skipped without them), and one focused test per rule on
+//! files written here.
 
 use std::path::{Path, PathBuf};
 
@@ -7,18 +9,16 @@ use crate::kube::{DocKind, kind_of};
 use crate::yaml::{Limits, load_documents};
 use fedvol_common::model::{ClaimClass, VolumeSource, WorkflowFormat};
 
-fn real_k8s_dir() -> PathBuf {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/real-inputs/k8s")).to_path_buf()
-}
-
-fn real_k8s_files() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(real_k8s_dir())
-        .expect("real-inputs/k8s is readable")
+/// The real Kubernetes manifests, sorted, or `None` (the test skipped) without the inputs.
+fn real_k8s_files() -> Option<Vec<PathBuf>> {
+    let dir = fedvol_testenv::real_inputs()?.join("k8s");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
         .collect();
     files.sort();
-    files
+    Some(files)
 }
 
 /// Counts the kinds in a file independently of the loader (plain YAML scan).
@@ -40,7 +40,7 @@ fn kinds_in(path: &Path) -> (usize, usize, usize, usize) {
 
 #[test]
 fn every_real_manifest_loads_by_its_kinds() {
-    let files = real_k8s_files();
+    let Some(files) = real_k8s_files() else { return };
     assert!(files.len() >= 40, "expected the real manifests, found {}", files.len());
     let (mut inventories, mut workflows) = (0, 0);
     for path in &files {
@@ -102,15 +102,67 @@ fn every_real_manifest_loads_by_its_kinds() {
     );
 }
 
-fn real(name: &str) -> PathBuf {
-    real_k8s_dir().join(name)
-}
+/// A manifest as installers ship them: a provisioner's objects around its StorageClass.
+const INSTALLER: &str = "apiVersion: v1
+kind: Namespace
+metadata:
+  name: store-system
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: store-sa
+  namespace: store-system
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: store-role, namespace: store-system}
+rules: []
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: store-cluster-role}
+rules: []
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: store-bind, namespace: store-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: store-cluster-bind}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: store-provisioner
+  namespace: store-system
+spec: {replicas: 1}
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: node-local
+provisioner: example.com/node-local
+volumeBindingMode: WaitForFirstConsumer
+reclaimPolicy: Delete
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: store-config
+  namespace: store-system
+data: {}
+";
 
 #[test]
 fn skipped_kinds_are_named_with_file_and_line() {
-    let inv = load_inventory(&real("local-path-provisioner__deploy__local-path-storage.yaml")).unwrap();
+    let dir = scratch_dir("installer");
+    let path = dir.join("store-installer.yaml");
+    std::fs::write(&path, INSTALLER).unwrap();
+    let inv = load_inventory(&path).unwrap();
     assert_eq!(inv.value.provisioners.len(), 1);
-    assert_eq!(inv.value.provisioners[0].name, "local-path");
+    assert_eq!(inv.value.provisioners[0].name, "node-local");
     let kinds: Vec<&str> = [
         "Namespace",
         "ServiceAccount",
@@ -125,64 +177,80 @@ fn skipped_kinds_are_named_with_file_and_line() {
     assert_eq!(inv.notices.len(), kinds.len());
     for (n, k) in inv.notices.iter().zip(kinds) {
         assert!(n.message.contains(k), "{n}");
-        assert!(n.file.ends_with("local-path-storage.yaml"));
+        assert!(n.file.ends_with("store-installer.yaml"));
     }
     assert_eq!(inv.notices[0].line, 1);
-    assert_eq!(inv.notices[1].line, 7);
+    assert_eq!(inv.notices[1].line, 6);
     assert!(
         inv.notices[6]
             .to_string()
-            .contains("Deployment `local-path-provisioner` (apps/v1)"),
+            .contains("Deployment `store-provisioner` (apps/v1)"),
         "{}",
         inv.notices[6]
     );
     // cluster named after the file stem, sanitised to a subject token
-    assert_eq!(inv.value.cluster, "local-path-provisioner__deploy__local-path-storage");
+    assert_eq!(inv.value.cluster, "store-installer");
 }
 
 #[test]
-fn claim_workflows_from_real_files() {
-    let wf = load_workflow(&real(
-        "aws-ebs-csi-driver__examples__kubernetes__static-provisioning__manifests__claim.yaml",
+fn claim_workflows_from_files() {
+    let dir = scratch_dir("claims");
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    // `storageClassName: ""` asks for no class (static binding), unlike an absent one.
+    let wf = load_workflow(&write(
+        "static.yaml",
+        "# a claim bound by hand\n\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: data-claim\nspec:\n  storageClassName: \"\"\n  volumeName: data-pv\n  accessModes: [ReadWriteOnce]\n  resources:\n    requests:\n      storage: 5Gi\n",
     ))
     .unwrap()
     .value;
-    assert_eq!(wf.name, "ebs-claim");
+    assert_eq!(wf.name, "data-claim");
     let VolumeSource::Claim(c) = &wf.volumes[0].source else {
         panic!()
     };
     assert_eq!(c.class, ClaimClass::Empty);
-    assert_eq!(c.volume_name.as_deref(), Some("test-pv"));
+    assert_eq!(c.volume_name.as_deref(), Some("data-pv"));
     assert_eq!(c.request.0, 5 << 30);
     assert_eq!(c.namespace, "default");
-    assert_eq!(wf.volumes[0].line, 15);
+    assert_eq!(wf.volumes[0].line, 3);
 
-    let wf = load_workflow(&real("kubernetes-examples__AI__model-serving-tensorflow__pvc.yaml"))
-        .unwrap()
-        .value;
+    let wf = load_workflow(&write(
+        "unset.yaml",
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: models}\nspec:\n  accessModes: [ReadOnlyMany]\n  resources: {requests: {storage: 1Gi}}\n",
+    ))
+    .unwrap()
+    .value;
     let VolumeSource::Claim(c) = &wf.volumes[0].source else {
         panic!()
     };
     assert_eq!(c.class, ClaimClass::Unset);
 
-    let wf = load_workflow(&real("csi-driver-host-path__examples__csi-restore.yaml"))
-        .unwrap()
-        .value;
+    let wf = load_workflow(&write(
+        "restore.yaml",
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: restored, namespace: lab}\nspec:\n  storageClassName: fast-sc\n  dataSource: {name: nightly, kind: VolumeSnapshot, apiGroup: snapshot.storage.k8s.io}\n  accessModes: [ReadWriteOnce]\n  resources: {requests: {storage: 1Gi}}\n",
+    ))
+    .unwrap()
+    .value;
     let VolumeSource::Claim(c) = &wf.volumes[0].source else {
         panic!()
     };
-    assert_eq!(c.data_source.as_deref(), Some("VolumeSnapshot/new-snapshot-demo"));
-    assert_eq!(c.class, ClaimClass::Named("csi-hostpath-sc".into()));
+    assert_eq!(c.data_source.as_deref(), Some("VolumeSnapshot/nightly"));
+    assert_eq!(c.class, ClaimClass::Named("fast-sc".into()));
+    assert_eq!(c.namespace, "lab");
 
     // a claim beside a Pod: the Pod is skipped with a notice
-    let wf = load_workflow(&real(
-        "gcp-compute-persistent-disk-csi-driver__examples__kubernetes__demo-pod.yaml",
+    let wf = load_workflow(&write(
+        "with-pod.yaml",
+        "kind: PersistentVolumeClaim\napiVersion: v1\nmetadata: {name: web-data}\nspec:\n  accessModes: [ReadWriteOnce]\n  storageClassName: disk\n  resources: {requests: {storage: 200Gi}}\n\n---\n\napiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  volumes:\n    - {name: d, persistentVolumeClaim: {claimName: web-data}}\n",
     ))
     .unwrap();
-    assert_eq!(wf.value.name, "podpvc");
+    assert_eq!(wf.value.name, "web-data");
     assert_eq!(wf.notices.len(), 1);
-    assert!(wf.notices[0].message.contains("Pod `web-server`"));
-    assert_eq!(wf.notices[0].line, 15);
+    assert!(wf.notices[0].message.contains("Pod `web`"), "{}", wf.notices[0]);
+    assert_eq!(wf.notices[0].line, 11);
 }
 
 fn scratch_dir(name: &str) -> PathBuf {
@@ -234,10 +302,10 @@ fn classification() {
 
 #[test]
 fn real_fuzzfiles_classify_as_workflows_or_templates() {
-    let dir = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/real-inputs/fuzzfiles"
-    ));
+    let Some(inputs) = fedvol_testenv::real_inputs() else {
+        return;
+    };
+    let dir = inputs.join("fuzzfiles");
     let mut n = 0;
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();

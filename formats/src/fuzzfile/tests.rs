@@ -1,22 +1,16 @@
-//! Tests of the Fuzzfile parser: real public files, and one focused test per rule.
-
-use std::path::PathBuf;
+//! Tests of the Fuzzfile parser: real public files (third-party inputs,
+//! `fedvol_testenv::real_inputs`, skipped without them), and one focused test per rule.
 
 use super::*;
 use crate::yaml::Diagnostic;
 use fedvol_common::model::{AccessMode, AccessModes, FuzzballVolume, JobKind, VolumeSource};
 
-fn real_dir() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/real-inputs/fuzzfiles"
-    ))
-}
-
-/// Every real Fuzzfile: (file name, text), sorted by name.
-fn real_files() -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = std::fs::read_dir(real_dir())
-        .expect("real-inputs/fuzzfiles is readable")
+/// Every real Fuzzfile of the third-party inputs: (file name, text), sorted by name; `None`
+/// (the test skipped) without them.
+fn real_files() -> Option<Vec<(String, String)>> {
+    let dir = fedvol_testenv::real_inputs()?.join("fuzzfiles");
+    let mut out: Vec<(String, String)> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| {
             let p = e.unwrap().path();
             (
@@ -26,7 +20,7 @@ fn real_files() -> Vec<(String, String)> {
         })
         .collect();
     out.sort();
-    out
+    Some(out)
 }
 
 fn parse(text: &str) -> Result<Workflow, Diagnostics> {
@@ -99,7 +93,8 @@ fn rwx() -> AccessModes {
 
 #[test]
 fn every_plain_real_fuzzfile_parses() {
-    let plain: Vec<_> = real_files().into_iter().filter(|(_, t)| !t.contains("{{")).collect();
+    let Some(files) = real_files() else { return };
+    let plain: Vec<_> = files.into_iter().filter(|(_, t)| !t.contains("{{")).collect();
     assert_eq!(
         plain.len(),
         10,
@@ -114,7 +109,7 @@ fn every_plain_real_fuzzfile_parses() {
 
 #[test]
 fn real_files_mean_what_they_say() {
-    let files = real_files();
+    let Some(files) = real_files() else { return };
     let get = |suffix: &str| {
         let (name, text) = files.iter().find(|(n, _)| n.ends_with(suffix)).unwrap();
         parse_fuzzfile(name, suffix, text).unwrap()
@@ -165,7 +160,8 @@ fn real_files_mean_what_they_say() {
 
 #[test]
 fn every_real_template_is_refused_with_the_template_diagnostic() {
-    let templates: Vec<_> = real_files().into_iter().filter(|(_, t)| t.contains("{{")).collect();
+    let Some(files) = real_files() else { return };
+    let templates: Vec<_> = files.into_iter().filter(|(_, t)| t.contains("{{")).collect();
     assert_eq!(
         templates.len(),
         53,
@@ -216,8 +212,9 @@ fn crude_render(text: &str) -> String {
 /// (Placeholder values do trip value checks, which is expected and not asserted here.)
 #[test]
 fn crudely_rendered_templates_use_only_known_keys_and_shapes() {
+    let Some(files) = real_files() else { return };
     let mut loaded = 0;
-    for (name, text) in real_files().iter().filter(|(_, t)| t.contains("{{")) {
+    for (name, text) in files.iter().filter(|(_, t)| t.contains("{{")) {
         let rendered = crude_render(text);
         assert_eq!(find_template(&rendered), None, "{name}");
         let Ok(docs) = load_documents(&rendered, Limits::default()) else {
@@ -477,6 +474,9 @@ jobs:
   c:
     resource:
       memory: {size: 1000, byCore: false}
+  d:
+    resource:
+      memory: {size: 1GB}
 "#);
     let a = &job(&w, "a").resources;
     assert_eq!(a.cpu, 4);
@@ -491,6 +491,7 @@ jobs:
     assert_eq!(job(&w, "b").resources.memory.0, 512 << 20);
     assert_eq!(job(&w, "b").resources.cpu, 1);
     assert_eq!(job(&w, "c").resources.memory.0, 1000, "no unit means bytes");
+    assert_eq!(job(&w, "d").resources.memory.0, 1_000_000_000, "GB is decimal");
 }
 
 #[test]
@@ -1194,6 +1195,9 @@ jobs:
     // Sub-millisecond timeouts round up; a bad one is still an error at its position.
     let tiny = ok("version: v4\njobs:\n  a: {image: {uri: docker://alpine}, policy: {timeout: {execute: 1us}}}\n");
     assert_eq!(tiny.jobs[0].timeout_ms, Some(1));
+    // Go's own spelling of a duration (`time.Duration.String`), as Fuzzball writes them.
+    let go = ok("version: v1\njobs:\n  a: {image: {uri: docker://alpine}, policy: {timeout: {execute: 10m0s}}}\n");
+    assert_eq!(go.jobs[0].timeout_ms, Some(600_000));
     let d = errs("version: v4\njobs:\n  a: {image: {uri: docker://alpine}, policy: {timeout: {execute: 10 min}}}\n");
     assert_eq!(find(&d, "Go duration").field, "jobs.a.policy.timeout.execute");
 }
@@ -1201,7 +1205,11 @@ jobs:
 /// The real Fuzzfile that sets `policy.timeout.execute` without a template keeps it.
 #[test]
 fn the_real_printer_example_keeps_its_timeout() {
-    let text = std::fs::read_to_string(real_dir().join("fuzzball-workflow-examples__printer__printer.yaml")).unwrap();
+    let Some(inputs) = fedvol_testenv::real_inputs() else {
+        return;
+    };
+    let text =
+        std::fs::read_to_string(inputs.join("fuzzfiles/fuzzball-workflow-examples__printer__printer.yaml")).unwrap();
     let w = ok(&text);
     assert_eq!(job(&w, "printer").timeout_ms, Some(600_000), "execute: 10m0s");
     assert_eq!(w.declared_duration_ms(), Some(600_000));

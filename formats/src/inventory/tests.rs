@@ -1,7 +1,5 @@
 //! Inventory parsing: the fedvol syntax, Kubernetes documents and includes, references.
 
-use std::path::Path;
-
 use sha2::{Digest, Sha256};
 
 use crate::files::{Loaded, parse_inventory_str};
@@ -119,8 +117,38 @@ fn errors(text: &str) -> Vec<String> {
     parse(text).unwrap_err().0.iter().map(|d| d.to_string()).collect()
 }
 
-fn real_inputs() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/real-inputs"))
+/// Kubernetes manifests and Fuzzfiles written for the include tests, in a fresh directory:
+/// `k8s/class.yaml` (a zoned StorageClass at line 3), `k8s/pv.yaml` (a PersistentVolume pinned to
+/// a zone), `k8s/mixed.yaml` (a StorageClass, a claim and a Deployment), `fuzzfiles/wf.yaml` (a
+/// workflow) and `fuzzfiles/t__template.yaml` (a template).
+fn include_fixtures() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    let write = |rel: &str, text: &str| {
+        let p = d.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write(
+        "k8s/class.yaml",
+        "# a zoned class\n\napiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: block-sc\nprovisioner: block.csi.example.com\nvolumeBindingMode: WaitForFirstConsumer\nallowedTopologies:\n- matchLabelExpressions:\n  - key: topology.kubernetes.io/zone\n    values: [zone-b]\n",
+    );
+    write(
+        "k8s/pv.yaml",
+        "apiVersion: v1\nkind: PersistentVolume\nmetadata:\n  name: pinned-pv\nspec:\n  accessModes: [ReadWriteOnce]\n  capacity: {storage: 5Gi}\n  csi: {driver: block.csi.example.com, volumeHandle: vol-1}\n  nodeAffinity:\n    required:\n      nodeSelectorTerms:\n        - matchExpressions:\n            - {key: topology.kubernetes.io/zone, operator: In, values: [zone-b]}\n",
+    );
+    write(
+        "k8s/mixed.yaml",
+        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: lvm-sc}\nprovisioner: lvm.csi.example.com\n---\nkind: PersistentVolumeClaim\napiVersion: v1\nmetadata: {name: c}\nspec: {storageClassName: lvm-sc, accessModes: [ReadWriteOnce], resources: {requests: {storage: 4Gi}}}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: bench}\nspec: {replicas: 1}\n",
+    );
+    write(
+        "fuzzfiles/wf.yaml",
+        "version: v1\njobs:\n  a: {image: {uri: docker://a}}\n",
+    );
+    write(
+        "fuzzfiles/t__template.yaml",
+        "version: v1\njobs:\n  a: {image: {uri: {{ .Image }}}}\n",
+    );
+    d
 }
 
 #[test]
@@ -332,41 +360,35 @@ fn kubernetes_documents_in_the_same_file_follow_fedvol_provisioners() {
 
 #[test]
 fn includes_join_the_cluster_and_the_version() {
-    let sc = "k8s/aws-ebs-csi-driver__examples__kubernetes__storageclass__manifests__storageclass.yaml";
-    let pv = "k8s/aws-ebs-csi-driver__examples__kubernetes__static-provisioning__manifests__pv.yaml";
-    let mixed = "k8s/lvm-localpv__deploy__sample__fio.yaml";
+    let dir = include_fixtures();
+    let (sc, pv, mixed) = ("k8s/class.yaml", "k8s/pv.yaml", "k8s/mixed.yaml");
     let text = format!(
-        "cluster: k\ninclude: [{sc}, {pv}, {mixed}]\nprovisioners:\n  local:\n    driver: {{type: hostpath, path: /data}}\n    access: all\nzones:\n  us-east-2c:\n    storage: [ebs-sc]\n"
+        "cluster: k\ninclude: [{sc}, {pv}, {mixed}]\nprovisioners:\n  local:\n    driver: {{type: hostpath, path: /data}}\n    access: all\nzones:\n  zone-b:\n    storage: [block-sc]\n"
     );
-    let loaded = parse_inventory_str("inv.yaml", &text, Some(real_inputs())).unwrap();
+    let loaded = parse_inventory_str("inv.yaml", &text, Some(dir.path())).unwrap();
     let inv = &loaded.value;
     let names: Vec<&str> = inv.provisioners.iter().map(|p| p.name.as_str()).collect();
-    assert_eq!(names, ["local", "ebs-sc", "openebs-lvmsc"]);
-    let ebs = &inv.provisioners[1];
-    assert_eq!(ebs.reachability.zones, vec!["us-east-2c"]);
-    assert!(ebs.origin.file.ends_with("storageclass.yaml"));
-    assert_eq!(ebs.origin.line, 15);
-    let test_pv = &inv.volumes[0];
-    assert_eq!(test_pv.name, "test-pv");
-    assert_eq!(test_pv.provisioner, None);
-    assert_eq!(test_pv.reclaim_policy, ReclaimPolicy::Retain);
+    assert_eq!(names, ["local", "block-sc", "lvm-sc"]);
+    let block = &inv.provisioners[1];
+    assert_eq!(block.reachability.zones, vec!["zone-b"]);
+    assert!(block.origin.file.ends_with("class.yaml"));
+    assert_eq!(block.origin.line, 3);
+    let pinned = &inv.volumes[0];
+    assert_eq!(pinned.name, "pinned-pv");
+    assert_eq!(pinned.provisioner, None);
+    assert_eq!(pinned.reclaim_policy, ReclaimPolicy::Retain);
     assert_eq!(
-        test_pv.node_affinity.as_ref().unwrap().terms[0][0].values,
-        vec!["us-east-2c"]
+        pinned.node_affinity.as_ref().unwrap().terms[0][0].values,
+        vec!["zone-b"]
     );
     // the included file's PVC and Deployment are skipped with notices naming that file
     assert_eq!(loaded.notices.len(), 2, "{:?}", loaded.notices);
-    assert!(
-        loaded
-            .notices
-            .iter()
-            .all(|n| n.file.ends_with("lvm-localpv__deploy__sample__fio.yaml"))
-    );
+    assert!(loaded.notices.iter().all(|n| n.file.ends_with("mixed.yaml")));
     // version covers the main file and every include, in order
     let mut h = Sha256::new();
     h.update(text.as_bytes());
     for p in [sc, pv, mixed] {
-        h.update(std::fs::read(real_inputs().join(p)).unwrap());
+        h.update(std::fs::read(dir.path().join(p)).unwrap());
     }
     let hex: String = h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect();
     assert_eq!(inv.version, hex);
@@ -374,31 +396,27 @@ fn includes_join_the_cluster_and_the_version() {
 
 #[test]
 fn include_problems_are_errors_at_the_include_entry() {
+    let dir = include_fixtures();
     let e = parse("cluster: k\ninclude: [x.yaml]\n").unwrap_err();
     assert_eq!((e.0[0].line, e.0[0].col), (2, 11));
     assert!(e.0[0].message.contains("inventory's location"), "{e}");
-    let e = parse_inventory_str(
-        "inv.yaml",
-        "cluster: k\ninclude:\n  - missing.yaml\n",
-        Some(real_inputs()),
-    )
-    .unwrap_err();
+    let e = parse_inventory_str("inv.yaml", "cluster: k\ninclude:\n  - missing.yaml\n", Some(dir.path())).unwrap_err();
     assert_eq!(e.0[0].line, 3);
     assert!(e.0[0].message.contains("cannot include `missing.yaml`"), "{e}");
     assert!(e.0[0].message.contains("No such file"), "{e}");
     // an included file may not be an inventory itself
     let e = parse_inventory_str(
         "inv.yaml",
-        "cluster: k\ninclude: [fuzzfiles/fuzzball-workflow-examples__printer__printer.yaml]\n",
-        Some(real_inputs()),
+        "cluster: k\ninclude: [fuzzfiles/wf.yaml]\n",
+        Some(dir.path()),
     )
     .unwrap_err();
     assert!(e.0[0].message.contains("Kubernetes manifests only"), "{e}");
     // an included template is refused as such
     let e = parse_inventory_str(
         "inv.yaml",
-        "cluster: k\ninclude: [fuzzfiles/ciq-fuzzball-catalog__applications__printer__template.yaml]\n",
-        Some(real_inputs()),
+        "cluster: k\ninclude: [fuzzfiles/t__template.yaml]\n",
+        Some(dir.path()),
     )
     .unwrap_err();
     assert!(e.0[0].message.contains("unrendered template"), "{e}");

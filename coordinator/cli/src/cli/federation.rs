@@ -563,6 +563,30 @@ fn unavailable_hint(wait: bool) {
     );
 }
 
+/// The line saying which earlier run a plain submit continues: `resuming request <id>: ...`.
+fn resuming_note(e: &super::pending::Entry) -> String {
+    let when = |ms: u64| match ago(ms) {
+        s if s == "now" => "just now".to_string(),
+        s => s,
+    };
+    let run = if e.pid == 0 {
+        format!("first sent {}", when(e.since_ms))
+    } else if e.run_ms == e.since_ms {
+        format!("pid {}, started {}", e.pid, when(e.run_ms))
+    } else {
+        format!(
+            "pid {}, started {}; first sent {}",
+            e.pid,
+            when(e.run_ms),
+            when(e.since_ms)
+        )
+    };
+    format!(
+        "resuming request {}: the earlier submit of this workflow ({run}) ended before it learnt its outcome (--new submits afresh)",
+        e.request_id
+    )
+}
+
 /// Error codes after which `fedvol submit --wait` asks again with the same request id: the
 /// request may not have been decided yet, and asking again cannot book it twice.
 const PASSING: [fedvol_proto::Code; 4] = [
@@ -602,44 +626,34 @@ pub fn submit(a: &SubmitArgs) -> u8 {
             keep: a.keep,
             choice: a.choice.options(),
         };
-        // A plain real submit resumes the same request left unfinished by an earlier run
-        // (super::pending), else gets a fresh id, remembered until its outcome is learnt.
-        // A real submit under an id given by hand settles an unfinished one under that id too.
+        // A plain real submit resumes the same request left unfinished by an earlier run that
+        // has ended (super::pending: a sibling still running is never resumed), else gets a
+        // fresh id, remembered and locked until its outcome is learnt. A real submit under an
+        // id given by hand settles an unfinished one under that id too.
         let remembered = (!a.dry_run).then(|| super::pending::key(&net.user, &net.subject_prefix, &msg.digest()));
-        let resumed = match &remembered {
-            Some(k) if !a.new && a.request_id.is_none() => super::pending::find(k, now_ms()),
-            _ => None,
-        };
         if msg.request_id.is_empty() {
-            msg.request_id = match &resumed {
-                Some(e) => e.request_id.clone(),
-                None => fedvol_proto::coordinator::request_id_for(
-                    &msg.workflow.name,
-                    &fedvol_proto::coordinator::unique_token(&client.nats),
-                ),
-            };
+            msg.request_id = fedvol_proto::coordinator::request_id_for(
+                &msg.workflow.name,
+                &fedvol_proto::coordinator::unique_token(&client.nats),
+            );
         }
         // A request too large to send is refused below with one line; an id is worth printing
-        // only for a request that leaves.
+        // (and remembering) only for a request that leaves.
         let sendable = <api::Submit as fedvol_proto::Endpoint>::encode_request(&msg).len() <= client.nats.max_payload();
+        let mut claim = None;
         if let (Some(k), true, None) = (&remembered, sendable, &a.request_id) {
-            let entry = super::pending::Entry {
-                request_id: msg.request_id.clone(),
-                workflow: msg.workflow.name.clone(),
-                since_ms: resumed.as_ref().map_or_else(now_ms, |e| e.since_ms),
-            };
-            if let Err(e) = super::pending::remember(k, entry, now_ms()) {
-                eprintln!(
+            match super::pending::begin(k, &msg.workflow.name, &msg.request_id, !a.new, now_ms()) {
+                Ok(begun) => {
+                    if let Some(e) = &begun.resumed {
+                        msg.request_id = e.request_id.clone();
+                        eprintln!("{}", resuming_note(e));
+                    }
+                    claim = Some(begun.claim);
+                }
+                Err(e) => eprintln!(
                     "note: this submit cannot be resumed by a plain retry ({e}); after an error, use --request-id"
-                );
+                ),
             }
-        }
-        if let Some(e) = &resumed {
-            eprintln!(
-                "resuming request {}: an earlier submit of this workflow ({}) did not learn its outcome (--new submits afresh)",
-                e.request_id,
-                ago(e.since_ms)
-            );
         }
         // Said only when the outcome is not known (no answer, a passing error, a commit still
         // going): a decided submit prints its id in the decision, a dry run books nothing.
@@ -712,6 +726,9 @@ pub fn submit(a: &SubmitArgs) -> u8 {
                     );
                     if !not_received {
                         unknown_outcome(&msg.request_id);
+                    } else if let Some(Err(e)) = claim.take().map(super::pending::Claim::finish) {
+                        // Nothing was received, so nothing is left to resume.
+                        eprintln!("note: {e}");
                     }
                     return code;
                 }
@@ -727,10 +744,15 @@ pub fn submit(a: &SubmitArgs) -> u8 {
                 .stored
                 .as_ref()
                 .is_some_and(|s| s.state == DecisionState::Planned && !s.dry_run);
-        if let (Some(k), false) = (&remembered, unfinished)
-            && let Err(e) = super::pending::forget(k, &msg.request_id)
-        {
-            eprintln!("note: {e}");
+        if !unfinished {
+            let done = match (claim.take(), &remembered) {
+                (Some(c), _) => c.finish(),
+                (None, Some(k)) => super::pending::forget(k, &msg.request_id),
+                (None, None) => Ok(()),
+            };
+            if let Err(e) = done {
+                eprintln!("note: {e}");
+            }
         }
         if unfinished {
             unknown_outcome(&msg.request_id);

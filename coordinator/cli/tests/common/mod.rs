@@ -106,9 +106,10 @@ pub fn workflow(stem: &str) -> PathBuf {
     examples_dir().join("workflows").join(format!("{stem}.yaml"))
 }
 
-/// The shared directory of real third-party inputs (Fuzzfiles, Kubernetes manifests).
-pub fn real_inputs() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/real-inputs"))
+/// The real third-party inputs (Fuzzfiles, catalog values, Kubernetes manifests), or `None`
+/// after the running test is recorded as skipped ([`fedvol_testenv::real_inputs`]).
+pub fn real_inputs() -> Option<PathBuf> {
+    fedvol_testenv::real_inputs()
 }
 
 /// Every regular file directly in `dir`, sorted by name. Fails the test when `dir` is missing.
