@@ -1,4 +1,4 @@
-//! The agent's metrics (`metricsListen`, README "Metrics and health"):
+//! The agent's metrics (`metricsListen`, docs/metrics.md):
 //!
 //! - per request, updated where it is served ([`crate::service`]): `fedvol_agent_requests_total
 //!   {endpoint, outcome}` and `fedvol_agent_request_duration_seconds{endpoint}` (the plan and
