@@ -1,16 +1,7 @@
-//! The agent's operations (one agent service per cluster, queue group `agent.<cluster>`) and
-//! their bodies, plus the heartbeat an agent publishes.
-//!
-//! | operation | subject | request | reply |
-//! |---|---|---|---|
-//! | [`Plan`] | `<prefix>.plan` (broadcast) and `<prefix>.cluster.<c>.plan` | [`PlanMsg`] | [`PlanReply`] |
-//! | [`Commit`], [`Release`], [`Complete`] | `<prefix>.cluster.<c>.<op>` | [`ActionMsg`] | [`ActionReply`] |
-//! | [`WhyNot`] | `<prefix>.cluster.<c>.why_not` | [`WhyNotMsg`] | [`WhyNotReply`] |
-//! | [`Status`] | `<prefix>.cluster.<c>.status` | none | [`StatusReply`] |
-//! | [`Inventory`] | `<prefix>.cluster.<c>.inventory` | none | [`InventoryReply`] |
-//! | [`Restored`] | `<prefix>.cluster.<c>.restored` | [`RestoredMsg`] | [`RestoredReply`] |
-//! | [`Jobs`] | `<prefix>.cluster.<c>.jobs` | [`ActionMsg`] | [`ActionReply`] (with `jobs`) |
-//! | [`Answer`] | `<prefix>.cluster.<c>.answer` | [`AnswerMsg`] | [`PlanReply`] (the whole answer) |
+//! The agent's operations (one agent service per cluster, queue group `agent.<cluster>`, subject
+//! `<prefix>.cluster.<c>.<op>`; plan also on the broadcast `<prefix>.plan` of earlier releases)
+//! and their bodies, plus the heartbeat an agent publishes: the table below is the whole list
+//! ([`AgentOp`] shows it with its bodies).
 //!
 //! Every request that changes or reads state carries the request id (the idempotency key: the
 //! same id gives the same answer and never a second reservation) and an absolute deadline in ms
@@ -25,68 +16,55 @@ use fedvol_common::model::Resources;
 use fedvol_common::size::ByteSize;
 
 use crate::code::ProtoError;
-use crate::endpoint::{Endpoint, NoArgs};
+use crate::endpoint::{NoArgs, ReplyBody, RequestBody, decode_unread};
 use crate::failure::Failure;
-use crate::version::DecodeError;
+use crate::operations::operations;
 
-/// The agent's operations: the `<op>` token of `<prefix>.cluster.<c>.<op>` and the name of
-/// each service endpoint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum AgentOp {
-    /// Run the funnel; with `reserve`, hold what it chose.
-    Plan,
-    /// Turn a hold into allocations, provisioning new volumes.
-    Commit,
-    /// Free a hold.
-    Release,
-    /// End a committed request: free its allocations, apply reclaim policies.
-    Complete,
-    /// Explain why a zone, host or provisioner was not chosen.
-    WhyNot,
-    /// Holds, commits, managed volumes, capacity in use.
-    Status,
-    /// The effective inventory and the status.
-    Inventory,
-    /// A coordinator says the commits it stored for the cluster were restored onto the agent's
-    /// current state generation: an agent started on a fresh state admits new commits again.
-    Restored,
-    /// The batch jobs a committed request runs on the cluster's resource manager, their states,
-    /// and whether the agent completed the request once they all ended.
-    Jobs,
-    /// The whole answer to a plan the agent answered with its summary ([`PlanMsg::summary`]),
-    /// while the agent keeps it.
-    Answer,
+operations! {
+    /// The agent's operations: the `<op>` token of `<prefix>.cluster.<c>.<op>` and the name of
+    /// each service endpoint.
+    pub enum AgentOp, served as AgentEndpoint {
+        /// Run the funnel; with `reserve`, hold what it chose.
+        Plan = "plan": PlanMsg => PlanReply;
+        /// Turn a hold into allocations, provisioning new volumes.
+        Commit = "commit": ActionMsg => ActionReply;
+        /// Free a hold.
+        Release = "release": ActionMsg => ActionReply;
+        /// End a committed request: free its allocations, apply reclaim policies.
+        Complete = "complete": ActionMsg => ActionReply;
+        /// Explain why a zone, host or provisioner was not chosen.
+        WhyNot = "why_not": WhyNotMsg => WhyNotReply;
+        /// Holds, commits, managed volumes, capacity in use (the body is not read).
+        Status = "status": NoArgs => StatusReply, decode_request = decode_unread;
+        /// The effective inventory and the status (the body is not read).
+        Inventory = "inventory": NoArgs => InventoryReply, decode_request = decode_unread;
+        /// A coordinator says the commits it stored for the cluster were restored onto the agent's
+        /// current state generation: an agent started on a fresh state admits new commits again.
+        Restored = "restored": RestoredMsg => RestoredReply;
+        /// The batch jobs a committed request runs on the cluster's resource manager, their states,
+        /// and whether the agent completed the request once they all ended (`ActionReply::jobs`).
+        Jobs = "jobs": ActionMsg => ActionReply;
+        /// The whole answer to a plan the agent answered with its summary ([`PlanMsg::summary`]),
+        /// while the agent keeps it.
+        Answer = "answer": AnswerMsg => PlanReply;
+    }
 }
 
-impl AgentOp {
-    /// Every operation, in the order the service registers them.
-    pub const ALL: [AgentOp; 10] = [
-        AgentOp::Plan,
-        AgentOp::Commit,
-        AgentOp::Release,
-        AgentOp::Complete,
-        AgentOp::WhyNot,
-        AgentOp::Status,
-        AgentOp::Inventory,
-        AgentOp::Restored,
-        AgentOp::Jobs,
-        AgentOp::Answer,
-    ];
+/// The workflow limits of [`fedvol_common::limits`], as a `bad_request` error naming `what`.
+pub(crate) fn workflow_limits(what: &str, wf: &fedvol_common::model::Workflow) -> Result<(), ProtoError> {
+    let problems = fedvol_common::limits::workflow_problems(wf);
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(crate::Code::BadRequest.error(format!("{what}: {}", fedvol_common::limits::join_problems(&problems))))
+    }
+}
 
-    /// The operation's wire name.
-    pub const fn name(self) -> &'static str {
-        match self {
-            AgentOp::Plan => "plan",
-            AgentOp::Commit => "commit",
-            AgentOp::Release => "release",
-            AgentOp::Complete => "complete",
-            AgentOp::WhyNot => "why_not",
-            AgentOp::Status => "status",
-            AgentOp::Inventory => "inventory",
-            AgentOp::Restored => "restored",
-            AgentOp::Jobs => "jobs",
-            AgentOp::Answer => "answer",
-        }
+/// A request's choice options with default hours out of range are `bad_request`.
+pub(crate) fn choice_options(what: &str, o: Option<&fedvol_common::choice::ChoiceOptions>) -> Result<(), ProtoError> {
+    match o.map(fedvol_common::choice::ChoiceOptions::check) {
+        Some(Err(e)) => Err(crate::Code::BadRequest.error(format!("{what}: choice: {e}"))),
+        _ => Ok(()),
     }
 }
 
@@ -111,6 +89,22 @@ pub struct PlanMsg {
     pub summary: bool,
 }
 
+impl RequestBody for PlanMsg {
+    /// The workflow limits and the choice options' hours.
+    fn check(&self, what: &str) -> Result<(), ProtoError> {
+        workflow_limits(what, &self.request.workflow)?;
+        choice_options(what, self.request.choice.as_ref())
+    }
+
+    fn deadline_ms(&self) -> Option<u64> {
+        Some(self.deadline_ms)
+    }
+
+    fn request_id(&self) -> Option<&str> {
+        Some(&self.request.request_id)
+    }
+}
+
 /// Answer: the whole answer an agent kept for a plan it answered with its summary.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AnswerMsg {
@@ -118,6 +112,16 @@ pub struct AnswerMsg {
     pub request_id: String,
     /// Absolute deadline, ms since the epoch.
     pub deadline_ms: u64,
+}
+
+impl RequestBody for AnswerMsg {
+    fn deadline_ms(&self) -> Option<u64> {
+        Some(self.deadline_ms)
+    }
+
+    fn request_id(&self) -> Option<&str> {
+        Some(&self.request_id)
+    }
 }
 
 /// A reservation (hold) an agent keeps for a request.
@@ -145,6 +149,8 @@ pub struct PlanReply {
     #[serde(default)]
     pub hold: Option<HoldInfo>,
 }
+
+impl ReplyBody for PlanReply {}
 
 /// Commit, release or complete: act on the hold or allocation of `request_id`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -205,6 +211,16 @@ impl ActionMsg {
             jobs: Vec::new(),
             more_request_ids: Vec::new(),
         }
+    }
+}
+
+impl RequestBody for ActionMsg {
+    fn deadline_ms(&self) -> Option<u64> {
+        Some(self.deadline_ms)
+    }
+
+    fn request_id(&self) -> Option<&str> {
+        Some(&self.request_id)
     }
 }
 
@@ -292,6 +308,23 @@ impl ActionReply {
     }
 }
 
+impl ReplyBody for ActionReply {
+    const CARRIES_ERROR: bool = true;
+
+    /// The fields the previous release's readers of [`ActionReply`] required.
+    fn legacy_failure_fields(f: &Failure) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        m.insert("volumes".into(), serde_json::Value::Array(Vec::new()));
+        if f.cluster.is_none() {
+            m.insert("cluster".into(), "".into());
+        }
+        if f.request_id.is_none() {
+            m.insert("request_id".into(), "".into());
+        }
+        m
+    }
+}
+
 /// Why not: explain why a zone, host or provisioner was not chosen for a request.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct WhyNotMsg {
@@ -302,6 +335,21 @@ pub struct WhyNotMsg {
     /// What to explain: the body's `zone`, `host` and `provisioner` fields.
     #[serde(flatten)]
     pub target: Target,
+}
+
+impl RequestBody for WhyNotMsg {
+    /// The workflow limits (the choice options are not read: nothing is chosen).
+    fn check(&self, what: &str) -> Result<(), ProtoError> {
+        workflow_limits(what, &self.request.workflow)
+    }
+
+    fn deadline_ms(&self) -> Option<u64> {
+        Some(self.deadline_ms)
+    }
+
+    fn request_id(&self) -> Option<&str> {
+        Some(&self.request.request_id)
+    }
 }
 
 /// The answer to why_not.
@@ -321,6 +369,19 @@ pub struct WhyNotReply {
     /// record; absent from agents and earlier releases).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record: Option<fedvol_common::funnel::why_not::RecordedExplanation>,
+}
+
+impl ReplyBody for WhyNotReply {
+    /// The fields the previous release's readers of [`WhyNotReply`] required.
+    fn legacy_failure_fields(f: &Failure) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        if f.cluster.is_none() {
+            m.insert("cluster".into(), "".into());
+        }
+        m.insert("blockers".into(), serde_json::Value::Array(Vec::new()));
+        m.insert("summary".into(), f.error.message.clone().into());
+        m
+    }
 }
 
 /// A volume-lifecycle event (the Kubernetes volume provisioning design vocabulary).
@@ -387,6 +448,8 @@ pub struct StatusReply {
     pub source: Option<SourceStatus>,
 }
 
+impl ReplyBody for StatusReply {}
+
 /// The state of a live inventory source: the agent reads its zones and hosts from
 /// the cluster's resource manager on an interval, and keeps serving its last good reading when
 /// a reading fails.
@@ -443,6 +506,8 @@ pub struct InventoryReply {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cut: Option<InventoryCut>,
 }
+
+impl ReplyBody for InventoryReply {}
 
 /// How many entries each list of a cut [`InventoryReply`] holds in all (the answer carries the
 /// first ones of each, the same number of every list that was cut).
@@ -582,6 +647,8 @@ pub struct RestoredMsg {
     pub failed: usize,
 }
 
+impl RequestBody for RestoredMsg {}
+
 /// The agent's answer to [`RestoredMsg`].
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RestoredReply {
@@ -592,213 +659,7 @@ pub struct RestoredReply {
     pub admitting: bool,
 }
 
-/// The plan endpoint.
-pub struct Plan;
-/// The commit endpoint.
-pub struct Commit;
-/// The release endpoint.
-pub struct Release;
-/// The complete endpoint.
-pub struct Complete;
-/// The why_not endpoint.
-pub struct WhyNot;
-/// The status endpoint.
-pub struct Status;
-/// The inventory endpoint.
-pub struct Inventory;
-/// The restored endpoint.
-pub struct Restored;
-/// The jobs endpoint.
-pub struct Jobs;
-/// The answer endpoint.
-pub struct Answer;
-
-/// An endpoint served by the agents, with its operation (the subject token).
-pub trait AgentEndpoint: Endpoint {
-    /// The operation.
-    const OP: AgentOp;
-}
-
-/// The workflow limits of [`fedvol_common::limits`], as a `bad_request` error.
-fn workflow_limits(what: &str, wf: &fedvol_common::model::Workflow) -> Result<(), ProtoError> {
-    let problems = fedvol_common::limits::workflow_problems(wf);
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(crate::Code::BadRequest.error(format!("{what}: {}", fedvol_common::limits::join_problems(&problems))))
-    }
-}
-
-/// A request's choice options with default hours out of range are `bad_request`.
-pub(crate) fn choice_options(what: &str, o: Option<&fedvol_common::choice::ChoiceOptions>) -> Result<(), ProtoError> {
-    match o.map(fedvol_common::choice::ChoiceOptions::check) {
-        Some(Err(e)) => Err(crate::Code::BadRequest.error(format!("{what}: choice: {e}"))),
-        _ => Ok(()),
-    }
-}
-
-impl AgentEndpoint for Plan {
-    const OP: AgentOp = AgentOp::Plan;
-}
-
-impl Endpoint for Plan {
-    const NAME: &'static str = AgentOp::Plan.name();
-    type Request = PlanMsg;
-    type Reply = PlanReply;
-
-    fn check(r: &PlanMsg) -> Result<(), ProtoError> {
-        workflow_limits(Self::NAME, &r.request.workflow)?;
-        choice_options(Self::NAME, r.request.choice.as_ref())
-    }
-
-    fn deadline_ms(r: &PlanMsg) -> Option<u64> {
-        Some(r.deadline_ms)
-    }
-
-    fn request_id(r: &PlanMsg) -> Option<&str> {
-        Some(&r.request.request_id)
-    }
-}
-
-/// The fields the previous release's readers of [`ActionReply`] required.
-fn action_legacy(f: &Failure) -> serde_json::Map<String, serde_json::Value> {
-    let mut m = serde_json::Map::new();
-    m.insert("volumes".into(), serde_json::Value::Array(Vec::new()));
-    if f.cluster.is_none() {
-        m.insert("cluster".into(), "".into());
-    }
-    if f.request_id.is_none() {
-        m.insert("request_id".into(), "".into());
-    }
-    m
-}
-
-macro_rules! action_endpoint {
-    ($ty:ident, $op:expr) => {
-        impl AgentEndpoint for $ty {
-            const OP: AgentOp = $op;
-        }
-
-        impl Endpoint for $ty {
-            const NAME: &'static str = $op.name();
-            const REPLY_CARRIES_ERROR: bool = true;
-            type Request = ActionMsg;
-            type Reply = ActionReply;
-
-            fn deadline_ms(r: &ActionMsg) -> Option<u64> {
-                Some(r.deadline_ms)
-            }
-
-            fn request_id(r: &ActionMsg) -> Option<&str> {
-                Some(&r.request_id)
-            }
-
-            fn legacy_failure_fields(f: &Failure) -> serde_json::Map<String, serde_json::Value> {
-                action_legacy(f)
-            }
-        }
-    };
-}
-
-action_endpoint!(Commit, AgentOp::Commit);
-action_endpoint!(Release, AgentOp::Release);
-action_endpoint!(Complete, AgentOp::Complete);
-action_endpoint!(Jobs, AgentOp::Jobs);
-
-/// The fields the previous release's readers of [`WhyNotReply`] required.
-pub(crate) fn why_not_legacy(f: &Failure) -> serde_json::Map<String, serde_json::Value> {
-    let mut m = serde_json::Map::new();
-    if f.cluster.is_none() {
-        m.insert("cluster".into(), "".into());
-    }
-    m.insert("blockers".into(), serde_json::Value::Array(Vec::new()));
-    m.insert("summary".into(), f.error.message.clone().into());
-    m
-}
-
-impl AgentEndpoint for WhyNot {
-    const OP: AgentOp = AgentOp::WhyNot;
-}
-
-impl Endpoint for WhyNot {
-    const NAME: &'static str = AgentOp::WhyNot.name();
-    type Request = WhyNotMsg;
-    type Reply = WhyNotReply;
-
-    fn check(r: &WhyNotMsg) -> Result<(), ProtoError> {
-        workflow_limits(Self::NAME, &r.request.workflow)
-    }
-
-    fn deadline_ms(r: &WhyNotMsg) -> Option<u64> {
-        Some(r.deadline_ms)
-    }
-
-    fn request_id(r: &WhyNotMsg) -> Option<&str> {
-        Some(&r.request.request_id)
-    }
-
-    fn legacy_failure_fields(f: &Failure) -> serde_json::Map<String, serde_json::Value> {
-        why_not_legacy(f)
-    }
-}
-
-impl AgentEndpoint for Status {
-    const OP: AgentOp = AgentOp::Status;
-}
-
-impl Endpoint for Status {
-    const NAME: &'static str = AgentOp::Status.name();
-    type Request = NoArgs;
-    type Reply = StatusReply;
-
-    /// The body is not read: a request to status carries nothing.
-    fn decode_request(_payload: &[u8], _speaker: &str) -> Result<NoArgs, DecodeError> {
-        Ok(NoArgs {})
-    }
-}
-
-impl AgentEndpoint for Inventory {
-    const OP: AgentOp = AgentOp::Inventory;
-}
-
-impl Endpoint for Inventory {
-    const NAME: &'static str = AgentOp::Inventory.name();
-    type Request = NoArgs;
-    type Reply = InventoryReply;
-
-    /// The body is not read: a request to inventory carries nothing.
-    fn decode_request(_payload: &[u8], _speaker: &str) -> Result<NoArgs, DecodeError> {
-        Ok(NoArgs {})
-    }
-}
-
-impl AgentEndpoint for Answer {
-    const OP: AgentOp = AgentOp::Answer;
-}
-
-impl Endpoint for Answer {
-    const NAME: &'static str = AgentOp::Answer.name();
-    type Request = AnswerMsg;
-    type Reply = PlanReply;
-
-    fn deadline_ms(r: &AnswerMsg) -> Option<u64> {
-        Some(r.deadline_ms)
-    }
-
-    fn request_id(r: &AnswerMsg) -> Option<&str> {
-        Some(&r.request_id)
-    }
-}
-
-impl AgentEndpoint for Restored {
-    const OP: AgentOp = AgentOp::Restored;
-}
-
-impl Endpoint for Restored {
-    const NAME: &'static str = AgentOp::Restored.name();
-    type Request = RestoredMsg;
-    type Reply = RestoredReply;
-}
+impl ReplyBody for RestoredReply {}
 
 #[cfg(test)]
 mod inventory_fit_tests {

@@ -1,95 +1,41 @@
 //! The coordinators' operations (queue group `coordinator`, subject
-//! `<prefix>.coordinator.<op>.<user>`) and their bodies.
-//!
-//! | operation | request | reply |
-//! |---|---|---|
-//! | [`Submit`] | [`SubmitMsg`] | [`SubmitReply`] |
-//! | [`Get`], [`Complete`] | [`DecisionRef`] | [`SubmitReply`] |
-//! | [`Replay`] | [`DecisionRef`] | [`ReplayReply`] |
-//! | [`WhyNot`] | [`WhyNotQuery`] | [`crate::agent::WhyNotReply`] |
-//! | [`Clusters`] | none | [`ClustersReply`] |
-//! | [`Cluster`] | [`ClusterRef`] | [`ClusterReply`] |
-//! | [`List`] | none | [`ListReply`] |
-//! | [`Changes`] | [`ChangesQuery`] | [`ChangesReply`] |
+//! `<prefix>.coordinator.<op>.<user>`) and their bodies: the table below is the whole list
+//! ([`CoordinatorOp`] shows it with its bodies).
 
 use crate::agent::WhyNotReply;
 use crate::code::ProtoError;
 use crate::decisions::{DecisionState, StoredDecision};
-use crate::endpoint::{Endpoint, NoArgs, decode_no_args};
+use crate::endpoint::{NoArgs, ReplyBody, RequestBody};
 use crate::failure::Failure;
-use crate::version::{DecodeError, encode};
+use crate::operations::operations;
+use crate::version::encode;
 use bytes::Bytes;
 use fedvol_common::funnel::why_not::Target;
 
-/// The coordinators' operations: the `<op>` token of `<prefix>.coordinator.<op>.<user>`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CoordinatorOp {
-    /// Plan a workflow across the federation and, unless dry-run, commit it.
-    Submit,
-    /// End a committed workflow (its cluster frees allocations and reclaims volumes).
-    Complete,
-    /// Explain why a cluster did not choose a zone, host or provisioner for a decision.
-    WhyNot,
-    /// The cluster registry.
-    Clusters,
-    /// Stored decisions, newest first.
-    List,
-    /// One stored decision.
-    Get,
-    /// Re-run a stored request with its seed and compare.
-    Replay,
-    /// One cluster in detail: the registry's view and its agent's effective inventory and
-    /// status (`fedvol clusters show`).
-    Cluster,
-    /// The decisions changed after a bucket revision, waiting up to a bound for one (a long
-    /// poll): how `fedvol decisions watch` and `fedvol ui` follow the decision store without a
-    /// JetStream consumer of their own.
-    Changes,
-}
-
-impl CoordinatorOp {
-    /// Every operation.
-    pub const ALL: [CoordinatorOp; 9] = [
-        CoordinatorOp::Submit,
-        CoordinatorOp::Complete,
-        CoordinatorOp::WhyNot,
-        CoordinatorOp::Clusters,
-        CoordinatorOp::List,
-        CoordinatorOp::Get,
-        CoordinatorOp::Replay,
-        CoordinatorOp::Cluster,
-        CoordinatorOp::Changes,
-    ];
-
-    /// The failure body operation `self`'s endpoint sends (each encodes its own legacy fields,
-    /// [`Endpoint::encode_failure`]): how a request refused unread is answered.
-    pub fn encode_failure(self, f: &Failure) -> bytes::Bytes {
-        match self {
-            CoordinatorOp::Submit => Submit::encode_failure(f),
-            CoordinatorOp::Complete => Complete::encode_failure(f),
-            CoordinatorOp::Get => Get::encode_failure(f),
-            CoordinatorOp::Replay => Replay::encode_failure(f),
-            CoordinatorOp::WhyNot => WhyNot::encode_failure(f),
-            CoordinatorOp::Clusters => Clusters::encode_failure(f),
-            CoordinatorOp::List => List::encode_failure(f),
-            CoordinatorOp::Cluster => Cluster::encode_failure(f),
-            CoordinatorOp::Changes => Changes::encode_failure(f),
-        }
-    }
-
-    /// The operation's wire name.
-    pub const fn name(self) -> &'static str {
-        match self {
-            CoordinatorOp::Submit => "submit",
-            CoordinatorOp::Complete => "complete",
-            CoordinatorOp::WhyNot => "why_not",
-            CoordinatorOp::Clusters => "clusters",
-            CoordinatorOp::List => "list",
-            CoordinatorOp::Get => "get",
-            CoordinatorOp::Replay => "replay",
-            CoordinatorOp::Cluster => "cluster",
-            CoordinatorOp::Changes => "changes",
-        }
+operations! {
+    /// The coordinators' operations: the `<op>` token of `<prefix>.coordinator.<op>.<user>`.
+    pub enum CoordinatorOp, served as CoordinatorEndpoint {
+        /// Plan a workflow across the federation and, unless dry-run, commit it.
+        Submit = "submit": SubmitMsg => SubmitReply;
+        /// End a committed workflow (its cluster frees allocations and reclaims volumes).
+        Complete = "complete": DecisionRef => SubmitReply;
+        /// Explain why a cluster did not choose a zone, host or provisioner for a decision.
+        WhyNot = "why_not": WhyNotQuery => WhyNotReply;
+        /// The cluster registry.
+        Clusters = "clusters": NoArgs => ClustersReply;
+        /// Stored decisions, newest first.
+        List = "list": NoArgs => ListReply;
+        /// One stored decision.
+        Get = "get": DecisionRef => SubmitReply;
+        /// Re-run a stored request with its seed and compare.
+        Replay = "replay": DecisionRef => ReplayReply;
+        /// One cluster in detail: the registry's view and its agent's effective inventory and
+        /// status (`fedvol clusters show`).
+        Cluster = "cluster": ClusterRef => ClusterReply;
+        /// The decisions changed after a bucket revision, waiting up to a bound for one (a long
+        /// poll): how `fedvol decisions watch` and `fedvol ui` follow the decision store without a
+        /// JetStream consumer of their own.
+        Changes = "changes": ChangesQuery => ChangesReply;
     }
 }
 
@@ -142,6 +88,19 @@ pub struct SubmitMsg {
     pub choice: Option<fedvol_common::choice::ChoiceOptions>,
 }
 
+impl RequestBody for SubmitMsg {
+    /// The workflow limits of [`fedvol_common::limits`] and the choice options' hours.
+    fn check(&self, what: &str) -> Result<(), ProtoError> {
+        crate::agent::workflow_limits(what, &self.workflow)?;
+        crate::agent::choice_options(what, self.choice.as_ref())
+    }
+
+    /// The request id, when the submit carries one.
+    fn request_id(&self) -> Option<&str> {
+        (!self.request_id.is_empty()).then_some(self.request_id.as_str())
+    }
+}
+
 impl SubmitMsg {
     /// What makes two submits under one request id the same request (one request id,
     /// one workflow): the sha256, in hex, of the workflow without its source positions
@@ -188,6 +147,16 @@ pub struct SubmitReply {
     /// after decoding.
     #[serde(skip)]
     pub stored_record: Option<StoredRecord>,
+}
+
+impl ReplyBody for SubmitReply {
+    const CARRIES_ERROR: bool = true;
+
+    /// From the stored record when the reply has it ([`SubmitReply::stored_record`]), else
+    /// encoded.
+    fn encode_body(&self) -> Bytes {
+        self.spliced().unwrap_or_else(|| encode(self))
+    }
 }
 
 /// The bytes of a stored decision's record ([`SubmitReply::stored_record`]). Compares equal to
@@ -270,6 +239,12 @@ pub struct DecisionRef {
     pub whole: Option<String>,
 }
 
+impl RequestBody for DecisionRef {
+    fn request_id(&self) -> Option<&str> {
+        Some(&self.request_id)
+    }
+}
+
 /// Why not: ask the cluster of a stored decision why not.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct WhyNotQuery {
@@ -282,12 +257,20 @@ pub struct WhyNotQuery {
     pub target: Target,
 }
 
+impl RequestBody for WhyNotQuery {
+    fn request_id(&self) -> Option<&str> {
+        Some(&self.request_id)
+    }
+}
+
 /// The cluster `cluster` asks about (the `cluster` operation).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ClusterRef {
     /// The cluster's name.
     pub cluster: String,
 }
+
+impl RequestBody for ClusterRef {}
 
 /// The answer to `cluster`: what the coordinator's registry knows of it and what its agent
 /// serves (provisioners with status and policies, zones and hosts, capacity in use), as
@@ -299,6 +282,8 @@ pub struct ClusterReply {
     /// The agent's effective inventory and status (driver secrets redacted by the agent).
     pub agent: crate::agent::InventoryReply,
 }
+
+impl ReplyBody for ClusterReply {}
 
 /// One cluster in the coordinator's registry.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -338,6 +323,8 @@ pub struct ClustersReply {
     #[serde(default)]
     pub clusters: Vec<ClusterInfo>,
 }
+
+impl ReplyBody for ClustersReply {}
 
 /// One line of the decisions list.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -454,6 +441,8 @@ pub struct ListReply {
     pub decisions: Vec<DecisionSummary>,
 }
 
+impl ReplyBody for ListReply {}
+
 /// The changes query: every decision whose latest change is after bucket revision `after`,
 /// oldest change first; when there is none yet, wait up to `wait_ms` for one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -467,6 +456,8 @@ pub struct ChangesQuery {
     #[serde(default)]
     pub wait_ms: u64,
 }
+
+impl RequestBody for ChangesQuery {}
 
 /// The longest a `changes` query waits for a change, ms.
 pub const MAX_CHANGES_WAIT_MS: u64 = 30_000;
@@ -545,6 +536,8 @@ pub struct ChangesReply {
     pub more: bool,
 }
 
+impl ReplyBody for ChangesReply {}
+
 /// The answer to replay.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ReplayReply {
@@ -557,165 +550,14 @@ pub struct ReplayReply {
     pub replayed: Option<fedvol_common::decision::Decision>,
 }
 
-/// The submit endpoint.
-pub struct Submit;
-/// The complete endpoint (of a stored decision).
-pub struct Complete;
-/// The why_not endpoint (of a stored decision).
-pub struct WhyNot;
-/// The clusters endpoint.
-pub struct Clusters;
-/// The list endpoint.
-pub struct List;
-/// The get endpoint.
-pub struct Get;
-/// The replay endpoint.
-pub struct Replay;
-/// The cluster endpoint (one cluster in detail).
-pub struct Cluster;
-/// The changes endpoint (the decisions changed after a revision, as a long poll).
-pub struct Changes;
-
-/// An endpoint served by the coordinators, with its operation (the subject token).
-pub trait CoordinatorEndpoint: Endpoint {
-    /// The operation.
-    const OP: CoordinatorOp;
-}
-
-impl CoordinatorEndpoint for Submit {
-    const OP: CoordinatorOp = CoordinatorOp::Submit;
-}
-
-impl Endpoint for Submit {
-    const NAME: &'static str = CoordinatorOp::Submit.name();
-    const REPLY_CARRIES_ERROR: bool = true;
-    type Request = SubmitMsg;
-    type Reply = SubmitReply;
-
-    fn check(r: &SubmitMsg) -> Result<(), ProtoError> {
-        let problems = fedvol_common::limits::workflow_problems(&r.workflow);
-        if problems.is_empty() {
-            crate::agent::choice_options("submit", r.choice.as_ref())
-        } else {
-            Err(crate::Code::BadRequest.error(format!("submit: {}", fedvol_common::limits::join_problems(&problems))))
-        }
+impl ReplyBody for ReplayReply {
+    /// The fields the previous release's readers of [`ReplayReply`] required.
+    fn legacy_failure_fields(_f: &Failure) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        m.insert("identical".into(), false.into());
+        m.insert("differences".into(), serde_json::Value::Array(Vec::new()));
+        m
     }
-
-    fn request_id(r: &SubmitMsg) -> Option<&str> {
-        (!r.request_id.is_empty()).then_some(r.request_id.as_str())
-    }
-
-    /// From the stored record when the reply has it ([`SubmitReply::stored_record`]), else
-    /// encoded.
-    fn encode_reply(reply: &SubmitReply) -> Bytes {
-        reply.spliced().unwrap_or_else(|| encode(reply))
-    }
-}
-
-macro_rules! decision_ref_endpoint {
-    ($ty:ident, $op:expr, $reply:ty, $carries:expr, $legacy:path) => {
-        impl CoordinatorEndpoint for $ty {
-            const OP: CoordinatorOp = $op;
-        }
-
-        impl Endpoint for $ty {
-            const NAME: &'static str = $op.name();
-            const REPLY_CARRIES_ERROR: bool = $carries;
-            type Request = DecisionRef;
-            type Reply = $reply;
-
-            fn request_id(r: &DecisionRef) -> Option<&str> {
-                Some(&r.request_id)
-            }
-
-            fn legacy_failure_fields(f: &Failure) -> serde_json::Map<String, serde_json::Value> {
-                $legacy(f)
-            }
-        }
-    };
-}
-
-/// The fields the previous release's readers of [`ReplayReply`] required.
-fn replay_legacy(_f: &Failure) -> serde_json::Map<String, serde_json::Value> {
-    let mut m = serde_json::Map::new();
-    m.insert("identical".into(), false.into());
-    m.insert("differences".into(), serde_json::Value::Array(Vec::new()));
-    m
-}
-
-/// No extra fields: [`SubmitReply`] reads a failure body as it is.
-fn no_legacy(_f: &Failure) -> serde_json::Map<String, serde_json::Value> {
-    serde_json::Map::new()
-}
-
-decision_ref_endpoint!(Complete, CoordinatorOp::Complete, SubmitReply, true, no_legacy);
-decision_ref_endpoint!(Get, CoordinatorOp::Get, SubmitReply, true, no_legacy);
-decision_ref_endpoint!(Replay, CoordinatorOp::Replay, ReplayReply, false, replay_legacy);
-
-impl CoordinatorEndpoint for WhyNot {
-    const OP: CoordinatorOp = CoordinatorOp::WhyNot;
-}
-
-impl Endpoint for WhyNot {
-    const NAME: &'static str = CoordinatorOp::WhyNot.name();
-    type Request = WhyNotQuery;
-    type Reply = WhyNotReply;
-
-    fn request_id(r: &WhyNotQuery) -> Option<&str> {
-        Some(&r.request_id)
-    }
-
-    fn legacy_failure_fields(f: &Failure) -> serde_json::Map<String, serde_json::Value> {
-        crate::agent::why_not_legacy(f)
-    }
-}
-
-impl CoordinatorEndpoint for Clusters {
-    const OP: CoordinatorOp = CoordinatorOp::Clusters;
-}
-
-impl Endpoint for Clusters {
-    const NAME: &'static str = CoordinatorOp::Clusters.name();
-    type Request = NoArgs;
-    type Reply = ClustersReply;
-
-    fn decode_request(payload: &[u8], speaker: &str) -> Result<NoArgs, DecodeError> {
-        decode_no_args(payload, Self::NAME, speaker)
-    }
-}
-
-impl CoordinatorEndpoint for Cluster {
-    const OP: CoordinatorOp = CoordinatorOp::Cluster;
-}
-
-impl Endpoint for Cluster {
-    const NAME: &'static str = CoordinatorOp::Cluster.name();
-    type Request = ClusterRef;
-    type Reply = ClusterReply;
-}
-
-impl CoordinatorEndpoint for List {
-    const OP: CoordinatorOp = CoordinatorOp::List;
-}
-
-impl Endpoint for List {
-    const NAME: &'static str = CoordinatorOp::List.name();
-    type Request = NoArgs;
-    type Reply = ListReply;
-
-    fn decode_request(payload: &[u8], speaker: &str) -> Result<NoArgs, DecodeError> {
-        decode_no_args(payload, Self::NAME, speaker)
-    }
-}
-
-impl CoordinatorEndpoint for Changes {
-    const OP: CoordinatorOp = CoordinatorOp::Changes;
-}
-
-impl Endpoint for Changes {
-    const NAME: &'static str = CoordinatorOp::Changes.name();
-    type Request = ChangesQuery;
-    type Reply = ChangesReply;
 }
 
 /// A request id for workflow `workflow`: its name reduced to key characters (letters, digits,
