@@ -27,6 +27,7 @@
 
 pub mod agent;
 pub mod batch;
+mod checks;
 pub mod code;
 pub mod coordinator;
 pub mod decisions;
