@@ -169,7 +169,7 @@ impl Serialize for Decision {
     }
 }
 
-/// The decision document in either form ([`read_map`] for its clusters, [`read_steps`] for its
+/// The decision document in either form (`read_map` for its clusters, `read_steps` for its
 /// choice steps); `choice`, `quota` and `refused` may be absent.
 impl<'de> Deserialize<'de> for Decision {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -203,7 +203,7 @@ impl<'de> Deserialize<'de> for Decision {
     }
 }
 
-/// One choice step, its dropped clusters in any form ([`read_dropped`]); `kept` may be absent.
+/// One choice step, its dropped clusters in any form (`read_dropped`); `kept` may be absent.
 impl<'de> Deserialize<'de> for ChoiceStep {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]

@@ -2,9 +2,9 @@
 //!
 //! A decision of 1,000 clusters keeps about 997 summaries; written as objects, each is about
 //! 1.2 KB and the decision does not fit NATS's default 1 MiB payload. In a decision's
-//! `clusters`, a summarized answer ([`ClusterDecision::summarized`]) is written as a JSON
-//! array, and so are the records inside it, each in a fixed order with trailing absent values
-//! left out:
+//! `clusters`, a summarized answer ([`crate::decision::ClusterDecision::summarized`]) is
+//! written as a JSON array, and so are the records inside it, each in a fixed order with
+//! trailing absent values left out:
 //!
 //! - a summary: `[status, elapsed_ms, inventory_version, feasible, load, soft_matched,
 //!   volumes, jobs, trace]`, then `holds_named_volume`, `error`, `resource_manager` and `cost`
@@ -23,10 +23,18 @@
 //! `reason_counts` as that code alone (`"insufficient"` for `{"insufficient": considered -
 //! passed}`).
 //!
-//! Readers take either form for every one of these records (the `read_*` functions below are
-//! the fields' `deserialize_with`), so a full answer, a summary and every record of earlier
-//! releases read into the same types. The writers are used only for summaries, so a decision
-//! of at most three clusters is written exactly as before.
+//! Readers take either form for every one of these records, so a full answer, a summary and
+//! every record of earlier releases read into the same types. The writers are used only for
+//! summaries, so a decision of at most three clusters is written exactly as before.
+//!
+//! This module owns the layout; `crate::decision` owns the types and knows nothing of it:
+//! - `form`: the array form's machinery (the `Dense` trait, writers, a record read in either
+//!   form, the element readers);
+//! - `records`: the array forms of a cluster's answer, its stage records, volume and job picks,
+//!   and a dropped cluster; [`write_answer`] and [`read_answer`] for an answer on its own (an
+//!   agent's plan reply);
+//! - `decision`: the decision document's serde (its clusters, its choice steps compact when it
+//!   holds summaries) and a choice step's reader.
 
 mod decision;
 mod form;
