@@ -4,8 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use fedvol_formats::files::read_text;
+use fedvol_formats::nats::parse_nats;
 use fedvol_formats::yaml::{Ctx, Diagnostics, Limits, load_documents};
-use fedvol_proto::nats::{NatsAuth, parse_nats};
+use fedvol_proto::nats::NatsAuth;
 
 /// Where an agent keeps its state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]

@@ -33,8 +33,9 @@ use std::path::{Path, PathBuf};
 
 use fedvol_common::choice::{ChoiceOptions, check_hours};
 use fedvol_formats::files::read_text;
+use fedvol_formats::nats::parse_nats;
 use fedvol_formats::yaml::{Ctx, Diagnostics, Limits, load_documents};
-use fedvol_proto::nats::{NatsAuth, parse_nats};
+use fedvol_proto::nats::NatsAuth;
 
 /// Where decisions are stored: a JetStream key-value bucket (file storage).
 #[derive(Debug, Clone, PartialEq, Eq)]
