@@ -115,15 +115,7 @@ impl Core {
     ///
     /// Errors: the store write failed (nothing is held).
     fn admit(&mut self, request: &PlanRequest, now_ms: u64) -> Result<Result<Hold, Box<ActionReply>>, CoreError> {
-        self.sweep(now_ms)?;
-        let mut decision = super::core::plan_with(
-            self.runner.as_ref(),
-            &self.effective,
-            &self.prepared,
-            &self.state,
-            request,
-        );
-        decision.resource_manager = self.resource_manager();
+        let decision = self.plan_now(request, now_ms)?;
         if !decision.feasible {
             let (code, why) = if self.fits_without_holds(request) {
                 (

@@ -214,6 +214,22 @@ impl Core {
         self.source.as_ref().map(|s| s.source.clone())
     }
 
+    /// Plans `request` on the state as it is now, lapsed holds swept first ([`Core::sweep`]),
+    /// with the decision's `resource_manager` set: what a holding plan and admission at commit
+    /// decide on.
+    ///
+    /// Errors: the sweep's store write failed.
+    pub(super) fn plan_now(
+        &mut self,
+        request: &PlanRequest,
+        now_ms: u64,
+    ) -> Result<fedvol_common::decision::ClusterDecision, CoreError> {
+        self.sweep(now_ms)?;
+        let mut decision = plan_with(self.runner.as_ref(), &self.effective, &self.prepared, &self.state, request);
+        decision.resource_manager = self.resource_manager();
+        Ok(decision)
+    }
+
     /// Why the cluster is degraded, when it is: its live inventory source cannot be read
     /// ([`fedvol_proto::agent::SourceStatus::degraded`]).
     pub fn degraded(&self) -> Option<String> {

@@ -22,15 +22,7 @@ impl Core {
         if let Some(c) = self.ledger.commits().get(id) {
             return Ok(c.plan_reply.clone());
         }
-        self.sweep(now_ms)?;
-        let mut decision = super::core::plan_with(
-            self.runner.as_ref(),
-            &self.effective,
-            &self.prepared,
-            &self.state,
-            &msg.request,
-        );
-        decision.resource_manager = self.resource_manager();
+        let decision = self.plan_now(&msg.request, now_ms)?;
         let mut reply = PlanReply {
             request_id: id.clone(),
             cluster: self.cluster.clone(),
