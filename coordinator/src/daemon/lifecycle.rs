@@ -16,7 +16,8 @@ use fedvol_proto::decisions::{DecisionState, StoredDecision};
 use fedvol_proto::{Code, ProtoError, now_ms};
 
 use super::Coordinator;
-use super::commit::{Phase, RELEASE_WAIT_MS, Start, commit_phase, settle_window_ms};
+use super::actions::{RELEASE_WAIT_MS, settle_window_ms};
+use super::commit::{Phase, Start, commit_phase};
 use super::fanout::{fan_out, fan_out_to};
 use super::store::Write;
 

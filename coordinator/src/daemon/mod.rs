@@ -36,6 +36,7 @@
 //!
 //! [`PlanMsg`]: fedvol_proto::agent::PlanMsg
 
+pub mod actions;
 mod answer;
 pub mod changes;
 pub mod commit;

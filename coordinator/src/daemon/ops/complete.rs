@@ -13,7 +13,8 @@ use fedvol_proto::{Code, now_ms};
 
 use super::get::not_found;
 use crate::daemon::Coordinator;
-use crate::daemon::commit::{send, settle_pending};
+use crate::daemon::actions::send;
+use crate::daemon::commit::settle_pending;
 use crate::daemon::lifecycle::commit_phase_bound_ms;
 use crate::daemon::lifecycle::error_reply;
 use crate::daemon::store::Write;
