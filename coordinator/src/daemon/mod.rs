@@ -38,12 +38,12 @@
 
 pub mod actions;
 mod answer;
-pub mod changes;
 pub mod commit;
 pub mod config;
 pub mod directory;
 pub mod discovery;
 pub mod fanout;
+pub mod index;
 pub mod jobs;
 pub mod lifecycle;
 pub mod metrics;
@@ -100,7 +100,7 @@ pub struct Coordinator {
     pub metrics: metrics::CoordinatorMetrics,
     /// The latest change of every decision, from this coordinator's watch of the bucket
     /// (`list` and `changes` answer from it).
-    pub index: std::sync::Arc<changes::DecisionIndex>,
+    pub index: std::sync::Arc<index::DecisionIndex>,
     /// `changes` long polls waiting at once ([`MAX_WATCHERS`], shared fairly among users:
     /// [`watchers`]); they do not count against `admission`, so watchers never crowd out
     /// submits, but they count against their user's `maxInFlightPerUser`.

@@ -140,14 +140,14 @@ pub async fn run(cfg: CoordinatorConfig) -> Result<(), StartError> {
         per_user: Arc::default(),
         replies: super::replies::Replies::new(&client),
         metrics: obs.metrics.clone(),
-        index: Arc::new(super::changes::DecisionIndex::new()),
+        index: Arc::new(super::index::DecisionIndex::new()),
         watchers: Arc::new(super::watchers::WatchPool::new(super::MAX_WATCHERS)),
         reads: super::per_user::ReadBudget::new(cfg.read_bytes_per_second_per_user),
         log_throttle: fedvol_obs::throttle::Throttle::new(super::LOG_EVERY),
         listing: tokio::sync::Semaphore::new(1),
         restore_due: tokio::sync::Notify::new(),
     });
-    super::changes::spawn(co.clone());
+    super::index::spawn(co.clone());
     super::serving::spawn_quiet_summaries(co.clone());
     obs.clusters.set(&co);
     obs.readiness.starting("discovering clusters");

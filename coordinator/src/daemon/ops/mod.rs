@@ -7,9 +7,11 @@
 //! One module per operation, as the agent has one per endpoint; each is an entry point above
 //! [`crate::daemon::lifecycle`].
 
+pub mod changes;
 pub mod clusters;
 pub mod complete;
 pub mod get;
+pub mod list;
 pub mod replay;
 pub mod why_lost;
 pub mod why_not;
@@ -81,14 +83,11 @@ pub(crate) async fn dispatch(
             serve::<api::Clusters, _, _>(co, user, payload, ran, |_| async { Some(Ok(clusters(co))) }).await
         }
         CoordinatorOp::List => {
-            serve::<api::List, _, _>(co, user, payload, ran, |_| async {
-                Some(super::changes::list(co, user).await)
-            })
-            .await
+            serve::<api::List, _, _>(co, user, payload, ran, |_| async { Some(list::list(co, user).await) }).await
         }
         CoordinatorOp::Changes => {
             serve::<api::Changes, _, _>(co, user, payload, ran, |q| async move {
-                Some(Ok(super::changes::changes(co, user, &q, watch).await))
+                Some(Ok(changes::changes(co, user, &q, watch).await))
             })
             .await
         }
