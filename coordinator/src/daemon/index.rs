@@ -1,11 +1,12 @@
 //! The decisions as users read them: each coordinator follows the decision bucket with one
 //! watch of its own (the latest value of every key, then every change) and keeps the latest
-//! change of each decision in a [`DecisionIndex`]. `list` ([`super::ops::list`]) and `changes`
-//! ([`super::ops::changes`]) are answered from it, so `fedvol decisions list`, `fedvol
-//! decisions watch` and `fedvol ui` read the store through the coordinators' request subjects
-//! and never hold a JetStream consumer themselves (users have no JetStream permission at all in
-//! the shipped NATS configurations: a user able to create consumers could fill the stream's
-//! `max_consumers` and lock everyone out; NATS docs: JetStream, Consumers; Authorization).
+//! change of each decision in a [`DecisionIndex`]. `list` ([`super::ops::list::list`]) and
+//! `changes` ([`super::ops::changes::changes`]) are answered from it, so `fedvol decisions
+//! list`, `fedvol decisions watch` and `fedvol ui` read the store through the coordinators'
+//! request subjects and never hold a JetStream consumer themselves (users have no JetStream
+//! permission at all in the shipped NATS configurations: a user able to create consumers could
+//! fill the stream's `max_consumers` and lock everyone out; NATS docs: JetStream, Consumers;
+//! Authorization).
 //!
 //! The coordinator's own consumers stay bounded: this watch (one per coordinator), the
 //! reconciler's (only the lease holder's), and a short-lived key listing now and then (the
@@ -254,7 +255,7 @@ fn kind_of(e: &kv::Entry) -> ChangeKind {
 }
 
 /// Follows the decision bucket into `co.index` until the process ends: one watch, opened
-/// again [`REOPEN_MS`] after it fails or ends (the latest values are replayed; older ones
+/// again `REOPEN_MS` after it fails or ends (the latest values are replayed; older ones
 /// change nothing).
 pub fn spawn(co: Arc<Coordinator>) {
     tokio::spawn(async move {

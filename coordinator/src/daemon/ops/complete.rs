@@ -34,7 +34,7 @@ const POLL_MS: u64 = 100;
 /// A decision still `planned` is waited for while a live coordinator may be
 /// committing it (up to the commit phase's bound, [`commit_phase_bound_ms`]); past that bound
 /// its coordinator is taken to be gone and the decision is settled here, as a take-over does
-/// but committing nothing new ([`settle_planned`]): a cluster that committed it is recorded and
+/// but committing nothing new (`settle_planned`): a cluster that committed it is recorded and
 /// completed; when none did, the decision is stored `failed` and the answer says nothing was
 /// committed (`not_committed`); a commit still in doubt is the error, the decision unchanged.
 pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> SubmitReply {

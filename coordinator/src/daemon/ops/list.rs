@@ -17,12 +17,12 @@ const LIST_WAITS_AT_MOST: Duration = Duration::from_secs(2);
 
 /// `list` of `user`: every stored decision's summary, newest first. Answered from the index
 /// once it has seen the bucket's last revision (so a decision stored before the request is
-/// listed); when it cannot catch up within [`CATCH_UP_MS`] (its watch is down), the bucket's
+/// listed); when it cannot catch up within `CATCH_UP_MS` (its watch is down), the bucket's
 /// keys are read, one such listing at a time. The answer counts against the user's read
 /// budget as `changes` answers do.
 ///
 /// Errors: the store failed (`store_unavailable`); the user's read budget would take longer
-/// than [`LIST_WAITS_AT_MOST`] to allow it (`overloaded`, saying when to ask again).
+/// than `LIST_WAITS_AT_MOST` to allow it (`overloaded`, saying when to ask again).
 pub async fn list(co: &Coordinator, user: &str) -> Result<ListReply, Failure> {
     let debt = co.reads.wait(user);
     if debt > LIST_WAITS_AT_MOST {
