@@ -136,22 +136,16 @@ fn config(a: Args) -> Result<AgentConfig, String> {
 /// The sections of `fedvol-agent.1` clap does not know.
 const MAN: fedvol_obs::man::Extra<'static> = fedvol_obs::man::Extra {
     environment: &[
-        (
-            "FEDVOL_*",
-            "Each option's variable, as its [env: ...] says; flags win over variables, which win over the configuration file.",
-        ),
+        fedvol_obs::man::DAEMON_VARIABLES,
         (
             "FEDVOL_NATS_PASSWORD_FILE",
             "A file holding the NATS user's password, readable by the agent's account alone (systemd's LoadCredential=). Preferred to FEDVOL_NATS_PASSWORD: a password in the environment is inherited by what the agent starts.",
         ),
-        (
-            "FEDVOL_NATS_PASSWORD",
-            "The NATS user's password (never in the URL); prefer FEDVOL_NATS_PASSWORD_FILE or nats.passwordFile.",
-        ),
+        fedvol_obs::man::DAEMON_NATS_PASSWORD,
         ("RUST_LOG", "The log filter (default info), e.g. fedvol_agent=debug."),
     ],
     exit_status: &[
-        ("0", "Stopped (SIGTERM or SIGINT)."),
+        fedvol_obs::man::DAEMON_STOPPED,
         (
             "1",
             "Bad configuration or inventory, a missing or foreign state file (a first start takes --init), or NATS unreachable; the message says which.",
@@ -179,15 +173,11 @@ const MAN: fedvol_obs::man::Extra<'static> = fedvol_obs::man::Extra {
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    if args.man {
-        use clap::CommandFactory;
-        return fedvol_obs::man::print("fedvol-agent", Args::command(), &MAN);
-    }
     let daemon = fedvol_obs::daemon::Daemon {
         program: "fedvol-agent",
         log_json: args.log_json,
         escape: fedvol_common::limits::printable,
         on_thread_park: None,
     };
-    daemon.main(|| config(args), fedvol_agent::run::run)
+    daemon.main_or_man::<Args, _, _, _>(args.man, &MAN, || config(args), fedvol_agent::run::run)
 }

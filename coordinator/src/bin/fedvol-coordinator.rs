@@ -179,25 +179,19 @@ fn config(a: Args) -> Result<CoordinatorConfig, String> {
 /// The sections of `fedvol-coordinator.1` clap does not know.
 const MAN: fedvol_obs::man::Extra<'static> = fedvol_obs::man::Extra {
     environment: &[
-        (
-            "FEDVOL_*",
-            "Each option's variable, as its [env: ...] says; flags win over variables, which win over the configuration file.",
-        ),
+        fedvol_obs::man::DAEMON_VARIABLES,
         (
             "FEDVOL_NATS_PASSWORD_FILE",
             "A file holding the NATS user's password, readable by the coordinator's account alone (systemd's LoadCredential=).",
         ),
-        (
-            "FEDVOL_NATS_PASSWORD",
-            "The NATS user's password (never in the URL); prefer FEDVOL_NATS_PASSWORD_FILE or nats.passwordFile.",
-        ),
+        fedvol_obs::man::DAEMON_NATS_PASSWORD,
         (
             "RUST_LOG",
             "The log filter (default info), e.g. fedvol_coordinator=debug.",
         ),
     ],
     exit_status: &[
-        ("0", "Stopped (SIGTERM or SIGINT)."),
+        fedvol_obs::man::DAEMON_STOPPED,
         (
             "1",
             "Bad configuration or user directory, NATS unreachable, or the decision bucket could not be opened; the message says which.",
@@ -221,15 +215,11 @@ const MAN: fedvol_obs::man::Extra<'static> = fedvol_obs::man::Extra {
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    if args.man {
-        use clap::CommandFactory;
-        return fedvol_obs::man::print("fedvol-coordinator", Args::command(), &MAN);
-    }
     let daemon = fedvol_obs::daemon::Daemon {
         program: "fedvol-coordinator",
         log_json: args.log_json,
         escape: fedvol_common::limits::printable,
         on_thread_park: Some(collect_when_idle),
     };
-    daemon.main(|| config(args), fedvol_coordinator::daemon::run::run)
+    daemon.main_or_man::<Args, _, _, _>(args.man, &MAN, || config(args), fedvol_coordinator::daemon::run::run)
 }
