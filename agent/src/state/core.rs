@@ -225,7 +225,13 @@ impl Core {
         now_ms: u64,
     ) -> Result<fedvol_common::decision::ClusterDecision, CoreError> {
         self.sweep(now_ms)?;
-        let mut decision = plan_with(self.runner.as_ref(), &self.effective, &self.prepared, &self.state, request);
+        let mut decision = plan_with(
+            self.runner.as_ref(),
+            &self.effective,
+            &self.prepared,
+            &self.state,
+            request,
+        );
         decision.resource_manager = self.resource_manager();
         Ok(decision)
     }
