@@ -24,21 +24,12 @@ struct Args {
     /// The cluster name (checked against the inventory).
     #[arg(long, env = "FEDVOL_CLUSTER")]
     cluster: Option<String>,
-    /// NATS connection (URL, auth, TLS, inbox prefix).
+    /// NATS connection, body and in-flight bounds, subject prefix, metrics listener.
     #[command(flatten)]
-    nats: fedvol_proto::nats::NatsArgs,
-    /// Largest request body served, bytes (default 1048576).
-    #[arg(long, env = "FEDVOL_MAX_BODY_BYTES")]
-    max_body_bytes: Option<usize>,
-    /// Requests in progress at once; beyond, requests are answered `overloaded`.
-    #[arg(long, env = "FEDVOL_MAX_IN_FLIGHT")]
-    max_in_flight: Option<usize>,
+    daemon: fedvol_daemon_config::DaemonArgs,
     /// Directory for the state file.
     #[arg(long, env = "FEDVOL_DATA_DIR")]
     data_dir: Option<PathBuf>,
-    /// Subject prefix.
-    #[arg(long, env = "FEDVOL_SUBJECT_PREFIX")]
-    subject_prefix: Option<String>,
     /// Where the state is kept: redb (a file in --data-dir) or jetstream (a stream replicated
     /// with the NATS cluster, shared by the cluster's agent replicas; one serves).
     #[arg(long, env = "FEDVOL_STATE_STORE", value_enum)]
@@ -65,11 +56,6 @@ struct Args {
     /// give their capacity away again.
     #[arg(long)]
     init: bool,
-    /// Serve /metrics (Prometheus), /healthz and /readyz on this address, IP:PORT (e.g.
-    /// 127.0.0.1:9464; port 0 takes a free one, logged). Off unless given here or as
-    /// `metricsListen`.
-    #[arg(long, env = "FEDVOL_METRICS_LISTEN", value_parser = fedvol_obs::parse_listen)]
-    metrics_listen: Option<std::net::SocketAddr>,
     /// Log as JSON lines instead of text.
     #[arg(long)]
     log_json: bool,
@@ -95,19 +81,10 @@ fn config(a: Args) -> Result<AgentConfig, String> {
     if a.cluster.is_some() {
         cfg.cluster = a.cluster;
     }
-    a.nats.apply(&mut cfg.nats);
-    if let Some(v) = a.max_body_bytes {
-        cfg.max_body_bytes = v;
-    }
+    a.daemon.apply(&mut cfg.daemon);
     cfg.init = a.init;
-    if let Some(v) = a.max_in_flight {
-        cfg.max_in_flight = v;
-    }
     if let Some(v) = a.data_dir {
         cfg.data_dir = v;
-    }
-    if let Some(v) = a.subject_prefix {
-        cfg.subject_prefix = v;
     }
     if let Some(v) = a.state_store {
         cfg.state_store = v;
@@ -126,9 +103,6 @@ fn config(a: Args) -> Result<AgentConfig, String> {
     }
     if a.storage_root.is_some() {
         cfg.storage_root = a.storage_root;
-    }
-    if a.metrics_listen.is_some() {
-        cfg.metrics_listen = a.metrics_listen;
     }
     Ok(cfg)
 }
