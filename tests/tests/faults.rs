@@ -30,13 +30,11 @@ use fedvol_tests::load::{Load, LoadSpec, Rng, coordinator_op, env_number, small_
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The coordinators' timings in these tests.
-const COORDINATOR_ARGS: [&str; 10] = [
+const COORDINATOR_ARGS: [&str; 8] = [
     "--deadline-ms",
     "800",
     "--commit-timeout-ms",
     "1500",
-    "--hold-ttl-ms",
-    "6000",
     "--discovery-ms",
     "300",
     "--commit-attempts",
@@ -548,8 +546,6 @@ async fn a_commit_slower_than_the_coordinators_wait_is_never_booked_twice() {
         "800",
         "--commit-timeout-ms",
         "1000",
-        "--hold-ttl-ms",
-        "30000",
         "--discovery-ms",
         "300",
         "--commit-attempts",
