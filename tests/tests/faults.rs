@@ -277,9 +277,14 @@ async fn coordinators_killed_at_random_points_lose_and_duplicate_nothing() {
     // One commit attempt: a decision a killed coordinator left `planned` is taken over by the
     // other after the commit phase's bound, which this keeps short (about 13 s).
     let mut args = COORDINATOR_ARGS;
-    args[1] = "800";
-    args[3] = "1000";
-    args[9] = "1";
+    for (flag, value) in [
+        ("--deadline-ms", "800"),
+        ("--commit-timeout-ms", "1000"),
+        ("--commit-attempts", "1"),
+    ] {
+        let at = args.iter().position(|a| *a == flag).unwrap();
+        args[at + 1] = value;
+    }
     let mut coords = [
         coordinator_on(&nats.url(), &args).await,
         coordinator_on(&nats.url(), &args).await,
