@@ -11,25 +11,28 @@
 //!    by a coordinator that died mid-commit (older than the whole commit phase can take) is
 //!    taken over and its commit finished. A stored dry run is replaced by a real submit of the
 //!    same id, and so is a decision stored `failed` because clusters did not answer
-//!    (`clusters_unavailable`, retryable: planned again). A dry run is stored only when it asks (`keep`); otherwise it skips steps 2 and 4
-//!    and is answered with its decision (no bucket write on a plan's reply path).
-//! 3. The priority class is resolved (an unknown one is `bad_request`) and the
-//!    request is admitted to the federation-wide quotas that apply to it ([`admit_quota`]: a
-//!    refusal is `quota_exceeded`, stored `failed` without asking any cluster). Then
-//!    [`fan_out`](crate::daemon::fanout::fan_out), holding nothing (admission to capacity happens
-//!    at commit: see [`crate::daemon::commit`]), then
-//!    [`choose_cluster`](fedvol_common::choice::choose_cluster). A submit that asked to wait for capacity and found no room is stored
-//!    `queued` ([`crate::daemon::queue`]) instead of `failed`, unless no cluster can ever place it
-//!    (`unresolvable`: refused at once, [`crate::daemon::lifecycle::judge_unplaced`]).
+//!    (`clusters_unavailable`, retryable: planned again). A dry run is stored only when it asks
+//!    (`keep`); otherwise it skips steps 2 and 4 and is answered with its decision (no bucket
+//!    write on a plan's reply path).
+//! 3. The priority class is resolved (an unknown one is `bad_request`) and the request is
+//!    admitted to the federation-wide quotas that apply to it ([`admit_quota`]: a refusal is
+//!    `quota_exceeded`, stored `failed` without asking any cluster). Then
+//!    [`fan_out`](crate::daemon::fanout::fan_out), holding nothing (admission to capacity
+//!    happens at commit: see [`crate::daemon::commit`]), then
+//!    [`choose_cluster`](fedvol_common::choice::choose_cluster). A submit that asked to wait
+//!    for capacity and found no room is stored `queued` ([`crate::daemon::queue`]) instead of
+//!    `failed`, unless no cluster can ever place it (`unresolvable`: refused at once,
+//!    [`crate::daemon::lifecycle::judge_unplaced`]).
 //! 4. The decision is stored (`planned`, with a pending commit attempt on the chosen cluster;
-//!    `failed` at once when nothing fits), then committed and stored again ([`commit_and_save`])
-//!    (`committed` or `failed`; a `failed` decision leaves the quota ledgers, a waiting one is
-//!    queued instead). Each write is a compare-and-set, so two coordinators racing on
-//!    one id end with one decision; an agent commits a request id once.
-//! 5. A commit in doubt (not answered, outcome unknown: see [`crate::daemon::commit`]) is not stored as an
-//!    outcome: the decision stays `planned` and the client gets `commit_outcome_unknown` with
-//!    it. A submit of the same id after the commit phase's bound, or the reconciler, takes it
-//!    over like an abandoned one: it settles the pending attempts, then finishes.
+//!    `failed` at once when nothing fits), then committed and stored again
+//!    ([`commit_and_save`]: `committed` or `failed`; a `failed` decision leaves the quota
+//!    ledgers, a waiting one is queued instead). Each write is a compare-and-set, so two
+//!    coordinators racing on one id end with one decision; an agent commits a request id once.
+//! 5. A commit in doubt (not answered, outcome unknown: see [`crate::daemon::commit`]) is not
+//!    stored as an outcome: the decision stays `planned` and the client gets
+//!    `commit_outcome_unknown` with it. A submit of the same id after the commit phase's bound,
+//!    or the reconciler, takes it over like an abandoned one: it settles the pending attempts,
+//!    then finishes.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
