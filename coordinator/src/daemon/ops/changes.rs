@@ -25,9 +25,10 @@ async fn ended(watch: Option<&Watch>) {
 /// `q.wait_ms` (at most [`MAX_CHANGES_WAIT_MS`]) for one. Never fails: at the timeout the
 /// answer is empty with `last` the revision the index has seen.
 ///
-/// A user past its read budget (`readBytesPerSecondPerUser`, [`crate::daemon::per_user::ReadBudget`])
-/// first waits until it is paid; when that takes longer than the query's wait, the answer is
-/// empty at `q.after` after the wait (the client asks again). A watch whose place in the pool
+/// A user past its read budget (`readBytesPerSecondPerUser`,
+/// [`crate::daemon::per_user::ReadBudget`]) first waits until it is paid; when that takes
+/// longer than the query's wait, the answer is empty at `q.after` after the wait (the client
+/// asks again). A watch whose place in the pool
 /// went to another user ([`crate::daemon::watchers`]) is answered at once with what there is.
 pub async fn changes(co: &Coordinator, user: &str, q: &ChangesQuery, watch: Option<&Watch>) -> ChangesReply {
     let wait = Duration::from_millis(q.wait_ms.min(MAX_CHANGES_WAIT_MS));
