@@ -1,4 +1,4 @@
-//! The agent's metrics (`metricsListen`, README "Metrics and health"):
+//! The agent's metrics (`metricsListen`, docs/metrics.md):
 //!
 //! - per request, updated where it is served ([`crate::service`]): `fedvol_agent_requests_total
 //!   {endpoint, outcome}` and `fedvol_agent_request_duration_seconds{endpoint}` (the plan and
@@ -19,6 +19,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 
 use fedvol_obs::{Outcome, Registry, RequestMetrics};
+use fedvol_proto::agent::AgentOp;
 
 /// The label of an inventory reload count.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -36,20 +37,24 @@ pub struct AgentMetrics {
     reloads: Family<ReloadLabel, Counter>,
 }
 
+/// The name an operation's endpoint is registered and counted under: its wire name, but
+/// `cluster_plan` for the per-cluster plan (`plan` is the broadcast of earlier releases'
+/// coordinators, [`BROADCAST_PLAN`]).
+pub fn endpoint_name(op: AgentOp) -> &'static str {
+    match op {
+        AgentOp::Plan => "cluster_plan",
+        op => op.name(),
+    }
+}
+
+/// The endpoint name of the broadcast plan (`<prefix>.plan`).
+pub const BROADCAST_PLAN: &str = "plan";
+
 /// The endpoints the agent serves (the `endpoint` label), as [`crate::service::serve`] names
-/// them.
-pub const ENDPOINTS: [&str; 10] = [
-    "plan",
-    "cluster_plan",
-    "commit",
-    "release",
-    "complete",
-    "why_not",
-    "status",
-    "inventory",
-    "restored",
-    "jobs",
-];
+/// them: the broadcast plan, then every operation of the table.
+pub fn endpoints() -> impl Iterator<Item = &'static str> {
+    std::iter::once(BROADCAST_PLAN).chain(AgentOp::ALL.map(endpoint_name))
+}
 
 impl AgentMetrics {
     /// Registers these metrics in `registry`, with the series of successful requests and of
@@ -61,7 +66,7 @@ impl AgentMetrics {
         self.requests.register(
             registry,
             "fedvol_agent",
-            ENDPOINTS,
+            endpoints(),
             "Requests served, by endpoint and outcome (ok, error, bad_request, dropped, overloaded; refused: a commit, release or complete answered with ok false)",
             "Time from a request's arrival to its answer, by endpoint (plan and cluster_plan: the funnel; commit: the whole commit with its drivers)",
         );
@@ -87,6 +92,21 @@ impl AgentMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every endpoint the service registers has its series from the start (at 0), so that
+    /// rates see its first request.
+    #[test]
+    fn every_endpoint_the_service_registers_is_counted_from_the_start() {
+        let m = AgentMetrics::default();
+        let mut r = Registry::with_labels("agent", "0", &[("cluster", "c1".to_string())]);
+        m.register(&mut r);
+        let text = r.encode().unwrap();
+        let served = std::iter::once(BROADCAST_PLAN).chain(AgentOp::ALL.map(endpoint_name));
+        for name in served {
+            let line = format!("fedvol_agent_requests_total{{cluster=\"c1\",endpoint=\"{name}\",outcome=\"ok\"}} 0");
+            assert!(text.contains(&line), "{line} missing from:\n{text}");
+        }
+    }
 
     #[test]
     fn request_and_reload_series_with_their_labels() {

@@ -495,8 +495,9 @@ impl ClusterDecision {
     }
 }
 
-/// One step of the cross-cluster choice, with the clusters it dropped and why.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+/// One step of the cross-cluster choice, with the clusters it dropped and why. Read in either
+/// form of its dropped clusters (`crate::dense`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ChoiceStep {
     /// Rule name, e.g. `feasible`, `workflow_order`, `named_volume`, `soft_constraints`,
     /// `least_loaded`, `seeded_random`.
@@ -505,47 +506,13 @@ pub struct ChoiceStep {
     #[serde(default)]
     pub kept: Vec<String>,
     /// Clusters the rule dropped, each with its reason.
-    #[serde(deserialize_with = "crate::dense::read_dropped")]
     pub dropped: Vec<Rejection>,
 }
 
-/// A choice step written in its compact form (`crate::dense`); `.1`: it is the first step.
-struct CompactStep<'a>(&'a ChoiceStep, bool);
-
-impl serde::Serialize for CompactStep<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        let (step, first) = (self.0, self.1);
-        let mut m = s.serialize_struct("ChoiceStep", 3)?;
-        m.serialize_field("rule", &step.rule)?;
-        if first || !step.dropped.is_empty() {
-            m.serialize_field("kept", &step.kept)?;
-        }
-        m.serialize_field("dropped", &crate::dense::Dropped(&step.dropped))?;
-        m.end()
-    }
-}
-
-/// The choice steps, compact when the decision holds summaries: dropped clusters in their
-/// array form, and a step after the first that dropped nothing without its `kept` (the same
-/// as the step before).
-struct Steps<'a> {
-    steps: &'a [ChoiceStep],
-    compact: bool,
-}
-
-impl serde::Serialize for Steps<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        if !self.compact {
-            return self.steps.serialize(s);
-        }
-        s.collect_seq(self.steps.iter().enumerate().map(|(i, st)| CompactStep(st, i == 0)))
-    }
-}
-
-/// The whole decision document. When it holds summarized answers, its choice steps' dropped
-/// clusters are written in their compact form too (`crate::dense`); readers take either form.
-#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+/// The whole decision document. Written and read by `crate::dense`: summarized answers in their
+/// compact array form and, when it holds any, its choice steps' dropped clusters compact too;
+/// readers take either form.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
     /// Idempotency key of the request.
     pub request_id: String,
@@ -556,45 +523,17 @@ pub struct Decision {
     /// The cluster chosen, or null when nothing fits.
     pub chosen_cluster: Option<String>,
     /// Every cluster's slot, in the order asked.
-    #[serde(deserialize_with = "crate::dense::read_map")]
     pub clusters: IndexMap<String, ClusterDecision>,
-    /// The cross-cluster choice, rule by rule.
-    #[serde(default, deserialize_with = "crate::dense::read_steps")]
+    /// The cross-cluster choice, rule by rule (absent: none).
     pub choice: Vec<ChoiceStep>,
     /// Every federation-wide quota that applies to the request, one entry per limited
     /// resource, with its use before the request, what the request asks and the limit. Empty
     /// when no quota applies (and then absent from the JSON).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub quota: Vec<crate::quota::QuotaCheck>,
     /// Why the coordinator refused the request before (or instead of) asking the
     /// clusters: `quota_exceeded` (with every exceeded quota's figures), `queue_full`,
     /// `queue_timeout`. `None` otherwise (and absent from the JSON).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused: Option<Reason>,
-}
-
-impl serde::Serialize for Decision {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        let mut m = s.serialize_struct("Decision", 8)?;
-        m.serialize_field("request_id", &self.request_id)?;
-        m.serialize_field("workflow", &self.workflow)?;
-        m.serialize_field("seed", &self.seed)?;
-        m.serialize_field("chosen_cluster", &self.chosen_cluster)?;
-        m.serialize_field("clusters", &crate::dense::Clusters(&self.clusters))?;
-        let steps = Steps {
-            steps: &self.choice,
-            compact: self.clusters.values().any(|c| c.summarized),
-        };
-        m.serialize_field("choice", &steps)?;
-        if !self.quota.is_empty() {
-            m.serialize_field("quota", &self.quota)?;
-        }
-        if let Some(r) = &self.refused {
-            m.serialize_field("refused", r)?;
-        }
-        m.end()
-    }
 }
 
 #[cfg(test)]

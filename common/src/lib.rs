@@ -13,6 +13,7 @@ pub mod explain;
 pub mod funnel;
 pub mod limits;
 pub mod model;
+pub mod nats_auth;
 pub mod offline;
 pub mod quota;
 pub mod request;

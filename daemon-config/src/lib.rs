@@ -12,16 +12,18 @@
 //!   a file that still sets one loads, with a warning naming the key and its place
 //!   ([`DaemonConfig::warnings`], logged at start by [`DaemonConfig::log_warnings`]).
 //!
-//! Above `proto` (the `nats:` block and the NATS flags are its) and `obs` (the `metricsListen`
-//! address); below the agent and the coordinator, which never depend on each other.
+//! Above `formats` (YAML with positions, the `nats:` block), `proto` (the NATS flags) and `obs`
+//! (the `metricsListen` address); below the agent and the coordinator, which never depend on
+//! each other.
 
 use std::net::SocketAddr;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 
 use fedvol_formats::files::read_text;
+use fedvol_formats::nats::parse_nats;
 use fedvol_formats::yaml::{Ctx, Diagnostics, Limits, MapReader, load_documents};
-use fedvol_proto::nats::{NatsArgs, NatsAuth, parse_nats};
+use fedvol_proto::nats::{NatsArgs, NatsAuth};
 
 /// The request bodies a daemon may be configured to serve at most (`maxBodyBytes`), bytes:
 /// 1 KiB to 64 MiB.

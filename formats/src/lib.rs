@@ -11,6 +11,7 @@
 //! - [`render`]: rendering catalog templates with their values files (`fedvol render`,
 //!   `--values`).
 //! - [`files`]: reading files, classifying documents, inventory versions.
+//! - [`nats`]: the `nats:` block of the agent's and the coordinator's configuration files.
 //!
 //! The core crate (`fedvol-common`: the model, the funnel, the cluster choice) depends on none
 //! of this: every reader here produces `fedvol_common::model` values.
@@ -22,6 +23,7 @@ pub mod files;
 pub mod fuzzfile;
 pub mod inventory;
 pub mod kube;
+pub mod nats;
 pub mod render;
 pub mod template;
 pub mod yaml;

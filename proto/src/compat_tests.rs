@@ -11,15 +11,16 @@ use crate::coordinator::{self, ClustersReply, ListReply, ReplayReply, SubmitRepl
 use crate::decisions::{DecisionState, StoredDecision};
 use crate::{Code, Endpoint, Failure, provisioner};
 
+/// The workflow of a one-job Fuzzfile (a 1 GiB volume mounted at `/s`), as the previous
+/// release's coordinator sent it.
 fn workflow_json() -> String {
-    let wf = fedvol_formats::parse_workflow_str(
-        "w.yaml",
-        "w",
-        "version: v4\nvolumes:\n  s:\n    size: 1GiB\njobs:\n  j:\n    image: {uri: docker://a}\n    mounts: {/s: s}\n    resource: {cpu: {cores: 1}, memory: {size: 1GiB}}\n",
+    concat!(
+        r#"{"name":"w","format":"fuzzfile_v4","#,
+        r#""volumes":[{"key":"s","source":{"fuzzball":{"use_":null,"name":null,"size":1073741824,"annotations":{},"reference":null}},"access_modes":["ReadWriteOnce"],"line":3}],"#,
+        r#""jobs":[{"name":"j","kind":"job","image":"docker://a","mounts":[{"volume":"s","path":"/s"}],"resources":{"cpu":1,"memory":1073741824,"devices":{},"exclusive":false,"annotations":{}},"nodes":1,"depends_on":[],"constraints":[],"affinity":{"with":[],"apart_from":[]},"networks":[],"line":6}],"#,
+        r#""project":null,"clusters":[],"annotations":{}}"#,
     )
-    .unwrap()
-    .value;
-    serde_json::to_string(&wf).unwrap()
+    .to_string()
 }
 
 fn request_json() -> String {

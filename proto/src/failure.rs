@@ -8,7 +8,7 @@
 //!
 //! `cluster` and `request_id` are there when the sender knows them (a body it could not read
 //! has no request id). `ok: false` and the fields an endpoint's previous reply readers required
-//! ([`crate::Endpoint::legacy_failure_fields`]) are added so that peers of the previous
+//! ([`crate::ReplyBody::legacy_failure_fields`]) are added so that peers of the previous
 //! release read a failure as they read their own error replies (docs/design.md §5: fields are added,
 //! never renamed).
 

@@ -13,14 +13,24 @@ use crate::provisioner;
 use crate::{Endpoint, VERSION};
 use fedvol_common::funnel::why_not::Target;
 
+/// The workflow of a Fuzzfile with a volume of 800 EB (beyond 2^64 bytes), a named volume, a
+/// GPU and a soft constraint, as a body carries it.
 fn workflow() -> fedvol_common::model::Workflow {
-    fedvol_formats::parse_workflow_str(
-        "w.yaml",
-        "w",
-        "version: v4\nclusters: [a, b]\nvolumes:\n  s:\n    size: 800EB\n    annotations: {tier: fast}\n  d: {use: nfs, name: data}\njobs:\n  j:\n    image: {uri: docker://a}\n    mounts: {/s: s, /d: d}\n    resource: {cpu: {cores: 2}, memory: {size: 1GiB}, devices: {nvidia.com/gpu: 1}}\n    constraints: [\"gpu:soft\"]\n",
-    )
-    .unwrap()
-    .value
+    const WORKFLOW: &str = r#"{
+      "name": "w",
+      "format": "fuzzfile_v4",
+      "volumes": [
+        {"key":"s","source":{"fuzzball":{"use_":null,"name":null,"size":800000000000000000000,"annotations":{"tier":"fast"},"reference":null}},"access_modes":["ReadWriteOnce"],"line":4},
+        {"key":"d","source":{"fuzzball":{"use_":"nfs","name":"data","size":null,"annotations":{},"reference":null}},"access_modes":["ReadWriteOnce"],"line":7}
+      ],
+      "jobs": [
+        {"name":"j","kind":"job","image":"docker://a","mounts":[{"volume":"s","path":"/s"},{"volume":"d","path":"/d"}],"resources":{"cpu":2,"memory":1073741824,"devices":{"nvidia.com/gpu":1},"exclusive":false,"annotations":{}},"nodes":1,"depends_on":[],"constraints":[{"negated":false,"key":"gpu","value":null,"strength":"soft"}],"affinity":{"with":[],"apart_from":[]},"networks":[],"line":9}
+      ],
+      "project": null,
+      "clusters": ["a","b"],
+      "annotations": {}
+    }"#;
+    serde_json::from_str(WORKFLOW).unwrap()
 }
 
 fn request() -> fedvol_common::funnel::PlanRequest {

@@ -8,7 +8,9 @@
 //! - [`code`]: [`Code`], the one enum of protocol error codes every sender and matcher uses,
 //!   and [`ProtoError`] (code + message).
 //! - [`failure`]: [`Failure`], the one error body every party answers with.
-//! - [`endpoint`]: the [`Endpoint`] trait: an operation, its request and its reply type.
+//! - [`endpoint`]: the [`Endpoint`] trait (an operation, its request and its reply type) and
+//!   what a server reads of each body ([`RequestBody`], [`ReplyBody`]); each party's operations
+//!   are one table (`operations!`), from which its op enum and endpoints follow.
 //! - [`subjects`]: every subject and queue group, built from the operation enums.
 //! - [`agent`], [`coordinator`], [`provisioner`]: each party's operations and bodies;
 //!   [`decisions`]: the decision record kept in the JetStream bucket.
@@ -25,6 +27,7 @@
 
 pub mod agent;
 pub mod batch;
+mod checks;
 pub mod code;
 pub mod coordinator;
 pub mod decisions;
@@ -32,6 +35,7 @@ pub mod endpoint;
 pub mod failure;
 pub mod listing;
 pub mod nats;
+mod operations;
 pub mod provisioner;
 pub mod rpc;
 pub mod serve;
@@ -44,7 +48,7 @@ mod compat_tests;
 mod fuzz_tests;
 
 pub use code::{Code, ProtoError};
-pub use endpoint::{Endpoint, NoArgs};
+pub use endpoint::{Endpoint, NoArgs, ReplyBody, RequestBody};
 pub use failure::Failure;
 pub use subjects::{DEFAULT_PREFIX, Subjects, subject_token};
 pub use version::{DEFAULT_MAX_BODY_BYTES, DecodeError, VERSION, decode, encode, now_ms};

@@ -8,24 +8,16 @@ use std::collections::BTreeMap;
 
 use fedvol_common::decision::NewVolume;
 
-use crate::endpoint::Endpoint;
+use crate::endpoint::{ReplyBody, RequestBody};
+use crate::operations::operations;
 
-/// The provisioner operations: the `<op>` token of the provisioner subjects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ProvisionerOp {
-    /// Create a volume's asset.
-    Provision,
-    /// Delete a volume's asset.
-    Delete,
-}
-
-impl ProvisionerOp {
-    /// The operation's wire name.
-    pub const fn name(self) -> &'static str {
-        match self {
-            ProvisionerOp::Provision => "provision",
-            ProvisionerOp::Delete => "delete",
-        }
+operations! {
+    /// The provisioner operations: the `<op>` token of the provisioner subjects.
+    pub enum ProvisionerOp, served as ProvisionerEndpoint {
+        /// Create a volume's asset.
+        Provision = "provision": ProvisionMsg => ProvisionerReply;
+        /// Delete a volume's asset.
+        Delete = "delete": DeleteMsg => ProvisionerReply;
     }
 }
 
@@ -43,6 +35,12 @@ pub struct ProvisionMsg {
     pub parameters: BTreeMap<String, String>,
 }
 
+impl RequestBody for ProvisionMsg {
+    fn request_id(&self) -> Option<&str> {
+        Some(&self.request_id)
+    }
+}
+
 /// Delete: ask an out-of-tree provisioner to delete a volume's asset.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DeleteMsg {
@@ -52,6 +50,12 @@ pub struct DeleteMsg {
     pub volume: String,
     /// Its provisioner / storage class.
     pub provisioner: String,
+}
+
+impl RequestBody for DeleteMsg {
+    fn request_id(&self) -> Option<&str> {
+        Some(&self.request_id)
+    }
 }
 
 /// An out-of-tree provisioner's answer to provision or delete.
@@ -65,6 +69,11 @@ pub struct ProvisionerReply {
     /// Why not.
     #[serde(default)]
     pub error: Option<String>,
+}
+
+impl ReplyBody for ProvisionerReply {
+    /// The answer has its own `ok` and `error`: a failure body reads as a refusal.
+    const CARRIES_ERROR: bool = true;
 }
 
 impl ProvisionerReply {
@@ -84,32 +93,5 @@ impl ProvisionerReply {
             source: None,
             error: Some(error.into()),
         }
-    }
-}
-
-/// The provision endpoint.
-pub struct Provision;
-/// The delete endpoint.
-pub struct Delete;
-
-impl Endpoint for Provision {
-    const NAME: &'static str = ProvisionerOp::Provision.name();
-    const REPLY_CARRIES_ERROR: bool = true;
-    type Request = ProvisionMsg;
-    type Reply = ProvisionerReply;
-
-    fn request_id(r: &ProvisionMsg) -> Option<&str> {
-        Some(&r.request_id)
-    }
-}
-
-impl Endpoint for Delete {
-    const NAME: &'static str = ProvisionerOp::Delete.name();
-    const REPLY_CARRIES_ERROR: bool = true;
-    type Request = DeleteMsg;
-    type Reply = ProvisionerReply;
-
-    fn request_id(r: &DeleteMsg) -> Option<&str> {
-        Some(&r.request_id)
     }
 }

@@ -164,7 +164,7 @@ async fn two_replicas_never_over_commit_and_kill_9_of_the_active_loses_nothing()
 async fn a_frozen_active_replica_is_replaced_and_steps_down_when_it_wakes() {
     let _serial = SERIAL.lock().await;
     // A frozen process keeps its connection, and its subscriptions get requests, until the
-    // server finds it stale: pings every second, two missed (deploy/README: replicas).
+    // server finds it stale: pings every second, two missed (docs/agent.md, "Replicas").
     let nats = NatsServer::shipped_with(
         fedvol_tests::shipped::Shipped::Single,
         "ping_interval: \"1s\"\nping_max: 2",

@@ -81,7 +81,7 @@ fn local_bound(driver: &Driver, deadline_ms: u64) -> u64 {
 }
 
 /// The refusal for a driver type fedvol plans with but cannot create or delete volumes on
-/// (`k8s_pvc`, `azure_files`, `oci_fss`, `oci_lustre`, `filestore`; see README "Drivers").
+/// (`k8s_pvc`, `azure_files`, `oci_fss`, `oci_lustre`, `filestore`; see docs/formats.md, "Drivers").
 fn not_acted_on(driver: &Driver) -> DriverError {
     DriverError::Refused(format!(
         "driver type `{}` is accepted for planning (selection, reachability, binding of existing volumes), \
@@ -625,7 +625,7 @@ mod tests {
     }
 
     /// Driver types fedvol plans with but cannot create volumes on are refused at commit,
-    /// naming the type (README "Drivers").
+    /// naming the type (docs/formats.md, "Drivers").
     #[tokio::test]
     async fn drivers_fedvol_does_not_act_on_are_refused_with_the_type() {
         let p = prov(Driver::AzureFiles {

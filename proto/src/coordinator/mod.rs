@@ -1,0 +1,93 @@
+//! The coordinators' operations (queue group `coordinator`, subject
+//! `<prefix>.coordinator.<op>.<user>`) and their bodies, one module per family of operations:
+//! the table below is the whole list ([`CoordinatorOp`] shows it with its bodies).
+
+mod changes;
+mod clusters;
+mod list;
+mod stored;
+mod submit;
+
+pub use changes::{ChangeKind, ChangesQuery, ChangesReply, DecisionChange, MAX_CHANGES_WAIT_MS};
+pub use clusters::{ClusterInfo, ClusterRef, ClusterReply, ClustersReply};
+pub use list::{ClusterCounts, DecisionSummary, ListReply, REASON_CHARS, reason};
+pub use stored::{DecisionRef, ReplayReply, WhyNotQuery};
+pub use submit::{StoredRecord, SubmitMsg, SubmitReply};
+
+use crate::agent::WhyNotReply;
+use crate::endpoint::NoArgs;
+use crate::operations::operations;
+
+operations! {
+    /// The coordinators' operations: the `<op>` token of `<prefix>.coordinator.<op>.<user>`.
+    pub enum CoordinatorOp, served as CoordinatorEndpoint {
+        /// Plan a workflow across the federation and, unless dry-run, commit it.
+        Submit = "submit": SubmitMsg => SubmitReply;
+        /// End a committed workflow (its cluster frees allocations and reclaims volumes).
+        Complete = "complete": DecisionRef => SubmitReply;
+        /// Explain why a cluster did not choose a zone, host or provisioner for a decision.
+        WhyNot = "why_not": WhyNotQuery => WhyNotReply;
+        /// The cluster registry.
+        Clusters = "clusters": NoArgs => ClustersReply;
+        /// Stored decisions, newest first.
+        List = "list": NoArgs => ListReply;
+        /// One stored decision.
+        Get = "get": DecisionRef => SubmitReply;
+        /// Re-run a stored request with its seed and compare.
+        Replay = "replay": DecisionRef => ReplayReply;
+        /// One cluster in detail: the registry's view and its agent's effective inventory and
+        /// status (`fedvol clusters show`).
+        Cluster = "cluster": ClusterRef => ClusterReply;
+        /// The decisions changed after a bucket revision, waiting up to a bound for one (a long
+        /// poll): how `fedvol decisions watch` and `fedvol ui` follow the decision store without a
+        /// JetStream consumer of their own.
+        Changes = "changes": ChangesQuery => ChangesReply;
+    }
+}
+
+/// A request id for workflow `workflow`: its name reduced to key characters (letters, digits,
+/// `-`, `_`; anything else becomes `-`; at most 64 of them), a dash, and `unique` (e.g. a NUID);
+/// just `unique` when nothing of the name is left. The coordinator makes one this way when a
+/// submit carries none, and so does the CLI before it sends (a retry must carry the
+/// id of the first attempt).
+pub fn request_id_for(workflow: &str, unique: &str) -> String {
+    let stem: String = workflow
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(64)
+        .collect();
+    let stem = stem.trim_matches('-');
+    if stem.is_empty() {
+        unique.to_string()
+    } else {
+        format!("{stem}-{unique}")
+    }
+}
+
+/// A fresh unique token from `client`: the last token of a new inbox name (a NUID, 22
+/// characters, unique across processes).
+pub fn unique_token(client: &async_nats::Client) -> String {
+    let inbox = client.new_inbox();
+    inbox.rsplit('.').next().unwrap_or(&inbox).to_string()
+}
+
+#[cfg(test)]
+mod request_id_tests {
+    use super::request_id_for;
+
+    #[test]
+    fn request_ids_keep_the_workflow_name_as_key_characters() {
+        assert_eq!(request_id_for("train", "N1"), "train-N1");
+        assert_eq!(request_id_for("a b/c.d", "N1"), "a-b-c-d-N1");
+        assert_eq!(request_id_for("--x--", "N1"), "x-N1");
+        assert_eq!(request_id_for("", "N1"), "N1");
+        assert_eq!(request_id_for("***", "N1"), "N1");
+        assert_eq!(request_id_for(&"w".repeat(100), "N").len(), 64 + 2);
+    }
+}
