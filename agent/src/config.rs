@@ -1,12 +1,13 @@
 //! The agent's configuration: a strict YAML file (`--config agent.yaml`), overridden by flags
-//! and environment variables. Unknown keys are errors with a hint, like every fedvol file.
+//! and environment variables. Unknown keys are errors with a hint, like every fedvol file. The
+//! keys both daemons take (`nats:`, `subjectPrefix`, `maxInFlight`, `maxBodyBytes`,
+//! `metricsListen`), the file's reading and its errors are [`fedvol_daemon_config`]'s; the rest
+//! is the agent's own.
 
 use std::path::{Path, PathBuf};
 
-use fedvol_formats::files::read_text;
-use fedvol_formats::nats::parse_nats;
-use fedvol_formats::yaml::{Ctx, Diagnostics, Limits, load_documents};
-use fedvol_proto::nats::NatsAuth;
+use fedvol_daemon_config::{DaemonConfig, DaemonFile, Retired, relative_to};
+use fedvol_formats::yaml::{Ctx, Diagnostics, MapReader};
 
 /// Where an agent keeps its state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -36,12 +37,11 @@ pub struct AgentConfig {
     pub inventory: PathBuf,
     /// The cluster name; must match the inventory's `cluster` when both are given.
     pub cluster: Option<String>,
-    /// NATS connection.
-    pub nats: NatsAuth,
+    /// What both daemons take: NATS connection, subject prefix, `maxInFlight` (default 1024),
+    /// `maxBodyBytes`, `metricsListen`.
+    pub daemon: DaemonConfig,
     /// Directory of the state file (`state.redb`).
     pub data_dir: PathBuf,
-    /// Subject prefix (default `fedvol.v1`).
-    pub subject_prefix: String,
     /// Heartbeat interval, ms (default 2000).
     pub heartbeat_ms: u64,
     /// Hold lease when a plan asks for none, ms (default 30000).
@@ -62,17 +62,9 @@ pub struct AgentConfig {
     /// Copies of the state stream and lease bucket with `stateStore: jetstream` (default 1; 3 on
     /// a 3-node NATS cluster).
     pub state_replicas: usize,
-    /// Requests in progress at once (default 1024); beyond, requests are answered `overloaded`.
-    pub max_in_flight: usize,
     /// Create the state file when it is missing (`--init`; never from a configuration file):
     /// without it an agent refuses to start on a missing or empty state file.
     pub init: bool,
-    /// Largest request body served, bytes (default
-    /// [`fedvol_proto::DEFAULT_MAX_BODY_BYTES`], 1 MiB); larger ones get `bad_request`.
-    pub max_body_bytes: usize,
-    /// Where to serve `/metrics`, `/healthz` and `/readyz` (`metricsListen`, `IP:PORT`); `None`
-    /// (the default): no metrics server.
-    pub metrics_listen: Option<std::net::SocketAddr>,
     /// Where zones and hosts come from (`inventorySource: files | slurm`, with the `slurm:`
     /// block; default files).
     pub source: InventorySource,
@@ -84,81 +76,85 @@ impl AgentConfig {
         AgentConfig {
             inventory,
             cluster: None,
-            nats: NatsAuth::local(),
+            daemon: DaemonConfig::new(1024),
             data_dir,
-            subject_prefix: fedvol_proto::DEFAULT_PREFIX.to_string(),
             heartbeat_ms: 2000,
             hold_ttl_ms: 30_000,
             restore_wait_ms: 60_000,
             reload_poll_ms: 2000,
             storage_root: None,
             state_store: StateStore::Redb,
-            max_in_flight: 1024,
             init: false,
             state_replicas: 1,
-            max_body_bytes: fedvol_proto::DEFAULT_MAX_BODY_BYTES,
-            metrics_listen: None,
             source: InventorySource::Files,
         }
     }
 
-    /// Reads a configuration file. Relative paths in it are relative to the file's directory.
+    /// Reads a configuration file ([`fedvol_daemon_config::load`]). Relative paths in it are
+    /// relative to the file's directory; `inventory:` is required.
     ///
     /// Errors: every problem in the file, with line, column and field.
     pub fn load(path: &Path) -> Result<AgentConfig, Diagnostics> {
-        let label = path.display().to_string();
-        let text = read_text(path)?;
-        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let rel = |p: String| {
-            let p = PathBuf::from(p);
-            if p.is_absolute() { p } else { base.join(p) }
-        };
-        let mut ctx = Ctx::new(&label);
-        let docs = load_documents(&text, Limits::default()).map_err(|e| {
-            let mut c = Ctx::new(&label);
-            c.error(e.span, "", format!("invalid YAML: {}", e.message));
-            Diagnostics(c.into_diagnostics())
-        })?;
-        let Some(doc) = docs.first() else {
-            ctx.error(
-                Default::default(),
-                "",
-                "the configuration file is empty; expected at least `inventory:`",
-            );
-            return Err(Diagnostics(ctx.into_diagnostics()));
-        };
-        let mut cfg = AgentConfig::new(PathBuf::new(), PathBuf::from("."));
-        let Some(mut r) = ctx.map(doc, "") else {
-            return Err(Diagnostics(ctx.into_diagnostics()));
-        };
-        if let Some(n) = r.require(&mut ctx, "inventory")
+        fedvol_daemon_config::load(path, AgentConfig::new(PathBuf::new(), PathBuf::from(".")))
+    }
+
+    /// Checks what the file and flags together must satisfy: what both daemons check
+    /// ([`DaemonConfig::check`]: NATS settings, `maxBodyBytes`), a heartbeat, a cluster name
+    /// that is a NATS subject token.
+    ///
+    /// Errors: a list of problems, each a sentence.
+    pub fn validate(&self) -> Result<(), Vec<String>> {
+        let mut out = self.daemon.check();
+        if self.heartbeat_ms == 0 {
+            out.push("heartbeatMs must be more than 0".to_string());
+        }
+        if let Some(c) = &self.cluster
+            && !fedvol_common::limits::is_token(c)
+        {
+            out.push(format!(
+                "cluster name `{c}` is not valid: use letters, digits, `-` and `_` (it is a NATS subject token)"
+            ));
+        }
+        if out.is_empty() { Ok(()) } else { Err(out) }
+    }
+}
+
+impl DaemonFile for AgentConfig {
+    const EMPTY: Option<&'static str> = Some("the configuration file is empty; expected at least `inventory:`");
+    const RETIRED: &'static [Retired] = &[];
+
+    fn daemon(&mut self) -> &mut DaemonConfig {
+        &mut self.daemon
+    }
+
+    /// The agent's own keys: `inventory` (required), `cluster`, `dataDir`, `storageRoot`,
+    /// `heartbeatMs`, `holdTtlMs`, `restoreWaitMs`, `reloadPollMs`, `stateStore`,
+    /// `stateReplicas`, `inventorySource` and `slurm:`.
+    fn read(&mut self, ctx: &mut Ctx, r: &mut MapReader<'_>, base: &Path) {
+        let rel = |p: String| relative_to(base, p);
+        if let Some(n) = r.require(ctx, "inventory")
             && let Some(s) = ctx.nonempty_string(n, "inventory")
         {
-            cfg.inventory = rel(s);
+            self.inventory = rel(s);
         }
         if let Some(n) = r.take("cluster") {
-            cfg.cluster = ctx.nonempty_string(n, "cluster");
+            self.cluster = ctx.nonempty_string(n, "cluster");
         }
         if let Some(n) = r.take("dataDir")
             && let Some(s) = ctx.nonempty_string(n, "dataDir")
         {
-            cfg.data_dir = rel(s);
+            self.data_dir = rel(s);
         }
         if let Some(n) = r.take("storageRoot")
             && let Some(s) = ctx.nonempty_string(n, "storageRoot")
         {
-            cfg.storage_root = Some(rel(s));
-        }
-        if let Some(n) = r.take("subjectPrefix")
-            && let Some(s) = ctx.nonempty_string(n, "subjectPrefix")
-        {
-            cfg.subject_prefix = s;
+            self.storage_root = Some(rel(s));
         }
         for (key, slot) in [
-            ("heartbeatMs", &mut cfg.heartbeat_ms),
-            ("holdTtlMs", &mut cfg.hold_ttl_ms),
-            ("restoreWaitMs", &mut cfg.restore_wait_ms),
-            ("reloadPollMs", &mut cfg.reload_poll_ms),
+            ("heartbeatMs", &mut self.heartbeat_ms),
+            ("holdTtlMs", &mut self.hold_ttl_ms),
+            ("restoreWaitMs", &mut self.restore_wait_ms),
+            ("reloadPollMs", &mut self.reload_poll_ms),
         ] {
             if let Some(n) = r.take(key)
                 && let Some(v) = ctx.u64(n, key)
@@ -170,8 +166,8 @@ impl AgentConfig {
             && let Some(v) = ctx.string(n, "stateStore")
         {
             match v.as_str() {
-                "redb" => cfg.state_store = StateStore::Redb,
-                "jetstream" => cfg.state_store = StateStore::Jetstream,
+                "redb" => self.state_store = StateStore::Redb,
+                "jetstream" => self.state_store = StateStore::Jetstream,
                 other => ctx.error(
                     n.span,
                     "stateStore",
@@ -182,28 +178,7 @@ impl AgentConfig {
         if let Some(n) = r.take("stateReplicas")
             && let Some(v) = ctx.int(n, "stateReplicas", 1, 5)
         {
-            cfg.state_replicas = v as usize;
-        }
-        if let Some(n) = r.take("maxInFlight")
-            && let Some(v) = ctx.int(n, "maxInFlight", 1, 1_000_000)
-        {
-            cfg.max_in_flight = v as usize;
-        }
-        if let Some(n) = r.take("maxBodyBytes")
-            && let Some(v) = ctx.int(n, "maxBodyBytes", 1024, 64 * 1024 * 1024)
-        {
-            cfg.max_body_bytes = v as usize;
-        }
-        if let Some(n) = r.take("metricsListen")
-            && let Some(s) = ctx.nonempty_string(n, "metricsListen")
-        {
-            match fedvol_obs::parse_listen(&s) {
-                Ok(addr) => cfg.metrics_listen = Some(addr),
-                Err(e) => ctx.error(n.span, "metricsListen", e),
-            }
-        }
-        if let Some(n) = r.take("nats") {
-            cfg.nats = parse_nats(&mut ctx, n, "nats", &base);
+            self.state_replicas = v as usize;
         }
         let source = r.take("inventorySource").and_then(|n| {
             ctx.one_of(n, "inventorySource", &["files", "slurm"])
@@ -211,10 +186,10 @@ impl AgentConfig {
         });
         let slurm = r
             .take("slurm")
-            .map(|n| (crate::slurm::config::parse_slurm(&mut ctx, n, &base), n.span));
+            .map(|n| (crate::slurm::config::parse_slurm(ctx, n, base), n.span));
         match (source, slurm) {
             (Some(("slurm", _)), slurm) => {
-                cfg.source = InventorySource::Slurm(slurm.map(|(s, _)| s).unwrap_or_default())
+                self.source = InventorySource::Slurm(slurm.map(|(s, _)| s).unwrap_or_default())
             }
             (_, Some((_, span))) => ctx.error(
                 span,
@@ -223,30 +198,6 @@ impl AgentConfig {
             ),
             _ => {}
         }
-        r.finish(&mut ctx);
-        ctx.finish(cfg)
-    }
-
-    /// Checks what the file and flags together must satisfy: the NATS URL carries no
-    /// credentials, user and password come together, TLS cert and key come together.
-    ///
-    /// Errors: a list of problems, each a sentence.
-    pub fn validate(&self) -> Result<(), Vec<String>> {
-        let mut out = self.nats.check();
-        if self.heartbeat_ms == 0 {
-            out.push("heartbeatMs must be more than 0".to_string());
-        }
-        if let Some(c) = &self.cluster
-            && !fedvol_common::limits::is_token(c)
-        {
-            out.push(format!(
-                "cluster name `{c}` is not valid: use letters, digits, `-` and `_` (it is a NATS subject token)"
-            ));
-        }
-        if !(1024..=64 * 1024 * 1024).contains(&self.max_body_bytes) {
-            out.push("maxBodyBytes must be between 1024 and 67108864".to_string());
-        }
-        if out.is_empty() { Ok(()) } else { Err(out) }
     }
 }
 
@@ -267,7 +218,7 @@ mod tests {
         assert_eq!(c.inventory, dir.path().join("inv.yaml"));
         assert_eq!(c.data_dir, dir.path().join("data"));
         assert_eq!(c.heartbeat_ms, 500);
-        assert_eq!(c.nats.creds_file, Some(dir.path().join("a.creds")));
+        assert_eq!(c.daemon.nats.creds_file, Some(dir.path().join("a.creds")));
         assert!(c.validate().is_ok());
     }
 
@@ -279,7 +230,7 @@ mod tests {
         let e = AgentConfig::load(&p).unwrap_err();
         assert!(e.to_string().contains("did you mean `heartbeatMs`"), "{e}");
         let mut c = AgentConfig::new("i".into(), "d".into());
-        c.nats.url = "nats://alice:s3cret@127.0.0.1:4222".into();
+        c.daemon.nats.url = "nats://alice:s3cret@127.0.0.1:4222".into();
         let errs = c.validate().unwrap_err();
         assert!(errs[0].contains("carries credentials"));
         assert!(!errs[0].contains("s3cret"), "the password must not be echoed");
@@ -291,9 +242,9 @@ mod tests {
         let p = dir.path().join("agent.yaml");
         std::fs::write(&p, "inventory: i.yaml\nmetricsListen: 127.0.0.1:9464\n").unwrap();
         let c = AgentConfig::load(&p).unwrap();
-        assert_eq!(c.metrics_listen, Some("127.0.0.1:9464".parse().unwrap()));
+        assert_eq!(c.daemon.metrics_listen, Some("127.0.0.1:9464".parse().unwrap()));
         assert_eq!(
-            AgentConfig::new("i".into(), "d".into()).metrics_listen,
+            AgentConfig::new("i".into(), "d".into()).daemon.metrics_listen,
             None,
             "off by default"
         );
@@ -320,14 +271,17 @@ nats: {inboxPrefix: _INBOX_agent-a}
         )
         .unwrap();
         let c = AgentConfig::load(&p).unwrap();
-        assert_eq!(c.max_body_bytes, 2048);
-        assert_eq!(c.nats.inbox_prefix.as_deref(), Some("_INBOX_agent-a"));
+        assert_eq!(c.daemon.max_body_bytes, 2048);
+        assert_eq!(c.daemon.nats.inbox_prefix.as_deref(), Some("_INBOX_agent-a"));
         let mut c = AgentConfig::new("i".into(), "d".into());
         c.cluster = Some("a.b".into());
-        c.max_body_bytes = 1;
+        c.daemon.max_body_bytes = 1;
         let errs = c.validate().unwrap_err();
         assert_eq!(errs.len(), 2, "{errs:?}");
-        assert!(errs[0].contains("cluster name `a.b` is not valid"), "{errs:?}");
+        assert!(
+            errs.iter().any(|e| e.contains("cluster name `a.b` is not valid")),
+            "{errs:?}"
+        );
     }
 }
 

@@ -24,21 +24,12 @@ struct Args {
     /// The cluster name (checked against the inventory).
     #[arg(long, env = "FEDVOL_CLUSTER")]
     cluster: Option<String>,
-    /// NATS connection (URL, auth, TLS, inbox prefix).
+    /// NATS connection, body and in-flight bounds, subject prefix, metrics listener.
     #[command(flatten)]
-    nats: fedvol_proto::nats::NatsArgs,
-    /// Largest request body served, bytes (default 1048576).
-    #[arg(long, env = "FEDVOL_MAX_BODY_BYTES")]
-    max_body_bytes: Option<usize>,
-    /// Requests in progress at once; beyond, requests are answered `overloaded`.
-    #[arg(long, env = "FEDVOL_MAX_IN_FLIGHT")]
-    max_in_flight: Option<usize>,
+    daemon: fedvol_daemon_config::DaemonArgs,
     /// Directory for the state file.
     #[arg(long, env = "FEDVOL_DATA_DIR")]
     data_dir: Option<PathBuf>,
-    /// Subject prefix.
-    #[arg(long, env = "FEDVOL_SUBJECT_PREFIX")]
-    subject_prefix: Option<String>,
     /// Where the state is kept: redb (a file in --data-dir) or jetstream (a stream replicated
     /// with the NATS cluster, shared by the cluster's agent replicas; one serves).
     #[arg(long, env = "FEDVOL_STATE_STORE", value_enum)]
@@ -65,11 +56,6 @@ struct Args {
     /// give their capacity away again.
     #[arg(long)]
     init: bool,
-    /// Serve /metrics (Prometheus), /healthz and /readyz on this address, IP:PORT (e.g.
-    /// 127.0.0.1:9464; port 0 takes a free one, logged). Off unless given here or as
-    /// `metricsListen`.
-    #[arg(long, env = "FEDVOL_METRICS_LISTEN", value_parser = fedvol_obs::parse_listen)]
-    metrics_listen: Option<std::net::SocketAddr>,
     /// Log as JSON lines instead of text.
     #[arg(long)]
     log_json: bool,
@@ -95,19 +81,10 @@ fn config(a: Args) -> Result<AgentConfig, String> {
     if a.cluster.is_some() {
         cfg.cluster = a.cluster;
     }
-    a.nats.apply(&mut cfg.nats);
-    if let Some(v) = a.max_body_bytes {
-        cfg.max_body_bytes = v;
-    }
+    a.daemon.apply(&mut cfg.daemon);
     cfg.init = a.init;
-    if let Some(v) = a.max_in_flight {
-        cfg.max_in_flight = v;
-    }
     if let Some(v) = a.data_dir {
         cfg.data_dir = v;
-    }
-    if let Some(v) = a.subject_prefix {
-        cfg.subject_prefix = v;
     }
     if let Some(v) = a.state_store {
         cfg.state_store = v;
@@ -127,31 +104,22 @@ fn config(a: Args) -> Result<AgentConfig, String> {
     if a.storage_root.is_some() {
         cfg.storage_root = a.storage_root;
     }
-    if a.metrics_listen.is_some() {
-        cfg.metrics_listen = a.metrics_listen;
-    }
     Ok(cfg)
 }
 
 /// The sections of `fedvol-agent.1` clap does not know.
 const MAN: fedvol_obs::man::Extra<'static> = fedvol_obs::man::Extra {
     environment: &[
-        (
-            "FEDVOL_*",
-            "Each option's variable, as its [env: ...] says; flags win over variables, which win over the configuration file.",
-        ),
+        fedvol_obs::man::DAEMON_VARIABLES,
         (
             "FEDVOL_NATS_PASSWORD_FILE",
             "A file holding the NATS user's password, readable by the agent's account alone (systemd's LoadCredential=). Preferred to FEDVOL_NATS_PASSWORD: a password in the environment is inherited by what the agent starts.",
         ),
-        (
-            "FEDVOL_NATS_PASSWORD",
-            "The NATS user's password (never in the URL); prefer FEDVOL_NATS_PASSWORD_FILE or nats.passwordFile.",
-        ),
+        fedvol_obs::man::DAEMON_NATS_PASSWORD,
         ("RUST_LOG", "The log filter (default info), e.g. fedvol_agent=debug."),
     ],
     exit_status: &[
-        ("0", "Stopped (SIGTERM or SIGINT)."),
+        fedvol_obs::man::DAEMON_STOPPED,
         (
             "1",
             "Bad configuration or inventory, a missing or foreign state file (a first start takes --init), or NATS unreachable; the message says which.",
@@ -179,15 +147,11 @@ const MAN: fedvol_obs::man::Extra<'static> = fedvol_obs::man::Extra {
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    if args.man {
-        use clap::CommandFactory;
-        return fedvol_obs::man::print("fedvol-agent", Args::command(), &MAN);
-    }
     let daemon = fedvol_obs::daemon::Daemon {
         program: "fedvol-agent",
         log_json: args.log_json,
         escape: fedvol_common::limits::printable,
         on_thread_park: None,
     };
-    daemon.main(|| config(args), fedvol_agent::run::run)
+    daemon.main_or_man::<Args, _, _, _>(args.man, &MAN, || config(args), fedvol_agent::run::run)
 }

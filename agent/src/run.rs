@@ -156,7 +156,7 @@ struct Obs {
 /// Errors: the address cannot be bound.
 async fn start_obs(cfg: &AgentConfig, cluster: &str) -> Result<Obs, StartError> {
     let obs = Obs::default();
-    if let Some(addr) = cfg.metrics_listen {
+    if let Some(addr) = cfg.daemon.metrics_listen {
         let mut registry =
             fedvol_obs::Registry::with_labels("agent", env!("CARGO_PKG_VERSION"), &[("cluster", cluster.to_string())]);
         obs.metrics.register(&mut registry);
@@ -227,6 +227,7 @@ fn job_runner(cfg: &AgentConfig, cluster: &str) -> Result<Option<Arc<crate::slur
 /// Errors: any [`StartError`] before serving begins.
 pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
     cfg.validate().map_err(StartError::Config)?;
+    cfg.daemon.log_warnings();
     let (inv, live) = match &cfg.source {
         InventorySource::Files => (load_checked(&cfg)?, None),
         InventorySource::Slurm(slurm) => {
@@ -235,16 +236,18 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
         }
     };
     let cluster = inv.cluster.clone();
-    let subjects = Subjects::new(&cfg.subject_prefix);
+    let subjects = Subjects::new(&cfg.daemon.subject_prefix);
     let obs = start_obs(&cfg, &cluster).await?;
     obs.readiness.starting("connecting to NATS");
     let readiness = obs.readiness.clone();
-    let client =
-        fedvol_proto::nats::connect_patiently(&format!("fedvol-agent {cluster}"), &cfg.nats, Default::default(), |e| {
-            readiness.starting(format!("connecting to NATS (retrying): {e}"))
-        })
-        .await
-        .map_err(|e| StartError::Nats(e.to_string()))?;
+    let client = fedvol_proto::nats::connect_patiently(
+        &format!("fedvol-agent {cluster}"),
+        &cfg.daemon.nats,
+        Default::default(),
+        |e| readiness.starting(format!("connecting to NATS (retrying): {e}")),
+    )
+    .await
+    .map_err(|e| StartError::Nats(e.to_string()))?;
     obs.nats.set(client.clone());
     let instance = format!("{}-{}", cluster, std::process::id());
     let (store, snapshot, state_file, stop) = match cfg.state_store {
@@ -288,16 +291,22 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
         None => RestoreGate::open(),
     };
     let shared = Arc::new(
-        Shared::new(core, drivers, &cluster, cfg.max_body_bytes, cfg.max_in_flight)
-            .with_obs(obs.metrics.clone(), obs.readiness.clone())
-            .with_restore_gate(gate)
-            .with_batch(
-                match &cfg.source {
-                    InventorySource::Slurm(s) => Some(s),
-                    InventorySource::Files => None,
-                },
-                runner,
-            ),
+        Shared::new(
+            core,
+            drivers,
+            &cluster,
+            cfg.daemon.max_body_bytes,
+            cfg.daemon.max_in_flight,
+        )
+        .with_obs(obs.metrics.clone(), obs.readiness.clone())
+        .with_restore_gate(gate)
+        .with_batch(
+            match &cfg.source {
+                InventorySource::Slurm(s) => Some(s),
+                InventorySource::Files => None,
+            },
+            runner,
+        ),
     );
     if shared.restore.closed() {
         tracing::warn!(
@@ -421,7 +430,7 @@ pub async fn run(cfg: AgentConfig) -> Result<(), StartError> {
     obs.readiness.starting("rolling back interrupted commits");
     roll_back_interrupted(&shared).await;
     obs.readiness.starting("subscribing its endpoints");
-    tracing::info!(cluster = %cluster, nats = %fedvol_proto::nats::redact_url(&cfg.nats.url), "agent starting its service");
+    tracing::info!(cluster = %cluster, nats = %fedvol_proto::nats::redact_url(&cfg.daemon.nats.url), "agent starting its service");
     let served = serve(client, &subjects, shared);
     match stop {
         None => served

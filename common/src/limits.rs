@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::{Inventory, VolumeSource, Workflow};
+use crate::model::{Inventory, Origin, VolumeSource, Workflow};
 
 /// Longest name in bytes: workflows, volumes, jobs, projects, provisioners, zones, hosts,
 /// clusters and users (a DNS subdomain's bound).
@@ -362,33 +362,22 @@ pub fn inventory_problems(inv: &Inventory) -> Vec<Problem> {
     let hosts: usize = inv.zones.iter().map(|z| z.hosts.len()).sum();
     out.extend(count_problem(0, "zones.*.hosts", "hosts", hosts, MAX_HOSTS));
     for p in inv.provisioners.iter().take(MAX_PROVISIONERS + 1) {
-        out.extend(
-            annotation_problems(
-                p.origin.line,
-                &format!("provisioners.{}.annotations", p.name),
-                &p.annotations,
-            )
-            .into_iter()
-            .map(|x| in_file(x, &p.origin.file)),
-        );
+        out.extend(annotations_of("provisioners", &p.name, &p.origin, &p.annotations));
     }
     for v in inv.volumes.iter().take(MAX_VOLUMES + 1) {
-        out.extend(
-            annotation_problems(
-                v.origin.line,
-                &format!("volumes.{}.annotations", v.name),
-                &v.annotations,
-            )
-            .into_iter()
-            .map(|x| in_file(x, &v.origin.file)),
-        );
+        out.extend(annotations_of("volumes", &v.name, &v.origin, &v.annotations));
     }
     out
 }
 
-fn in_file(mut p: Problem, file: &str) -> Problem {
-    p.file = file.to_string();
-    p
+/// [`annotation_problems`] of the inventory entry `name` listed under `list` (`provisioners`,
+/// `volumes`), placed at its line in its own file (an entry may come from an included file).
+fn annotations_of(list: &str, name: &str, origin: &Origin, annotations: &BTreeMap<String, String>) -> Vec<Problem> {
+    let mut out = annotation_problems(origin.line, &format!("{list}.{name}.annotations"), annotations);
+    for p in &mut out {
+        p.file = origin.file.clone();
+    }
+    out
 }
 
 /// The problems as one line each, for a wire error message.

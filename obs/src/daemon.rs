@@ -1,5 +1,6 @@
-//! One start-up for both daemons' `main`: the log subscriber, the tokio runtime, the run, and
-//! the exit code. Both daemons print a failure as one line, `<program>: <error>`, and exit 1.
+//! One start-up for both daemons' `main`: their hidden `--man` ([`Daemon::main_or_man`]), the
+//! log subscriber, the tokio runtime, the run, and the exit code. Both daemons print a failure
+//! as one line, `<program>: <error>`, and exit 1.
 
 use std::fmt::Display;
 use std::future::Future;
@@ -51,6 +52,27 @@ impl Daemon {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => self.fail(&e.to_string()),
         }
+    }
+
+    /// A daemon's `main` once its command line `A` is parsed: with `man` (its hidden `--man`),
+    /// prints `A`'s man page with `page`'s sections ([`crate::man::print`]) and runs nothing;
+    /// otherwise [`Daemon::main`].
+    pub fn main_or_man<A, C, E, F>(
+        self,
+        man: bool,
+        page: &crate::man::Extra<'_>,
+        config: impl FnOnce() -> Result<C, String>,
+        run: impl FnOnce(C) -> F,
+    ) -> ExitCode
+    where
+        A: clap::CommandFactory,
+        E: Display,
+        F: Future<Output = Result<(), E>>,
+    {
+        if man {
+            return crate::man::print(self.program, A::command(), page);
+        }
+        self.main(config, run)
     }
 
     fn init_logs(&self) {

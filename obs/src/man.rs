@@ -16,6 +16,21 @@ pub struct Extra<'a> {
     pub examples: &'a [(&'a str, &'a str)],
 }
 
+/// Both daemons' ENVIRONMENT entry for their options' variables.
+pub const DAEMON_VARIABLES: (&str, &str) = (
+    "FEDVOL_*",
+    "Each option's variable, as its [env: ...] says; flags win over variables, which win over the configuration file.",
+);
+
+/// Both daemons' ENVIRONMENT entry for the NATS password given in the environment.
+pub const DAEMON_NATS_PASSWORD: (&str, &str) = (
+    "FEDVOL_NATS_PASSWORD",
+    "The NATS user's password (never in the URL); prefer FEDVOL_NATS_PASSWORD_FILE or nats.passwordFile.",
+);
+
+/// Both daemons' EXIT STATUS entry for a stop asked for.
+pub const DAEMON_STOPPED: (&str, &str) = ("0", "Stopped (SIGTERM or SIGINT).");
+
 /// `text` as roff body text: backslashes escaped, hyphens as `\-` (so they can be searched
 /// for and copied), and a line that would start with `.` or `'` guarded by `\&`.
 fn roff_text(text: &str) -> String {

@@ -46,8 +46,6 @@ async fn coordinator(nats: &NatsServer, extra: &[&str]) -> CoordinatorProc {
         deadline.as_str(),
         "--commit-timeout-ms",
         "3000",
-        "--hold-ttl-ms",
-        "20000",
         "--discovery-ms",
         "300",
     ];
@@ -922,6 +920,35 @@ async fn a_bad_config_exits_1_with_a_clear_error() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("did you mean `deadlineMs`"), "{err}");
+}
+
+/// `holdTtlMs` is read by no coordinator (plans hold nothing; a commit is admitted on the
+/// agent). A configuration written for an earlier release that still sets it, in the file or as
+/// `--hold-ttl-ms`, starts and serves, and the coordinator says that it ignores it, naming the
+/// key and where it was set (docs/design.md §3: the contract only grows).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_that_still_sets_hold_ttl_ms_starts_with_a_warning_naming_it() {
+    let _serial = SERIAL.lock().await;
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("coordinator.yaml");
+    std::fs::write(&cfg, "deadlineMs: 800\nholdTtlMs: 30000\ndiscoveryMs: 100\n").unwrap();
+    let cfg = cfg.display().to_string();
+    let mut co = Spawned::bin(
+        "fedvol-coordinator",
+        ["--config", &cfg, "--nats", &nats.url(), "--hold-ttl-ms", "5000"],
+    );
+    co.wait_for_log("coordinator ready", Duration::from_secs(30)).await;
+    let log = co.log();
+    assert!(
+        log.contains("coordinator.yaml:2:12: holdTtlMs: no longer read") && log.contains("ignored"),
+        "the file's key is named with its place:\n{log}"
+    );
+    assert!(
+        log.contains("--hold-ttl-ms or FEDVOL_HOLD_TTL_MS (`holdTtlMs`): no longer read"),
+        "the flag is named:\n{log}"
+    );
+    co.kill();
 }
 
 /// A daemon started before its NATS server (or in a start storm the server cannot take at

@@ -30,13 +30,11 @@ use fedvol_tests::load::{Load, LoadSpec, Rng, coordinator_op, env_number, small_
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The coordinators' timings in these tests.
-const COORDINATOR_ARGS: [&str; 10] = [
+const COORDINATOR_ARGS: [&str; 8] = [
     "--deadline-ms",
     "800",
     "--commit-timeout-ms",
     "1500",
-    "--hold-ttl-ms",
-    "6000",
     "--discovery-ms",
     "300",
     "--commit-attempts",
@@ -279,9 +277,14 @@ async fn coordinators_killed_at_random_points_lose_and_duplicate_nothing() {
     // One commit attempt: a decision a killed coordinator left `planned` is taken over by the
     // other after the commit phase's bound, which this keeps short (about 13 s).
     let mut args = COORDINATOR_ARGS;
-    args[1] = "800";
-    args[3] = "1000";
-    args[9] = "1";
+    for (flag, value) in [
+        ("--deadline-ms", "800"),
+        ("--commit-timeout-ms", "1000"),
+        ("--commit-attempts", "1"),
+    ] {
+        let at = args.iter().position(|a| *a == flag).unwrap();
+        args[at + 1] = value;
+    }
     let mut coords = [
         coordinator_on(&nats.url(), &args).await,
         coordinator_on(&nats.url(), &args).await,
@@ -548,8 +551,6 @@ async fn a_commit_slower_than_the_coordinators_wait_is_never_booked_twice() {
         "800",
         "--commit-timeout-ms",
         "1000",
-        "--hold-ttl-ms",
-        "30000",
         "--discovery-ms",
         "300",
         "--commit-attempts",

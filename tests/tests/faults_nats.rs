@@ -36,8 +36,6 @@ fn coordinator_args() -> Vec<&'static str> {
         "800",
         "--commit-timeout-ms",
         "1500",
-        "--hold-ttl-ms",
-        "6000",
         "--discovery-ms",
         "300",
     ]

@@ -784,14 +784,7 @@ async fn racing_submits_sharing_ids_on_two_coordinators_leave_every_slot_usable(
             .await,
         );
     }
-    let args = [
-        "--deadline-ms",
-        "1500",
-        "--discovery-ms",
-        "300",
-        "--hold-ttl-ms",
-        "120000",
-    ];
+    let args = ["--deadline-ms", "1500", "--discovery-ms", "300"];
     let _c1 = coordinator_on(&url, &args).await;
     let _c2 = coordinator_on(&url, &args).await;
     let mut clients = Vec::new();

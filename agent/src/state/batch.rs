@@ -36,7 +36,10 @@ impl Core {
         self.in_flight.remove(request_id);
         if let Some(mut hold) = self.ledger.holds().get(request_id).cloned() {
             hold.committing = false;
-            self.save_hold(hold)?;
+            self.apply(Batch {
+                put_holds: vec![hold],
+                ..Batch::default()
+            })?;
         }
         let mut reply = refusal(&self.cluster, request_id, Code::SubmitFailed, message);
         reply.volumes = results
@@ -140,12 +143,10 @@ impl Core {
             .collect();
         c.allocations.retain(|a| !started.contains(&a.job.as_str()));
         c.jobs = jobs;
-        self.store.write(&Batch {
-            put_commits: vec![c.clone()],
+        self.apply(Batch {
+            put_commits: vec![c],
             ..Batch::default()
         })?;
-        self.ledger.put_commit(c);
-        self.rebuild();
         Ok(())
     }
 }

@@ -68,12 +68,10 @@ impl Core {
             }
         };
         if hold.expires_ms <= now_ms {
-            self.store.write(&Batch {
+            self.apply(Batch {
                 remove_holds: vec![request_id.to_string()],
                 ..Batch::default()
             })?;
-            self.ledger.remove_hold(request_id);
-            self.rebuild();
             return Ok(Next::Answer(Box::new(refusal(
                 &self.cluster,
                 request_id,
@@ -101,7 +99,10 @@ impl Core {
             let mut marked = hold;
             marked.committing = true;
             marked.committing_since_ms = now_ms;
-            self.save_hold(marked)?;
+            self.apply(Batch {
+                put_holds: vec![marked],
+                ..Batch::default()
+            })?;
         }
         self.in_flight.insert(request_id.to_string());
         Ok(Next::Run(work))
@@ -114,15 +115,7 @@ impl Core {
     ///
     /// Errors: the store write failed (nothing is held).
     fn admit(&mut self, request: &PlanRequest, now_ms: u64) -> Result<Result<Hold, Box<ActionReply>>, CoreError> {
-        self.sweep(now_ms)?;
-        let mut decision = super::core::plan_with(
-            self.runner.as_ref(),
-            &self.effective,
-            &self.prepared,
-            &self.state,
-            request,
-        );
-        decision.resource_manager = self.resource_manager();
+        let decision = self.plan_now(request, now_ms)?;
         if !decision.feasible {
             let (code, why) = if self.fits_without_holds(request) {
                 (
@@ -148,8 +141,10 @@ impl Core {
         };
         let mut hold = new_hold(request, reply, expires_ms, true);
         hold.committing_since_ms = now_ms;
-        self.save_hold(hold.clone())?;
-        self.rebuild();
+        self.apply(Batch {
+            put_holds: vec![hold.clone()],
+            ..Batch::default()
+        })?;
         Ok(Ok(hold))
     }
 
@@ -249,7 +244,10 @@ impl Core {
         let request_id = hold.request_id.clone();
         let mut unmarked = hold;
         unmarked.committing = false;
-        self.save_hold(unmarked)?;
+        self.apply(Batch {
+            put_holds: vec![unmarked],
+            ..Batch::default()
+        })?;
         let mut reply = refusal(
             &self.cluster,
             &request_id,
@@ -319,18 +317,12 @@ impl Core {
             completed_ms: 0,
             jobs,
         };
-        self.store.write(&Batch {
-            remove_holds: vec![request_id.clone()],
-            put_commits: vec![commit.clone()],
-            put_volumes: rec.put_volumes.clone(),
+        self.apply(Batch {
+            remove_holds: vec![request_id],
+            put_commits: vec![commit],
+            put_volumes: rec.put_volumes,
             ..Batch::default()
         })?;
-        self.ledger.remove_hold(&request_id);
-        self.ledger.put_commit(commit);
-        for mv in rec.put_volumes {
-            self.ledger.put_volume(mv);
-        }
-        self.rebuild();
         Ok(answer)
     }
 
@@ -461,7 +453,10 @@ impl Core {
             return Ok(());
         };
         hold.committing = false;
-        self.save_hold(hold)?;
+        self.apply(Batch {
+            put_holds: vec![hold],
+            ..Batch::default()
+        })?;
         Ok(())
     }
 }

@@ -144,16 +144,11 @@ impl Core {
         commit.plan_reply.decision.trace = Vec::new();
         commit.plan_reply.decision.allocations = Vec::new();
         commit.allocations = Vec::new();
-        self.store.write(&Batch {
-            put_commits: vec![commit.clone()],
-            put_volumes: put_volumes.clone(),
+        self.apply(Batch {
+            put_commits: vec![commit],
+            put_volumes,
             ..Batch::default()
         })?;
-        self.ledger.put_commit(commit);
-        for mv in put_volumes {
-            self.ledger.put_volume(mv);
-        }
-        self.rebuild();
         Ok(reply)
     }
 }

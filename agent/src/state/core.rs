@@ -1,8 +1,9 @@
 //! The agent's state machine ([`Core`]): what it holds, and the helpers its operations share
-//! (the operations themselves are in the sibling modules, one per concern). Every change is written to the store before the
-//! method returns (the service makes it durable before an answer that acknowledges it:
-//! [`super::backend::Store::sync_through`]), and the effective inventory is rebuilt, so the next
-//! plan sees it.
+//! (the operations themselves are in the sibling modules, one per concern). Every change is one
+//! [`Batch`] given to [`Core::apply`]: written to the store before the method returns (the
+//! service makes it durable before an answer that acknowledges it:
+//! [`super::backend::Store::sync_through`]), then applied to the ledger, and the effective
+//! inventory rebuilt, so the next plan sees it.
 //!
 //! Driver work (creating and deleting assets) is asynchronous and slow, so commit and complete
 //! come in two halves: `begin_*` checks and returns the work, the caller runs the drivers
@@ -19,7 +20,7 @@ use fedvol_proto::agent::{ActionReply, VolumeEvent, VolumeOutcome};
 
 use super::backend::Store;
 use super::ledger::{InventoryIndex, Ledger};
-use super::store::StoreError;
+use super::store::{Batch, StoreError};
 
 /// How long a completed commit (with the records of the volumes its completion deleted) is
 /// kept after its completion, ms: 10 minutes. Within it a repeated `complete` gets the stored
@@ -213,6 +214,28 @@ impl Core {
         self.source.as_ref().map(|s| s.source.clone())
     }
 
+    /// Plans `request` on the state as it is now, lapsed holds swept first ([`Core::sweep`]),
+    /// with the decision's `resource_manager` set: what a holding plan and admission at commit
+    /// decide on.
+    ///
+    /// Errors: the sweep's store write failed.
+    pub(super) fn plan_now(
+        &mut self,
+        request: &PlanRequest,
+        now_ms: u64,
+    ) -> Result<fedvol_common::decision::ClusterDecision, CoreError> {
+        self.sweep(now_ms)?;
+        let mut decision = plan_with(
+            self.runner.as_ref(),
+            &self.effective,
+            &self.prepared,
+            &self.state,
+            request,
+        );
+        decision.resource_manager = self.resource_manager();
+        Ok(decision)
+    }
+
     /// Why the cluster is degraded, when it is: its live inventory source cannot be read
     /// ([`fedvol_proto::agent::SourceStatus::degraded`]).
     pub fn degraded(&self) -> Option<String> {
@@ -290,6 +313,65 @@ impl Core {
         self.base = Arc::new(base);
         self.merged = None;
         self.rebuild();
+    }
+
+    /// Writes `batch` durably, then applies it to the ledger (the one order: what the ledger
+    /// counts is on disk), then rebuilds what plans read from the ledger ([`Core::rebuild`]):
+    /// every change of the state goes through here. The rebuild is skipped when the batch
+    /// cannot change what plans see: it only replaces holds already held with the same plan
+    /// (a hold marked or unmarked `committing`).
+    ///
+    /// Errors: the store write failed (the ledger is unchanged).
+    pub(super) fn apply(&mut self, batch: Batch) -> Result<(), CoreError> {
+        self.store.write(&batch)?;
+        let plans_see_it = !self.only_marks(&batch);
+        let Batch {
+            put_holds,
+            remove_holds,
+            put_commits,
+            put_volumes,
+            remove_commits,
+            remove_volumes,
+        } = batch;
+        for id in &remove_holds {
+            self.ledger.remove_hold(id);
+        }
+        for hold in put_holds {
+            self.ledger.put_hold(hold);
+        }
+        for id in &remove_commits {
+            self.ledger.remove_commit(id);
+        }
+        for commit in put_commits {
+            self.ledger.put_commit(commit);
+        }
+        for key in &remove_volumes {
+            self.ledger.remove_volume(key);
+        }
+        for mv in put_volumes {
+            self.ledger.put_volume(mv);
+        }
+        if plans_see_it {
+            self.rebuild();
+        }
+        Ok(())
+    }
+
+    /// True when `batch` only replaces holds already held, each with the plan it had (its
+    /// allocations and volumes): the counts and reservations plans read stay as they are.
+    fn only_marks(&self, batch: &Batch) -> bool {
+        let held = self.ledger.holds();
+        batch.remove_holds.is_empty()
+            && batch.put_commits.is_empty()
+            && batch.put_volumes.is_empty()
+            && batch.remove_commits.is_empty()
+            && batch.remove_volumes.is_empty()
+            && batch.put_holds.iter().all(|h| {
+                held.get(&h.request_id).is_some_and(|old| {
+                    old.reply.decision.allocations == h.reply.decision.allocations
+                        && old.reply.decision.volumes == h.reply.decision.volumes
+                })
+            })
     }
 
     pub(super) fn rebuild(&mut self) {

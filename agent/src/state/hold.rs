@@ -9,19 +9,6 @@ use super::records::Hold;
 use super::store::Batch;
 
 impl Core {
-    /// Writes `hold` durably, then into the ledger (the one order: a hold the ledger counts
-    /// is on disk).
-    ///
-    /// Errors: the store write failed (the ledger is unchanged).
-    pub(super) fn save_hold(&mut self, hold: Hold) -> Result<(), CoreError> {
-        self.store.write(&Batch {
-            put_holds: vec![hold.clone()],
-            ..Batch::default()
-        })?;
-        self.ledger.put_hold(hold);
-        Ok(())
-    }
-
     /// A plan that holds what it chose (`msg.reserve`). Serialised by the caller's lock, so
     /// concurrent reserving plans never get the same capacity. The same request id returns the
     /// stored answer and never a second hold. `elapsed_ms` is left for the caller.
@@ -35,15 +22,7 @@ impl Core {
         if let Some(c) = self.ledger.commits().get(id) {
             return Ok(c.plan_reply.clone());
         }
-        self.sweep(now_ms)?;
-        let mut decision = super::core::plan_with(
-            self.runner.as_ref(),
-            &self.effective,
-            &self.prepared,
-            &self.state,
-            &msg.request,
-        );
-        decision.resource_manager = self.resource_manager();
+        let decision = self.plan_now(&msg.request, now_ms)?;
         let mut reply = PlanReply {
             request_id: id.clone(),
             cluster: self.cluster.clone(),
@@ -61,8 +40,10 @@ impl Core {
         let expires_ms = now_ms.saturating_add(ttl);
         reply.hold = Some(HoldInfo { expires_ms });
         let hold = new_hold(&msg.request, reply.clone(), expires_ms, false);
-        self.save_hold(hold)?;
-        self.rebuild();
+        self.apply(Batch {
+            put_holds: vec![hold],
+            ..Batch::default()
+        })?;
         Ok(reply)
     }
 }

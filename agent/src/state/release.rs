@@ -32,12 +32,10 @@ impl Core {
             ));
         }
         if self.ledger.holds().contains_key(request_id) {
-            self.store.write(&Batch {
+            self.apply(Batch {
                 remove_holds: vec![request_id.to_string()],
                 ..Batch::default()
             })?;
-            self.ledger.remove_hold(request_id);
-            self.rebuild();
         }
         let fenced = self.released.entry(request_id.to_string()).or_insert((attempt, now_ms));
         *fenced = (fenced.0.max(attempt), now_ms);

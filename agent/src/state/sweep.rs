@@ -44,29 +44,16 @@ impl Core {
         if expired.is_empty() && pruned.is_empty() {
             return Ok(expired);
         }
-        self.store.write(&Batch {
+        let (commits, volumes) = (pruned.len(), gone_volumes.len());
+        self.apply(Batch {
             remove_holds: expired.clone(),
-            remove_commits: pruned.clone(),
-            remove_volumes: gone_volumes.clone(),
+            remove_commits: pruned,
+            remove_volumes: gone_volumes,
             ..Batch::default()
         })?;
-        for id in &expired {
-            self.ledger.remove_hold(id);
+        if commits > 0 {
+            tracing::info!(commits, volumes, "completed commits pruned");
         }
-        for id in &pruned {
-            self.ledger.remove_commit(id);
-        }
-        for key in &gone_volumes {
-            self.ledger.remove_volume(key);
-        }
-        if !pruned.is_empty() {
-            tracing::info!(
-                commits = pruned.len(),
-                volumes = gone_volumes.len(),
-                "completed commits pruned"
-            );
-        }
-        self.rebuild();
         Ok(expired)
     }
 }

@@ -49,30 +49,21 @@ struct Args {
     /// Configuration file (YAML); flags and environment variables override it.
     #[arg(short, long, env = "FEDVOL_COORDINATOR_CONFIG")]
     config: Option<PathBuf>,
-    /// NATS connection (URL, auth, TLS, inbox prefix).
+    /// NATS connection, body and in-flight bounds, subject prefix, metrics listener.
     #[command(flatten)]
-    nats: fedvol_proto::nats::NatsArgs,
-    /// Largest request body served, bytes (default 1048576).
-    #[arg(long, env = "FEDVOL_MAX_BODY_BYTES")]
-    max_body_bytes: Option<usize>,
-    /// Requests in progress at once; beyond, requests are answered `overloaded`.
-    #[arg(long, env = "FEDVOL_MAX_IN_FLIGHT")]
-    max_in_flight: Option<usize>,
+    daemon: fedvol_daemon_config::DaemonArgs,
     /// Requests of one user in progress at once; beyond, that user's requests are answered
     /// `overloaded` (default 64).
     #[arg(long, env = "FEDVOL_MAX_IN_FLIGHT_PER_USER")]
     max_in_flight_per_user: Option<usize>,
-    /// Subject prefix.
-    #[arg(long, env = "FEDVOL_SUBJECT_PREFIX")]
-    subject_prefix: Option<String>,
     /// Rejected candidates listed per funnel stage in stored decisions (0 = all; default 5).
     #[arg(long, env = "FEDVOL_TRACE_LIMIT")]
     trace_limit: Option<usize>,
     /// How long a submit waits for the clusters, ms.
     #[arg(long, env = "FEDVOL_DEADLINE_MS")]
     deadline_ms: Option<u64>,
-    /// Lease of the holds a submit asks for, ms.
-    #[arg(long, env = "FEDVOL_HOLD_TTL_MS")]
+    /// No longer read (`holdTtlMs`): accepted, and ignored with a warning.
+    #[arg(long, env = "FEDVOL_HOLD_TTL_MS", hide = true)]
     hold_ttl_ms: Option<u64>,
     /// Commit failures tolerated (clusters tried in ranking order; a cluster whose capacity
     /// went to another request meanwhile does not count) before a decision fails.
@@ -103,11 +94,6 @@ struct Args {
     /// How long a cluster may go unheard before the registry forgets it, ms (default 600000).
     #[arg(long, env = "FEDVOL_FORGET_CLUSTER_AFTER_MS")]
     forget_cluster_after_ms: Option<u64>,
-    /// Serve /metrics (Prometheus), /healthz and /readyz on this address, IP:PORT (e.g.
-    /// 127.0.0.1:9465; port 0 takes a free one, logged). Off unless given here or as
-    /// `metricsListen`.
-    #[arg(long, env = "FEDVOL_METRICS_LISTEN", value_parser = fedvol_obs::parse_listen)]
-    metrics_listen: Option<std::net::SocketAddr>,
     /// Log as JSON lines instead of text.
     #[arg(long, env = "FEDVOL_LOG_JSON")]
     log_json: bool,
@@ -121,18 +107,9 @@ fn config(a: Args) -> Result<CoordinatorConfig, String> {
         Some(p) => CoordinatorConfig::load(p).map_err(|d| format!("{d}"))?,
         None => CoordinatorConfig::default(),
     };
-    a.nats.apply(&mut cfg.nats);
-    if let Some(v) = a.max_body_bytes {
-        cfg.max_body_bytes = v;
-    }
-    if let Some(v) = a.max_in_flight {
-        cfg.max_in_flight = v;
-    }
+    a.daemon.apply(&mut cfg.daemon);
     if let Some(v) = a.max_in_flight_per_user {
         cfg.max_in_flight_per_user = v;
-    }
-    if let Some(v) = a.subject_prefix {
-        cfg.subject_prefix = v;
     }
     if let Some(v) = a.trace_limit {
         cfg.trace_limit = v;
@@ -140,8 +117,9 @@ fn config(a: Args) -> Result<CoordinatorConfig, String> {
     if let Some(v) = a.deadline_ms {
         cfg.deadline_ms = v;
     }
-    if let Some(v) = a.hold_ttl_ms {
-        cfg.hold_ttl_ms = v;
+    if a.hold_ttl_ms.is_some() {
+        let w = fedvol_coordinator::daemon::config::HOLD_TTL_MS.as_flag("--hold-ttl-ms or FEDVOL_HOLD_TTL_MS");
+        cfg.daemon.warnings.push(w);
     }
     if let Some(v) = a.commit_attempts {
         cfg.commit_attempts = v;
@@ -170,34 +148,25 @@ fn config(a: Args) -> Result<CoordinatorConfig, String> {
     if let Some(v) = a.forget_cluster_after_ms {
         cfg.forget_cluster_after_ms = v;
     }
-    if a.metrics_listen.is_some() {
-        cfg.metrics_listen = a.metrics_listen;
-    }
     Ok(cfg)
 }
 
 /// The sections of `fedvol-coordinator.1` clap does not know.
 const MAN: fedvol_obs::man::Extra<'static> = fedvol_obs::man::Extra {
     environment: &[
-        (
-            "FEDVOL_*",
-            "Each option's variable, as its [env: ...] says; flags win over variables, which win over the configuration file.",
-        ),
+        fedvol_obs::man::DAEMON_VARIABLES,
         (
             "FEDVOL_NATS_PASSWORD_FILE",
             "A file holding the NATS user's password, readable by the coordinator's account alone (systemd's LoadCredential=).",
         ),
-        (
-            "FEDVOL_NATS_PASSWORD",
-            "The NATS user's password (never in the URL); prefer FEDVOL_NATS_PASSWORD_FILE or nats.passwordFile.",
-        ),
+        fedvol_obs::man::DAEMON_NATS_PASSWORD,
         (
             "RUST_LOG",
             "The log filter (default info), e.g. fedvol_coordinator=debug.",
         ),
     ],
     exit_status: &[
-        ("0", "Stopped (SIGTERM or SIGINT)."),
+        fedvol_obs::man::DAEMON_STOPPED,
         (
             "1",
             "Bad configuration or user directory, NATS unreachable, or the decision bucket could not be opened; the message says which.",
@@ -221,15 +190,11 @@ const MAN: fedvol_obs::man::Extra<'static> = fedvol_obs::man::Extra {
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    if args.man {
-        use clap::CommandFactory;
-        return fedvol_obs::man::print("fedvol-coordinator", Args::command(), &MAN);
-    }
     let daemon = fedvol_obs::daemon::Daemon {
         program: "fedvol-coordinator",
         log_json: args.log_json,
         escape: fedvol_common::limits::printable,
         on_thread_park: Some(collect_when_idle),
     };
-    daemon.main(|| config(args), fedvol_coordinator::daemon::run::run)
+    daemon.main_or_man::<Args, _, _, _>(args.man, &MAN, || config(args), fedvol_coordinator::daemon::run::run)
 }

@@ -45,7 +45,7 @@ where
     let server = Server {
         speaker: "coordinator",
         cluster: None,
-        max_body_bytes: co.cfg.max_body_bytes,
+        max_body_bytes: co.cfg.daemon.max_body_bytes,
         max_payload: co.client.max_payload(),
         too_large_hint: "the decision is stored: read it with `fedvol decisions watch`, or raise max_payload",
     };

@@ -1,12 +1,15 @@
 //! The coordinator's configuration: a strict YAML file (`--config coordinator.yaml`),
 //! overridden by flags and `FEDVOL_*` environment variables (see `fedvol-coordinator --help`).
-//! Unknown keys are errors with a "did you mean" hint, like every fedvol file.
+//! Unknown keys are errors with a "did you mean" hint, like every fedvol file. The keys both
+//! daemons take (`nats:`, `subjectPrefix`, `maxInFlight`, `maxBodyBytes`, `metricsListen`), the
+//! file's reading and its errors are [`fedvol_daemon_config`]'s; the rest is the coordinator's
+//! own. `holdTtlMs` is no longer read ([`HOLD_TTL_MS`]): a file that sets it loads, with a
+//! warning.
 //!
 //! ```yaml
 //! nats: {url: nats://127.0.0.1:4222}   # the same block as the agent's
 //! subjectPrefix: fedvol.v1
 //! deadlineMs: 2000        # how long a submit waits for clusters
-//! holdTtlMs: 30000        # lease of the holds a submit asks for
 //! commitAttempts: 3       # commit failures (not capacity races) before the decision fails
 //! commitTimeoutMs: 10000  # how long one commit (or complete) may take on an agent
 //! directory: directory.yaml
@@ -32,10 +35,8 @@
 use std::path::{Path, PathBuf};
 
 use fedvol_common::choice::{ChoiceOptions, check_hours};
-use fedvol_formats::files::read_text;
-use fedvol_formats::nats::parse_nats;
-use fedvol_formats::yaml::{Ctx, Diagnostics, Limits, load_documents};
-use fedvol_proto::nats::NatsAuth;
+use fedvol_daemon_config::{DaemonConfig, DaemonFile, Retired, relative_to};
+use fedvol_formats::yaml::{Ctx, Diagnostics, MapReader};
 
 /// Where decisions are stored: a JetStream key-value bucket (file storage).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,15 +67,12 @@ impl Default for KvConfig {
 /// Everything the coordinator needs to run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CoordinatorConfig {
-    /// NATS connection (same settings as the agent's).
-    pub nats: NatsAuth,
-    /// Subject prefix (default `fedvol.v1`).
-    pub subject_prefix: String,
+    /// What both daemons take: NATS connection (the agent's settings), subject prefix,
+    /// `maxInFlight` (default 4096), `maxBodyBytes`, `metricsListen`.
+    pub daemon: DaemonConfig,
     /// How long a submit waits for the clusters' plans, ms (default 2000). A submit may ask
     /// for another wait with `timeout_ms`, up to [`MAX_DEADLINE_MS`].
     pub deadline_ms: u64,
-    /// Lease of the holds a submit asks agents for, ms (default 30000).
-    pub hold_ttl_ms: u64,
     /// Clusters tried in ranking order before a decision fails (default 3).
     pub commit_attempts: u32,
     /// How long one commit or complete may take on an agent (provisioning included), ms
@@ -91,8 +89,6 @@ pub struct CoordinatorConfig {
     /// coordinator that died, ms (default 2000; 0 = this coordinator never reconciles). See
     /// `daemon::reconcile`.
     pub reconcile_every_ms: u64,
-    /// Requests in progress at once (default 4096); beyond, requests are answered `overloaded`.
-    pub max_in_flight: usize,
     /// Requests of one user in progress at once (default 64); beyond, that user's requests
     /// are answered `overloaded` (`daemon::per_user`).
     pub max_in_flight_per_user: usize,
@@ -111,16 +107,10 @@ pub struct CoordinatorConfig {
     /// it, ms (default 600000, at least 1000): a cluster taken out of the federation (or a name
     /// someone invented) stops appearing in decisions and in `fedvol clusters`.
     pub forget_cluster_after_ms: u64,
-    /// Largest request body served, bytes (default
-    /// [`fedvol_proto::DEFAULT_MAX_BODY_BYTES`], 1 MiB); larger ones get `bad_request`.
-    pub max_body_bytes: usize,
     /// Rejected candidates listed per funnel stage in stored decisions, unless a submit asks
     /// for another number (default [`fedvol_common::funnel::trace::STORED_TRACE_LIMIT`]; 0 =
     /// all, which can make decisions of large clusters exceed NATS's `max_payload`).
     pub trace_limit: usize,
-    /// Where to serve `/metrics`, `/healthz` and `/readyz` (`metricsListen`, `IP:PORT`); `None`
-    /// (the default): no metrics server.
-    pub metrics_listen: Option<std::net::SocketAddr>,
     /// Federation-wide policy: `quotas`, `priorityClasses`, `defaultPriorityClass`,
     /// `queue` (see [`super::policy`]).
     pub policy: super::policy::Policy,
@@ -142,28 +132,31 @@ pub const DEFAULT_MAX_DECISIONS_PER_USER: usize = 10_000;
 /// The longest wait a submit may ask for, ms.
 pub const MAX_DEADLINE_MS: u64 = 120_000;
 
+/// `holdTtlMs`, no longer read: plans hold nothing (a commit is admitted on the agent, at
+/// commit), so the coordinator asks agents for no hold lease. A file that sets it, or
+/// `--hold-ttl-ms`, still loads, with this warning (docs/design.md §3).
+pub const HOLD_TTL_MS: Retired = Retired {
+    key: "holdTtlMs",
+    why: "no longer read: the coordinator asks agents for no holds (a commit is admitted on the agent), so it is ignored; remove it",
+};
+
 impl Default for CoordinatorConfig {
     fn default() -> Self {
         CoordinatorConfig {
-            nats: NatsAuth::local(),
-            subject_prefix: fedvol_proto::DEFAULT_PREFIX.to_string(),
+            daemon: DaemonConfig::new(4096),
             deadline_ms: 2000,
-            hold_ttl_ms: 30_000,
             commit_attempts: 3,
             commit_timeout_ms: 10_000,
             directory: None,
             kv: KvConfig::default(),
             discovery_ms: 500,
             reconcile_every_ms: 2000,
-            max_in_flight: 4096,
             max_in_flight_per_user: 64,
             read_bytes_per_second_per_user: DEFAULT_READ_BYTES_PER_SECOND,
             decision_retention_ms: DEFAULT_DECISION_RETENTION_MS,
             max_decisions_per_user: DEFAULT_MAX_DECISIONS_PER_USER,
             forget_cluster_after_ms: 600_000,
-            max_body_bytes: fedvol_proto::DEFAULT_MAX_BODY_BYTES,
             trace_limit: fedvol_common::funnel::trace::STORED_TRACE_LIMIT,
-            metrics_listen: None,
             policy: super::policy::Policy::default(),
             choice: ChoiceOptions::default(),
         }
@@ -185,159 +178,24 @@ impl CoordinatorConfig {
         }
     }
 
-    /// Reads a configuration file. Relative paths in it (directory, credentials, TLS files)
-    /// are relative to the file's directory. Every key is optional.
+    /// Reads a configuration file ([`fedvol_daemon_config::load`]). Relative paths in it
+    /// (directory, credentials, TLS files) are relative to the file's directory. Every key is
+    /// optional; an empty file gives the defaults.
     ///
     /// Errors: every problem in the file, with line, column and field.
     pub fn load(path: &Path) -> Result<CoordinatorConfig, Diagnostics> {
-        let label = path.display().to_string();
-        let text = read_text(path)?;
-        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let mut ctx = Ctx::new(&label);
-        let docs = load_documents(&text, Limits::default()).map_err(|e| {
-            let mut c = Ctx::new(&label);
-            c.error(e.span, "", format!("invalid YAML: {}", e.message));
-            Diagnostics(c.into_diagnostics())
-        })?;
-        let mut cfg = CoordinatorConfig::default();
-        let Some(doc) = docs.first() else {
-            return Ok(cfg);
-        };
-        let Some(mut r) = ctx.map(doc, "") else {
-            return Err(Diagnostics(ctx.into_diagnostics()));
-        };
-        if let Some(n) = r.take("nats") {
-            cfg.nats = parse_nats(&mut ctx, n, "nats", &base);
-        }
-        if let Some(n) = r.take("subjectPrefix")
-            && let Some(s) = ctx.nonempty_string(n, "subjectPrefix")
-        {
-            cfg.subject_prefix = s;
-        }
-        for (key, slot) in [
-            ("deadlineMs", &mut cfg.deadline_ms),
-            ("holdTtlMs", &mut cfg.hold_ttl_ms),
-            ("commitTimeoutMs", &mut cfg.commit_timeout_ms),
-            ("discoveryMs", &mut cfg.discovery_ms),
-            ("reconcileEveryMs", &mut cfg.reconcile_every_ms),
-            ("forgetClusterAfterMs", &mut cfg.forget_cluster_after_ms),
-            ("readBytesPerSecondPerUser", &mut cfg.read_bytes_per_second_per_user),
-            ("decisionRetentionMs", &mut cfg.decision_retention_ms),
-        ] {
-            if let Some(n) = r.take(key)
-                && let Some(v) = ctx.u64(n, key)
-            {
-                *slot = v;
-            }
-        }
-        if let Some(n) = r.take("maxInFlight")
-            && let Some(v) = ctx.int(n, "maxInFlight", 1, 1_000_000)
-        {
-            cfg.max_in_flight = v as usize;
-        }
-        if let Some(n) = r.take("maxInFlightPerUser")
-            && let Some(v) = ctx.int(n, "maxInFlightPerUser", 1, 1_000_000)
-        {
-            cfg.max_in_flight_per_user = v as usize;
-        }
-        if let Some(n) = r.take("maxDecisionsPerUser")
-            && let Some(v) = ctx.int(n, "maxDecisionsPerUser", 0, 100_000_000)
-        {
-            cfg.max_decisions_per_user = v as usize;
-        }
-        if let Some(n) = r.take("commitAttempts")
-            && let Some(v) = ctx.int(n, "commitAttempts", 1, 100)
-        {
-            cfg.commit_attempts = v as u32;
-        }
-        if let Some(n) = r.take("maxBodyBytes")
-            && let Some(v) = ctx.int(n, "maxBodyBytes", 1024, 64 * 1024 * 1024)
-        {
-            cfg.max_body_bytes = v as usize;
-        }
-        if let Some(n) = r.take("traceLimit")
-            && let Some(v) = ctx.int(n, "traceLimit", 0, 100_000)
-        {
-            cfg.trace_limit = v as usize;
-        }
-        if let Some(n) = r.take("metricsListen")
-            && let Some(s) = ctx.nonempty_string(n, "metricsListen")
-        {
-            match fedvol_obs::parse_listen(&s) {
-                Ok(addr) => cfg.metrics_listen = Some(addr),
-                Err(e) => ctx.error(n.span, "metricsListen", e),
-            }
-        }
-        if let Some(n) = r.take("choice")
-            && let Some(mut m) = ctx.map(n, "choice")
-        {
-            if let Some(n) = m.take("cost")
-                && let Some(b) = ctx.bool(n, "choice.cost")
-            {
-                cfg.choice.cost = b;
-            }
-            if let Some(n) = m.take("defaultHours") {
-                let parsed = n.as_scalar().and_then(|s| s.trim().parse::<f64>().ok());
-                match parsed.map(|h| check_hours(h).map(|()| h)) {
-                    Some(Ok(h)) => cfg.choice.default_hours = Some(h),
-                    Some(Err(e)) => ctx.error(n.span, "choice.defaultHours", e),
-                    None => ctx.error(
-                        n.span,
-                        "choice.defaultHours",
-                        format!(
-                            "expected a number of hours > 0, found {}",
-                            fedvol_formats::yaml::decode::describe(n)
-                        ),
-                    ),
-                }
-            }
-            m.finish(&mut ctx);
-        }
-        if let Some(n) = r.take("directory")
-            && let Some(s) = ctx.nonempty_string(n, "directory")
-        {
-            let p = PathBuf::from(s);
-            cfg.directory = Some(if p.is_absolute() { p } else { base.join(p) });
-        }
-        if let Some(n) = r.take("kv")
-            && let Some(mut m) = ctx.map(n, "kv")
-        {
-            if let Some(n) = m.take("bucket")
-                && let Some(s) = ctx.nonempty_string(n, "kv.bucket")
-            {
-                cfg.kv.bucket = s;
-            }
-            if let Some(n) = m.take("history")
-                && let Some(v) = ctx.int(n, "kv.history", 1, 64)
-            {
-                cfg.kv.history = v as i64;
-            }
-            if let Some(n) = m.take("replicas")
-                && let Some(v) = ctx.int(n, "kv.replicas", 1, 5)
-            {
-                cfg.kv.replicas = v as usize;
-            }
-            if let Some(n) = m.take("maxConsumers")
-                && let Some(v) = ctx.int(n, "kv.maxConsumers", 1, 100_000)
-            {
-                cfg.kv.max_consumers = v as i32;
-            }
-            m.finish(&mut ctx);
-        }
-        cfg.policy.read(&mut ctx, &mut r);
-        r.finish(&mut ctx);
-        ctx.finish(cfg)
+        fedvol_daemon_config::load(path, CoordinatorConfig::default())
     }
 
-    /// Checks what the file and flags together must satisfy (NATS settings as the agent's,
-    /// positive durations, a bucket name NATS accepts, history and replicas in range).
+    /// Checks what the file and flags together must satisfy (what both daemons check,
+    /// [`DaemonConfig::check`]: NATS settings, `maxBodyBytes`; positive durations, a bucket name
+    /// NATS accepts, history and replicas in range, a subject prefix).
     ///
     /// Errors: every problem, each a sentence.
     pub fn validate(&self) -> Result<(), Vec<String>> {
-        let mut out = self.nats.check();
+        let mut out = self.daemon.check();
         for (name, v) in [
             ("deadlineMs", self.deadline_ms),
-            ("holdTtlMs", self.hold_ttl_ms),
             ("commitTimeoutMs", self.commit_timeout_ms),
         ] {
             if v == 0 {
@@ -353,9 +211,6 @@ impl CoordinatorConfig {
         if self.commit_attempts == 0 {
             out.push("commitAttempts must be at least 1".to_string());
         }
-        if !(1024..=64 * 1024 * 1024).contains(&self.max_body_bytes) {
-            out.push("maxBodyBytes must be between 1024 and 67108864".to_string());
-        }
         let b = &self.kv.bucket;
         if b.is_empty() || !b.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
             out.push(format!(
@@ -368,13 +223,118 @@ impl CoordinatorConfig {
         if !(1..=5).contains(&self.kv.replicas) {
             out.push("kv.replicas must be from 1 to 5".to_string());
         }
-        if self.subject_prefix.trim_matches('.').is_empty() || self.subject_prefix.contains(['*', '>', ' ']) {
+        let prefix = &self.daemon.subject_prefix;
+        if prefix.trim_matches('.').is_empty() || prefix.contains(['*', '>', ' ']) {
             out.push(format!(
-                "subjectPrefix `{}` is not a subject prefix such as fedvol.v1",
-                self.subject_prefix
+                "subjectPrefix `{prefix}` is not a subject prefix such as fedvol.v1"
             ));
         }
         if out.is_empty() { Ok(()) } else { Err(out) }
+    }
+}
+
+impl DaemonFile for CoordinatorConfig {
+    const EMPTY: Option<&'static str> = None;
+    const RETIRED: &'static [Retired] = &[HOLD_TTL_MS];
+
+    fn daemon(&mut self) -> &mut DaemonConfig {
+        &mut self.daemon
+    }
+
+    /// The coordinator's own keys: durations and bounds, `choice:`, `directory`, `kv:`, and the
+    /// policy's (`quotas`, `priorityClasses`, `defaultPriorityClass`, `queue:`).
+    fn read(&mut self, ctx: &mut Ctx, r: &mut MapReader<'_>, base: &Path) {
+        for (key, slot) in [
+            ("deadlineMs", &mut self.deadline_ms),
+            ("commitTimeoutMs", &mut self.commit_timeout_ms),
+            ("discoveryMs", &mut self.discovery_ms),
+            ("reconcileEveryMs", &mut self.reconcile_every_ms),
+            ("forgetClusterAfterMs", &mut self.forget_cluster_after_ms),
+            ("readBytesPerSecondPerUser", &mut self.read_bytes_per_second_per_user),
+            ("decisionRetentionMs", &mut self.decision_retention_ms),
+        ] {
+            if let Some(n) = r.take(key)
+                && let Some(v) = ctx.u64(n, key)
+            {
+                *slot = v;
+            }
+        }
+        if let Some(n) = r.take("maxInFlightPerUser")
+            && let Some(v) = ctx.int(n, "maxInFlightPerUser", 1, 1_000_000)
+        {
+            self.max_in_flight_per_user = v as usize;
+        }
+        if let Some(n) = r.take("maxDecisionsPerUser")
+            && let Some(v) = ctx.int(n, "maxDecisionsPerUser", 0, 100_000_000)
+        {
+            self.max_decisions_per_user = v as usize;
+        }
+        if let Some(n) = r.take("commitAttempts")
+            && let Some(v) = ctx.int(n, "commitAttempts", 1, 100)
+        {
+            self.commit_attempts = v as u32;
+        }
+        if let Some(n) = r.take("traceLimit")
+            && let Some(v) = ctx.int(n, "traceLimit", 0, 100_000)
+        {
+            self.trace_limit = v as usize;
+        }
+        if let Some(n) = r.take("choice")
+            && let Some(mut m) = ctx.map(n, "choice")
+        {
+            if let Some(n) = m.take("cost")
+                && let Some(b) = ctx.bool(n, "choice.cost")
+            {
+                self.choice.cost = b;
+            }
+            if let Some(n) = m.take("defaultHours") {
+                let parsed = n.as_scalar().and_then(|s| s.trim().parse::<f64>().ok());
+                match parsed.map(|h| check_hours(h).map(|()| h)) {
+                    Some(Ok(h)) => self.choice.default_hours = Some(h),
+                    Some(Err(e)) => ctx.error(n.span, "choice.defaultHours", e),
+                    None => ctx.error(
+                        n.span,
+                        "choice.defaultHours",
+                        format!(
+                            "expected a number of hours > 0, found {}",
+                            fedvol_formats::yaml::decode::describe(n)
+                        ),
+                    ),
+                }
+            }
+            m.finish(ctx);
+        }
+        if let Some(n) = r.take("directory")
+            && let Some(s) = ctx.nonempty_string(n, "directory")
+        {
+            self.directory = Some(relative_to(base, s));
+        }
+        if let Some(n) = r.take("kv")
+            && let Some(mut m) = ctx.map(n, "kv")
+        {
+            if let Some(n) = m.take("bucket")
+                && let Some(s) = ctx.nonempty_string(n, "kv.bucket")
+            {
+                self.kv.bucket = s;
+            }
+            if let Some(n) = m.take("history")
+                && let Some(v) = ctx.int(n, "kv.history", 1, 64)
+            {
+                self.kv.history = v as i64;
+            }
+            if let Some(n) = m.take("replicas")
+                && let Some(v) = ctx.int(n, "kv.replicas", 1, 5)
+            {
+                self.kv.replicas = v as usize;
+            }
+            if let Some(n) = m.take("maxConsumers")
+                && let Some(v) = ctx.int(n, "kv.maxConsumers", 1, 100_000)
+            {
+                self.kv.max_consumers = v as i32;
+            }
+            m.finish(ctx);
+        }
+        self.policy.read(ctx, r);
     }
 }
 
@@ -393,21 +353,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = write(
             dir.path(),
-            "nats: {url: 'nats://n:4222', credsFile: c.creds}\nsubjectPrefix: x.v1\ndeadlineMs: 800\nholdTtlMs: 5000\ncommitAttempts: 2\ncommitTimeoutMs: 3000\ndiscoveryMs: 100\ndirectory: dir.yaml\nkv: {bucket: decisions, history: 4, replicas: 3}\n",
+            "nats: {url: 'nats://n:4222', credsFile: c.creds}\nsubjectPrefix: x.v1\ndeadlineMs: 800\ncommitAttempts: 2\ncommitTimeoutMs: 3000\ndiscoveryMs: 100\ndirectory: dir.yaml\nkv: {bucket: decisions, history: 4, replicas: 3}\n",
         );
         let c = CoordinatorConfig::load(&p).unwrap();
-        assert_eq!(c.nats.url, "nats://n:4222");
-        assert_eq!(c.nats.creds_file, Some(dir.path().join("c.creds")));
-        assert_eq!(c.subject_prefix, "x.v1");
+        assert_eq!(c.daemon.nats.url, "nats://n:4222");
+        assert_eq!(c.daemon.nats.creds_file, Some(dir.path().join("c.creds")));
+        assert_eq!(c.daemon.subject_prefix, "x.v1");
         assert_eq!(
-            (
-                c.deadline_ms,
-                c.hold_ttl_ms,
-                c.commit_attempts,
-                c.commit_timeout_ms,
-                c.discovery_ms
-            ),
-            (800, 5000, 2, 3000, 100)
+            (c.deadline_ms, c.commit_attempts, c.commit_timeout_ms, c.discovery_ms),
+            (800, 2, 3000, 100)
         );
         assert_eq!(c.directory, Some(dir.path().join("dir.yaml")));
         assert_eq!(
@@ -426,8 +380,12 @@ mod tests {
     fn metrics_listen_is_an_address() {
         let dir = tempfile::tempdir().unwrap();
         let c = CoordinatorConfig::load(&write(dir.path(), "metricsListen: '[::1]:9465'\n")).unwrap();
-        assert_eq!(c.metrics_listen, Some("[::1]:9465".parse().unwrap()));
-        assert_eq!(CoordinatorConfig::default().metrics_listen, None, "off by default");
+        assert_eq!(c.daemon.metrics_listen, Some("[::1]:9465".parse().unwrap()));
+        assert_eq!(
+            CoordinatorConfig::default().daemon.metrics_listen,
+            None,
+            "off by default"
+        );
         let e = CoordinatorConfig::load(&write(dir.path(), "deadlineMs: 5\nmetricsListen: ':9464'\n"))
             .unwrap_err()
             .to_string();
@@ -477,6 +435,26 @@ mod tests {
         assert_eq!(c.kv.history, 16);
     }
 
+    /// `holdTtlMs` was documented as a coordinator setting but read by nothing; the contract
+    /// only grows, so a file that still sets it loads, and says the key is ignored.
+    #[test]
+    fn hold_ttl_ms_loads_with_a_warning_naming_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = CoordinatorConfig::load(&write(dir.path(), "deadlineMs: 900\nholdTtlMs: 30000\n")).unwrap();
+        assert_eq!(c.deadline_ms, 900);
+        assert_eq!(c.daemon.warnings.len(), 1, "{:?}", c.daemon.warnings);
+        let w = &c.daemon.warnings[0];
+        assert!(w.contains("coordinator.yaml:2:12: holdTtlMs: no longer read"), "{w}");
+        assert!(w.contains("ignored"), "{w}");
+        let mut without = c.clone();
+        without.daemon.warnings.clear();
+        assert_eq!(
+            without,
+            CoordinatorConfig::load(&write(dir.path(), "deadlineMs: 900\n")).unwrap(),
+            "it changes nothing else"
+        );
+    }
+
     #[test]
     fn unknown_keys_and_bad_values_are_all_reported() {
         let dir = tempfile::tempdir().unwrap();
@@ -495,10 +473,10 @@ mod tests {
     #[test]
     fn validation_refuses_bad_combinations() {
         let mut c = CoordinatorConfig::default();
-        c.nats.url = "nats://u:secret@h:4222".into();
+        c.daemon.nats.url = "nats://u:secret@h:4222".into();
         c.deadline_ms = 0;
         c.kv.bucket = "a.b".into();
-        c.subject_prefix = "fedvol.>".into();
+        c.daemon.subject_prefix = "fedvol.>".into();
         let e = c.validate().unwrap_err();
         assert_eq!(e.len(), 4, "{e:?}");
         assert!(e.iter().all(|m| !m.contains("secret")));
@@ -514,8 +492,8 @@ maxBodyBytes: 65536
 ",
         );
         let c = CoordinatorConfig::load(&p).unwrap();
-        assert_eq!(c.nats.inbox_prefix.as_deref(), Some("_INBOX_coordinator"));
-        assert_eq!(c.max_body_bytes, 65536);
+        assert_eq!(c.daemon.nats.inbox_prefix.as_deref(), Some("_INBOX_coordinator"));
+        assert_eq!(c.daemon.max_body_bytes, 65536);
         assert!(c.validate().is_ok());
         let e = CoordinatorConfig::load(&write(
             dir.path(),
@@ -525,8 +503,8 @@ maxBodyBytes: 65536
         .unwrap_err();
         assert!(e.to_string().contains("maxBodyBytes"), "{e}");
         let mut c = CoordinatorConfig::default();
-        c.nats.inbox_prefix = Some("_INBOX.>".into());
-        c.max_body_bytes = 0;
+        c.daemon.nats.inbox_prefix = Some("_INBOX.>".into());
+        c.daemon.max_body_bytes = 0;
         assert_eq!(c.validate().unwrap_err().len(), 2);
     }
 
@@ -617,7 +595,8 @@ mod shipped {
         let c = CoordinatorConfig::load(p).unwrap();
         assert!(c.validate().is_ok());
         assert_eq!(c.kv, KvConfig::default());
-        assert_eq!((c.deadline_ms, c.hold_ttl_ms, c.commit_attempts), (2000, 30_000, 3));
+        assert_eq!((c.deadline_ms, c.commit_attempts), (2000, 3));
+        assert!(c.daemon.warnings.is_empty(), "{:?}", c.daemon.warnings);
         assert_eq!(c.trace_limit, 5);
         assert_eq!(c.policy.priority_classes.len(), 3);
         assert_eq!(c.policy.default_priority_class.as_deref(), Some("normal"));

@@ -16,7 +16,7 @@ use fedvol_proto::decisions::{DecisionState, StoredDecision};
 use fedvol_proto::{Code, now_ms};
 
 use super::Coordinator;
-use super::commit::{action, send};
+use super::actions::{action, send};
 use super::store::Write;
 
 /// What the reconciler reads of a change to know whether the decision runs jobs.

@@ -1,7 +1,8 @@
 //! The steps of a decision's life that every entry point shares (submit, the queue's drain,
 //! the reconciler's take-over, the operations): admission to the quotas ([`admit_quota`]),
-//! planning everywhere and choosing ([`plan`]), storing and committing ([`save`]), taking over
-//! a decision left `planned` ([`resume`]), and the answers they give. The entry points sit
+//! planning everywhere and choosing ([`plan`]), committing and storing the outcome
+//! ([`commit_and_save`], [`save`]), taking over a decision left `planned` ([`resume`]), and the
+//! answers they give. The entry points sit
 //! above this module; it imports none of them (a decision that must wait for capacity goes to
 //! [`super::waiting`]).
 
@@ -16,7 +17,8 @@ use fedvol_proto::decisions::{DecisionState, StoredDecision};
 use fedvol_proto::{Code, ProtoError, now_ms};
 
 use super::Coordinator;
-use super::commit::{Phase, RELEASE_WAIT_MS, Start, commit_phase, settle_window_ms};
+use super::actions::{RELEASE_WAIT_MS, settle_window_ms};
+use super::commit::{Phase, Start, commit_phase};
 use super::fanout::{fan_out, fan_out_to};
 use super::store::Write;
 
@@ -84,10 +86,19 @@ pub fn commit_phase_bound_ms(co: &Coordinator) -> u64 {
 }
 
 /// Finishes the commit of a decision left `planned` by a coordinator that stopped answering (or
-/// whose commit was in doubt): settles its pending attempts, then goes on with the commit phase.
-pub async fn resume(co: &Arc<Coordinator>, mut stored: StoredDecision, rev: u64) -> SubmitReply {
+/// whose commit was in doubt): settles its pending attempts, then goes on with the commit phase
+/// ([`commit_and_save`]).
+pub async fn resume(co: &Arc<Coordinator>, stored: StoredDecision, rev: u64) -> SubmitReply {
+    commit_and_save(co, stored, rev, Start::TakeOver).await
+}
+
+/// Commits a decision stored `planned` at revision `rev` ([`commit_phase`], from `start`) and
+/// stores the outcome ([`save`]). The answer: the decision as stored; a commit in doubt leaves
+/// it `planned` and answers `commit_outcome_unknown` with it; a decision another coordinator
+/// changed meanwhile is answered as they stored it.
+pub async fn commit_and_save(co: &Arc<Coordinator>, mut stored: StoredDecision, rev: u64, start: Start) -> SubmitReply {
     let mut rev = rev;
-    match timed_commit_phase(co, &mut stored, &mut rev, Start::TakeOver).await {
+    match timed_commit_phase(co, &mut stored, &mut rev, start).await {
         Phase::Done => save(co, stored, rev).await,
         Phase::InDoubt(doubt) => in_doubt(stored, doubt),
         Phase::Superseded(theirs) => stored_reply(*theirs),
@@ -96,7 +107,7 @@ pub async fn resume(co: &Arc<Coordinator>, mut stored: StoredDecision, rev: u64)
 
 /// The answer for a commit in doubt: the decision as it stays stored (`planned`, with this
 /// commit phase's attempts), and the reason.
-pub(super) fn in_doubt(stored: StoredDecision, reason: ProtoError) -> SubmitReply {
+fn in_doubt(stored: StoredDecision, reason: ProtoError) -> SubmitReply {
     tracing::warn!(chosen = ?stored.decision.chosen_cluster, "commit in doubt: the decision stays planned");
     SubmitReply {
         stored: Some(stored),
@@ -149,12 +160,7 @@ pub async fn save(co: &Arc<Coordinator>, mut stored: StoredDecision, rev: u64) -
 
 /// [`commit_phase`], counted in `fedvol_coordinator_commits_in_flight` while it runs and timed
 /// in `fedvol_coordinator_commit_duration_seconds`.
-pub(super) async fn timed_commit_phase(
-    co: &Arc<Coordinator>,
-    stored: &mut StoredDecision,
-    rev: &mut u64,
-    start: Start,
-) -> Phase {
+async fn timed_commit_phase(co: &Arc<Coordinator>, stored: &mut StoredDecision, rev: &mut u64, start: Start) -> Phase {
     let _in_flight = co.metrics.commit_started();
     let began = std::time::Instant::now();
     let phase = commit_phase(co, stored, rev, start).await;

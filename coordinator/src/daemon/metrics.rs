@@ -5,7 +5,7 @@
 //!   submit answered with a decision `fedvol_coordinator_decisions_total{state}` and, when it
 //!   failed, `fedvol_coordinator_failed_decisions_total{failure}` (also counted when the
 //!   reconciler's holder stores a decision failed: a job, a restore, the queue);
-//! - per submit ([`super::submit`]): `fedvol_coordinator_plan_duration_seconds` (the fan-out
+//! - per submit ([`super::ops::submit`](super::ops::submit::submit)): `fedvol_coordinator_plan_duration_seconds` (the fan-out
 //!   until every expected cluster answered or the deadline), `fedvol_coordinator_gather_total
 //!   {cluster, status}` (each cluster's slot: answered, timed_out, unreachable, error),
 //!   `fedvol_coordinator_commit_duration_seconds` and `fedvol_coordinator_commits_in_flight`

@@ -9,40 +9,48 @@
 //! cluster never discards the others' answers: each cluster's slot says `answered`,
 //! `timed_out`, `unreachable` or `error`.
 //!
-//! Modules, one job each:
-//! - [`config`]: the configuration file; [`directory`]: users to groups.
-//! - [`registry`]: clusters from heartbeats and discovery (alive, suspect, forgotten).
-//! - Bodies, subjects, errors, serving and calling come from [`fedvol_proto`].
-//! - [`fanout`]: the plan sent to each known cluster and the per-cluster slots; [`commit`]: commit with
-//!   fallback to the next cluster, releases.
-//! - [`store`]: the decision bucket; [`submit`]: the submit operation, idempotent by request
-//!   id; [`ops`]: complete, why_not, clusters, list, get, replay; [`replay`]: comparing a
-//!   replayed decision with the stored one.
-//! - [`jobs`]: the reconciler's holder follows committed decisions' batch jobs and stores
-//!   them `completed` or `failed` when they ended.
+//! Modules, one job each, from the entry points down:
+//! - [`run`]: start-up (configuration, directory, connect, bucket, heartbeats, discovery) and
+//!   `serving`: each request admitted (`maxInFlight`, per user, the watch pool) and handed to
+//!   `ops::dispatch`; `answer`: one request of one endpoint, decoded and bounded.
+//! - [`ops`]: the operations, one module each (`submit`, `complete`, `get`, `replay`,
+//!   `why_not`, `clusters`, `list`, `changes`), each an entry point over [`lifecycle`].
 //! - [`reconcile`]: one coordinator at a time (a lease in the bucket) settles decisions left
 //!   `planned` by a coordinator that died; [`restore`]: it also commits again what an agent
-//!   started on a new state file forgot.
-//! - [`run`]: start-up (connect, bucket, heartbeats, discovery) and the request loop.
-//! - [`policy`]: quotas, priority classes and the queue's bounds; [`quota`]: the
-//!   usage ledgers in the bucket, admission by compare-and-set; [`queue`]: submits that wait
-//!   for capacity, placed by priority then age when room frees.
-//! - [`retention`]: final decisions removed after `decisionRetentionMs`, and the per-user cap
-//!   on stored decisions.
-//! - [`metrics`]: what `/metrics` shows (`metricsListen`; the server is `fedvol_obs`).
+//!   started on a new state file forgot; [`jobs`]: it follows committed decisions' batch jobs
+//!   and stores them `completed` or `failed`; [`retention`]: it removes final decisions after
+//!   `decisionRetentionMs` (and the per-user cap on stored decisions); [`queue`]: submits that
+//!   wait for capacity, placed by priority then age when room frees.
+//! - [`lifecycle`]: the steps every entry point shares (quota admission, planning and choosing,
+//!   committing and storing the outcome, taking over); [`fanout`]: the plan sent to each known
+//!   cluster and the per-cluster slots, answers arriving through [`replies`], whole answers
+//!   fetched by [`whole`]; [`commit`]: the commit phase, with fallback to the next cluster;
+//!   [`actions`]: commit, release and complete sent to an agent, and settling an unanswered
+//!   commit; [`waiting`]: the queue's record.
+//! - [`store`]: the decision bucket; [`index`]: the latest change of every decision, from this
+//!   coordinator's watch of the bucket (`list` and `changes` answer from it); [`quota`]: the
+//!   usage ledgers in the bucket, admission by compare-and-set; [`replay`]: comparing a
+//!   replayed decision with the stored one.
+//! - [`registry`]: clusters from heartbeats and [`discovery`] (alive, suspect, forgotten);
+//!   [`config`]: the configuration file; [`policy`]: quotas, priority classes and the queue's
+//!   bounds; [`directory`]: users to groups; [`per_user`] and [`watchers`]: what one user may
+//!   hold and read; [`metrics`]: what `/metrics` shows (`metricsListen`; the server is
+//!   `fedvol_obs`).
+//! - Bodies, subjects, errors, serving and calling come from [`fedvol_proto`].
 //!
 //! Several coordinators may run at once: requests arrive in queue group `coordinator`, and
 //! every decision change is a compare-and-set on the bucket.
 //!
 //! [`PlanMsg`]: fedvol_proto::agent::PlanMsg
 
+pub mod actions;
 mod answer;
-pub mod changes;
 pub mod commit;
 pub mod config;
 pub mod directory;
 pub mod discovery;
 pub mod fanout;
+pub mod index;
 pub mod jobs;
 pub mod lifecycle;
 pub mod metrics;
@@ -60,7 +68,6 @@ pub mod retention;
 pub mod run;
 mod serving;
 pub mod store;
-pub mod submit;
 pub mod waiting;
 pub mod watchers;
 pub mod whole;
@@ -99,7 +106,7 @@ pub struct Coordinator {
     pub metrics: metrics::CoordinatorMetrics,
     /// The latest change of every decision, from this coordinator's watch of the bucket
     /// (`list` and `changes` answer from it).
-    pub index: std::sync::Arc<changes::DecisionIndex>,
+    pub index: std::sync::Arc<index::DecisionIndex>,
     /// `changes` long polls waiting at once ([`MAX_WATCHERS`], shared fairly among users:
     /// [`watchers`]); they do not count against `admission`, so watchers never crowd out
     /// submits, but they count against their user's `maxInFlightPerUser`.

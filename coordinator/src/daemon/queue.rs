@@ -3,7 +3,7 @@
 //! A submit with `wait_for_capacity` that finds no room (nothing feasible, every commit refused
 //! because the capacity went to others, or a quota exceeded) is stored `queued` instead of
 //! `failed`, holding nothing and counted in no quota. The queue itself is one key of the
-//! decision bucket, [`QUEUE_KEY`], holding each queued request id with its priority and when it
+//! decision bucket, [`QUEUE_KEY`](super::waiting::QUEUE_KEY), holding each queued request id with its priority and when it
 //! was queued, written by compare-and-set: so its bound (`queue.maxQueued`, past it a submit is
 //! refused `queue_full`) holds across every coordinator.
 //!

@@ -16,7 +16,7 @@
 //! applies to a submit, a user who has that many decisions stored gets `too_many_decisions`
 //! for a new request id ([`cap`]); nothing is stored. Submits of a stored id (answered from
 //! the store) are not refused. The count is the coordinator's index of the bucket
-//! ([`super::changes::DecisionIndex::stored_by`]), so concurrent submits of one user may pass
+//! ([`super::index::DecisionIndex::stored_by`]), so concurrent submits of one user may pass
 //! the cap by as many as are in progress at once (at most its `maxInFlightPerUser`).
 
 use std::time::Duration;

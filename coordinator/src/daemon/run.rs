@@ -75,7 +75,7 @@ struct Obs {
 /// Errors: the address cannot be bound.
 async fn start_obs(cfg: &CoordinatorConfig) -> Result<Obs, StartError> {
     let obs = Obs::default();
-    if let Some(addr) = cfg.metrics_listen {
+    if let Some(addr) = cfg.daemon.metrics_listen {
         let mut registry = fedvol_obs::Registry::new("coordinator", env!("CARGO_PKG_VERSION"));
         obs.metrics.register(&mut registry);
         registry.register_collector(obs.nats.clone());
@@ -106,6 +106,7 @@ fn ready_check(co: &Arc<Coordinator>) -> fedvol_obs::ready::ReadyCheck {
 /// Errors: any [`StartError`] before serving begins, or a subscription that fails.
 pub async fn run(cfg: CoordinatorConfig) -> Result<(), StartError> {
     cfg.validate().map_err(StartError::Config)?;
+    cfg.daemon.log_warnings();
     let directory = load_directory(&cfg)?;
     match &directory {
         Some(d) => tracing::info!(users = d.len(), "directory loaded: groups come from it"),
@@ -116,11 +117,12 @@ pub async fn run(cfg: CoordinatorConfig) -> Result<(), StartError> {
     let obs = start_obs(&cfg).await?;
     obs.readiness.starting("connecting to NATS");
     let readiness = obs.readiness.clone();
-    let client = fedvol_proto::nats::connect_patiently("fedvol-coordinator", &cfg.nats, Default::default(), |e| {
-        readiness.starting(format!("connecting to NATS (retrying): {e}"))
-    })
-    .await
-    .map_err(|e| StartError::Nats(e.to_string()))?;
+    let client =
+        fedvol_proto::nats::connect_patiently("fedvol-coordinator", &cfg.daemon.nats, Default::default(), |e| {
+            readiness.starting(format!("connecting to NATS (retrying): {e}"))
+        })
+        .await
+        .map_err(|e| StartError::Nats(e.to_string()))?;
     obs.nats.set(client.clone());
     obs.readiness.starting("opening the decision bucket");
     let js = async_nats::jetstream::new(client.clone());
@@ -131,23 +133,23 @@ pub async fn run(cfg: CoordinatorConfig) -> Result<(), StartError> {
     tracing::info!(bucket = %cfg.kv.bucket, history = cfg.kv.history, replicas = cfg.kv.replicas, "decision store open");
     let co = Arc::new(Coordinator {
         client: client.clone(),
-        subjects: Subjects::new(&cfg.subject_prefix),
+        subjects: Subjects::new(&cfg.daemon.subject_prefix),
         cfg: cfg.clone(),
         store,
         registry: Mutex::new(Registry::new()),
         directory: RwLock::new(directory),
-        admission: Arc::new(tokio::sync::Semaphore::new(cfg.max_in_flight)),
+        admission: Arc::new(tokio::sync::Semaphore::new(cfg.daemon.max_in_flight)),
         per_user: Arc::default(),
         replies: super::replies::Replies::new(&client),
         metrics: obs.metrics.clone(),
-        index: Arc::new(super::changes::DecisionIndex::new()),
+        index: Arc::new(super::index::DecisionIndex::new()),
         watchers: Arc::new(super::watchers::WatchPool::new(super::MAX_WATCHERS)),
         reads: super::per_user::ReadBudget::new(cfg.read_bytes_per_second_per_user),
         log_throttle: fedvol_obs::throttle::Throttle::new(super::LOG_EVERY),
         listing: tokio::sync::Semaphore::new(1),
         restore_due: tokio::sync::Notify::new(),
     });
-    super::changes::spawn(co.clone());
+    super::index::spawn(co.clone());
     super::serving::spawn_quiet_summaries(co.clone());
     obs.clusters.set(&co);
     obs.readiness.starting("discovering clusters");
@@ -176,7 +178,7 @@ pub async fn run(cfg: CoordinatorConfig) -> Result<(), StartError> {
         .map_err(|e| StartError::Nats(format!("cannot reach NATS: {e}")))?;
     obs.readiness.ready_when(ready_check(&co));
     tracing::info!(
-        prefix = %cfg.subject_prefix,
+        prefix = %cfg.daemon.subject_prefix,
         queue = Subjects::COORDINATOR_QUEUE,
         clusters = ?co.registry().names(),
         "coordinator ready"

@@ -113,7 +113,7 @@ pub(crate) fn admit(co: &Arc<Coordinator>, op: CoordinatorOp, user: &str) -> Res
             watch: None,
         }),
         Err(_) => {
-            let limit = co.cfg.max_in_flight;
+            let limit = co.cfg.daemon.max_in_flight;
             let message =
                 format!("{limit} requests are in progress, this coordinator's limit (maxInFlight): ask again later");
             warn_throttled(co, "overloaded: request refused (maxInFlight)", user, &message);

@@ -55,13 +55,13 @@ pub fn serve_agents(spec: AgentsSpec) -> Result<(), String> {
         .enumerate()
         .map(|(i, inv)| {
             let mut cfg = AgentConfig::new(inv.clone(), spec.data_dir.join(format!("agent-{i}")));
-            cfg.nats.url = spec.nats.clone();
+            cfg.daemon.nats.url = spec.nats.clone();
             if spec.shipped_logins
                 && let Some(cluster) = crate::shipped::top_level(inv, "cluster")
             {
                 let user = format!("agent-{cluster}");
-                cfg.nats.password = Some(crate::kit::password(&user));
-                cfg.nats.user = Some(user);
+                cfg.daemon.nats.password = Some(crate::kit::password(&user));
+                cfg.daemon.nats.user = Some(user);
             }
             cfg.heartbeat_ms = spec.heartbeat_ms;
             cfg.init = true;

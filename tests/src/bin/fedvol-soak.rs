@@ -175,8 +175,6 @@ async fn soak(args: Args) -> bool {
         "1000",
         "--commit-timeout-ms",
         "3000",
-        "--hold-ttl-ms",
-        "10000",
         "--discovery-ms",
         "300",
     ];

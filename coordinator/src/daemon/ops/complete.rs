@@ -13,7 +13,8 @@ use fedvol_proto::{Code, now_ms};
 
 use super::get::not_found;
 use crate::daemon::Coordinator;
-use crate::daemon::commit::{send, settle_pending};
+use crate::daemon::actions::send;
+use crate::daemon::commit::settle_pending;
 use crate::daemon::lifecycle::commit_phase_bound_ms;
 use crate::daemon::lifecycle::error_reply;
 use crate::daemon::store::Write;
@@ -33,7 +34,7 @@ const POLL_MS: u64 = 100;
 /// A decision still `planned` is waited for while a live coordinator may be
 /// committing it (up to the commit phase's bound, [`commit_phase_bound_ms`]); past that bound
 /// its coordinator is taken to be gone and the decision is settled here, as a take-over does
-/// but committing nothing new ([`settle_planned`]): a cluster that committed it is recorded and
+/// but committing nothing new (`settle_planned`): a cluster that committed it is recorded and
 /// completed; when none did, the decision is stored `failed` and the answer says nothing was
 /// committed (`not_committed`); a commit still in doubt is the error, the decision unchanged.
 pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> SubmitReply {

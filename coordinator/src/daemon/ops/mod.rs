@@ -1,27 +1,35 @@
-//! The coordinator's operations and [`dispatch`], which serves each by its name. Besides submit
-//! ([`super::submit`]) and the long poll ([`super::changes`]): complete, why_not, clusters,
-//! cluster, get, replay. Each
-//! takes its decoded request and answers with its reply type or a [`Failure`] (codes of
-//! [`fedvol_proto::Code`], or the agent's own), never a missing answer.
+//! The coordinator's operations, one module each, and `dispatch`, which serves each by its
+//! name: `submit`, `complete` (and cancel), `get`, `replay`, `why_not`, `clusters`, `cluster`,
+//! `list`, `changes` (the long poll). Each takes its decoded request and answers with its reply
+//! type or a [`Failure`](fedvol_proto::Failure) (codes of [`fedvol_proto::Code`], or the
+//! agent's own), never a missing answer.
 //!
-//! One module per operation, as the agent has one per endpoint; each is an entry point above
-//! [`crate::daemon::lifecycle`].
+//! Each operation is an entry point above [`crate::daemon::lifecycle`] (the steps a decision's
+//! life shares) and the decision index ([`crate::daemon::index`]), as the agent has one module
+//! per endpoint. Adding an operation: its request and reply in `proto`, its module here, its arm
+//! in `dispatch` (the `match` is exhaustive, so a forgotten one does not compile).
 
+pub mod changes;
 pub mod clusters;
 pub mod complete;
 pub mod get;
+pub mod list;
 pub mod replay;
+pub mod submit;
 pub mod why_lost;
 pub mod why_not;
 
+pub use changes::changes;
 pub use clusters::{cluster, clusters};
 pub use complete::complete;
 pub use get::get;
+pub use list::list;
 pub use replay::replay;
+pub use submit::submit;
 pub use why_not::why_not;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8};
 
 use bytes::Bytes;
 
@@ -47,7 +55,10 @@ pub(crate) async fn dispatch(
 ) -> Option<Bytes> {
     match op {
         CoordinatorOp::Submit => {
-            serve::<api::Submit, _, _>(co, user, payload, ran, |req| submit(co, user, req, submit_failed)).await
+            serve::<api::Submit, _, _>(co, user, payload, ran, |req| async move {
+                Some(Ok(submit::counted(co, user, req, submit_failed).await))
+            })
+            .await
         }
         CoordinatorOp::Complete => {
             serve::<api::Complete, _, _>(co, user, payload, ran, |q| async move {
@@ -81,14 +92,11 @@ pub(crate) async fn dispatch(
             serve::<api::Clusters, _, _>(co, user, payload, ran, |_| async { Some(Ok(clusters(co))) }).await
         }
         CoordinatorOp::List => {
-            serve::<api::List, _, _>(co, user, payload, ran, |_| async {
-                Some(super::changes::list(co, user).await)
-            })
-            .await
+            serve::<api::List, _, _>(co, user, payload, ran, |_| async { Some(list(co, user).await) }).await
         }
         CoordinatorOp::Changes => {
             serve::<api::Changes, _, _>(co, user, payload, ran, |q| async move {
-                Some(Ok(super::changes::changes(co, user, &q, watch).await))
+                Some(Ok(changes(co, user, &q, watch).await))
             })
             .await
         }
@@ -96,26 +104,4 @@ pub(crate) async fn dispatch(
             serve::<api::Cluster, _, _>(co, user, payload, ran, |q| async move { Some(cluster(co, &q).await) }).await
         }
     }
-}
-
-/// A submit ([`super::submit::submit`], which records the request id, given or generated,
-/// itself), its error logged and its stored state counted.
-async fn submit(
-    co: &Arc<Coordinator>,
-    user: &str,
-    req: api::SubmitMsg,
-    failed: &AtomicBool,
-) -> Option<Result<api::SubmitReply, fedvol_proto::Failure>> {
-    let reply = super::submit::submit(co.clone(), user, req).await;
-    if let Some(e) = &reply.error {
-        failed.store(true, Ordering::Relaxed);
-        tracing::warn!(code = %e.code, error = %fedvol_common::limits::printable(&e.message), "submit answered with an error");
-    }
-    if let Some(stored) = &reply.stored {
-        co.metrics.decision(stored.state.as_str());
-        if let Some(kind) = stored.failure() {
-            co.metrics.failed(kind);
-        }
-    }
-    Some(Ok(reply))
 }

@@ -13,7 +13,7 @@ use fedvol_proto::{Code, Endpoint, Failure, now_ms};
 use indexmap::IndexMap;
 
 use crate::daemon::Coordinator;
-use crate::daemon::commit::ActionError;
+use crate::daemon::actions::ActionError;
 use crate::daemon::replay::compare_cluster;
 use crate::daemon::replies::AgentAnswer;
 

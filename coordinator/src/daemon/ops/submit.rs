@@ -1,4 +1,6 @@
-//! The submit operation: plan everywhere, choose, commit, store — idempotent by request id.
+//! `submit`: plan everywhere, choose, commit, store — idempotent by request id. An entry point
+//! over the decision's lifecycle ([`crate::daemon::lifecycle`]): the steps below that are not
+//! about the request id (admission, planning, committing, storing the outcome) are its.
 //!
 //! 1. The request id is the client's (validated as a bucket key) or a fresh unique one
 //!    (`<workflow>-<random>`); the seed is the client's or `seed_from_request_id`; the groups
@@ -9,26 +11,31 @@
 //!    by a coordinator that died mid-commit (older than the whole commit phase can take) is
 //!    taken over and its commit finished. A stored dry run is replaced by a real submit of the
 //!    same id, and so is a decision stored `failed` because clusters did not answer
-//!    (`clusters_unavailable`, retryable: planned again). A dry run is stored only when it asks (`keep`); otherwise it skips steps 2 and 4
-//!    and is answered with its decision (no bucket write on a plan's reply path).
-//! 3. The priority class is resolved (an unknown one is `bad_request`) and the
-//!    request is admitted to the federation-wide quotas that apply to it ([`admit_quota`]: a
-//!    refusal is `quota_exceeded`, stored `failed` without asking any cluster). Then
-//!    [`fan_out`], holding nothing (admission to capacity happens at commit: see `commit`), then
-//!    [`choose_cluster`]. A submit that asked to wait for capacity and found no room is stored
-//!    `queued` ([`super::queue`]) instead of `failed`, unless no cluster can ever place it
-//!    (`unresolvable`: refused at once, [`super::lifecycle::judge_unplaced`]).
+//!    (`clusters_unavailable`, retryable: planned again). A dry run is stored only when it asks
+//!    (`keep`); otherwise it skips steps 2 and 4 and is answered with its decision (no bucket
+//!    write on a plan's reply path).
+//! 3. The priority class is resolved (an unknown one is `bad_request`) and the request is
+//!    admitted to the federation-wide quotas that apply to it ([`admit_quota`]: a refusal is
+//!    `quota_exceeded`, stored `failed` without asking any cluster). Then
+//!    [`fan_out`](crate::daemon::fanout::fan_out), holding nothing (admission to capacity
+//!    happens at commit: see [`crate::daemon::commit`]), then
+//!    [`choose_cluster`](fedvol_common::choice::choose_cluster). A submit that asked to wait
+//!    for capacity and found no room is stored `queued` ([`crate::daemon::queue`]) instead of
+//!    `failed`, unless no cluster can ever place it (`unresolvable`: refused at once,
+//!    [`crate::daemon::lifecycle::judge_unplaced`]).
 //! 4. The decision is stored (`planned`, with a pending commit attempt on the chosen cluster;
-//!    `failed` at once when nothing fits), then committed ([`commit_phase`]) and stored again
-//!    (`committed` or `failed`; a `failed` decision leaves the quota ledgers, a waiting one is
-//!    queued instead). Each write is a compare-and-set, so two coordinators racing on
-//!    one id end with one decision; an agent commits a request id once.
-//! 5. A commit in doubt (not answered, outcome unknown: see `commit`) is not stored as an
-//!    outcome: the decision stays `planned` and the client gets `commit_outcome_unknown` with
-//!    it. A submit of the same id after the commit phase's bound, or the reconciler, takes it
-//!    over like an abandoned one: it settles the pending attempts, then finishes.
+//!    `failed` at once when nothing fits), then committed and stored again
+//!    ([`commit_and_save`]: `committed` or `failed`; a `failed` decision leaves the quota
+//!    ledgers, a waiting one is queued instead). Each write is a compare-and-set, so two
+//!    coordinators racing on one id end with one decision; an agent commits a request id once.
+//! 5. A commit in doubt (not answered, outcome unknown: see [`crate::daemon::commit`]) is not
+//!    stored as an outcome: the decision stays `planned` and the client gets
+//!    `commit_outcome_unknown` with it. A submit of the same id after the commit phase's bound,
+//!    or the reconciler, takes it over like an abandoned one: it settles the pending attempts,
+//!    then finishes.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use fedvol_common::decision::Decision;
@@ -37,14 +44,14 @@ use fedvol_proto::coordinator::{SubmitMsg, SubmitReply};
 use fedvol_proto::decisions::{DecisionState, StoredDecision};
 use fedvol_proto::{Code, ProtoError, now_ms};
 
-use super::Coordinator;
-use super::commit::{Phase, Start, pending_attempt};
-use super::config::MAX_DEADLINE_MS;
-use super::lifecycle::{
-    ANSWER_WITHIN_MS, admit_quota, commit_phase_bound_ms, error_reply, in_doubt, no_room, outcome_reply, plan, resume,
-    save, still_settling, stored_reply, timed_commit_phase,
+use crate::daemon::Coordinator;
+use crate::daemon::commit::{Start, pending_attempt};
+use crate::daemon::config::MAX_DEADLINE_MS;
+use crate::daemon::lifecycle::{
+    ANSWER_WITHIN_MS, admit_quota, commit_and_save, commit_phase_bound_ms, error_reply, no_room, outcome_reply, plan,
+    resume, still_settling, stored_reply,
 };
-use super::store::{Write, valid_key};
+use crate::daemon::store::{Write, valid_key};
 
 /// How often a submit polls a decision another coordinator is committing, ms.
 const POLL_MS: u64 = 100;
@@ -224,7 +231,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
     if kept && replace.is_none() {
         let r = &stored.request;
         let quotas_apply = !co.cfg.policy.applicable(&r.workflow, &r.user, &r.groups).is_empty();
-        if let Some(e) = super::retention::cap(&co, user, quotas_apply).await {
+        if let Some(e) = crate::daemon::retention::cap(&co, user, quotas_apply).await {
             tracing::warn!(code = %e.code, "submit refused: the user's decisions are at the limit");
             return SubmitReply::error(e);
         }
@@ -235,7 +242,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
     if stored.decision.refused.is_none()
         && let Err(reply) = plan(&co, &mut stored, wait_ms).await
     {
-        super::quota::release(&co, &id, &stored.decision.quota).await;
+        crate::daemon::quota::release(&co, &id, &stored.decision.quota).await;
         return reply;
     }
     if !kept {
@@ -245,7 +252,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
     if stored.state == DecisionState::Failed
         && stored.wait_for_capacity
         && no_room(&stored)
-        && let Err(e) = super::waiting::to_queue(&co, &mut stored).await
+        && let Err(e) = crate::daemon::waiting::to_queue(&co, &mut stored).await
     {
         return error_reply(Code::StoreUnavailable, e.to_string());
     }
@@ -286,24 +293,37 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
             }
         }
     };
-    let mut rev = match written {
+    let rev = match written {
         Ok(rev) => rev,
         Err(e) => {
             // Nothing stored: nothing stands behind its quota count.
-            super::quota::release(&co, &id, &stored.decision.quota).await;
+            crate::daemon::quota::release(&co, &id, &stored.decision.quota).await;
             return error_reply(Code::StoreUnavailable, e.to_string());
         }
     };
     tracing::info!(state = ?stored.state, chosen = ?stored.decision.chosen_cluster, "decision planned");
     if stored.state != DecisionState::Planned || stored.dry_run {
         if stored.state == DecisionState::Failed && !stored.dry_run {
-            super::quota::release(&co, &id, &stored.decision.quota).await;
+            crate::daemon::quota::release(&co, &id, &stored.decision.quota).await;
         }
         return outcome_reply(stored).with_record(record);
     }
-    match timed_commit_phase(&co, &mut stored, &mut rev, Start::Fresh).await {
-        Phase::Done => save(&co, stored, rev).await,
-        Phase::InDoubt(doubt) => in_doubt(stored, doubt),
-        Phase::Superseded(theirs) => stored_reply(*theirs),
+    commit_and_save(&co, stored, rev, Start::Fresh).await
+}
+
+/// [`submit`] as [`super::dispatch`] serves it: its error logged (and `failed` set), its stored
+/// state and failure kind counted in the metrics.
+pub(super) async fn counted(co: &Arc<Coordinator>, user: &str, msg: SubmitMsg, failed: &AtomicBool) -> SubmitReply {
+    let reply = submit(co.clone(), user, msg).await;
+    if let Some(e) = &reply.error {
+        failed.store(true, Ordering::Relaxed);
+        tracing::warn!(code = %e.code, error = %fedvol_common::limits::printable(&e.message), "submit answered with an error");
     }
+    if let Some(stored) = &reply.stored {
+        co.metrics.decision(stored.state.as_str());
+        if let Some(kind) = stored.failure() {
+            co.metrics.failed(kind);
+        }
+    }
+    reply
 }

@@ -1,19 +1,16 @@
 //! The decisions as users read them: each coordinator follows the decision bucket with one
 //! watch of its own (the latest value of every key, then every change) and keeps the latest
-//! change of each decision in a [`DecisionIndex`]. `list` and `changes` are answered from it,
-//! so `fedvol decisions list`, `fedvol decisions watch` and `fedvol ui` read the store through
-//! the coordinators' request subjects and never hold a JetStream consumer themselves (users
-//! have no JetStream permission at all in the shipped NATS configurations: a user able to
-//! create consumers could fill the stream's `max_consumers` and lock everyone out; NATS docs:
-//! JetStream, Consumers; Authorization).
+//! change of each decision in a [`DecisionIndex`]. `list` ([`super::ops::list::list`]) and
+//! `changes` ([`super::ops::changes::changes`]) are answered from it, so `fedvol decisions
+//! list`, `fedvol decisions watch` and `fedvol ui` read the store through the coordinators'
+//! request subjects and never hold a JetStream consumer themselves (users have no JetStream
+//! permission at all in the shipped NATS configurations: a user able to create consumers could
+//! fill the stream's `max_consumers` and lock everyone out; NATS docs: JetStream, Consumers;
+//! Authorization).
 //!
 //! The coordinator's own consumers stay bounded: this watch (one per coordinator), the
 //! reconciler's (only the lease holder's), and a short-lived key listing now and then (the
 //! quota sweep, and `list` only when the index cannot catch up, one at a time).
-//!
-//! `changes` is a long poll: "every decision changed after revision R, waiting up to T ms for
-//! one", answered at once when something newer exists, else at the first change or at the
-//! timeout, and cut to fit the server's `max_payload` (`more` says to ask again at once).
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -23,22 +20,12 @@ use async_nats::jetstream::kv;
 use futures::StreamExt;
 use tokio::sync::watch;
 
-use fedvol_proto::coordinator::{
-    ChangeKind, ChangesQuery, ChangesReply, DecisionChange, DecisionSummary, ListReply, MAX_CHANGES_WAIT_MS,
-};
-use fedvol_proto::{Code, Failure};
+use fedvol_proto::coordinator::{ChangeKind, ChangesReply, DecisionChange, DecisionSummary};
 
 use super::Coordinator;
 
 /// At most this many changes in one `changes` answer (besides the `max_payload` bound).
 pub const MAX_CHANGES_PER_ANSWER: usize = 2000;
-
-/// Room left in an answer for its envelope (`v`, `last`, `more`), bytes.
-const ENVELOPE_BYTES: usize = 256;
-
-/// How long `list` waits for the index to catch up with the bucket before reading the bucket
-/// itself.
-const CATCH_UP_MS: u64 = 2000;
 
 /// How long the watch waits before it is opened again after it failed or ended.
 const REOPEN_MS: u64 = 1000;
@@ -160,7 +147,7 @@ impl DecisionIndex {
     }
 
     /// As [`DecisionIndex::changes_after`], with the bytes of its changes encoded.
-    fn changes_after_sized(&self, after: u64, budget: usize) -> (ChangesReply, usize) {
+    pub fn changes_after_sized(&self, after: u64, budget: usize) -> (ChangesReply, usize) {
         let inner = self.read();
         let mut newer: Vec<&DecisionChange> = inner.decisions.values().filter(|c| c.revision > after).collect();
         newer.sort_by_key(|c| c.revision);
@@ -191,13 +178,26 @@ impl DecisionIndex {
     /// Waits up to `within` until the index has seen the bucket's last revision (read from the
     /// server now); returns whether it has.
     pub async fn catch_up(&self, store: &super::DecisionStore, within: Duration) -> bool {
-        let Ok(last) = store.last_revision().await else {
-            return false;
-        };
+        match store.last_revision().await {
+            Ok(last) => self.reaches(last, within).await,
+            Err(_) => false,
+        }
+    }
+
+    /// Waits up to `within` until the index has seen revision `last` of the bucket; returns
+    /// whether it has.
+    pub async fn reaches(&self, last: u64, within: Duration) -> bool {
         let mut rx = self.seen.subscribe();
         tokio::time::timeout(within, rx.wait_for(|seen| *seen >= last))
             .await
             .is_ok_and(|r| r.is_ok())
+    }
+
+    /// Waits until a decision changes after revision `after` (at once when one did).
+    pub async fn changed_after(&self, after: u64) {
+        let mut rx = self.changed.subscribe();
+        // The sender lives as long as the index, which outlives this borrow.
+        let _ = rx.wait_for(|last| *last > after).await;
     }
 
     /// Whether the index follows the bucket now.
@@ -255,7 +255,7 @@ fn kind_of(e: &kv::Entry) -> ChangeKind {
 }
 
 /// Follows the decision bucket into `co.index` until the process ends: one watch, opened
-/// again [`REOPEN_MS`] after it fails or ends (the latest values are replayed; older ones
+/// again `REOPEN_MS` after it fails or ends (the latest values are replayed; older ones
 /// change nothing).
 pub fn spawn(co: Arc<Coordinator>) {
     tokio::spawn(async move {
@@ -279,120 +279,6 @@ pub fn spawn(co: Arc<Coordinator>) {
             tokio::time::sleep(Duration::from_millis(REOPEN_MS)).await;
         }
     });
-}
-
-/// Waits until `watch` is ended (its place given to another user), or forever without one.
-async fn ended(watch: Option<&super::watchers::Watch>) {
-    match watch {
-        Some(w) => w.ended().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// `changes` of `user`: the decisions changed after `q.after`; when none is, waits up to
-/// `q.wait_ms` (at most [`MAX_CHANGES_WAIT_MS`]) for one. Never fails: at the timeout the
-/// answer is empty with `last` the revision the index has seen.
-///
-/// A user past its read budget (`readBytesPerSecondPerUser`, [`super::per_user::ReadBudget`])
-/// first waits until it is paid; when that takes longer than the query's wait, the answer is
-/// empty at `q.after` after the wait (the client asks again). A watch whose place in the pool
-/// went to another user ([`super::watchers`]) is answered at once with what there is.
-pub async fn changes(
-    co: &Coordinator,
-    user: &str,
-    q: &ChangesQuery,
-    watch: Option<&super::watchers::Watch>,
-) -> ChangesReply {
-    let wait = Duration::from_millis(q.wait_ms.min(MAX_CHANGES_WAIT_MS));
-    let until = tokio::time::Instant::now() + wait;
-    let debt = co.reads.wait(user);
-    if !debt.is_zero() {
-        let nothing = ChangesReply {
-            changes: Vec::new(),
-            last: q.after,
-            more: false,
-        };
-        if debt > wait {
-            tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
-                _ = ended(watch) => {}
-            }
-            return nothing;
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(debt) => {}
-            _ = ended(watch) => return nothing,
-        }
-    }
-    let mut rx = co.index.changed.subscribe();
-    tokio::select! {
-        _ = tokio::time::timeout_at(until, rx.wait_for(|last| *last > q.after)) => {}
-        _ = ended(watch) => {}
-    }
-    let budget = co.client.max_payload().saturating_sub(ENVELOPE_BYTES);
-    let (reply, bytes) = co.index.changes_after_sized(q.after, budget);
-    co.reads.take(user, bytes + ENVELOPE_BYTES);
-    reply
-}
-
-/// The longest a `list` waits for its user's read budget; beyond, it is refused `overloaded`.
-const LIST_WAITS_AT_MOST: Duration = Duration::from_secs(2);
-
-/// `list` of `user`: every stored decision's summary, newest first. Answered from the index
-/// once it has seen the bucket's last revision (so a decision stored before the request is
-/// listed); when it cannot catch up within [`CATCH_UP_MS`] (its watch is down), the bucket's
-/// keys are read, one such listing at a time. The answer counts against the user's read
-/// budget as `changes` answers do.
-///
-/// Errors: the store failed (`store_unavailable`); the user's read budget would take longer
-/// than [`LIST_WAITS_AT_MOST`] to allow it (`overloaded`, saying when to ask again).
-pub async fn list(co: &Coordinator, user: &str) -> Result<ListReply, Failure> {
-    let debt = co.reads.wait(user);
-    if debt > LIST_WAITS_AT_MOST {
-        return Err(Failure::new(
-            Code::Overloaded,
-            format!(
-                "user {} read more decisions than this coordinator's limit per user allows (readBytesPerSecondPerUser: {} bytes per second): ask again in {} ms",
-                fedvol_common::limits::printable(user),
-                co.cfg.read_bytes_per_second_per_user,
-                debt.as_millis()
-            ),
-        ));
-    }
-    tokio::time::sleep(debt).await;
-    let reply = list_all(co).await?;
-    let bytes = serde_json::to_vec(&reply).map_or(0, |v| v.len());
-    co.reads.take(user, bytes);
-    Ok(reply)
-}
-
-async fn list_all(co: &Coordinator) -> Result<ListReply, Failure> {
-    let unavailable = |e: super::store::StoreError| Failure::new(Code::StoreUnavailable, e.to_string());
-    let last = co.store.last_revision().await.map_err(unavailable)?;
-    let mut rx = co.index.seen.subscribe();
-    let caught_up = tokio::time::timeout(Duration::from_millis(CATCH_UP_MS), rx.wait_for(|seen| *seen >= last))
-        .await
-        .is_ok_and(|r| r.is_ok());
-    if caught_up {
-        return Ok(ListReply {
-            decisions: co.index.summaries(),
-        });
-    }
-    tracing::warn!(
-        last,
-        seen = co.index.seen(),
-        "list: the decisions index is behind the bucket; reading the bucket"
-    );
-    let _one = co
-        .listing
-        .acquire()
-        .await
-        .map_err(|e| Failure::new(Code::Internal, e.to_string()))?;
-    co.store
-        .list()
-        .await
-        .map(|decisions| ListReply { decisions })
-        .map_err(unavailable)
 }
 
 #[cfg(test)]
