@@ -252,7 +252,8 @@ pub fn select(a: &ListArgs, all: Vec<api::DecisionSummary>, now: u64) -> Vec<api
 /// line under the table saying so; names (workflow, user, cluster) are cut with `…` only when
 /// even that does not fit. `wide` shows everything whole, however wide.
 pub fn list_table(v: &[api::DecisionSummary], wide: bool, now: u64, known: &[&str]) -> String {
-    use crate::render::layout::{age, truncate, width};
+    use crate::render::layout::{truncate, width};
+    use crate::render::words::ago;
     let header = ["REQUEST", "WORKFLOW", "USER", "STATE", "CLUSTER", "UPDATED"];
     let ids: Vec<&str> = v.iter().map(|d| d.request_id.as_str()).collect();
     let short = crate::render::ids::unique_prefixes(&ids, known);
@@ -276,7 +277,7 @@ pub fn list_table(v: &[api::DecisionSummary], wide: bool, now: u64, known: &[&st
                 cut(if d.user.is_empty() { "-" } else { &d.user }, 10),
                 state,
                 cut(d.chosen_cluster.as_deref().unwrap_or("-"), 12),
-                age(now.saturating_sub(d.updated_ms)),
+                ago(d.updated_ms, now),
             ]);
         }
         format!("{t}\n")
@@ -422,7 +423,7 @@ fn new_table(header: &[&str]) -> Table {
 }
 
 fn ago(ms: u64) -> String {
-    crate::render::layout::age(now_ms().saturating_sub(ms))
+    crate::render::words::ago(ms, now_ms())
 }
 
 /// The table view of a stored decision: state and, for a workflow whose jobs failed, why;

@@ -336,3 +336,25 @@ fn a_summary_links_to_its_whole_answer_and_says_when_it_is_gone() {
     );
     assert!(!page.contains("?whole="), "{page}");
 }
+
+/// The clusters page spells a heartbeat's age as `fedvol clusters` does (one spelling of an
+/// age in every view): `12s ago`, never another form of the same time.
+#[test]
+fn the_clusters_page_spells_ages_as_the_terminal_does() {
+    let reply = fedvol_proto::coordinator::ClustersReply {
+        clusters: vec![fedvol_proto::coordinator::ClusterInfo {
+            name: "east".into(),
+            alive: true,
+            suspect: false,
+            last_seen_ms: fedvol_proto::now_ms().saturating_sub(12_300),
+            inventory_version: "v1".into(),
+            load: 0.5,
+            holds: 0,
+            instances: vec![],
+            degraded: None,
+            restoring: false,
+        }],
+    };
+    let page = pages::clusters::body(&reply).into_string();
+    assert!(page.contains("(12s ago)"), "{page}");
+}
