@@ -203,3 +203,81 @@ pub fn run() -> u8 {
         Command::Ui(a) => ui::run(&a),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// Every command line of every subcommand (`fedvol <path> <its required arguments>`), with
+    /// a value for each required argument.
+    fn leaves() -> Vec<Vec<String>> {
+        fn walk(cmd: &clap::Command, path: &[String], out: &mut Vec<Vec<String>>) {
+            let mut line = path.to_vec();
+            for a in cmd.get_arguments().filter(|a| a.is_required_set()) {
+                let value = a
+                    .get_possible_values()
+                    .first()
+                    .map_or("x".to_string(), |v| v.get_name().to_string());
+                match a.get_long() {
+                    Some(long) if !a.is_positional() => line.extend([format!("--{long}"), value]),
+                    _ => line.push(value),
+                }
+            }
+            if !cmd.is_subcommand_required_set() {
+                out.push(line);
+            }
+            for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+                let mut p = path.to_vec();
+                p.push(sub.get_name().to_string());
+                walk(sub, &p, out);
+            }
+        }
+        let mut root = <super::Cli as clap::CommandFactory>::command();
+        root.build();
+        let mut out = Vec::new();
+        for sub in root.get_subcommands().filter(|s| s.get_name() != "help") {
+            walk(sub, &[sub.get_name().to_string()], &mut out);
+        }
+        out
+    }
+
+    /// NATS options written before the subcommand reach every command that has them (a
+    /// command that forgot to hand them over would silently drop `fedvol -u alice <command>`),
+    /// the user reaches `plan`, and no other command claims them.
+    #[test]
+    fn options_before_the_subcommand_reach_every_command_that_has_them() {
+        let all = leaves();
+        assert!(all.len() > 15, "{all:?}");
+        for line in all {
+            let mut argv = vec!["fedvol", "-u", "lead", "--nats", "nats://lead:4222", "--timeout-ms", "7"];
+            argv.extend(line.iter().map(String::as_str));
+            let mut cli = super::parse(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+            let has_net = {
+                let mut c = <super::Cli as clap::CommandFactory>::command();
+                c.build();
+                let mut leaf = &c;
+                for name in &line {
+                    match leaf.find_subcommand(name) {
+                        Some(s) => leaf = s,
+                        None => break,
+                    }
+                }
+                leaf.get_arguments().any(|a| a.get_long() == Some("nats"))
+            };
+            let plan_user = match &cli.command {
+                super::Command::Plan(p) => Some(p.user.clone()),
+                _ => None,
+            };
+            match (cli.command.net_mut(), plan_user) {
+                (Some(n), _) => {
+                    assert!(has_net, "{line:?} claims NATS options it does not offer");
+                    assert_eq!(
+                        (n.user.as_str(), n.nats.url.as_deref(), n.timeout_ms),
+                        ("lead", Some("nats://lead:4222"), 7),
+                        "{line:?}"
+                    );
+                }
+                (None, Some(u)) => assert_eq!(u, "lead", "{line:?}"),
+                (None, _) => assert!(!has_net, "{line:?} drops the NATS options given before it"),
+            }
+        }
+    }
+}
