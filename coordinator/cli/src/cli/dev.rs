@@ -8,7 +8,7 @@ use fedvol_formats::load_workflow;
 use fedvol_proto::NoArgs;
 use fedvol_proto::coordinator::{self as api, DecisionRef, SubmitMsg, SubmitReply};
 
-use super::federation::stored_table;
+use crate::render::stored::stored_table;
 use super::{EXIT_BAD_INPUT, EXIT_OK};
 use crate::client::Client;
 use crate::devfed::DevFederation;

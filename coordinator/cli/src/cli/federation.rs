@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use comfy_table::Table;
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use fedvol_common::funnel::why_not::Target;
-use fedvol_proto::agent::ActionReply;
 use fedvol_proto::coordinator::{self as api, CoordinatorEndpoint, DecisionRef, SubmitMsg, SubmitReply, WhyNotQuery};
 use fedvol_proto::decisions::{DecisionState, StoredDecision};
 use fedvol_proto::{Code, NoArgs, now_ms};
@@ -17,7 +16,8 @@ use super::net::{NetArgs, block_on};
 use super::{EXIT_BAD_INPUT, EXIT_NO_FIT, EXIT_OK, EXIT_UNAVAILABLE, OutputArgs};
 use crate::client::{Client, ClientError};
 use crate::render::words::state as state_name;
-use crate::render::{Output, table, yaml};
+use crate::render::stored::{completed_text, job_line, job_lines, stored_table, unavailable};
+use crate::render::{Output, yaml};
 
 /// `fedvol submit`.
 #[derive(Debug, clap::Args)]
@@ -426,110 +426,6 @@ fn ago(ms: u64) -> String {
     crate::render::words::ago(ms, now_ms())
 }
 
-/// The table view of a stored decision: state and, for a workflow whose jobs failed, why;
-/// the decision itself, attempts and jobs; `all`: every cluster in full however many (`-o
-/// wide`, [`crate::render::outcomes`]).
-pub fn stored_table(s: &StoredDecision, all: bool) -> String {
-    let mut out = format!(
-        "state: {}{}\n",
-        crate::render::words::state_with(s.state, s.failure()),
-        if s.dry_run { " (dry run)" } else { "" }
-    );
-    // Why the workflow failed comes first, before the plan that led to it.
-    if let Some(f) = &s.run_failure {
-        out.push_str(&crate::render::layout::para(
-            "workflow failed: ",
-            "  ",
-            &fedvol_common::limits::printable(f),
-        ));
-    }
-    let label = if s.state == DecisionState::Queued {
-        "waiting: "
-    } else if unavailable(s) {
-        "not placed now: "
-    } else {
-        "refused: "
-    };
-    out.push_str(&table::render_stored(&s.decision, label, !s.jobs().is_empty(), all));
-    if !s.attempts.is_empty() {
-        out.push_str("\ncommit attempts:\n");
-    }
-    for a in &s.attempts {
-        out.push_str(&attempt_line(a));
-    }
-    if !s.jobs().is_empty() {
-        out.push_str("\njobs (run by Slurm on the chosen cluster):\n");
-        for j in s.jobs() {
-            out.push_str(&job_lines(j, "  "));
-        }
-    }
-    if let Some(c) = &s.completion {
-        out.push_str(&format!("completed: {}\n", outcome_line(c)));
-    }
-    out
-}
-
-/// One line of `commit attempts:`. An attempt still `pending` was sent and its outcome was
-/// never recorded (the cluster may have committed or rolled it back), so it reads as in doubt,
-/// never as `ok`, whatever `ok` holds; one not ok without an error reads as failed.
-/// Wrapped at the terminal's width ([`crate::render::layout::para`]).
-fn attempt_line(a: &fedvol_proto::decisions::CommitAttempt) -> String {
-    let cluster = fedvol_common::limits::printable(&a.cluster);
-    let text = if a.pending {
-        format!(
-            "commit on {cluster}: in doubt (sent, outcome not recorded: the cluster is asked what became of it when the decision is taken over)"
-        )
-    } else {
-        match (&a.error, a.ok) {
-            (None, true) => format!("commit on {cluster}: ok"),
-            (None, false) => format!("commit on {cluster}: failed"),
-            (Some(e), _) => format!(
-                "commit on {cluster}: failed: {} ({})",
-                fedvol_common::limits::printable(&e.message),
-                e.code
-            ),
-        }
-    };
-    crate::render::layout::para("  ", "    ", &text)
-}
-
-/// What `fedvol complete` prints: the state, the cluster, each volume's outcome.
-fn completed_text(id: &str, s: &StoredDecision) -> String {
-    let mut out = format!(
-        "{id}: {}{} on {}\n",
-        crate::render::words::state(s.state),
-        if s.dry_run { " (dry run)" } else { "" },
-        s.decision.chosen_cluster.as_deref().unwrap_or("no cluster")
-    );
-    if let Some(f) = &s.run_failure {
-        out.push_str(&crate::render::layout::para(
-            "failed: ",
-            "  ",
-            &fedvol_common::limits::printable(f),
-        ));
-    }
-    for j in s.jobs() {
-        out.push_str(&job_lines(j, "  "));
-    }
-    if let Some(c) = &s.completion {
-        out.push_str(&crate::render::layout::para("volumes: ", "  ", &outcome_line(c)));
-    }
-    out
-}
-
-fn outcome_line(r: &ActionReply) -> String {
-    let vols: Vec<String> = r
-        .volumes
-        .iter()
-        .map(|v| format!("{} {}", v.volume, v.outcome))
-        .collect();
-    if vols.is_empty() {
-        "nothing to reclaim".into()
-    } else {
-        vols.join(", ")
-    }
-}
-
 fn decision_exit(s: &StoredDecision) -> u8 {
     if s.decision.chosen_cluster.is_some() {
         EXIT_OK
@@ -538,14 +434,6 @@ fn decision_exit(s: &StoredDecision) -> u8 {
     } else {
         EXIT_NO_FIT
     }
-}
-
-/// True when no cluster was chosen because clusters did not answer (`clusters_unavailable`).
-fn unavailable(s: &StoredDecision) -> bool {
-    s.decision
-        .refused
-        .as_ref()
-        .is_some_and(|r| Code::ClustersUnavailable.is(r))
 }
 
 /// What to do after a `clusters_unavailable` answer, on stderr.
@@ -836,57 +724,6 @@ async fn follow_jobs(client: &Client, id: &str, mut last: StoredDecision, cancel
     } else {
         EXIT_BAD_INPUT
     }
-}
-
-/// One job of a decision: name, Slurm id, state, exit code, start and end (UTC).
-pub fn job_line(j: &fedvol_proto::batch::BatchJob) -> String {
-    let mut out = format!(
-        "job {} (Slurm job {}): {}",
-        fedvol_common::limits::printable(&j.job),
-        j.id,
-        j.state.as_str()
-    );
-    if let Some(c) = j.exit_code {
-        out.push_str(&format!(", exit code {c}"));
-    }
-    if let Some(sig) = j.signal {
-        out.push_str(&format!(", signal {sig}"));
-    }
-    if let Some(t) = j.started_ms {
-        out.push_str(&format!(", started {}", crate::render::words::utc(t)));
-    }
-    if let Some(t) = j.ended_ms {
-        out.push_str(&format!(", ended {}", crate::render::words::utc(t)));
-    }
-    if let Some(r) = &j.reason {
-        out.push_str(&format!(" ({})", fedvol_common::limits::printable(r)));
-    }
-    out
-}
-
-/// Who runs a job and where its output is (`as alice, output /home/alice/...`), when the
-/// decision records them (jobs of earlier releases ran as the agent and say nothing).
-pub fn job_place(j: &fedvol_proto::batch::BatchJob) -> Option<String> {
-    match (&j.user, &j.output) {
-        (Some(u), Some(o)) => Some(format!(
-            "as {}, output {}",
-            fedvol_common::limits::printable(u),
-            fedvol_common::limits::printable(o)
-        )),
-        (Some(u), None) => Some(format!("as {}", fedvol_common::limits::printable(u))),
-        (None, Some(o)) => Some(format!("output {}", fedvol_common::limits::printable(o))),
-        (None, None) => None,
-    }
-}
-
-/// [`job_line`], then [`job_place`] on a line of its own below it, indented by `indent`.
-fn job_lines(j: &fedvol_proto::batch::BatchJob, indent: &str) -> String {
-    let more = format!("{indent}  ");
-    let mut out = crate::render::layout::para(indent, &more, &job_line(j));
-    if let Some(p) = job_place(j) {
-        out.push_str(&crate::render::layout::para(&more, &format!("{more}  "), &p));
-    }
-    out
 }
 
 /// Asks for decision `id` every half second until it is placed or has failed (neither

@@ -134,13 +134,13 @@ fn a_pending_commit_attempt_reads_as_in_doubt_not_ok() {
         volumes: vec![],
         jobs: vec![],
     }];
-    let text = crate::cli::federation::stored_table(&s, false);
+    let text = crate::render::stored::stored_table(&s, false);
     assert!(text.contains("commit on east: in doubt"), "{text}");
     assert!(!text.contains("commit on east: ok"), "{text}");
     // A pending attempt stored with `ok` set (written before the outcome was known) is still
     // in doubt.
     s.attempts[0].ok = true;
-    let text = crate::cli::federation::stored_table(&s, false);
+    let text = crate::render::stored::stored_table(&s, false);
     assert!(text.contains("commit on east: in doubt"), "{text}");
     let page = pages::decision::body("r1", &s, None).into_string();
     assert!(page.contains("in doubt"), "{page}");
@@ -244,7 +244,7 @@ fn jobs_run_by_slurm_are_shown_with_their_states() {
         volumes: vec![],
         jobs,
     }];
-    let text = crate::cli::federation::stored_table(&s, false);
+    let text = crate::render::stored::stored_table(&s, false);
     assert!(
         text.contains("job prep (Slurm job 41): failed, exit code 3, started 2023-11-14T22:13:21Z"),
         "{text}"
@@ -268,7 +268,7 @@ fn jobs_run_by_slurm_are_shown_with_their_states() {
     );
     // A run ended by `fedvol cancel`: its own final state, in the table and on the page.
     s.state = DecisionState::Cancelled;
-    let text = crate::cli::federation::stored_table(&s, false);
+    let text = crate::render::stored::stored_table(&s, false);
     assert!(text.to_lowercase().contains("cancelled"), "{text}");
     let page = pages::decision::body("r1", &s, None).into_string();
     assert!(page.contains(">cancelled<"), "{page}");
@@ -297,7 +297,7 @@ fn a_failed_workflows_reason_comes_first_in_show_and_on_the_page() {
     }];
     s.run_failure = fedvol_proto::batch::failure(&jobs);
     let why = "job `prep` (Slurm job 41) ended failed with exit code 3";
-    let text = crate::cli::federation::stored_table(&s, false);
+    let text = crate::render::stored::stored_table(&s, false);
     let line = text
         .lines()
         .position(|l| l.contains(why))
