@@ -10,7 +10,8 @@ use fedvol_formats::files::{parse_rendered_inventory, parse_rendered_workflow, r
 use fedvol_formats::render::render_file;
 use fedvol_formats::{FileKind, classify, load_inventory, load_workflow};
 
-use super::{EXIT_BAD_INPUT, EXIT_OK, label, print_diagnostics, print_notices};
+use super::exit::{EXIT_BAD_INPUT, EXIT_OK};
+use super::print::{label, print_diagnostics, print_notices};
 
 /// Arguments of `fedvol check`.
 #[derive(Debug, clap::Args)]

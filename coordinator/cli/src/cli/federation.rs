@@ -8,16 +8,21 @@ use std::path::PathBuf;
 use comfy_table::Table;
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use fedvol_common::funnel::why_not::Target;
-use fedvol_proto::coordinator::{self as api, CoordinatorEndpoint, DecisionRef, SubmitMsg, SubmitReply, WhyNotQuery};
+use fedvol_proto::coordinator::{self as api, DecisionRef, SubmitMsg, SubmitReply, WhyNotQuery};
 use fedvol_proto::decisions::{DecisionState, StoredDecision};
 use fedvol_proto::{Code, NoArgs, now_ms};
 
+use super::args::{IdArgs, OutputArgs};
+use super::ask::{as_submit_reply, ask, get, get_whole, resolve_id};
+use super::exit::{EXIT_BAD_INPUT, EXIT_NO_FIT, EXIT_OK, EXIT_UNAVAILABLE};
+use super::follow::follow_jobs;
 use super::net::{NetArgs, block_on};
-use super::{EXIT_BAD_INPUT, EXIT_NO_FIT, EXIT_OK, EXIT_UNAVAILABLE, OutputArgs};
+use super::print::{fail, print_doc, show_stored};
+use super::resume::Resume;
 use crate::client::{Client, ClientError};
+use crate::render::Output;
+use crate::render::stored::{completed_text, job_line, stored_table, unavailable};
 use crate::render::words::state as state_name;
-use crate::render::stored::{completed_text, job_line, job_lines, stored_table, unavailable};
-use crate::render::{Output, yaml};
 
 /// `fedvol submit`.
 #[derive(Debug, clap::Args)]
@@ -313,20 +318,6 @@ pub struct WatchArgs {
     pub net: NetArgs,
 }
 
-/// A decision id and the output format.
-#[derive(Debug, clap::Args)]
-pub struct IdArgs {
-    /// The decision's request id, or a unique start of it.
-    #[arg(value_name = "ID")]
-    pub id: String,
-    /// Output format.
-    #[command(flatten)]
-    pub output: OutputArgs,
-    /// NATS connection and identity (listed last in `--help`, under their own heading).
-    #[command(flatten)]
-    pub net: NetArgs,
-}
-
 /// `fedvol decisions show`.
 #[derive(Debug, clap::Args)]
 pub struct ShowArgs {
@@ -372,50 +363,6 @@ pub struct WhyNotArgs {
     pub net: NetArgs,
 }
 
-fn print_doc<T: serde::Serialize>(o: Output, value: &T, table_text: impl FnOnce() -> String) -> bool {
-    let text = match o {
-        // Names stored before they were checked may hold bidirectional controls or invisible
-        // characters (Unicode TR #36 §2.1): tables show them escaped.
-        Output::Table | Output::Wide => Ok(fedvol_common::limits::printable_lines(&table_text())),
-        Output::Json => serde_json::to_string_pretty(value).map(|s| s + "\n"),
-        Output::Yaml => yaml::render(value),
-    };
-    match text {
-        Ok(t) => {
-            print!("{t}");
-            true
-        }
-        Err(e) => {
-            eprintln!("error: cannot render the answer: {e}");
-            false
-        }
-    }
-}
-
-fn fail(e: &ClientError) -> u8 {
-    eprintln!("error: {e}");
-    EXIT_BAD_INPUT
-}
-
-/// Calls endpoint `E` and returns its reply; a failure the coordinator answered with is printed
-/// as `error: <what>: <message> (<code>)`, and the exit code returned instead.
-async fn ask<E: CoordinatorEndpoint>(client: &Client, req: &E::Request, what: &str) -> Result<E::Reply, u8> {
-    match client.call::<E>(req).await {
-        Ok(Ok(r)) => Ok(r),
-        Ok(Err(f)) => {
-            eprintln!("error: {what}: {} ({})", f.error.message, f.error.code);
-            Err(EXIT_BAD_INPUT)
-        }
-        Err(e) => Err(fail(&e)),
-    }
-}
-
-/// A submit-shaped answer (submit, get, complete): a failure body reads as a reply with only an
-/// error, so that it is printed like every other error of these commands.
-fn as_submit_reply(r: Result<SubmitReply, fedvol_proto::Failure>) -> SubmitReply {
-    r.unwrap_or_else(|f| SubmitReply::error(f.error))
-}
-
 fn new_table(header: &[&str]) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_BORDERS_ONLY).set_header(header.to_vec());
@@ -450,30 +397,6 @@ fn unavailable_hint(wait: bool) {
             }
         )
     );
-}
-
-/// The line saying which earlier run a plain submit continues: `resuming request <id>: ...`.
-fn resuming_note(e: &super::pending::Entry) -> String {
-    let when = |ms: u64| match ago(ms) {
-        s if s == "now" => "just now".to_string(),
-        s => s,
-    };
-    let run = if e.pid == 0 {
-        format!("first sent {}", when(e.since_ms))
-    } else if e.run_ms == e.since_ms {
-        format!("pid {}, started {}", e.pid, when(e.run_ms))
-    } else {
-        format!(
-            "pid {}, started {}; first sent {}",
-            e.pid,
-            when(e.run_ms),
-            when(e.since_ms)
-        )
-    };
-    format!(
-        "resuming request {}: the earlier submit of this workflow ({run}) ended before it learnt its outcome (--new submits afresh)",
-        e.request_id
-    )
 }
 
 /// Error codes after which `fedvol submit --wait` asks again with the same request id: the
@@ -519,7 +442,7 @@ pub fn submit(a: &SubmitArgs) -> u8 {
         // has ended (super::pending: a sibling still running is never resumed), else gets a
         // fresh id, remembered and locked until its outcome is learnt. A real submit under an
         // id given by hand settles an unfinished one under that id too.
-        let remembered = (!a.dry_run).then(|| super::pending::key(&net.user, &net.subject_prefix, &msg.digest()));
+        let mut resume = Resume::new(&net.user, &net.subject_prefix, &msg);
         if msg.request_id.is_empty() {
             msg.request_id = fedvol_proto::coordinator::request_id_for(
                 &msg.workflow.name,
@@ -529,21 +452,7 @@ pub fn submit(a: &SubmitArgs) -> u8 {
         // A request too large to send is refused below with one line; an id is worth printing
         // (and remembering) only for a request that leaves.
         let sendable = <api::Submit as fedvol_proto::Endpoint>::encode_request(&msg).len() <= client.nats.max_payload();
-        let mut claim = None;
-        if let (Some(k), true, None) = (&remembered, sendable, &a.request_id) {
-            match super::pending::begin(k, &msg.workflow.name, &msg.request_id, !a.new, now_ms()) {
-                Ok(begun) => {
-                    if let Some(e) = &begun.resumed {
-                        msg.request_id = e.request_id.clone();
-                        eprintln!("{}", resuming_note(e));
-                    }
-                    claim = Some(begun.claim);
-                }
-                Err(e) => eprintln!(
-                    "note: this submit cannot be resumed by a plain retry ({e}); after an error, use --request-id"
-                ),
-            }
-        }
+        resume.begin(&mut msg, a.request_id.is_none(), sendable, !a.new);
         // Said only when the outcome is not known (no answer, a passing error, a commit still
         // going): a decided submit prints its id in the decision, a dry run books nothing.
         let unknown_outcome = |id: &str| {
@@ -613,11 +522,10 @@ pub fn submit(a: &SubmitArgs) -> u8 {
                             | ClientError::Invalid(_)
                             | ClientError::Connect(_)
                     );
-                    if !not_received {
+                    if not_received {
+                        resume.not_received();
+                    } else {
                         unknown_outcome(&msg.request_id);
-                    } else if let Some(Err(e)) = claim.take().map(super::pending::Claim::finish) {
-                        // Nothing was received, so nothing is left to resume.
-                        eprintln!("note: {e}");
                     }
                     return code;
                 }
@@ -634,14 +542,7 @@ pub fn submit(a: &SubmitArgs) -> u8 {
                 .as_ref()
                 .is_some_and(|s| s.state == DecisionState::Planned && !s.dry_run);
         if !unfinished {
-            let done = match (claim.take(), &remembered) {
-                (Some(c), _) => c.finish(),
-                (None, Some(k)) => super::pending::forget(k, &msg.request_id),
-                (None, None) => Ok(()),
-            };
-            if let Err(e) = done {
-                eprintln!("note: {e}");
-            }
+            resume.learnt(&msg.request_id);
         }
         if unfinished {
             unknown_outcome(&msg.request_id);
@@ -666,64 +567,6 @@ pub fn submit(a: &SubmitArgs) -> u8 {
             _ => code,
         }
     })
-}
-
-/// `submit --follow`: reads decision `id` every second until it is neither committed nor
-/// planned, printing each job state change on stderr; then the outcome on stdout. Exit 0 when
-/// the workflow completed (or, with `cancelling`, was cancelled, as `fedvol cancel` asked), 1
-/// when it failed or was cancelled otherwise (or when the decision could not be read).
-async fn follow_jobs(client: &Client, id: &str, mut last: StoredDecision, cancelling: bool) -> u8 {
-    if last.jobs().is_empty() {
-        eprintln!(
-            "note: --follow: cluster {} runs no jobs for fedvol; complete the decision with `fedvol complete {id}` when the workflow ended",
-            last.decision.chosen_cluster.as_deref().unwrap_or("?")
-        );
-        return EXIT_OK;
-    }
-    eprintln!("following the jobs of {id} (Ctrl-C stops following; the jobs keep running)");
-    let mut seen: Vec<(String, &'static str)> = Vec::new();
-    let mut failures = 0;
-    loop {
-        for j in last.jobs() {
-            let st = j.state.as_str();
-            if !seen.iter().any(|(n, s)| n == &j.job && *s == st) {
-                let first = !seen.iter().any(|(n, _)| n == &j.job);
-                seen.retain(|(n, _)| n != &j.job);
-                seen.push((j.job.clone(), st));
-                // Who runs it and where its output goes: once, with its first state.
-                eprint!(
-                    "{}",
-                    if first {
-                        job_lines(j, "  ")
-                    } else {
-                        crate::render::layout::para("  ", "    ", &job_line(j))
-                    }
-                );
-            }
-        }
-        if !matches!(last.state, DecisionState::Committed | DecisionState::Planned) {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
-        match get(client, id).await {
-            Ok(SubmitReply { stored: Some(s), .. }) => {
-                failures = 0;
-                last = s;
-            }
-            Ok(_) | Err(_) if failures < 30 => failures += 1,
-            Ok(_) => {
-                eprintln!("error: decision {id} can no longer be read");
-                return EXIT_BAD_INPUT;
-            }
-            Err(e) => return fail(&e),
-        }
-    }
-    print!("{}", completed_text(id, &last));
-    if last.state == DecisionState::Completed || (cancelling && last.state == DecisionState::Cancelled) {
-        EXIT_OK
-    } else {
-        EXIT_BAD_INPUT
-    }
 }
 
 /// Asks for decision `id` every half second until it is placed or has failed (neither
@@ -803,52 +646,6 @@ fn show_submit_queued() -> u8 {
     EXIT_OK
 }
 
-/// Prints the stored decision of `reply` (or its error, prefixed with `what`); returns the
-/// decision, or the exit code when there is none, it could not be printed, or the answer
-/// carries an error besides the decision (a complete the cluster refused or did not answer,
-/// a commit in doubt, a decision that could not be stored): the decision is printed, then the
-/// error, and the exit code is 1.
-fn show_stored<'r>(reply: &'r SubmitReply, o: Output, what: &str) -> Result<&'r StoredDecision, u8> {
-    match (&reply.stored, &reply.error) {
-        (Some(s), error) => {
-            if !print_doc(o, s, || stored_table(s, o == Output::Wide)) {
-                return Err(EXIT_BAD_INPUT);
-            }
-            match error {
-                Some(e) => {
-                    eprintln!("error: {what}: {} ({})", e.message, e.code);
-                    Err(EXIT_BAD_INPUT)
-                }
-                None => Ok(s),
-            }
-        }
-        (None, Some(e)) => {
-            eprintln!("error: {what}: {} ({})", e.message, e.code);
-            Err(EXIT_BAD_INPUT)
-        }
-        (None, None) => {
-            eprintln!("error: {what}: the coordinator answered with neither a decision nor an error");
-            Err(EXIT_BAD_INPUT)
-        }
-    }
-}
-
-async fn get(client: &Client, id: &str) -> Result<SubmitReply, ClientError> {
-    get_whole(client, id, None).await
-}
-
-/// [`get`], with `cluster`'s whole answer when its agent still keeps it (`DecisionRef.whole`).
-async fn get_whole(client: &Client, id: &str, cluster: Option<&str>) -> Result<SubmitReply, ClientError> {
-    client
-        .call::<api::Get>(&DecisionRef {
-            request_id: id.to_string(),
-            cancel: false,
-            whole: cluster.map(str::to_string),
-        })
-        .await
-        .map(as_submit_reply)
-}
-
 /// What `decisions show --cluster C` says besides the decision: an error (exit 64, usage) when
 /// `C` took no part in it, a note on stderr when its answer is still a summary (its agent keeps
 /// the whole answer no longer).
@@ -870,47 +667,6 @@ fn whole_note(s: &StoredDecision, id: &str, cluster: &str) -> Result<(), u8> {
             Ok(())
         }
         Some(_) => Ok(()),
-    }
-}
-
-/// The request id `given` stands for: itself when a decision is stored under it, else the one
-/// stored id it is a prefix of (like `docker` and `git` ids). A prefix of several ids, or of
-/// none, is an error line naming them; the exit code is returned instead.
-pub async fn resolve_id(client: &Client, given: &str) -> Result<String, u8> {
-    match get(client, given).await {
-        Ok(r) if r.stored.is_some() => return Ok(given.to_string()),
-        Ok(r) if r.error.as_ref().is_some_and(|e| e.is(&fedvol_proto::Code::NotFound)) => {}
-        // Any other answer is left to the command itself to report.
-        Ok(_) => return Ok(given.to_string()),
-        Err(e) => return Err(fail(&e)),
-    }
-    let all = ask::<api::List>(client, &NoArgs {}, "decisions list").await?;
-    let matches: Vec<&str> = all
-        .decisions
-        .iter()
-        .map(|d| d.request_id.as_str())
-        .filter(|id| id.starts_with(given))
-        .collect();
-    match matches.as_slice() {
-        [one] => Ok((*one).to_string()),
-        [] => {
-            eprintln!("error: no decision is stored under `{given}` or an id starting with it (fedvol decisions list)");
-            Err(EXIT_BAD_INPUT)
-        }
-        many => {
-            let shown: Vec<&str> = many.iter().take(5).copied().collect();
-            let more = if many.len() > 5 {
-                format!(" and {} more", many.len() - 5)
-            } else {
-                String::new()
-            };
-            eprintln!(
-                "error: `{given}` is the start of {} request ids ({}{more}); give more of it",
-                many.len(),
-                shown.join(", ")
-            );
-            Err(EXIT_BAD_INPUT)
-        }
     }
 }
 
@@ -1169,6 +925,7 @@ fn watch_reason(s: &api::DecisionSummary, clusters: &api::ClusterCounts) -> Opti
 
 /// Width of `decisions watch`'s CHANGE column (`committed → completed` and its like).
 const WATCH_WHAT: usize = 22;
+
 /// Width of `decisions watch`'s CLUSTER column; a longer name is cut with `…` (`-o wide` has it
 /// whole).
 const WATCH_CLUSTER: usize = 12;

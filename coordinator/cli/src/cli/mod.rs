@@ -3,39 +3,29 @@
 //! 2 when nothing fits, 1 on bad input; 64 when the command line itself is wrong; 75 when
 //! clusters did not answer and nothing was placed: ask again).
 
+pub mod args;
+pub mod ask;
 pub mod check;
 pub mod choice;
 pub mod completions;
 pub mod context;
 pub mod dev;
+pub mod exit;
 pub mod explain;
 pub mod federation;
+pub mod follow;
 pub mod inputs;
 pub mod net;
 pub mod pending;
 pub mod plan;
+pub mod print;
+pub mod resume;
 pub mod template;
 pub mod ui;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use fedvol_formats::yaml::Diagnostics;
 
-use crate::render::Output;
-
-/// Exit status: a cluster was chosen / the files are valid.
-pub const EXIT_OK: u8 = 0;
-/// Exit status: bad input (unreadable or invalid files, bad flags).
-pub const EXIT_BAD_INPUT: u8 = 1;
-/// Exit status: the input is valid but no cluster can place the workflow.
-pub const EXIT_NO_FIT: u8 = 2;
-/// Exit status: the workflow was not placed because clusters did not answer (timed out,
-/// unreachable, still restoring) and none that answered can place it (`clusters_unavailable`):
-/// nothing was booked; running the same submit again may place it. sysexits(3)'s
-/// `EX_TEMPFAIL`, so that 2 keeps meaning "nothing fits".
-pub const EXIT_UNAVAILABLE: u8 = 75;
-/// Exit status: the command line itself is wrong (unknown subcommand or flag, missing or bad
-/// argument): sysexits(3)'s `EX_USAGE`, so that 2 means only "valid input, nothing fits".
-pub const EXIT_USAGE: u8 = 64;
+pub use exit::{EXIT_BAD_INPUT, EXIT_NO_FIT, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, usage_exit};
 
 /// fedvol places workflow volumes across a federation of clusters.
 #[derive(Debug, Parser)]
@@ -67,9 +57,9 @@ pub enum Command {
     /// Why a cluster lost a decision, or why it did not choose a zone, host or provisioner.
     WhyNot(federation::WhyNotArgs),
     /// End a committed workflow: its cluster frees capacity and reclaims volumes.
-    Complete(federation::IdArgs),
+    Complete(args::IdArgs),
     /// Cancel a committed workflow's jobs on its cluster (Slurm's `scancel`), then complete it.
-    Cancel(federation::IdArgs),
+    Cancel(args::IdArgs),
     /// The clusters the coordinators know: alive, last seen, inventory version, load.
     Clusters(federation::ClustersArgs),
     /// Serve a read-only web view of the federation (decisions, funnels, clusters) until Ctrl-C.
@@ -109,33 +99,6 @@ impl Command {
     }
 }
 
-/// Options shared by commands that print a document.
-#[derive(Debug, clap::Args)]
-pub struct OutputArgs {
-    /// Output format.
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Table, env = "FEDVOL_OUTPUT")]
-    pub output: Output,
-}
-
-/// Prints every diagnostic to stderr, one per line, prefixed with `error: `.
-pub fn print_diagnostics(d: &Diagnostics) {
-    for x in &d.0 {
-        eprintln!("error: {x}");
-    }
-}
-
-/// Prints notices (skipped documents and the like) to stderr, prefixed with `notice: `.
-pub fn print_notices(n: &[fedvol_formats::yaml::Diagnostic]) {
-    for x in n {
-        eprintln!("notice: {x}");
-    }
-}
-
-/// A file argument as the user wrote it, for messages.
-pub fn label(p: &std::path::Path) -> String {
-    p.display().to_string()
-}
-
 /// Parses the command line (`args`, the program name first) into a [`Cli`] with the options
 /// written before the subcommand applied ([`net::LeadingNet`]).
 ///
@@ -164,16 +127,6 @@ where
         eprintln!("warning: the NATS options before the subcommand are not used by it");
     }
     Ok(cli)
-}
-
-/// The exit status of a command line clap refused: 0 for `--help` and `--version`,
-/// [`EXIT_USAGE`] for everything else.
-pub fn usage_exit(e: &clap::Error) -> u8 {
-    use clap::error::ErrorKind;
-    match e.kind() {
-        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => EXIT_OK,
-        _ => EXIT_USAGE,
-    }
 }
 
 /// Parses the command line and runs it; returns the process exit status.

@@ -8,7 +8,9 @@ use fedvol_common::funnel::{PlanRequest, seed_from_request_id, trace::fnv1a};
 use fedvol_common::offline::plan_locally;
 use fedvol_formats::load_inventory;
 
-use super::{EXIT_BAD_INPUT, EXIT_NO_FIT, EXIT_OK, OutputArgs, print_diagnostics, print_notices};
+use super::args::OutputArgs;
+use super::exit::{EXIT_BAD_INPUT, EXIT_NO_FIT, EXIT_OK};
+use super::print::{print_diagnostics, print_notices};
 use crate::render::{Output, table, yaml};
 
 /// Arguments of `fedvol plan`.

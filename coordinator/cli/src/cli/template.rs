@@ -11,7 +11,8 @@ use fedvol_formats::load_workflow;
 use fedvol_formats::render::render_file;
 use fedvol_formats::template::find_template;
 
-use super::{EXIT_BAD_INPUT, EXIT_OK, print_diagnostics, print_notices};
+use super::exit::{EXIT_BAD_INPUT, EXIT_OK};
+use super::print::{print_diagnostics, print_notices};
 
 /// The `--values` option of `check`, `plan` and `submit`.
 #[derive(Debug, Clone, Default, clap::Args)]
