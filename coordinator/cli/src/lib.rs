@@ -10,6 +10,7 @@
 #![warn(missing_docs)]
 
 pub mod cli;
+pub mod commands;
 pub mod client;
 pub mod devfed;
 pub mod devslurm;

@@ -658,7 +658,7 @@ fn whole_note(s: &StoredDecision, id: &str, cluster: &str) -> Result<(), u8> {
                 fedvol_common::limits::printable(cluster),
                 crate::render::outcomes::names(&names, false)
             );
-            Err(super::EXIT_USAGE)
+            Err(super::exit::EXIT_USAGE)
         }
         Some(c) if c.summarized => {
             eprintln!(
@@ -1326,4 +1326,85 @@ pub fn clusters(a: &ClustersArgs) -> u8 {
             Err(code) => code,
         }
     })
+}
+
+impl crate::commands::Run for SubmitArgs {
+    fn leading(&mut self) -> crate::commands::Leading<'_> {
+        crate::commands::Leading::Net(&mut self.net)
+    }
+
+    fn run(self) -> u8 {
+        submit(&self)
+    }
+}
+
+impl crate::commands::Run for DecisionsCmd {
+    fn leading(&mut self) -> crate::commands::Leading<'_> {
+        crate::commands::Leading::Net(match self {
+            DecisionsCmd::List(a) => &mut a.net,
+            DecisionsCmd::Show(a) => &mut a.net,
+            DecisionsCmd::Replay(a) => &mut a.net,
+            DecisionsCmd::Watch(a) => &mut a.net,
+        })
+    }
+
+    fn run(self) -> u8 {
+        decisions(&self)
+    }
+}
+
+impl crate::commands::Run for WhyNotArgs {
+    fn leading(&mut self) -> crate::commands::Leading<'_> {
+        crate::commands::Leading::Net(&mut self.net)
+    }
+
+    fn run(self) -> u8 {
+        why_not(&self)
+    }
+}
+
+/// `fedvol complete`.
+#[derive(Debug, clap::Args)]
+pub struct Complete {
+    /// The decision.
+    #[command(flatten)]
+    pub id: IdArgs,
+}
+
+impl crate::commands::Run for Complete {
+    fn leading(&mut self) -> crate::commands::Leading<'_> {
+        crate::commands::Leading::Net(&mut self.id.net)
+    }
+
+    fn run(self) -> u8 {
+        complete(&self.id, false)
+    }
+}
+
+/// `fedvol cancel`.
+#[derive(Debug, clap::Args)]
+pub struct Cancel {
+    /// The decision.
+    #[command(flatten)]
+    pub id: IdArgs,
+}
+
+impl crate::commands::Run for Cancel {
+    fn leading(&mut self) -> crate::commands::Leading<'_> {
+        crate::commands::Leading::Net(&mut self.id.net)
+    }
+
+    fn run(self) -> u8 {
+        complete(&self.id, true)
+    }
+}
+
+impl crate::commands::Run for ClustersArgs {
+    fn leading(&mut self) -> crate::commands::Leading<'_> {
+        crate::commands::Leading::Net(&mut self.net)
+    }
+
+    fn run(self) -> u8 {
+        clusters(&self)
+    }
 }
