@@ -15,6 +15,7 @@ pub mod dev;
 pub mod man;
 pub mod plan;
 pub mod render;
+pub mod submit;
 pub mod ui;
 
 use clap::{CommandFactory, FromArgMatches, Parser};
@@ -96,7 +97,7 @@ commands! {
         #[command(long_about = render::RENDER_ABOUT)]
         Render(render::Render),
         /// Submit a workflow to the federation: every cluster plans, one commits.
-        Submit(crate::cli::federation::SubmitArgs),
+        Submit(submit::Submit),
         /// Stored decisions: list, show, watch, replay.
         #[command(subcommand)]
         Decisions(crate::cli::federation::DecisionsCmd),
