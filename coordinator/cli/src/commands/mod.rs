@@ -11,6 +11,7 @@
 
 pub mod check;
 pub mod completions;
+pub mod decisions;
 pub mod dev;
 pub mod man;
 pub mod plan;
@@ -72,6 +73,7 @@ macro_rules! commands {
         }
     };
 }
+pub(crate) use commands;
 
 /// fedvol places workflow volumes across a federation of clusters.
 #[derive(Debug, Parser)]
@@ -100,7 +102,7 @@ commands! {
         Submit(submit::Submit),
         /// Stored decisions: list, show, watch, replay.
         #[command(subcommand)]
-        Decisions(crate::cli::federation::DecisionsCmd),
+        Decisions(decisions::Decisions),
         /// Why a cluster lost a decision, or why it did not choose a zone, host or provisioner.
         WhyNot(crate::cli::federation::WhyNotArgs),
         /// End a committed workflow: its cluster frees capacity and reclaims volumes.

@@ -43,6 +43,14 @@ pub fn table(header: &[&str]) -> Table {
     t
 }
 
+/// A table with `header`, borders only, each column as wide as its widest cell: for the views
+/// that fit the width themselves (`decisions list` shortens its ids, `clusters` is narrow).
+pub fn bordered(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY).set_header(header.to_vec());
+    t
+}
+
 /// Adds `rows` to `t`, then sets each column's lower bound to its longest word.
 pub fn fill(t: &mut Table, header: &[&str], rows: Vec<Vec<String>>) {
     let mut longest: Vec<usize> = header.iter().map(|h| longest_word(h)).collect();
