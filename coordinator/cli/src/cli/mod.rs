@@ -11,7 +11,6 @@ pub mod choice;
 pub mod context;
 pub mod exit;
 pub mod explain;
-pub mod federation;
 pub mod follow;
 pub mod inputs;
 pub mod net;

@@ -10,6 +10,8 @@
 //! [`crate::cli`].
 
 pub mod check;
+pub mod clusters;
+pub mod complete;
 pub mod completions;
 pub mod decisions;
 pub mod dev;
@@ -18,6 +20,7 @@ pub mod plan;
 pub mod render;
 pub mod submit;
 pub mod ui;
+pub mod why_not;
 
 use clap::{CommandFactory, FromArgMatches, Parser};
 
@@ -104,13 +107,13 @@ commands! {
         #[command(subcommand)]
         Decisions(decisions::Decisions),
         /// Why a cluster lost a decision, or why it did not choose a zone, host or provisioner.
-        WhyNot(crate::cli::federation::WhyNotArgs),
+        WhyNot(why_not::WhyNot),
         /// End a committed workflow: its cluster frees capacity and reclaims volumes.
-        Complete(crate::cli::federation::Complete),
+        Complete(complete::Complete),
         /// Cancel a committed workflow's jobs on its cluster (Slurm's `scancel`), then complete it.
-        Cancel(crate::cli::federation::Cancel),
+        Cancel(complete::Cancel),
         /// The clusters the coordinators know: alive, last seen, inventory version, load.
-        Clusters(crate::cli::federation::ClustersArgs),
+        Clusters(clusters::Clusters),
         /// Serve a read-only web view of the federation (decisions, funnels, clusters) until Ctrl-C.
         Ui(ui::Ui),
         /// Run a local federation (nats-server, coordinator, one agent per inventory) until Ctrl-C.
