@@ -21,13 +21,39 @@ pub struct Ui {
     /// DNS-rebinding page cannot read the view.
     #[arg(long = "allowed-host", value_name = "NAME")]
     pub allowed_hosts: Vec<String>,
-    /// The decisions bucket (the coordinators' `kv.bucket`), shown on the pages; the view
-    /// reads decisions through the coordinators, never the bucket itself.
-    #[arg(long, default_value = fedvol_proto::decisions::DEFAULT_BUCKET)]
-    pub bucket: String,
+    /// Earlier releases' `--bucket`: a label on the pages that nothing read (the view reads
+    /// decisions through the coordinators, whatever their bucket). Accepted, hidden, ignored
+    /// with a warning.
+    #[arg(long, hide = true, value_name = "BUCKET")]
+    pub bucket: Option<String>,
     /// NATS connection and identity (listed last in `--help`, under their own heading).
     #[command(flatten)]
     pub net: NetArgs,
+}
+
+impl Ui {
+    /// What this command line is warned about before serving: an address other than loopback
+    /// (anyone who reaches it sees every decision), and `--bucket`, which is ignored.
+    fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if !self.listen.ip().is_loopback() {
+            out.push(format!(
+                "serving on {}, not loopback: anyone who can reach it sees every decision these NATS credentials can read (it answers only under this address and the --allowed-host names{})",
+                self.listen,
+                if self.allowed_hosts.is_empty() {
+                    ": pass --allowed-host NAME for each name it is reached under"
+                } else {
+                    ""
+                }
+            ));
+        }
+        if let Some(b) = &self.bucket {
+            out.push(format!(
+                "--bucket {b} is ignored: the view reads the decisions through the coordinators, whatever their bucket (drop the option)"
+            ));
+        }
+        out
+    }
 }
 
 impl Run for Ui {
@@ -35,7 +61,7 @@ impl Run for Ui {
         Leading::Net(&mut self.net)
     }
 
-    /// Runs `fedvol ui`: exit 1 when NATS, the bucket or the address cannot be used; serves
+    /// Runs `fedvol ui`: exit 1 when NATS, the coordinators or the address cannot be used; serves
     /// until interrupted otherwise (exit 0).
     fn run(self) -> u8 {
         let a = &self;
@@ -48,16 +74,8 @@ impl Run for Ui {
             .with_writer(std::io::stderr)
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .try_init();
-        if !a.listen.ip().is_loopback() {
-            eprintln!(
-                "warning: serving on {}, not loopback: anyone who can reach it sees every decision these NATS credentials can read (it answers only under this address and the --allowed-host names{})",
-                a.listen,
-                if a.allowed_hosts.is_empty() {
-                    ": pass --allowed-host NAME for each name it is reached under"
-                } else {
-                    ""
-                }
-            );
+        for w in a.warnings() {
+            eprintln!("warning: {w}");
         }
         let rt = match tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -78,7 +96,7 @@ impl Run for Ui {
                     return EXIT_BAD_INPUT;
                 }
             };
-            let served = crate::ui::serve(client, &a.bucket, a.listen, &a.allowed_hosts, |addr| {
+            let served = crate::ui::serve(client, a.listen, &a.allowed_hosts, |addr| {
                 eprintln!("fedvol ui: serving the read-only view on http://{addr}/ (Ctrl-C to stop)");
             });
             tokio::select! {
@@ -92,5 +110,37 @@ impl Run for Ui {
                 _ = tokio::signal::ctrl_c() => crate::cli::exit::EXIT_OK,
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// `--bucket` was a label on the pages and read by nothing: a command line that still gives
+    /// it runs, with a warning saying it is ignored, and help no longer offers it.
+    #[test]
+    fn the_bucket_flag_is_accepted_with_a_warning_and_no_longer_offered() {
+        let cli = crate::commands::parse(["fedvol", "ui", "--bucket", "other"]).expect("still accepted");
+        let crate::commands::Command::Ui(ui) = cli.command else {
+            panic!("not ui: {:?}", cli.command)
+        };
+        let warnings = ui.warnings();
+        assert!(
+            warnings.iter().any(|w| w.contains("--bucket") && w.contains("ignored")),
+            "{warnings:?}"
+        );
+        let plain = crate::commands::parse(["fedvol", "ui"]).expect("parses");
+        let crate::commands::Command::Ui(plain) = plain.command else {
+            panic!("not ui")
+        };
+        assert!(plain.warnings().is_empty(), "{:?}", plain.warnings());
+        let mut root = crate::commands::Cli::command();
+        let help = root
+            .find_subcommand_mut("ui")
+            .expect("ui")
+            .render_long_help()
+            .to_string();
+        assert!(!help.contains("--bucket"), "{help}");
     }
 }

@@ -162,7 +162,6 @@ fn spoofing_characters_of_a_stored_decision_are_escaped_on_the_page() {
     }
     let viewer = super::Viewer {
         user: "alice".into(),
-        bucket: "b".into(),
     };
     let page = super::html(
         "Decision r1",
