@@ -1,8 +1,8 @@
 //! Asking the coordinators: connecting with a command's NATS options, one call whose failure
 //! is printed, a stored decision by id, and a request id from a unique start of it.
 
-use fedvol_proto::coordinator::{self as api, CoordinatorEndpoint, DecisionRef, SubmitReply};
 use fedvol_proto::NoArgs;
+use fedvol_proto::coordinator::{self as api, CoordinatorEndpoint, DecisionRef, SubmitReply};
 
 use super::exit::EXIT_BAD_INPUT;
 use super::net::{NetArgs, block_on};

@@ -105,7 +105,8 @@ impl Run for Clusters {
                         }
                         for c in &r.clusters {
                             if let Some(why) = &c.degraded {
-                                let why: String = why.chars().map(|ch| if ch.is_control() { '?' } else { ch }).collect();
+                                let why: String =
+                                    why.chars().map(|ch| if ch.is_control() { '?' } else { ch }).collect();
                                 text.push_str(&format!("{} is degraded: {why}\n", c.name));
                             }
                         }

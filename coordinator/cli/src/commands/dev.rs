@@ -8,11 +8,11 @@ use fedvol_formats::load_workflow;
 use fedvol_proto::NoArgs;
 use fedvol_proto::coordinator::{self as api, DecisionRef, SubmitMsg, SubmitReply};
 
-use crate::render::stored::stored_table;
 use super::{Leading, Run};
 use crate::cli::exit::{EXIT_BAD_INPUT, EXIT_OK};
 use crate::client::Client;
 use crate::devfed::DevFederation;
+use crate::render::stored::stored_table;
 
 /// Options of `fedvol dev` and `fedvol demo`.
 #[derive(Debug, clap::Args)]

@@ -222,7 +222,15 @@ mod tests {
         let all = leaves();
         assert!(all.len() > 15, "{all:?}");
         for line in all {
-            let mut argv = vec!["fedvol", "-u", "lead", "--nats", "nats://lead:4222", "--timeout-ms", "7"];
+            let mut argv = vec![
+                "fedvol",
+                "-u",
+                "lead",
+                "--nats",
+                "nats://lead:4222",
+                "--timeout-ms",
+                "7",
+            ];
             argv.extend(line.iter().map(String::as_str));
             let mut cli = super::parse(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
             let has_net = {

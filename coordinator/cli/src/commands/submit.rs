@@ -229,9 +229,7 @@ async fn submit(a: &Submit, client: &Client, mut msg: SubmitMsg) -> u8 {
                 "queued: waiting for room (--wait: up to {} s more; Ctrl-C stops, and the decision stays queued)",
                 until.saturating_duration_since(Instant::now()).as_secs()
             );
-            wait_while_queued(client, &msg.request_id, until)
-                .await
-                .unwrap_or(reply)
+            wait_while_queued(client, &msg.request_id, until).await.unwrap_or(reply)
         }
         _ => reply,
     };

@@ -22,11 +22,7 @@ pub fn stored_table(s: &StoredDecision, all: bool) -> String {
     );
     // Why the workflow failed comes first, before the plan that led to it.
     if let Some(f) = &s.run_failure {
-        out.push_str(&layout::para(
-            "workflow failed: ",
-            "  ",
-            &printable(f),
-        ));
+        out.push_str(&layout::para("workflow failed: ", "  ", &printable(f)));
     }
     let label = if s.state == DecisionState::Queued {
         "waiting: "
@@ -35,7 +31,12 @@ pub fn stored_table(s: &StoredDecision, all: bool) -> String {
     } else {
         "refused: "
     };
-    out.push_str(&super::table::render_stored(&s.decision, label, !s.jobs().is_empty(), all));
+    out.push_str(&super::table::render_stored(
+        &s.decision,
+        label,
+        !s.jobs().is_empty(),
+        all,
+    ));
     if !s.attempts.is_empty() {
         out.push_str("\ncommit attempts:\n");
     }
@@ -68,11 +69,7 @@ fn attempt_line(a: &CommitAttempt) -> String {
         match (&a.error, a.ok) {
             (None, true) => format!("commit on {cluster}: ok"),
             (None, false) => format!("commit on {cluster}: failed"),
-            (Some(e), _) => format!(
-                "commit on {cluster}: failed: {} ({})",
-                printable(&e.message),
-                e.code
-            ),
+            (Some(e), _) => format!("commit on {cluster}: failed: {} ({})", printable(&e.message), e.code),
         }
     };
     layout::para("  ", "    ", &text)
@@ -87,11 +84,7 @@ pub fn completed_text(id: &str, s: &StoredDecision) -> String {
         s.decision.chosen_cluster.as_deref().unwrap_or("no cluster")
     );
     if let Some(f) = &s.run_failure {
-        out.push_str(&layout::para(
-            "failed: ",
-            "  ",
-            &printable(f),
-        ));
+        out.push_str(&layout::para("failed: ", "  ", &printable(f)));
     }
     for j in s.jobs() {
         out.push_str(&job_lines(j, "  "));
@@ -125,12 +118,7 @@ pub fn unavailable(s: &StoredDecision) -> bool {
 
 /// One job of a decision: name, Slurm id, state, exit code, start and end (UTC).
 pub fn job_line(j: &BatchJob) -> String {
-    let mut out = format!(
-        "job {} (Slurm job {}): {}",
-        printable(&j.job),
-        j.id,
-        j.state.as_str()
-    );
+    let mut out = format!("job {} (Slurm job {}): {}", printable(&j.job), j.id, j.state.as_str());
     if let Some(c) = j.exit_code {
         out.push_str(&format!(", exit code {c}"));
     }
@@ -153,11 +141,7 @@ pub fn job_line(j: &BatchJob) -> String {
 /// decision records them (jobs of earlier releases ran as the agent and say nothing).
 pub fn job_place(j: &BatchJob) -> Option<String> {
     match (&j.user, &j.output) {
-        (Some(u), Some(o)) => Some(format!(
-            "as {}, output {}",
-            printable(u),
-            printable(o)
-        )),
+        (Some(u), Some(o)) => Some(format!("as {}, output {}", printable(u), printable(o))),
         (Some(u), None) => Some(format!("as {}", printable(u))),
         (None, Some(o)) => Some(format!("output {}", printable(o))),
         (None, None) => None,

@@ -160,9 +160,7 @@ fn spoofing_characters_of_a_stored_decision_are_escaped_on_the_page() {
             .map(|(k, v)| (format!("scr\u{200b}atch-{k}"), v))
             .collect();
     }
-    let viewer = super::Viewer {
-        user: "alice".into(),
-    };
+    let viewer = super::Viewer { user: "alice".into() };
     let page = super::html(
         "Decision r1",
         super::Nav::Decisions,
