@@ -1,13 +1,14 @@
 //! The CLI's side of the coordinator API: connect with the user's NATS identity and make one
-//! request per call on `<prefix>.coordinator.<op>.<user>`, with a fresh reply inbox (never the
-//! leaking `request()` on timeout) and clear errors for "no coordinator" and timeouts.
+//! request per call on `<prefix>.coordinator.<op>.<user>` through [`fedvol_proto::rpc`] (a
+//! fresh reply inbox under the connection's inbox prefix, never the leaking `request()` on
+//! timeout), adding what a person at a terminal needs: a refusal by the NATS server ends the
+//! wait at once, and every error says what to do ("no coordinator", timeouts, permissions).
 
 use std::time::Duration;
 
-use futures::StreamExt;
-
 use fedvol_proto::coordinator::CoordinatorEndpoint;
 use fedvol_proto::nats::{NatsAuth, ServerErrors, connect_watching, redact_url};
+use fedvol_proto::rpc::{self, RpcError};
 use fedvol_proto::{Failure, Subjects};
 
 /// Why a call failed.
@@ -155,13 +156,15 @@ impl Client {
         self.call_inner::<E>(req, timeout, true).await
     }
 
+    /// One call through [`fedvol_proto::rpc::call`] (its own inbox, the `max_payload` check,
+    /// "no responders", the typed answer), ended early by a refusal of this client by the NATS
+    /// server and, for `end_on_reconnect`, by a reconnect; its errors in the CLI's words.
     async fn call_inner<E: CoordinatorEndpoint>(
         &self,
         req: &E::Request,
         timeout: Duration,
         end_on_reconnect: bool,
     ) -> Result<Result<E::Reply, Failure>, ClientError> {
-        let op = E::NAME;
         let connects = || {
             self.nats
                 .statistics()
@@ -170,29 +173,9 @@ impl Client {
         };
         let connection = connects();
         let subject = self.subjects.coordinator(E::OP, &self.user);
-        let nats_err = |e: &dyn std::fmt::Display| ClientError::Nats {
-            subject: subject.clone(),
-            message: e.to_string(),
-        };
-        let payload = E::encode_request(req);
-        let max = self.nats.max_payload();
-        if payload.len() > max {
-            return Err(ClientError::TooLarge {
-                op: op.to_string(),
-                size: payload.len(),
-                max,
-            });
-        }
         // Refusals come back asynchronously; one sent after this point is this request's (the
         // CLI's connection carries nothing else), and ends the wait at once.
         let mut refusals = self.errors.watch();
-        let inbox = self.nats.new_inbox();
-        let mut sub = self.nats.subscribe(inbox.clone()).await.map_err(|e| nats_err(&e))?;
-        self.nats
-            .publish_with_reply(subject.clone(), inbox, payload)
-            .await
-            .map_err(|e| nats_err(&e))?;
-        self.nats.flush().await.map_err(|e| nats_err(&e))?;
         let refused = async {
             loop {
                 if refusals.changed().await.is_err() {
@@ -206,18 +189,8 @@ impl Client {
                 }
             }
         };
-        let msg = tokio::select! {
-            m = tokio::time::timeout(timeout, sub.next()) => match m {
-                Ok(Some(m)) => m,
-                Ok(None) => return Err(nats_err(&"the reply subscription closed")),
-                Err(_) => {
-                    return Err(ClientError::Timeout {
-                        subject,
-                        timeout_ms: timeout.as_millis() as u64,
-                        refused: self.errors.last(),
-                    });
-                }
-            },
+        let answer = tokio::select! {
+            a = rpc::call::<E>(&self.nats, &subject, req, timeout, "client") => a,
             message = refused => return Err(ClientError::Refused { subject, message }),
             _ = async {
                 loop {
@@ -227,19 +200,25 @@ impl Client {
                     }
                 }
             }, if end_on_reconnect => {
-                return Err(nats_err(&"the NATS connection was re-established while waiting for the answer"));
+                return Err(ClientError::Nats {
+                    subject,
+                    message: "the NATS connection was re-established while waiting for the answer".into(),
+                });
             }
         };
-        let _ = sub.unsubscribe().await;
-        if msg.status == Some(async_nats::StatusCode::NO_RESPONDERS) {
-            return Err(ClientError::NoCoordinator {
+        answer.map_err(|e| match e {
+            RpcError::NoResponders(subject) => ClientError::NoCoordinator {
                 subject,
                 url: self.url.clone(),
-            });
-        }
-        E::decode_reply(&msg.payload, "client").map_err(|e| ClientError::BadReply {
-            subject: subject.clone(),
-            message: e.to_string(),
+            },
+            RpcError::TimedOut { subject, ms } => ClientError::Timeout {
+                subject,
+                timeout_ms: u64::try_from(ms).unwrap_or(u64::MAX),
+                refused: self.errors.last(),
+            },
+            RpcError::Nats { subject, message } => ClientError::Nats { subject, message },
+            RpcError::TooLarge { what, size, max } => ClientError::TooLarge { op: what, size, max },
+            RpcError::BadAnswer { subject, message } => ClientError::BadReply { subject, message },
         })
     }
 }

@@ -2,7 +2,7 @@
 
 fn main() -> std::process::ExitCode {
     restore_sigpipe();
-    std::process::ExitCode::from(fedvol_cli::cli::run())
+    std::process::ExitCode::from(fedvol_cli::commands::run())
 }
 
 /// `fedvol decisions list | head -3` must end quietly when `head` exits, as every Unix filter

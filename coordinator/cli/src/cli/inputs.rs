@@ -77,17 +77,17 @@ pub fn inventories(given: &[PathBuf]) -> (Vec<PathBuf>, Vec<String>) {
         let before = files.len();
         for f in in_dir {
             let text = std::fs::read_to_string(&f).unwrap_or_default();
-            match classify(&super::label(&f), &text) {
+            match classify(&super::print::label(&f), &text) {
                 Ok(FileKind::Inventory) => files.push(f),
                 Ok(kind) => eprintln!(
                     "note: {} is not a cluster inventory ({}): skipped",
-                    super::label(&f),
+                    super::print::label(&f),
                     what(kind)
                 ),
                 Err(_) => eprintln!(
                     "note: {} is not a cluster inventory (`fedvol check {}` says what it is): skipped",
-                    super::label(&f),
-                    super::label(&f)
+                    super::print::label(&f),
+                    super::print::label(&f)
                 ),
             }
         }

@@ -204,7 +204,7 @@ pub fn block_on<F: std::future::Future<Output = u8>>(f: F) -> u8 {
         Ok(rt) => rt.block_on(f),
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
-            super::EXIT_BAD_INPUT
+            super::exit::EXIT_BAD_INPUT
         }
     }
 }

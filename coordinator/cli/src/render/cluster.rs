@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use fedvol_common::model::{Host, PowerState, Resources};
 use fedvol_proto::coordinator::ClusterReply;
 
-use super::layout::{age, fill, para, table};
+use super::layout::{fill, para, table};
+use super::words::ago;
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
@@ -65,7 +66,7 @@ pub fn render(r: &ClusterReply, now_ms: u64) -> String {
         "    ",
         &format!(
             "{state}, last heartbeat {}; inventory {}; load {:.2}; holds {}; committed workflows {}; replicas {}",
-            age(now_ms.saturating_sub(info.last_seen_ms)),
+            ago(info.last_seen_ms, now_ms),
             status.inventory_version,
             status.load,
             totals.holds,
@@ -78,7 +79,7 @@ pub fn render(r: &ClusterReply, now_ms: u64) -> String {
             let read = if src.read_ms == 0 {
                 "never read".to_string()
             } else {
-                format!("read {}", age(now_ms.saturating_sub(src.read_ms)))
+                format!("read {}", ago(src.read_ms, now_ms))
             };
             out.push_str(&para(
                 "  ",

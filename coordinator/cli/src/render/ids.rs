@@ -1,7 +1,7 @@
 //! Request ids a user can copy: shown whole while there is room, else as the shortest start
 //! that no other known id shares, as Nomad's CLI shows allocation ids by their unique prefix.
 //! Every command that takes a request id accepts such a start
-//! ([`crate::cli::federation::resolve_id`]).
+//! ([`crate::cli::ask::resolve_id`]).
 
 /// The shortest start of an id worth showing: shorter ones are hard to tell apart by eye.
 pub const MIN_PREFIX: usize = 8;

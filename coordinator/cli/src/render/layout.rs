@@ -43,6 +43,14 @@ pub fn table(header: &[&str]) -> Table {
     t
 }
 
+/// A table with `header`, borders only, each column as wide as its widest cell: for the views
+/// that fit the width themselves (`decisions list` shortens its ids, `clusters` is narrow).
+pub fn bordered(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY).set_header(header.to_vec());
+    t
+}
+
 /// Adds `rows` to `t`, then sets each column's lower bound to its longest word.
 pub fn fill(t: &mut Table, header: &[&str], rows: Vec<Vec<String>>) {
     let mut longest: Vec<usize> = header.iter().map(|h| longest_word(h)).collect();
@@ -97,18 +105,6 @@ pub fn para(first: &str, rest: &str, text: &str) -> String {
     out
 }
 
-/// `n` humanised as an age: `now`, `12s ago`, `5m ago`, `3h ago`, `2d ago`.
-pub fn age(ms: u64) -> String {
-    let s = ms / 1000;
-    match s {
-        0 => "now".to_string(),
-        1..=59 => format!("{s}s ago"),
-        60..=3599 => format!("{}m ago", s / 60),
-        3600..=172_799 => format!("{}h ago", s / 3600),
-        _ => format!("{}d ago", s / 86_400),
-    }
-}
-
 /// `s` cut to at most `max` characters, ending with `…` when cut.
 pub fn truncate(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
@@ -122,15 +118,6 @@ pub fn truncate(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ages_read_like_kubectl() {
-        assert_eq!(age(400), "now");
-        assert_eq!(age(12_300), "12s ago");
-        assert_eq!(age(5 * 60_000 + 1), "5m ago");
-        assert_eq!(age(3 * 3_600_000), "3h ago");
-        assert_eq!(age(3 * 86_400_000), "3d ago");
-    }
 
     #[test]
     fn truncation_marks_the_cut() {

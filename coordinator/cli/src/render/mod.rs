@@ -5,6 +5,7 @@ pub mod ids;
 pub mod layout;
 pub mod outcomes;
 pub mod policy;
+pub mod stored;
 pub mod table;
 pub mod why_not;
 pub mod words;

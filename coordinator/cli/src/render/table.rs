@@ -7,7 +7,7 @@
 //! the whole answers, the clusters are counted by outcome, and lists of clusters are shortened.
 
 use fedvol_common::cost::money;
-use fedvol_common::decision::{ChoiceStep, ClusterDecision, ClusterStatus, Decision, Rejection};
+use fedvol_common::decision::{ClusterDecision, ClusterStatus, Decision, Rejection};
 use fedvol_common::explain::{failed_stages, stage_summary};
 use indexmap::IndexMap;
 
@@ -54,14 +54,6 @@ pub fn job_lines(c: &ClusterDecision) -> Vec<String> {
             None => format!("{k} → {}/{}", dash(j.zone.as_deref()), dash(j.host.as_deref())),
         })
         .collect()
-}
-
-/// The first step of the cluster choice that dropped `cluster`, with its rejection (the
-/// reasons it lost), or `None` when no step dropped it (it was chosen, or never a candidate).
-pub fn dropped_by<'d>(d: &'d Decision, cluster: &str) -> Option<(&'d ChoiceStep, &'d Rejection)> {
-    d.choice
-        .iter()
-        .find_map(|s| s.dropped.iter().find(|r| r.candidate == cluster).map(|r| (s, r)))
 }
 
 /// One line per volume and job of a cluster, e.g. `scratch → fast-storage (provision)` (`would
@@ -438,4 +430,77 @@ pub fn render_stored(d: &Decision, label: &str, submitted: bool, all: bool) -> S
 /// cluster, and the others whose whole answer is stored.
 fn shown_alone(d: &Decision, name: &str, c: &ClusterDecision) -> bool {
     d.chosen_cluster.as_deref() == Some(name) || !c.summarized
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fedvol_common::choice::choose_cluster;
+    use fedvol_common::decision::Reason;
+    use fedvol_common::funnel::{ClusterState, PlanRequest, plan_cluster};
+    use fedvol_common::synth::{SynthSizes, cluster, workflow};
+
+    /// A decision of 1,000 clusters of 50 hosts as a coordinator stores it: 40 of them could
+    /// not place a job, 3 timed out, the others feasible with their own loads; summarized.
+    fn thousand() -> Decision {
+        let req = PlanRequest::new("r-1000", workflow(2, 1), "u")
+            .with_seed(7)
+            .with_trace_limit(fedvol_common::funnel::trace::STORED_TRACE_LIMIT);
+        let sizes = SynthSizes {
+            hosts: 50,
+            provisioners: 4,
+            volumes: 10,
+        };
+        let answer = plan_cluster(&cluster("c", sizes), &ClusterState::default(), &req);
+        let clusters = (0..1000)
+            .map(|i| {
+                let mut a = answer.clone();
+                a.load = (i % 97) as f64 / 100.0;
+                if i % 25 == 1 {
+                    a.feasible = false;
+                    if let Some(j) = a.jobs.get_mut("job-1") {
+                        j.error = Some(Reason::new("no_zone", "no zone can place job-1"));
+                    }
+                }
+                if i % 333 == 2 {
+                    a = ClusterDecision::without_answer(ClusterStatus::TimedOut, 2000.0, None);
+                }
+                (format!("c{i:04}"), a)
+            })
+            .collect();
+        let (chosen, choice) = choose_cluster(&req, &clusters, req.seed);
+        let mut d = Decision {
+            request_id: "r-1000".into(),
+            workflow: "w".into(),
+            seed: 7,
+            chosen_cluster: chosen,
+            clusters,
+            choice,
+            quota: vec![],
+            refused: None,
+        };
+        fedvol_common::summary::summarize_unlisted(&req, &mut d, fedvol_common::summary::LISTED_CLUSTERS);
+        d
+    }
+
+    /// A 1,000-cluster decision reads at a glance: rows for the chosen cluster and the whole
+    /// answers, the clusters by outcome, shortened lists; `-o wide` still gives each its row.
+    #[test]
+    fn a_thousand_clusters_are_shown_by_outcome() {
+        let d = thousand();
+        let text = render_labelled(&d, "refused: ", false);
+        println!("{text}");
+        assert!(
+            text.contains("1000 clusters by outcome (-o wide gives each its row)"),
+            "{text}"
+        );
+        assert!(text.contains("not feasible: job job-1 no_zone"), "{text}");
+        assert!(text.contains("feasible, dropped by least_loaded"), "{text}");
+        assert!(text.contains("timed_out    "), "{text}");
+        assert!(text.lines().count() < 80, "{} lines", text.lines().count());
+        assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+        let wide = render_labelled(&d, "refused: ", true);
+        assert!(wide.lines().filter(|l| l.contains(" c0")).count() >= 1000);
+        assert!(!wide.contains("by outcome"));
+    }
 }

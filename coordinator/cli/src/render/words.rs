@@ -90,20 +90,18 @@ pub const STATES: [DecisionState; 6] = [
     DecisionState::Cancelled,
 ];
 
-/// How long before `now_ms` the time `ms` (both ms since the epoch) was: `850 ms ago`,
-/// `12.3 s ago`, `4 min ago`, `2.5 h ago`; `just now` for a time after `now_ms`.
+/// How long before `now_ms` the time `ms` was (both ms since the epoch), spelled as `kubectl
+/// get` spells ages: `now` (under a second, or a time after `now_ms`), `12s ago`, `5m ago`,
+/// `3h ago` (under 48 hours), `2d ago`. The one spelling of an age in every view (terminal
+/// tables, notes, the web view).
 pub fn ago(ms: u64, now_ms: u64) -> String {
-    let Some(d) = now_ms.checked_sub(ms) else {
-        return "just now".into();
-    };
-    if d < 1_000 {
-        format!("{d} ms ago")
-    } else if d < 120_000 {
-        format!("{:.1} s ago", d as f64 / 1000.0)
-    } else if d < 7_200_000 {
-        format!("{} min ago", d / 60_000)
-    } else {
-        format!("{:.1} h ago", d as f64 / 3_600_000.0)
+    let s = now_ms.saturating_sub(ms) / 1000;
+    match s {
+        0 => "now".to_string(),
+        1..=59 => format!("{s}s ago"),
+        60..=3599 => format!("{}m ago", s / 60),
+        3600..=172_799 => format!("{}h ago", s / 3600),
+        _ => format!("{}d ago", s / 86_400),
     }
 }
 
@@ -148,12 +146,13 @@ mod tests {
     }
 
     #[test]
-    fn ago_reads_like_a_person_would_say_it() {
-        assert_eq!(ago(1_000, 1_850), "850 ms ago");
-        assert_eq!(ago(0, 12_300), "12.3 s ago");
-        assert_eq!(ago(0, 240_000), "4 min ago");
-        assert_eq!(ago(0, 9_000_000), "2.5 h ago");
-        assert_eq!(ago(5, 1), "just now");
+    fn ages_read_like_kubectl() {
+        assert_eq!(ago(1_000, 1_400), "now");
+        assert_eq!(ago(0, 12_300), "12s ago");
+        assert_eq!(ago(0, 5 * 60_000 + 1), "5m ago");
+        assert_eq!(ago(0, 3 * 3_600_000), "3h ago");
+        assert_eq!(ago(0, 3 * 86_400_000), "3d ago");
+        assert_eq!(ago(5, 1), "now", "a time after now is now");
     }
 
     #[test]

@@ -188,7 +188,6 @@ struct App {
 /// Errors: [`UiError`].
 pub async fn serve(
     client: Client,
-    bucket: &str,
     listen: SocketAddr,
     allowed_hosts: &[String],
     ready: impl FnOnce(SocketAddr),
@@ -213,7 +212,6 @@ pub async fn serve(
     tokio::spawn(index::follow(index.clone(), client.clone(), feed));
     let viewer = Arc::new(Viewer {
         user: client.user.clone(),
-        bucket: bucket.to_string(),
     });
     let app = App { client, index, viewer };
     let listener = tokio::net::TcpListener::bind(listen)

@@ -134,13 +134,13 @@ fn a_pending_commit_attempt_reads_as_in_doubt_not_ok() {
         volumes: vec![],
         jobs: vec![],
     }];
-    let text = crate::cli::federation::stored_table(&s, false);
+    let text = crate::render::stored::stored_table(&s, false);
     assert!(text.contains("commit on east: in doubt"), "{text}");
     assert!(!text.contains("commit on east: ok"), "{text}");
     // A pending attempt stored with `ok` set (written before the outcome was known) is still
     // in doubt.
     s.attempts[0].ok = true;
-    let text = crate::cli::federation::stored_table(&s, false);
+    let text = crate::render::stored::stored_table(&s, false);
     assert!(text.contains("commit on east: in doubt"), "{text}");
     let page = pages::decision::body("r1", &s, None).into_string();
     assert!(page.contains("in doubt"), "{page}");
@@ -160,10 +160,7 @@ fn spoofing_characters_of_a_stored_decision_are_escaped_on_the_page() {
             .map(|(k, v)| (format!("scr\u{200b}atch-{k}"), v))
             .collect();
     }
-    let viewer = super::Viewer {
-        user: "alice".into(),
-        bucket: "b".into(),
-    };
+    let viewer = super::Viewer { user: "alice".into() };
     let page = super::html(
         "Decision r1",
         super::Nav::Decisions,
@@ -244,7 +241,7 @@ fn jobs_run_by_slurm_are_shown_with_their_states() {
         volumes: vec![],
         jobs,
     }];
-    let text = crate::cli::federation::stored_table(&s, false);
+    let text = crate::render::stored::stored_table(&s, false);
     assert!(
         text.contains("job prep (Slurm job 41): failed, exit code 3, started 2023-11-14T22:13:21Z"),
         "{text}"
@@ -268,7 +265,7 @@ fn jobs_run_by_slurm_are_shown_with_their_states() {
     );
     // A run ended by `fedvol cancel`: its own final state, in the table and on the page.
     s.state = DecisionState::Cancelled;
-    let text = crate::cli::federation::stored_table(&s, false);
+    let text = crate::render::stored::stored_table(&s, false);
     assert!(text.to_lowercase().contains("cancelled"), "{text}");
     let page = pages::decision::body("r1", &s, None).into_string();
     assert!(page.contains(">cancelled<"), "{page}");
@@ -297,7 +294,7 @@ fn a_failed_workflows_reason_comes_first_in_show_and_on_the_page() {
     }];
     s.run_failure = fedvol_proto::batch::failure(&jobs);
     let why = "job `prep` (Slurm job 41) ended failed with exit code 3";
-    let text = crate::cli::federation::stored_table(&s, false);
+    let text = crate::render::stored::stored_table(&s, false);
     let line = text
         .lines()
         .position(|l| l.contains(why))
@@ -335,4 +332,26 @@ fn a_summary_links_to_its_whole_answer_and_says_when_it_is_gone() {
         "{page}"
     );
     assert!(!page.contains("?whole="), "{page}");
+}
+
+/// The clusters page spells a heartbeat's age as `fedvol clusters` does (one spelling of an
+/// age in every view): `12s ago`, never another form of the same time.
+#[test]
+fn the_clusters_page_spells_ages_as_the_terminal_does() {
+    let reply = fedvol_proto::coordinator::ClustersReply {
+        clusters: vec![fedvol_proto::coordinator::ClusterInfo {
+            name: "east".into(),
+            alive: true,
+            suspect: false,
+            last_seen_ms: fedvol_proto::now_ms().saturating_sub(12_300),
+            inventory_version: "v1".into(),
+            load: 0.5,
+            holds: 0,
+            instances: vec![],
+            degraded: None,
+            restoring: false,
+        }],
+    };
+    let page = pages::clusters::body(&reply).into_string();
+    assert!(page.contains("(12s ago)"), "{page}");
 }

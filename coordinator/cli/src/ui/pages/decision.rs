@@ -8,7 +8,8 @@ use fedvol_proto::decisions::StoredDecision;
 use maud::{Markup, html};
 
 use super::{Kind, badge, funnel, state_badge, when};
-use crate::render::table::{dropped_by, job_lines, messages, volume_lines};
+use crate::render::outcomes::dropped_by;
+use crate::render::table::{job_lines, messages, volume_lines};
 
 /// Why cluster `name` of `d` was not chosen: the choice step that dropped it and its reasons,
 /// else its error, else nothing (it was chosen, or the choice never ran).

@@ -23,8 +23,6 @@ pub enum Nav {
 pub struct Viewer {
     /// The `-u` user the coordinator requests are made as.
     pub user: String,
-    /// The decisions bucket read.
-    pub bucket: String,
 }
 
 const STYLE: &str = r#"
@@ -104,7 +102,7 @@ pub fn page(title: &str, nav: Nav, viewer: &Viewer, body: Markup) -> Markup {
                         a href="/decisions" class=[(nav == Nav::Decisions).then_some("on")] { "Decisions" }
                         a href="/clusters" class=[(nav == Nav::Clusters).then_some("on")] { "Clusters" }
                     }
-                    span.who { "read-only · as " (viewer.user) " · bucket " (viewer.bucket) }
+                    span.who { "read-only · as " (viewer.user) }
                 }
                 main { (body) }
                 footer {

@@ -1,121 +1,22 @@
-//! `fedvol completions <shell>` and `fedvol man [--out DIR]`: shell completion scripts
-//! (`clap_complete`) and man pages (`clap_mangen`), both generated from the same clap definition
-//! the command line is parsed with, so they never disagree with it.
+//! `fedvol man [--out DIR]`: man pages (`clap_mangen`, through `fedvol_obs::man`) generated
+//! from the same clap definition the command line is parsed with, so they never disagree with
+//! it: `fedvol.1` with the ENVIRONMENT, EXIT STATUS and EXAMPLES sections, and one page per
+//! subcommand.
 
 use std::path::PathBuf;
 
 use clap::CommandFactory;
-use clap_complete::Shell;
 
-use super::{Cli, EXIT_BAD_INPUT, EXIT_OK};
-
-/// Long help of `fedvol completions`: where each shell looks for the script.
-pub const COMPLETIONS_ABOUT: &str = "Print a shell completion script on stdout.
-
-  bash:  fedvol completions bash > ~/.local/share/bash-completion/completions/fedvol
-  zsh:   fedvol completions zsh > \"${fpath[1]}/_fedvol\"   (then restart zsh)
-  fish:  fedvol completions fish > ~/.config/fish/completions/fedvol.fish
-
-scripts/install writes the bash, zsh and fish scripts and the man pages for you.";
-
-/// Arguments of `fedvol completions`.
-#[derive(Debug, clap::Args)]
-pub struct CompletionsArgs {
-    /// The shell.
-    #[arg(value_enum)]
-    pub shell: Shell,
-}
+use super::{Cli, Leading, Run};
+use crate::cli::exit::{EXIT_BAD_INPUT, EXIT_OK};
 
 /// Arguments of `fedvol man`.
 #[derive(Debug, clap::Args)]
-pub struct ManArgs {
+pub struct Man {
     /// Directory to write `fedvol.1` and `fedvol-<subcommand>.1` into (created if missing);
     /// without it, `fedvol.1` is printed on stdout (`fedvol man | man -l -`).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-}
-
-/// Arguments of the hidden `fedvol __complete`.
-#[derive(Debug, clap::Args)]
-pub struct NamesArgs {
-    /// What to list.
-    #[arg(value_enum)]
-    pub what: Names,
-    /// NATS connection and identity.
-    #[command(flatten)]
-    pub net: super::net::NetArgs,
-}
-
-/// What `fedvol __complete` lists.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Names {
-    /// The clusters the coordinators know.
-    Clusters,
-    /// The stored decisions' request ids, newest first.
-    Ids,
-}
-
-/// Prints the names `a.what` asks for, one a line, asking the coordinators with a short
-/// timeout (1 s unless `--timeout-ms` says less); prints nothing on any error. Exit 0.
-pub fn names(a: &NamesArgs) -> u8 {
-    use fedvol_proto::NoArgs;
-    use fedvol_proto::coordinator as api;
-    let mut net = a.net.clone();
-    net.timeout_ms = net.timeout_ms.min(1000);
-    super::net::block_on(async {
-        let Ok(client) = net.connect().await else {
-            return EXIT_OK;
-        };
-        let names: Vec<String> = match a.what {
-            Names::Clusters => match client.call::<api::Clusters>(&NoArgs {}).await {
-                Ok(Ok(r)) => r.clusters.into_iter().map(|c| c.name).collect(),
-                _ => Vec::new(),
-            },
-            Names::Ids => match client.call::<api::List>(&NoArgs {}).await {
-                Ok(Ok(r)) => r.decisions.into_iter().map(|d| d.request_id).collect(),
-                _ => Vec::new(),
-            },
-        };
-        for n in names {
-            println!("{n}");
-        }
-        EXIT_OK
-    })
-}
-
-/// Bash: cluster names after `--cluster`, `--why-not-cluster` and `clusters show`, request
-/// ids after `why-not`, `complete`, `decisions show` and `decisions replay`, asked of the
-/// federation (`fedvol __complete`); everything else from clap's script (`_fedvol`).
-const BASH_NAMES: &str = r#"
-# Cluster names and request ids, asked of the federation when completing.
-_fedvol_names() {
-    local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" what=""
-    case "$prev" in
-        --cluster|--why-not-cluster) what=clusters ;;
-        why-not|complete) [[ "$cur" != -* ]] && what=ids ;;
-        show|replay)
-            [[ "${COMP_WORDS[1]}" == decisions && "$cur" != -* ]] && what=ids
-            [[ "${COMP_WORDS[1]}" == clusters && "$prev" == show ]] && what=clusters ;;
-    esac
-    if [[ -n "$what" ]]; then
-        COMPREPLY=($(compgen -W "$(fedvol __complete "$what" 2>/dev/null)" -- "$cur"))
-        return 0
-    fi
-    _fedvol "$@"
-}
-complete -F _fedvol_names -o nosort -o bashdefault -o default fedvol
-"#;
-
-/// Prints the completion script of `a.shell`; exit 0. The bash script also completes cluster
-/// names and request ids from the federation ([`BASH_NAMES`]); the others complete commands,
-/// flags and fixed values only.
-pub fn completions(a: &CompletionsArgs) -> u8 {
-    let mut cmd = Cli::command();
-    clap_complete::generate(a.shell, &mut cmd, "fedvol", &mut std::io::stdout());
-    if a.shell == Shell::Bash {
-        print!("{BASH_NAMES}");
-    }
-    EXIT_OK
 }
 
 /// The ENVIRONMENT section of `fedvol.1`.
@@ -245,33 +146,40 @@ pub fn pages() -> std::io::Result<Vec<(String, Vec<u8>)>> {
     Ok(out)
 }
 
-/// Writes the man pages (see [`ManArgs::out`]); exit 1 when a file cannot be written.
-pub fn man(a: &ManArgs) -> u8 {
-    let result = pages().and_then(|pages| match &a.out {
-        Some(dir) => {
-            std::fs::create_dir_all(dir)?;
-            for (name, page) in &pages {
-                std::fs::write(dir.join(name), page)?;
+impl Run for Man {
+    fn leading(&mut self) -> Leading<'_> {
+        Leading::Unused
+    }
+
+    /// Writes the man pages (see [`Man::out`]); exit 1 when a file cannot be written.
+    fn run(self) -> u8 {
+        let a = &self;
+        let result = pages().and_then(|pages| match &a.out {
+            Some(dir) => {
+                std::fs::create_dir_all(dir)?;
+                for (name, page) in &pages {
+                    std::fs::write(dir.join(name), page)?;
+                }
+                eprintln!("man pages written to {}", dir.display());
+                Ok(())
             }
-            eprintln!("man pages written to {}", dir.display());
-            Ok(())
-        }
-        None => {
-            use std::io::Write;
-            let top = pages
-                .iter()
-                .find(|(n, _)| n == "fedvol.1")
-                .map(|(_, p)| p.as_slice())
-                .unwrap_or_default();
-            std::io::stdout().write_all(top)
-        }
-    });
-    match result {
-        Ok(()) => EXIT_OK,
-        Err(e) => {
-            let place = a.out.as_ref().map_or("stdout".to_string(), |d| d.display().to_string());
-            eprintln!("error: cannot write the man pages to {place}: {e}");
-            EXIT_BAD_INPUT
+            None => {
+                use std::io::Write;
+                let top = pages
+                    .iter()
+                    .find(|(n, _)| n == "fedvol.1")
+                    .map(|(_, p)| p.as_slice())
+                    .unwrap_or_default();
+                std::io::stdout().write_all(top)
+            }
+        });
+        match result {
+            Ok(()) => EXIT_OK,
+            Err(e) => {
+                let place = a.out.as_ref().map_or("stdout".to_string(), |d| d.display().to_string());
+                eprintln!("error: cannot write the man pages to {place}: {e}");
+                EXIT_BAD_INPUT
+            }
         }
     }
 }

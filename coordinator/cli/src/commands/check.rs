@@ -10,18 +10,20 @@ use fedvol_formats::files::{parse_rendered_inventory, parse_rendered_workflow, r
 use fedvol_formats::render::render_file;
 use fedvol_formats::{FileKind, classify, load_inventory, load_workflow};
 
-use super::{EXIT_BAD_INPUT, EXIT_OK, label, print_diagnostics, print_notices};
+use super::{Leading, Run};
+use crate::cli::exit::{EXIT_BAD_INPUT, EXIT_OK};
+use crate::cli::print::{label, print_diagnostics, print_notices};
 
 /// Arguments of `fedvol check`.
 #[derive(Debug, clap::Args)]
-pub struct CheckArgs {
+pub struct Check {
     /// Files to check: cluster inventories, Fuzzfiles, Kubernetes storage manifests; a
     /// directory checks each of its *.yaml, *.yml and *.json files (not its subdirectories).
     #[arg(required = true, value_name = "FILE|DIR")]
     pub files: Vec<PathBuf>,
     /// Values files for the catalog templates among the files.
     #[command(flatten)]
-    pub values: super::template::ValuesArgs,
+    pub values: crate::cli::template::ValuesArgs,
 }
 
 fn inventory_line(p: &Path, inv: &Inventory, suffix: &str) {
@@ -131,16 +133,23 @@ fn check_one(p: &Path, values: &[PathBuf]) -> bool {
     }
 }
 
-/// Runs `fedvol check`; returns 0 when every file is valid, else 1. A directory stands for its
-/// files ([`super::inputs::files_in`]); one that holds none is an error.
-pub fn run(a: &CheckArgs) -> u8 {
-    let (files, errors) = super::inputs::expand(&a.files);
-    let mut ok = errors.is_empty();
-    for e in &errors {
-        eprintln!("error: {e}");
+impl Run for Check {
+    fn leading(&mut self) -> Leading<'_> {
+        Leading::Unused
     }
-    for p in &files {
-        ok &= check_one(p, &a.values.values);
+
+    /// Runs `fedvol check`; returns 0 when every file is valid, else 1. A directory stands for its
+    /// files ([`crate::cli::inputs::files_in`]); one that holds none is an error.
+    fn run(self) -> u8 {
+        let a = &self;
+        let (files, errors) = crate::cli::inputs::expand(&a.files);
+        let mut ok = errors.is_empty();
+        for e in &errors {
+            eprintln!("error: {e}");
+        }
+        for p in &files {
+            ok &= check_one(p, &a.values.values);
+        }
+        if ok { EXIT_OK } else { EXIT_BAD_INPUT }
     }
-    if ok { EXIT_OK } else { EXIT_BAD_INPUT }
 }

@@ -8,14 +8,15 @@ use fedvol_formats::load_workflow;
 use fedvol_proto::NoArgs;
 use fedvol_proto::coordinator::{self as api, DecisionRef, SubmitMsg, SubmitReply};
 
-use super::federation::stored_table;
-use super::{EXIT_BAD_INPUT, EXIT_OK};
+use super::{Leading, Run};
+use crate::cli::exit::{EXIT_BAD_INPUT, EXIT_OK};
 use crate::client::Client;
 use crate::devfed::DevFederation;
+use crate::render::stored::stored_table;
 
 /// Options of `fedvol dev` and `fedvol demo`.
 #[derive(Debug, clap::Args)]
-pub struct DevArgs {
+pub struct Dev {
     /// The nats-server program (default: `nats-server` on PATH).
     #[arg(long, value_name = "PATH")]
     pub nats_server: Option<PathBuf>,
@@ -41,17 +42,17 @@ pub struct DevArgs {
 
 /// Options of `fedvol demo`.
 #[derive(Debug, clap::Args)]
-pub struct DemoArgs {
+pub struct Demo {
     /// The federation.
     #[command(flatten)]
-    pub dev: DevArgs,
+    pub dev: Dev,
     /// Directory of workflows to submit, in name order (default: the example workflows built
     /// into fedvol, written to the run's state directory).
     #[arg(long, value_name = "DIR")]
     pub workflows: Option<PathBuf>,
 }
 
-fn start(a: &DevArgs) -> Result<DevFederation, u8> {
+fn start(a: &Dev) -> Result<DevFederation, u8> {
     match &a.clusters {
         Some(d) => eprintln!("starting a local federation from {} ...", d.display()),
         None => eprintln!("starting a local federation of the example clusters ..."),
@@ -121,54 +122,61 @@ fn stop_signals() -> Result<(tokio::signal::unix::Signal, tokio::signal::unix::S
     }
 }
 
-/// Runs `fedvol dev`: the federation until Ctrl-C or SIGTERM (both stop every process and
-/// remove the state directory), or until a process it started exits: that one is named with
-/// its pid and exit status, the others are stopped, the logs kept, and the exit status is 1
-/// (a compose tool's `--abort-on-container-exit`: a half federation is not left running).
-pub fn dev(a: &DevArgs) -> u8 {
-    super::net::block_on(async {
-        // Watched before anything starts: a signal that comes while the federation starts is
-        // kept, and stops it as soon as it has started.
-        let (mut term, mut int) = match stop_signals() {
-            Ok(both) => both,
-            Err(code) => return code,
-        };
-        let mut fed = match start(a) {
-            Ok(f) => f,
-            Err(c) => return c,
-        };
-        let url = fed.url.clone();
-        let clusters = fed.clusters.clone();
-        if let Err(code) = connected(&url, &clusters, false).await {
-            return code;
-        }
-        let context = super::context::write(&url);
-        print_banner(a, &fed, &context);
-        let ended = tokio::select! {
-            biased;
-            _ = term.recv() => None,
-            _ = int.recv() => None,
-            e = first_exit(&mut fed) => Some(e),
-        };
-        if let Ok(w) = &context {
-            super::context::release(w);
-        }
-        let code = match ended {
-            None => EXIT_OK,
-            Some(e) => {
-                report_exit(&e);
-                let kept = fed.keep_dir();
-                eprintln!(
-                    "fedvol dev stops every process when one exits; the logs are kept in {}",
-                    kept.display()
-                );
-                EXIT_BAD_INPUT
+impl Run for Dev {
+    fn leading(&mut self) -> Leading<'_> {
+        Leading::Unused
+    }
+
+    /// Runs `fedvol dev`: the federation until Ctrl-C or SIGTERM (both stop every process and
+    /// remove the state directory), or until a process it started exits: that one is named with
+    /// its pid and exit status, the others are stopped, the logs kept, and the exit status is 1
+    /// (a compose tool's `--abort-on-container-exit`: a half federation is not left running).
+    fn run(self) -> u8 {
+        let a = &self;
+        crate::cli::net::block_on(async {
+            // Watched before anything starts: a signal that comes while the federation starts is
+            // kept, and stops it as soon as it has started.
+            let (mut term, mut int) = match stop_signals() {
+                Ok(both) => both,
+                Err(code) => return code,
+            };
+            let mut fed = match start(a) {
+                Ok(f) => f,
+                Err(c) => return c,
+            };
+            let url = fed.url.clone();
+            let clusters = fed.clusters.clone();
+            if let Err(code) = connected(&url, &clusters, false).await {
+                return code;
             }
-        };
-        eprintln!("stopping ...");
-        fed.stop();
-        code
-    })
+            let context = crate::cli::context::write(&url);
+            print_banner(a, &fed, &context);
+            let ended = tokio::select! {
+                biased;
+                _ = term.recv() => None,
+                _ = int.recv() => None,
+                e = first_exit(&mut fed) => Some(e),
+            };
+            if let Ok(w) = &context {
+                crate::cli::context::release(w);
+            }
+            let code = match ended {
+                None => EXIT_OK,
+                Some(e) => {
+                    report_exit(&e);
+                    let kept = fed.keep_dir();
+                    eprintln!(
+                        "fedvol dev stops every process when one exits; the logs are kept in {}",
+                        kept.display()
+                    );
+                    EXIT_BAD_INPUT
+                }
+            };
+            eprintln!("stopping ...");
+            fed.stop();
+            code
+        })
+    }
 }
 
 /// Waits until a process of `fed` exits (asked every 200 ms).
@@ -195,7 +203,7 @@ fn report_exit(e: &crate::devfed::Exited) {
 }
 
 /// What `fedvol dev` prints once everything runs: where things are and what to try.
-fn print_banner(a: &DevArgs, fed: &DevFederation, context: &std::io::Result<super::context::Written>) {
+fn print_banner(a: &Dev, fed: &DevFederation, context: &std::io::Result<crate::cli::context::Written>) {
     let url = &fed.url;
     println!("\nfedvol federation running: clusters {}", fed.clusters.join(", "));
     println!("NATS: {url}   (logs and state in {})", fed.dir.path().display());
@@ -282,37 +290,44 @@ fn workflow_files(dir: &Path) -> Vec<PathBuf> {
     v
 }
 
-/// Runs `fedvol demo`: every example workflow submitted, shown, completed; then tear-down.
-/// Exit 0 when every workflow was decided and every committed one completed.
-pub fn demo(a: &DemoArgs) -> u8 {
-    if let Some(d) = &a.workflows
-        && workflow_files(d).is_empty()
-    {
-        eprintln!("error: no workflows (*.yaml) in {}", d.display());
-        return EXIT_BAD_INPUT;
+impl Run for Demo {
+    fn leading(&mut self) -> Leading<'_> {
+        Leading::Unused
     }
-    super::net::block_on(async {
-        // The daemons run in their own process group (devfed): Ctrl-C and SIGTERM reach the
-        // demo alone, which tears everything down.
-        let (mut term, mut int) = match stop_signals() {
-            Ok(both) => both,
-            Err(code) => return code,
-        };
-        let mut fed = match start(&a.dev) {
-            Ok(f) => f,
-            Err(c) => return c,
-        };
-        let files = workflow_files(a.workflows.as_deref().unwrap_or(&fed.examples.workflows));
-        let code = tokio::select! {
-            biased;
-            _ = term.recv() => EXIT_BAD_INPUT,
-            _ = int.recv() => EXIT_BAD_INPUT,
-            code = run_demo(&fed.url, &fed.clusters, &files) => code,
-        };
-        eprintln!("tearing down the federation ...");
-        fed.stop();
-        code
-    })
+
+    /// Runs `fedvol demo`: every example workflow submitted, shown, completed; then tear-down.
+    /// Exit 0 when every workflow was decided and every committed one completed.
+    fn run(self) -> u8 {
+        let a = &self;
+        if let Some(d) = &a.workflows
+            && workflow_files(d).is_empty()
+        {
+            eprintln!("error: no workflows (*.yaml) in {}", d.display());
+            return EXIT_BAD_INPUT;
+        }
+        crate::cli::net::block_on(async {
+            // The daemons run in their own process group (devfed): Ctrl-C and SIGTERM reach the
+            // demo alone, which tears everything down.
+            let (mut term, mut int) = match stop_signals() {
+                Ok(both) => both,
+                Err(code) => return code,
+            };
+            let mut fed = match start(&a.dev) {
+                Ok(f) => f,
+                Err(c) => return c,
+            };
+            let files = workflow_files(a.workflows.as_deref().unwrap_or(&fed.examples.workflows));
+            let code = tokio::select! {
+                biased;
+                _ = term.recv() => EXIT_BAD_INPUT,
+                _ = int.recv() => EXIT_BAD_INPUT,
+                code = run_demo(&fed.url, &fed.clusters, &files) => code,
+            };
+            eprintln!("tearing down the federation ...");
+            fed.stop();
+            code
+        })
+    }
 }
 
 /// Submits, prints and completes every workflow of `files` on the federation at `url`.
