@@ -317,6 +317,8 @@ async fn clusters_show_answers_at_five_thousand_commits() {
     let (_coord, _cfg) = coordinator(&nats, "").await;
     let mut agent = AgentProc::start(&nats, 200, |d| roomy_inventory("a", 1, 5000, d)).await;
     let observer = nats.client().await;
+    // A fresh agent admits no commit until the coordinator restored it (the gate as shipped).
+    fedvol_tests::faultkit::wait_ready(&observer, &["a"]).await;
     let template = "fixture-00000";
     let request = fedvol_common::funnel::PlanRequest::new(template.to_string(), small_workflow("many", 1), "alice")
         .with_groups(vec!["physics".to_string()]);
