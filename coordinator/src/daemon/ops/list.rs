@@ -24,6 +24,18 @@ const LIST_WAITS_AT_MOST: Duration = Duration::from_secs(2);
 /// Errors: the store failed (`store_unavailable`); the user's read budget would take longer
 /// than `LIST_WAITS_AT_MOST` to allow it (`overloaded`, saying when to ask again).
 pub async fn list(co: &Coordinator, user: &str) -> Result<ListReply, Failure> {
+    wait_for_budget(co, user).await?;
+    let reply = list_all(co).await?;
+    let bytes = serde_json::to_vec(&reply).map_or(0, |v| v.len());
+    co.reads.take(user, bytes);
+    Ok(reply)
+}
+
+/// Waits until `user`'s read budget allows a read; refuses when that would take longer than
+/// `LIST_WAITS_AT_MOST`.
+///
+/// Errors: `overloaded`, saying when to ask again.
+pub(super) async fn wait_for_budget(co: &Coordinator, user: &str) -> Result<(), Failure> {
     let debt = co.reads.wait(user);
     if debt > LIST_WAITS_AT_MOST {
         return Err(Failure::new(
@@ -37,13 +49,13 @@ pub async fn list(co: &Coordinator, user: &str) -> Result<ListReply, Failure> {
         ));
     }
     tokio::time::sleep(debt).await;
-    let reply = list_all(co).await?;
-    let bytes = serde_json::to_vec(&reply).map_or(0, |v| v.len());
-    co.reads.take(user, bytes);
-    Ok(reply)
+    Ok(())
 }
 
-async fn list_all(co: &Coordinator) -> Result<ListReply, Failure> {
+/// Every stored decision's summary, newest first (see [`list`]), charging no read budget.
+///
+/// Errors: the store failed (`store_unavailable`).
+pub(super) async fn list_all(co: &Coordinator) -> Result<ListReply, Failure> {
     let unavailable = |e: crate::daemon::store::StoreError| Failure::new(Code::StoreUnavailable, e.to_string());
     let last = co.store.last_revision().await.map_err(unavailable)?;
     if co.index.reaches(last, Duration::from_millis(CATCH_UP_MS)).await {
