@@ -103,7 +103,7 @@ commands! {
         Render(render::Render),
         /// Submit a workflow to the federation: every cluster plans, one commits.
         Submit(submit::Submit),
-        /// Stored decisions: list, show, watch, replay.
+        /// Read the stored decisions, one command for each view (`fedvol decisions --help`).
         #[command(subcommand)]
         Decisions(decisions::Decisions),
         /// Why a cluster lost a decision, or why it did not choose a zone, host or provisioner.
