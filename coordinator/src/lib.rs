@@ -1,6 +1,7 @@
 //! fedvol-coordinator: the coordinator daemon `fedvol-coordinator` ([`daemon`]). The `fedvol`
-//! CLI is its own package, `fedvol-cli` (`coordinator/cli`); the two share code only through
-//! `fedvol-proto`.
+//! CLI is its own package, `fedvol-cli` (`coordinator/cli`); neither depends on the other: they
+//! share the contract (`fedvol-proto`) and the crates below it (`fedvol-common`,
+//! `fedvol-formats`, `fedvol-obs`).
 
 #![warn(missing_docs)]
 

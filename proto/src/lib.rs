@@ -1,7 +1,8 @@
 //! fedvol-proto: the NATS contract of docs/design.md §5, checked by the compiler at both ends.
 //!
-//! This is the only crate that knows NATS subjects and JSON bodies. Everything another
-//! process sees goes through it:
+//! The parties' subjects, queue groups and JSON bodies are defined here and nowhere else (what
+//! a daemon keeps in JetStream for itself, its own KV keys and streams, is its own). Everything
+//! another process sees goes through it:
 //!
 //! - [`version`]: the protocol version carried in every body's `v`, [`encode`] (adds it) and
 //!   [`decode`] (checks it, straight from the bytes, so byte sizes above 2^64 survive).

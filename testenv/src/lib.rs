@@ -8,7 +8,7 @@
 //! reference (`reference/provisioner-schema.md`). They are found in one place
 //! ([`third_party`]): the directory named by `FEDVOL_REAL_INPUTS`, else `../shared` beside the
 //! clone when it holds `real-inputs/`. A test that needs them and finds neither is skipped
-//! ([`real_inputs`], [`reference`]); a `FEDVOL_REAL_INPUTS` that does not hold them fails the
+//! ([`real_inputs`], [`provisioner_reference`]); a `FEDVOL_REAL_INPUTS` that does not hold them fails the
 //! test (it was asked for and is wrong).
 //!
 //! **Skips are counted.** A skipped test calls [`skip`]: one line on stderr (`SKIPPED <test>:

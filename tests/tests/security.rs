@@ -368,7 +368,7 @@ async fn secure_conf_confines_agents_and_users_to_their_own_subjects_and_inboxes
 }
 
 // ---------------------------------------------------------------------------------------------
-// Speaking for another cluster (item 5)
+// Speaking for another cluster
 
 /// The body of a plan answer in cluster `named`'s name for request `id`: infeasible when
 /// `feasible` is false, else "feasible" on a host of the attacker's choosing.

@@ -1,6 +1,7 @@
-//! The selection funnel (docs/design.md §2): pure and deterministic. Given one cluster's inventory, its
-//! live state and a request, it resolves every volume (seeds 000 and 001) and places every job
-//! that mounts volumes (Cloud Assembly's provisioning funnel), recording each named stage's rejections.
+//! The selection funnel (docs/design.md §2): pure and deterministic. Given one cluster's
+//! inventory, its live state and a request, it resolves every volume (Fuzzball's Annotations
+//! and Selection, Kubernetes volume binding and provisioning) and places every job that mounts
+//! volumes (Cloud Assembly's provisioning funnel), recording each named stage's rejections.
 
 pub mod allocated;
 pub mod columns;

@@ -1,11 +1,12 @@
-//! The coordinator's metrics (`metricsListen`, README "Metrics and health"):
+//! The coordinator's metrics (`metricsListen`, docs/metrics.md):
 //!
-//! - per request, where it is served ([`super::run`]): `fedvol_coordinator_requests_total
+//! - per request, where it is served ([`super::serving`]): `fedvol_coordinator_requests_total
 //!   {endpoint, outcome}`, `fedvol_coordinator_request_duration_seconds{endpoint}`, and for a
 //!   submit answered with a decision `fedvol_coordinator_decisions_total{state}` and, when it
 //!   failed, `fedvol_coordinator_failed_decisions_total{failure}` (also counted when the
 //!   reconciler's holder stores a decision failed: a job, a restore, the queue);
-//! - per submit ([`super::ops::submit`](super::ops::submit::submit)): `fedvol_coordinator_plan_duration_seconds` (the fan-out
+//! - per submit, in the steps of a decision's life ([`super::lifecycle`]; commit failures in
+//!   [`super::commit`]): `fedvol_coordinator_plan_duration_seconds` (the fan-out
 //!   until every expected cluster answered or the deadline), `fedvol_coordinator_gather_total
 //!   {cluster, status}` (each cluster's slot: answered, timed_out, unreachable, error),
 //!   `fedvol_coordinator_commit_duration_seconds` and `fedvol_coordinator_commits_in_flight`

@@ -1,4 +1,4 @@
-//! Restoring the commits an agent forgot (item 2): an agent started on a new state
+//! Restoring the commits an agent forgot: an agent started on a new state
 //! file (`fedvol-agent --init` after its file was lost) knows none of the commits the decision
 //! bucket says it holds, and would give their capacity away again.
 //!

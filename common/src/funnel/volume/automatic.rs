@@ -1,4 +1,4 @@
-//! Step 4 (docs/design.md §2; Fuzzball "Annotations and Selection" "Annotations and Selection"): automatic provisioner selection for
+//! Step 4 (docs/design.md §2; Fuzzball "Annotations and Selection"): automatic provisioner selection for
 //! volumes with `size`/`annotations` only, `use: ephemeral`, `use: persistent`, or nothing.
 //!
 //! Every provisioner, in inventory order, goes through three checks, each its own stage:

@@ -1,4 +1,5 @@
-//! Volume resolution, docs/design.md §2 steps 1–6 (seeds 000 and 001).
+//! Volume resolution, docs/design.md §2 steps 1–6 (Fuzzball's Annotations and Selection;
+//! Kubernetes binding and provisioning).
 //!
 //! Every workflow volume is resolved on its own, in workflow order, by a chain of named stages;
 //! each stage records what it considered and **every** reason each rejected candidate failed

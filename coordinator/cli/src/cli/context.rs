@@ -1,6 +1,5 @@
 //! The CLI's context file: where `fedvol dev` leaves the URL of the federation it runs, so that
-//! every later `fedvol` command in any terminal reaches it without `--nats` or an `export`
-//!.
+//! every later `fedvol` command in any terminal reaches it without `--nats` or an `export`.
 //!
 //! The file is `$FEDVOL_CONTEXT` when set, else `$XDG_RUNTIME_DIR/fedvol/dev.env`, else
 //! `~/.config/fedvol/dev.env`. It is shell syntax, so it can also be sourced:
