@@ -205,6 +205,11 @@ async fn commands_find_the_federation_fedvol_dev_runs() {
         "the context file is removed when fedvol dev stops: {}",
         dev.log()
     );
+    assert!(
+        dev.terminate(Duration::from_secs(30)).is_some(),
+        "fedvol dev stops on SIGTERM: {}",
+        dev.log()
+    );
     // A file left by a `fedvol dev` that no longer runs is ignored, with a note, and the
     // error says how to start or point at a federation.
     std::fs::create_dir_all(ctx.parent().unwrap()).unwrap();
@@ -305,5 +310,17 @@ async fn fedvol_devs_hints_work_as_printed_and_it_says_where_volumes_go() {
         !logs.contains("capacity=0B") && !logs.contains(" for 0B"),
         "a size logged as 0B: {logs}"
     );
-    dev.signal(Signal::SIGTERM);
+    // Stopped as a service manager stops it, it stops what it started: no daemon of its state
+    // directory is left running. (Dropped right after SIGTERM, the harness's SIGKILL once cut
+    // its shutdown short and left its nats-server and agents running.)
+    let stopped = dev.terminate(Duration::from_secs(30));
+    assert!(stopped.is_some(), "fedvol dev did not stop on SIGTERM: {}", dev.log());
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(&state_dir))
+        .collect();
+    assert!(left.is_empty(), "left running after fedvol dev stopped: {left:?}");
 }
