@@ -123,7 +123,7 @@ mod tests {
         assert_eq!(
             CoordinatorOp::ALL.map(CoordinatorOp::name),
             [
-                "submit", "complete", "why_not", "clusters", "list", "get", "replay", "cluster", "changes"
+                "submit", "complete", "why_not", "clusters", "list", "get", "replay", "cluster", "changes", "count"
             ]
         );
         assert_eq!(

@@ -438,6 +438,92 @@ fn assert_fits_100(what: &str, out: &str) {
     }
 }
 
+/// `decisions count`: the coordinators count the stored decisions by state, in all and per
+/// chosen cluster (a decision nothing fits has none: `(none)`); the table fits 100 columns and
+/// says how many are kept dry runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decisions_count_says_how_many_are_in_each_state_per_cluster() {
+    let nats = NatsServer::start();
+    let _coord = CoordinatorProc::start(&nats, &["--deadline-ms", "1500", "--discovery-ms", "300"]).await;
+    let _big = AgentProc::start(&nats, 200, |d| slots_inventory("big", 4, d, "all")).await;
+    let _none = AgentProc::start(&nats, 200, |d| slots_inventory("none", 2, d, "[physics]")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let wf = dir.path().join("wf.yaml");
+    std::fs::write(&wf, WORKFLOW).unwrap();
+    let wf = wf.display().to_string();
+    let huge = dir.path().join("huge.yaml");
+    std::fs::write(&huge, WORKFLOW.replace("cores: 8", "cores: 100000")).unwrap();
+    let huge = huge.display().to_string();
+    let count = |args: &[&str]| -> (Option<i32>, String) {
+        let mut all = vec!["decisions", "count"];
+        all.extend_from_slice(args);
+        let o = fedvol(&nats, &all);
+        let (out, err) = text(&o);
+        (o.status.code(), format!("{out}{err}"))
+    };
+    assert_eq!(count(&[]), (Some(0), "no decisions stored\n".to_string()));
+
+    let mut committed = false;
+    for _ in 0..50 {
+        let o = fedvol(&nats, &["submit", &wf, "--request-id", "count-1"]);
+        if o.status.code() == Some(0) && text(&o).0.contains("chosen cluster: big") {
+            committed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(committed, "the first submit is committed");
+    for args in [
+        vec!["submit", &wf, "--request-id", "count-2"],
+        vec!["complete", "count-2"],
+        vec!["submit", &wf, "--request-id", "count-3", "--dry-run", "--keep"],
+    ] {
+        let o = fedvol(&nats, &args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {:?}", text(&o));
+    }
+    let o = fedvol(&nats, &["submit", &huge, "--request-id", "count-4"]);
+    assert_eq!(o.status.code(), Some(2), "nothing fits: {:?}", text(&o));
+
+    let (code, out) = count(&["-o", "json"]);
+    assert_eq!(code, Some(0), "{out}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(doc["total"], 4, "{doc:#}");
+    assert_eq!(doc["dry_runs"], 1, "{doc:#}");
+    assert_eq!(
+        doc["states"],
+        serde_json::json!({"committed": 1, "completed": 1, "failed": 1, "planned": 1}),
+        "{doc:#}"
+    );
+    assert_eq!(
+        doc["clusters"],
+        serde_json::json!({"big": {"committed": 1, "completed": 1, "planned": 1}}),
+        "{doc:#}"
+    );
+    assert_eq!(doc["unplaced"], serde_json::json!({"failed": 1}), "{doc:#}");
+
+    let (code, out) = count(&[]);
+    assert_eq!(code, Some(0), "{out}");
+    assert_fits_100("decisions count", &out);
+    let row = |name: &str| -> Vec<String> {
+        out.lines()
+            .find(|l| l.trim_start_matches('│').split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no row {name}: {out}"))
+            .split(|c: char| c == '│' || c.is_whitespace())
+            .filter(|w| !w.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    // Columns: CLUSTER, PLANNED, QUEUED, COMMITTED, COMPLETED, CANCELLED, FAILED, TOTAL.
+    assert!(
+        out.contains("PLANNED") && out.contains("CANCELLED") && out.contains("TOTAL"),
+        "{out}"
+    );
+    assert_eq!(row("big"), ["big", "1", "0", "1", "1", "0", "0", "3"], "{out}");
+    assert_eq!(row("(none)"), ["(none)", "0", "0", "0", "0", "0", "1", "1"], "{out}");
+    assert_eq!(row("all"), ["all", "1", "0", "1", "1", "0", "1", "4"], "{out}");
+    assert!(out.contains("1 of them kept dry runs"), "{out}");
+}
+
 /// `decisions list` filters, sorts and limits like `kubectl get`, marks dry runs, fits
 /// 100 columns (`-o wide` in full); ids are accepted by unique prefix; `watch` stamps each line
 /// and says what changed; `plan` and `show` fit 100 columns too.

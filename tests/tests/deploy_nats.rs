@@ -378,6 +378,7 @@ async fn single_server_users_run_a_federation_with_least_privilege() {
     for (args, expect) in [
         (vec!["decisions", "list"], "single-1"),
         (vec!["decisions", "replay", "single-1"], "identical"),
+        (vec!["decisions", "count"], "TOTAL"),
         (
             vec!["why-not", "single-1", "--cluster", other, "--provisioner", "scratch"],
             "scratch",

@@ -123,6 +123,29 @@ pub struct ListReply {
 
 impl ReplyBody for ListReply {}
 
+/// The answer to `count` (`fedvol decisions count`): how many stored decisions are in each
+/// state, in all and per chosen cluster. Keys of the per-state maps are state wire names
+/// ([`DecisionState::as_str`]); a state no decision is in is absent (it counts 0).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CountReply {
+    /// Every stored decision, kept dry runs included.
+    pub total: u64,
+    /// Per state, over every decision.
+    #[serde(default)]
+    pub states: std::collections::BTreeMap<String, u64>,
+    /// Per chosen cluster (by name), per state.
+    #[serde(default)]
+    pub clusters: std::collections::BTreeMap<String, std::collections::BTreeMap<String, u64>>,
+    /// Per state, the decisions no cluster was chosen for (nothing fits, refused, queued).
+    #[serde(default)]
+    pub unplaced: std::collections::BTreeMap<String, u64>,
+    /// How many of `total` are kept dry runs (nothing was held or committed for them).
+    #[serde(default)]
+    pub dry_runs: u64,
+}
+
+impl ReplyBody for CountReply {}
+
 /// How many clusters a decision's plan reached, answered and could place it on (the web view's
 /// list columns).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

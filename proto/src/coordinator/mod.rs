@@ -10,7 +10,7 @@ mod submit;
 
 pub use changes::{ChangeKind, ChangesQuery, ChangesReply, DecisionChange, MAX_CHANGES_WAIT_MS};
 pub use clusters::{ClusterInfo, ClusterRef, ClusterReply, ClustersReply};
-pub use list::{ClusterCounts, DecisionSummary, ListReply, REASON_CHARS, reason};
+pub use list::{ClusterCounts, CountReply, DecisionSummary, ListReply, REASON_CHARS, reason};
 pub use stored::{DecisionRef, ReplayReply, WhyNotQuery};
 pub use submit::{StoredRecord, SubmitMsg, SubmitReply};
 
@@ -42,6 +42,8 @@ operations! {
         /// poll): how `fedvol decisions watch` and `fedvol ui` follow the decision store without a
         /// JetStream consumer of their own.
         Changes = "changes": ChangesQuery => ChangesReply;
+        /// How many stored decisions are in each state, in all and per chosen cluster.
+        Count = "count": NoArgs => CountReply;
     }
 }
 

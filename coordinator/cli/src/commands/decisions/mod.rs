@@ -1,5 +1,6 @@
-//! `fedvol decisions list | show | watch | replay`: the stored decisions, one command each.
+//! `fedvol decisions list | show | watch | replay | count`: the stored decisions, one command each.
 
+pub mod count;
 pub mod list;
 pub mod replay;
 pub mod show;
@@ -17,5 +18,7 @@ super::commands! {
         Watch(watch::Watch),
         /// Re-run a stored request with its seed and say whether the answer is identical.
         Replay(replay::Replay),
+        /// How many stored decisions are in each state, in all and per chosen cluster.
+        Count(count::Count),
     }
 }
