@@ -91,22 +91,7 @@ pub fn create_with(base: &Path, name: &str, capacity: u128, space: Space) -> Res
             free_before: None,
         });
     }
-    let free = match space {
-        Space::Checked => {
-            let free = free_bytes(base)
-                .ok_or_else(|| DriverError::Failed(format!("cannot read the free space of {}", base.display())))?;
-            if free < capacity {
-                return Err(DriverError::Refused(format!(
-                    "not enough free space in {}: {} requested, {} free",
-                    base.display(),
-                    ByteSize(capacity),
-                    ByteSize(free)
-                )));
-            }
-            Some(free)
-        }
-        Space::Unchecked => None,
-    };
+    let free = room_for(base, capacity, space)?;
     match std::fs::create_dir(&path) {
         Ok(()) => {}
         // Lost a race with a concurrent identical request: same outcome as a repeat.
@@ -209,22 +194,7 @@ pub fn create_as(
             free_before: None,
         });
     }
-    let free = match space {
-        Space::Checked => {
-            let free = free_bytes(base)
-                .ok_or_else(|| DriverError::Failed(format!("cannot read the free space of {}", base.display())))?;
-            if free < capacity {
-                return Err(DriverError::Refused(format!(
-                    "not enough free space in {}: {} requested, {} free",
-                    base.display(),
-                    ByteSize(capacity),
-                    ByteSize(free)
-                )));
-            }
-            Some(free)
-        }
-        Space::Unchecked => None,
-    };
+    let free = room_for(base, capacity, space)?;
     let args = ["-m".to_string(), "0700".into(), "--".into(), path.display().to_string()];
     if let Err(e) = crate::grant::run_blocking(owner.grant, owner.account, Path::new("mkdir"), &args, GRANT_TIMEOUT) {
         // Lost a race with a concurrent identical request: same outcome as a repeat.
@@ -333,6 +303,30 @@ pub fn check_source(source: Option<&str>, expected: &str) -> Result<(), DriverEr
              not deleting (was the provisioner's directory changed?)"
         ))),
         _ => Ok(()),
+    }
+}
+
+/// The free bytes of `base` before a directory of `capacity` bytes is made there: `None` when
+/// `space` is [`Space::Unchecked`].
+///
+/// Errors: the free space cannot be read (`Failed`); less than `capacity` is free (`Refused`,
+/// naming both).
+fn room_for(base: &Path, capacity: u128, space: Space) -> Result<Option<u128>, DriverError> {
+    match space {
+        Space::Checked => {
+            let free = free_bytes(base)
+                .ok_or_else(|| DriverError::Failed(format!("cannot read the free space of {}", base.display())))?;
+            if free < capacity {
+                return Err(DriverError::Refused(format!(
+                    "not enough free space in {}: {} requested, {} free",
+                    base.display(),
+                    ByteSize(capacity),
+                    ByteSize(free)
+                )));
+            }
+            Ok(Some(free))
+        }
+        Space::Unchecked => Ok(None),
     }
 }
 
