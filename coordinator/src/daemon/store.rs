@@ -211,16 +211,7 @@ impl DecisionStore {
     async fn update_encoded(&self, key: &str, body: bytes::Bytes, revision: u64) -> Result<Write, StoreError> {
         match self.kv.update(key, body, revision).await {
             Ok(rev) => Ok(Write::Done(rev)),
-            Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => Ok(Write::Conflict),
-            Err(e) => {
-                // Some servers report a failed revision check as a plain publish error.
-                let text = e.to_string();
-                if text.contains("wrong last sequence") || text.contains("10071") {
-                    Ok(Write::Conflict)
-                } else {
-                    Err(nats(text))
-                }
-            }
+            Err(e) => revision_failure(e),
         }
     }
 
@@ -233,15 +224,7 @@ impl DecisionStore {
         let started = std::time::Instant::now();
         let written = match self.kv.purge_expect_revision(key, Some(revision)).await {
             Ok(()) => Ok(Write::Done(revision)),
-            Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => Ok(Write::Conflict),
-            Err(e) => {
-                let text = e.to_string();
-                if text.contains("wrong last sequence") || text.contains("10071") {
-                    Ok(Write::Conflict)
-                } else {
-                    Err(nats(text))
-                }
-            }
+            Err(e) => revision_failure(e),
         };
         self.count("purge", &written, started);
         written
@@ -386,6 +369,22 @@ impl DecisionStore {
                 .then_with(|| a.request_id.cmp(&b.request_id))
         });
         Ok(out)
+    }
+}
+
+/// A write that expected a revision and failed: [`Write::Conflict`] when the key had moved on
+/// (some servers report that as a plain publish error, `wrong last sequence`, code 10071).
+///
+/// Errors: any other failure, as [`StoreError::Nats`].
+fn revision_failure(e: kv::UpdateError) -> Result<Write, StoreError> {
+    if e.kind() == kv::UpdateErrorKind::WrongLastRevision {
+        return Ok(Write::Conflict);
+    }
+    let text = e.to_string();
+    if text.contains("wrong last sequence") || text.contains("10071") {
+        Ok(Write::Conflict)
+    } else {
+        Err(nats(text))
     }
 }
 
