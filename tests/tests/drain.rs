@@ -291,7 +291,20 @@ async fn only_operators_drain_and_a_drained_cluster_takes_no_new_work_while_its_
         let o = cli(&nats, "alice", &["decisions", "show", id, "-o", "json"]);
         json(&o)
     };
-    assert_eq!(state("queued-1")["state"], "queued");
+    // The reconciler's holder takes a queued decision (`planned` while it tries to place it,
+    // every 500 ms here) and puts it back: read it between tries.
+    let between_tries = |id: &str| {
+        let mut q = state(id);
+        for _ in 0..100 {
+            if q["state"] != "planned" {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+            q = state(id);
+        }
+        q
+    };
+    assert_eq!(between_tries("queued-1")["state"], "queued");
 
     // Committed work on the drained cluster runs on and completes; the room it frees stays
     // unused while the drain lasts (the queue is tried on the completion and every 500 ms).
@@ -299,9 +312,10 @@ async fn only_operators_drain_and_a_drained_cluster_takes_no_new_work_while_its_
     assert_eq!(o.status.code(), Some(0), "{}", shown(&o));
     assert_eq!(state("before-1")["state"], "completed");
     tokio::time::sleep(Duration::from_millis(2000)).await;
-    let q = state("queued-1");
+    let q = between_tries("queued-1");
     assert_eq!(q["state"], "queued", "{q:#}");
     assert_eq!(q["decision"]["refused"]["code"], "clusters_drained", "{q:#}");
+    assert!(q["decision"]["chosen_cluster"].is_null(), "{q:#}");
 
     // Seen by people: `clusters`, `clusters show` (who, when, why), the metric (above).
     let o = cli(&nats, "alice", &["clusters"]);
@@ -474,6 +488,32 @@ async fn drains_hold_under_races_unknown_names_and_coordinator_restarts() {
     let now_in_force = json(&o)["drain"].clone();
     assert!(now_in_force.is_object(), "{}", shown(&o));
     seen_by_all(&coords, "cluster-a", 1.0, Duration::from_secs(1)).await;
+
+    // A reason that is not one visible line is refused before anything is sent (a wrong
+    // command line, exit 64), and by the coordinators for a client that sends it anyway.
+    let o = cli(
+        &nats,
+        "ops",
+        &["clusters", "drain", "cluster-b", "--reason", "a\u{1b}[31mred"],
+    );
+    assert_eq!(o.status.code(), Some(64), "{}", shown(&o));
+    assert!(shown(&o).contains("U+001B (a control character)"), "{}", shown(&o));
+    let r = fedvol_tests::load::coordinator_op::<fedvol_proto::coordinator::Drain>(
+        &nats.client().await,
+        "ops",
+        &fedvol_proto::coordinator::DrainMsg {
+            cluster: "cluster-b".into(),
+            reason: "line\nbreak".into(),
+            before_join: false,
+        },
+        Duration::from_secs(5),
+    )
+    .await;
+    let refused = r.expect_err("a reason with a line break is refused").to_string();
+    assert!(
+        refused.contains("bad_request") && refused.contains("U+000A"),
+        "{refused}"
+    );
 
     // A name no coordinator knows: refused with the closest known name, nothing stored.
     let o = cli(&nats, "ops", &["clusters", "drain", "clsuter-b", "--reason", "typo"]);

@@ -50,7 +50,7 @@ pub struct ClusterDrainArgs {
     #[arg(value_name = "CLUSTER")]
     pub cluster: String,
     /// Why (one line, at most 300 characters): shown with the drain everywhere.
-    #[arg(long, value_name = "TEXT")]
+    #[arg(long, value_name = "TEXT", value_parser = reason)]
     pub reason: String,
     /// Drain a cluster no coordinator knows yet: it takes no new work from the moment it
     /// joins. Without it, an unknown name is an error (a typo never leaves the cluster
@@ -73,59 +73,54 @@ pub struct ClusterUndrain {
     pub output: OutputArgs,
 }
 
-/// What `drain` and `undrain` say in a terminal.
+/// `--reason`, checked as the coordinators check it ([`fedvol_common::drain::check_reason`]).
+fn reason(text: &str) -> Result<String, String> {
+    fedvol_common::drain::check_reason(text).map(|()| text.trim().to_string())
+}
+
+/// What `drain` and `undrain` say in a terminal (wrapped to the terminal's width).
 fn drain_text(r: &api::DrainReply, now: u64) -> String {
     let c = &r.cluster;
     let when = |at: u64| format!("{} ({})", utc(at), ago(at, now));
+    let line = |text: String| para("", "  ", &text);
+    let note = |text: &str| para("  ", "  ", text);
     match (&r.drain, &r.ended, r.changed) {
         (Some(d), _, true) => {
-            let mut text = format!(
-                "cluster {c} drained by {} at {}: {}
-",
+            let mut text = line(format!(
+                "cluster {c} drained by {} at {}: {}",
                 d.by,
                 when(d.at_ms),
                 d.reason
-            );
-            text.push_str(&para(
-                "  ",
-                "  ",
+            ));
+            text.push_str(&note(
                 "it still answers plans, but no coordinator chooses it for new work; what is committed there runs on and completes (`fedvol clusters undrain` ends the drain)",
             ));
             if !r.known {
-                text.push_str(&para(
-                    "  ",
-                    "  ",
-                    &format!("no coordinator knows {c} yet: it takes no new work from the moment it joins"),
-                ));
+                text.push_str(&note(&format!(
+                    "no coordinator knows {c} yet: it takes no new work from the moment it joins"
+                )));
             }
             text
         }
-        (Some(d), _, false) => format!(
-            "cluster {c} was already drained by {} at {}: {}; unchanged
-",
+        (Some(d), _, false) => line(format!(
+            "cluster {c} was already drained by {} at {}: {}; unchanged",
             d.by,
             when(d.at_ms),
             d.reason
-        ),
+        )),
         (None, Some(d), true) => {
-            let mut text = format!(
-                "cluster {c} undrained (it was drained by {} at {}: {})
-",
+            let mut text = line(format!(
+                "cluster {c} undrained (it was drained by {} at {}: {})",
                 d.by,
                 when(d.at_ms),
                 d.reason
-            );
-            text.push_str(&para(
-                "  ",
-                "  ",
+            ));
+            text.push_str(&note(
                 "it is chosen for new work again; queued workflows may now be placed there",
             ));
             text
         }
-        (None, _, _) => format!(
-            "cluster {c} was not drained; unchanged
-"
-        ),
+        (None, _, _) => line(format!("cluster {c} was not drained; unchanged")),
     }
 }
 

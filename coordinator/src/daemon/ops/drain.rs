@@ -12,7 +12,7 @@
 
 use fedvol_common::drain::Drain;
 use fedvol_proto::coordinator::{ClusterDrain, ClusterRef, DrainMsg, DrainReply, drain_key};
-use fedvol_proto::{Code, Failure, now_ms, subject_token};
+use fedvol_proto::{Code, Failure, now_ms};
 
 use crate::daemon::Coordinator;
 use crate::daemon::store::Write;
@@ -64,7 +64,7 @@ pub async fn drain(co: &Coordinator, user: &str, q: &DrainMsg) -> Result<DrainRe
         return Err(Failure::new(
             Code::NotFound,
             format!(
-                "no cluster named `{}` is known (known: {}){hint}; nothing was drained. To drain a cluster before it joins, add --before-join",
+                "no cluster named `{}` is known (known: {}{hint}): nothing was drained; to drain a cluster before it joins, add --before-join",
                 q.cluster,
                 if names.is_empty() { "none".to_string() } else { names.join(", ") }
             ),
@@ -124,7 +124,7 @@ pub async fn drain(co: &Coordinator, user: &str, q: &DrainMsg) -> Result<DrainRe
 /// `store_unavailable`.
 pub async fn undrain(co: &Coordinator, user: &str, q: &ClusterRef) -> Result<DrainReply, Failure> {
     operator(co, user, "undrain")?;
-    if subject_token(&q.cluster) != q.cluster {
+    if !fedvol_common::limits::is_token(&q.cluster) {
         return Err(Failure::new(
             Code::BadRequest,
             format!(
