@@ -1,9 +1,8 @@
 //! The clusters operators drained, as this coordinator knows them (docs/design.md §2.5, §5):
 //! each drain is one key of the decision bucket, `fedvol/drain/<cluster>`
-//! ([`fedvol_proto::coordinator::drain_key`]) holding a
-//! [`ClusterDrain`](fedvol_proto::coordinator::ClusterDrain) (who, when, why); an undrain
-//! deletes it. Durable like the decisions (file storage, replicated with the bucket), so a
-//! drain outlives every coordinator and server restart.
+//! ([`fedvol_proto::coordinator::drain_key`]) holding a [`ClusterDrain`] (who, when, why); an
+//! undrain deletes it. Durable like the decisions (file storage, replicated with the bucket),
+//! so a drain outlives every coordinator and server restart.
 //!
 //! Every coordinator keeps a [`DrainTable`]: read whole from the bucket before it serves
 //! ([`DrainTable::load`]), then kept current by the watch the decision index already holds on
