@@ -5,7 +5,10 @@
 //! Rules, in order, each a [`Rule`] set up for the clusters the rules before it kept (its own
 //! small function below) and recorded as a [`ChoiceStep`] naming the clusters it dropped and
 //! why:
-//! 1. `feasible`: only clusters that answered and found a feasible placement (`infeasible`).
+//! 1. `feasible`: only clusters that answered and found a feasible placement (`infeasible`);
+//!    then, only when an operator drained a cluster ([`crate::drain`]), `drained`: no drained
+//!    cluster (`drained`, naming who, when and why). When it drops every cluster left, nothing
+//!    is chosen (the coordinator says so: `clusters_drained`).
 //! 2. `workflow_order`: the workflow's `clusters:` list; a listed cluster ranks by its position,
 //!    unlisted clusters rank after every listed one (`not_chosen`).
 //! 3. `named_volume`: clusters that hold a volume the workflow requests by name, if any does.
@@ -24,6 +27,7 @@ use indexmap::IndexMap;
 
 use crate::cost::two_costs;
 use crate::decision::{ChoiceStep, ClusterDecision, ClusterStatus, Reason, Rejection, codes};
+use crate::drain::Drains;
 use crate::funnel::{PlanRequest, seeded_pick};
 pub use crate::request::{ChoiceOptions, DEFAULT_HOURS, MAX_HOURS, check_hours};
 use crate::rule::{Reasons, Recorder, Rule, rule, sift};
@@ -36,6 +40,8 @@ const COST_EPSILON: f64 = 1e-9;
 pub mod rules {
     /// Only clusters that answered and found everything feasible.
     pub const FEASIBLE: &str = "feasible";
+    /// No cluster an operator drained (only when a drain is in force).
+    pub const DRAINED: &str = "drained";
     /// The workflow's `clusters:` order: the first listed feasible cluster.
     pub const WORKFLOW_ORDER: &str = "workflow_order";
     /// Clusters that hold a volume the workflow requests by name.
@@ -77,12 +83,30 @@ type Prepare = for<'a> fn(&Setup<'a>, &[Cand<'a>]) -> ChoiceRule<'a>;
 /// and the steps taken. When nothing is feasible only the `feasible` step is returned;
 /// otherwise every step is (six, seven with `cost`), each with the clusters it kept and those
 /// it dropped with a reason (`infeasible` for the first step, `not_chosen` for the others).
+/// With drains ([`choose_cluster_drained`]) the `drained` step follows `feasible`.
 pub fn choose_cluster(
     req: &PlanRequest,
     clusters: &IndexMap<String, ClusterDecision>,
     seed: u64,
 ) -> (Option<String>, Vec<ChoiceStep>) {
-    choose_among(req, clusters.iter().map(|(k, v)| (k.as_str(), v)).collect(), seed)
+    choose_cluster_drained(req, clusters, seed, &Drains::new())
+}
+
+/// [`choose_cluster`] with the clusters an operator drained (`drained`, a decision's
+/// [`crate::decision::Decision::drained`]): the `drained` rule drops every one of them that is
+/// still in the running after `feasible`.
+pub fn choose_cluster_drained(
+    req: &PlanRequest,
+    clusters: &IndexMap<String, ClusterDecision>,
+    seed: u64,
+    drained: &Drains,
+) -> (Option<String>, Vec<ChoiceStep>) {
+    choose_among_drained(
+        req,
+        clusters.iter().map(|(k, v)| (k.as_str(), v)).collect(),
+        seed,
+        drained,
+    )
 }
 
 /// [`choose_cluster`] among `clusters` given as (name, answer) pairs in the order asked, so a
@@ -93,12 +117,30 @@ pub fn choose_among<'a>(
     clusters: Vec<(&'a str, &'a ClusterDecision)>,
     seed: u64,
 ) -> (Option<String>, Vec<ChoiceStep>) {
+    choose_among_drained(req, clusters, seed, &Drains::new())
+}
+
+/// [`choose_among`] with the clusters an operator drained ([`choose_cluster_drained`]).
+pub fn choose_among_drained<'a>(
+    req: &PlanRequest,
+    clusters: Vec<(&'a str, &'a ClusterDecision)>,
+    seed: u64,
+    drained: &Drains,
+) -> (Option<String>, Vec<ChoiceStep>) {
     let setup = Setup { req, seed };
     let all: Vec<Cand<'a>> = clusters;
     let (mut kept, first) = run(feasible(&setup, &all).as_ref(), all);
     let mut steps = vec![first];
     if kept.is_empty() {
         return (None, steps);
+    }
+    if !drained.is_empty() {
+        let (left, step) = run(not_drained(drained).as_ref(), kept);
+        steps.push(step);
+        kept = left;
+        if kept.is_empty() {
+            return (None, steps);
+        }
     }
     let cost: &[Prepare] = if req.choice.is_some_and(|o| o.cost) {
         &[cost]
@@ -155,6 +197,20 @@ fn choice_rule<'a>(name: &'static str, check: impl Fn(&Cand<'a>, &mut Reasons) +
 /// reason one cannot be used ([`infeasibility`]).
 fn feasible<'a>(_: &Setup<'a>, _: &[Cand<'a>]) -> ChoiceRule<'a> {
     choice_rule(rules::FEASIBLE, |(_, c), r| r.extend(infeasibility(c)))
+}
+
+/// Rule `drained` (after `feasible`, only when a drain is in force): no cluster an operator
+/// drained; each dropped one says who drained it, when and why (`kubectl drain` cordons a node
+/// the same way: it runs what it has and takes nothing new).
+fn not_drained<'a>(drained: &'a Drains) -> ChoiceRule<'a> {
+    choice_rule(rules::DRAINED, move |(name, _), r| {
+        if let Some(d) = drained.get(*name) {
+            r.push(Reason::new(
+                codes::DRAINED,
+                format!("{}; it answers plans but is never chosen for new work", d.describe()),
+            ));
+        }
+    })
 }
 
 /// Rule 2 (`workflow_order`): the listed cluster that comes first in the workflow's
@@ -343,6 +399,7 @@ fn ordinal(n: usize) -> String {
 mod tests {
     use super::*;
     use crate::decision::JobDecision;
+    use crate::drain::Drain;
     use crate::model::{Workflow, WorkflowFormat};
 
     fn wf(clusters: &[&str]) -> PlanRequest {
@@ -608,6 +665,69 @@ mod tests {
         // Earlier rules still come first: the workflow's order beats the price.
         let cs = set(vec![("dear", priced(0.5, 9.0)), ("cheap", priced(0.5, 1.0))]);
         assert_eq!(choose_cluster(&with_cost(&["dear"]), &cs, 3).0.as_deref(), Some("dear"));
+    }
+
+    fn drain(by: &str, reason: &str) -> Drain {
+        Drain {
+            by: by.into(),
+            at_ms: 1_700_000_000_000,
+            reason: reason.into(),
+        }
+    }
+
+    fn drains(items: &[(&str, Drain)]) -> Drains {
+        items.iter().map(|(n, d)| (n.to_string(), d.clone())).collect()
+    }
+
+    /// A drained cluster answered and fits best on every later rule, yet is never chosen: the
+    /// `drained` step, right after `feasible`, drops it with its operator, time and reason.
+    #[test]
+    fn a_drained_cluster_is_never_chosen_and_says_who_when_and_why() {
+        let cs = set(vec![("best", answer(9, 0.0, true)), ("other", answer(0, 0.9, false))]);
+        // Without drains, `best` wins on `named_volume`.
+        assert_eq!(choose_cluster(&wf(&["best"]), &cs, 3).0.as_deref(), Some("best"));
+        let d = drains(&[("best", drain("ops", "disk swap"))]);
+        for seed in 0..32 {
+            let (chosen, steps) = choose_cluster_drained(&wf(&["best"]), &cs, seed, &d);
+            assert_eq!(chosen.as_deref(), Some("other"), "seed {seed}");
+            let names: Vec<&str> = steps.iter().map(|s| s.rule.as_str()).collect();
+            assert_eq!(&names[..2], ["feasible", "drained"], "{names:?}");
+            let s = step(&steps, rules::DRAINED);
+            assert_eq!(s.kept, ["other"]);
+            assert_eq!(s.dropped.len(), 1);
+            assert_eq!(s.dropped[0].candidate, "best");
+            assert_eq!(s.dropped[0].reasons[0].code, codes::DRAINED);
+            assert_eq!(
+                s.dropped[0].reasons[0].message,
+                "drained by ops at 2023-11-14T22:13:20Z: disk swap; it answers plans but is never chosen for new work"
+            );
+        }
+        // The same through `choose_among_drained` (the commit's fallback).
+        let among = cs.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        assert_eq!(choose_among_drained(&wf(&[]), among, 1, &d).0.as_deref(), Some("other"));
+    }
+
+    /// Only drained clusters can place it: nothing is chosen, and the steps say it was the drain
+    /// (not "nothing fits": `feasible` kept them). No drain in force: no step, as before.
+    #[test]
+    fn only_drained_clusters_fitting_chooses_nothing_and_no_drain_adds_no_step() {
+        let mut full = answer(0, 0.0, false);
+        full.feasible = false;
+        let cs = set(vec![("a", answer(0, 0.1, false)), ("full", full)]);
+        let d = drains(&[("a", drain("ops", "rack 4"))]);
+        let (chosen, steps) = choose_cluster_drained(&wf(&[]), &cs, 1, &d);
+        assert_eq!(chosen, None);
+        assert_eq!(steps.len(), 2, "{steps:?}");
+        assert_eq!(steps[0].kept, ["a"], "feasible kept the drained cluster");
+        assert!(steps[1].kept.is_empty() && steps[1].dropped[0].candidate == "a");
+        // A drain of a cluster that is not in the running (or not asked) drops nothing.
+        let d = drains(&[("elsewhere", drain("ops", "gone"))]);
+        let (chosen, steps) = choose_cluster_drained(&wf(&[]), &cs, 1, &d);
+        assert_eq!(chosen.as_deref(), Some("a"));
+        assert!(step(&steps, rules::DRAINED).dropped.is_empty());
+        let (_, steps) = choose_cluster_drained(&wf(&[]), &cs, 1, &Drains::new());
+        assert!(steps.iter().all(|s| s.rule != rules::DRAINED));
+        assert_eq!(steps.len(), 6);
     }
 
     #[test]

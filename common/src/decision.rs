@@ -124,6 +124,10 @@ pub mod codes {
     pub const NOT_CHOSEN: &str = "not_chosen";
     /// fedvol: the cluster found no feasible placement.
     pub const INFEASIBLE: &str = "infeasible";
+    /// fedvol: an operator drained the cluster (`fedvol clusters drain`): it answers plans but
+    /// is never chosen for new work (as `kubectl drain` cordons a node, and Slurm's DRAIN
+    /// state keeps running jobs while starting none).
+    pub const DRAINED: &str = "drained";
 }
 
 /// How a volume request was resolved (docs/design.md §2 step 1).
@@ -534,6 +538,11 @@ pub struct Decision {
     /// clusters: `quota_exceeded` (with every exceeded quota's figures), `queue_full`,
     /// `queue_timeout`. `None` otherwise (and absent from the JSON).
     pub refused: Option<Reason>,
+    /// The clusters asked that an operator had drained when the decision was planned, each
+    /// with who, when and why ([`crate::drain`]): the choice's `drained` rule drops them, and
+    /// every later run of the choice for this decision (a commit falling back, replay,
+    /// why-not) reads them from here. Empty when none was (and then absent from the JSON).
+    pub drained: crate::drain::Drains,
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ pub mod choice;
 pub mod cost;
 pub mod decision;
 pub mod dense;
+pub mod drain;
 pub mod explain;
 pub mod funnel;
 pub mod limits;

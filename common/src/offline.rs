@@ -29,6 +29,7 @@ pub fn plan_locally(inventories: &[Inventory], req: &PlanRequest) -> Decision {
     Decision {
         quota: Vec::new(),
         refused: None,
+        drained: Default::default(),
         request_id: req.request_id.clone(),
         workflow: req.workflow.name.clone(),
         seed: req.seed,

@@ -7,7 +7,7 @@
 //! keeps what the choice and the explanation by counts need; the listing of which candidate
 //! failed which stage is recomputed on the agent by `why_not` when asked.
 
-use crate::choice::choose_among;
+use crate::choice::choose_among_drained;
 use crate::decision::Decision;
 use crate::request::PlanRequest;
 
@@ -23,7 +23,7 @@ pub const AGENT_SUMMARIES_PAST: usize = 16;
 
 /// Summarizes every answer of `decision` except those of the first `listed` clusters in the
 /// order the commit would try them: the chosen cluster, then each cluster the choice
-/// ([`crate::choice::choose_cluster`] with the decision's seed) picks once those before it are
+/// ([`crate::choice::choose_cluster`] with the decision's seed and drains) picks once those before it are
 /// set aside, exactly as a commit falls back after a failure (the others in the order asked,
 /// as the commit's candidates stay: the seeded draw picks by position). The answers are
 /// summarized in place; a decision of at most `listed` clusters is left as it is; the clusters
@@ -49,7 +49,7 @@ pub fn summarize_unlisted(req: &PlanRequest, decision: &mut Decision, listed: us
             .filter(|(name, _)| !kept.contains(name))
             .map(|(name, answer)| (name.as_str(), answer))
             .collect();
-        match choose_among(req, among, decision.seed).0 {
+        match choose_among_drained(req, among, decision.seed, &decision.drained).0 {
             Some(next) => kept.push(next),
             None => break,
         }
@@ -108,8 +108,30 @@ mod tests {
             choice,
             quota: vec![],
             refused: None,
+            drained: Default::default(),
         };
         (req, d)
+    }
+
+    /// A drained cluster is never one a commit would fall back to, so it is summarized even
+    /// when it would rank among the runners-up.
+    #[test]
+    fn a_drained_cluster_is_no_runner_up() {
+        let (req, mut d) = decision(10, 50);
+        let kept_plain = summarize_unlisted(&req, &mut d.clone(), LISTED_CLUSTERS);
+        let runner_up = kept_plain[1].clone();
+        d.drained.insert(
+            runner_up.clone(),
+            crate::drain::Drain {
+                by: "ops".into(),
+                at_ms: 1,
+                reason: "r".into(),
+            },
+        );
+        let kept = summarize_unlisted(&req, &mut d, LISTED_CLUSTERS);
+        assert_eq!(kept.len(), 3);
+        assert!(!kept.contains(&runner_up), "{kept:?}");
+        assert!(d.clusters[&runner_up].summarized);
     }
 
     #[test]

@@ -10,6 +10,8 @@
 //!   carries). This is kube-scheduler's `UnschedulableAndUnresolvable` (scheduling framework:
 //!   "preemption would not change anything"): here, waiting for capacity would not change
 //!   anything, so such a workflow is not queued;
+//! - **drained** ([`drained_fits`]): the clusters that can place it answered, but an operator
+//!   drained every one of them; another cluster, or the drain's end, may place it;
 //! - otherwise nothing fits now, and room may free up.
 //!
 //! The rule is conservative: an element counts as unresolvable only when its error code is in
@@ -124,6 +126,25 @@ pub fn why_unplaced(clusters: &IndexMap<String, ClusterDecision>) -> Unplaced<'_
     Unplaced::Unresolvable(blockers)
 }
 
+/// The clusters of `clusters` (a decision's slots, in their order) that answered and can place
+/// the workflow but that an operator drained (`drained`, the decision's drains), each with its
+/// drain. When nothing was chosen and this is not empty, the workflow was not placed because
+/// of the drains (`clusters_drained`), not because nothing fits: every cluster that can place it
+/// is drained ([`crate::choice`]'s `drained` rule drops them all).
+pub fn drained_fits<'a>(
+    clusters: &'a IndexMap<String, ClusterDecision>,
+    drained: &'a crate::drain::Drains,
+) -> Vec<(&'a str, &'a crate::drain::Drain)> {
+    if drained.is_empty() {
+        return Vec::new();
+    }
+    clusters
+        .iter()
+        .filter(|(_, c)| c.status == ClusterStatus::Answered && c.feasible)
+        .filter_map(|(name, _)| drained.get(name).map(|d| (name.as_str(), d)))
+        .collect()
+}
+
 /// The first volume or job (in workflow order, volumes first) that `c`'s answer fails for good,
 /// if any (module docs).
 pub fn blocker(c: &ClusterDecision) -> Option<Blocker> {
@@ -173,6 +194,29 @@ mod tests {
         let mut c = ClusterDecision::without_answer(ClusterStatus::Answered, 1.0, None);
         c.feasible = feasible;
         c
+    }
+
+    /// Only the feasible, answering, drained clusters count: a drained cluster that cannot place
+    /// the workflow anyway is not why it was not placed.
+    #[test]
+    fn drained_fits_names_the_drained_clusters_that_could_place_it() {
+        let drain = crate::drain::Drain {
+            by: "ops".into(),
+            at_ms: 1,
+            reason: "r".into(),
+        };
+        let mut cs = IndexMap::new();
+        cs.insert("a".to_string(), answered(true));
+        cs.insert("full".to_string(), answered(false));
+        cs.insert("b".to_string(), answered(true));
+        let none = crate::drain::Drains::new();
+        assert!(drained_fits(&cs, &none).is_empty());
+        let drained: crate::drain::Drains = [("a", &drain), ("full", &drain)]
+            .into_iter()
+            .map(|(n, d)| (n.to_string(), d.clone()))
+            .collect();
+        let names: Vec<&str> = drained_fits(&cs, &drained).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["a"]);
     }
 
     fn job_error(c: &mut ClusterDecision, job: &str, code: &str) {

@@ -135,6 +135,14 @@ codes! {
     /// UnschedulableAndUnresolvable), so a `wait_for_capacity` submit is refused at once
     /// instead of queued.
     Unresolvable = "unresolvable",
+    /// Coordinator, submit: the workflow fits only on clusters an operator drained (`fedvol
+    /// clusters drain`): they answered and could place it, but a drained cluster is never
+    /// chosen for new work. Nothing was booked; a `wait_for_capacity` submit is queued until
+    /// another cluster has room or the drain ends (`fedvol submit` exits 2).
+    ClustersDrained = "clusters_drained",
+    /// Coordinator, `drain` and `undrain`: the user is not one of the coordinator's operators
+    /// (its `operators` setting). Nothing changed.
+    NotOperator = "not_operator",
 }
 
 impl Code {

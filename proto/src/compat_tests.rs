@@ -302,6 +302,7 @@ fn replies_read_with_the_previous_releases_types() {
     assert!(l.error.is_none());
     let c: Value = old(&coordinator::Clusters::encode_reply(&ClustersReply {
         clusters: Vec::new(),
+        drained_unknown: Vec::new(),
     }));
     assert_eq!(c["v"], 1);
     let r: OldReplayReply = old(&coordinator::Replay::encode_reply(&ReplayReply {
@@ -429,9 +430,11 @@ fn failure_kinds_unavailable_and_restoring_read_with_the_previous_releases_types
         instances: vec!["a-1".into()],
         degraded: None,
         restoring: true,
+        drain: None,
     };
     let c: Value = old(&coordinator::Clusters::encode_reply(&ClustersReply {
         clusters: vec![info.clone()],
+        drained_unknown: Vec::new(),
     }));
     let old_info: OldClusterInfo = serde_json::from_value(c["clusters"][0].clone()).unwrap();
     assert!(old_info.alive);
@@ -439,6 +442,7 @@ fn failure_kinds_unavailable_and_restoring_read_with_the_previous_releases_types
     // A heartbeat-fed entry that is not restoring says nothing new.
     let quiet = coordinator::ClusterInfo {
         restoring: false,
+        drain: None,
         ..info
     };
     assert!(!serde_json::to_string(&quiet).unwrap().contains("restoring"));

@@ -227,6 +227,7 @@ pub(crate) mod tests {
             choice,
             quota: vec![],
             refused: None,
+            drained: Default::default(),
         };
         fedvol_common::summary::summarize_unlisted(&req, &mut decision, fedvol_common::summary::LISTED_CLUSTERS);
         let attempts = json!([

@@ -90,15 +90,17 @@ impl Subjects {
     }
 
     /// `<prefix>.coordinator.<op>.<user>`: a user's request to the coordinators (queue group
-    /// [`Subjects::COORDINATOR_QUEUE`]). With auth on, NATS permissions tie the `<user>` token
-    /// to the user's credentials, so it is the user's identity.
+    /// [`Subjects::COORDINATOR_QUEUE`]); `<prefix>.operator.<op>.<user>` for the operators'
+    /// operations ([`CoordinatorOp::family`]). With auth on, NATS permissions tie the `<user>`
+    /// token to the user's credentials, so it is the user's identity.
     pub fn coordinator(&self, op: CoordinatorOp, user: &str) -> String {
-        format!("{}.coordinator.{}.{}", self.prefix, op.name(), subject_token(user))
+        format!("{}.{}.{}.{}", self.prefix, op.family(), op.name(), subject_token(user))
     }
 
-    /// `<prefix>.coordinator.<op>.*`: what coordinators subscribe to for `op`.
+    /// `<prefix>.coordinator.<op>.*` (`<prefix>.operator.<op>.*` for the operators'
+    /// operations): what coordinators subscribe to for `op`.
     pub fn coordinator_all(&self, op: CoordinatorOp) -> String {
-        format!("{}.coordinator.{}.*", self.prefix, op.name())
+        format!("{}.{}.{}.*", self.prefix, op.family(), op.name())
     }
 
     /// The queue group of one cluster's agents: `agent.<cluster>`.
@@ -132,6 +134,14 @@ mod tests {
         assert_eq!(
             s.coordinator_all(CoordinatorOp::WhyNot),
             "fedvol.v1.coordinator.why_not.*"
+        );
+        assert_eq!(
+            s.coordinator(CoordinatorOp::Drain, "ops"),
+            "fedvol.v1.operator.drain.ops"
+        );
+        assert_eq!(
+            s.coordinator_all(CoordinatorOp::Undrain),
+            "fedvol.v1.operator.undrain.*"
         );
         assert_eq!(Subjects::agent_queue("c"), "agent.c");
         assert_eq!(Subjects::new("x.v1.").plan(), "x.v1.plan");

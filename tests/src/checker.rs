@@ -597,6 +597,7 @@ mod tests {
             decision: Decision {
                 quota: Vec::new(),
                 refused: None,
+                drained: Default::default(),
                 request_id: id.into(),
                 workflow: "w".into(),
                 seed: 1,

@@ -99,10 +99,11 @@ pub const OBSERVER: &str = "harness";
 const USERS_LIST: &str = "    users: [";
 
 /// Identities the shipped files define.
-const SHIPPED_USERS: [&str; 9] = [
+const SHIPPED_USERS: [&str; 10] = [
     "coordinator",
     "alice",
     "bob",
+    "ops",
     "agent-cluster-a",
     "agent-cluster-b",
     "agent-cluster-c",

@@ -145,10 +145,10 @@ impl Serialize for Steps<'_> {
 }
 
 /// The decision document: its clusters with summaries in their array form, its choice steps
-/// compact when it holds summaries, `quota` and `refused` only when set.
+/// compact when it holds summaries, `quota`, `refused` and `drained` only when set.
 impl Serialize for Decision {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_struct("Decision", 8)?;
+        let mut m = s.serialize_struct("Decision", 9)?;
         m.serialize_field("request_id", &self.request_id)?;
         m.serialize_field("workflow", &self.workflow)?;
         m.serialize_field("seed", &self.seed)?;
@@ -165,12 +165,15 @@ impl Serialize for Decision {
         if let Some(r) = &self.refused {
             m.serialize_field("refused", r)?;
         }
+        if !self.drained.is_empty() {
+            m.serialize_field("drained", &self.drained)?;
+        }
         m.end()
     }
 }
 
 /// The decision document in either form (`read_map` for its clusters, `read_steps` for its
-/// choice steps); `choice`, `quota` and `refused` may be absent.
+/// choice steps); `choice`, `quota`, `refused` and `drained` may be absent.
 impl<'de> Deserialize<'de> for Decision {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
@@ -188,6 +191,8 @@ impl<'de> Deserialize<'de> for Decision {
             quota: Vec<crate::quota::QuotaCheck>,
             #[serde(default)]
             refused: Option<Reason>,
+            #[serde(default)]
+            drained: crate::drain::Drains,
         }
         let w = Wire::deserialize(d)?;
         Ok(Decision {
@@ -199,6 +204,7 @@ impl<'de> Deserialize<'de> for Decision {
             choice: w.choice,
             quota: w.quota,
             refused: w.refused,
+            drained: w.drained,
         })
     }
 }

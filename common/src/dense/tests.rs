@@ -140,6 +140,7 @@ fn decision(clusters: IndexMap<String, ClusterDecision>) -> Decision {
         clusters,
         quota: Vec::new(),
         refused: None,
+        drained: Default::default(),
     }
 }
 
@@ -204,6 +205,39 @@ fn a_small_decision_is_written_as_before() {
         json!({"candidate": "b", "reasons": [{"code": "a", "message": "first"}, {"code": "b", "message": "second"}]})
     );
     assert_eq!(serde_json::from_value::<Decision>(v).unwrap(), d);
+}
+
+/// A decision's drains are written only when there are some (a decision without is written as
+/// before), read back whole, and ignored by readers that do not know them.
+#[test]
+fn a_decisions_drains_round_trip_and_are_absent_when_none() {
+    let mut clusters = IndexMap::new();
+    for n in ["a", "b", "c", "d"] {
+        clusters.insert(n.to_string(), summary(n));
+    }
+    let mut d = decision(clusters);
+    let v = serde_json::to_value(&d).unwrap();
+    assert!(v.get("drained").is_none(), "{v}");
+    d.drained.insert(
+        "b".into(),
+        crate::drain::Drain {
+            by: "ops".into(),
+            at_ms: 7,
+            reason: "disk swap".into(),
+        },
+    );
+    let v = serde_json::to_value(&d).unwrap();
+    assert_eq!(
+        v["drained"],
+        json!({"b": {"by": "ops", "at_ms": 7, "reason": "disk swap"}})
+    );
+    assert_eq!(serde_json::from_value::<Decision>(v.clone()).unwrap(), d);
+    // A reader of an earlier release: the same document without the field it does not know.
+    #[derive(serde::Deserialize)]
+    struct Earlier {
+        request_id: String,
+    }
+    assert_eq!(serde_json::from_value::<Earlier>(v).unwrap().request_id, "r");
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! The CLI's side of the coordinator API: connect with the user's NATS identity and make one
-//! request per call on `<prefix>.coordinator.<op>.<user>` through [`fedvol_proto::rpc`] (a
+//! request per call on `<prefix>.coordinator.<op>.<user>` (the operators' on
+//! `<prefix>.operator.<op>.<user>`) through [`fedvol_proto::rpc`] (a
 //! fresh reply inbox under the connection's inbox prefix, never the leaking `request()` on
 //! timeout), adding what a person at a terminal needs: a refusal by the NATS server ends the
 //! wait at once, and every error says what to do ("no coordinator", timeouts, permissions).
@@ -85,6 +86,8 @@ fn refused_hint(refused: &Option<String>) -> String {
     };
     let hint = if e.contains("Subscription") && e.contains("_INBOX") {
         " (your NATS user may not read this reply inbox: the inbox prefix is _INBOX_<NATS user> (--nats-user, else -u), else _INBOX; pass --nats-inbox-prefix with the one your NATS permissions allow)"
+    } else if e.contains("Publish") && e.contains(".operator.") {
+        " (only operators may drain or undrain clusters: your NATS user may not send operator requests; the shipped NATS configurations give that right to the `ops` user alone)"
     } else if e.contains("Publish") && e.contains(".coordinator.") {
         " (your NATS user may not send requests under this name: -u must be your NATS user)"
     } else {

@@ -334,6 +334,11 @@ impl DevFederation {
             "2000".into(),
             "--discovery-ms".into(),
             "300".into(),
+            // The dev federation's one user may also drain and undrain its clusters, to try
+            // it (`fedvol clusters drain cluster-a --reason test`); a real coordinator names
+            // its operators in `operators:`.
+            "--operator".into(),
+            "alice".into(),
         ];
         fed.metrics_args("coordinator", metrics, &mut args)?;
         let i = fed.spawn("coordinator", &coord_bin, &args)?;

@@ -75,6 +75,15 @@ struct Args {
     /// Users-to-groups directory file (without one: dev mode, claimed groups are trusted).
     #[arg(long, env = "FEDVOL_DIRECTORY")]
     directory: Option<PathBuf>,
+    /// A user who may drain and undrain clusters (repeat for several; replaces `operators:`
+    /// of the file; FEDVOL_OPERATORS takes a comma-separated list).
+    #[arg(
+        long = "operator",
+        value_name = "USER",
+        env = "FEDVOL_OPERATORS",
+        value_delimiter = ','
+    )]
+    operators: Vec<String>,
     /// Decision bucket name.
     #[arg(long, env = "FEDVOL_KV_BUCKET")]
     kv_bucket: Option<String>,
@@ -129,6 +138,9 @@ fn config(a: Args) -> Result<CoordinatorConfig, String> {
     }
     if a.directory.is_some() {
         cfg.directory = a.directory;
+    }
+    if !a.operators.is_empty() {
+        cfg.operators = a.operators;
     }
     if let Some(v) = a.kv_bucket {
         cfg.kv.bucket = v;

@@ -253,18 +253,26 @@ fn replace_slot(slots: &mut IndexMap<String, ClusterDecision>, cluster: &str, de
     }
 }
 
-/// The cluster choice among the `candidates` of `slots`, in the candidates' order.
+/// The cluster choice among the `candidates` of `stored`'s slots, in the candidates' order,
+/// with the decision's drains and every drain in force now on one of its clusters (added to
+/// the decision's `drained` first): a commit falling back never picks a cluster drained since
+/// the plan.
 fn choose_in(
+    co: &Coordinator,
     request: &fedvol_common::funnel::PlanRequest,
-    slots: &IndexMap<String, ClusterDecision>,
+    stored: &mut StoredDecision,
     candidates: &indexmap::IndexSet<String>,
     seed: u64,
 ) -> (Option<String>, Vec<ChoiceStep>) {
+    let d = &mut stored.decision;
+    for (name, drain) in co.drains.among(d.clusters.keys().map(String::as_str)) {
+        d.drained.entry(name).or_insert(drain);
+    }
     let among = candidates
         .iter()
-        .filter_map(|n| slots.get_key_value(n).map(|(k, d)| (k.as_str(), d)))
+        .filter_map(|n| d.clusters.get_key_value(n).map(|(k, c)| (k.as_str(), c)))
         .collect();
-    fedvol_common::choice::choose_among(request, among, seed)
+    fedvol_common::choice::choose_among_drained(request, among, seed, &d.drained)
 }
 
 /// Runs the commit phase of a planned, non-dry-run decision (module docs): tries the chosen
@@ -298,7 +306,7 @@ pub async fn commit_phase(co: &Arc<Coordinator>, stored: &mut StoredDecision, re
             candidates.shift_remove(&a.cluster);
         }
         if committed.is_none() {
-            let (c, s) = choose_in(&request, &stored.decision.clusters, &candidates, seed);
+            let (c, s) = choose_in(co, &request, stored, &candidates, seed);
             chosen = c;
             steps = s;
         }
@@ -315,7 +323,7 @@ pub async fn commit_phase(co: &Arc<Coordinator>, stored: &mut StoredDecision, re
                     candidates.insert(b);
                 }
             }
-            let (next, s) = choose_in(&request, &stored.decision.clusters, &candidates, seed);
+            let (next, s) = choose_in(co, &request, stored, &candidates, seed);
             chosen = next;
             steps = s;
             continue;
@@ -403,7 +411,7 @@ pub async fn commit_phase(co: &Arc<Coordinator>, stored: &mut StoredDecision, re
             Some(e) => dropped.push(rejection(&c, e)),
             None => dropped.push(rejection(&c, &Code::CommitFailed.error("commit failed"))),
         }
-        let (next, s) = choose_in(&request, &stored.decision.clusters, &candidates, seed);
+        let (next, s) = choose_in(co, &request, stored, &candidates, seed);
         chosen = next;
         steps = s;
     }

@@ -13,6 +13,7 @@
 //! commitAttempts: 3       # commit failures (not capacity races) before the decision fails
 //! commitTimeoutMs: 10000  # how long one commit (or complete) may take on an agent
 //! directory: directory.yaml
+//! operators: [ops]        # NATS users who may drain and undrain clusters (default: none)
 //! kv: {bucket: fedvol_decisions, history: 16, replicas: 1, maxConsumers: 256}
 //! maxBodyBytes: 1048576   # largest request body served
 //! reconcileEveryMs: 2000  # the reconciler's lease renewal and scan (0 = never reconcile here)
@@ -81,6 +82,12 @@ pub struct CoordinatorConfig {
     /// The users-to-groups directory file; `None` = dev mode (clients' claimed groups are
     /// trusted, with a warning).
     pub directory: Option<PathBuf>,
+    /// The users who may drain and undrain clusters (`operators:`, `--operator`): each the
+    /// NATS user of their requests (the last token of `<prefix>.operator.<op>.<user>`, which
+    /// the shipped permissions let only the `ops` identity publish). Empty (the default): nobody
+    /// may, and a drain is answered `not_operator` saying how to name one. A second check
+    /// behind the NATS permissions (`daemon::ops::drain`).
+    pub operators: Vec<String>,
     /// The decision store.
     pub kv: KvConfig,
     /// How long start-up discovery (`$SRV.INFO.fedvol-agent`) waits for agents, ms (default 500).
@@ -148,6 +155,7 @@ impl Default for CoordinatorConfig {
             commit_attempts: 3,
             commit_timeout_ms: 10_000,
             directory: None,
+            operators: Vec::new(),
             kv: KvConfig::default(),
             discovery_ms: 500,
             reconcile_every_ms: 2000,
@@ -211,6 +219,11 @@ impl CoordinatorConfig {
         if self.commit_attempts == 0 {
             out.push("commitAttempts must be at least 1".to_string());
         }
+        for o in &self.operators {
+            if let Err(e) = fedvol_common::limits::check_user(o) {
+                out.push(format!("operators: {e}"));
+            }
+        }
         let b = &self.kv.bucket;
         if b.is_empty() || !b.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
             out.push(format!(
@@ -241,8 +254,8 @@ impl DaemonFile for CoordinatorConfig {
         &mut self.daemon
     }
 
-    /// The coordinator's own keys: durations and bounds, `choice:`, `directory`, `kv:`, and the
-    /// policy's (`quotas`, `priorityClasses`, `defaultPriorityClass`, `queue:`).
+    /// The coordinator's own keys: durations and bounds, `choice:`, `directory`, `operators`,
+    /// `kv:`, and the policy's (`quotas`, `priorityClasses`, `defaultPriorityClass`, `queue:`).
     fn read(&mut self, ctx: &mut Ctx, r: &mut MapReader<'_>, base: &Path) {
         for (key, slot) in [
             ("deadlineMs", &mut self.deadline_ms),
@@ -308,6 +321,16 @@ impl DaemonFile for CoordinatorConfig {
             && let Some(s) = ctx.nonempty_string(n, "directory")
         {
             self.directory = Some(relative_to(base, s));
+        }
+        if let Some(n) = r.take("operators")
+            && let Some(users) = ctx.string_list(n, "operators")
+        {
+            for (i, u) in users.iter().enumerate() {
+                if let Err(e) = fedvol_common::limits::check_user(u) {
+                    ctx.error(n.span, &format!("operators[{i}]"), e.to_string());
+                }
+            }
+            self.operators = users;
         }
         if let Some(n) = r.take("kv")
             && let Some(mut m) = ctx.map(n, "kv")
@@ -571,6 +594,8 @@ mod choice_tests {
                 "choice.defaultHours: expected a number of hours > 0",
             ),
             ("choice: {costs: true}\n", "did you mean `cost`"),
+            ("operators: [ops, a.b]\n", "operators[1]: user name `a.b` is not valid"),
+            ("operators: ops\n", "operators"),
         ] {
             let e = CoordinatorConfig::load(&write(dir.path(), text))
                 .unwrap_err()
@@ -601,6 +626,7 @@ mod shipped {
         assert_eq!(c.policy.priority_classes.len(), 3);
         assert_eq!(c.policy.default_priority_class.as_deref(), Some("normal"));
         assert!(c.policy.quotas.is_empty(), "the example's quotas are commented out");
+        assert_eq!(c.operators, ["ops"], "the operator of deploy/nats");
         let dir = c.directory.expect("the example names its directory");
         assert!(dir.ends_with("directory.yaml"));
         let d = Directory::load(&dir).unwrap();

@@ -254,9 +254,9 @@ fn kind_of(e: &kv::Entry) -> ChangeKind {
     }
 }
 
-/// Follows the decision bucket into `co.index` until the process ends: one watch, opened
-/// again `REOPEN_MS` after it fails or ends (the latest values are replayed; older ones
-/// change nothing).
+/// Follows the decision bucket into `co.index` (and its drain keys into `co.drains`,
+/// [`super::drains`]) until the process ends: one watch, opened again `REOPEN_MS` after it
+/// fails or ends (the latest values are replayed; older ones change nothing).
 pub fn spawn(co: Arc<Coordinator>) {
     tokio::spawn(async move {
         loop {
@@ -265,7 +265,10 @@ pub fn spawn(co: Arc<Coordinator>) {
                     co.index.set_running(true);
                     while let Some(entry) = w.next().await {
                         match entry {
-                            Ok(e) => co.index.apply(&e),
+                            Ok(e) => {
+                                co.drains.apply(&e);
+                                co.index.apply(&e);
+                            }
                             Err(e) => {
                                 tracing::warn!(error = %e, "decisions index: the bucket watch failed; it restarts");
                                 break;

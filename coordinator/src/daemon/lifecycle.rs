@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fedvol_common::choice::choose_cluster;
+use fedvol_common::choice::choose_cluster_drained;
 use fedvol_common::decision::ClusterStatus;
 use fedvol_proto::coordinator::SubmitReply;
 use fedvol_proto::decisions::{DecisionState, StoredDecision};
@@ -187,13 +187,14 @@ pub fn outcome_reply(stored: StoredDecision) -> SubmitReply {
 }
 
 /// True when a failed decision failed for want of room only: refused by a quota, nothing
-/// feasible, clusters that did not answer (`clusters_unavailable`), or every commit refused
+/// feasible, clusters that did not answer (`clusters_unavailable`), only drained clusters able
+/// to place it (`clusters_drained`: it waits for another cluster), or every commit refused
 /// because the capacity went to others (`no_longer_fits`, `capacity_in_flight`). Such a
 /// decision may wait in the queue; one whose commit failed otherwise (a driver), or that no
 /// cluster can ever place (`unresolvable`), may not.
 pub fn no_room(stored: &StoredDecision) -> bool {
     match &stored.decision.refused {
-        Some(r) => Code::QuotaExceeded.is(r) || Code::ClustersUnavailable.is(r),
+        Some(r) => Code::QuotaExceeded.is(r) || Code::ClustersUnavailable.is(r) || Code::ClustersDrained.is(r),
         None => stored
             .attempts
             .iter()
@@ -207,6 +208,9 @@ const NAMED_IN_REFUSAL: usize = 5;
 
 /// Says why no cluster was chosen for `stored`, in its `refused`, when "nothing fits" would
 /// not be the truth ([`fedvol_common::unplaced`]):
+/// - clusters that can place it answered, but an operator drained every one of them:
+///   `clusters_drained`, naming them with who drained them, when and why (a
+///   `wait_for_capacity` submit is queued: it waits for another cluster);
 /// - clusters did not answer (timed out, unreachable, `restoring`...), or none is known:
 ///   `clusters_unavailable`, retryable (the submit may be sent again under its request id; a
 ///   `wait_for_capacity` submit is queued);
@@ -228,6 +232,21 @@ pub fn judge_unplaced(stored: &mut StoredDecision) {
         }
         text
     };
+    let drained = fedvol_common::unplaced::drained_fits(&stored.decision.clusters, &stored.decision.drained);
+    if !drained.is_empty() {
+        let list = named(
+            drained
+                .iter()
+                .map(|(name, d)| format!("{} ({})", fedvol_common::limits::printable(name), d.describe()))
+                .collect(),
+        );
+        let refused = Code::ClustersDrained.reason(format!(
+            "this workflow fits only on drained clusters: {list}; a drained cluster is never chosen for new work, so nothing was booked: ask again once an operator undrains one (fedvol clusters undrain), or submit with --wait-for-capacity to queue it until a cluster has room"
+        ));
+        tracing::info!(code = %refused.code, why = %refused.message, "no cluster chosen");
+        stored.decision.refused = Some(refused);
+        return;
+    }
     let refused = match why_unplaced(&stored.decision.clusters) {
         Unplaced::NothingFits => return,
         Unplaced::Unanswered(none) if none.is_empty() => Code::ClustersUnavailable.reason(
@@ -322,7 +341,8 @@ pub async fn admit_quota(co: &Coordinator, stored: &mut StoredDecision) -> Resul
 }
 
 /// Plans the request on every cluster ([`fan_out`], holding nothing) and chooses
-/// ([`choose_cluster`]): fills the decision's slots and choice; the state is `failed` when no
+/// ([`choose_cluster_drained`], with the drains in force among them, kept in the decision's
+/// `drained`): fills the decision's slots and choice; the state is `failed` when no
 /// cluster was chosen (a dry run stays `planned`). When no cluster that answered can place
 /// it and some clusters answered `restoring` (their agents wait for the reconciler's restore),
 /// those are asked again every [`RESTORE_ASK_AGAIN_MS`] until they answer otherwise or
@@ -336,7 +356,11 @@ pub async fn plan(co: &Arc<Coordinator>, stored: &mut StoredDecision, wait_ms: u
     let mut gathered = fan_out(co, &stored.request, Duration::from_millis(wait_ms))
         .await
         .map_err(nats)?;
-    let (mut chosen, mut choice) = choose_cluster(&stored.request, &gathered.slots, stored.decision.seed);
+    // The drains in force now among the clusters asked (docs/design.md §2.5): a drained
+    // cluster answers, but the `drained` rule drops it.
+    let mut drained = co.drains.among(gathered.slots.keys().map(String::as_str));
+    let (mut chosen, mut choice) =
+        choose_cluster_drained(&stored.request, &gathered.slots, stored.decision.seed, &drained);
     // No answering cluster can place it, and some agents wait for their restore (a fresh
     // federation, an agent restarted on a new state): they admit new work within a round trip
     // of the reconciler's restore, so they are asked again until they answer or the plan's
@@ -363,7 +387,8 @@ pub async fn plan(co: &Arc<Coordinator>, stored: &mut StoredDecision, wait_ms: u
         for (name, slot) in again.slots {
             gathered.slots.insert(name, slot);
         }
-        (chosen, choice) = choose_cluster(&stored.request, &gathered.slots, stored.decision.seed);
+        drained = co.drains.among(gathered.slots.keys().map(String::as_str));
+        (chosen, choice) = choose_cluster_drained(&stored.request, &gathered.slots, stored.decision.seed, &drained);
     }
     co.metrics.gathered(
         asked.elapsed(),
@@ -378,6 +403,7 @@ pub async fn plan(co: &Arc<Coordinator>, stored: &mut StoredDecision, wait_ms: u
     stored.decision.chosen_cluster = chosen;
     stored.decision.clusters = gathered.slots;
     stored.decision.choice = choice;
+    stored.decision.drained = drained;
     if !placed {
         judge_unplaced(stored);
     }

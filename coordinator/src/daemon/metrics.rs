@@ -17,10 +17,13 @@
 //! - read from the registry at each scrape ([`ClustersCollector`]):
 //!   `fedvol_coordinator_cluster_up{cluster}`, `fedvol_coordinator_cluster_suspect{cluster}`,
 //!   `fedvol_coordinator_cluster_load{cluster}`, `fedvol_coordinator_cluster_inventory_info
-//!   {cluster, version}`.
+//!   {cluster, version}`; and from the drains ([`super::drains`]):
+//!   `fedvol_coordinator_cluster_drained{cluster}`,
+//!   `fedvol_coordinator_cluster_drained_since_timestamp_seconds{cluster, by}`.
 //!
 //! Cluster names are the registry's (agents' heartbeats and discovery, confined by NATS
-//! permissions to each cluster's own subject), so their number is the federation's.
+//! permissions to each cluster's own subject), so their number is the federation's; a drain
+//! names a cluster too, but only operators write drains.
 
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
@@ -327,6 +330,12 @@ struct ClusterLabel {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DrainLabels {
+    cluster: String,
+    by: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VersionLabels {
     cluster: String,
     version: String,
@@ -351,6 +360,7 @@ impl Collector for ClustersCollector {
             return Ok(());
         };
         let clusters = co.registry().info(fedvol_proto::now_ms());
+        let drains = co.drains.all();
         drop(co);
         let label = |c: &fedvol_proto::coordinator::ClusterInfo| ClusterLabel {
             cluster: c.name.clone(),
@@ -384,6 +394,37 @@ impl Collector for ClustersCollector {
                         version: c.inventory_version.clone(),
                     },
                     1.0,
+                )
+            }),
+        )?;
+        // Every known cluster (0 or 1), and every drained one the registry does not know.
+        let mut drained: Vec<(ClusterLabel, f64)> = clusters
+            .iter()
+            .map(|c| (label(c), f64::from(u8::from(drains.contains_key(&c.name)))))
+            .collect();
+        drained.extend(
+            drains
+                .keys()
+                .filter(|n| !clusters.iter().any(|c| &c.name == *n))
+                .map(|n| (ClusterLabel { cluster: n.clone() }, 1.0)),
+        );
+        gauges(
+            &mut e,
+            "fedvol_coordinator_cluster_drained",
+            "1 when an operator drained the cluster (it answers plans but is never chosen for new work), else 0",
+            drained,
+        )?;
+        gauges(
+            &mut e,
+            "fedvol_coordinator_cluster_drained_since_timestamp_seconds",
+            "When an operator drained the cluster, seconds since the epoch; the label by is the operator (the reason: fedvol clusters show)",
+            drains.iter().map(|(n, d)| {
+                (
+                    DrainLabels {
+                        cluster: n.clone(),
+                        by: d.by.clone(),
+                    },
+                    d.at_ms as f64 / 1000.0,
                 )
             }),
         )?;

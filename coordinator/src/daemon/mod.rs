@@ -14,7 +14,8 @@
 //!   `serving`: each request admitted (`maxInFlight`, per user, the watch pool) and handed to
 //!   `ops::dispatch`; `answer`: one request of one endpoint, decoded and bounded.
 //! - [`ops`]: the operations, one module each (`submit`, `complete`, `get`, `replay`,
-//!   `why_not`, `clusters`, `list`, `changes`), each an entry point over [`lifecycle`].
+//!   `why_not`, `clusters`, `list`, `changes`, `count`, the operators' `drain` and `undrain`),
+//!   each an entry point over [`lifecycle`].
 //! - [`reconcile`]: one coordinator at a time (a lease in the bucket) settles decisions left
 //!   `planned` by a coordinator that died; [`restore`]: it also commits again what an agent
 //!   started on a new state file forgot; [`jobs`]: it follows committed decisions' batch jobs
@@ -31,6 +32,8 @@
 //!   coordinator's watch of the bucket (`list` and `changes` answer from it); [`quota`]: the
 //!   usage ledgers in the bucket, admission by compare-and-set; [`replay`]: comparing a
 //!   replayed decision with the stored one.
+//! - [`drains`]: the clusters operators drained (keys `fedvol/drain/<c>` of the bucket, followed
+//!   by the index's watch); the `drain` and `undrain` operations change them.
 //! - [`registry`]: clusters from heartbeats and [`discovery`] (alive, suspect, forgotten);
 //!   [`config`]: the configuration file; [`policy`]: quotas, priority classes and the queue's
 //!   bounds; [`directory`]: users to groups; [`per_user`] and [`watchers`]: what one user may
@@ -49,6 +52,7 @@ pub mod commit;
 pub mod config;
 pub mod directory;
 pub mod discovery;
+pub mod drains;
 pub mod fanout;
 pub mod index;
 pub mod jobs;
@@ -124,6 +128,9 @@ pub struct Coordinator {
     /// next tick ([`restore::check_generations`]), so a brand-new cluster admits commits
     /// within a round trip of its first heartbeat.
     pub restore_due: tokio::sync::Notify,
+    /// The clusters operators drained ([`drains`]): read from the bucket before serving, kept
+    /// current by the decision index's watch.
+    pub drains: drains::DrainTable,
 }
 
 /// How often repeated warnings are written per kind and user ([`Coordinator::log_throttle`]).

@@ -13,8 +13,8 @@
 //! bound later. Reading a change decodes only `state`, `dry_run` and `updated_ms`.
 //!
 //! The holder also places the queue's decisions ([`super::queue::drain`]) on every
-//! tick and whenever a decision is completed, and every 15 ticks drops quota-ledger entries no
-//! live decision stands behind ([`super::quota::sweep`]).
+//! tick, whenever a decision is completed and whenever a cluster's drain ends, and every 15
+//! ticks drops quota-ledger entries no live decision stands behind ([`super::quota::sweep`]).
 //!
 //! The holder also follows the batch jobs of committed decisions on clusters that run them
 //! ([`super::jobs`]), storing each decision `completed` or `failed` once its jobs ended.
@@ -104,9 +104,12 @@ pub fn spawn(co: Arc<Coordinator>, instance: String, every: Duration) {
                     match entry {
                         Some(Ok(e)) => {
                             super::jobs::track(&mut running, &e);
-                            // A completion freed room: place what waits in the queue,
-                            // once the watch has caught up with the bucket.
-                            if track(&mut planned, &e) && e.delta == 0 {
+                            // A completion freed room, or a drain ended: place what waits
+                            // in the queue, once the watch has caught up with the bucket.
+                            let freed = track(&mut planned, &e);
+                            let undrained = e.key.starts_with(fedvol_proto::coordinator::DRAIN_KEY_PREFIX)
+                                && e.operation != async_nats::jetstream::kv::Operation::Put;
+                            if (freed || undrained) && e.delta == 0 {
                                 super::queue::drain(&co).await;
                             }
                         }

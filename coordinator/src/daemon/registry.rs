@@ -260,6 +260,7 @@ impl Registry {
                     instances,
                     degraded: e.degraded.clone(),
                     restoring: e.restoring,
+                    drain: None,
                 }
             })
             .collect()

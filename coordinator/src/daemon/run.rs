@@ -1,6 +1,7 @@
 //! Starting and running a coordinator: check the configuration, read the directory, connect,
 //! open (creating if needed) the decision bucket, follow heartbeats, discover the agents that
-//! are already up, then serve `<prefix>.coordinator.<op>.*` in queue group `coordinator`.
+//! are already up, then serve `<prefix>.coordinator.<op>.*` (and the operators'
+//! `<prefix>.operator.<op>.*`) in queue group `coordinator`.
 //!
 //! Every request runs in its own task under a `request` span carrying the operation, the user
 //! (the subject's last token) and the request id, so every log line names them. SIGHUP
@@ -148,7 +149,23 @@ pub async fn run(cfg: CoordinatorConfig) -> Result<(), StartError> {
         log_throttle: fedvol_obs::throttle::Throttle::new(super::LOG_EVERY),
         listing: tokio::sync::Semaphore::new(1),
         restore_due: tokio::sync::Notify::new(),
+        drains: super::drains::DrainTable::new(),
     });
+    // The drains in force before the first choice (the index's watch keeps them current).
+    obs.readiness.starting("reading the drained clusters");
+    let drained = co
+        .drains
+        .load(&co.store)
+        .await
+        .map_err(|e| StartError::Store(e.to_string()))?;
+    if drained > 0 {
+        tracing::info!(drained = ?co.drains.all().keys().collect::<Vec<_>>(), "drained clusters: never chosen for new work");
+    }
+    if co.cfg.operators.is_empty() {
+        tracing::info!(
+            "no operators configured (`operators:`, --operator): nobody may drain or undrain clusters through this coordinator"
+        );
+    }
     super::index::spawn(co.clone());
     super::serving::spawn_quiet_summaries(co.clone());
     obs.clusters.set(&co);

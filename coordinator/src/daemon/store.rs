@@ -254,6 +254,28 @@ impl DecisionStore {
         written
     }
 
+    /// Deletes `key` (a key no request id can be, e.g. a drain) only if its latest revision is
+    /// still `revision`: the bucket keeps a delete marker, which watchers see as the key's
+    /// removal.
+    ///
+    /// Errors: [`StoreError::Nats`].
+    pub async fn delete_raw(&self, key: &str, revision: u64) -> Result<Write, StoreError> {
+        let started = std::time::Instant::now();
+        let written = match self.kv.delete_expect_revision(key, Some(revision)).await {
+            Ok(()) => Ok(Write::Done(revision)),
+            Err(e) => {
+                let text = e.to_string();
+                if text.contains("wrong last sequence") || text.contains("10071") {
+                    Ok(Write::Conflict)
+                } else {
+                    Err(nats(text))
+                }
+            }
+        };
+        self.count("lease", &written, started);
+        written
+    }
+
     /// The JSON value of `key` (a key no request id can be: a quota ledger, the queue) decoded
     /// as `T`, and its revision.
     ///

@@ -55,6 +55,11 @@ pub struct ClusterInfo {
     /// from coordinators of earlier releases.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub restoring: bool,
+    /// An operator drained the cluster (`fedvol clusters drain`): who, when and why. It
+    /// still answers plans, but is never chosen for new work. Absent when not drained, and
+    /// from coordinators of earlier releases.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain: Option<fedvol_common::drain::Drain>,
 }
 
 /// The answer to clusters.
@@ -63,6 +68,10 @@ pub struct ClustersReply {
     /// Every cluster ever heard from, by name.
     #[serde(default)]
     pub clusters: Vec<ClusterInfo>,
+    /// Drains of clusters this coordinator does not know (drained before they joined, or
+    /// forgotten since), by name. Absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drained_unknown: Vec<super::ClusterDrain>,
 }
 
 impl ReplyBody for ClustersReply {}

@@ -1,15 +1,18 @@
 //! The coordinators' operations (queue group `coordinator`, subject
-//! `<prefix>.coordinator.<op>.<user>`) and their bodies, one module per family of operations:
-//! the table below is the whole list ([`CoordinatorOp`] shows it with its bodies).
+//! `<prefix>.coordinator.<op>.<user>`, or `<prefix>.operator.<op>.<user>` for the operators'
+//! own, [`CoordinatorOp::for_operators`]) and their bodies, one module per family of
+//! operations: the table below is the whole list ([`CoordinatorOp`] shows it with its bodies).
 
 mod changes;
 mod clusters;
+mod drain;
 mod list;
 mod stored;
 mod submit;
 
 pub use changes::{ChangeKind, ChangesQuery, ChangesReply, DecisionChange, MAX_CHANGES_WAIT_MS};
 pub use clusters::{ClusterInfo, ClusterRef, ClusterReply, ClustersReply};
+pub use drain::{ClusterDrain, DRAIN_KEY_PREFIX, DrainMsg, DrainReply, drain_key};
 pub use list::{ClusterCounts, CountReply, DecisionSummary, ListReply, REASON_CHARS, reason};
 pub use stored::{DecisionRef, ReplayReply, WhyNotQuery};
 pub use submit::{StoredRecord, SubmitMsg, SubmitReply};
@@ -44,6 +47,33 @@ operations! {
         Changes = "changes": ChangesQuery => ChangesReply;
         /// How many stored decisions are in each state, in all and per chosen cluster.
         Count = "count": NoArgs => CountReply;
+        /// An operator drains a cluster: it still answers plans, but no coordinator chooses it
+        /// for new work; what is committed there runs on (`fedvol clusters drain`).
+        Drain = "drain": DrainMsg => DrainReply;
+        /// An operator ends a cluster's drain (`fedvol clusters undrain`).
+        Undrain = "undrain": ClusterRef => DrainReply;
+    }
+}
+
+impl CoordinatorOp {
+    /// True for the operators' operations (`drain`, `undrain`): served on
+    /// `<prefix>.operator.<op>.<user>` rather than `<prefix>.coordinator.<op>.<user>`, so that
+    /// what the shipped NATS permissions let every user publish
+    /// (`fedvol.v1.coordinator.*.<user>`) never reaches them; only an operator's identity may
+    /// publish there, and the coordinator also refuses a user not among its `operators`
+    /// (`not_operator`).
+    pub const fn for_operators(self) -> bool {
+        matches!(self, CoordinatorOp::Drain | CoordinatorOp::Undrain)
+    }
+
+    /// The subject family of the operation: `operator` ([`CoordinatorOp::for_operators`]) or
+    /// `coordinator`.
+    pub const fn family(self) -> &'static str {
+        if self.for_operators() {
+            "operator"
+        } else {
+            "coordinator"
+        }
     }
 }
 

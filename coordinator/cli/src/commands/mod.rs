@@ -112,7 +112,8 @@ commands! {
         Complete(complete::Complete),
         /// Cancel a committed workflow's jobs on its cluster (Slurm's `scancel`), then complete it.
         Cancel(complete::Cancel),
-        /// The clusters the coordinators know: alive, last seen, inventory version, load.
+        /// The clusters the coordinators know: alive, last seen, inventory version, load, drained;
+        /// operators drain and undrain them.
         Clusters(clusters::Clusters),
         /// Serve a read-only web view of the federation (decisions, funnels, clusters) until Ctrl-C.
         Ui(ui::Ui),

@@ -344,6 +344,7 @@ fn show_submit(reply: &SubmitReply, o: Output, wait: bool) -> u8 {
             Code::QueueFull,
             Code::QueueTimeout,
             Code::Unresolvable,
+            Code::ClustersDrained,
         ]
         .contains(&e.code)
     });

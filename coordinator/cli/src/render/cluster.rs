@@ -1,5 +1,6 @@
 //! The human view of one cluster (`fedvol clusters show C`), as `kubectl describe
-//! node` shows a node: the registry's view, the provisioners in selection order with their
+//! node` shows a node: the registry's view (and an operator's drain: who, when, why, as
+//! `kubectl describe node` shows `Unschedulable`), the provisioners in selection order with their
 //! status and access policies (Fuzzball "Annotations and Selection"), and each zone with its priority, placement policy and
 //! free capacity (Cloud Assembly's provisioning funnel).
 
@@ -91,6 +92,19 @@ pub fn render(r: &ClusterReply, now_ms: u64) -> String {
     }
     if let Some(d) = &info.degraded {
         out.push_str(&para("  degraded: ", "    ", d));
+    }
+    if let Some(d) = &info.drain {
+        out.push_str(&para(
+            "  drained: ",
+            "    ",
+            &format!(
+                "by {} at {} ({}): {}; it still answers plans, but no coordinator chooses it for new work, and what is committed here runs on",
+                d.by,
+                super::words::utc(d.at_ms),
+                ago(d.at_ms, now_ms),
+                d.reason
+            ),
+        ));
     }
 
     out.push_str("\nprovisioners (automatic selection takes the first that passes, in this order):\n");

@@ -77,6 +77,7 @@ mod tests {
                 "quota_exceeded",
                 "quota exceeded: x",
             )),
+            drained: Default::default(),
         };
         let text = render(&d, "refused: ");
         assert!(

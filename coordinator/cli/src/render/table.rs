@@ -478,6 +478,7 @@ mod tests {
             choice,
             quota: vec![],
             refused: None,
+            drained: Default::default(),
         };
         fedvol_common::summary::summarize_unlisted(&req, &mut d, fedvol_common::summary::LISTED_CLUSTERS);
         d

@@ -350,7 +350,9 @@ fn the_clusters_page_spells_ages_as_the_terminal_does() {
             instances: vec![],
             degraded: None,
             restoring: false,
+            drain: None,
         }],
+        drained_unknown: Vec::new(),
     };
     let page = pages::clusters::body(&reply).into_string();
     assert!(page.contains("(12s ago)"), "{page}");

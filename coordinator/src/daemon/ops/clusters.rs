@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use fedvol_proto::agent::{self as agent, AgentOp};
-use fedvol_proto::coordinator::ClustersReply;
+use fedvol_proto::coordinator::{ClusterDrain, ClustersReply};
 use fedvol_proto::rpc::{RpcError, call};
 use fedvol_proto::{Code, Failure, now_ms, subject_token};
 
@@ -83,14 +83,26 @@ pub async fn cluster(
 }
 
 /// `clusters`: the registry, sorted by name, without the clusters not heard from for
-/// `forgetClusterAfterMs` (forgotten now).
+/// `forgetClusterAfterMs` (forgotten now), each with its drain if an operator drained it; the
+/// drains of clusters the registry does not know in `drained_unknown`.
 pub fn clusters(co: &Coordinator) -> ClustersReply {
     let now = now_ms();
-    let mut reg = co.registry();
-    for (name, seen_ms) in reg.forget_silent(now, co.cfg.forget_cluster_after_ms) {
-        tracing::warn!(cluster = %name, silent_ms = now.saturating_sub(seen_ms), "cluster forgotten: not heard from for longer than forgetClusterAfterMs");
+    let mut infos = {
+        let mut reg = co.registry();
+        for (name, seen_ms) in reg.forget_silent(now, co.cfg.forget_cluster_after_ms) {
+            tracing::warn!(cluster = %name, silent_ms = now.saturating_sub(seen_ms), "cluster forgotten: not heard from for longer than forgetClusterAfterMs");
+        }
+        reg.info(now)
+    };
+    let mut drains = co.drains.all();
+    for c in &mut infos {
+        c.drain = drains.remove(&c.name);
     }
     ClustersReply {
-        clusters: reg.info(now),
+        clusters: infos,
+        drained_unknown: drains
+            .into_iter()
+            .map(|(cluster, drain)| ClusterDrain { cluster, drain })
+            .collect(),
     }
 }

@@ -1,8 +1,9 @@
 //! The coordinator's operations, one module each, and `dispatch`, which serves each by its
 //! name: `submit`, `complete` (and cancel), `get`, `replay`, `why_not`, `clusters`, `cluster`,
-//! `list`, `count`, `changes` (the long poll). Each takes its decoded request and answers with
-//! its reply type or a [`Failure`](fedvol_proto::Failure) (codes of [`fedvol_proto::Code`], or
-//! the agent's own), never a missing answer.
+//! `list`, `count`, `changes` (the long poll), and the operators' `drain` and `undrain`. Each
+//! takes its decoded request and answers with its reply type or a
+//! [`Failure`](fedvol_proto::Failure) (codes of [`fedvol_proto::Code`], or the agent's own),
+//! never a missing answer.
 //!
 //! Each operation is an entry point above [`crate::daemon::lifecycle`] (the steps a decision's
 //! life shares) and the decision index ([`crate::daemon::index`]), as the agent has one module
@@ -13,6 +14,7 @@ pub mod changes;
 pub mod clusters;
 pub mod complete;
 pub mod count;
+pub mod drain;
 pub mod get;
 pub mod list;
 pub mod replay;
@@ -24,6 +26,7 @@ pub use changes::changes;
 pub use clusters::{cluster, clusters};
 pub use complete::complete;
 pub use count::count;
+pub use drain::{drain, undrain};
 pub use get::get;
 pub use list::list;
 pub use replay::replay;
@@ -104,6 +107,26 @@ pub(crate) async fn dispatch(
         }
         CoordinatorOp::Count => {
             serve::<api::Count, _, _>(co, user, payload, ran, |_| async { Some(count(co, user).await) }).await
+        }
+        CoordinatorOp::Drain => {
+            serve::<api::Drain, _, _>(
+                co,
+                user,
+                payload,
+                ran,
+                |q| async move { Some(drain(co, user, &q).await) },
+            )
+            .await
+        }
+        CoordinatorOp::Undrain => {
+            serve::<api::Undrain, _, _>(
+                co,
+                user,
+                payload,
+                ran,
+                |q| async move { Some(undrain(co, user, &q).await) },
+            )
+            .await
         }
         CoordinatorOp::Cluster => {
             serve::<api::Cluster, _, _>(co, user, payload, ran, |q| async move { Some(cluster(co, &q).await) }).await

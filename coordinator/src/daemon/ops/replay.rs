@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use fedvol_common::choice::choose_cluster;
+use fedvol_common::choice::choose_cluster_drained;
 use fedvol_common::decision::{ClusterDecision, ClusterStatus, Decision};
 use fedvol_common::limits::printable;
 use fedvol_proto::agent::{self as agent, AgentOp, PlanMsg};
@@ -95,7 +95,13 @@ pub async fn replay(co: &Coordinator, q: &DecisionRef) -> Result<ReplayReply, Fa
     }
     let identical = differences.is_empty();
     tracing::info!(identical, differences = differences.len(), "replayed");
-    let (chosen, choice) = choose_cluster(&stored.request, &clusters, stored.decision.seed);
+    // Ranked with the drains the decision was planned under, as its first run was.
+    let (chosen, choice) = choose_cluster_drained(
+        &stored.request,
+        &clusters,
+        stored.decision.seed,
+        &stored.decision.drained,
+    );
     differences.extend(notes);
     Ok(ReplayReply {
         identical,
@@ -103,6 +109,7 @@ pub async fn replay(co: &Coordinator, q: &DecisionRef) -> Result<ReplayReply, Fa
         replayed: Some(Decision {
             quota: Vec::new(),
             refused: None,
+            drained: stored.decision.drained.clone(),
             request_id: stored.decision.request_id.clone(),
             workflow: stored.decision.workflow.clone(),
             seed: stored.decision.seed,

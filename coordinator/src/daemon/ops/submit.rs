@@ -214,6 +214,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
             choice: Vec::new(),
             quota: Vec::new(),
             refused: None,
+            drained: Default::default(),
         },
         request,
         attempts: Vec::new(),

@@ -1,8 +1,8 @@
 //! `why_not` with only a cluster named: why that cluster lost the decision, read from the
 //! stored record alone: what it could not place (each volume or job with its error, and the
 //! stages that rejected every candidate), or, when it could place everything, the cluster-choice
-//! step that dropped it (Nomad's `AllocMetric` explains a lost node the same way: the
-//! constraint that filtered it, or the rank it lost on).
+//! step that dropped it (`drained` for a cluster an operator drained; Nomad's `AllocMetric`
+//! explains a lost node the same way: the constraint that filtered it, or the rank it lost on).
 
 use fedvol_common::decision::{ClusterStatus, Decision};
 use fedvol_common::funnel::why_not::{Blocker, RecordedExplanation, choice_blocker};
@@ -52,7 +52,13 @@ pub fn cluster_record(d: &Decision, cluster: &str) -> RecordedExplanation {
         } else {
             failed.join("; ")
         };
-        format!("cluster {cluster} cannot take the workflow: {what}")
+        // A drained cluster that cannot place it anyway says both.
+        let drained = d
+            .drained
+            .get(cluster)
+            .map(|dr| format!("; it was also {}", dr.describe()))
+            .unwrap_or_default();
+        format!("cluster {cluster} cannot take the workflow: {what}{drained}")
     } else if let Some(b) = &cluster_choice {
         let why: Vec<&str> = b.reasons.iter().map(|r| r.message.as_str()).collect();
         format!(

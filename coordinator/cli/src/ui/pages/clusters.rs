@@ -1,6 +1,6 @@
 //! The clusters page (`/clusters`): what the coordinators know of each cluster (the
 //! coordinator's `clusters` operation, as `fedvol clusters` prints it): alive or suspect, load,
-//! holds, inventory version, last heartbeat, replicas.
+//! holds, inventory version, last heartbeat, replicas, and an operator's drain (who, when, why).
 
 use fedvol_proto::coordinator::ClustersReply;
 use maud::{Markup, html};
@@ -29,6 +29,9 @@ pub fn body(r: &ClustersReply) -> Markup {
                                 @else if c.suspect { (badge("suspect", Kind::Warn)) }
                                 @else if c.restoring { (badge("restoring", Kind::Warn)) }
                                 @else { (badge("alive", Kind::Ok)) }
+                                @if c.drain.is_some() {
+                                    " " (badge("drained", Kind::Warn))
+                                }
                             }
                             td.load {
                                 div style="display:flex;gap:8px;align-items:center" {
@@ -52,7 +55,28 @@ pub fn body(r: &ClustersReply) -> Markup {
                     }
                 }
             }
+            @if r.clusters.iter().any(|c| c.drain.is_some()) || !r.drained_unknown.is_empty() {
+                h2 { "Drained" }
+                table #drained-list {
+                    thead { tr { th { "Cluster" } th { "By" } th { "Since (UTC)" } th { "Reason" } } }
+                    tbody {
+                        @for (name, d, known) in r.clusters.iter().filter_map(|c| c.drain.as_ref().map(|d| (&c.name, d, true)))
+                            .chain(r.drained_unknown.iter().map(|d| (&d.cluster, &d.drain, false))) {
+                            tr data-drained=(name) {
+                                td { strong { (name) } @if !known { " " span.muted { "(not known yet)" } } }
+                                td { (d.by) }
+                                td.nowrap {
+                                    (when(d.at_ms)) " "
+                                    span.muted { "(" (crate::render::words::ago(d.at_ms, now)) ")" }
+                                }
+                                td { (d.reason) }
+                            }
+                        }
+                    }
+                }
+            }
             p.note {
+                "Drained: an operator took the cluster out of the choice for new work; it still answers plans, and what is committed there runs on. "
                 "Alive: heard from within three heartbeat intervals. Suspect: two plans in a row timed out, until the next heartbeat. "
                 "Load is the share of the cluster's capacity in use (0 to 1). The page shows the coordinator's view when it was loaded."
             }

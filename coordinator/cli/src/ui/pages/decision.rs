@@ -248,6 +248,7 @@ pub fn body_with(key: &str, s: &StoredDecision, problem: Option<&str>, whole: Op
                 dt {
                     @if s.state == fedvol_proto::decisions::DecisionState::Queued { "Waiting" }
                     @else if r.code == fedvol_proto::Code::ClustersUnavailable.as_str() { "Not placed now" }
+                    @else if r.code == fedvol_proto::Code::ClustersDrained.as_str() { "Not placed: drained" }
                     @else { "Refused" }
                 }
                 dd #refused { (r.message) " " span.mono { "(" (r.code) ")" } }
