@@ -36,12 +36,13 @@ pub fn action(a: Option<Action>) -> &'static str {
     }
 }
 
-/// A volume's action as a plan that was not carried out reads (`would provision`): the
-/// actions of every cluster but the chosen one, and all of them when none was chosen, never
-/// happened. `-` stays `-`.
+/// A volume's action as a plan that was not carried out reads (`would provision`, `would
+/// use existing`): the actions of every cluster but the chosen one, and all of them when none
+/// was chosen, never happened. `-` stays `-`.
 pub fn planned_action(a: Option<Action>, done: bool) -> String {
     match (a, done) {
         (None, _) | (_, true) => action(a).to_string(),
+        (Some(Action::Existing), false) => "would use existing".to_string(),
         (Some(_), false) => format!("would {}", action(a)),
     }
 }
@@ -128,6 +129,7 @@ mod tests {
         assert_eq!(count(2, "job", "jobs"), "2 jobs");
         assert_eq!(planned_action(Some(Action::Provision), false), "would provision");
         assert_eq!(planned_action(Some(Action::Bind), true), "bind");
+        assert_eq!(planned_action(Some(Action::Existing), false), "would use existing");
         assert_eq!(planned_action(None, false), "-");
     }
 
