@@ -108,13 +108,7 @@ pub async fn drain(co: &Coordinator, user: &str, q: &DrainMsg) -> Result<DrainRe
             Write::Conflict => continue,
         }
     }
-    Err(Failure::new(
-        Code::StoreUnavailable,
-        format!(
-            "the drain of `{}` kept changing under this request ({ROUNDS} tries): ask again",
-            q.cluster
-        ),
-    ))
+    Err(kept_changing(&q.cluster))
 }
 
 /// `undrain` of `user`: ends `q.cluster`'s drain; a cluster that is not drained is answered
@@ -162,11 +156,14 @@ pub async fn undrain(co: &Coordinator, user: &str, q: &ClusterRef) -> Result<Dra
             Write::Conflict => continue,
         }
     }
-    Err(Failure::new(
+    Err(kept_changing(&q.cluster))
+}
+
+/// The answer when `cluster`'s drain changed under every one of the [`ROUNDS`] tries of a
+/// compare-and-set write: `store_unavailable`, asking again.
+fn kept_changing(cluster: &str) -> Failure {
+    Failure::new(
         Code::StoreUnavailable,
-        format!(
-            "the drain of `{}` kept changing under this request ({ROUNDS} tries): ask again",
-            q.cluster
-        ),
-    ))
+        format!("the drain of `{cluster}` kept changing under this request ({ROUNDS} tries): ask again"),
+    )
 }
