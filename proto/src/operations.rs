@@ -123,7 +123,8 @@ mod tests {
         assert_eq!(
             CoordinatorOp::ALL.map(CoordinatorOp::name),
             [
-                "submit", "complete", "why_not", "clusters", "list", "get", "replay", "cluster", "changes", "count"
+                "submit", "complete", "why_not", "clusters", "list", "get", "replay", "cluster", "changes", "count",
+                "what_if"
             ]
         );
         assert_eq!(

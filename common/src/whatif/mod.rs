@@ -10,6 +10,9 @@
 //!   blocks itself.
 //! - Each decision is planned alone on today's state; moving work is not stacked. The report
 //!   gives per cluster what the work moving there needs against what is free there.
+//! - A recorded placement keeps its cluster while that cluster still ties with the choice's
+//!   pick on every rule of substance ([`ties`]): the load and the seeded draw alone never move
+//!   recorded work (they tell apart clusters that are equally good for it).
 //! - Two federations are planned: **today** (no change; its differences from the record are
 //!   drift) and **changed**. Clusters whose view is the same in both are planned once.
 
@@ -21,8 +24,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use indexmap::IndexMap;
 
-use crate::choice::choose_among;
-use crate::decision::{ClusterDecision, ClusterStatus, Reason};
+use crate::choice::{choose_among, rules};
+use crate::decision::{ChoiceStep, ClusterDecision, ClusterStatus, Reason};
 use crate::funnel::{ClusterState, PlanRequest, Prepared, RunAs, plan_prepared_as};
 use crate::model::{Inventory, PowerState, Resources};
 
@@ -142,6 +145,28 @@ struct One {
     freed: Option<(String, Resources)>,
 }
 
+/// What one choice gave: the outcome, what its work allocates on the chosen cluster, and
+/// whether the recorded cluster was kept on a tie ([`ties`]).
+#[derive(Clone)]
+struct Choice {
+    outcome: Outcome,
+    need: Option<Resources>,
+    kept_on_tie: bool,
+}
+
+/// True when `cluster` is still among the clusters the choice ranks first on every rule of
+/// substance (`feasible`, `workflow_order`, `named_volume`, `soft_constraints`, and `cost` when
+/// asked): the rules before `least_loaded` in `steps`. Such a cluster differs from the pick only
+/// by load or the seeded draw, which a recorded placement keeps (docs/design.md §2.7: work is
+/// not moved for balance).
+fn ties(steps: &[ChoiceStep], cluster: &str) -> bool {
+    steps
+        .iter()
+        .take_while(|s| s.rule != rules::LEAST_LOADED)
+        .last()
+        .is_some_and(|s| s.kept.iter().any(|k| k == cluster))
+}
+
 /// The slot a drained cluster gets: answered, not feasible, with the `drained` reason.
 fn drained_slot() -> ClusterDecision {
     ClusterDecision::without_answer(
@@ -170,7 +195,7 @@ fn one(fed: &Federations, planned: &[usize], rec: &Recorded) -> One {
         answers[v] = Some(slot);
     }
     let drained = drained_slot();
-    let choose = |members: &[Member]| -> (Outcome, Option<Resources>) {
+    let choose = |members: &[Member]| -> Choice {
         let slots: Vec<(&str, &ClusterDecision)> = members
             .iter()
             .filter_map(|m| {
@@ -183,28 +208,45 @@ fn one(fed: &Federations, planned: &[usize], rec: &Recorded) -> One {
                 slot.map(|s| (name, s))
             })
             .collect();
-        let (chosen, _) = choose_among(&req, slots.clone(), req.seed);
+        let (mut chosen, steps) = choose_among(&req, slots.clone(), req.seed);
+        let mut kept_on_tie = false;
+        if let (Some(was), Some(c)) = (rec.was.cluster.as_deref(), chosen.as_deref())
+            && was != c
+            && ties(&steps, was)
+        {
+            chosen = Some(was.to_string());
+            kept_on_tie = true;
+        }
         match chosen.and_then(|c| slots.iter().find(|(n, _)| *n == c).copied()) {
             Some((name, slot)) => {
                 let mut need = Resources::default();
                 for a in &slot.allocations {
                     own::add_resources(&mut need, &a.resources);
                 }
-                (Outcome::placed(name, slot), Some(need))
+                Choice {
+                    outcome: Outcome::placed(name, slot),
+                    need: Some(need),
+                    kept_on_tie,
+                }
             }
             None => {
                 let all: IndexMap<String, ClusterDecision> =
                     slots.into_iter().map(|(n, s)| (n.to_string(), s.clone())).collect();
-                (Outcome::unplaced(&all), None)
+                Choice {
+                    outcome: Outcome::unplaced(&all),
+                    need: None,
+                    kept_on_tie,
+                }
             }
         }
     };
-    let (today, _) = choose(&fed.today);
-    let (would_be, need) = if fed.changed == fed.today {
-        (today.clone(), None)
+    let today = choose(&fed.today);
+    let changed = if fed.changed == fed.today {
+        today.clone()
     } else {
         choose(&fed.changed)
     };
+    let (today, would_be, need, kept_on_tie) = (today.outcome, changed.outcome, changed.need, changed.kept_on_tie);
     let transition = Transition::of(&rec.was, &would_be);
     let drift = Transition::of(&rec.was, &today) != Transition::Stays;
     let need = match (transition, need, would_be.cluster.as_ref()) {
@@ -222,6 +264,7 @@ fn one(fed: &Federations, planned: &[usize], rec: &Recorded) -> One {
         _ => None,
     };
     let result = DecisionWhatIf {
+        kept_on_tie,
         request_id: rec.request_id.clone(),
         workflow: rec.request.workflow.name.clone(),
         user: rec.request.user.clone(),

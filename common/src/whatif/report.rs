@@ -27,6 +27,10 @@ pub struct DecisionWhatIf {
     /// since it was made.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub drift: bool,
+    /// It stays on its recorded cluster, which ties with the cluster the choice picks today on
+    /// every rule but the load and the seeded draw (the pick alone would have moved it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kept_on_tie: bool,
     /// What it was, as recorded.
     pub was: Outcome,
     /// What it would be with the changes.
@@ -136,6 +140,9 @@ pub struct Report {
     pub by_change: u64,
     /// Those that stay on their cluster with another provisioner, volume, zone or host.
     pub placed_otherwise: u64,
+    /// Those that stay on their cluster although the choice's load or seeded draw would pick
+    /// another one as good for them ([`DecisionWhatIf::kept_on_tie`]).
+    pub kept_on_tie: u64,
     /// Per transition and pair of clusters, most first.
     pub transitions: Vec<TransitionCount>,
     /// Per cluster, by name.
@@ -182,6 +189,7 @@ pub(super) fn tally(
         let today = d.today.as_ref().unwrap_or(&d.would_be);
         r.by_change += u64::from(Transition::of(today, &d.would_be) != Transition::Stays);
         r.placed_otherwise += u64::from(d.placed_otherwise());
+        r.kept_on_tie += u64::from(d.kept_on_tie);
         *pairs
             .entry((t, d.was.cluster.clone(), d.would_be.cluster.clone()))
             .or_default() += 1;

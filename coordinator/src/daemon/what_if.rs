@@ -1,0 +1,253 @@
+//! What a what-if takes from the coordinator's world (docs/design.md §2.7): a stored record
+//! read as a [`Recorded`] decision (what it was, its live commit, the identity verdicts its
+//! clusters recorded), and the two [`Federations`] (today's, and with the changes) built from
+//! the agents' `inventory` answers. No I/O: `ops::what_if` fetches, this reads.
+
+use fedvol_common::decision::ClusterDecision;
+use fedvol_common::funnel::RunAs;
+use fedvol_common::funnel::identity::STAGE as IDENTITY_STAGE;
+use fedvol_common::whatif::{Federations, Member, Outcome, Recorded, View, codes};
+use fedvol_proto::agent::InventoryReply;
+use fedvol_proto::coordinator::{WhatIfChanges, WhatIfCluster};
+use fedvol_proto::decisions::{DecisionState, FailureKind, StoredDecision};
+
+/// The project of a workflow that names none.
+pub const DEFAULT_PROJECT: &str = "default";
+
+/// True when `stored` holds a live commit: `committed`, or `planned` with an attempt that
+/// committed (its coordinator has not stored the outcome yet).
+fn live(stored: &StoredDecision) -> bool {
+    match stored.state {
+        DecisionState::Committed => true,
+        DecisionState::Planned => stored.attempts.iter().any(|a| a.ok),
+        _ => false,
+    }
+}
+
+/// True when the record says its work was placed on its chosen cluster: live, ended there
+/// (`completed`, `cancelled`), or failed by a job after its commit.
+fn was_placed(stored: &StoredDecision) -> bool {
+    match stored.state {
+        DecisionState::Completed | DecisionState::Cancelled => true,
+        DecisionState::Failed => stored.failure() == Some(FailureKind::JobFailed),
+        _ => live(stored),
+    }
+}
+
+/// What `stored` was (docs/design.md §2.7): placed on its chosen cluster with that cluster's
+/// picks, or refused with the record's reason: `queued`, its `refused` code, or its failure's
+/// kind (`nothing_fits`, `commit_failed`...).
+pub fn was(stored: &StoredDecision) -> Outcome {
+    let d = &stored.decision;
+    if was_placed(stored)
+        && let Some(c) = &d.chosen_cluster
+        && let Some(slot) = d.clusters.get(c)
+    {
+        return Outcome::placed(c, slot);
+    }
+    if stored.state == DecisionState::Queued {
+        let why = d.refused.as_ref().map_or("waiting for capacity".to_string(), |r| {
+            format!("waiting for capacity: {}", r.message)
+        });
+        return Outcome::refused(codes::QUEUED, why);
+    }
+    if let Some(r) = &d.refused {
+        return Outcome::refused(&r.code, r.message.clone());
+    }
+    let kind = stored.failure().unwrap_or(FailureKind::NothingFits);
+    if kind == FailureKind::NothingFits {
+        // Said from its clusters' answers as a what-if says it of its own plans.
+        return Outcome::unplaced(&d.clusters);
+    }
+    let summary = fedvol_proto::coordinator::DecisionSummary::of(d.request_id.clone(), stored);
+    let message = summary
+        .reason
+        .unwrap_or_else(|| "no cluster could place it".to_string());
+    Outcome::refused(kind.as_str(), message)
+}
+
+/// The `identity.user` verdict cluster slot `c` recorded for `user`, if it ran the stage: mapped
+/// when the stage passed the user, unmapped (with the reason the slot gives) when it did not.
+fn run_as(c: &ClusterDecision) -> Option<RunAs> {
+    let stage = c.trace.iter().find(|t| t.stage == IDENTITY_STAGE)?;
+    if stage.passed > 0 {
+        return Some(RunAs::Account(String::new()));
+    }
+    let why = stage
+        .rejected
+        .iter()
+        .flat_map(|r| &r.reasons)
+        .map(|r| r.message.clone())
+        .next()
+        .or_else(|| {
+            c.jobs
+                .values()
+                .find_map(|j| j.error.as_ref().map(|e| e.message.clone()))
+        })
+        .unwrap_or_else(|| "the user maps to no account on this cluster".to_string());
+    Some(RunAs::Unmapped(why))
+}
+
+/// `stored` (kept under `request_id`) as a what-if takes it.
+pub fn recorded(request_id: &str, stored: &StoredDecision) -> Recorded {
+    let d = &stored.decision;
+    let own = live(stored)
+        .then(|| {
+            let c = d.chosen_cluster.as_ref()?;
+            Some((c.clone(), d.clusters.get(c)?.clone()))
+        })
+        .flatten();
+    let mut request = stored.request.clone();
+    request.seed = d.seed;
+    Recorded {
+        request_id: request_id.to_string(),
+        state: stored.state.as_str().to_string(),
+        project: project_of(stored).to_string(),
+        was: was(stored),
+        own,
+        run_as: d
+            .clusters
+            .iter()
+            .filter_map(|(name, c)| run_as(c).map(|r| (name.clone(), r)))
+            .collect(),
+        request,
+    }
+}
+
+/// The workflow's project, [`DEFAULT_PROJECT`] when it names none.
+pub fn project_of(stored: &StoredDecision) -> &str {
+    stored.request.workflow.project.as_deref().unwrap_or(DEFAULT_PROJECT)
+}
+
+/// A change naming a cluster this coordinator does not know (or, for `add`, one it knows).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct UnknownCluster(pub String);
+
+/// The federations of a what-if: `asked` is every known cluster in the order a plan asks
+/// them, each with its agent's `inventory` answer or why there is none; `changes` as the request
+/// gives them. A cluster that did not answer is planned in neither (its note says so). Returns
+/// them, the clusters with their notes, and the changes in words.
+///
+/// Errors: a change naming a cluster not in `asked` (or `add` of one in it), naming the known
+/// ones.
+pub fn federations(
+    asked: &[(String, Result<InventoryReply, String>)],
+    changes: &WhatIfChanges,
+) -> Result<(Federations, Vec<WhatIfCluster>, Vec<String>), UnknownCluster> {
+    let known: Vec<&str> = asked.iter().map(|(n, _)| n.as_str()).collect();
+    let unknown = |kind: &str, name: &str| {
+        UnknownCluster(format!(
+            "{kind}: no cluster named `{name}` is known (known: {})",
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
+        ))
+    };
+    for (kind, name) in changes
+        .drain
+        .iter()
+        .map(|n| ("drain", n.as_str()))
+        .chain(changes.remove.iter().map(|n| ("remove", n.as_str())))
+        .chain(changes.inventories.iter().map(|i| ("inventory", i.cluster.as_str())))
+    {
+        if !known.contains(&name) {
+            return Err(unknown(kind, name));
+        }
+    }
+    if let Some(a) = changes.add.iter().find(|a| known.contains(&a.cluster.as_str())) {
+        return Err(UnknownCluster(format!(
+            "add: cluster `{}` is known already (replace its inventory with an inventory change instead)",
+            a.cluster
+        )));
+    }
+    let mut fed = Federations::default();
+    let mut clusters = Vec::new();
+    let mut words = Vec::new();
+    for (name, answer) in asked {
+        let reply = match answer {
+            Ok(r) => r,
+            Err(why) => {
+                clusters.push(WhatIfCluster {
+                    name: name.clone(),
+                    inventory_version: String::new(),
+                    note: Some(format!("not planned on: its agent did not answer ({why})")),
+                });
+                continue;
+            }
+        };
+        let mut note = reply.cut.as_ref().map(|cut| {
+            format!(
+                "its inventory was cut to fit max_payload ({} of {} persistent volumes seen): answers there may differ",
+                reply.inventory.volumes.len(),
+                cut.volumes
+            )
+        });
+        let today = fed.views.len();
+        fed.views.push(View::new(name.clone(), reply.inventory.clone()));
+        fed.today.push(Member {
+            view: today,
+            drained: false,
+        });
+        if changes.remove.contains(name) {
+            fed.changes.insert(name.clone(), "removed".into());
+            words.push(format!("remove {name}"));
+        } else {
+            let mut view = today;
+            if let Some(given) = changes.inventories.iter().find(|i| i.cluster == *name) {
+                let managed: Vec<(Option<String>, String)> = reply
+                    .status
+                    .volumes
+                    .iter()
+                    .map(|v| (v.provisioner.clone(), v.name.clone()))
+                    .collect();
+                let (inv, homeless) =
+                    fedvol_common::whatif::own::replaced(given, &reply.inventory, &reply.status.host_use, &managed);
+                if homeless != Default::default() {
+                    let n = format!(
+                        "the new inventory lacks hosts fedvol's commits hold {} cores and {} of memory on: not counted",
+                        homeless.cpu, homeless.memory
+                    );
+                    note = Some(note.map_or(n.clone(), |o| format!("{o}; {n}")));
+                }
+                view = fed.views.len();
+                fed.views.push(View::new(name.clone(), inv));
+                fed.changes.insert(name.clone(), "inventory replaced".into());
+                words.push(format!("inventory of {name} replaced (version {})", given.version));
+            }
+            let drained = changes.drain.contains(name);
+            if drained {
+                let c = fed.changes.entry(name.clone()).or_default();
+                *c = if c.is_empty() {
+                    "drained".into()
+                } else {
+                    format!("{c}, drained")
+                };
+                words.push(format!("drain {name}"));
+            }
+            fed.changed.push(Member { view, drained });
+        }
+        clusters.push(WhatIfCluster {
+            name: name.clone(),
+            inventory_version: reply.inventory.version.clone(),
+            note,
+        });
+    }
+    for added in &changes.add {
+        let view = fed.views.len();
+        fed.views.push(View::new(added.cluster.clone(), added.clone()));
+        fed.changed.push(Member { view, drained: false });
+        fed.changes.insert(added.cluster.clone(), "added".into());
+        words.push(format!("add {} (version {})", added.cluster, added.version));
+    }
+    // Changes naming a cluster that did not answer still say what they asked.
+    for name in changes.drain.iter().chain(&changes.remove) {
+        if !fed.changes.contains_key(name) {
+            fed.changes
+                .insert(name.clone(), "not planned on: did not answer".into());
+        }
+    }
+    Ok((fed, clusters, words))
+}
