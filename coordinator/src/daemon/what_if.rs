@@ -25,12 +25,13 @@ fn live(stored: &StoredDecision) -> bool {
 }
 
 /// True when the record says its work was placed on its chosen cluster: live, ended there
-/// (`completed`, `cancelled`), or failed by a job after its commit.
+/// (`completed`, `cancelled`), failed by a job after its commit, or `planned` there (a kept dry
+/// run, or one whose commit is under way).
 fn was_placed(stored: &StoredDecision) -> bool {
     match stored.state {
-        DecisionState::Completed | DecisionState::Cancelled => true,
+        DecisionState::Completed | DecisionState::Cancelled | DecisionState::Committed | DecisionState::Planned => true,
         DecisionState::Failed => stored.failure() == Some(FailureKind::JobFailed),
-        _ => live(stored),
+        DecisionState::Queued => false,
     }
 }
 
@@ -250,4 +251,165 @@ pub fn federations(
         }
     }
     Ok((fed, clusters, words))
+}
+
+#[cfg(test)]
+mod tests {
+    use fedvol_common::funnel::PlanRequest;
+    use fedvol_common::synth::{self, SynthSizes};
+    use fedvol_proto::agent::InventoryCut;
+    use fedvol_proto::decisions::CommitAttempt;
+
+    use super::*;
+
+    fn stored(state: DecisionState) -> StoredDecision {
+        let sizes = SynthSizes {
+            hosts: 6,
+            provisioners: 2,
+            volumes: 2,
+        };
+        let inventories = [synth::cluster("a", sizes), synth::cluster("b", sizes)];
+        let request = PlanRequest::new("r1", synth::workflow(1, 1), "alice").with_seed(7);
+        let decision = fedvol_common::offline::plan_locally(&inventories, &request);
+        StoredDecision {
+            priority_class: None,
+            priority: 0,
+            wait_for_capacity: false,
+            queued_ms: None,
+            run_failure: None,
+            state,
+            decision,
+            request,
+            attempts: vec![],
+            completion: None,
+            updated_ms: 1,
+            dry_run: false,
+            request_digest: None,
+        }
+    }
+
+    #[test]
+    fn what_a_record_was_follows_its_state() {
+        let s = stored(DecisionState::Committed);
+        let chosen = s.decision.chosen_cluster.clone().unwrap();
+        let r = recorded("r1", &s);
+        assert_eq!(r.was.cluster.as_deref(), Some(chosen.as_str()));
+        assert_eq!(
+            r.own.as_ref().map(|(c, _)| c.as_str()),
+            Some(chosen.as_str()),
+            "a live commit"
+        );
+        assert_eq!(r.project, DEFAULT_PROJECT);
+        assert_eq!(r.request.seed, s.decision.seed);
+
+        let r = recorded("r1", &stored(DecisionState::Completed));
+        assert!(
+            r.was.cluster.is_some() && r.own.is_none(),
+            "ended: placed, nothing held"
+        );
+
+        let r = recorded("r1", &stored(DecisionState::Queued));
+        assert_eq!(r.was.refused.unwrap().code, codes::QUEUED);
+
+        // Failed with a commit that failed: refused, with the failure's kind.
+        let mut f = stored(DecisionState::Failed);
+        f.decision.chosen_cluster = None;
+        f.attempts.push(CommitAttempt {
+            cluster: "a".into(),
+            attempt: 1,
+            pending: false,
+            ok: false,
+            error: Some(fedvol_proto::Code::ProvisioningFailed.error("disk")),
+            volumes: vec![],
+            jobs: vec![],
+        });
+        assert_eq!(recorded("r1", &f).was.refused.unwrap().code, "commit_failed");
+        // Failed by a job after its commit: it was placed.
+        let mut j = stored(DecisionState::Failed);
+        j.run_failure = Some("job j exited 1".into());
+        assert!(recorded("r1", &j).was.cluster.is_some());
+    }
+
+    #[test]
+    fn changes_must_name_known_clusters_and_build_both_federations() {
+        let reply = |name: &str| {
+            let inventory = synth::cluster(
+                name,
+                SynthSizes {
+                    hosts: 4,
+                    provisioners: 1,
+                    volumes: 1,
+                },
+            );
+            InventoryReply {
+                cluster: name.into(),
+                status: fedvol_proto::agent::StatusReply {
+                    cluster: name.into(),
+                    inventory_version: inventory.version.clone(),
+                    holds: vec![],
+                    committed: vec![],
+                    volumes: vec![],
+                    host_use: Default::default(),
+                    load: 0.0,
+                    source: None,
+                },
+                inventory,
+                cut: None,
+            }
+        };
+        let mut cut = reply("b");
+        cut.cut = Some(InventoryCut {
+            volumes: 10,
+            ..InventoryCut::default()
+        });
+        let asked = vec![
+            ("a".to_string(), Ok(reply("a"))),
+            ("b".to_string(), Ok(cut)),
+            ("c".to_string(), Err("timed out".to_string())),
+        ];
+        let e = federations(
+            &asked,
+            &WhatIfChanges {
+                drain: vec!["z".into()],
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+        assert_eq!(e.0, "drain: no cluster named `z` is known (known: a, b, c)");
+        let mut added = reply("d").inventory;
+        added.cluster = "d".into();
+        let (fed, clusters, words) = federations(
+            &asked,
+            &WhatIfChanges {
+                drain: vec!["a".into()],
+                remove: vec!["b".into()],
+                add: vec![added],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            fed.today.len(),
+            2,
+            "the cluster that did not answer is planned in neither"
+        );
+        assert_eq!(fed.changed.len(), 2, "a (drained) and d (added); b removed");
+        assert!(fed.changed[0].drained);
+        let add = format!("add d (version {})", fed.views[2].inventory.version);
+        assert_eq!(words, ["drain a", "remove b", add.as_str()]);
+        assert!(
+            clusters[1]
+                .note
+                .as_deref()
+                .unwrap()
+                .contains("cut to fit max_payload (1 of 10")
+        );
+        assert!(
+            clusters[2]
+                .note
+                .as_deref()
+                .unwrap()
+                .contains("did not answer (timed out)")
+        );
+    }
 }
