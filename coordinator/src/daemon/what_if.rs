@@ -115,6 +115,89 @@ pub fn recorded(request_id: &str, stored: &StoredDecision) -> Recorded {
     }
 }
 
+/// A stored record read for a what-if, from its bytes in the bucket: the request, the state,
+/// the attempts, and of the decision's cluster slots only those a what-if reads: the chosen
+/// cluster's, those that recorded an `identity.user` stage, and every one when no cluster was
+/// chosen (the reasons of a refusal). The other slots (kept whole, 8 KB each at 100 hosts, or
+/// summarized) and the choice's steps are skipped unread, which makes reading 10,000 records
+/// of 16 clusters about four times faster than decoding them whole.
+///
+/// Errors: not a stored decision of this protocol version (the message says why).
+pub fn read_record(bytes: &[u8]) -> Result<StoredDecision, String> {
+    use serde_json::value::RawValue;
+    #[derive(serde::Deserialize)]
+    struct Slim<'a> {
+        v: u32,
+        state: DecisionState,
+        #[serde(borrow)]
+        decision: SlimDecision<'a>,
+        request: fedvol_common::funnel::PlanRequest,
+        #[serde(default)]
+        attempts: Vec<fedvol_proto::decisions::CommitAttempt>,
+        #[serde(default)]
+        updated_ms: u64,
+        #[serde(default)]
+        dry_run: bool,
+        #[serde(default)]
+        run_failure: Option<String>,
+    }
+    #[derive(serde::Deserialize)]
+    struct SlimDecision<'a> {
+        request_id: String,
+        workflow: String,
+        seed: u64,
+        #[serde(default)]
+        chosen_cluster: Option<String>,
+        #[serde(borrow, default)]
+        clusters: indexmap::IndexMap<String, &'a RawValue>,
+        #[serde(default)]
+        refused: Option<fedvol_common::decision::Reason>,
+    }
+    let slim: Slim = serde_json::from_slice(bytes).map_err(|e| format!("not a stored decision: {e}"))?;
+    if slim.v != fedvol_proto::VERSION {
+        return Err(format!(
+            "a stored decision of protocol version {}, not {}",
+            slim.v,
+            fedvol_proto::VERSION
+        ));
+    }
+    let d = slim.decision;
+    let every = d.chosen_cluster.is_none();
+    let mut clusters = indexmap::IndexMap::new();
+    for (name, raw) in &d.clusters {
+        let wanted = every || d.chosen_cluster.as_deref() == Some(name.as_str()) || raw.get().contains(IDENTITY_STAGE);
+        if wanted {
+            let slot: ClusterDecision =
+                serde_json::from_str(raw.get()).map_err(|e| format!("cluster `{name}`'s answer: {e}"))?;
+            clusters.insert(name.clone(), slot);
+        }
+    }
+    Ok(StoredDecision {
+        state: slim.state,
+        decision: fedvol_common::decision::Decision {
+            request_id: d.request_id,
+            workflow: d.workflow,
+            seed: d.seed,
+            chosen_cluster: d.chosen_cluster,
+            clusters,
+            choice: Vec::new(),
+            quota: Vec::new(),
+            refused: d.refused,
+        },
+        request: slim.request,
+        attempts: slim.attempts,
+        completion: None,
+        updated_ms: slim.updated_ms,
+        dry_run: slim.dry_run,
+        request_digest: None,
+        priority_class: None,
+        priority: 0,
+        wait_for_capacity: false,
+        queued_ms: None,
+        run_failure: slim.run_failure,
+    })
+}
+
 /// The workflow's project, [`DEFAULT_PROJECT`] when it names none.
 pub fn project_of(stored: &StoredDecision) -> &str {
     stored.request.workflow.project.as_deref().unwrap_or(DEFAULT_PROJECT)
@@ -328,6 +411,41 @@ mod tests {
         let mut j = stored(DecisionState::Failed);
         j.run_failure = Some("job j exited 1".into());
         assert!(recorded("r1", &j).was.cluster.is_some());
+    }
+
+    /// Reading a record for a what-if skips the slots it does not read, and gives the same
+    /// [`Recorded`] as the whole record.
+    #[test]
+    fn a_record_read_slim_is_recorded_as_the_whole_one() {
+        for state in [
+            DecisionState::Committed,
+            DecisionState::Completed,
+            DecisionState::Queued,
+        ] {
+            let s = stored(state);
+            let bytes = fedvol_proto::encode(&s);
+            let slim = read_record(&bytes).unwrap();
+            assert_eq!(slim.decision.clusters.len(), 1, "only the chosen cluster's slot");
+            let (a, b) = (recorded("r1", &s), recorded("r1", &slim));
+            assert_eq!(
+                (a.was, a.own.map(|o| o.0), a.request),
+                (b.was, b.own.map(|o| o.0), b.request)
+            );
+        }
+        let mut none = stored(DecisionState::Failed);
+        none.decision.chosen_cluster = None;
+        let slim = read_record(&fedvol_proto::encode(&none)).unwrap();
+        assert_eq!(
+            slim.decision.clusters.len(),
+            2,
+            "every slot says why nothing was chosen"
+        );
+        assert_eq!(recorded("r1", &slim).was, recorded("r1", &none).was);
+        let mut other = serde_json::to_value(&none).unwrap();
+        other["v"] = 2.into();
+        let e = read_record(&serde_json::to_vec(&other).unwrap()).unwrap_err();
+        assert!(e.contains("protocol version 2"), "{e}");
+        assert!(read_record(b"[]").is_err());
     }
 
     #[test]

@@ -168,7 +168,7 @@ pub struct WhatIfReply {
     /// Selected decisions that could not be read (each left out, with a warning in the log).
     #[serde(default, skip_serializing_if = "crate::decisions::is_zero")]
     pub unreadable: u64,
-    /// Time spent planning, ms.
+    /// Time spent reading the records and planning, ms (on the coordinator's blocking pool).
     pub planning_ms: f64,
     /// The report: counts over every decision, and the per-decision list (cut, see `cut`).
     pub report: Report,

@@ -73,9 +73,15 @@ async fn measure(
     let pid = fed.coordinator.pid();
     let cpu0 = cpu_ms(pid).unwrap_or(0);
     let t0 = Instant::now();
-    let reply = coordinator_op::<WhatIf>(client, USER, &q, wait)
-        .await
-        .map_err(|e| format!("what-if ({what}): {e}"))?;
+    let reply = coordinator_op::<WhatIf>(client, USER, &q, wait).await.map_err(|e| {
+        let log = fed.coordinator.log();
+        let lines: Vec<&str> = log.lines().filter(|l| l.contains("what-if")).collect();
+        format!(
+            "what-if ({what}): {e}; the coordinator's what-if lines:\n{}\nits last lines:\n{}",
+            lines.join("\n"),
+            crate::bench::procs::log_tail(&fed.coordinator, 10)
+        )
+    })?;
     let wall_ms = t0.elapsed().as_secs_f64() * 1000.0;
     let coordinator_cpu_ms = cpu_ms(pid).unwrap_or(0).saturating_sub(cpu0);
     let answer_bytes = serde_json::to_vec(&reply).map_or(0, |b| b.len());
@@ -109,6 +115,9 @@ async fn record(fed: &Federation, spec: &WhatIfSpec) -> Result<(usize, Vec<(Stri
                 if n >= total {
                     break;
                 }
+                if n > 0 && n % 1000 == 0 {
+                    eprintln!("fedvol-bench what-if: {n} submits sent");
+                }
                 let id = format!("{prefix}-{n}");
                 match fedvol::request(&client, &subject, &wf, &id, false, clusters, wait).await {
                     Ok(()) => ok += 1,
@@ -125,6 +134,32 @@ async fn record(fed: &Federation, spec: &WhatIfSpec) -> Result<(usize, Vec<(Stri
         failed.extend(f);
     }
     Ok((ok, failed))
+}
+
+/// Waits (at most 5 minutes) until no recorded decision is left `planned` (a submit whose
+/// commit outcome its coordinator did not learn is settled by the reconciler), so that the
+/// what-ifs are timed on a federation at rest.
+async fn settle(fed: &Federation, client: &async_nats::Client, wait: Duration) -> Result<(), String> {
+    let end = Instant::now() + Duration::from_secs(300);
+    loop {
+        let counts = coordinator_op::<Count>(client, USER, &NoArgs {}, wait)
+            .await
+            .map_err(|e| {
+                format!(
+                    "count: {e}; the coordinator's last lines:\n{}",
+                    crate::bench::procs::log_tail(&fed.coordinator, 30)
+                )
+            })?;
+        let planned = counts.states.get("planned").copied().unwrap_or(0);
+        if planned == 0 {
+            return Ok(());
+        }
+        if Instant::now() > end {
+            return Err(format!("{planned} decisions still planned after 5 minutes"));
+        }
+        eprintln!("fedvol-bench what-if: {planned} decisions still planned; waiting for the reconciler...");
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
 }
 
 /// The cluster most committed decisions chose (by the coordinators' `count`).
@@ -179,32 +214,27 @@ pub async fn run(spec: &WhatIfSpec) -> Result<(), String> {
     if ok == 0 {
         return Err("no decision could be recorded".into());
     }
+    settle(&fed, &client, spec.wait).await?;
     let drained = most_chosen(&client, spec.wait).await?;
-    let mut runs = Vec::new();
-    runs.push(
-        measure(
-            &fed,
-            &client,
-            "baseline (no change)",
-            WhatIfChanges::default(),
-            spec.wait,
-        )
-        .await?,
-    );
-    let drain = WhatIfChanges {
-        drain: vec![drained.clone()],
-        ..WhatIfChanges::default()
-    };
-    runs.push(measure(&fed, &client, &format!("drain {drained}"), drain.clone(), spec.wait).await?);
-    runs.push(measure(&fed, &client, &format!("drain {drained} (again)"), drain, spec.wait).await?);
-    fed.check_alive()?;
     println!(
         "\n{} clusters × {} hosts, {} provisioners, {} existing volumes each; nats max_payload {} bytes\n",
         spec.clusters, spec.shape.hosts, spec.shape.provisioners, spec.shape.volumes, spec.max_payload_bytes
     );
-    println!("| what-if | planned | changed | wall s | planning s | rest s | coordinator CPU s | answer KB | listed |");
+    println!(
+        "| what-if | planned | changed | wall s | reading and planning s | rest s | coordinator CPU s | answer KB | listed |"
+    );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for m in &runs {
+    let drain = WhatIfChanges {
+        drain: vec![drained.clone()],
+        ..WhatIfChanges::default()
+    };
+    let mut runs = Vec::new();
+    for (what, changes) in [
+        ("baseline (no change)".to_string(), WhatIfChanges::default()),
+        (format!("drain {drained}"), drain.clone()),
+        (format!("drain {drained} (again)"), drain),
+    ] {
+        let m = measure(&fed, &client, &what, changes, spec.wait).await?;
         let r = &m.reply;
         println!(
             "| {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} | {} |",
@@ -218,6 +248,12 @@ pub async fn run(spec: &WhatIfSpec) -> Result<(), String> {
             m.answer_bytes as f64 / 1024.0,
             r.cut.map_or(r.report.decisions.len() as u64, |c| c.listed),
         );
+        runs.push(m);
+    }
+    fed.check_alive()?;
+    let log = fed.coordinator.log();
+    for l in log.lines().filter(|l| l.contains("what-if")) {
+        println!("coordinator: {l}");
     }
     for c in &runs[0].reply.clusters {
         if let Some(n) = &c.note {

@@ -20,7 +20,7 @@ use fedvol_proto::rpc::call;
 use fedvol_proto::{Code, Failure, NoArgs, now_ms};
 
 use crate::daemon::Coordinator;
-use crate::daemon::what_if::{federations, project_of, recorded};
+use crate::daemon::what_if::{federations, project_of, read_record, recorded};
 
 /// One what-if at a time per coordinator: it takes every core for its planning.
 static ONE: Semaphore = Semaphore::const_new(1);
@@ -50,6 +50,56 @@ fn selected(q: &WhatIfQuery, d: &DecisionSummary, now: u64) -> bool {
         && q.workflow
             .as_ref()
             .is_none_or(|w| d.workflow.to_lowercase().contains(&w.to_lowercase()))
+}
+
+/// The records `raws` (request id, bytes) read for a what-if ([`read_record`]) on `threads`
+/// threads, those of `project` only when one is given, in their order; and how many could not
+/// be read (each logged).
+fn decode(raws: Vec<(String, bytes::Bytes)>, project: Option<&str>, threads: usize) -> (Vec<Recorded>, u64) {
+    let chunk = raws.len().div_ceil(threads.max(1)).max(1);
+    let parts: Vec<(Vec<Recorded>, u64)> = std::thread::scope(|s| {
+        let handles: Vec<_> = raws
+            .chunks(chunk)
+            .map(|part| {
+                s.spawn(move || {
+                    let mut out = Vec::with_capacity(part.len());
+                    let mut bad = 0;
+                    for (id, bytes) in part {
+                        match read_record(bytes) {
+                            Ok(stored) => {
+                                if project.is_none_or(|p| p == project_of(&stored)) {
+                                    out.push(recorded(id, &stored));
+                                }
+                            }
+                            Err(e) => {
+                                bad += 1;
+                                tracing::warn!(request_id = %id, error = %e, "what-if: a recorded decision could not be read; left out");
+                            }
+                        }
+                    }
+                    (out, bad)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| (Vec::new(), 0)))
+            .collect()
+    });
+    let mut recs = Vec::with_capacity(raws.len());
+    let mut bad = 0;
+    for (r, b) in parts {
+        recs.extend(r);
+        bad += b;
+    }
+    (recs, bad)
+}
+
+/// `f`'s output and how long it took, ms.
+async fn timed<T>(f: impl std::future::Future<Output = T>) -> (T, f64) {
+    let t = Instant::now();
+    let r = f.await;
+    (r, t.elapsed().as_secs_f64() * 1000.0)
 }
 
 /// Each known cluster (in the order a plan asks them) with its agent's `inventory` answer,
@@ -108,21 +158,26 @@ pub async fn what_if(co: &Coordinator, user: &str, q: WhatIfQuery) -> Result<Wha
     }
     let reads = futures::stream::iter(ids)
         .map(|id| async move {
-            let r = co.store.get(&id).await;
+            let r = co.store.get_raw(&id).await;
             (id, r)
         })
         .buffered(READS_AT_ONCE)
         .collect::<Vec<_>>();
-    let (reads, asked) = tokio::join!(reads, inventories(co, q.deadline_ms));
+    let selected_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let ((reads, records_ms), (asked, inventories_ms)) =
+        tokio::join!(timed(reads), timed(inventories(co, q.deadline_ms)));
+    tracing::info!(
+        decisions = reads.len(),
+        selected_ms,
+        records_ms,
+        inventories_ms,
+        "what-if: recorded decisions and inventories read"
+    );
     let mut unreadable = 0u64;
-    let mut recs: Vec<Recorded> = Vec::with_capacity(reads.len());
+    let mut raws = Vec::with_capacity(reads.len());
     for (id, r) in reads {
         match r {
-            Ok(Some((stored, _))) => {
-                if q.project.as_ref().is_none_or(|p| p == project_of(&stored)) {
-                    recs.push(recorded(&id, &stored));
-                }
-            }
+            Ok(Some((bytes, _))) => raws.push((id, bytes)),
             // Removed since it was listed (retention): not recorded any more.
             Ok(None) => {}
             Err(e) => {
@@ -134,7 +189,6 @@ pub async fn what_if(co: &Coordinator, user: &str, q: WhatIfQuery) -> Result<Wha
     let (fed, clusters, changes) =
         federations(&asked, &q.changes).map_err(|e| Failure::new(Code::BadRequest, e.to_string()))?;
     let read_ms = started.elapsed().as_secs_f64() * 1000.0;
-    let selected = recs.len() as u64;
     let stop = Arc::new(AtomicBool::new(false));
     let stop_at = q.deadline_ms.saturating_sub(ANSWER_MARGIN_MS);
     let timer = {
@@ -146,13 +200,24 @@ pub async fn what_if(co: &Coordinator, user: &str, q: WhatIfQuery) -> Result<Wha
     };
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let planning = Instant::now();
+    let project = q.project.clone();
     let report = tokio::task::spawn_blocking({
         let stop = stop.clone();
-        move || fedvol_common::whatif::run(&fed, &recs, threads, &stop)
+        move || {
+            let (recs, bad) = decode(raws, project.as_deref(), threads);
+            let report = fedvol_common::whatif::run(&fed, &recs, threads, &stop);
+            (report, recs.len() as u64, bad)
+        }
     })
-    .await;
+    .await
+    .map(|(report, selected, bad)| {
+        unreadable += bad;
+        (report, selected)
+    });
     timer.abort();
     let planning_ms = planning.elapsed().as_secs_f64() * 1000.0;
+    let selected = report.as_ref().map_or(0, |(_, n)| *n);
+    let report = report.map(|(r, _)| r);
     let report = match report {
         Ok(Some(r)) => r,
         Ok(None) => {
@@ -183,7 +248,12 @@ pub async fn what_if(co: &Coordinator, user: &str, q: WhatIfQuery) -> Result<Wha
         report,
         cut: None,
     };
-    reply.fit(co.client.max_payload().saturating_sub(agent::INVENTORY_ENVELOPE_BYTES));
+    let cut = reply.fit(co.client.max_payload().saturating_sub(agent::INVENTORY_ENVELOPE_BYTES));
+    tracing::info!(
+        cut,
+        total_ms = started.elapsed().as_secs_f64() * 1000.0,
+        "what-if answered"
+    );
     co.reads.take(user, serde_json::to_vec(&reply).map_or(0, |v| v.len()));
     Ok(reply)
 }
