@@ -5,7 +5,6 @@
 //! have two cores).
 
 use fedvol_tests::shipped::LoggedIn;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use fedvol_common::decision::ClusterStatus;
