@@ -26,3 +26,4 @@ pub mod suggest;
 pub mod summary;
 pub mod synth;
 pub mod unplaced;
+pub mod whatif;

@@ -113,6 +113,8 @@ fn decode_all(bytes: &[u8]) -> Vec<bool> {
         agent::Commit::decode_reply(bytes, "coordinator").is_ok(),
         coordinator::Submit::decode_reply(bytes, "client").is_ok(),
         coordinator::Replay::decode_reply(bytes, "client").is_ok(),
+        coordinator::WhatIf::decode_request(bytes, "coordinator").is_ok(),
+        coordinator::WhatIf::decode_reply(bytes, "client").is_ok(),
         agent::Answer::decode_request(bytes, "agent").is_ok(),
         agent::Answer::decode_reply(bytes, "coordinator").is_ok(),
         crate::listing::listing("r".into(), bytes).is_ok(),

@@ -124,7 +124,7 @@ mod tests {
             CoordinatorOp::ALL.map(CoordinatorOp::name),
             [
                 "submit", "complete", "why_not", "clusters", "list", "get", "replay", "cluster", "changes", "count",
-                "drain", "undrain"
+                "what_if", "drain", "undrain"
             ]
         );
         assert_eq!(

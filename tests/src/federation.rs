@@ -82,6 +82,25 @@ impl AgentProc {
     }
 }
 
+/// The text of example cluster `cluster` (`deploy/examples/clusters/<cluster>.yaml`, as `fedvol
+/// dev` runs it) for an agent in `dir`: its node-local path `/mnt/nvme` moved under `dir`, and
+/// the Kubernetes manifests it includes written beside it (`<dir>/k8s/storage.yaml`).
+///
+/// Panics (test failure) when the example files cannot be read or written.
+pub fn example_inventory(cluster: &str, dir: &Path) -> String {
+    let root = crate::bins::workspace_root().join("deploy/examples/clusters");
+    let nvme = dir.join("nvme");
+    std::fs::create_dir_all(nvme.join("k8s")).expect("the nvme directory");
+    let fix = |t: String| t.replace("/mnt/nvme", &nvme.display().to_string());
+    std::fs::create_dir_all(dir.join("k8s")).expect("the k8s directory");
+    std::fs::write(
+        dir.join("k8s/storage.yaml"),
+        fix(std::fs::read_to_string(root.join("k8s/storage.yaml")).expect("the example manifests")),
+    )
+    .expect("the manifests beside the inventory");
+    fix(std::fs::read_to_string(root.join(format!("{cluster}.yaml"))).expect("the example inventory"))
+}
+
 /// Cluster `name`: a hostpath provisioner `scratch` (under `<dir>/scratch`, created here) whose
 /// ephemeral volumes `ephemeral` may use (`all` or a YAML list such as `[physics]`), and
 /// `hosts` hosts of 8 cores / 32 GiB / 4 instances in zone `z1`.

@@ -5,7 +5,6 @@
 //! have two cores).
 
 use fedvol_tests::shipped::LoggedIn;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use fedvol_common::decision::ClusterStatus;
@@ -19,7 +18,7 @@ use fedvol_proto::coordinator::{
 };
 use fedvol_proto::decisions::{DecisionState, StoredDecision};
 use fedvol_proto::{NoArgs, Subjects};
-use fedvol_tests::federation::{AgentProc, CoordinatorProc, slots_inventory};
+use fedvol_tests::federation::{AgentProc, CoordinatorProc, example_inventory, slots_inventory};
 use fedvol_tests::{NatsServer, Spawned, wait_until};
 use futures::StreamExt;
 use nix::sys::signal::Signal;
@@ -212,21 +211,6 @@ fn cpu_in_use(st: &StatusReply) -> u64 {
 
 // ---------------------------------------------------------------------------------------------
 // Tests
-
-/// The example clusters, with their node-local paths moved into `dir`.
-fn example_inventory(cluster: &str, dir: &Path) -> String {
-    let root = fedvol_tests::bins::workspace_root().join("deploy/examples/clusters");
-    let nvme = dir.join("nvme");
-    std::fs::create_dir_all(nvme.join("k8s")).unwrap();
-    let fix = |t: String| t.replace("/mnt/nvme", &nvme.display().to_string());
-    std::fs::create_dir_all(dir.join("k8s")).unwrap();
-    std::fs::write(
-        dir.join("k8s/storage.yaml"),
-        fix(std::fs::read_to_string(root.join("k8s/storage.yaml")).unwrap()),
-    )
-    .unwrap();
-    fix(std::fs::read_to_string(root.join(format!("{cluster}.yaml"))).unwrap())
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_example_clusters_the_seeds_choose_commit_and_release() {

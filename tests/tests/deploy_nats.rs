@@ -379,6 +379,7 @@ async fn single_server_users_run_a_federation_with_least_privilege() {
         (vec!["decisions", "list"], "single-1"),
         (vec!["decisions", "replay", "single-1"], "identical"),
         (vec!["decisions", "count"], "TOTAL"),
+        (vec!["what-if", "--drain", other], "changed: 0 of 1"),
         (
             vec!["why-not", "single-1", "--cluster", other, "--provisioner", "scratch"],
             "scratch",

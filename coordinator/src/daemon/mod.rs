@@ -31,7 +31,8 @@
 //! - [`store`]: the decision bucket; [`index`]: the latest change of every decision, from this
 //!   coordinator's watch of the bucket (`list` and `changes` answer from it); [`quota`]: the
 //!   usage ledgers in the bucket, admission by compare-and-set; [`replay`]: comparing a
-//!   replayed decision with the stored one.
+//!   replayed decision with the stored one; [`what_if`]: a stored record and the agents'
+//!   inventories read for a what-if.
 //! - [`drains`]: the clusters operators drained (keys `fedvol/drain/<c>` of the bucket, followed
 //!   by the index's watch); the `drain` and `undrain` operations change them.
 //! - [`registry`]: clusters from heartbeats and [`discovery`] (alive, suspect, forgotten);
@@ -74,6 +75,7 @@ mod serving;
 pub mod store;
 pub mod waiting;
 pub mod watchers;
+pub mod what_if;
 pub mod whole;
 
 use std::sync::{Mutex, MutexGuard, RwLock};

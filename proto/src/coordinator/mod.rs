@@ -9,6 +9,7 @@ mod drain;
 mod list;
 mod stored;
 mod submit;
+mod what_if;
 
 pub use changes::{ChangeKind, ChangesQuery, ChangesReply, DecisionChange, MAX_CHANGES_WAIT_MS};
 pub use clusters::{ClusterInfo, ClusterRef, ClusterReply, ClustersReply};
@@ -16,6 +17,10 @@ pub use drain::{ClusterDrain, DRAIN_KEY_PREFIX, DrainMsg, DrainReply, drain_key}
 pub use list::{ClusterCounts, CountReply, DecisionSummary, ListReply, REASON_CHARS, reason};
 pub use stored::{DecisionRef, ReplayReply, WhyNotQuery};
 pub use submit::{StoredRecord, SubmitMsg, SubmitReply};
+pub use what_if::{
+    DEFAULT_SINCE_MS, DEFAULT_STATES, MAX_WHAT_IF_DECISIONS, WhatIfChanges, WhatIfCluster, WhatIfCut, WhatIfQuery,
+    WhatIfReply,
+};
 
 use crate::agent::WhyNotReply;
 use crate::endpoint::NoArgs;
@@ -47,6 +52,10 @@ operations! {
         Changes = "changes": ChangesQuery => ChangesReply;
         /// How many stored decisions are in each state, in all and per chosen cluster.
         Count = "count": NoArgs => CountReply;
+        /// Recorded decisions planned again under hypothetical changes (a cluster drained,
+        /// removed, added or with another inventory), holding and committing nothing
+        /// (docs/design.md §2.7).
+        WhatIf = "what_if": WhatIfQuery => WhatIfReply;
         /// An operator drains a cluster: it still answers plans, but no coordinator chooses it
         /// for new work; what is committed there runs on (`fedvol clusters drain`).
         Drain = "drain": DrainMsg => DrainReply;

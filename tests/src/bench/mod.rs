@@ -18,7 +18,8 @@
 //! of every process and their peak RSS ([`procs`], [`report`]), and the ratio fedvol/raw.
 //! `sweep` runs the benchmark grid (clusters 1, 4, 16, 64 × hosts 100, 1k, 10k × 1 and 64 in
 //! flight) and writes `bench-results/` (`results.jsonl`, `tables.md`, SVG plots, [`plot`]);
-//! `smoke` is CI's short form ([`run::smoke`]).
+//! `smoke` is CI's short form ([`run::smoke`]). `what-if` records many decisions and times
+//! `fedvol what-if` on them ([`what_if`]).
 //!
 //! **Multi-agent mode.** Up to 8 clusters every agent is its own `fedvol-agent` process. Above
 //! 8, by default, the agents run in 2 processes of `fedvol-bench agents` (a hidden subcommand),
@@ -41,4 +42,5 @@ pub mod procs;
 pub mod raw;
 pub mod report;
 pub mod run;
+pub mod what_if;
 pub mod workflow;

@@ -5,6 +5,7 @@
 //! cargo run --release -p fedvol-tests --bin fedvol-bench -- sweep     # every table and plot
 //! cargo run --release -p fedvol-tests --bin fedvol-bench -- run --clusters 16 --hosts 1000 --in-flight 64
 //! cargo run -p fedvol-tests --bin fedvol-bench -- smoke              # CI's short form
+//! cargo run --release -p fedvol-tests --bin fedvol-bench -- what-if   # fedvol what-if, timed
 //! ```
 //!
 //! Exit codes: 0 when everything was measured; 1 when a mode had no successful request at all
@@ -135,6 +136,37 @@ enum Command {
         /// Keep the results, tables and plot in this directory.
         #[arg(long)]
         out: Option<PathBuf>,
+    },
+    /// Record many decisions (real submits), then time `fedvol what-if` on them: the
+    /// baseline and the drain of the cluster most of them chose.
+    WhatIf {
+        /// Clusters (agents).
+        #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        clusters: u32,
+        /// Hosts per cluster.
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        hosts: u32,
+        /// Decisions to record.
+        #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        decisions: u32,
+        /// Submits in flight while recording.
+        #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+        in_flight: u32,
+        /// Provisioners per cluster (hostpath; the last one matches the workflow).
+        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+        provisioners: u32,
+        /// Existing persistent volumes per cluster.
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+        volumes: u32,
+        /// Agent processes (0: one per cluster up to 8 clusters, else 2 processes of many agents).
+        #[arg(long, default_value_t = 0)]
+        agent_processes: usize,
+        /// nats-server's max_payload, bytes (default: NATS's own 1 MiB).
+        #[arg(long, default_value_t = 1024 * 1024)]
+        nats_max_payload: usize,
+        /// How long one what-if (and one submit) may take, ms.
+        #[arg(long, default_value_t = 60_000, value_parser = clap::value_parser!(u64).range(1..))]
+        wait_ms: u64,
     },
     /// Re-write `tables.md` and the plots from `<OUT>/results.jsonl`.
     Render {
@@ -317,6 +349,34 @@ fn main() -> ExitCode {
                 })
             })
             .map(|_| eprintln!("fedvol-bench smoke: every mode ran")),
+        Command::WhatIf {
+            clusters,
+            hosts,
+            decisions,
+            in_flight,
+            provisioners,
+            volumes,
+            agent_processes,
+            nats_max_payload,
+            wait_ms,
+        } => {
+            let spec = fedvol_tests::bench::what_if::WhatIfSpec {
+                clusters: clusters as usize,
+                shape: Shape {
+                    hosts: hosts as usize,
+                    provisioners: provisioners as usize,
+                    volumes: volumes as usize,
+                },
+                decisions: decisions as usize,
+                in_flight: in_flight as usize,
+                agent_processes,
+                max_payload_bytes: nats_max_payload,
+                wait: Duration::from_millis(wait_ms),
+            };
+            runtime()
+                .and_then(|rt| rt.block_on(interruptible(fedvol_tests::bench::what_if::run(&spec))))
+                .map_err(Failure::CannotRun)
+        }
         Command::Render { out } => run::render(&out, "fedvol-bench render")
             .map(|files| {
                 for f in files {

@@ -20,6 +20,7 @@ pub mod plan;
 pub mod render;
 pub mod submit;
 pub mod ui;
+pub mod what_if;
 pub mod why_not;
 
 use clap::{CommandFactory, FromArgMatches, Parser};
@@ -112,6 +113,9 @@ commands! {
         Complete(complete::Complete),
         /// Cancel a committed workflow's jobs on its cluster (Slurm's `scancel`), then complete it.
         Cancel(complete::Cancel),
+        /// Plan the recorded decisions again with a cluster drained, removed, added or with
+        /// another inventory, and say what would move; holds and commits nothing.
+        WhatIf(what_if::WhatIf),
         /// The clusters the coordinators know: alive, last seen, inventory version, load, drained;
         /// operators drain and undrain them.
         Clusters(clusters::Clusters),

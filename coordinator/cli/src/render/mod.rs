@@ -7,6 +7,7 @@ pub mod outcomes;
 pub mod policy;
 pub mod stored;
 pub mod table;
+pub mod what_if;
 pub mod why_not;
 pub mod words;
 pub mod yaml;

@@ -6,6 +6,8 @@
 //! - `/decisions/<id>`: one decision from the coordinators' `get` operation (as
 //!   `fedvol decisions show`), with the funnel as a picture.
 //! - `/clusters`: the coordinators' `clusters` operation (as `fedvol clusters`).
+//! - `/what-if`: the coordinators' `what_if` operation (as `fedvol what-if`) for the clusters
+//!   the form drains or removes; without one, the baseline.
 //!
 //! It shows every decision in the bucket, whoever submitted it, as the bucket and
 //! `fedvol decisions` do: whoever can reach the page sees what the credentials it runs with
@@ -226,6 +228,7 @@ pub async fn serve(
         .route("/decisions", get(list_page))
         .route("/decisions/{id}", get(decision_page))
         .route("/clusters", get(clusters_page))
+        .route("/what-if", get(what_if_page))
         .route("/events", get(events))
         .route("/live.js", get(live_js))
         .fallback(not_found)
@@ -335,6 +338,50 @@ async fn clusters_page(State(app): State<App>) -> Response {
         Err(e) => (StatusCode::BAD_GATEWAY, pages::error_body("Clusters", &e.to_string())),
     };
     respond(status, "Clusters", Nav::Clusters, &app.viewer, body)
+}
+
+async fn what_if_page(State(app): State<App>, Query(form): Query<pages::what_if::Form>) -> Response {
+    let since = match form.since.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+        None => Ok(None),
+        Some(s) => crate::commands::decisions::list::parse_age_ms(s).map(Some),
+    };
+    let since = match since {
+        Ok(s) => s,
+        Err(e) => {
+            let body = pages::what_if::body(&form, Err(&e));
+            return respond(StatusCode::BAD_REQUEST, "What if", Nav::WhatIf, &app.viewer, body);
+        }
+    };
+    let q = api::WhatIfQuery {
+        deadline_ms: fedvol_proto::now_ms() + app.client.timeout.as_millis() as u64,
+        since_ms: since,
+        user: None,
+        project: None,
+        workflow: None,
+        states: Vec::new(),
+        changes: api::WhatIfChanges {
+            drain: pages::what_if::Form::names(&form.drain),
+            remove: pages::what_if::Form::names(&form.remove),
+            ..api::WhatIfChanges::default()
+        },
+    };
+    let (status, body) = match app.client.call::<api::WhatIf>(&q).await {
+        Ok(Ok(r)) => (StatusCode::OK, pages::what_if::body(&form, Ok(&r))),
+        Ok(Err(f)) => {
+            let status = if f.error.is(&fedvol_proto::Code::BadRequest) {
+                StatusCode::BAD_REQUEST
+            } else {
+                StatusCode::BAD_GATEWAY
+            };
+            let e = format!("{} ({})", f.error.message, f.error.code);
+            (status, pages::what_if::body(&form, Err(&e)))
+        }
+        Err(e) => (
+            StatusCode::BAD_GATEWAY,
+            pages::what_if::body(&form, Err(&e.to_string())),
+        ),
+    };
+    respond(status, "What if", Nav::WhatIf, &app.viewer, body)
 }
 
 /// The revision a browser already has: a reconnecting browser's `Last-Event-ID`, else the

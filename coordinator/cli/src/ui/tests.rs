@@ -357,3 +357,75 @@ fn the_clusters_page_spells_ages_as_the_terminal_does() {
     let page = pages::clusters::body(&reply).into_string();
     assert!(page.contains("(12s ago)"), "{page}");
 }
+
+/// The what-if page: the form keeps what was asked, the counts and each changed decision are
+/// shown with what it was and would be, and every name (a cluster, a request id, a reason) is
+/// escaped; an error is shown in place of the report.
+#[test]
+fn the_what_if_page_shows_the_report_and_escapes_names() {
+    use fedvol_common::whatif::{DecisionWhatIf, Outcome, Report, Transition, VolumePick};
+    use fedvol_proto::coordinator::WhatIfReply;
+    let mut was = Outcome {
+        cluster: Some(HOSTILE.into()),
+        ..Outcome::default()
+    };
+    was.volumes.insert(
+        "scratch".into(),
+        VolumePick {
+            provisioner: Some("fast".into()),
+            volume: Some("pvc-1".into()),
+            action: None,
+        },
+    );
+    let d = DecisionWhatIf {
+        request_id: "r1".into(),
+        workflow: "w".into(),
+        user: "alice".into(),
+        project: "default".into(),
+        state: "committed".into(),
+        transition: Transition::PlacedToRefused,
+        drift: false,
+        kept_on_tie: false,
+        was,
+        would_be: Outcome::refused("nothing_fits", HOSTILE),
+        today: None,
+    };
+    let mut report = Report {
+        planned: 2,
+        changed: 1,
+        decisions: vec![d],
+        ..Report::default()
+    };
+    report.clusters.insert(HOSTILE.into(), Default::default());
+    let r = WhatIfReply {
+        changes: vec![format!("drain {HOSTILE}")],
+        clusters: vec![],
+        selected: 2,
+        unreadable: 0,
+        planning_ms: 1.0,
+        report,
+        cut: None,
+    };
+    let form = pages::what_if::Form {
+        drain: Some(HOSTILE.into()),
+        remove: None,
+        since: Some("2h".into()),
+    };
+    let page = pages::what_if::body(&form, Ok(&r)).into_string();
+    assert!(!page.contains("<script>"), "{page}");
+    assert!(page.contains("Changed: </strong>1 of 2"), "{page}");
+    assert!(
+        page.contains("placed → refused") && page.contains("volume scratch: fast/pvc-1 → -"),
+        "{page}"
+    );
+    assert!(page.contains("value=\"2h\""), "the form keeps what was asked: {page}");
+    let failed = pages::what_if::body(&form, Err(HOSTILE)).into_string();
+    assert!(
+        failed.contains("class=\"alert\"") && !failed.contains("<script>"),
+        "{failed}"
+    );
+    assert_eq!(
+        pages::what_if::Form::names(&Some(" a, ,b ".into())),
+        ["a".to_string(), "b".to_string()]
+    );
+}

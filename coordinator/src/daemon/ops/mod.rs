@@ -1,7 +1,7 @@
 //! The coordinator's operations, one module each, and `dispatch`, which serves each by its
 //! name: `submit`, `complete` (and cancel), `get`, `replay`, `why_not`, `clusters`, `cluster`,
-//! `list`, `count`, `changes` (the long poll), and the operators' `drain` and `undrain`. Each
-//! takes its decoded request and answers with its reply type or a
+//! `list`, `count`, `changes` (the long poll), `what_if`, and the operators' `drain` and
+//! `undrain`. Each takes its decoded request and answers with its reply type or a
 //! [`Failure`](fedvol_proto::Failure) (codes of [`fedvol_proto::Code`], or the agent's own),
 //! never a missing answer.
 //!
@@ -19,6 +19,7 @@ pub mod get;
 pub mod list;
 pub mod replay;
 pub mod submit;
+pub mod what_if;
 pub mod why_lost;
 pub mod why_not;
 
@@ -31,6 +32,7 @@ pub use get::get;
 pub use list::list;
 pub use replay::replay;
 pub use submit::submit;
+pub use what_if::what_if;
 pub use why_not::why_not;
 
 use std::sync::Arc;
@@ -107,6 +109,16 @@ pub(crate) async fn dispatch(
         }
         CoordinatorOp::Count => {
             serve::<api::Count, _, _>(co, user, payload, ran, |_| async { Some(count(co, user).await) }).await
+        }
+        CoordinatorOp::WhatIf => {
+            serve::<api::WhatIf, _, _>(
+                co,
+                user,
+                payload,
+                ran,
+                |q| async move { Some(what_if(co, user, q).await) },
+            )
+            .await
         }
         CoordinatorOp::Drain => {
             serve::<api::Drain, _, _>(

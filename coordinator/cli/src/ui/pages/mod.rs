@@ -6,6 +6,7 @@ pub mod clusters;
 pub mod decision;
 pub mod funnel;
 pub mod list;
+pub mod what_if;
 
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
@@ -16,6 +17,8 @@ pub enum Nav {
     Decisions,
     /// The clusters page.
     Clusters,
+    /// The what-if page.
+    WhatIf,
 }
 
 /// Who the view reads as, shown in the header.
@@ -101,6 +104,7 @@ pub fn page(title: &str, nav: Nav, viewer: &Viewer, body: Markup) -> Markup {
                     nav {
                         a href="/decisions" class=[(nav == Nav::Decisions).then_some("on")] { "Decisions" }
                         a href="/clusters" class=[(nav == Nav::Clusters).then_some("on")] { "Clusters" }
+                        a href="/what-if" class=[(nav == Nav::WhatIf).then_some("on")] { "What if" }
                     }
                     span.who { "read-only · as " (viewer.user) }
                 }
