@@ -792,3 +792,82 @@ async fn leaf_topology_decides_across_clusters_on_two_leaf_servers() {
     }
     assert!(saw_a, "leaf-a's own heartbeat subject reaches the hub");
 }
+
+/// The coordinator's watch of the decision bucket keeps up with a bucket read whole under the
+/// shipped permissions: JetStream paces a watch with flow-control requests (`$JS.FC.<stream>.…`,
+/// NATS docs: JetStream, Consumers, flow control) that the watch must answer, else the server
+/// stops sending and the watch stalls (as it does here with the coordinator's `allow_responses`
+/// and its `$JS.FC.KV_fedvol_decisions.>` right both taken out: the test then fails at its 30 s
+/// wait).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_coordinators_bucket_watch_answers_flow_control_under_the_shipped_permissions() {
+    let _serial = SERIAL.lock().await;
+    let kit = Kit::copy();
+    let port = free_port();
+    let conf = kit.rewrite(
+        "single.conf",
+        &[
+            ("listen: 0.0.0.0:4222", format!("listen: 127.0.0.1:{port}")),
+            ("http: 127.0.0.1:8222", format!("http: 127.0.0.1:{}", free_port())),
+            (
+                "store_dir: \"/var/lib/nats\"",
+                format!("store_dir: \"{}\"", kit.store("single")),
+            ),
+        ],
+    );
+    let nats = NatsServer::start_config_file(&conf, port);
+    let url = nats.url();
+    // The coordinator creates the bucket's stream; then a client with its identity watches and
+    // writes the bucket as the coordinator does.
+    let coord = coordinator(&url, &[]).await;
+    let c = client(&url, "coordinator").await;
+    let js = async_nats::jetstream::new(c.clone());
+    let kv = {
+        let t0 = Instant::now();
+        loop {
+            match js.get_key_value("fedvol_decisions").await {
+                Ok(kv) => break kv,
+                Err(e) if t0.elapsed() > Duration::from_secs(20) => panic!("no bucket: {e}"),
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    };
+    drop(coord);
+    // Written first, then read whole by a new watch (as a coordinator starting on a full
+    // bucket does): the server pushes faster than the watch takes, so it asks for flow control.
+    const N: usize = 4_000;
+    let body = bytes::Bytes::from(vec![b'x'; 4096]);
+    let mut writes = futures::stream::iter(0..N)
+        .map(|i| {
+            let kv = kv.clone();
+            let body = body.clone();
+            async move { kv.put(format!("burst.{i}"), body).await }
+        })
+        .buffer_unordered(64);
+    while let Some(w) = writes.next().await {
+        w.expect("a bucket write");
+    }
+    let mut watch = kv.watch_with_history("burst.>").await.expect("a watch of the bucket");
+    let mut seen = 0;
+    let t0 = Instant::now();
+    while seen < N {
+        match tokio::time::timeout(Duration::from_secs(30), watch.next()).await {
+            Ok(Some(Ok(_))) => {
+                seen += 1;
+                // A watch busy with each entry (as the coordinator's index is, indexing it).
+                if seen % 100 == 0 {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+            Ok(Some(Err(e))) => panic!("the watch failed after {seen} of {N} entries: {e}\n{}", nats.log()),
+            Ok(None) => panic!("the watch ended after {seen} of {N}"),
+            Err(_) => panic!("the watch stalled after {seen} of {N} entries\n{}", nats.log()),
+        }
+    }
+    eprintln!("{N} entries of 4 KiB watched in {:?}", t0.elapsed());
+    assert!(
+        !nats.log().contains("Publish Violation"),
+        "the server refused a publish of the coordinator:\n{}",
+        nats.log()
+    );
+}
