@@ -58,6 +58,7 @@ fn main() {
             today: today.clone(),
             changed,
             changes: Default::default(),
+            drains: Default::default(),
         };
         let t = Instant::now();
         let r = run(&fed, &recorded, threads, &AtomicBool::new(false)).unwrap();

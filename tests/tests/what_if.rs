@@ -133,7 +133,11 @@ fn run(nats: &NatsServer, user: &str, args: &[&str]) -> Output {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_if_replays_drains_and_narrows_the_example_federation() {
     let nats = NatsServer::start();
-    let _coord = CoordinatorProc::start(&nats, &["--deadline-ms", "1500", "--discovery-ms", "300"]).await;
+    let _coord = CoordinatorProc::start(
+        &nats,
+        &["--deadline-ms", "1500", "--discovery-ms", "300", "--operator", "ops"],
+    )
+    .await;
     let mut agents = Vec::new();
     for c in CLUSTERS {
         agents.push(AgentProc::start(&nats, 100, |dir| example_inventory(c, dir)).await);
@@ -258,8 +262,15 @@ async fn what_if_replays_drains_and_narrows_the_example_federation() {
                 moved += 1;
             }
             Some(2) => {
+                // A coordinator refuses a workflow only drained clusters can place
+                // `clusters_drained`; the other clusters' reasons are those of the plan.
                 assert_eq!(d["transition"], "placed_to_refused", "{}: {d:#}", rec.id);
+                assert_eq!(d["would_be"]["refused"]["code"], "clusters_drained", "{d:#}");
                 let why = d["would_be"]["refused"]["message"].as_str().unwrap();
+                assert!(
+                    why.contains("fits only on drained clusters: cluster-b (drained by what-if"),
+                    "{why}"
+                );
                 for c in ["cluster-a", "cluster-c"] {
                     let slot = &plan["clusters"][c];
                     let first = ["volumes", "jobs"]
@@ -362,4 +373,67 @@ async fn what_if_replays_drains_and_narrows_the_example_federation() {
         shown(&o)
     );
     assert_eq!(listed(), before, "no decision changed");
+
+    // `fedvol clusters drain --what-if` is that what-if, and drains nothing.
+    let o = run(&nats, "alice", &["clusters", "drain", "cluster-b", "--what-if"]);
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert_fits_100("clusters drain --what-if", &text);
+    assert!(
+        text.contains("changed: 6 of 7") && text.contains("moves cluster-b →"),
+        "{text}"
+    );
+    let clusters = String::from_utf8(run(&nats, "alice", &["clusters", "-o", "json"]).stdout).unwrap();
+    assert!(!clusters.contains("\"drain\""), "nothing drained: {clusters}");
+    let o = fedvol_as(&nats, "alice", &["clusters", "drain", "cluster-b"]);
+    assert_eq!(o.status.code(), Some(64), "a real drain needs --reason: {}", shown(&o));
+
+    // An operator's drain in force: today's federation already drains cluster-b, so the
+    // baseline says the drain alone moves its work (drift), each cluster's note says whose
+    // drain it is, and a what-if --drain of it changes nothing more.
+    run(
+        &nats,
+        "ops",
+        &["clusters", "drain", "cluster-b", "--reason", "disk swap in rack 4"],
+    );
+    let base = what_if(&nats, &[]);
+    let r = &base["report"];
+    assert_eq!(
+        (&r["changed"], &r["drift"], &r["by_change"]),
+        (&6.into(), &6.into(), &0.into()),
+        "{base:#}"
+    );
+    let note = base["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "cluster-b")
+        .and_then(|c| c["note"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        note.contains("drained by ops at") && note.contains("disk swap in rack 4"),
+        "{base:#}"
+    );
+    let again = what_if(&nats, &["--drain", "cluster-b"]);
+    assert_eq!(again["report"]["by_change"], 0, "{again:#}");
+    assert!(
+        again["changes"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("drain cluster-b: no change, drained by ops"),
+        "{again:#}"
+    );
+    let hypothetical = by_id(&drained);
+    for (id, d) in by_id(&again) {
+        assert_eq!(
+            d["would_be"]["cluster"], hypothetical[&id]["would_be"]["cluster"],
+            "{id}: the operator's drain moves what the what-if's drain moved"
+        );
+    }
+    run(&nats, "ops", &["clusters", "undrain", "cluster-b"]);
+    assert_eq!(
+        what_if(&nats, &[])["report"]["changed"],
+        0,
+        "undrained: the baseline again"
+    );
 }

@@ -2,8 +2,10 @@
 //! stands today and as it would stand with hypothetical changes, holding and committing
 //! nothing. Each decision's stored request (workflow, user, groups, seed, choice options) runs
 //! through **the same funnel** ([`crate::funnel::plan_prepared_as`]) on every cluster and
-//! **the same cluster choice** ([`crate::choice::choose_among`]) as a plan; nothing of either
-//! is copied here. Pure: the caller (the coordinator's `what_if` operation) fetches the
+//! **the same cluster choice** ([`crate::choice::choose_among_drained`]) as a plan; nothing of
+//! either is copied here. A drained cluster (an operator's drain in force, or one the what-if
+//! asks for) is planned like any other and dropped by the choice's `drained` rule, as a
+//! coordinator does; a workflow only drained clusters can place is refused `clusters_drained`. Pure: the caller (the coordinator's `what_if` operation) fetches the
 //! inventories and the records and applies the changes to the [`Federations`].
 //!
 //! - A live commit is planned on its own cluster without itself ([`own::without`]), so it never
@@ -24,8 +26,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use indexmap::IndexMap;
 
-use crate::choice::{choose_among, rules};
-use crate::decision::{ChoiceStep, ClusterDecision, ClusterStatus, Reason};
+use crate::choice::{choose_among_drained, rules};
+use crate::decision::{ChoiceStep, ClusterDecision};
+use crate::drain::{Drain, Drains};
 use crate::funnel::{ClusterState, PlanRequest, Prepared, RunAs, plan_prepared_as};
 use crate::model::{Inventory, PowerState, Resources};
 
@@ -75,8 +78,8 @@ impl View {
     }
 }
 
-/// One cluster of a federation: which [`View`] it plans on, and whether it is drained (planned
-/// for nothing: the choice's `feasible` step drops it with code `drained`).
+/// One cluster of a federation: which [`View`] it plans on, and whether it is drained (planned,
+/// then dropped by the choice's `drained` rule; its drain is in [`Federations::drains`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Member {
     /// Index into [`Federations::views`].
@@ -97,18 +100,16 @@ pub struct Federations {
     /// Per cluster name, the change that applies to it, in words (`drained`, `removed`,
     /// `inventory replaced`, `added`).
     pub changes: IndexMap<String, String>,
+    /// Who drained each cluster a member drains, when and why (an operator's drain in force, or
+    /// the what-if's own); a drained member missing here is said to be drained by `what-if`.
+    pub drains: Drains,
 }
 
 impl Federations {
-    /// The views either federation plans on (drained members need no plan), each once.
+    /// The views either federation plans on, each once (drained members too: a drained
+    /// cluster still answers plans).
     fn planned_views(&self) -> Vec<usize> {
-        let mut out: Vec<usize> = self
-            .today
-            .iter()
-            .chain(&self.changed)
-            .filter(|m| !m.drained)
-            .map(|m| m.view)
-            .collect();
+        let mut out: Vec<usize> = self.today.iter().chain(&self.changed).map(|m| m.view).collect();
         out.sort_unstable();
         out.dedup();
         out
@@ -167,13 +168,13 @@ fn ties(steps: &[ChoiceStep], cluster: &str) -> bool {
         .is_some_and(|s| s.kept.iter().any(|k| k == cluster))
 }
 
-/// The slot a drained cluster gets: answered, not feasible, with the `drained` reason.
-fn drained_slot() -> ClusterDecision {
-    ClusterDecision::without_answer(
-        ClusterStatus::Answered,
-        0.0,
-        Some(Reason::new(codes::DRAINED, "the cluster takes no new work (drained)")),
-    )
+/// The drain of member cluster `name`: the one in `drains`, else the what-if's own.
+fn drain_of(drains: &Drains, name: &str) -> Drain {
+    drains.get(name).cloned().unwrap_or_else(|| Drain {
+        by: "what-if".into(),
+        at_ms: 0,
+        reason: "drained by this what-if".into(),
+    })
 }
 
 /// Plans `rec` on both federations and compares.
@@ -194,21 +195,20 @@ fn one(fed: &Federations, planned: &[usize], rec: &Recorded) -> One {
         };
         answers[v] = Some(slot);
     }
-    let drained = drained_slot();
     let choose = |members: &[Member]| -> Choice {
         let slots: Vec<(&str, &ClusterDecision)> = members
             .iter()
-            .filter_map(|m| {
-                let name = fed.views[m.view].name.as_str();
-                let slot = if m.drained {
-                    Some(&drained)
-                } else {
-                    answers[m.view].as_ref()
-                };
-                slot.map(|s| (name, s))
+            .filter_map(|m| answers[m.view].as_ref().map(|s| (fed.views[m.view].name.as_str(), s)))
+            .collect();
+        let drains: Drains = members
+            .iter()
+            .filter(|m| m.drained)
+            .map(|m| {
+                let name = &fed.views[m.view].name;
+                (name.clone(), drain_of(&fed.drains, name))
             })
             .collect();
-        let (mut chosen, steps) = choose_among(&req, slots.clone(), req.seed);
+        let (mut chosen, steps) = choose_among_drained(&req, slots.clone(), req.seed, &drains);
         let mut kept_on_tie = false;
         if let (Some(was), Some(c)) = (rec.was.cluster.as_deref(), chosen.as_deref())
             && was != c
@@ -233,7 +233,7 @@ fn one(fed: &Federations, planned: &[usize], rec: &Recorded) -> One {
                 let all: IndexMap<String, ClusterDecision> =
                     slots.into_iter().map(|(n, s)| (n.to_string(), s.clone())).collect();
                 Choice {
-                    outcome: Outcome::unplaced(&all),
+                    outcome: Outcome::unplaced_drained(&all, &drains),
                     need: None,
                     kept_on_tie,
                 }
@@ -389,6 +389,7 @@ mod tests {
                 .map(|d| (d.to_string(), "drained".to_string()))
                 .into_iter()
                 .collect(),
+            drains: Drains::new(),
         }
     }
 
@@ -457,19 +458,46 @@ mod tests {
                 decisions: 1
             }]
         );
-        // Draining every cluster refuses it, saying so.
+        // Draining every cluster refuses it as a coordinator would (`clusters_drained`), naming
+        // the drained clusters that could place it with their drains.
         let mut all = federations(&eff, None);
         for m in &mut all.changed {
             m.drained = true;
         }
-        let r = run(&all, &[rec], 1, &AtomicBool::new(false)).unwrap();
+        all.drains.insert(
+            chosen.clone(),
+            Drain {
+                by: "ops".into(),
+                at_ms: 0,
+                reason: "disk swap".into(),
+            },
+        );
+        let r = run(&all, std::slice::from_ref(&rec), 1, &AtomicBool::new(false)).unwrap();
         let refused = r.decisions[0].would_be.refused.clone().unwrap();
-        assert_eq!(refused.code, codes::NOTHING_FITS);
+        assert_eq!(refused.code, codes::CLUSTERS_DRAINED);
         assert!(
-            refused.message.contains("a: drained; b: drained; c: drained"),
+            refused.message.contains(&format!("{chosen} (drained by ops at "))
+                && refused.message.contains(": disk swap)")
+                && refused.message.contains("drained by what-if"),
             "{refused:?}"
         );
         assert_eq!(r.decisions[0].transition, Transition::PlacedToRefused);
+    }
+
+    #[test]
+    fn a_drain_in_force_moves_work_in_todays_federation_too() {
+        let (base, eff, rec, chosen) = committed_federation();
+        let mut fed = federations(&eff, None);
+        for m in fed.today.iter_mut().chain(fed.changed.iter_mut()) {
+            m.drained = fed.views[m.view].name == chosen;
+        }
+        let r = run(&fed, std::slice::from_ref(&rec), 1, &AtomicBool::new(false)).unwrap();
+        let others: Vec<Inventory> = base.iter().filter(|i| i.cluster != chosen).cloned().collect();
+        let target = plan_locally(&others, &rec.request).chosen_cluster.unwrap();
+        let d = &r.decisions[0];
+        assert_eq!(d.would_be.cluster.as_deref(), Some(target.as_str()));
+        assert!(d.drift, "today's state alone moves it: drift, not the change's doing");
+        assert_eq!((r.changed, r.drift, r.by_change), (1, 1, 0), "{r:#?}");
     }
 
     #[test]

@@ -16,9 +16,9 @@ pub mod codes {
     pub const UNRESOLVABLE: &str = "unresolvable";
     /// No cluster is left to plan on (every one removed or drained, or none answered).
     pub const NO_CLUSTER: &str = "no_cluster";
-    /// The cluster takes no new work (`--drain`): the choice's `feasible` step drops it with
-    /// this code.
-    pub const DRAINED: &str = "drained";
+    /// Only drained clusters can place it (an operator's drain, or the what-if's `--drain`):
+    /// the choice's `drained` rule dropped them, as a coordinator refuses such a submit.
+    pub const CLUSTERS_DRAINED: &str = "clusters_drained";
     /// A queued decision (it waited for capacity when it was recorded).
     pub const QUEUED: &str = "queued";
 }
@@ -131,6 +131,31 @@ impl Outcome {
         Outcome::refused(code, format!("no cluster can place it: {}", per.join("; ")))
     }
 
+    /// [`Outcome::unplaced`], unless clusters that can place it were drained (`drains`, by
+    /// cluster): then `clusters_drained`, naming each with its drain, as a coordinator refuses
+    /// it ([`crate::unplaced::drained_fits`]), and each other cluster with the first volume or
+    /// job it could not place.
+    pub fn unplaced_drained(clusters: &IndexMap<String, ClusterDecision>, drains: &crate::drain::Drains) -> Outcome {
+        let fits = crate::unplaced::drained_fits(clusters, drains);
+        if fits.is_empty() {
+            return Outcome::unplaced(clusters);
+        }
+        let named: Vec<String> = fits
+            .iter()
+            .map(|(name, d)| format!("{name} ({})", d.describe()))
+            .collect();
+        let elsewhere: Vec<String> = clusters
+            .iter()
+            .filter(|(name, _)| !drains.contains_key(*name))
+            .map(|(name, c)| format!("{name}: {}", first_error(c)))
+            .collect();
+        let mut message = format!("it fits only on drained clusters: {}", named.join(", "));
+        if !elsewhere.is_empty() {
+            message.push_str(&format!("; elsewhere: {}", elsewhere.join("; ")));
+        }
+        Outcome::refused(codes::CLUSTERS_DRAINED, message)
+    }
+
     /// The cluster-level view of the outcome: the cluster, or `None` when refused.
     pub fn where_(&self) -> Option<&str> {
         self.cluster.as_deref()
@@ -235,7 +260,7 @@ mod tests {
                 ..Default::default()
             },
         );
-        let d = ClusterDecision::without_answer(ClusterStatus::Answered, 0.0, Some(Reason::new(codes::DRAINED, "x")));
+        let d = ClusterDecision::without_answer(ClusterStatus::Answered, 0.0, Some(Reason::new("drained", "x")));
         let slots = IndexMap::from([("a".to_string(), c), ("b".to_string(), d)]);
         let r = Outcome::unplaced(&slots).refused.unwrap();
         assert_eq!(r.code, codes::NOTHING_FITS);

@@ -211,14 +211,17 @@ pub struct UnknownCluster(pub String);
 
 /// The federations of a what-if: `asked` is every known cluster in the order a plan asks
 /// them, each with its agent's `inventory` answer or why there is none; `changes` as the request
-/// gives them. A cluster that did not answer is planned in neither (its note says so). Returns
-/// them, the clusters with their notes, and the changes in words.
+/// gives them; `in_force` the operators' drains in force (by cluster): those clusters are
+/// drained in both federations, as a coordinator's choice drops them today. A cluster that did
+/// not answer is planned in neither (its note says so). Returns them, the clusters with their
+/// notes, and the changes in words.
 ///
 /// Errors: a change naming a cluster not in `asked` (or `add` of one in it), naming the known
 /// ones.
 pub fn federations(
     asked: &[(String, Result<InventoryReply, String>)],
     changes: &WhatIfChanges,
+    in_force: &fedvol_common::drain::Drains,
 ) -> Result<(Federations, Vec<WhatIfCluster>, Vec<String>), UnknownCluster> {
     let known: Vec<&str> = asked.iter().map(|(n, _)| n.as_str()).collect();
     let unknown = |kind: &str, name: &str| {
@@ -248,7 +251,10 @@ pub fn federations(
             a.cluster
         )));
     }
-    let mut fed = Federations::default();
+    let mut fed = Federations {
+        drains: in_force.clone(),
+        ..Federations::default()
+    };
     let mut clusters = Vec::new();
     let mut words = Vec::new();
     for (name, answer) in asked {
@@ -270,11 +276,16 @@ pub fn federations(
                 cut.volumes
             )
         });
+        let drain_in_force = in_force.get(name);
+        if let Some(d) = drain_in_force {
+            let n = format!("{} (today and with the changes: never chosen)", d.describe());
+            note = Some(note.map_or(n.clone(), |o| format!("{o}; {n}")));
+        }
         let today = fed.views.len();
         fed.views.push(View::new(name.clone(), reply.inventory.clone()));
         fed.today.push(Member {
             view: today,
-            drained: false,
+            drained: drain_in_force.is_some(),
         });
         if changes.remove.contains(name) {
             fed.changes.insert(name.clone(), "removed".into());
@@ -302,7 +313,7 @@ pub fn federations(
                 fed.changes.insert(name.clone(), "inventory replaced".into());
                 words.push(format!("inventory of {name} replaced (version {})", given.version));
             }
-            let drained = changes.drain.contains(name);
+            let drained = changes.drain.contains(name) && drain_in_force.is_none();
             if drained {
                 let c = fed.changes.entry(name.clone()).or_default();
                 *c = if c.is_empty() {
@@ -312,7 +323,13 @@ pub fn federations(
                 };
                 words.push(format!("drain {name}"));
             }
-            fed.changed.push(Member { view, drained });
+            if let (true, Some(d)) = (changes.drain.contains(name), drain_in_force) {
+                words.push(format!("drain {name}: no change, {}", d.describe()));
+            }
+            fed.changed.push(Member {
+                view,
+                drained: drained || drain_in_force.is_some(),
+            });
         }
         clusters.push(WhatIfCluster {
             name: name.clone(),
@@ -492,6 +509,7 @@ mod tests {
                 drain: vec!["z".into()],
                 ..Default::default()
             },
+            &Default::default(),
         )
         .unwrap_err();
         assert_eq!(e.0, "drain: no cluster named `z` is known (known: a, b, c)");
@@ -505,6 +523,7 @@ mod tests {
                 add: vec![added],
                 ..Default::default()
             },
+            &Default::default(),
         )
         .unwrap();
         assert_eq!(

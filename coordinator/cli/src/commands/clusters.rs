@@ -1,8 +1,9 @@
-//! `fedvol clusters [show C | drain C --reason TEXT | undrain C]`: the clusters the
-//! coordinators know, in one table (alive or restoring, suspect, last seen, inventory version,
-//! load, holds, replicas, drained; then which are restoring, degraded or drained, and why), one
-//! cluster in detail, or an operator's drain of a cluster and its end (the `drain` and
-//! `undrain` operations, on the operators' subjects).
+//! `fedvol clusters [show C | drain C --reason TEXT | drain C --what-if | undrain C]`: the
+//! clusters the coordinators know, in one table (alive or restoring, suspect, last seen,
+//! inventory version, load, holds, replicas, drained; then which are restoring, degraded or
+//! drained, and why), one cluster in detail, or an operator's drain of a cluster and its end
+//! (the `drain` and `undrain` operations, on the operators' subjects); `drain --what-if` asks the
+//! `what_if` operation instead and drains nothing.
 
 use fedvol_proto::coordinator::{self as api};
 use fedvol_proto::{NoArgs, now_ms};
@@ -49,9 +50,14 @@ pub struct ClusterDrainArgs {
     /// The cluster.
     #[arg(value_name = "CLUSTER")]
     pub cluster: String,
-    /// Why (one line, at most 300 characters): shown with the drain everywhere.
-    #[arg(long, value_name = "TEXT", value_parser = reason)]
-    pub reason: String,
+    /// Why (one line, at most 300 characters): shown with the drain everywhere. Needed unless
+    /// `--what-if`.
+    #[arg(long, value_name = "TEXT", value_parser = reason, required_unless_present = "what_if")]
+    pub reason: Option<String>,
+    /// Drain nothing: print what the drain would do to the recorded decisions of the last 7
+    /// days (`fedvol what-if --drain CLUSTER`; anyone may ask).
+    #[arg(long, conflicts_with = "before_join")]
+    pub what_if: bool,
     /// Drain a cluster no coordinator knows yet: it takes no new work from the moment it
     /// joins. Without it, an unknown name is an error (a typo never leaves the cluster
     /// meant undrained).
@@ -171,10 +177,27 @@ impl Run for Clusters {
     fn run(self) -> u8 {
         let (a, o) = (&self, &self.output);
         with_client(&self.net, async |client| {
+            if let Some(ClustersCmd::Drain(d)) = &a.cmd
+                && d.what_if
+            {
+                let q = api::WhatIfQuery {
+                    deadline_ms: now_ms() + a.net.timeout_ms,
+                    since_ms: None,
+                    user: None,
+                    project: None,
+                    workflow: None,
+                    states: Vec::new(),
+                    changes: api::WhatIfChanges {
+                        drain: vec![d.cluster.clone()],
+                        ..Default::default()
+                    },
+                };
+                return super::what_if::ask_and_print(client, &q, d.output.output).await;
+            }
             if let Some(ClustersCmd::Drain(d)) = &a.cmd {
                 let q = api::DrainMsg {
                     cluster: d.cluster.clone(),
-                    reason: d.reason.clone(),
+                    reason: d.reason.clone().unwrap_or_default(),
                     before_join: d.before_join,
                 };
                 return match ask::<api::Drain>(client, &q, &format!("drain {}", d.cluster)).await {

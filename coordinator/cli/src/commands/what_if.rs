@@ -182,17 +182,21 @@ impl Run for WhatIf {
             states: self.state.iter().map(|s| s.stored()).collect(),
             changes,
         };
-        with_client(&self.net, async |client| {
-            match ask::<api::WhatIf>(client, &q, "what-if").await {
-                Ok(r) => {
-                    if print_doc(o, &r, || what_if_table(&r, o == Output::Wide)) {
-                        EXIT_OK
-                    } else {
-                        EXIT_BAD_INPUT
-                    }
-                }
-                Err(code) => code,
+        with_client(&self.net, async |client| ask_and_print(client, &q, o).await)
+    }
+}
+
+/// Asks the coordinators for the what-if `q` and prints its report in `o`; the exit code (0,
+/// or the coordinators' error's). Also `fedvol clusters drain C --what-if`.
+pub async fn ask_and_print(client: &crate::client::Client, q: &WhatIfQuery, o: Output) -> u8 {
+    match ask::<api::WhatIf>(client, q, "what-if").await {
+        Ok(r) => {
+            if print_doc(o, &r, || what_if_table(&r, o == Output::Wide)) {
+                EXIT_OK
+            } else {
+                EXIT_BAD_INPUT
             }
-        })
+        }
+        Err(code) => code,
     }
 }

@@ -192,7 +192,7 @@ pub async fn what_if(co: &Coordinator, user: &str, q: WhatIfQuery) -> Result<Wha
         }
     }
     let (fed, clusters, changes) =
-        federations(&asked, &q.changes).map_err(|e| Failure::new(Code::BadRequest, e.to_string()))?;
+        federations(&asked, &q.changes, &co.drains.all()).map_err(|e| Failure::new(Code::BadRequest, e.to_string()))?;
     let read_ms = started.elapsed().as_secs_f64() * 1000.0;
     let stop = Arc::new(AtomicBool::new(false));
     let stop_at = q
