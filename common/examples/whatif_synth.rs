@@ -41,6 +41,8 @@ fn main() {
                 own: None,
                 run_as: Vec::new(),
                 request: req,
+                quota_today: None,
+                quota_tried: None,
             }
         })
         .collect();

@@ -16,6 +16,7 @@ pub mod limits;
 pub mod model;
 pub mod nats_auth;
 pub mod offline;
+pub mod policy;
 pub mod quota;
 pub mod request;
 pub mod rule;

@@ -132,6 +132,17 @@ impl Amounts {
         }
     }
 
+    /// `self` less `other`, each amount at least 0.
+    pub fn minus(&self, other: &Amounts) -> Amounts {
+        Amounts {
+            storage: ByteSize(self.storage.0.saturating_sub(other.storage.0)),
+            volumes: self.volumes.saturating_sub(other.volumes),
+            cpu: self.cpu.saturating_sub(other.cpu),
+            memory: ByteSize(self.memory.0.saturating_sub(other.memory.0)),
+            instances: self.instances.saturating_sub(other.instances),
+        }
+    }
+
     /// The sum of `self` and `other` (saturating).
     pub fn plus(&self, other: &Amounts) -> Amounts {
         Amounts {

@@ -24,6 +24,7 @@ pub mod fuzzfile;
 pub mod inventory;
 pub mod kube;
 pub mod nats;
+pub mod policy;
 pub mod render;
 pub mod template;
 pub mod yaml;

@@ -436,4 +436,65 @@ async fn what_if_replays_drains_and_narrows_the_example_federation() {
         0,
         "undrained: the baseline again"
     );
+
+    // Another policy: a quota of 1 core on group researchers (alice's) refuses each of alice's
+    // decisions `quota_exceeded` beside today's live use; bob's (physics) stay. The coordinator
+    // runs without quotas, so today's verdict passes them all.
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, "quotas:\n  - {group: researchers, cpu: 1}\n").unwrap();
+    let policy_arg = policy.display().to_string();
+    let doc = what_if(&nats, &["--policy", &policy_arg]);
+    let r = &doc["report"];
+    let decisions = by_id(&doc);
+    let alice: Vec<&String> = decisions
+        .keys()
+        .filter(|id| decisions[*id]["user"] == "alice")
+        .collect();
+    for id in &alice {
+        let d = &decisions[*id];
+        assert_eq!(d["would_be"]["refused"]["code"], "quota_exceeded", "{id}: {d:#}");
+        assert!(
+            d["would_be"]["refused"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("group researchers: cpu"),
+            "{d:#}"
+        );
+        assert_eq!(d["quota_changed"], true, "{id}");
+    }
+    for (id, d) in &decisions {
+        if d["user"] == "bob" {
+            assert_eq!(d["transition"], "stays", "{id}");
+            assert!(d.get("quota_changed").is_none(), "{id}");
+        }
+    }
+    assert_eq!(alice.len(), 5, "s-alice-1, s-alice-2, g-alice-1, h-alice-1, huge-1");
+    assert_eq!(
+        (&r["quota_changed"], &r["changed"], &r["by_change"]),
+        (&5.into(), &4.into(), &4.into()),
+        "huge-1 was refused already (nothing fits): refused still, for another reason\n{doc:#}"
+    );
+    let q = &doc["quotas"][0];
+    assert_eq!(
+        (&q["scope"], &q["name"]),
+        (&"group".into(), &"researchers".into()),
+        "{doc:#}"
+    );
+    assert_eq!((&q["refused"], &q["refused_today"]), (&5.into(), &0.into()));
+    assert!(
+        q["used"]["cpu"].as_u64().unwrap() > 1,
+        "alice's live commits hold cores: {q}"
+    );
+    let table = String::from_utf8(run(&nats, "alice", &["what-if", "--policy", &policy_arg]).stdout).unwrap();
+    assert_fits_100("what-if --policy", &table);
+    assert!(
+        table.contains("group researchers") && table.contains("5 decisions get another verdict"),
+        "{table}"
+    );
+    // A coordinator.yaml's other keys are not policy: refused with the file, line and key.
+    std::fs::write(&policy, "deadlineMs: 5\nquotas:\n  - {group: researchers, cpu: 1}\n").unwrap();
+    let o = fedvol_as(&nats, "alice", &["what-if", "--policy", &policy_arg]);
+    assert_eq!(o.status.code(), Some(1), "{}", shown(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("policy.yaml:1:1") && err.contains("deadlineMs"), "{err}");
 }

@@ -20,6 +20,7 @@
 
 pub mod outcome;
 pub mod own;
+pub mod quota;
 pub mod report;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,7 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use indexmap::IndexMap;
 
 use crate::choice::{choose_among_drained, rules};
-use crate::decision::{ChoiceStep, ClusterDecision};
+use crate::decision::{ChoiceStep, ClusterDecision, Reason};
 use crate::drain::{Drain, Drains};
 use crate::funnel::{ClusterState, PlanRequest, Prepared, RunAs, plan_prepared_as};
 use crate::model::{Inventory, PowerState, Resources};
@@ -135,6 +136,11 @@ pub struct Recorded {
     /// The `identity.user` verdict each cluster recorded for it (clusters that run jobs as
     /// their users, docs/design.md §2.6).
     pub run_as: Vec<(String, RunAs)>,
+    /// Its quota refusal under the coordinators' policy today, when a what-if tries another
+    /// policy and today's refuses it ([`quota`]): today's federation then refuses it so.
+    pub quota_today: Option<Reason>,
+    /// Its quota refusal under the policy tried: the changed federation refuses it so.
+    pub quota_tried: Option<Reason>,
 }
 
 /// What one decision's plans gave.
@@ -240,11 +246,20 @@ fn one(fed: &Federations, planned: &[usize], rec: &Recorded) -> One {
             }
         }
     };
-    let today = choose(&fed.today);
-    let changed = if fed.changed == fed.today {
-        today.clone()
-    } else {
-        choose(&fed.changed)
+    // A quota refusal comes before any cluster is chosen, as in a coordinator's submit.
+    let refused = |r: &Reason| Choice {
+        outcome: Outcome::refused(&r.code, r.message.clone()),
+        need: None,
+        kept_on_tie: false,
+    };
+    let today = match &rec.quota_today {
+        Some(r) => refused(r),
+        None => choose(&fed.today),
+    };
+    let changed = match &rec.quota_tried {
+        Some(r) => refused(r),
+        None if fed.changed == fed.today && rec.quota_today.is_none() => today.clone(),
+        None => choose(&fed.changed),
     };
     let (today, would_be, need, kept_on_tie) = (today.outcome, changed.outcome, changed.need, changed.kept_on_tie);
     let transition = Transition::of(&rec.was, &would_be);
@@ -264,6 +279,7 @@ fn one(fed: &Federations, planned: &[usize], rec: &Recorded) -> One {
         _ => None,
     };
     let result = DecisionWhatIf {
+        quota_changed: rec.quota_today.is_some() != rec.quota_tried.is_some(),
         kept_on_tie,
         request_id: rec.request_id.clone(),
         workflow: rec.request.workflow.name.clone(),
@@ -367,6 +383,8 @@ mod tests {
             own: Some((chosen.clone(), slot)),
             run_as: Vec::new(),
             request: req,
+            quota_today: None,
+            quota_tried: None,
         };
         (base, eff, rec, chosen)
     }

@@ -31,6 +31,10 @@ pub struct DecisionWhatIf {
     /// every rule but the load and the seeded draw (the pick alone would have moved it).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub kept_on_tie: bool,
+    /// The policy tried (`--policy`) gives it another quota verdict than today's: refused
+    /// where it passes today, or the other way round.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub quota_changed: bool,
     /// What it was, as recorded.
     pub was: Outcome,
     /// What it would be with the changes.
@@ -143,6 +147,9 @@ pub struct Report {
     /// Those that stay on their cluster although the choice's load or seeded draw would pick
     /// another one as good for them ([`DecisionWhatIf::kept_on_tie`]).
     pub kept_on_tie: u64,
+    /// Those whose quota verdict the policy tried changes ([`DecisionWhatIf::quota_changed`]).
+    #[serde(default)]
+    pub quota_changed: u64,
     /// Per transition and pair of clusters, most first.
     pub transitions: Vec<TransitionCount>,
     /// Per cluster, by name.
@@ -190,6 +197,7 @@ pub(super) fn tally(
         r.by_change += u64::from(Transition::of(today, &d.would_be) != Transition::Stays);
         r.placed_otherwise += u64::from(d.placed_otherwise());
         r.kept_on_tie += u64::from(d.kept_on_tie);
+        r.quota_changed += u64::from(d.quota_changed);
         *pairs
             .entry((t, d.was.cluster.clone(), d.would_be.cluster.clone()))
             .or_default() += 1;

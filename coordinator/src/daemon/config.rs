@@ -357,7 +357,7 @@ impl DaemonFile for CoordinatorConfig {
             }
             m.finish(ctx);
         }
-        self.policy.read(ctx, r);
+        fedvol_formats::policy::read_policy(&mut self.policy, ctx, r);
     }
 }
 

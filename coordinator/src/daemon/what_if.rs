@@ -16,7 +16,7 @@ pub const DEFAULT_PROJECT: &str = "default";
 
 /// True when `stored` holds a live commit: `committed`, or `planned` with an attempt that
 /// committed (its coordinator has not stored the outcome yet).
-fn live(stored: &StoredDecision) -> bool {
+pub fn live(stored: &StoredDecision) -> bool {
     match stored.state {
         DecisionState::Committed => true,
         DecisionState::Planned => stored.attempts.iter().any(|a| a.ok),
@@ -112,6 +112,8 @@ pub fn recorded(request_id: &str, stored: &StoredDecision) -> Recorded {
             .filter_map(|(name, c)| run_as(c).map(|r| (name.clone(), r)))
             .collect(),
         request,
+        quota_today: None,
+        quota_tried: None,
     }
 }
 

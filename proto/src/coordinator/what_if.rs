@@ -40,12 +40,21 @@ pub struct WhatIfChanges {
     /// New clusters, each with its inventory and no commits.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub add: Vec<Inventory>,
+    /// Another policy (quotas, priority classes, queue: `fedvol what-if --policy FILE`): each
+    /// decision is checked against its quotas beside today's live use, and against today's
+    /// policy for comparison; a decision it refuses is refused `quota_exceeded`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<fedvol_common::policy::Policy>,
 }
 
 impl WhatIfChanges {
     /// True when it changes nothing (the baseline).
     pub fn is_empty(&self) -> bool {
-        self.drain.is_empty() && self.remove.is_empty() && self.inventories.is_empty() && self.add.is_empty()
+        self.drain.is_empty()
+            && self.remove.is_empty()
+            && self.inventories.is_empty()
+            && self.add.is_empty()
+            && self.policy.is_none()
     }
 }
 
@@ -175,6 +184,10 @@ pub struct WhatIfReply {
     /// Present when the per-decision list was cut to fit `max_payload`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cut: Option<WhatIfCut>,
+    /// With another policy: each quota either policy sets (a `*` rule per name in use), its
+    /// live use, its limits today and tried, and the decisions each refuses.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quotas: Vec<fedvol_common::whatif::quota::QuotaUse>,
 }
 
 impl ReplyBody for WhatIfReply {}
@@ -226,6 +239,7 @@ mod tests {
             transition: Transition::Stays,
             drift: false,
             kept_on_tie: false,
+            quota_changed: false,
             was: Outcome::refused("nothing_fits", "x".repeat(200)),
             would_be: Outcome::refused("nothing_fits", "x".repeat(200)),
             today: None,
@@ -242,6 +256,7 @@ mod tests {
                 ..Report::default()
             },
             cut: None,
+            quotas: Vec::new(),
         }
     }
 

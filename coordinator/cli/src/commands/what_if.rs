@@ -55,6 +55,11 @@ pub struct WhatIf {
     /// A new cluster with this inventory and no commits (repeatable).
     #[arg(long = "add-cluster", value_name = "FILE")]
     pub add_cluster: Vec<PathBuf>,
+    /// Another policy: a file of the coordinator's policy keys (`quotas`, `priorityClasses`,
+    /// `defaultPriorityClass`, `queue`, as in coordinator.yaml and nothing else). Each decision
+    /// is checked against its quotas beside today's live use.
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
     /// Output format (`-o wide`: every decision, every volume and job).
     #[command(flatten)]
     pub output: OutputArgs,
@@ -153,11 +158,22 @@ impl WhatIf {
                 None => ok = false,
             }
         }
+        let mut policy = None;
+        if let Some(f) = &self.policy {
+            match fedvol_formats::policy::load_policy(f) {
+                Ok(p) => policy = Some(p),
+                Err(d) => {
+                    print_diagnostics(&d);
+                    ok = false;
+                }
+            }
+        }
         ok.then(|| WhatIfChanges {
             drain: self.drain.clone(),
             remove: self.remove_cluster.clone(),
             inventories,
             add,
+            policy,
         })
     }
 }

@@ -1,9 +1,11 @@
 //! The view of a what-if's report (`fedvol what-if`, docs/design.md §2.7): what was planned,
-//! the counts (transitions, per cluster with the capacity the moving work needs, per project),
+//! the counts (transitions, per cluster with the capacity the moving work needs, per quota
+//! with another policy, per project),
 //! then each changed decision with what it was and what it would be, volume by volume and job
 //! by job. Within [`super::layout::width`].
 
 use fedvol_common::model::Resources;
+use fedvol_common::quota::{Amounts, Limits, Resource};
 use fedvol_common::size::ByteSize;
 use fedvol_common::whatif::{DecisionWhatIf, Outcome, Transition};
 use fedvol_proto::coordinator::WhatIfReply;
@@ -30,6 +32,25 @@ fn amounts(r: &Resources) -> String {
 }
 
 /// Where an outcome is: the cluster, or `refused (code)`.
+/// A quota's limits: `cpu 64, storage 10 TiB` (only those it sets).
+fn limits(l: &Limits) -> String {
+    Resource::ALL
+        .iter()
+        .filter_map(|&r| l.get(r).map(|v| format!("{r} {}", r.show(v))))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The use of the resources `l` limits (every resource in use when there is no limit).
+fn used(a: &Amounts, l: Option<&Limits>) -> String {
+    let shown: Vec<String> = Resource::ALL
+        .iter()
+        .filter(|&&r| l.map_or(a.get(r) > 0, |l| l.get(r).is_some()))
+        .map(|&r| format!("{r} {}", r.show(a.get(r))))
+        .collect();
+    if shown.is_empty() { "-".into() } else { shown.join(", ") }
+}
+
 fn place(o: &Outcome) -> String {
     match (&o.cluster, &o.refused) {
         (Some(c), _) => c.clone(),
@@ -267,6 +288,47 @@ pub fn what_if_table(r: &WhatIfReply, wide: bool) -> String {
              stacked, so a cluster where it does not fit in all (NO) takes only part of it.",
         ));
         out.push('\n');
+    }
+
+    if !r.quotas.is_empty() {
+        out.push_str(&para(
+            "",
+            "",
+            &format!(
+                "quotas: {} decisions get another verdict (the policy tried against today's; live use over every cluster)",
+                rep.quota_changed
+            ),
+        ));
+        let header = [
+            "QUOTA",
+            "IN USE",
+            "LIMIT TODAY",
+            "LIMIT TRIED",
+            "REFUSES TODAY",
+            "TRIED",
+        ];
+        let rows = r
+            .quotas
+            .iter()
+            .map(|q| {
+                let lim = |l: &Option<Limits>| l.as_ref().map_or_else(|| "-".to_string(), limits);
+                vec![
+                    format!("{} {}", q.scope.as_str(), q.name),
+                    used(&q.used, q.today.as_ref().or(q.tried.as_ref())),
+                    lim(&q.today),
+                    lim(&q.tried),
+                    q.refused_today.to_string(),
+                    q.refused.to_string(),
+                ]
+            })
+            .collect();
+        let mut t = bordered(&header);
+        fill(&mut t, &header, rows);
+        out.push_str(&format!(
+            "{t}
+
+"
+        ));
     }
 
     let header = [

@@ -386,6 +386,7 @@ fn the_what_if_page_shows_the_report_and_escapes_names() {
         transition: Transition::PlacedToRefused,
         drift: false,
         kept_on_tie: false,
+        quota_changed: false,
         was,
         would_be: Outcome::refused("nothing_fits", HOSTILE),
         today: None,
@@ -405,6 +406,7 @@ fn the_what_if_page_shows_the_report_and_escapes_names() {
         planning_ms: 1.0,
         report,
         cut: None,
+        quotas: Vec::new(),
     };
     let form = pages::what_if::Form {
         drain: Some(HOSTILE.into()),

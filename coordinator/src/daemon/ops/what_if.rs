@@ -11,16 +11,22 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use tokio::sync::Semaphore;
 
+use std::collections::{BTreeMap, BTreeSet};
+
+use fedvol_common::policy::Policy;
+use fedvol_common::quota::Scope;
 use fedvol_common::whatif::Recorded;
+use fedvol_common::whatif::quota::{self, QuotaUse, Subject, Usage};
 use fedvol_proto::agent::{self as agent, AgentOp, InventoryReply};
 use fedvol_proto::coordinator::{
     DEFAULT_SINCE_MS, DEFAULT_STATES, DecisionSummary, MAX_WHAT_IF_DECISIONS, WhatIfQuery, WhatIfReply,
 };
+use fedvol_proto::decisions::DecisionState;
 use fedvol_proto::rpc::call;
 use fedvol_proto::{Code, Failure, NoArgs, now_ms};
 
 use crate::daemon::Coordinator;
-use crate::daemon::what_if::{federations, project_of, read_record, recorded};
+use crate::daemon::what_if::{federations, live, project_of, read_record, recorded};
 
 /// One what-if at a time per coordinator: it takes every core for its planning.
 static ONE: Semaphore = Semaphore::const_new(1);
@@ -56,22 +62,36 @@ fn selected(q: &WhatIfQuery, d: &DecisionSummary, now: u64) -> bool {
             .is_none_or(|w| d.workflow.to_lowercase().contains(&w.to_lowercase()))
 }
 
-/// The records `raws` (request id, bytes) read for a what-if ([`read_record`]) on `threads`
-/// threads, those of `project` only when one is given, in their order; and how many could not
-/// be read (each logged).
-fn decode(raws: Vec<(String, bytes::Bytes)>, project: Option<&str>, threads: usize) -> (Vec<Recorded>, u64) {
+/// What [`decode`] gives: the selected decisions, the live use the records add up to (with a
+/// policy to try), and how many records could not be read.
+struct Decoded {
+    recs: Vec<Recorded>,
+    usage: Usage,
+    bad: u64,
+}
+
+/// The records `raws` (request id, bytes, selected) read for a what-if ([`read_record`]) on
+/// `threads` threads: the selected ones (those of `project` only when one is given, in their
+/// order) as [`Recorded`]; with `count_use`, every live one's use ([`Usage`]). Records that
+/// cannot be read are counted (each logged).
+fn decode(raws: Vec<(String, bytes::Bytes, bool)>, project: Option<&str>, threads: usize, count_use: bool) -> Decoded {
     let chunk = raws.len().div_ceil(threads.max(1)).max(1);
-    let parts: Vec<(Vec<Recorded>, u64)> = std::thread::scope(|s| {
+    let parts: Vec<(Vec<Recorded>, Usage, u64)> = std::thread::scope(|s| {
         let handles: Vec<_> = raws
             .chunks(chunk)
             .map(|part| {
                 s.spawn(move || {
                     let mut out = Vec::with_capacity(part.len());
+                    let mut usage = Usage::default();
                     let mut bad = 0;
-                    for (id, bytes) in part {
+                    for (id, bytes, chosen) in part {
                         match read_record(bytes) {
                             Ok(stored) => {
-                                if project.is_none_or(|p| p == project_of(&stored)) {
+                                if count_use && live(&stored) && !stored.dry_run {
+                                    let r = &stored.request;
+                                    usage.add(project_of(&stored), &Subject::of(&r.workflow, &r.user, &r.groups, true));
+                                }
+                                if *chosen && project.is_none_or(|p| p == project_of(&stored)) {
                                     out.push(recorded(id, &stored));
                                 }
                             }
@@ -81,22 +101,57 @@ fn decode(raws: Vec<(String, bytes::Bytes)>, project: Option<&str>, threads: usi
                             }
                         }
                     }
-                    (out, bad)
+                    (out, usage, bad)
                 })
             })
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| (Vec::new(), 0)))
+            .map(|h| h.join().unwrap_or_else(|_| (Vec::new(), Usage::default(), 0)))
             .collect()
     });
-    let mut recs = Vec::with_capacity(raws.len());
-    let mut bad = 0;
-    for (r, b) in parts {
-        recs.extend(r);
-        bad += b;
+    let mut d = Decoded {
+        recs: Vec::with_capacity(raws.len()),
+        usage: Usage::default(),
+        bad: 0,
+    };
+    for (r, u, b) in parts {
+        d.recs.extend(r);
+        for (k, v) in u.0 {
+            let e = d.usage.0.entry(k).or_default();
+            *e = e.plus(&v);
+        }
+        d.bad += b;
     }
-    (recs, bad)
+    d
+}
+
+/// Sets each decision's quota refusals under `today`'s policy and the one `tried`, against
+/// `usage`; returns each quota's row ([`uses`]).
+fn judge_quotas(recs: &mut [Recorded], usage: &Usage, today: &Policy, tried: &Policy) -> Vec<QuotaUse> {
+    let mut refused: BTreeMap<(Scope, String), (u64, u64)> = BTreeMap::new();
+    for rec in recs.iter_mut() {
+        let r = &rec.request;
+        let s = Subject::of(&r.workflow, &r.user, &r.groups, rec.own.is_some());
+        let now = quota::checks(today, usage, &r.workflow, &s);
+        let then = quota::checks(tried, usage, &r.workflow, &s);
+        let over = |checks: &[fedvol_common::quota::QuotaCheck]| -> BTreeSet<(Scope, String)> {
+            checks
+                .iter()
+                .filter(|c| c.exceeded)
+                .map(|c| (c.scope, c.name.clone()))
+                .collect()
+        };
+        for k in over(&now) {
+            refused.entry(k).or_default().0 += 1;
+        }
+        for k in over(&then) {
+            refused.entry(k).or_default().1 += 1;
+        }
+        rec.quota_today = quota::refusal(&now);
+        rec.quota_tried = quota::refusal(&then);
+    }
+    quota::uses(today, tried, usage, &refused)
 }
 
 /// `f`'s output and how long it took, ms.
@@ -145,26 +200,33 @@ pub async fn what_if(co: &Coordinator, user: &str, q: WhatIfQuery) -> Result<Wha
     let started = Instant::now();
     super::list::wait_for_budget(co, user).await?;
     let now = now_ms();
-    let ids: Vec<String> = super::list::list_all(co)
+    let tried = q.changes.policy.clone();
+    // The selected decisions; with a policy to try, also every live one (whose use its quotas
+    // count), read once.
+    let ids: Vec<(String, bool)> = super::list::list_all(co)
         .await?
         .decisions
         .into_iter()
-        .filter(|d| selected(&q, d, now))
-        .map(|d| d.request_id)
+        .filter_map(|d| {
+            let chosen = selected(&q, &d, now);
+            let live = tried.is_some() && matches!(d.state, DecisionState::Planned | DecisionState::Committed);
+            (chosen || live).then_some((d.request_id, chosen))
+        })
         .collect();
-    if ids.len() > MAX_WHAT_IF_DECISIONS {
+    let chosen = ids.iter().filter(|(_, c)| *c).count();
+    if chosen > MAX_WHAT_IF_DECISIONS || ids.len() > 2 * MAX_WHAT_IF_DECISIONS {
         return Err(Failure::new(
             Code::BadRequest,
             format!(
-                "{} recorded decisions match; a what-if plans at most {MAX_WHAT_IF_DECISIONS}: narrow it (since, user, project, workflow, state)",
+                "{chosen} recorded decisions match ({} to read with the live ones a policy's quotas count); a what-if plans at most {MAX_WHAT_IF_DECISIONS}: narrow it (since, user, project, workflow, state)",
                 ids.len()
             ),
         ));
     }
     let reads = futures::stream::iter(ids)
-        .map(|id| async move {
+        .map(|(id, chosen)| async move {
             let r = co.store.get_raw(&id).await;
-            (id, r)
+            (id, r, chosen)
         })
         .buffered(READS_AT_ONCE)
         .collect::<Vec<_>>();
@@ -180,9 +242,9 @@ pub async fn what_if(co: &Coordinator, user: &str, q: WhatIfQuery) -> Result<Wha
     );
     let mut unreadable = 0u64;
     let mut raws = Vec::with_capacity(reads.len());
-    for (id, r) in reads {
+    for (id, r, chosen) in reads {
         match r {
-            Ok(Some((bytes, _))) => raws.push((id, bytes)),
+            Ok(Some((bytes, _))) => raws.push((id, bytes, chosen)),
             // Removed since it was listed (retention): not recorded any more.
             Ok(None) => {}
             Err(e) => {
@@ -191,8 +253,15 @@ pub async fn what_if(co: &Coordinator, user: &str, q: WhatIfQuery) -> Result<Wha
             }
         }
     }
-    let (fed, clusters, changes) =
+    let (fed, clusters, mut changes) =
         federations(&asked, &q.changes, &co.drains.all()).map_err(|e| Failure::new(Code::BadRequest, e.to_string()))?;
+    if let Some(p) = &tried {
+        changes.push(format!(
+            "policy tried: {} quotas (today: {})",
+            p.quotas.len(),
+            co.cfg.policy.quotas.len()
+        ));
+    }
     let read_ms = started.elapsed().as_secs_f64() * 1000.0;
     let stop = Arc::new(AtomicBool::new(false));
     let stop_at = q
@@ -209,23 +278,31 @@ pub async fn what_if(co: &Coordinator, user: &str, q: WhatIfQuery) -> Result<Wha
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let planning = Instant::now();
     let project = q.project.clone();
+    let today_policy = co.cfg.policy.clone();
     let report = tokio::task::spawn_blocking({
         let stop = stop.clone();
         move || {
-            let (recs, bad) = decode(raws, project.as_deref(), threads);
-            let report = fedvol_common::whatif::run(&fed, &recs, threads, &stop);
-            (report, recs.len() as u64, bad)
+            let mut d = decode(raws, project.as_deref(), threads, tried.is_some());
+            let quotas = tried
+                .as_ref()
+                .map(|p| judge_quotas(&mut d.recs, &d.usage, &today_policy, p))
+                .unwrap_or_default();
+            let report = fedvol_common::whatif::run(&fed, &d.recs, threads, &stop);
+            (report, d.recs.len() as u64, d.bad, quotas)
         }
     })
     .await
-    .map(|(report, selected, bad)| {
+    .map(|(report, selected, bad, quotas)| {
         unreadable += bad;
-        (report, selected)
+        (report, selected, quotas)
     });
     timer.abort();
     let planning_ms = planning.elapsed().as_secs_f64() * 1000.0;
-    let selected = report.as_ref().map_or(0, |(_, n)| *n);
-    let report = report.map(|(r, _)| r);
+    let selected = report.as_ref().map_or(0, |(_, n, _)| *n);
+    let (report, quotas) = match report {
+        Ok((r, _, quotas)) => (Ok(r), quotas),
+        Err(e) => (Err(e), Vec::new()),
+    };
     let report = match report {
         Ok(Some(r)) => r,
         Ok(None) => {
@@ -255,6 +332,7 @@ pub async fn what_if(co: &Coordinator, user: &str, q: WhatIfQuery) -> Result<Wha
         planning_ms,
         report,
         cut: None,
+        quotas,
     };
     let cut = reply.fit(co.client.max_payload().saturating_sub(agent::INVENTORY_ENVELOPE_BYTES));
     tracing::info!(
