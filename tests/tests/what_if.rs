@@ -374,6 +374,33 @@ async fn what_if_replays_drains_and_narrows_the_example_federation() {
     );
     assert_eq!(listed(), before, "no decision changed");
 
+    // A crowd: four users' what-ifs at once. A coordinator plans one at a time; each answer is
+    // the whole report or says another one is running (ask again), never a partial one.
+    let server = &nats;
+    let outs: Vec<Output> = std::thread::scope(|s| {
+        let hs: Vec<_> = ["alice", "bob", "alice", "bob"]
+            .into_iter()
+            .map(|u| s.spawn(move || fedvol_as(server, u, &["what-if", "--drain", "cluster-b"])))
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut answered = 0;
+    for o in &outs {
+        let text = String::from_utf8_lossy(&o.stdout);
+        match o.status.code() {
+            Some(0) => {
+                assert!(text.contains("changed: 6 of 7"), "{}", shown(o));
+                answered += 1;
+            }
+            _ => assert!(
+                String::from_utf8_lossy(&o.stderr).contains("another what-if is running on this coordinator"),
+                "{}",
+                shown(o)
+            ),
+        }
+    }
+    assert!(answered >= 1, "at least the first is answered");
+
     // `fedvol clusters drain --what-if` is that what-if, and drains nothing.
     let o = run(&nats, "alice", &["clusters", "drain", "cluster-b", "--what-if"]);
     let text = String::from_utf8(o.stdout).unwrap();
