@@ -268,7 +268,7 @@ async fn what_if_replays_drains_and_narrows_the_example_federation() {
                 assert_eq!(d["would_be"]["refused"]["code"], "clusters_drained", "{d:#}");
                 let why = d["would_be"]["refused"]["message"].as_str().unwrap();
                 assert!(
-                    why.contains("fits only on drained clusters: cluster-b (drained by what-if"),
+                    why.contains("fits only on drained clusters: cluster-b (drained by this what-if)"),
                     "{why}"
                 );
                 for c in ["cluster-a", "cluster-c"] {

@@ -239,7 +239,7 @@ fn one(fed: &Federations, planned: &[usize], rec: &Recorded) -> One {
                 let all: IndexMap<String, ClusterDecision> =
                     slots.into_iter().map(|(n, s)| (n.to_string(), s.clone())).collect();
                 Choice {
-                    outcome: Outcome::unplaced_drained(&all, &drains),
+                    outcome: Outcome::unplaced_drained(&all, &drains, &fed.drains),
                     need: None,
                     kept_on_tie,
                 }
@@ -496,7 +496,7 @@ mod tests {
         assert!(
             refused.message.contains(&format!("{chosen} (drained by ops at "))
                 && refused.message.contains(": disk swap)")
-                && refused.message.contains("drained by what-if"),
+                && refused.message.contains("(drained by this what-if)"),
             "{refused:?}"
         );
         assert_eq!(r.decisions[0].transition, Transition::PlacedToRefused);

@@ -132,17 +132,25 @@ impl Outcome {
     }
 
     /// [`Outcome::unplaced`], unless clusters that can place it were drained (`drains`, by
-    /// cluster): then `clusters_drained`, naming each with its drain, as a coordinator refuses
-    /// it ([`crate::unplaced::drained_fits`]), and each other cluster with the first volume or
-    /// job it could not place.
-    pub fn unplaced_drained(clusters: &IndexMap<String, ClusterDecision>, drains: &crate::drain::Drains) -> Outcome {
+    /// cluster): then `clusters_drained`, as a coordinator refuses it
+    /// ([`crate::unplaced::drained_fits`]), naming each with its drain (an operator's, from
+    /// `in_force`, or `drained by this what-if`), and each other cluster with the first volume
+    /// or job it could not place.
+    pub fn unplaced_drained(
+        clusters: &IndexMap<String, ClusterDecision>,
+        drains: &crate::drain::Drains,
+        in_force: &crate::drain::Drains,
+    ) -> Outcome {
         let fits = crate::unplaced::drained_fits(clusters, drains);
         if fits.is_empty() {
             return Outcome::unplaced(clusters);
         }
         let named: Vec<String> = fits
             .iter()
-            .map(|(name, d)| format!("{name} ({})", d.describe()))
+            .map(|(name, _)| match in_force.get(*name) {
+                Some(d) => format!("{name} ({})", d.describe()),
+                None => format!("{name} (drained by this what-if)"),
+            })
             .collect();
         let elsewhere: Vec<String> = clusters
             .iter()

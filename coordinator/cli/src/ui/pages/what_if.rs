@@ -144,7 +144,7 @@ fn report(r: &WhatIfReply) -> Markup {
             tbody {
                 @for (name, c) in &rep.clusters {
                     tr data-cluster=(name) {
-                        td { strong { (name) } }
+                        td.nowrap { strong { (name) } }
                         td { (c.change.as_deref().unwrap_or("-")) }
                         td.num { (c.was) } td.num { (c.would_be) } td.num { (c.stays) }
                         td.num { (c.moved_in) } td.num { (c.moved_out) }
@@ -182,7 +182,7 @@ fn report(r: &WhatIfReply) -> Markup {
                         tr data-id=(d.request_id) {
                             td.mono { a href=(format!("/decisions/{}", d.request_id)) { (d.request_id) } }
                             td { (d.state) }
-                            td { (place(&d.was)) }
+                            td.nowrap { (place(&d.was)) }
                             td { (place(&d.would_be)) }
                             td { (transition_badge(d)) }
                             td { (picks(d)) }
