@@ -256,11 +256,23 @@ fn kind_of(e: &kv::Entry) -> ChangeKind {
 
 /// Follows the decision bucket into `co.index` (and its drain keys into `co.drains`,
 /// [`super::drains`]) until the process ends: one watch, opened again `REOPEN_MS` after it
-/// fails or ends (the latest values are replayed; older ones change nothing).
+/// fails or ends. The first reads the latest value of every key; a watch opened again resumes
+/// after the last revision the index saw. (Reading the whole bucket again on every restart
+/// made a coordinator with ~10,000 decisions of 16 clusters pull ~400 MB each time its watch
+/// missed a heartbeat under load; the server, busy pushing it, timed out the writes, and the
+/// watch missed its heartbeat again.) A bucket whose last revision is below what the index
+/// saw (made again) is read whole.
 pub fn spawn(co: Arc<Coordinator>) {
     tokio::spawn(async move {
         loop {
-            match co.store.watch().await {
+            let seen = co.index.seen();
+            let resume = seen > 0 && co.store.last_revision().await.is_ok_and(|last| last >= seen);
+            let watch = if resume {
+                co.store.watch_from(seen + 1).await
+            } else {
+                co.store.watch().await
+            };
+            match watch {
                 Ok(mut w) => {
                     co.index.set_running(true);
                     while let Some(entry) = w.next().await {

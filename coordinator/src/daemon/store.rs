@@ -355,6 +355,14 @@ impl DecisionStore {
         self.kv.watch_with_history(">").await.map_err(nats)
     }
 
+    /// Every change to the bucket from revision `revision` on (a watch resumed where an
+    /// earlier one stopped: nothing before it is sent again).
+    ///
+    /// Errors: [`StoreError::Nats`] when the watch cannot start.
+    pub async fn watch_from(&self, revision: u64) -> Result<kv::Watch, StoreError> {
+        self.kv.watch_all_from_revision(revision).await.map_err(nats)
+    }
+
     /// Every stored decision's summary, newest first (then by request id). Values that cannot
     /// be read are skipped with a warning.
     ///
