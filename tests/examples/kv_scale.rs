@@ -52,6 +52,7 @@ async fn main() {
         })
     });
     let body = bytes::Bytes::from(vec![b'x'; size]);
+    let get_first = std::env::var("GET_FIRST").is_ok();
     let t0 = Instant::now();
     let mut lap = Instant::now();
     let mut done = 0usize;
@@ -61,7 +62,12 @@ async fn main() {
             let kv = kv.clone();
             let body = body.clone();
             async move {
+                let get_first = get_first;
                 let key = format!("k{i}");
+                if get_first {
+                    // As a submit looks its request id up before creating it.
+                    kv.entry(&key).await.map_err(|e| e.to_string())?;
+                }
                 let rev = kv.create(&key, body.clone()).await.map_err(|e| e.to_string())?;
                 kv.update(&key, body, rev).await.map_err(|e| e.to_string())?;
                 Ok::<(), String>(())

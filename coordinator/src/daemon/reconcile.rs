@@ -75,7 +75,11 @@ pub fn spawn(co: Arc<Coordinator>, instance: String, every: Duration) {
         let mut running: std::collections::HashSet<String> = std::collections::HashSet::new();
         let mut next_try: HashMap<String, u64> = HashMap::new();
         let mut generations: HashMap<String, String> = HashMap::new();
-        let mut watch = None;
+        let mut watch: Option<async_nats::jetstream::kv::Watch> = None;
+        // The last revision its watch delivered: a watch opened again after a failure resumes
+        // after it, with what it tracks kept (as the index's does, `super::index::spawn`);
+        // 0 after the lease was lost (then it reads the bucket whole).
+        let mut seen: u64 = 0;
         let mut tick = tokio::time::interval(every);
         let mut ticks: u64 = 0;
         let mut collected: Option<tokio::time::Instant> = None;
@@ -103,6 +107,7 @@ pub fn spawn(co: Arc<Coordinator>, instance: String, every: Duration) {
                 } => {
                     match entry {
                         Some(Ok(e)) => {
+                            seen = seen.max(e.revision);
                             super::jobs::track(&mut running, &e);
                             // A completion freed room, or a drain ended: place what waits
                             // in the queue, once the watch has caught up with the bucket.
@@ -138,10 +143,21 @@ pub fn spawn(co: Arc<Coordinator>, instance: String, every: Duration) {
                 running.clear();
                 generations.clear();
                 collected = None;
+                seen = 0;
                 continue;
             }
             if watch.is_none() {
-                match co.store.watch().await {
+                let resume = seen > 0 && co.store.last_revision().await.is_ok_and(|last| last >= seen);
+                if !resume {
+                    planned.clear();
+                    running.clear();
+                }
+                let opened = if resume {
+                    co.store.watch_from(seen + 1).await
+                } else {
+                    co.store.watch().await
+                };
+                match opened {
                     Ok(w) => {
                         tracing::info!(instance = %instance, "reconciler: lease held; following the decision bucket");
                         watch = Some(w);
