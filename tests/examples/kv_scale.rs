@@ -89,7 +89,7 @@ async fn main() {
                 eprintln!("write failed: {e}");
             }
         }
-        if done % 1000 == 0 {
+        if done.is_multiple_of(1000) {
             println!(
                 "{done:>6} keys: last 1000 in {:>6.2} s (failed so far {failed})",
                 lap.elapsed().as_secs_f64()
