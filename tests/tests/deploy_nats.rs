@@ -115,6 +115,24 @@ async fn agent(urls: &str, cluster: &str, dir: &Path) -> Spawned {
     .await
 }
 
+/// A server of the shipped `single.conf` (in `kit`'s copy) on free loopback ports, its
+/// JetStream store in the kit's directory.
+fn single_server(kit: &Kit) -> NatsServer {
+    let port = free_port();
+    let conf = kit.rewrite(
+        "single.conf",
+        &[
+            ("listen: 0.0.0.0:4222", format!("listen: 127.0.0.1:{port}")),
+            ("http: 127.0.0.1:8222", format!("http: 127.0.0.1:{}", free_port())),
+            (
+                "store_dir: \"/var/lib/nats\"",
+                format!("store_dir: \"{}\"", kit.store("single")),
+            ),
+        ],
+    );
+    NatsServer::start_config_file(&conf, port)
+}
+
 /// A plain NATS client logged in as `user`.
 async fn client(url: &str, user: &str) -> async_nats::Client {
     kit::client(url, user, "_INBOX").await
@@ -336,19 +354,7 @@ fn unit_entries(text: &str) -> Vec<(String, String, String)> {
 async fn single_server_users_run_a_federation_with_least_privilege() {
     let _serial = SERIAL.lock().await;
     let kit = Kit::copy();
-    let port = free_port();
-    let conf = kit.rewrite(
-        "single.conf",
-        &[
-            ("listen: 0.0.0.0:4222", format!("listen: 127.0.0.1:{port}")),
-            ("http: 127.0.0.1:8222", format!("http: 127.0.0.1:{}", free_port())),
-            (
-                "store_dir: \"/var/lib/nats\"",
-                format!("store_dir: \"{}\"", kit.store("single")),
-            ),
-        ],
-    );
-    let nats = NatsServer::start_config_file(&conf, port);
+    let nats = single_server(&kit);
     let url = nats.url();
     let _coord = coordinator(&url, &[]).await;
     let dir = tempfile::tempdir().unwrap();
@@ -803,19 +809,7 @@ async fn leaf_topology_decides_across_clusters_on_two_leaf_servers() {
 async fn the_coordinators_bucket_watch_answers_flow_control_under_the_shipped_permissions() {
     let _serial = SERIAL.lock().await;
     let kit = Kit::copy();
-    let port = free_port();
-    let conf = kit.rewrite(
-        "single.conf",
-        &[
-            ("listen: 0.0.0.0:4222", format!("listen: 127.0.0.1:{port}")),
-            ("http: 127.0.0.1:8222", format!("http: 127.0.0.1:{}", free_port())),
-            (
-                "store_dir: \"/var/lib/nats\"",
-                format!("store_dir: \"{}\"", kit.store("single")),
-            ),
-        ],
-    );
-    let nats = NatsServer::start_config_file(&conf, port);
+    let nats = single_server(&kit);
     let url = nats.url();
     // The coordinator creates the bucket's stream; then a client with its identity watches and
     // writes the bucket as the coordinator does.

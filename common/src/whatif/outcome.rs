@@ -164,6 +164,25 @@ impl Outcome {
         Outcome::refused(codes::CLUSTERS_DRAINED, message)
     }
 
+    /// Volume request `k`'s pick as `provisioner/volume` (`-` for a part not known), `-` when
+    /// the outcome has none.
+    pub fn volume_text(&self, k: &str) -> String {
+        self.volumes.get(k).map_or("-".to_string(), |v| {
+            format!(
+                "{}/{}",
+                v.provisioner.as_deref().unwrap_or("-"),
+                v.volume.as_deref().unwrap_or("-")
+            )
+        })
+    }
+
+    /// Job `k`'s pick as `zone/host,host` (`-` for no zone), `-` when the outcome has none.
+    pub fn job_text(&self, k: &str) -> String {
+        self.jobs.get(k).map_or("-".to_string(), |j| {
+            format!("{}/{}", j.zone.as_deref().unwrap_or("-"), j.hosts.join(","))
+        })
+    }
+
     /// The cluster-level view of the outcome: the cluster, or `None` when refused.
     pub fn where_(&self) -> Option<&str> {
         self.cluster.as_deref()

@@ -78,20 +78,8 @@ fn transition(t: Transition, from: Option<&str>, to: Option<&str>) -> String {
 /// those that differ unless `all`), then why it would be refused.
 fn detail(d: &DecisionWhatIf, all: bool) -> String {
     let mut out = String::new();
-    let vol = |o: &Outcome, k: &str| {
-        o.volumes.get(k).map_or("-".to_string(), |v| {
-            format!(
-                "{}/{}",
-                v.provisioner.as_deref().unwrap_or("-"),
-                v.volume.as_deref().unwrap_or("-")
-            )
-        })
-    };
-    let job = |o: &Outcome, k: &str| {
-        o.jobs.get(k).map_or("-".to_string(), |j| {
-            format!("{}/{}", j.zone.as_deref().unwrap_or("-"), j.hosts.join(","))
-        })
-    };
+    let vol = |o: &Outcome, k: &str| o.volume_text(k);
+    let job = |o: &Outcome, k: &str| o.job_text(k);
     let keys = |f: fn(&Outcome) -> Vec<String>| {
         let mut k = f(&d.was);
         for x in f(&d.would_be) {

@@ -58,20 +58,8 @@ fn transition_badge(d: &DecisionWhatIf) -> Markup {
 
 /// What a volume or job was and would be, one line each.
 fn picks(d: &DecisionWhatIf) -> Markup {
-    let vol = |o: &Outcome, k: &str| {
-        o.volumes.get(k).map_or("-".to_string(), |v| {
-            format!(
-                "{}/{}",
-                v.provisioner.as_deref().unwrap_or("-"),
-                v.volume.as_deref().unwrap_or("-")
-            )
-        })
-    };
-    let job = |o: &Outcome, k: &str| {
-        o.jobs.get(k).map_or("-".to_string(), |j| {
-            format!("{}/{}", j.zone.as_deref().unwrap_or("-"), j.hosts.join(","))
-        })
-    };
+    let vol = |o: &Outcome, k: &str| o.volume_text(k);
+    let job = |o: &Outcome, k: &str| o.job_text(k);
     let mut volumes: Vec<&String> = d.was.volumes.keys().collect();
     volumes.extend(d.would_be.volumes.keys().filter(|k| !d.was.volumes.contains_key(*k)));
     let mut jobs: Vec<&String> = d.was.jobs.keys().collect();
