@@ -55,6 +55,27 @@ fn fits_100(what: &str, out: &str) {
     }
 }
 
+/// A drain request sent on `client` as `user` (the subject's user token), past the CLI's own
+/// checks: what the coordinators answer.
+async fn raw_drain(
+    client: &async_nats::Client,
+    user: &str,
+    cluster: &str,
+    reason: &str,
+) -> Result<fedvol_proto::coordinator::DrainReply, fedvol_tests::load::CallError> {
+    fedvol_tests::load::coordinator_op::<fedvol_proto::coordinator::Drain>(
+        client,
+        user,
+        &fedvol_proto::coordinator::DrainMsg {
+            cluster: cluster.into(),
+            reason: reason.into(),
+            before_join: false,
+        },
+        Duration::from_secs(5),
+    )
+    .await
+}
+
 /// Two coordinators, the operators `ops`, each serving metrics on a port of its own.
 async fn coordinators(nats: &NatsServer) -> Vec<CoordinatorProc> {
     let mut out = Vec::new();
@@ -197,17 +218,7 @@ async fn only_operators_drain_and_a_drained_cluster_takes_no_new_work_while_its_
     // An identity whose NATS permissions let it through but that no coordinator names an
     // operator (the observer plays it) is refused by the coordinators themselves.
     let observer = nats.client().await;
-    let r = fedvol_tests::load::coordinator_op::<fedvol_proto::coordinator::Drain>(
-        &observer,
-        "mallory",
-        &fedvol_proto::coordinator::DrainMsg {
-            cluster: "cluster-a".into(),
-            reason: "not an operator".into(),
-            before_join: false,
-        },
-        Duration::from_secs(5),
-    )
-    .await;
+    let r = raw_drain(&observer, "mallory", "cluster-a", "not an operator").await;
     let refused = r.expect_err("a non-operator's drain is refused").to_string();
     assert!(
         refused.contains("not_operator") && refused.contains("only operators may (ops)"),
@@ -498,17 +509,7 @@ async fn drains_hold_under_races_unknown_names_and_coordinator_restarts() {
     );
     assert_eq!(o.status.code(), Some(64), "{}", shown(&o));
     assert!(shown(&o).contains("U+001B (a control character)"), "{}", shown(&o));
-    let r = fedvol_tests::load::coordinator_op::<fedvol_proto::coordinator::Drain>(
-        &nats.client().await,
-        "ops",
-        &fedvol_proto::coordinator::DrainMsg {
-            cluster: "cluster-b".into(),
-            reason: "line\nbreak".into(),
-            before_join: false,
-        },
-        Duration::from_secs(5),
-    )
-    .await;
+    let r = raw_drain(&nats.client().await, "ops", "cluster-b", "line\nbreak").await;
     let refused = r.expect_err("a reason with a line break is refused").to_string();
     assert!(
         refused.contains("bad_request") && refused.contains("U+000A"),

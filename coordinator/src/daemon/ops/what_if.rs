@@ -129,19 +129,20 @@ fn decode(raws: Vec<(String, bytes::Bytes, bool)>, project: Option<&str>, thread
 /// Sets each decision's quota refusals under `today`'s policy and the one `tried`, against
 /// `usage`; returns each quota's row ([`uses`]).
 fn judge_quotas(recs: &mut [Recorded], usage: &Usage, today: &Policy, tried: &Policy) -> Vec<QuotaUse> {
+    // The quotas a decision's checks exceed, each once.
+    let over = |checks: &[fedvol_common::quota::QuotaCheck]| -> BTreeSet<(Scope, String)> {
+        checks
+            .iter()
+            .filter(|c| c.exceeded)
+            .map(|c| (c.scope, c.name.clone()))
+            .collect()
+    };
     let mut refused: BTreeMap<(Scope, String), (u64, u64)> = BTreeMap::new();
     for rec in recs.iter_mut() {
         let r = &rec.request;
         let s = Subject::of(&r.workflow, &r.user, &r.groups, rec.own.is_some());
         let now = quota::checks(today, usage, &r.workflow, &s);
         let then = quota::checks(tried, usage, &r.workflow, &s);
-        let over = |checks: &[fedvol_common::quota::QuotaCheck]| -> BTreeSet<(Scope, String)> {
-            checks
-                .iter()
-                .filter(|c| c.exceeded)
-                .map(|c| (c.scope, c.name.clone()))
-                .collect()
-        };
         for k in over(&now) {
             refused.entry(k).or_default().0 += 1;
         }
