@@ -41,11 +41,13 @@ fn limits(l: &Limits) -> String {
         .join(", ")
 }
 
-/// The use of the resources `l` limits (every resource in use when there is no limit).
-fn used(a: &Amounts, l: Option<&Limits>) -> String {
+/// The use of the resources either of `limits` sets (every resource in use when neither does).
+fn used(a: &Amounts, limits: [Option<&Limits>; 2]) -> String {
+    let limited = |r: Resource| limits.iter().flatten().any(|l| l.get(r).is_some());
+    let any = limits.iter().any(Option::is_some);
     let shown: Vec<String> = Resource::ALL
         .iter()
-        .filter(|&&r| l.map_or(a.get(r) > 0, |l| l.get(r).is_some()))
+        .filter(|&&r| if any { limited(r) } else { a.get(r) > 0 })
         .map(|&r| format!("{r} {}", r.show(a.get(r))))
         .collect();
     if shown.is_empty() { "-".into() } else { shown.join(", ") }
@@ -302,7 +304,7 @@ pub fn what_if_table(r: &WhatIfReply, wide: bool) -> String {
                 let lim = |l: &Option<Limits>| l.as_ref().map_or_else(|| "-".to_string(), limits);
                 vec![
                     format!("{} {}", q.scope.as_str(), q.name),
-                    used(&q.used, q.today.as_ref().or(q.tried.as_ref())),
+                    used(&q.used, [q.today.as_ref(), q.tried.as_ref()]),
                     lim(&q.today),
                     lim(&q.tried),
                     q.refused_today.to_string(),
