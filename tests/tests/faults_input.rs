@@ -425,14 +425,12 @@ async fn fuzz_endpoint<T: serde::de::DeserializeOwned>(
     client: &async_nats::Client,
     subject: &str,
     bodies: Vec<Vec<u8>>,
-) -> ((usize, usize, usize), Vec<T>) {
+) -> ((usize, usize, usize), Vec<(T, Option<serde_json::Value>)>) {
     let mut counts = (0, 0, 0);
     let mut valid = Vec::new();
     for body in bodies {
         let good = well_formed::<T>(&body);
-        if good && let Ok(m) = serde_json::from_slice::<T>(&body) {
-            valid.push(m);
-        }
+        let message = if good { serde_json::from_slice::<T>(&body).ok() } else { None };
         let shown = String::from_utf8_lossy(&body[..body.len().min(120)]).into_owned();
         match call_raw(client, subject, body, Duration::from_secs(10)).await {
             Ok(answer) => {
@@ -440,6 +438,9 @@ async fn fuzz_endpoint<T: serde::de::DeserializeOwned>(
                     .unwrap_or_else(|e| panic!("{subject}: an unreadable answer to {shown:?}: {e}"));
                 if good {
                     counts.1 += 1;
+                    if let Some(m) = message {
+                        valid.push((m, Some(v)));
+                    }
                 } else {
                     let code = v["error"]["code"].as_str().unwrap_or_default();
                     assert_eq!(code, "bad_request", "{subject}: {shown:?} got {v}");
@@ -448,7 +449,12 @@ async fn fuzz_endpoint<T: serde::de::DeserializeOwned>(
                     counts.0 += 1;
                 }
             }
-            Err(CallError::TimedOut(..)) if good => counts.2 += 1,
+            Err(CallError::TimedOut(..)) if good => {
+                counts.2 += 1;
+                if let Some(m) = message {
+                    valid.push((m, None));
+                }
+            }
             Err(e) => panic!("{subject}: no answer to {shown:?}: {e}"),
         }
     }
@@ -560,10 +566,19 @@ async fn fuzzed_requests_get_errors_change_nothing_and_everyone_keeps_serving() 
     )
     .await;
     totals.push(("coordinator submit", counts));
+    // A real submit's id is the one its answer names: a damaged body may leave `request_id`
+    // empty, and the coordinator then makes a fresh one.
     let real_submits: std::collections::BTreeSet<String> = submits
         .iter()
-        .filter(|m| !m.dry_run)
-        .map(|m| m.request_id.clone())
+        .filter(|(m, _)| !m.dry_run)
+        .flat_map(|(m, answer)| {
+            let answered = answer
+                .as_ref()
+                .and_then(|v| v["stored"]["request"]["request_id"].as_str())
+                .map(str::to_string);
+            [Some(m.request_id.clone()), answered].into_iter().flatten()
+        })
+        .filter(|id| !id.is_empty())
         .collect();
     for op in [CoordinatorOp::Get, CoordinatorOp::Complete, CoordinatorOp::Replay] {
         let c = fuzz_endpoint::<DecisionRef>(&client, &s.coordinator(op, "alice"), fuzzed_bodies(&dref, &mut rng, n))
