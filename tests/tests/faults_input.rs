@@ -430,7 +430,11 @@ async fn fuzz_endpoint<T: serde::de::DeserializeOwned>(
     let mut valid = Vec::new();
     for body in bodies {
         let good = well_formed::<T>(&body);
-        let message = if good { serde_json::from_slice::<T>(&body).ok() } else { None };
+        let message = if good {
+            serde_json::from_slice::<T>(&body).ok()
+        } else {
+            None
+        };
         let shown = String::from_utf8_lossy(&body[..body.len().min(120)]).into_owned();
         match call_raw(client, subject, body, Duration::from_secs(10)).await {
             Ok(answer) => {
