@@ -1,15 +1,17 @@
 //! How the decision bucket's writes scale with its size on this nats-server, fedvol aside:
 //! a bucket made as the coordinator makes it (file storage, 16 revisions per key, direct get),
-//! logged in as `coordinator` under the shipped `single.conf`, N keys of S bytes each written
+//! logged in as the coordinator's bucket identity `coordinator-kv` under the shipped
+//! `single.conf` (`LOGIN=<user>`: another shipped user), N keys of S bytes each written
 //! with `create` then one `update` (a submit's two writes), `in_flight` at once, with a watch
 //! of the whole bucket taking every entry (the coordinator's index; `NO_WATCH=1`: none;
 //! `GET_FIRST=1`: each key read before it is created). Prints the time per thousand keys.
 //!
-//! It found why recording ~7,000 decisions timed the bucket's writes out: with
-//! `allow_responses` in the coordinator's permissions, nats-server 2.9 kept a reply-permission
-//! entry for each watch delivery and walked them all on every delivery (deploy/nats/README.md,
-//! Known limits). On this 2-core machine, `30000 2000 64`: 154 s with it (0.8 s per 1,000 keys
-//! at first, 10 s at the end), 5.4 s without; without the watch, 3.6 s.
+//! It found why recording ~7,000 decisions timed the bucket's writes out: when the bucket was
+//! reached as `coordinator`, whose permissions have `allow_responses`, nats-server 2.9 kept a
+//! reply-permission entry for each watch delivery and walked them all on every delivery
+//! (deploy/nats/README.md, "Two identities for the coordinator"). On this 2-core machine,
+//! `30000 2000 64`: 154 s with it (0.8 s per 1,000 keys at first, 10 s at the end), 5.4 s
+//! without; without the watch, 3.6 s.
 //!
 //! `cargo run --release -p fedvol-tests --example kv_scale -- 30000 2000 64`
 
@@ -26,8 +28,9 @@ async fn main() {
         args.get(2).copied().unwrap_or(64),
     );
     let nats = fedvol_tests::NatsServer::start();
-    // As the coordinator, under the shipped permissions (its one bucket).
-    let client = fedvol_tests::kit::client(&nats.url(), "coordinator", "_INBOX").await;
+    // As the coordinator's bucket identity, under the shipped permissions (its one bucket).
+    let login = std::env::var("LOGIN").unwrap_or_else(|_| "coordinator-kv".into());
+    let client = fedvol_tests::kit::client(&nats.url(), &login, "_INBOX").await;
     let js = async_nats::jetstream::new(client.clone());
     use async_nats::jetstream::stream::{Config, DiscardPolicy, StorageType};
     js.get_or_create_stream(Config {

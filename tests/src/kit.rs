@@ -133,6 +133,9 @@ pub fn command(name: &str, urls: &str, user: &str, private_inbox: bool) -> Comma
     if private_inbox {
         cmd.args(["--nats-inbox-prefix", &inbox_prefix(user)]);
     }
+    if name == "fedvol-coordinator" && user == "coordinator" {
+        crate::shipped::kv_login(&mut cmd, private_inbox);
+    }
     cmd
 }
 

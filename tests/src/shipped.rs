@@ -30,7 +30,7 @@
 //!
 //! | program | NATS user |
 //! |---|---|
-//! | `fedvol-coordinator` | `coordinator` |
+//! | `fedvol-coordinator` | `coordinator`, and `coordinator-kv` for its decision bucket (`FEDVOL_KV_NATS_*`) |
 //! | `fedvol-agent` | `agent-<cluster>` (from `--cluster`, the inventory's `cluster:`, or the config file's) |
 //! | `fedvol-example-provisioner` | `provisioner-<cluster>` |
 //! | `fedvol` | the `-u` user (else `FEDVOL_USER`, else `anonymous`) |
@@ -99,8 +99,9 @@ pub const OBSERVER: &str = "harness";
 const USERS_LIST: &str = "    users: [";
 
 /// Identities the shipped files define.
-const SHIPPED_USERS: [&str; 10] = [
+const SHIPPED_USERS: [&str; 11] = [
     "coordinator",
+    "coordinator-kv",
     "alice",
     "bob",
     "ops",
@@ -493,6 +494,26 @@ pub fn login(cmd: &mut Command) {
         .env("FEDVOL_NATS_PASSWORD", password(&user));
     if logins.kind == Shipped::Secure {
         cmd.env("FEDVOL_NATS_INBOX_PREFIX", inbox_prefix(&user));
+    }
+    if program == "fedvol-coordinator" {
+        kv_login(cmd, logins.kind == Shipped::Secure);
+    }
+}
+
+/// The decision bucket's login of a coordinator under the shipped files, as
+/// `deploy/config/coordinator.yaml` sets it (`kv.nats`): `coordinator-kv`, with its private
+/// inbox when `private_inbox`. Left alone when the command names its own.
+pub fn kv_login(cmd: &mut Command, private_inbox: bool) {
+    const USER: &str = "coordinator-kv";
+    if cmd.get_envs().any(|(n, _)| n == OsStr::new("FEDVOL_KV_NATS_USER"))
+        || cmd.get_args().any(|a| a == OsStr::new("--kv-nats-user"))
+    {
+        return;
+    }
+    cmd.env("FEDVOL_KV_NATS_USER", USER)
+        .env("FEDVOL_KV_NATS_PASSWORD", password(USER));
+    if private_inbox {
+        cmd.env("FEDVOL_KV_NATS_INBOX_PREFIX", inbox_prefix(USER));
     }
 }
 

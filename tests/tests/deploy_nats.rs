@@ -257,10 +257,10 @@ fn the_systemd_units_have_the_hardening_and_verify() {
             );
         }
         // Every option named by the brief appears once per section (no accidental override),
-        // except SystemCallFilter, which is meant to stack.
+        // except those meant to stack: SystemCallFilter, and a credential with its variable.
         let mut seen = BTreeSet::new();
         for (s, k, _) in &entries {
-            if k != "SystemCallFilter" {
+            if !["SystemCallFilter", "LoadCredential", "Environment"].contains(&k.as_str()) {
                 assert!(seen.insert((s.clone(), k.clone())), "{file}: [{s}] {k} set twice");
             }
         }
@@ -476,6 +476,39 @@ async fn single_server_users_run_a_federation_with_least_privilege() {
     let stored: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
     assert_eq!(stored["state"], "completed", "the forged value did not land");
 
+    // The coordinator's two identities (deploy/nats/README.md, "Two identities for the
+    // coordinator"): `coordinator` answers users and reaches agents but has no JetStream;
+    // `coordinator-kv` has the bucket's JetStream calls and reaches no agent.
+    let kv_login = client(&url, "coordinator-kv").await;
+    let info = tokio::time::timeout(
+        Duration::from_secs(5),
+        kv_login.request("$JS.API.STREAM.INFO.KV_fedvol_decisions", "".into()),
+    )
+    .await;
+    assert!(matches!(info, Ok(Ok(_))), "coordinator-kv reads the bucket: {info:?}");
+    coord
+        .publish("$JS.API.STREAM.INFO.KV_fedvol_decisions", "".into())
+        .await
+        .unwrap();
+    coord.flush().await.unwrap();
+    kv_login
+        .publish(status.clone(), br#"{"v":1}"#.to_vec().into())
+        .await
+        .unwrap();
+    kv_login.flush().await.unwrap();
+    for (who, subject) in [
+        ("coordinator", "$JS.API.STREAM.INFO.KV_fedvol_decisions"),
+        ("coordinator-kv", status.as_str()),
+    ] {
+        let user = format!("User \"{who}\"");
+        let quoted = format!("\"{subject}\"");
+        assert!(
+            server_logged(&nats, &["Publish Violation", &user, &quoted]).await,
+            "{who} may not publish {subject}: {}",
+            nats.log()
+        );
+    }
+
     // agent-cluster-a: its own subjects only in its queue group; nothing of cluster-b; no
     // heartbeat in cluster-b's name.
     // The refused attempts go on a second connection of the same user: the server's error for
@@ -662,7 +695,7 @@ async fn three_node_cluster_keeps_decisions_when_a_node_dies() {
         .collect();
     let urls = nodes.iter().map(NatsServer::url).collect::<Vec<_>>().join(",");
     // JetStream is clustered once the three nodes have elected a meta leader.
-    let probe = client(&nodes[0].url(), "coordinator").await;
+    let probe = client(&nodes[0].url(), "coordinator-kv").await;
     let before = bucket_info(&probe, false).await;
     assert!(before.get("error").is_some(), "no bucket yet: {before}");
 
@@ -685,7 +718,7 @@ async fn three_node_cluster_keeps_decisions_when_a_node_dies() {
     let victim: usize = leader.trim_start_matches('n').parse::<usize>().unwrap() - 1;
     nodes[victim].kill();
     let survivor = &nodes[(victim + 1) % 3];
-    let observer = client(&survivor.url(), "coordinator").await;
+    let observer = client(&survivor.url(), "coordinator-kv").await;
     let end = Instant::now() + Duration::from_secs(30);
     loop {
         let s = bucket_info(&observer, true).await;
@@ -802,19 +835,19 @@ async fn leaf_topology_decides_across_clusters_on_two_leaf_servers() {
 /// The coordinator's watch of the decision bucket keeps up with a bucket read whole under the
 /// shipped permissions: JetStream paces a watch with flow-control requests (`$JS.FC.<stream>.…`,
 /// NATS docs: JetStream, Consumers, flow control) that the watch must answer, else the server
-/// stops sending and the watch stalls (as it does here with the coordinator's `allow_responses`
-/// and its `$JS.FC.KV_fedvol_decisions.>` right both taken out: the test then fails at its 30 s
-/// wait).
+/// stops sending and the watch stalls (as it does here with the `$JS.FC.KV_fedvol_decisions.>`
+/// right of `coordinator-kv`, which has no `allow_responses`, taken out: the test then fails at
+/// its 30 s wait).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_coordinators_bucket_watch_answers_flow_control_under_the_shipped_permissions() {
     let _serial = SERIAL.lock().await;
     let kit = Kit::copy();
     let nats = single_server(&kit);
     let url = nats.url();
-    // The coordinator creates the bucket's stream; then a client with its identity watches and
-    // writes the bucket as the coordinator does.
+    // The coordinator creates the bucket's stream; then a client with its bucket's identity
+    // watches and writes the bucket as the coordinator does.
     let coord = coordinator(&url, &[]).await;
-    let c = client(&url, "coordinator").await;
+    let c = client(&url, "coordinator-kv").await;
     let js = async_nats::jetstream::new(c.clone());
     let kv = {
         let t0 = Instant::now();

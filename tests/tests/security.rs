@@ -751,8 +751,10 @@ async fn driver_secrets_stay_references_and_never_appear_in_any_output() {
     let o = run(&["decisions", "show", "sec-ok", "-o", "json"]);
     assert_eq!(json(&o)["state"], "completed");
 
-    // Every stored revision of every decision, straight from the bucket.
-    let js = async_nats::jetstream::new(co.clone());
+    // Every stored revision of every decision, straight from the bucket (as the coordinator's
+    // bucket identity, the one with JetStream rights).
+    let kv_login = client(&url, "coordinator-kv", &inbox_prefix("coordinator-kv")).await;
+    let js = async_nats::jetstream::new(kv_login);
     let kv = js.get_key_value("fedvol_decisions").await.unwrap();
     let mut stored = Vec::new();
     for key in ["sec-ok", "sec-wrong"] {
@@ -1541,7 +1543,7 @@ async fn bidi_controls_and_invisible_characters_in_names_are_refused_and_printed
         &["submit", &wf.display().to_string(), "--request-id", "old-1"],
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let co = client(&url, "coordinator", &inbox_prefix("coordinator")).await;
+    let co = client(&url, "coordinator-kv", &inbox_prefix("coordinator-kv")).await;
     let kv = async_nats::jetstream::new(co)
         .get_key_value("fedvol_decisions")
         .await

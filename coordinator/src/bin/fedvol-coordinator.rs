@@ -93,6 +93,24 @@ struct Args {
     /// Replicas of the decision bucket's stream.
     #[arg(long, env = "FEDVOL_KV_REPLICAS")]
     kv_replicas: Option<usize>,
+    /// NATS user of the decision bucket's own connection (with a password or password
+    /// file; URL and TLS as --nats). The shipped NATS files' `coordinator-kv`: the bucket's
+    /// watches must not log in as an identity with `allow_responses` (deploy/nats/README.md).
+    #[arg(long, env = "FEDVOL_KV_NATS_USER")]
+    kv_nats_user: Option<String>,
+    /// Password of --kv-nats-user (prefer --kv-nats-password-file for a daemon).
+    #[arg(long, env = "FEDVOL_KV_NATS_PASSWORD", hide_env_values = true)]
+    kv_nats_password: Option<String>,
+    /// File holding --kv-nats-user's password (its first line).
+    #[arg(long, env = "FEDVOL_KV_NATS_PASSWORD_FILE")]
+    kv_nats_password_file: Option<PathBuf>,
+    /// NATS credentials file of the decision bucket's connection.
+    #[arg(long, env = "FEDVOL_KV_NATS_CREDS")]
+    kv_nats_creds: Option<PathBuf>,
+    /// Reply inbox prefix of the decision bucket's connection (`_INBOX_coordinator-kv` with
+    /// deploy/nats/secure.conf).
+    #[arg(long, env = "FEDVOL_KV_NATS_INBOX_PREFIX")]
+    kv_nats_inbox_prefix: Option<String>,
     /// How long start-up discovery waits for agents, ms.
     #[arg(long, env = "FEDVOL_DISCOVERY_MS")]
     discovery_ms: Option<u64>,
@@ -151,6 +169,34 @@ fn config(a: Args) -> Result<CoordinatorConfig, String> {
     if let Some(v) = a.kv_replicas {
         cfg.kv.replicas = v;
     }
+    if a.kv_nats_user.is_some()
+        || a.kv_nats_password.is_some()
+        || a.kv_nats_password_file.is_some()
+        || a.kv_nats_creds.is_some()
+        || a.kv_nats_inbox_prefix.is_some()
+    {
+        let login = cfg.kv.login.get_or_insert_with(|| fedvol_proto::nats::NatsAuth {
+            url: String::new(),
+            ..fedvol_proto::nats::NatsAuth::local()
+        });
+        if a.kv_nats_user.is_some() {
+            login.user = a.kv_nats_user;
+        }
+        // A password given here replaces the file's password file, and the other way round.
+        if a.kv_nats_password.is_some() {
+            login.password = a.kv_nats_password;
+            login.password_file = None;
+        } else if a.kv_nats_password_file.is_some() {
+            login.password_file = a.kv_nats_password_file;
+            login.password = None;
+        }
+        if a.kv_nats_creds.is_some() {
+            login.creds_file = a.kv_nats_creds;
+        }
+        if a.kv_nats_inbox_prefix.is_some() {
+            login.inbox_prefix = a.kv_nats_inbox_prefix;
+        }
+    }
     if let Some(v) = a.discovery_ms {
         cfg.discovery_ms = v;
     }
@@ -172,6 +218,10 @@ const MAN: fedvol_obs::man::Extra<'static> = fedvol_obs::man::Extra {
             "A file holding the NATS user's password, readable by the coordinator's account alone (systemd's LoadCredential=).",
         ),
         fedvol_obs::man::DAEMON_NATS_PASSWORD,
+        (
+            "FEDVOL_KV_NATS_PASSWORD_FILE",
+            "A file holding the password of the decision bucket's NATS login (--kv-nats-user), readable by the coordinator's account alone.",
+        ),
         (
             "RUST_LOG",
             "The log filter (default info), e.g. fedvol_coordinator=debug.",

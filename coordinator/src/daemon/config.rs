@@ -15,6 +15,8 @@
 //! directory: directory.yaml
 //! operators: [ops]        # NATS users who may drain and undrain clusters (default: none)
 //! kv: {bucket: fedvol_decisions, history: 16, replicas: 1, maxConsumers: 256}
+//! # kv.nats: the bucket's own NATS login (see `KvConfig::login`); url and TLS are `nats:`'s
+//! #   nats: {user: coordinator-kv, passwordFile: coordinator-kv.password}
 //! maxBodyBytes: 1048576   # largest request body served
 //! reconcileEveryMs: 2000  # the reconciler's lease renewal and scan (0 = never reconcile here)
 //! maxInFlight: 4096       # requests in progress at once; beyond, `overloaded`
@@ -38,6 +40,7 @@ use std::path::{Path, PathBuf};
 use fedvol_common::choice::{ChoiceOptions, check_hours};
 use fedvol_daemon_config::{DaemonConfig, DaemonFile, Retired, relative_to};
 use fedvol_formats::yaml::{Ctx, Diagnostics, MapReader};
+use fedvol_proto::nats::NatsAuth;
 
 /// Where decisions are stored: a JetStream key-value bucket (file storage).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +55,35 @@ pub struct KvConfig {
     /// decisions is one, and a user with read access could otherwise create them without end
     ///. Applies when the coordinator creates the bucket.
     pub max_consumers: i32,
+    /// The NATS login of the bucket's connection (`kv.nats:`, `--kv-nats-user`...): only the
+    /// identity fields of a [`NatsAuth`] are set here (user, password or password file, creds,
+    /// nkey, inbox prefix); the URL and TLS are always `nats:`'s ([`KvConfig::auth`]). `None`
+    /// (the default): the decision bucket is reached over the coordinator's one connection.
+    ///
+    /// Why a second login: nats-server 2.9 keeps a reply-permission entry for every message
+    /// with a reply subject it delivers to a client with `allow_responses`, and past 4,096
+    /// entries walks them all on each delivery; every JetStream delivery to the bucket's
+    /// watches carries an ack subject nobody answers. The identity that answers users needs
+    /// `allow_responses`; the bucket's must not have it (deploy/nats/README.md, "Two
+    /// identities for the coordinator").
+    pub login: Option<NatsAuth>,
+}
+
+impl KvConfig {
+    /// The settings of the bucket's own connection: `main` (the `nats:` block, for URL and
+    /// TLS) with its identity replaced by [`KvConfig::login`]'s; `None` when no login is set.
+    pub fn auth(&self, main: &NatsAuth) -> Option<NatsAuth> {
+        let l = self.login.as_ref()?;
+        Some(NatsAuth {
+            user: l.user.clone(),
+            password: l.password.clone(),
+            password_file: l.password_file.clone(),
+            nkey_file: l.nkey_file.clone(),
+            creds_file: l.creds_file.clone(),
+            inbox_prefix: l.inbox_prefix.clone(),
+            ..main.clone()
+        })
+    }
 }
 
 impl Default for KvConfig {
@@ -61,6 +93,7 @@ impl Default for KvConfig {
             history: 16,
             replicas: 1,
             max_consumers: 256,
+            login: None,
         }
     }
 }
@@ -236,6 +269,15 @@ impl CoordinatorConfig {
         if !(1..=5).contains(&self.kv.replicas) {
             out.push("kv.replicas must be from 1 to 5".to_string());
         }
+        if let Some(auth) = self.kv.auth(&self.daemon.nats) {
+            if auth.user.is_none() && auth.creds_file.is_none() && auth.nkey_file.is_none() {
+                out.push(
+                    "kv.nats names no identity: give its user (with a password or password file), credsFile or nkeyFile"
+                        .to_string(),
+                );
+            }
+            out.extend(auth.check().into_iter().map(|e| format!("kv.nats: {e}")));
+        }
         let prefix = &self.daemon.subject_prefix;
         if prefix.trim_matches('.').is_empty() || prefix.contains(['*', '>', ' ']) {
             out.push(format!(
@@ -355,10 +397,47 @@ impl DaemonFile for CoordinatorConfig {
             {
                 self.kv.max_consumers = v as i32;
             }
+            if let Some(n) = m.take("nats") {
+                self.kv.login = read_kv_login(ctx, n, base);
+            }
             m.finish(ctx);
         }
         fedvol_formats::policy::read_policy(&mut self.policy, ctx, r);
     }
+}
+
+/// `kv.nats:`: the identity keys of a `nats:` block (`user`, `password`, `passwordFile`,
+/// `credsFile`, `nkeyFile`, `inboxPrefix`; files relative to `base`). Any other key, `url` and
+/// the TLS files included, is an unknown-key error: the bucket's connection goes where
+/// `nats:` goes.
+fn read_kv_login(ctx: &mut Ctx, node: &fedvol_formats::yaml::Node, base: &Path) -> Option<NatsAuth> {
+    let mut m = ctx.map(node, "kv.nats")?;
+    let mut out = NatsAuth {
+        url: String::new(),
+        ..NatsAuth::local()
+    };
+    for (key, slot) in [
+        ("user", &mut out.user),
+        ("password", &mut out.password),
+        ("inboxPrefix", &mut out.inbox_prefix),
+    ] {
+        if let Some(n) = m.take(key) {
+            *slot = ctx.nonempty_string(n, &format!("kv.nats.{key}"));
+        }
+    }
+    for (key, slot) in [
+        ("passwordFile", &mut out.password_file),
+        ("credsFile", &mut out.creds_file),
+        ("nkeyFile", &mut out.nkey_file),
+    ] {
+        if let Some(n) = m.take(key) {
+            *slot = ctx
+                .nonempty_string(n, &format!("kv.nats.{key}"))
+                .map(|p| relative_to(base, p));
+        }
+    }
+    m.finish(ctx);
+    Some(out)
 }
 
 #[cfg(test)]
@@ -394,9 +473,46 @@ mod tests {
                 history: 4,
                 replicas: 3,
                 max_consumers: 256,
+                login: None,
             }
         );
         assert!(c.validate().is_ok());
+    }
+
+    /// `kv.nats`: the bucket's own login takes the identity keys only (files relative to the
+    /// configuration), goes where `nats:` goes, and must name an identity.
+    #[test]
+    fn the_buckets_login_is_an_identity_on_the_same_server() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = CoordinatorConfig::load(&write(
+            dir.path(),
+            "nats: {url: 'nats://n:4222', user: coordinator, password: p, tlsCa: ca.pem, inboxPrefix: _INBOX_coordinator}\nkv: {nats: {user: coordinator-kv, passwordFile: kv.pw, inboxPrefix: _INBOX_coordinator-kv}}\n",
+        ))
+        .unwrap();
+        assert!(c.validate().is_ok(), "{:?}", c.validate());
+        let kv = c.kv.auth(&c.daemon.nats).expect("a login of its own");
+        assert_eq!(kv.url, "nats://n:4222");
+        assert_eq!(kv.tls_ca, Some(dir.path().join("ca.pem")));
+        assert_eq!(kv.user.as_deref(), Some("coordinator-kv"));
+        assert_eq!(kv.password, None, "not the coordinator's password");
+        assert_eq!(kv.password_file, Some(dir.path().join("kv.pw")));
+        assert_eq!(kv.inbox_prefix.as_deref(), Some("_INBOX_coordinator-kv"));
+        assert_eq!(
+            CoordinatorConfig::default().kv.auth(&c.daemon.nats),
+            None,
+            "one connection by default"
+        );
+
+        let e = CoordinatorConfig::load(&write(
+            dir.path(),
+            "kv:\n  nats: {user: k, password: p, url: 'nats://x:1'}\n",
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("coordinator.yaml:2:") && e.contains("kv.nats.url"), "{e}");
+        let c = CoordinatorConfig::load(&write(dir.path(), "kv: {nats: {passwordFile: kv.pw}}\n")).unwrap();
+        let e = c.validate().unwrap_err().join("\n");
+        assert!(e.contains("kv.nats names no identity"), "{e}");
     }
 
     #[test]

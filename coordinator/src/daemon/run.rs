@@ -102,6 +102,30 @@ fn ready_check(co: &Arc<Coordinator>) -> fedvol_obs::ready::ReadyCheck {
     })
 }
 
+/// The connection the decision bucket is reached over: a second one, logged in as
+/// `kv.nats`'s identity, when the configuration gives one ([`super::config::KvConfig::login`]:
+/// the bucket's watches must not be delivered to an identity with `allow_responses`); else
+/// `client`.
+///
+/// Errors: the bucket's login is refused, or its credentials cannot be read.
+async fn bucket_connection(
+    cfg: &CoordinatorConfig,
+    client: &async_nats::Client,
+    readiness: &fedvol_obs::Readiness,
+) -> Result<async_nats::Client, StartError> {
+    let Some(auth) = cfg.kv.auth(&cfg.daemon.nats) else {
+        return Ok(client.clone());
+    };
+    let who = auth.user.clone().unwrap_or_else(|| "its credentials".into());
+    fedvol_proto::nats::connect_patiently("fedvol-coordinator-kv", &auth, Default::default(), |e| {
+        readiness.starting(format!(
+            "connecting the decision bucket's login to NATS (retrying): {e}"
+        ))
+    })
+    .await
+    .map_err(|e| StartError::Nats(format!("the decision bucket's NATS login (kv.nats, {who}): {e}")))
+}
+
 /// Runs the coordinator until SIGINT or SIGTERM.
 ///
 /// Errors: any [`StartError`] before serving begins, or a subscription that fails.
@@ -126,12 +150,26 @@ pub async fn run(cfg: CoordinatorConfig) -> Result<(), StartError> {
         .map_err(|e| StartError::Nats(e.to_string()))?;
     obs.nats.set(client.clone());
     obs.readiness.starting("opening the decision bucket");
-    let js = async_nats::jetstream::new(client.clone());
+    let bucket_client = bucket_connection(&cfg, &client, &obs.readiness).await?;
+    let js = async_nats::jetstream::new(bucket_client.clone());
     let store = DecisionStore::open(&js, &cfg.kv)
         .await
-        .map_err(|e| StartError::Store(e.to_string()))?
+        .map_err(|e| {
+            StartError::Store(match cfg.kv.login {
+                Some(_) => e.to_string(),
+                None => format!(
+                    "{e}; without `kv.nats` the bucket is reached as the NATS user of `nats:`, which under the shipped deploy/nats files has no JetStream rights: give the bucket's own login (kv.nats, --kv-nats-user coordinator-kv)"
+                ),
+            })
+        })?
         .with_metrics(obs.metrics.kv.clone());
-    tracing::info!(bucket = %cfg.kv.bucket, history = cfg.kv.history, replicas = cfg.kv.replicas, "decision store open");
+    tracing::info!(
+        bucket = %cfg.kv.bucket,
+        history = cfg.kv.history,
+        replicas = cfg.kv.replicas,
+        login = cfg.kv.login.as_ref().and_then(|l| l.user.as_deref()).unwrap_or("the coordinator's"),
+        "decision store open"
+    );
     let co = Arc::new(Coordinator {
         client: client.clone(),
         subjects: Subjects::new(&cfg.daemon.subject_prefix),
