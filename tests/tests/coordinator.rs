@@ -555,6 +555,57 @@ async fn a_frozen_agent_becomes_suspect_and_its_late_answer_is_released() {
     drop((a, b));
 }
 
+/// A `complete` its cluster does not answer (the agent frozen) is answered `timed_out`,
+/// saying the coordinator keeps completing it; once the agent answers again the coordinator's
+/// background try stores the decision `completed` and the agent holds nothing, with no retry by
+/// the user. Before, the decision stayed `committed` in the bucket while its agent had released
+/// it (a fault run's checker: lost=1, when the agent was killed right after applying the
+/// complete and the load did not try again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_complete_is_finished_by_the_coordinator() {
+    let _serial = SERIAL.lock().await;
+    let nats = NatsServer::start();
+    let a = slots(&nats, "a", 2, 100).await;
+    let _coord = CoordinatorProc::start(
+        &nats,
+        &["--deadline-ms", "800", "--commit-timeout-ms", "1000", "--discovery-ms", "300"],
+    )
+    .await;
+    let client = nats.client().await;
+    wait_alive(&client, "a", true).await;
+    let (d, _) = submit(&client, "alice", &submit_msg("late-1", job_workflow("l"))).await;
+    assert_eq!(d.state, DecisionState::Committed);
+
+    a.proc.signal(Signal::SIGSTOP);
+    let r: SubmitReply = op::<api::Complete>(
+        &client,
+        "alice",
+        &DecisionRef {
+            request_id: "late-1".into(),
+            cancel: false,
+            whole: None,
+        },
+    )
+    .await;
+    let e = r.error.expect("the frozen agent does not answer");
+    assert_eq!(e.code, fedvol_proto::Code::TimedOut, "{e:?}");
+    assert!(e.message.contains("keeps completing it on a"), "{}", e.message);
+    assert_eq!(get(&client, "late-1").await.stored.unwrap().state, DecisionState::Committed);
+
+    a.proc.signal(Signal::SIGCONT);
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let state = get(&client, "late-1").await.stored.unwrap().state;
+        if state == DecisionState::Completed {
+            break;
+        }
+        assert!(Instant::now() < end, "still {state:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let st = status(&client, "a").await;
+    assert!(!st.committed.contains(&"late-1".to_string()), "{st:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn decisions_survive_a_coordinator_kill_and_a_second_one_serves_meanwhile() {
     let _serial = SERIAL.lock().await;

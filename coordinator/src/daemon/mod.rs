@@ -133,6 +133,9 @@ pub struct Coordinator {
     /// The clusters operators drained ([`drains`]): read from the bucket before serving, kept
     /// current by the decision index's watch.
     pub drains: drains::DrainTable,
+    /// The request ids whose `complete` went unanswered and that this coordinator keeps
+    /// completing in the background (`ops::complete::finish_later`): one task per id.
+    pub completing: Mutex<std::collections::HashSet<String>>,
 }
 
 /// How often repeated warnings are written per kind and user ([`Coordinator::log_throttle`]).

@@ -188,6 +188,7 @@ pub async fn run(cfg: CoordinatorConfig) -> Result<(), StartError> {
         listing: tokio::sync::Semaphore::new(1),
         restore_due: tokio::sync::Notify::new(),
         drains: super::drains::DrainTable::new(),
+        completing: Mutex::default(),
     });
     // The drains in force before the first choice (the index's watch keeps them current).
     obs.readiness.starting("reading the drained clusters");

@@ -9,11 +9,12 @@ use fedvol_common::decision::{ChoiceStep, Rejection};
 use fedvol_proto::agent;
 use fedvol_proto::coordinator::{DecisionRef, SubmitReply};
 use fedvol_proto::decisions::{DecisionState, StoredDecision};
+use fedvol_proto::rpc::RpcError;
 use fedvol_proto::{Code, now_ms};
 
 use super::get::not_found;
 use crate::daemon::Coordinator;
-use crate::daemon::actions::send;
+use crate::daemon::actions::{ActionError, send};
 use crate::daemon::commit::settle_pending;
 use crate::daemon::lifecycle::commit_phase_bound_ms;
 use crate::daemon::lifecycle::error_reply;
@@ -125,9 +126,20 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(cluster = %cluster, error = %e, "complete failed");
+                let mut error = e.error();
+                if matches!(e, ActionError::Rpc(RpcError::TimedOut { .. } | RpcError::NoResponders(_)))
+                    && finish_later(co, q, user)
+                {
+                    error.message = format!(
+                        "{}; the coordinator keeps completing it on {cluster} for the next {} min (the agent answers a repeated complete with its first answer): `fedvol decisions show {}` says when it did",
+                        error.message,
+                        FINISH_LATER_FOR.as_secs() / 60,
+                        q.request_id
+                    );
+                }
                 return SubmitReply {
                     stored: Some(stored),
-                    error: Some(e.error()),
+                    error: Some(error),
                     stored_record: None,
                 };
             }
@@ -177,6 +189,54 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
         }
     }
     error_reply(Code::StoreUnavailable, "the decision kept changing; try again")
+}
+
+/// How long a coordinator keeps completing a decision whose `complete` went unanswered.
+pub const FINISH_LATER_FOR: Duration = Duration::from_secs(600);
+
+/// The longest pause between two tries of [`finish_later`].
+const FINISH_LATER_MAX_PAUSE: Duration = Duration::from_secs(30);
+
+/// After a `complete` that its cluster did not answer (timed out, or no agent listening): the
+/// agent may have completed it and lost only its answer (killed right after), or not received
+/// it; either way the user asked for it, and a repeated complete is answered with the agent's
+/// first answer. So this coordinator tries the whole `complete` again in the background (1 s,
+/// then twice as long each time up to 30 s, for [`FINISH_LATER_FOR`]) until it is answered,
+/// which stores the decision `completed` as a user's retry would: no decision stays
+/// `committed` on the coordinators while its cluster released it. One task per request id
+/// ([`Coordinator::completing`]); true when one was started (false: one runs already).
+fn finish_later(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> bool {
+    if !co.completing.lock().unwrap_or_else(|p| p.into_inner()).insert(q.request_id.clone()) {
+        return false;
+    }
+    let (co, q, user) = (co.clone(), q.clone(), user.to_string());
+    let task: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> = Box::pin(async move {
+        let end = tokio::time::Instant::now() + FINISH_LATER_FOR;
+        let mut pause = Duration::from_secs(1);
+        loop {
+            tokio::time::sleep(pause).await;
+            let r = complete(&co, &q, &user).await;
+            let retry = r
+                .error
+                .as_ref()
+                .is_some_and(|e| matches!(e.code, Code::TimedOut | Code::Unreachable));
+            if !retry {
+                match &r.error {
+                    None => tracing::info!(request_id = %q.request_id, "an unanswered complete completed in the background"),
+                    Some(e) => tracing::warn!(request_id = %q.request_id, code = %e.code, error = %e.message, "an unanswered complete, tried again, was refused"),
+                }
+                break;
+            }
+            if tokio::time::Instant::now() + pause > end {
+                tracing::warn!(request_id = %q.request_id, "an unanswered complete still unanswered after {} min: left to the user", FINISH_LATER_FOR.as_secs() / 60);
+                break;
+            }
+            pause = (pause * 2).min(FINISH_LATER_MAX_PAUSE);
+        }
+        co.completing.lock().unwrap_or_else(|p| p.into_inner()).remove(&q.request_id);
+    });
+    tokio::spawn(task);
+    true
 }
 
 /// `complete` of a queued decision: withdraws it from the queue, stored `failed`
