@@ -94,14 +94,40 @@ impl Prepared {
     /// change, with the hosts whose allocations may have changed. An `inv` of another version
     /// or shape is prepared afresh.
     pub fn refreshed(&self, inv: &Inventory, hosts: impl IntoIterator<Item = (usize, usize)>) -> Self {
+        self.refreshed_with(inv, hosts, |v| v.clone())
+    }
+
+    /// As [`Prepared::refreshed`], for an `inv` whose volumes are those `self` indexed with the
+    /// ones at positions `removed` (ascending) left out and those of `replaced` (position, a
+    /// volume of the same provisioner and name) put in their place: the volume index is edited
+    /// ([`VolumeNames::edited`]) instead of built again (a hash of every volume and a sort).
+    /// Built again all the same when the edited index does not match `inv`'s volumes.
+    pub fn refreshed_edited(
+        &self,
+        inv: &Inventory,
+        hosts: impl IntoIterator<Item = (usize, usize)>,
+        removed: &[usize],
+        replaced: &[(usize, Arc<crate::model::PersistentVolume>)],
+    ) -> Self {
+        self.refreshed_with(inv, hosts, |v| Arc::new(v.edited(removed, replaced)))
+    }
+
+    /// [`Prepared::refreshed`] with the volume index `edit` makes of the current one, kept
+    /// when it still [covers](VolumeNames::covers) `inv`, else built again.
+    fn refreshed_with(
+        &self,
+        inv: &Inventory,
+        hosts: impl IntoIterator<Item = (usize, usize)>,
+        edit: impl FnOnce(&Arc<VolumeNames>) -> Arc<VolumeNames>,
+    ) -> Self {
         if !self.fits(inv) {
             return Prepared::new(inv);
         }
         let mut allocated = self.allocated.clone();
         allocated.refresh(&self.fixed, inv, hosts);
         let load = allocated.load();
-        let volumes = match &self.volumes {
-            Some(v) if v.covers(inv) => v.clone(),
+        let volumes = match self.volumes.as_ref().map(edit) {
+            Some(v) if v.covers(inv) => v,
             _ => Arc::new(VolumeNames::new(inv)),
         };
         Prepared {

@@ -56,6 +56,38 @@ impl VolumeNames {
         inv.volumes.len() >= self.volumes.len() && self.volumes.iter().zip(&inv.volumes).all(|(a, b)| Arc::ptr_eq(a, b))
     }
 
+    /// The index of the indexed volumes with those at positions `removed` (ascending) left out
+    /// and those of `replaced` (position, a volume of the same provisioner and name) put in
+    /// their place: what [`VolumeNames::new`] builds for that list, made in one pass over the
+    /// index without hashing or sorting (a removal shifts the later positions down; the order
+    /// by hash, then position, is kept). Positions past the indexed volumes are ignored: a
+    /// lookup walks those. A what-if leaves a live commit's own volumes out of its cluster this
+    /// way for each decision it plans (`whatif::own::without`).
+    pub fn edited(&self, removed: &[usize], replaced: &[(usize, Arc<PersistentVolume>)]) -> VolumeNames {
+        let shift = |i: usize| removed.partition_point(|r| *r < i);
+        let gone = |i: usize| removed.binary_search(&i).is_ok();
+        let volumes = self
+            .volumes
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !gone(*i))
+            .map(|(i, v)| match replaced.iter().find(|(at, _)| *at == i) {
+                Some((_, new)) => new.clone(),
+                None => v.clone(),
+            })
+            .collect();
+        let by_hash = if removed.is_empty() {
+            self.by_hash.clone()
+        } else {
+            self.by_hash
+                .iter()
+                .filter(|(_, i)| !gone(*i))
+                .map(|&(h, i)| (h, i - shift(i)))
+                .collect()
+        };
+        VolumeNames { volumes, by_hash }
+    }
+
     /// The first volume of `inv` named `name` on `provisioner`, as a walk over all of `inv`'s
     /// volumes finds it; `inv` must be [covered](VolumeNames::covers). The indexed volumes are
     /// looked up, the ones after them walked.
@@ -119,5 +151,43 @@ mod tests {
         assert!(names.find(&inv, "prov-1", "pending-1").is_some());
         inv.volumes.remove(0);
         assert!(!names.covers(&inv), "a removed volume shifts the rest");
+    }
+
+    /// An edited index (volumes left out, one replaced by another of the same name) answers
+    /// every lookup as an index built afresh on the edited list, and as a walk.
+    #[test]
+    fn an_edited_index_is_the_index_of_the_edited_list() {
+        let inv = cluster(
+            "c",
+            SynthSizes {
+                hosts: 1,
+                provisioners: 3,
+                volumes: 40,
+            },
+        );
+        let names = VolumeNames::new(&inv);
+        let removed = [0, 7, 8, 39];
+        let mut again = (*inv.volumes[12]).clone();
+        again.capacity.0 += 1;
+        let replaced = [(12, Arc::new(again))];
+        let mut edited = inv.clone();
+        edited.volumes = inv
+            .volumes
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !removed.contains(i))
+            .map(|(i, v)| if i == 12 { replaced[0].1.clone() } else { v.clone() })
+            .collect();
+        let index = names.edited(&removed, &replaced);
+        assert!(index.covers(&edited));
+        let fresh = VolumeNames::new(&edited);
+        assert_eq!(index.by_hash, fresh.by_hash);
+        for v in &inv.volumes {
+            for p in ["prov-0", "prov-1", "prov-2"] {
+                let (a, b) = (index.find(&edited, p, &v.name), walk(&edited, p, &v.name));
+                assert_eq!(a.map(|v| v as *const _), b.map(|v| v as *const _), "{p} {}", v.name);
+            }
+        }
+        assert_eq!(names.edited(&[], &[]).by_hash, names.by_hash);
     }
 }

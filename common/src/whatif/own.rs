@@ -7,7 +7,7 @@
 //! other host with it (hosts are `Arc`s), so a what-if over thousands of decisions copies no
 //! inventory per decision.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::decision::{Action, ClusterDecision};
@@ -66,48 +66,50 @@ pub fn without(inv: &Inventory, prepared: &Prepared, own: &ClusterDecision, requ
             touched.push((zi, hi));
         }
     }
-    let mut provisioned: HashSet<(Option<&str>, &str)> = HashSet::new();
-    let mut bound: HashSet<(Option<&str>, &str)> = HashSet::new();
-    for v in own.volumes.values() {
-        let (Some(name), Some(action)) = (v.volume.as_deref(), v.action) else {
-            continue;
-        };
-        let id = (v.provisioner.as_deref(), name);
-        match action {
-            Action::Provision => {
-                provisioned.insert(id);
+    // Its own volumes (few): compared by name with each of the cluster's, no hashing.
+    let own_volumes: Vec<(Option<&str>, &str, Action)> = own
+        .volumes
+        .values()
+        .filter_map(|v| Some((v.provisioner.as_deref(), v.volume.as_deref()?, v.action?)))
+        .filter(|(_, _, a)| *a != Action::Existing)
+        .collect();
+    if own_volumes.is_empty() {
+        out.volumes = inv.volumes.clone();
+        let prepared = prepared.refreshed(&out, touched);
+        return (out, prepared);
+    }
+    let is = |pv: &PersistentVolume, action: Action| {
+        own_volumes
+            .iter()
+            .any(|&(p, n, a)| a == action && pv.name == n && pv.provisioner.as_deref() == p)
+    };
+    let mut removed = Vec::new();
+    let mut replaced = Vec::new();
+    for (i, pv) in inv.volumes.iter().enumerate() {
+        if is(pv, Action::Provision) {
+            removed.push(i);
+        } else if is(pv, Action::Bind) && pv.phase == VolumePhase::Bound {
+            let mut free: PersistentVolume = (**pv).clone();
+            free.phase = VolumePhase::Available;
+            if let Some(r) = free.claim_ref.as_mut()
+                && r.uid.as_deref() == Some(request_id)
+            {
+                r.uid = None;
             }
-            Action::Bind => {
-                bound.insert(id);
-            }
-            Action::Existing => {}
+            replaced.push((i, Arc::new(free)));
         }
     }
-    out.volumes = if provisioned.is_empty() && bound.is_empty() {
-        inv.volumes.clone()
-    } else {
-        inv.volumes
-            .iter()
-            .filter_map(|pv| {
-                let id = (pv.provisioner.as_deref(), pv.name.as_str());
-                if provisioned.contains(&id) {
-                    None
-                } else if bound.contains(&id) && pv.phase == VolumePhase::Bound {
-                    let mut free: PersistentVolume = (**pv).clone();
-                    free.phase = VolumePhase::Available;
-                    if let Some(r) = free.claim_ref.as_mut()
-                        && r.uid.as_deref() == Some(request_id)
-                    {
-                        r.uid = None;
-                    }
-                    Some(Arc::new(free))
-                } else {
-                    Some(pv.clone())
-                }
-            })
-            .collect()
-    };
-    let prepared = prepared.refreshed(&out, touched);
+    out.volumes = inv
+        .volumes
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| removed.binary_search(i).is_err())
+        .map(|(i, pv)| match replaced.iter().find(|(at, _)| *at == i) {
+            Some((_, free)) => free.clone(),
+            None => pv.clone(),
+        })
+        .collect();
+    let prepared = prepared.refreshed_edited(&out, touched, &removed, &replaced);
     (out, prepared)
 }
 
