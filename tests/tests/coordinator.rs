@@ -568,7 +568,14 @@ async fn an_unanswered_complete_is_finished_by_the_coordinator() {
     let a = slots(&nats, "a", 2, 100).await;
     let _coord = CoordinatorProc::start(
         &nats,
-        &["--deadline-ms", "800", "--commit-timeout-ms", "1000", "--discovery-ms", "300"],
+        &[
+            "--deadline-ms",
+            "800",
+            "--commit-timeout-ms",
+            "1000",
+            "--discovery-ms",
+            "300",
+        ],
     )
     .await;
     let client = nats.client().await;
@@ -590,7 +597,10 @@ async fn an_unanswered_complete_is_finished_by_the_coordinator() {
     let e = r.error.expect("the frozen agent does not answer");
     assert_eq!(e.code, fedvol_proto::Code::TimedOut, "{e:?}");
     assert!(e.message.contains("keeps completing it on a"), "{}", e.message);
-    assert_eq!(get(&client, "late-1").await.stored.unwrap().state, DecisionState::Committed);
+    assert_eq!(
+        get(&client, "late-1").await.stored.unwrap().state,
+        DecisionState::Committed
+    );
 
     a.proc.signal(Signal::SIGCONT);
     let end = Instant::now() + Duration::from_secs(20);

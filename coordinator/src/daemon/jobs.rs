@@ -19,44 +19,6 @@ use super::Coordinator;
 use super::actions::{action, send};
 use super::store::Write;
 
-/// What the reconciler reads of a change to know whether the decision runs jobs.
-#[derive(serde::Deserialize)]
-pub struct PeekJobs {
-    state: DecisionState,
-    #[serde(default)]
-    attempts: Vec<PeekAttempt>,
-}
-
-#[derive(serde::Deserialize)]
-struct PeekAttempt {
-    #[serde(default)]
-    ok: bool,
-    #[serde(default)]
-    jobs: Vec<serde::de::IgnoredAny>,
-}
-
-impl PeekJobs {
-    /// True for a committed decision whose commit submitted jobs.
-    pub fn runs_jobs(&self) -> bool {
-        self.state == DecisionState::Committed && self.attempts.iter().any(|a| a.ok && !a.jobs.is_empty())
-    }
-}
-
-/// Notes a change of the bucket in `running` (the decisions to follow).
-pub fn track(running: &mut HashSet<String>, e: &async_nats::jetstream::kv::Entry) {
-    if e.key.contains('/') {
-        return;
-    }
-    match serde_json::from_slice::<PeekJobs>(&e.value) {
-        Ok(p) if p.runs_jobs() => {
-            running.insert(e.key.clone());
-        }
-        _ => {
-            running.remove(&e.key);
-        }
-    }
-}
-
 /// Decisions asked about in one `jobs` call: a cluster following more asks in several calls,
 /// so an answer stays far below NATS' `max_payload` (each decision's answer is a few hundred
 /// bytes per job).

@@ -4,16 +4,19 @@
 //! One coordinator at a time reconciles: it holds a lease, the key `fedvol/reconciler` of the
 //! decision bucket (a key no request id can be: request ids have no `/`), written by
 //! compare-and-set with its holder and expiry, renewed every `reconcileEveryMs` and valid for
-//! three of them. The holder watches the bucket (the latest value of every key, then every
-//! change), keeps the request ids of non-dry-run `planned` decisions with their last change,
-//! and takes over every one older than the commit phase's bound
+//! three of them. At each tick the holder reads the non-dry-run `planned` decisions with their
+//! last change from the coordinator's decision index ([`super::index`], which follows the
+//! bucket with the coordinator's one watch), and takes over every one older than the commit
+//! phase's bound
 //! ([`super::lifecycle::commit_phase_bound_ms`]) exactly as a submit of the same id would
 //! ([`super::lifecycle::resume`]): it settles the pending commit attempts (release probes, which
 //! fence them), then finishes the commit phase. A decision still in doubt is tried again one
-//! bound later. Reading a change decodes only `state`, `dry_run` and `updated_ms`.
+//! bound later. Each is read again from the bucket before it is taken over, so an index a
+//! little behind the bucket only delays a take-over.
 //!
 //! The holder also places the queue's decisions ([`super::queue::drain`]) on every
-//! tick, whenever a decision is completed and whenever a cluster's drain ends, and every 15
+//! tick, whenever a decision is completed and whenever a cluster's drain ends (the index's
+//! [`super::index::DecisionIndex::room_freed`]), and every 15
 //! ticks drops quota-ledger entries no live decision stands behind ([`super::quota::sweep`]).
 //!
 //! The holder also follows the batch jobs of committed decisions on clusters that run them
@@ -53,15 +56,6 @@ struct Lease {
     expires_ms: u64,
 }
 
-/// What the reconciler reads of each change: the decision's state, not its body.
-#[derive(serde::Deserialize)]
-struct Peek {
-    state: DecisionState,
-    #[serde(default)]
-    dry_run: bool,
-    updated_ms: u64,
-}
-
 /// Runs the reconciler of coordinator `instance` until the process ends: every `every`, it
 /// takes or renews the lease; while it holds it, it follows the bucket and settles abandoned
 /// decisions. `every` of zero: never.
@@ -71,15 +65,8 @@ pub fn spawn(co: Arc<Coordinator>, instance: String, every: Duration) {
         return;
     }
     tokio::spawn(async move {
-        let mut planned: HashMap<String, u64> = HashMap::new();
-        let mut running: std::collections::HashSet<String> = std::collections::HashSet::new();
         let mut next_try: HashMap<String, u64> = HashMap::new();
         let mut generations: HashMap<String, String> = HashMap::new();
-        let mut watch: Option<async_nats::jetstream::kv::Watch> = None;
-        // The last revision its watch delivered: a watch opened again after a failure resumes
-        // after it, with what it tracks kept (as the index's does, `super::index::spawn`);
-        // 0 after the lease was lost (then it reads the bucket whole).
-        let mut seen: u64 = 0;
         let mut tick = tokio::time::interval(every);
         let mut ticks: u64 = 0;
         let mut collected: Option<tokio::time::Instant> = None;
@@ -99,30 +86,10 @@ pub fn spawn(co: Arc<Coordinator>, instance: String, every: Duration) {
                     }
                     continue;
                 }
-                entry = async {
-                    match watch.as_mut() {
-                        Some(w) => futures::StreamExt::next(w).await,
-                        None => std::future::pending().await,
-                    }
-                } => {
-                    match entry {
-                        Some(Ok(e)) => {
-                            seen = seen.max(e.revision);
-                            super::jobs::track(&mut running, &e);
-                            // A completion freed room, or a drain ended: place what waits
-                            // in the queue, once the watch has caught up with the bucket.
-                            let freed = track(&mut planned, &e);
-                            let undrained = e.key.starts_with(fedvol_proto::coordinator::DRAIN_KEY_PREFIX)
-                                && e.operation != async_nats::jetstream::kv::Operation::Put;
-                            if (freed || undrained) && e.delta == 0 {
-                                super::queue::drain(&co).await;
-                            }
-                        }
-                        Some(Err(e)) => {
-                            tracing::warn!(error = %e, "reconciler: the bucket watch failed; it restarts");
-                            watch = None;
-                        }
-                        None => watch = None,
+                // A completion freed room, or a drain ended: place what waits in the queue.
+                _ = co.index.room_freed() => {
+                    if holding {
+                        super::queue::drain(&co).await;
                     }
                     continue;
                 }
@@ -134,38 +101,21 @@ pub fn spawn(co: Arc<Coordinator>, instance: String, every: Duration) {
                     false
                 }
             };
+            if holds && !holding {
+                tracing::info!(instance = %instance, "reconciler: lease held; reconciling from the decision index");
+            } else if !holds && holding {
+                tracing::info!("reconciler: lease lost; another coordinator reconciles");
+            }
             holding = holds;
             if !holds {
-                if watch.take().is_some() {
-                    tracing::info!("reconciler: lease lost; another coordinator reconciles");
-                }
-                planned.clear();
-                running.clear();
+                next_try.clear();
                 generations.clear();
                 collected = None;
-                seen = 0;
                 continue;
             }
-            if watch.is_none() {
-                let resume = seen > 0 && co.store.last_revision().await.is_ok_and(|last| last >= seen);
-                if !resume {
-                    planned.clear();
-                    running.clear();
-                }
-                let opened = if resume {
-                    co.store.watch_from(seen + 1).await
-                } else {
-                    co.store.watch().await
-                };
-                match opened {
-                    Ok(w) => {
-                        tracing::info!(instance = %instance, "reconciler: lease held; following the decision bucket");
-                        watch = Some(w);
-                    }
-                    Err(e) => tracing::warn!(error = %e, "reconciler: cannot watch the decision bucket"),
-                }
-            }
+            let mut planned = co.index.planned();
             settle_abandoned(&co, &mut planned, &mut next_try).await;
+            let mut running = co.index.running_jobs();
             super::jobs::follow(&co, &mut running).await;
             super::restore::check_generations(&co, &mut generations).await;
             super::queue::drain(&co).await;
@@ -183,25 +133,6 @@ pub fn spawn(co: Arc<Coordinator>, instance: String, every: Duration) {
             }
         }
     });
-}
-
-/// Notes a change of the bucket: a non-dry-run `planned` decision is tracked with its last
-/// change; any other state (or a deletion) stops tracking it. Returns true when the change is
-/// a decision completed (room freed on its cluster).
-fn track(planned: &mut HashMap<String, u64>, e: &async_nats::jetstream::kv::Entry) -> bool {
-    if e.key.contains('/') {
-        return false;
-    }
-    match serde_json::from_slice::<Peek>(&e.value) {
-        Ok(p) if p.state == DecisionState::Planned && !p.dry_run => {
-            planned.insert(e.key.clone(), p.updated_ms);
-            false
-        }
-        other => {
-            planned.remove(&e.key);
-            matches!(other, Ok(p) if matches!(p.state, DecisionState::Completed | DecisionState::Cancelled))
-        }
-    }
 }
 
 /// Takes over each tracked decision older than the commit phase's bound (once per bound).

@@ -19,7 +19,7 @@ use crate::bench::procs::{
 };
 use crate::bench::raw::{Responders, probe_answer_bytes, scatter_gather};
 use crate::bench::report::{ModeResult, RunConfig, RunResult, append_jsonl, markdown_tables, read_jsonl, render_run};
-use crate::bench::workflow::{USER, plan_body, submit_body, workflow};
+use crate::bench::workflow::{USER, plan_body, submit_body, users, workflow};
 use crate::bench::{fedvol, plot};
 
 /// What is measured.
@@ -202,11 +202,16 @@ pub async fn run_federation(spec: &RunSpec) -> Result<Vec<RunResult>, String> {
                     let mut members = fed.members();
                     members.push(me.clone());
                     let dry_run = mode == Mode::Plan;
-                    let subject: Arc<str> = Subjects::default().coordinator(CoordinatorOp::Submit, USER).into();
+                    // Several users past 32 in flight: the per-user cap is not what is measured.
+                    let subjects: Arc<[Arc<str>]> = users(n)
+                        .iter()
+                        .map(|u| Subjects::default().coordinator(CoordinatorOp::Submit, u).into())
+                        .collect();
                     let prefix: Arc<str> = id_prefix(mode.name()).into();
                     let (wf, wait) = (wf.clone(), spec.answer_wait);
                     let m = closed_loop(drivers, loop_spec, &members, move |client, i| {
-                        let (subject, prefix, wf) = (subject.clone(), prefix.clone(), wf.clone());
+                        let subject = subjects[i as usize % subjects.len()].clone();
+                        let (prefix, wf) = (prefix.clone(), wf.clone());
                         async move {
                             let id = format!("{prefix}-{i}");
                             fedvol::request(&client, &subject, &wf, &id, dry_run, clusters, wait).await

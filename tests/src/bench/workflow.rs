@@ -17,6 +17,21 @@ use fedvol_proto::{Endpoint, now_ms};
 /// dev mode, so the groups the request claims are used).
 pub const USER: &str = "bench";
 
+/// The most requests the driver keeps in flight per user: half a coordinator's default
+/// `maxInFlightPerUser` (64), so that the per-user cap (a feature) is never what is measured.
+pub const IN_FLIGHT_PER_USER: usize = 32;
+
+/// The users `in_flight` requests are spread over, round robin: `bench` alone up to
+/// [`IN_FLIGHT_PER_USER`], else `bench0`, `bench1`... (one per 32 in flight, rounded up).
+pub fn users(in_flight: usize) -> Vec<String> {
+    let n = in_flight.div_ceil(IN_FLIGHT_PER_USER);
+    if n <= 1 {
+        vec![USER.to_string()]
+    } else {
+        (0..n).map(|k| format!("{USER}{k}")).collect()
+    }
+}
+
 /// The group the requests claim.
 pub const GROUP: &str = "bench";
 
@@ -87,6 +102,14 @@ pub fn plan_body(workflow: &Workflow, id: &str, reserve: bool, summary: bool, wa
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn past_32_in_flight_the_requests_are_spread_over_users() {
+        assert_eq!(users(1), ["bench"]);
+        assert_eq!(users(32), ["bench"]);
+        assert_eq!(users(64), ["bench0", "bench1"]);
+        assert_eq!(users(256).len(), 8);
+    }
 
     #[test]
     fn the_workflow_is_two_one_core_jobs_sharing_one_volume() {

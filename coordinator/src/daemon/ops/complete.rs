@@ -127,8 +127,10 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
             Err(e) => {
                 tracing::warn!(cluster = %cluster, error = %e, "complete failed");
                 let mut error = e.error();
-                if matches!(e, ActionError::Rpc(RpcError::TimedOut { .. } | RpcError::NoResponders(_)))
-                    && finish_later(co, q, user)
+                if matches!(
+                    e,
+                    ActionError::Rpc(RpcError::TimedOut { .. } | RpcError::NoResponders(_))
+                ) && finish_later(co, q, user)
                 {
                     error.message = format!(
                         "{}; the coordinator keeps completing it on {cluster} for the next {} min (the agent answers a repeated complete with its first answer): `fedvol decisions show {}` says when it did",
@@ -206,7 +208,12 @@ const FINISH_LATER_MAX_PAUSE: Duration = Duration::from_secs(30);
 /// `committed` on the coordinators while its cluster released it. One task per request id
 /// ([`Coordinator::completing`]); true when one was started (false: one runs already).
 fn finish_later(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> bool {
-    if !co.completing.lock().unwrap_or_else(|p| p.into_inner()).insert(q.request_id.clone()) {
+    if !co
+        .completing
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(q.request_id.clone())
+    {
         return false;
     }
     let (co, q, user) = (co.clone(), q.clone(), user.to_string());
@@ -222,8 +229,12 @@ fn finish_later(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> bool {
                 .is_some_and(|e| matches!(e.code, Code::TimedOut | Code::Unreachable));
             if !retry {
                 match &r.error {
-                    None => tracing::info!(request_id = %q.request_id, "an unanswered complete completed in the background"),
-                    Some(e) => tracing::warn!(request_id = %q.request_id, code = %e.code, error = %e.message, "an unanswered complete, tried again, was refused"),
+                    None => {
+                        tracing::info!(request_id = %q.request_id, "an unanswered complete completed in the background")
+                    }
+                    Some(e) => {
+                        tracing::warn!(request_id = %q.request_id, code = %e.code, error = %e.message, "an unanswered complete, tried again, was refused")
+                    }
                 }
                 break;
             }
@@ -233,7 +244,10 @@ fn finish_later(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> bool {
             }
             pause = (pause * 2).min(FINISH_LATER_MAX_PAUSE);
         }
-        co.completing.lock().unwrap_or_else(|p| p.into_inner()).remove(&q.request_id);
+        co.completing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&q.request_id);
     });
     tokio::spawn(task);
     true
