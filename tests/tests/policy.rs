@@ -399,6 +399,22 @@ async fn queued_submits_are_placed_by_priority_then_age_as_completions_free_room
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        if placed != Some(next) {
+            // What the coordinator and the agent did meanwhile (the queue's passes, the
+            // reconciler's lease and ticks), to tell a slow machine from a lost wake-up.
+            let tail = |log: String| {
+                log.lines()
+                    .rev()
+                    .take(60)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            eprintln!("coordinator (last lines):\n{}", tail(_coord.proc.log()));
+            eprintln!("agent (last lines):\n{}", tail(_a.proc.log()));
+        }
         assert_eq!(placed, Some(next), "after {running} completed");
         for (other, _, _) in waiting {
             let s = state(other).await;

@@ -1140,7 +1140,7 @@ async fn a_user_cannot_hold_the_decision_buckets_consumers() {
     let mut coord = coord;
     coord
         .wait_for_log(
-            "reconciler: lease held; following the decision bucket",
+            "reconciler: lease held; reconciling from the decision index",
             Duration::from_secs(30),
         )
         .await;
@@ -1161,9 +1161,9 @@ async fn a_user_cannot_hold_the_decision_buckets_consumers() {
     .await;
 }
 
-/// After a nats-server restart under the shipped secure.conf, the coordinator's watches of the
-/// decision bucket (its decisions index and the reconciler's) come back within the
-/// coordinator's permissions: async-nats's ordered consumer, after a reconnect, deletes its old
+/// After a nats-server restart under the shipped secure.conf, the coordinator's watch of the
+/// decision bucket (its decisions index, which the reconciler reads too) comes back within the
+/// permissions of its bucket login `coordinator-kv`: async-nats's ordered consumer, after a reconnect, deletes its old
 /// consumer (`$JS.API.CONSUMER.DELETE.<stream>.<consumer>`) and creates the next one by name
 /// with its filter (`$JS.API.CONSUMER.CREATE.<stream>.<consumer>.<filter>`; NATS docs:
 /// JetStream, Consumers, the extended create subject). Before the coordinator was granted
@@ -1186,7 +1186,7 @@ async fn the_coordinators_watches_survive_a_server_restart_within_its_permission
     assert!(o.status.success(), "{}", text(&o));
     coord
         .wait_for_log(
-            "reconciler: lease held; following the decision bucket",
+            "reconciler: lease held; reconciling from the decision index",
             Duration::from_secs(30),
         )
         .await;
