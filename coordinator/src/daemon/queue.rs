@@ -13,7 +13,9 @@
 //! `planned`) and planned, admitted and committed like a fresh submit. One that still finds no
 //! room goes back to `queued` with its new decision (so `decisions show` says why it waits),
 //! keeping its place; a lower one that fits may then go first (no head-of-line blocking, as
-//! kube-scheduler's active queue). One that no cluster can ever place (`unresolvable`: the
+//! kube-scheduler's active queue), but only if the one ahead still finds no room when the
+//! lower one fits: room freed during a pass (a completion between the two plans) goes to the
+//! one ahead, and the pass starts again from the top (at most 3 times per drain). One that no cluster can ever place (`unresolvable`: the
 //! inventories changed under it) fails at once. Committed work is never preempted. A decision queued longer
 //! than `queue.maxWaitMs` fails `queue_timeout`.
 
@@ -54,7 +56,13 @@ enum Tried {
     Waits,
     /// Not tried now (taken by someone else, the store failed).
     Skipped,
+    /// It fits, but so does now a decision before it that found no room earlier in this
+    /// pass (room was freed meanwhile): put back, and the pass starts again from the top.
+    Yields,
 }
+
+/// Passes started again in one [`drain`] because room was freed during a pass ([`Tried::Yields`]).
+const MAX_RESTARTS_PER_DRAIN: usize = 3;
 
 /// One pass over the queue (module docs): places what fits, in priority then age order.
 /// Returns how many decisions left the queue.
@@ -70,27 +78,67 @@ pub async fn drain(co: &Arc<Coordinator>) -> usize {
         return 0;
     }
     let mut left = 0;
-    let mut misses = 0;
-    for (id, w) in order(&q) {
-        let span = tracing::info_span!("queue", request_id = %id, priority = w.priority);
-        let tried = tracing::Instrument::instrument(place(co, &id, w), span).await;
-        match tried {
-            Tried::Left => {
-                left += 1;
-                misses = 0;
+    let mut entries = order(&q);
+    let mut restarts = 0;
+    'pass: loop {
+        let mut misses = 0;
+        // The first decision of this pass that found no room: a later one that fits is
+        // placed before it only if it still finds none (no head-of-line blocking, but no
+        // overtaking because room was freed between the two plans either).
+        let mut first_miss: Option<String> = None;
+        for (id, w) in &entries {
+            let span = tracing::info_span!("queue", request_id = %id, priority = w.priority);
+            let before = if restarts < MAX_RESTARTS_PER_DRAIN {
+                first_miss.as_deref()
+            } else {
+                None
+            };
+            let tried = tracing::Instrument::instrument(place(co, id, *w, before), span).await;
+            match tried {
+                Tried::Left => {
+                    left += 1;
+                    misses = 0;
+                }
+                Tried::Waits => {
+                    misses += 1;
+                    first_miss.get_or_insert_with(|| id.clone());
+                }
+                Tried::Skipped => {}
+                Tried::Yields => {
+                    restarts += 1;
+                    entries = match read(co).await {
+                        Ok((q, _)) => order(&q),
+                        Err(_) => return left,
+                    };
+                    continue 'pass;
+                }
             }
-            Tried::Waits => misses += 1,
-            Tried::Skipped => {}
+            if misses >= MAX_MISSES_PER_PASS {
+                break;
+            }
         }
-        if misses >= MAX_MISSES_PER_PASS {
-            break;
-        }
+        return left;
     }
-    left
 }
 
-/// Tries to place queued decision `id`.
-async fn place(co: &Arc<Coordinator>, id: &str, w: Waiting) -> Tried {
+/// Whether queued decision `id` finds room now: a plan of it that stores, holds and counts
+/// nothing (the check before a later decision overtakes it, [`drain`]).
+async fn fits_now(co: &Arc<Coordinator>, id: &str) -> bool {
+    let Ok(Some((mut stored, _))) = co.store.get(id).await else {
+        return false;
+    };
+    if stored.state != DecisionState::Queued {
+        return false;
+    }
+    stored.state = DecisionState::Planned;
+    stored.decision.refused = None;
+    plan(co, &mut stored, co.cfg.deadline_ms).await.is_ok() && stored.state == DecisionState::Planned
+}
+
+/// Tries to place queued decision `id`. When `before` names a decision ahead of it in this
+/// pass that found no room, and `id` fits, `before` is planned again first: if it fits now
+/// (room was freed between the two plans), `id` is put back and [`Tried::Yields`].
+async fn place(co: &Arc<Coordinator>, id: &str, w: Waiting, before: Option<&str>) -> Tried {
     let (mut stored, rev) = match co.store.get(id).await {
         Ok(Some(x)) => x,
         Ok(None) => {
@@ -158,6 +206,14 @@ async fn place(co: &Arc<Coordinator>, id: &str, w: Waiting) -> Tried {
         // Still no room (a quota, nothing feasible, clusters that did not answer): back in
         // the queue, with the reasons.
         return requeue(co, stored, rev).await;
+    }
+    if let Some(first) = before
+        && fits_now(co, first).await
+    {
+        tracing::info!(ahead = %first, "queue: room was freed during the pass; the decision ahead goes first");
+        super::quota::release(co, id, &stored.decision.quota).await;
+        back(co, stored, rev).await;
+        return Tried::Yields;
     }
     if let Some(c) = stored.decision.chosen_cluster.clone() {
         stored.attempts.push(super::commit::pending_attempt(&stored, &c));
