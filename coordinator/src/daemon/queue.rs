@@ -122,12 +122,19 @@ pub async fn drain(co: &Arc<Coordinator>) -> usize {
 }
 
 /// Whether queued decision `id` finds room now: a plan of it that stores, holds and counts
-/// nothing (the check before a later decision overtakes it, [`drain`]).
+/// nothing (the check before a later decision overtakes it, [`drain`]). One that waits for a
+/// quota, not for room, never does here (a plan does not check quotas; the lower one may go
+/// first, as before).
 async fn fits_now(co: &Arc<Coordinator>, id: &str) -> bool {
     let Ok(Some((mut stored, _))) = co.store.get(id).await else {
         return false;
     };
-    if stored.state != DecisionState::Queued {
+    let for_quota = stored
+        .decision
+        .refused
+        .as_ref()
+        .is_some_and(|r| Code::QuotaExceeded.is(r));
+    if stored.state != DecisionState::Queued || for_quota {
         return false;
     }
     stored.state = DecisionState::Planned;
