@@ -98,18 +98,17 @@ impl Prepared {
     }
 
     /// As [`Prepared::refreshed`], for an `inv` whose volumes are those `self` indexed with the
-    /// ones at positions `removed` (ascending) left out and those of `replaced` (position, a
-    /// volume of the same provisioner and name) put in their place: the volume index is edited
-    /// ([`VolumeNames::edited`]) instead of built again (a hash of every volume and a sort).
-    /// Built again all the same when the edited index does not match `inv`'s volumes.
+    /// ones at positions `removed` (ascending) left out and others replaced by volumes of the
+    /// same provisioner and name: the volume index is edited ([`VolumeNames::edited`]) instead
+    /// of built again (a hash of every volume and a sort). Built again all the same when the
+    /// edited index does not match `inv`'s volumes.
     pub fn refreshed_edited(
         &self,
         inv: &Inventory,
         hosts: impl IntoIterator<Item = (usize, usize)>,
         removed: &[usize],
-        replaced: &[(usize, Arc<crate::model::PersistentVolume>)],
     ) -> Self {
-        self.refreshed_with(inv, hosts, |v| Arc::new(v.edited(removed, replaced)))
+        self.refreshed_with(inv, hosts, |v| Arc::new(v.edited(inv, removed)))
     }
 
     /// [`Prepared::refreshed`] with the volume index `edit` makes of the current one, kept

@@ -56,32 +56,25 @@ impl VolumeNames {
         inv.volumes.len() >= self.volumes.len() && self.volumes.iter().zip(&inv.volumes).all(|(a, b)| Arc::ptr_eq(a, b))
     }
 
-    /// The index of the indexed volumes with those at positions `removed` (ascending) left out
-    /// and those of `replaced` (position, a volume of the same provisioner and name) put in
-    /// their place: what [`VolumeNames::new`] builds for that list, made in one pass over the
-    /// index without hashing or sorting (a removal shifts the later positions down; the order
-    /// by hash, then position, is kept). Positions past the indexed volumes are ignored: a
-    /// lookup walks those. A what-if leaves a live commit's own volumes out of its cluster this
-    /// way for each decision it plans (`whatif::own::without`).
-    pub fn edited(&self, removed: &[usize], replaced: &[(usize, Arc<PersistentVolume>)]) -> VolumeNames {
-        let shift = |i: usize| removed.partition_point(|r| *r < i);
-        let gone = |i: usize| removed.binary_search(&i).is_ok();
-        let volumes = self
-            .volumes
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| !gone(*i))
-            .map(|(i, v)| match replaced.iter().find(|(at, _)| *at == i) {
-                Some((_, new)) => new.clone(),
-                None => v.clone(),
-            })
-            .collect();
+    /// The index of `inv`, an inventory whose volumes are the indexed ones with those at
+    /// positions `removed` (ascending) left out and any others replaced by volumes of the same
+    /// provisioner and name (then volumes past them, walked by a lookup): what
+    /// [`VolumeNames::new`] builds for it, made in one pass over the index without hashing or
+    /// sorting (a removal shifts the later positions down; the order by hash, then position, is
+    /// kept). Whether `inv` really is such an inventory is for [`VolumeNames::covers`] to say.
+    /// A what-if leaves a live commit's own volumes out of its cluster this way for each
+    /// decision it plans (`whatif::own::without`).
+    pub fn edited(&self, inv: &Inventory, removed: &[usize]) -> VolumeNames {
+        let indexed = self.volumes.len();
+        let kept = indexed - removed.iter().filter(|r| **r < indexed).count();
+        let volumes = inv.volumes.get(..kept).unwrap_or(&inv.volumes).to_vec();
         let by_hash = if removed.is_empty() {
             self.by_hash.clone()
         } else {
+            let shift = |i: usize| removed.partition_point(|r| *r < i);
             self.by_hash
                 .iter()
-                .filter(|(_, i)| !gone(*i))
+                .filter(|(_, i)| removed.binary_search(i).is_err())
                 .map(|&(h, i)| (h, i - shift(i)))
                 .collect()
         };
@@ -178,7 +171,7 @@ mod tests {
             .filter(|(i, _)| !removed.contains(i))
             .map(|(i, v)| if i == 12 { replaced[0].1.clone() } else { v.clone() })
             .collect();
-        let index = names.edited(&removed, &replaced);
+        let index = names.edited(&edited, &removed);
         assert!(index.covers(&edited));
         let fresh = VolumeNames::new(&edited);
         assert_eq!(index.by_hash, fresh.by_hash);
@@ -188,6 +181,6 @@ mod tests {
                 assert_eq!(a.map(|v| v as *const _), b.map(|v| v as *const _), "{p} {}", v.name);
             }
         }
-        assert_eq!(names.edited(&[], &[]).by_hash, names.by_hash);
+        assert_eq!(names.edited(&inv, &[]).by_hash, names.by_hash);
     }
 }

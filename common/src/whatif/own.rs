@@ -109,7 +109,7 @@ pub fn without(inv: &Inventory, prepared: &Prepared, own: &ClusterDecision, requ
             None => pv.clone(),
         })
         .collect();
-    let prepared = prepared.refreshed_edited(&out, touched, &removed, &replaced);
+    let prepared = prepared.refreshed_edited(&out, touched, &removed);
     (out, prepared)
 }
 

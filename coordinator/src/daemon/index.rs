@@ -133,30 +133,26 @@ impl DecisionIndex {
     /// change's time, ms since the epoch: what the reconciler settles once they are older than
     /// the commit phase's bound.
     pub fn planned(&self) -> HashMap<String, u64> {
-        self.read()
-            .decisions
-            .values()
-            .filter_map(|c| match &c.change {
-                ChangeKind::Put { summary, .. } if summary.state == DecisionState::Planned && !summary.dry_run => {
-                    Some((c.request_id.clone(), summary.updated_ms))
-                }
-                _ => None,
-            })
-            .collect()
+        self.pick(|s| (s.state == DecisionState::Planned && !s.dry_run).then_some(s.updated_ms))
     }
 
     /// The committed decisions whose commit submitted batch jobs: the ones the reconciler
     /// follows (`daemon::jobs`).
     pub fn running_jobs(&self) -> std::collections::HashSet<String> {
+        self.pick::<(), Vec<_>>(|s| (s.state == DecisionState::Committed && !s.jobs.is_empty()).then_some(()))
+            .into_iter()
+            .map(|(id, ())| id)
+            .collect()
+    }
+
+    /// `(request id, f(summary))` of every decision whose latest change is a stored decision
+    /// and `f` gives something for.
+    fn pick<T, C: FromIterator<(String, T)>>(&self, f: impl Fn(&DecisionSummary) -> Option<T>) -> C {
         self.read()
             .decisions
             .values()
             .filter_map(|c| match &c.change {
-                ChangeKind::Put { summary, .. }
-                    if summary.state == DecisionState::Committed && !summary.jobs.is_empty() =>
-                {
-                    Some(c.request_id.clone())
-                }
+                ChangeKind::Put { summary, .. } => f(summary).map(|t| (c.request_id.clone(), t)),
                 _ => None,
             })
             .collect()
