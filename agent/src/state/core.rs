@@ -14,12 +14,13 @@ use std::sync::Arc;
 
 use fedvol_common::decision::NewVolume;
 use fedvol_common::funnel::{ClusterState, PlanRequest, Prepared, VolumeId};
-use fedvol_common::model::{ClaimRef, Inventory, PersistentVolume, Provisioner};
+use fedvol_common::model::{ClaimRef, Inventory, Provisioner};
 use fedvol_proto::Code;
 use fedvol_proto::agent::{ActionReply, VolumeEvent, VolumeOutcome};
 
 use super::backend::Store;
 use super::ledger::{InventoryIndex, Ledger};
+use super::merged::Merged;
 use super::store::{Batch, StoreError};
 
 /// How long a completed commit (with the records of the volumes its completion deleted) is
@@ -92,9 +93,9 @@ pub struct Core {
     pub(super) index: InventoryIndex,
     /// The time sweep last pruned completed commits, ms since the epoch.
     pub(super) pruned_ms: u64,
-    /// `base`'s volumes merged with the managed ones, and the ledger's volumes generation they
-    /// were merged at (holds and releases, most changes, do not change them).
-    pub(super) merged: Option<(u64, Vec<Arc<PersistentVolume>>)>,
+    /// `base`'s volumes merged with the managed ones (holds and releases, most changes, do not
+    /// change them), edited by [`Core::apply`] for the volumes a change touches.
+    pub(super) merged: Option<Merged>,
     pub(super) effective: Arc<Inventory>,
     /// `effective` prepared for planning (host columns, tag sets, volume index), reused by
     /// every plan: prepared with `base`, then refreshed with `effective` (only the hosts in
@@ -325,6 +326,12 @@ impl Core {
     pub(super) fn apply(&mut self, batch: Batch) -> Result<(), CoreError> {
         self.store.write(&batch)?;
         let plans_see_it = !self.only_marks(&batch);
+        let touched: Vec<String> = batch
+            .put_volumes
+            .iter()
+            .map(|mv| super::store::volume_key(&mv.id()))
+            .chain(batch.remove_volumes.iter().cloned())
+            .collect();
         let Batch {
             put_holds,
             remove_holds,
@@ -350,6 +357,16 @@ impl Core {
         }
         for mv in put_volumes {
             self.ledger.put_volume(mv);
+        }
+        if !touched.is_empty()
+            && let Some(m) = &mut self.merged
+        {
+            m.follow(
+                touched.iter().map(String::as_str),
+                &self.ledger,
+                &self.base,
+                &self.index,
+            );
         }
         if plans_see_it {
             self.rebuild();
@@ -377,10 +394,11 @@ impl Core {
     pub(super) fn rebuild(&mut self) {
         let generation = self.ledger.volumes_generation();
         let volumes = match &self.merged {
-            Some((g, v)) if *g == generation => v.clone(),
+            Some(m) if m.generation() == generation => m.list().clone(),
             _ => {
-                let v = self.ledger.merged_volumes(&self.base, &self.index);
-                self.merged = Some((generation, v.clone()));
+                let m = Merged::new(&self.ledger, &self.base, &self.index);
+                let v = m.list().clone();
+                self.merged = Some(m);
                 v
             }
         };

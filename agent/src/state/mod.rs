@@ -1,6 +1,7 @@
 //! The agent's state: durable records ([`records`]) in a redb file or a replicated JetStream
 //! stream ([`store`], [`replicated`]), their
-//! in-memory form and the effective inventory ([`ledger`]), and the operations that change them,
+//! in-memory form and the effective inventory ([`ledger`], the merged volume list kept change by
+//! change in [`merged`]), and the operations that change them,
 //! one module per concern on [`Core`]: [`hold`] (plan and hold), [`commit`], [`release`],
 //! [`complete`], [`batch`] (the batch jobs a commit submitted), [`sweep`] (lapsed holds,
 //! pruning) and [`status`].
@@ -12,6 +13,7 @@ pub mod complete;
 pub mod core;
 pub mod hold;
 pub mod ledger;
+pub mod merged;
 pub mod records;
 pub mod release;
 pub mod replicated;

@@ -1,0 +1,221 @@
+//! The merged volume list kept change by change ([`Merged`]): the inventory's volumes with the
+//! managed ones merged in, exactly as [`Ledger::merged_volumes`] builds it, but edited for the
+//! volumes a change touched instead of built again. Building it walked every volume record the
+//! agent keeps (a hash lookup each) after every commit and completion; under sustained submits
+//! that was the largest share of an agent's CPU outside the funnel.
+//!
+//! Invariant: `list` equals `Ledger::merged_volumes(base, index)` of the ledger it follows (the
+//! inventory's volumes in order, those whose record is deleted left out and those with a live
+//! record replaced by it, then the live records of volumes the inventory lacks, in key order).
+//! The order matters: plans are deterministic over it.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use fedvol_common::model::{Inventory, PersistentVolume};
+
+use super::ledger::{InventoryIndex, Ledger};
+
+/// The merged volume list, and what is needed to edit it in place.
+#[derive(Debug, Clone)]
+pub struct Merged {
+    /// The merged volumes.
+    list: Vec<Arc<PersistentVolume>>,
+    /// Positions in the inventory's volumes whose record is deleted (left out of `list`).
+    gone: BTreeSet<usize>,
+    /// Keys ([`super::store::volume_key`]) of the live records of volumes the inventory
+    /// lacks, in order: `list`'s tail, after the inventory's volumes still there.
+    tail: Vec<String>,
+    /// The ledger's volumes generation `list` was made or last edited at.
+    generation: u64,
+}
+
+impl Merged {
+    /// The merged list of `ledger` over `base` (`index` is [`InventoryIndex::new`] of `base`).
+    pub fn new(ledger: &Ledger, base: &Inventory, index: &InventoryIndex) -> Merged {
+        let mut gone = BTreeSet::new();
+        let mut tail = Vec::new();
+        for (key, mv) in ledger.volumes() {
+            match index.volume(mv.pv.provisioner.as_deref(), &mv.pv.name) {
+                Some(i) if mv.deleted => {
+                    gone.insert(i);
+                }
+                Some(_) => {}
+                None if !mv.deleted => tail.push(key.clone()),
+                None => {}
+            }
+        }
+        Merged {
+            list: ledger.merged_volumes(base, index),
+            gone,
+            tail,
+            generation: ledger.volumes_generation(),
+        }
+    }
+
+    /// The merged volumes.
+    pub fn list(&self) -> &Vec<Arc<PersistentVolume>> {
+        &self.list
+    }
+
+    /// The ledger's volumes generation this list follows.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Brings the list up to `ledger` after the records of `keys` were put or removed (and
+    /// nothing else changed since the list was last made or edited).
+    pub fn follow<'a>(
+        &mut self,
+        keys: impl IntoIterator<Item = &'a str>,
+        ledger: &Ledger,
+        base: &Inventory,
+        index: &InventoryIndex,
+    ) {
+        for key in keys {
+            self.one(key, ledger, base, index);
+        }
+        self.generation = ledger.volumes_generation();
+    }
+
+    /// Edits the list for the record of `key` as `ledger` now has it.
+    fn one(&mut self, key: &str, ledger: &Ledger, base: &Inventory, index: &InventoryIndex) {
+        let record = ledger.volumes().get(key);
+        let at_base = record
+            .and_then(|mv| index.volume(mv.pv.provisioner.as_deref(), &mv.pv.name))
+            .or_else(|| base_position(key, index));
+        match at_base {
+            Some(i) => {
+                // What the list should hold for the inventory's volume i: the live record,
+                // nothing (deleted), or the inventory's own volume (no record).
+                let want = match record {
+                    Some(mv) if mv.deleted => None,
+                    Some(mv) => Some(mv.pv.clone()),
+                    None => base.volumes.get(i).cloned(),
+                };
+                let was_there = !self.gone.contains(&i);
+                let pos = i - self.gone.range(..i).count();
+                match (was_there, want) {
+                    (true, Some(v)) => self.list[pos] = v,
+                    (true, None) => {
+                        self.list.remove(pos);
+                        self.gone.insert(i);
+                    }
+                    (false, Some(v)) => {
+                        self.gone.remove(&i);
+                        self.list.insert(pos, v);
+                    }
+                    (false, None) => {}
+                }
+            }
+            None => {
+                let want = record.filter(|mv| !mv.deleted).map(|mv| mv.pv.clone());
+                let start = base.volumes.len() - self.gone.len();
+                match (self.tail.binary_search_by(|k| k.as_str().cmp(key)), want) {
+                    (Ok(j), Some(v)) => self.list[start + j] = v,
+                    (Ok(j), None) => {
+                        self.tail.remove(j);
+                        self.list.remove(start + j);
+                    }
+                    (Err(j), Some(v)) => {
+                        self.tail.insert(j, key.to_string());
+                        self.list.insert(start + j, v);
+                    }
+                    (Err(_), None) => {}
+                }
+            }
+        }
+    }
+}
+
+/// The position in `base` of the volume whose record key is `key`, for a record that is gone
+/// (removed from the ledger): the key is the provisioner (empty for none), U+001F, the name
+/// ([`super::store::volume_key`]).
+fn base_position(key: &str, index: &InventoryIndex) -> Option<usize> {
+    let (p, n) = key.split_once('\u{1f}')?;
+    index.volume((!p.is_empty()).then_some(p), n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::records::ManagedVolume;
+    use crate::state::store::volume_key;
+    use fedvol_common::funnel::VolumeId;
+    use fedvol_common::model::VolumePhase;
+    use fedvol_common::synth::{SynthSizes, cluster};
+
+    fn names(v: &[Arc<PersistentVolume>]) -> Vec<String> {
+        v.iter()
+            .map(|v| format!("{:?}/{}/{:?}", v.provisioner, v.name, v.phase))
+            .collect()
+    }
+
+    /// Records put (live or deleted) and removed at random, on volumes of the inventory and
+    /// new ones: after each change the edited list is the list built afresh, in the same order.
+    #[test]
+    fn an_edited_list_is_the_list_built_afresh() {
+        let base = cluster(
+            "c",
+            SynthSizes {
+                hosts: 1,
+                provisioners: 3,
+                volumes: 40,
+            },
+        );
+        let index = InventoryIndex::new(&base);
+        let mut ledger = Ledger::default();
+        let mut merged = Merged::new(&ledger, &base, &index);
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for step in 0..3000 {
+            // A volume of the inventory, or one of 60 new names on its provisioners.
+            let pick = next(100) as usize;
+            let pv: PersistentVolume = match base.volumes.get(pick) {
+                Some(v) if pick < 40 => (**v).clone(),
+                _ => {
+                    let mut v = (*base.volumes[pick % 40]).clone();
+                    v.name = format!("new-{}", pick % 60);
+                    v
+                }
+            };
+            let key = volume_key(&VolumeId {
+                provisioner: pv.provisioner.clone(),
+                name: pv.name.clone(),
+            });
+            match next(3) {
+                2 => {
+                    ledger.remove_volume(&key);
+                }
+                what => {
+                    let mut pv = pv;
+                    pv.phase = if next(2) == 0 {
+                        VolumePhase::Bound
+                    } else {
+                        VolumePhase::Released
+                    };
+                    ledger.put_volume(ManagedVolume {
+                        pv: Arc::new(pv),
+                        source: None,
+                        provisioned: true,
+                        deleted: what == 1,
+                        events: Vec::new(),
+                    });
+                }
+            }
+            merged.follow([key.as_str()], &ledger, &base, &index);
+            let fresh = ledger.merged_volumes(&base, &index);
+            assert_eq!(names(merged.list()), names(&fresh), "step {step}");
+            assert!(
+                merged.list().iter().zip(&fresh).all(|(a, b)| Arc::ptr_eq(a, b)),
+                "step {step}: the same volumes"
+            );
+            assert_eq!(merged.generation(), ledger.volumes_generation());
+        }
+    }
+}
