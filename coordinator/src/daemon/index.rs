@@ -47,6 +47,9 @@ struct Inner {
     seen: u64,
     /// Whether the watch runs.
     running: bool,
+    /// Whether the running watch has delivered an entry with nothing pending after it: from
+    /// then on the index holds every key the bucket held then, and each change after it.
+    caught_up: bool,
     /// User → decisions stored under their name (the per-user cap, `daemon::retention`).
     per_user: HashMap<String, usize>,
 }
@@ -116,6 +119,9 @@ impl DecisionIndex {
             }
         };
         self.apply_change(entry.revision, change);
+        if entry.delta == 0 {
+            self.write().caught_up = true;
+        }
         if freed && entry.delta == 0 {
             self.freed.notify_one();
         }
@@ -194,7 +200,24 @@ impl DecisionIndex {
     }
 
     fn set_running(&self, running: bool) {
-        self.write().running = running;
+        let mut inner = self.write();
+        inner.running = running;
+        inner.caught_up = false;
+    }
+
+    /// True when the index can say that no decision is stored under `request_id`: its watch
+    /// runs and has caught up with the bucket, and no stored decision of that id has reached it.
+    /// A decision stored in the last moments may not have (the watch's lag): a caller that
+    /// creates the key on this word must take a conflict as "stored after all" (the submit
+    /// does: [`super::ops::submit`]).
+    pub fn vouches_absent(&self, request_id: &str) -> bool {
+        let inner = self.read();
+        inner.running
+            && inner.caught_up
+            && inner
+                .decisions
+                .get(request_id)
+                .is_none_or(|c| matches!(c.change, ChangeKind::Removed))
     }
 
     /// The highest revision seen of any key of the bucket.
@@ -422,6 +445,15 @@ mod tests {
         );
         assert_eq!(ix.stored_by("alice"), 1, "a removed decision is not counted");
         assert_eq!(ix.select(|s| s.updated_ms < 3), vec![("b".to_string(), 2)]);
+        // Only a running watch that has caught up vouches for an absent id.
+        assert!(!ix.vouches_absent("z"), "not running");
+        ix.set_running(true);
+        assert!(!ix.vouches_absent("z"), "running, not caught up");
+        ix.write().caught_up = true;
+        assert!(ix.vouches_absent("z") && ix.vouches_absent("a"), "unknown, and removed");
+        assert!(!ix.vouches_absent("b"), "stored");
+        ix.set_running(false);
+        assert!(!ix.vouches_absent("z"), "a watch that stopped vouches for nothing");
         // The coordinators' own keys move `seen`, not the changes.
         ix.apply_change(9, None);
         assert_eq!((ix.seen(), ix.changes_after(5, usize::MAX).last), (9, 9));

@@ -173,9 +173,14 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
     // round trip less per plan.
     // A dry run not asked to be kept never touches the bucket: it is answered and
     // forgotten, and its id is not taken.
+    // A client's id the decision index vouches is not stored (its watch runs and has caught
+    // up, and no decision of that id reached it) skips the lookup too: a decision stored
+    // within the watch's lag makes the create conflict, resolved below the same way. A repeat
+    // of a stored id, what a client's retry is, is known to the index and looked up first, so
+    // that it is answered without planning again.
     let kept = !msg.dry_run || msg.keep;
     let digest = if kept { msg.digest() } else { String::new() };
-    let look_up_first = !msg.request_id.is_empty() && !msg.dry_run;
+    let look_up_first = !msg.request_id.is_empty() && !msg.dry_run && !co.index.vouches_absent(&id);
     let replace = if look_up_first {
         match existing(&co, &id, user, msg.dry_run, &digest).await {
             Existing::Done(reply) => return *reply,
@@ -284,7 +289,19 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
         // the race (as it would have, had it come first); anything else is the answer.
         tracing::info!("the same request id was stored meanwhile by a concurrent submit");
         match existing(&co, &id, user, msg.dry_run, &digest).await {
-            Existing::Done(reply) => return *reply,
+            Existing::Done(reply) => {
+                // This submit counted the id in its quota ledgers; a stored decision that holds
+                // no quota (failed, queued, completed, cancelled: stored meanwhile, the lookup
+                // skipped) must not stay counted by it. A live one keeps its own entry.
+                if reply
+                    .stored
+                    .as_ref()
+                    .is_some_and(|s| !crate::daemon::quota::live(s.state, s.dry_run))
+                {
+                    crate::daemon::quota::release(&co, &id, &stored.decision.quota).await;
+                }
+                return *reply;
+            }
             Existing::Replace(rev) if tries < 3 => replace = Some(rev),
             _ => {
                 return error_reply(
