@@ -42,5 +42,6 @@ pub mod procs;
 pub mod raw;
 pub mod report;
 pub mod run;
+pub mod timeline;
 pub mod what_if;
 pub mod workflow;

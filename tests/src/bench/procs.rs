@@ -180,8 +180,13 @@ pub struct Federation {
     pub nats: NatsServer,
     /// The coordinator.
     pub coordinator: Spawned,
+    /// Where the coordinator serves `/metrics` (its histograms give the submit's time line:
+    /// [`crate::bench::timeline`]).
+    pub coordinator_metrics: std::net::SocketAddr,
     /// The agent processes, each with its label.
     pub agents: Vec<(String, Spawned)>,
+    /// Where each `fedvol-agent` process serves `/metrics` (none when agents share processes).
+    pub agent_metrics: Vec<std::net::SocketAddr>,
     /// Every cluster's name, in order.
     pub clusters: Vec<String>,
     /// Inventories, state and storage (`<dir>/<cluster>/...`).
@@ -218,12 +223,14 @@ impl Federation {
         let me = std::env::current_exe().map_err(|e| format!("cannot locate fedvol-bench itself: {e}"))?;
 
         let mut agents = Vec::new();
+        let mut agent_metrics = Vec::new();
         let groups = agent_groups(clusters.len(), agent_processes(clusters.len(), spec.agent_processes));
         let single = groups.iter().all(|g| g.len() == 1);
         for g in groups {
             let hb = spec.heartbeat_ms.to_string();
             if single {
                 let c = &clusters[g.start];
+                let metrics = std::net::SocketAddr::from(([127, 0, 0, 1], crate::nats::free_port()));
                 let args = vec![
                     "--inventory".to_string(),
                     inventories[g.start].display().to_string(),
@@ -236,7 +243,10 @@ impl Federation {
                     // A fresh cluster, gate as shipped: the coordinator restores it (nothing
                     // to restore) on its first heartbeat.
                     "--init".into(),
+                    "--metrics-listen".into(),
+                    metrics.to_string(),
                 ];
+                agent_metrics.push(metrics);
                 agents.push((format!("agent {c}"), spawn(&agent_bin, &args)?));
             } else {
                 let mut args = vec![
@@ -257,11 +267,14 @@ impl Federation {
                 agents.push((label, spawn(&me, &args)?));
             }
         }
+        let coordinator_metrics = std::net::SocketAddr::from(([127, 0, 0, 1], crate::nats::free_port()));
         let coordinator = spawn(
             &coordinator_bin,
             &[
                 "--nats".to_string(),
                 url.clone(),
+                "--metrics-listen".into(),
+                coordinator_metrics.to_string(),
                 "--deadline-ms".into(),
                 spec.deadline_ms.to_string(),
                 "--discovery-ms".into(),
@@ -271,7 +284,9 @@ impl Federation {
         let mut fed = Federation {
             nats,
             coordinator,
+            coordinator_metrics,
             agents,
+            agent_metrics,
             clusters,
             dir,
         };

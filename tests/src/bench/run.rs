@@ -20,7 +20,7 @@ use crate::bench::procs::{
 use crate::bench::raw::{Responders, probe_answer_bytes, scatter_gather};
 use crate::bench::report::{ModeResult, RunConfig, RunResult, append_jsonl, markdown_tables, read_jsonl, render_run};
 use crate::bench::workflow::{USER, plan_body, submit_body, users, workflow};
-use crate::bench::{fedvol, plot};
+use crate::bench::{fedvol, plot, timeline};
 
 /// What is measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -209,6 +209,7 @@ pub async fn run_federation(spec: &RunSpec) -> Result<Vec<RunResult>, String> {
                         .collect();
                     let prefix: Arc<str> = id_prefix(mode.name()).into();
                     let (wf, wait) = (wf.clone(), spec.answer_wait);
+                    let before = timeline::read(fed.coordinator_metrics, &fed.agent_metrics).await;
                     let m = closed_loop(drivers, loop_spec, &members, move |client, i| {
                         let subject = subjects[i as usize % subjects.len()].clone();
                         let (prefix, wf) = (prefix.clone(), wf.clone());
@@ -218,6 +219,15 @@ pub async fn run_federation(spec: &RunSpec) -> Result<Vec<RunResult>, String> {
                         }
                     })
                     .await?;
+                    if mode == Mode::Submit {
+                        match (
+                            before,
+                            timeline::read(fed.coordinator_metrics, &fed.agent_metrics).await,
+                        ) {
+                            (Ok(b), Ok(a)) => eprint!("{}", timeline::render(&b, &a)),
+                            (Err(e), _) | (_, Err(e)) => eprintln!("fedvol-bench: no submit time line: {e}"),
+                        }
+                    }
                     (members, m)
                 }
             };
