@@ -1,10 +1,19 @@
 //! The agent's durable state in one redb file: holds, commits and managed volumes, as JSON
-//! values. Every change is one atomic write transaction. Writes are made without waiting for
-//! the disk ([`super::backend::Store::write`]); before the agent sends an answer that acknowledges state (a
-//! commit, a release, a completion) it calls [`super::backend::Store::sync_through`], which makes every write so
-//! far durable with one fsync shared by all the answers waiting at that moment (group commit).
-//! So an acknowledged answer (a hold, a commit, a release, a completion) survives `kill -9`,
-//! and N concurrent requests cost one fsync, not N.
+//! values. Every change is one [`Batch`], applied atomically. A write
+//! ([`super::backend::Store::write`]) encodes its batch and queues it, in order, without
+//! touching the file; before the agent sends an answer that acknowledges state (a hold, a
+//! commit, a release, a completion) it calls [`super::backend::Store::sync_through`], which
+//! writes every batch queued so far in one durable transaction: one fsync shared by all the
+//! answers waiting at that moment (group commit). So an acknowledged answer survives `kill -9`,
+//! and N concurrent requests cost one transaction and one fsync, not N.
+//!
+//! Why writes are queued, not written: the agent writes while it holds its state's lock, and
+//! redb lets one write transaction run at a time, a durable one for as long as its fsync takes.
+//! Written at once, every change waited behind the fsync in progress with the state's lock
+//! held, and with it every plan and commit of the agent: under a stream of submits the agent
+//! spent most of each commit waiting for other commits' fsyncs (BENCHMARKS.md, "Submits").
+//! What a crash loses is unchanged: batches not yet synced were never acknowledged, exactly
+//! as non-durable redb commits were not.
 
 use std::path::Path;
 use std::sync::Mutex;
@@ -151,6 +160,49 @@ pub struct RedbStore {
     durable: AtomicU64,
     /// Makes syncs one at a time, so answers that wait together share one fsync.
     sync_lock: Mutex<()>,
+    /// Batches written and not yet in the file, oldest first, each with its sequence number.
+    queued: Mutex<Vec<(u64, Encoded)>>,
+}
+
+/// At most this many batches wait in memory for a sync: past it, a write puts them in the file
+/// at once, without waiting for the disk (changes no answer waits on, such as lapsed holds
+/// swept while nothing is acknowledged, do not pile up).
+const MAX_QUEUED: usize = 1024;
+
+/// A batch with its records encoded: what a sync writes.
+#[derive(Debug, Default)]
+struct Encoded {
+    put_holds: Vec<(String, Vec<u8>)>,
+    remove_holds: Vec<String>,
+    put_commits: Vec<(String, Vec<u8>)>,
+    remove_commits: Vec<String>,
+    put_volumes: Vec<(String, Vec<u8>)>,
+    remove_volumes: Vec<String>,
+}
+
+impl Encoded {
+    fn of(batch: &Batch) -> Encoded {
+        Encoded {
+            put_holds: batch
+                .put_holds
+                .iter()
+                .map(|h| (h.request_id.clone(), json(h)))
+                .collect(),
+            remove_holds: batch.remove_holds.clone(),
+            put_commits: batch
+                .put_commits
+                .iter()
+                .map(|c| (c.request_id.clone(), json(c)))
+                .collect(),
+            remove_commits: batch.remove_commits.clone(),
+            put_volumes: batch
+                .put_volumes
+                .iter()
+                .map(|v| (volume_key(&v.id()), json(v)))
+                .collect(),
+            remove_volumes: batch.remove_volumes.clone(),
+        }
+    }
 }
 
 impl std::fmt::Debug for RedbStore {
@@ -186,6 +238,7 @@ impl RedbStore {
             written: AtomicU64::new(0),
             durable: AtomicU64::new(0),
             sync_lock: Mutex::new(()),
+            queued: Mutex::new(Vec::new()),
         };
         let snapshot = store.load()?;
         Ok((store, snapshot))
@@ -276,69 +329,88 @@ impl RedbStore {
     }
 
     /// Waits until every write up to sequence number `seq` is on disk. If another sync that
-    /// covers `seq` finished meanwhile, returns at once; otherwise one durable (fsync) commit
-    /// makes every write made so far durable (redb persists earlier non-durable commits with
-    /// the next durable one).
+    /// covers `seq` finished meanwhile, returns at once; otherwise every batch queued so far is
+    /// written in one durable (fsync) transaction.
     ///
-    /// Errors: the sync failed (the writes stay in memory, not known durable).
+    /// Errors: the transaction failed (the batches it held are not known durable; the agent
+    /// exits on it and starts again from the file).
     pub fn sync_through(&self, seq: u64) -> Result<(), StoreError> {
         let _one_at_a_time = self.sync_lock.lock().unwrap_or_else(|p| p.into_inner());
         if self.is_durable(seq) {
             return Ok(());
         }
-        // Sequence numbers are taken after their commit returned: every write numbered up to
-        // `covered` precedes the durable commit below.
-        let covered = self.written();
-        let p = &self.path;
-        let mut tx = self.db.begin_write().map_err(|e| db_err(p, e))?;
-        tx.set_durability(Durability::Immediate).map_err(|e| db_err(p, e))?;
-        tx.commit().map_err(|e| db_err(p, e))?;
-        self.durable.store(covered, Ordering::SeqCst);
+        let batches = std::mem::take(&mut *self.queued.lock().unwrap_or_else(|p| p.into_inner()));
+        // Sequence numbers are taken when queued: every write numbered up to `covered` is in
+        // `batches` or already in the file.
+        let covered = batches.last().map_or_else(|| self.written(), |(n, _)| *n);
+        self.put(&batches, Durability::Immediate)?;
+        self.durable.fetch_max(covered, Ordering::SeqCst);
         Ok(())
     }
 
-    /// Writes `batch` in one transaction, without waiting for the disk (see
-    /// [`super::backend::Store::sync_through`]); returns the write's sequence number.
+    /// Queues `batch` to be written by the next sync ([`super::backend::Store::sync_through`]),
+    /// without touching the file; returns its sequence number.
     ///
-    /// Errors: the write failed; nothing of the batch is then visible.
+    /// Errors: more than [`MAX_QUEUED`] batches waited and writing them failed.
     pub fn write(&self, batch: &Batch) -> Result<u64, StoreError> {
         if batch.is_empty() {
             return Ok(self.written());
         }
+        let encoded = Encoded::of(batch);
+        let mut queued = self.queued.lock().unwrap_or_else(|p| p.into_inner());
+        let seq = self.written.fetch_add(1, Ordering::SeqCst) + 1;
+        queued.push((seq, encoded));
+        if queued.len() > MAX_QUEUED {
+            let batches = std::mem::take(&mut *queued);
+            self.put(&batches, Durability::None)?;
+        }
+        Ok(seq)
+    }
+
+    /// Writes `batches` in order in one transaction of `durability`.
+    fn put(&self, batches: &[(u64, Encoded)], durability: Durability) -> Result<(), StoreError> {
         let p = &self.path;
         let mut tx = self.db.begin_write().map_err(|e| db_err(p, e))?;
-        tx.set_durability(Durability::None).map_err(|e| db_err(p, e))?;
+        tx.set_durability(durability).map_err(|e| db_err(p, e))?;
         {
             let mut holds = tx.open_table(HOLDS).map_err(|e| db_err(p, e))?;
-            for h in &batch.put_holds {
-                holds
-                    .insert(h.request_id.as_str(), json(h).as_slice())
-                    .map_err(|e| db_err(p, e))?;
-            }
-            for id in &batch.remove_holds {
-                holds.remove(id.as_str()).map_err(|e| db_err(p, e))?;
-            }
             let mut commits = tx.open_table(COMMITS).map_err(|e| db_err(p, e))?;
-            for c in &batch.put_commits {
-                commits
-                    .insert(c.request_id.as_str(), json(c).as_slice())
-                    .map_err(|e| db_err(p, e))?;
-            }
-            for id in &batch.remove_commits {
-                commits.remove(id.as_str()).map_err(|e| db_err(p, e))?;
-            }
             let mut volumes = tx.open_table(VOLUMES).map_err(|e| db_err(p, e))?;
-            for v in &batch.put_volumes {
-                volumes
-                    .insert(volume_key(&v.id()).as_str(), json(v).as_slice())
-                    .map_err(|e| db_err(p, e))?;
-            }
-            for key in &batch.remove_volumes {
-                volumes.remove(key.as_str()).map_err(|e| db_err(p, e))?;
+            for (_, b) in batches {
+                for (id, v) in &b.put_holds {
+                    holds.insert(id.as_str(), v.as_slice()).map_err(|e| db_err(p, e))?;
+                }
+                for id in &b.remove_holds {
+                    holds.remove(id.as_str()).map_err(|e| db_err(p, e))?;
+                }
+                for (id, v) in &b.put_commits {
+                    commits.insert(id.as_str(), v.as_slice()).map_err(|e| db_err(p, e))?;
+                }
+                for id in &b.remove_commits {
+                    commits.remove(id.as_str()).map_err(|e| db_err(p, e))?;
+                }
+                for (key, v) in &b.put_volumes {
+                    volumes.insert(key.as_str(), v.as_slice()).map_err(|e| db_err(p, e))?;
+                }
+                for key in &b.remove_volumes {
+                    volumes.remove(key.as_str()).map_err(|e| db_err(p, e))?;
+                }
             }
         }
-        tx.commit().map_err(|e| db_err(p, e))?;
-        Ok(self.written.fetch_add(1, Ordering::SeqCst) + 1)
+        tx.commit().map_err(|e| db_err(p, e))
+    }
+}
+
+impl Drop for RedbStore {
+    /// A store closed in order (the agent stopping) puts what is queued in the file durably,
+    /// as the last sync would have.
+    fn drop(&mut self) {
+        let written = self.written();
+        if !self.is_durable(written)
+            && let Err(e) = self.sync_through(written)
+        {
+            tracing::warn!(error = %e, "the state's last changes could not be written at close");
+        }
     }
 }
 
@@ -367,4 +439,65 @@ pub(super) fn new_generation() -> String {
     );
     h.write_u32(std::process::id());
     format!("{:016x}", h.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fedvol_common::synth::{SynthSizes, cluster};
+
+    /// Writes wait in memory until a sync, which puts all of them in the file in their order;
+    /// past the queue's bound they reach the file before any sync, and the order still holds.
+    #[test]
+    fn queued_writes_reach_the_file_in_order_with_the_sync_that_covers_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.redb");
+        let inv = cluster(
+            "c",
+            SynthSizes {
+                hosts: 1,
+                provisioners: 1,
+                volumes: 3,
+            },
+        );
+        let mv = |i: usize, deleted: bool| ManagedVolume {
+            pv: inv.volumes[i].clone(),
+            source: None,
+            provisioned: true,
+            deleted,
+            events: Vec::new(),
+        };
+        let (store, _) = RedbStore::open(&path).unwrap();
+        let n = MAX_QUEUED + 476;
+        for i in 0..n {
+            let put = Batch {
+                put_volumes: vec![mv(i % 3, i % 2 == 1)],
+                ..Batch::default()
+            };
+            assert_eq!(store.write(&put).unwrap(), i as u64 + 1);
+        }
+        assert!(
+            store.queued.lock().unwrap().len() < MAX_QUEUED,
+            "the bound wrote the oldest out"
+        );
+        let last = store
+            .write(&Batch {
+                remove_volumes: vec![volume_key(&mv(0, false).id())],
+                ..Batch::default()
+            })
+            .unwrap();
+        assert!(!store.is_durable(last), "a write alone is not durable");
+        store.sync_through(last).unwrap();
+        assert!(store.is_durable(last) && store.queued.lock().unwrap().is_empty());
+        drop(store);
+        let (_store, snap) = RedbStore::open(&path).unwrap();
+        let mut found: Vec<(String, bool)> = snap.volumes.iter().map(|v| (v.pv.name.clone(), v.deleted)).collect();
+        found.sort();
+        // The last write of each volume: 0 removed; 1 at i = n-2 (even: live); 2 at n-1 (odd).
+        let expected = vec![
+            (inv.volumes[1].name.clone(), (n - 2) % 2 == 1),
+            (inv.volumes[2].name.clone(), (n - 1) % 2 == 1),
+        ];
+        assert_eq!(found, expected);
+    }
 }
