@@ -239,7 +239,7 @@ pub async fn release(co: &Coordinator, request_id: &str, checks: &[QuotaCheck]) 
 
 /// True when a decision in `state` holds (or may soon hold) a live commit, so that its quota
 /// entry stays.
-pub(crate) fn live(state: DecisionState, dry_run: bool) -> bool {
+fn live(state: DecisionState, dry_run: bool) -> bool {
     !dry_run && matches!(state, DecisionState::Planned | DecisionState::Committed)
 }
 

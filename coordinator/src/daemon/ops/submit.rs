@@ -5,6 +5,9 @@
 //! 1. The request id is the client's (validated as a bucket key) or a fresh unique one
 //!    (`<workflow>-<random>`); the seed is the client's or `seed_from_request_id`; the groups
 //!    come from the directory (or, in dev mode, from the client).
+//!    A fresh id, a dry run, and a client's id the decision index vouches is not stored
+//!    ([`crate::daemon::index::DecisionIndex::vouches_absent`]) when no quota applies, skip the
+//!    lookup of step 2: creating the key finds a stored one, resolved as step 2 would.
 //! 2. A request id already stored returns the stored decision without planning again (to its
 //!    owner only: another user's submit under that id is refused with `not_owner`). A
 //!    decision still being committed by another coordinator is waited for; one left `planned`
@@ -174,13 +177,17 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
     // A dry run not asked to be kept never touches the bucket: it is answered and
     // forgotten, and its id is not taken.
     // A client's id the decision index vouches is not stored (its watch runs and has caught
-    // up, and no decision of that id reached it) skips the lookup too: a decision stored
-    // within the watch's lag makes the create conflict, resolved below the same way. A repeat
-    // of a stored id, what a client's retry is, is known to the index and looked up first, so
-    // that it is answered without planning again.
+    // up, and no decision of that id reached it) skips the lookup too, when no quota applies:
+    // a decision stored within the watch's lag makes the create conflict, resolved below the
+    // same way. A repeat of a stored id, what a client's retry is, is known to the index and
+    // looked up first, so that it is answered without planning again. Where quotas apply the
+    // lookup stays: admission counts the id in the quota ledgers before the create, and an id
+    // stored by another request (another user's) must be refused before that, not after.
     let kept = !msg.dry_run || msg.keep;
     let digest = if kept { msg.digest() } else { String::new() };
-    let look_up_first = !msg.request_id.is_empty() && !msg.dry_run && !co.index.vouches_absent(&id);
+    let groups = co.groups(user, &msg.groups);
+    let quotas_apply = !co.cfg.policy.applicable(&msg.workflow, user, &groups).is_empty();
+    let look_up_first = !msg.request_id.is_empty() && !msg.dry_run && (quotas_apply || !co.index.vouches_absent(&id));
     let replace = if look_up_first {
         match existing(&co, &id, user, msg.dry_run, &digest).await {
             Existing::Done(reply) => return *reply,
@@ -191,7 +198,6 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
         None
     };
 
-    let groups = co.groups(user, &msg.groups);
     let seed = msg.seed.unwrap_or_else(|| seed_from_request_id(&id));
     let request = PlanRequest::new(id.clone(), msg.workflow, user)
         .with_groups(groups)
@@ -235,8 +241,6 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
     };
     // A new key is bounded per user when no quota bounds them (`daemon::retention`).
     if kept && replace.is_none() {
-        let r = &stored.request;
-        let quotas_apply = !co.cfg.policy.applicable(&r.workflow, &r.user, &r.groups).is_empty();
         if let Some(e) = crate::daemon::retention::cap(&co, user, quotas_apply).await {
             tracing::warn!(code = %e.code, "submit refused: the user's decisions are at the limit");
             return SubmitReply::error(e);
@@ -289,19 +293,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
         // the race (as it would have, had it come first); anything else is the answer.
         tracing::info!("the same request id was stored meanwhile by a concurrent submit");
         match existing(&co, &id, user, msg.dry_run, &digest).await {
-            Existing::Done(reply) => {
-                // This submit counted the id in its quota ledgers; a stored decision that holds
-                // no quota (failed, queued, completed, cancelled: stored meanwhile, the lookup
-                // skipped) must not stay counted by it. A live one keeps its own entry.
-                if reply
-                    .stored
-                    .as_ref()
-                    .is_some_and(|s| !crate::daemon::quota::live(s.state, s.dry_run))
-                {
-                    crate::daemon::quota::release(&co, &id, &stored.decision.quota).await;
-                }
-                return *reply;
-            }
+            Existing::Done(reply) => return *reply,
             Existing::Replace(rev) if tries < 3 => replace = Some(rev),
             _ => {
                 return error_reply(
