@@ -339,10 +339,14 @@ impl RedbStore {
         if self.is_durable(seq) {
             return Ok(());
         }
-        let batches = std::mem::take(&mut *self.queued.lock().unwrap_or_else(|p| p.into_inner()));
-        // Sequence numbers are taken when queued: every write numbered up to `covered` is in
-        // `batches` or already in the file.
-        let covered = batches.last().map_or_else(|| self.written(), |(n, _)| *n);
+        // Taken with the queue's lock held: sequence numbers are given out under it, so every
+        // write numbered up to `covered` is in `batches` or already in the file (a write that
+        // queues after this has a higher number). The transaction is made even when `batches`
+        // is empty: it makes durable what the queue's bound wrote without waiting for the disk.
+        let (batches, covered) = {
+            let mut queued = self.queued.lock().unwrap_or_else(|p| p.into_inner());
+            (std::mem::take(&mut *queued), self.written())
+        };
         self.put(&batches, Durability::Immediate)?;
         self.durable.fetch_max(covered, Ordering::SeqCst);
         Ok(())
@@ -499,5 +503,57 @@ mod tests {
             (inv.volumes[2].name.clone(), (n - 1) % 2 == 1),
         ];
         assert_eq!(found, expected);
+    }
+
+    /// Threads writing and syncing at once: when a sync returns, the write it covers is in the
+    /// file (a later write queued meanwhile is never counted as synced by it).
+    #[test]
+    fn a_sync_covers_exactly_the_writes_queued_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let inv = cluster(
+            "c",
+            SynthSizes {
+                hosts: 1,
+                provisioners: 1,
+                volumes: 1,
+            },
+        );
+        let (store, _) = RedbStore::open(&dir.path().join("state.redb")).unwrap();
+        let store = std::sync::Arc::new(store);
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let (store, base) = (store.clone(), inv.volumes[0].clone());
+                std::thread::spawn(move || {
+                    for i in 0..150 {
+                        let mut pv = (*base).clone();
+                        pv.name = format!("t{t}-{i}");
+                        let mv = ManagedVolume {
+                            pv: std::sync::Arc::new(pv),
+                            source: None,
+                            provisioned: true,
+                            deleted: false,
+                            events: Vec::new(),
+                        };
+                        let key = volume_key(&mv.id());
+                        let seq = store
+                            .write(&Batch {
+                                put_volumes: vec![mv],
+                                ..Batch::default()
+                            })
+                            .unwrap();
+                        store.sync_through(seq).unwrap();
+                        let rx = store.db.begin_read().unwrap();
+                        let table = rx.open_table(VOLUMES).unwrap();
+                        assert!(
+                            table.get(key.as_str()).unwrap().is_some(),
+                            "{key} synced but not in the file"
+                        );
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
     }
 }
