@@ -240,11 +240,12 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
         queued_ms: None,
     };
     // A new key is bounded per user when no quota bounds them (`daemon::retention`).
-    if kept && replace.is_none() {
-        if let Some(e) = crate::daemon::retention::cap(&co, user, quotas_apply).await {
-            tracing::warn!(code = %e.code, "submit refused: the user's decisions are at the limit");
-            return SubmitReply::error(e);
-        }
+    if kept
+        && replace.is_none()
+        && let Some(e) = crate::daemon::retention::cap(&co, user, quotas_apply).await
+    {
+        tracing::warn!(code = %e.code, "submit refused: the user's decisions are at the limit");
+        return SubmitReply::error(e);
     }
     if let Err(reply) = admit_quota(&co, &mut stored).await {
         return reply;
