@@ -3,7 +3,7 @@
 //! (volumes it provisioned or bound, host capacity held by holds and commits) — so that two
 //! requests never get the same capacity or volume (docs/design.md §6).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use fedvol_common::decision::HostAllocation;
@@ -288,15 +288,31 @@ impl Ledger {
     /// starts from. It changes only when [`Ledger::volumes_generation`] does, so callers may
     /// keep it between changes of holds and commits.
     pub fn merged_volumes(&self, base: &Inventory, index: &InventoryIndex) -> Vec<Arc<PersistentVolume>> {
+        self.merged_parts(base, index).0
+    }
+
+    /// [`Ledger::merged_volumes`], with what editing it later needs
+    /// ([`super::merged::Merged`]): the positions in `base` whose record is deleted (left
+    /// out), and the keys of the live records of volumes `base` lacks, in key order (the
+    /// list's tail). One walk over the records.
+    pub fn merged_parts(
+        &self,
+        base: &Inventory,
+        index: &InventoryIndex,
+    ) -> (Vec<Arc<PersistentVolume>>, BTreeSet<usize>, Vec<String>) {
         let mut volumes = base.volumes.clone();
-        let mut gone: HashSet<usize> = HashSet::new();
-        for mv in self.volumes.values() {
+        let mut gone = BTreeSet::new();
+        let mut tail = Vec::new();
+        for (key, mv) in &self.volumes {
             match index.volume(mv.pv.provisioner.as_deref(), &mv.pv.name) {
                 Some(i) if mv.deleted => {
                     gone.insert(i);
                 }
                 Some(i) => volumes[i] = mv.pv.clone(),
-                None if !mv.deleted => volumes.push(mv.pv.clone()),
+                None if !mv.deleted => {
+                    volumes.push(mv.pv.clone());
+                    tail.push(key.clone());
+                }
                 None => {}
             }
         }
@@ -308,7 +324,7 @@ impl Ledger {
                 keep
             });
         }
-        volumes
+        (volumes, gone, tail)
     }
 
     /// [`Ledger::effective`] from already merged volumes ([`Ledger::merged_volumes`]).

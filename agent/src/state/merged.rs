@@ -33,20 +33,9 @@ pub struct Merged {
 impl Merged {
     /// The merged list of `ledger` over `base` (`index` is [`InventoryIndex::new`] of `base`).
     pub fn new(ledger: &Ledger, base: &Inventory, index: &InventoryIndex) -> Merged {
-        let mut gone = BTreeSet::new();
-        let mut tail = Vec::new();
-        for (key, mv) in ledger.volumes() {
-            match index.volume(mv.pv.provisioner.as_deref(), &mv.pv.name) {
-                Some(i) if mv.deleted => {
-                    gone.insert(i);
-                }
-                Some(_) => {}
-                None if !mv.deleted => tail.push(key.clone()),
-                None => {}
-            }
-        }
+        let (list, gone, tail) = ledger.merged_parts(base, index);
         Merged {
-            list: ledger.merged_volumes(base, index),
+            list,
             gone,
             tail,
             generation: ledger.volumes_generation(),
