@@ -99,6 +99,15 @@ pub fn encode<T: Serialize + ?Sized>(body: &T) -> Bytes {
 /// version checks run only when decoding fails, so that every error is the one the full checks
 /// give.
 pub fn decode<T: DeserializeOwned>(payload: &[u8], what: &str, speaker: &str) -> Result<T, DecodeError> {
+    // JSON is UTF-8 (RFC 8259, section 8.1). Checked over the whole body: on the fast path the
+    // decoder skips the strings of unknown fields without reading them, so a body with bytes
+    // that are not UTF-8 there was accepted.
+    if let Err(e) = std::str::from_utf8(payload) {
+        return Err(DecodeError::NotAnObject {
+            what: what.to_string(),
+            detail: Some(format!("not UTF-8 at byte {} (JSON text is UTF-8)", e.valid_up_to())),
+        });
+    }
     let fast = starts_versioned(payload);
     if !fast {
         check_version(payload, what, speaker)?;
@@ -229,5 +238,24 @@ mod tests {
         let e = decode::<Big>(br#"{"v":1}"#, "get", "agent").unwrap_err();
         assert!(e.to_string().contains("request_id"), "{e}");
         assert_eq!(decode_optional::<Big>(b"  ", "x", "agent").unwrap(), None);
+    }
+
+    /// A body that starts as `encode` writes it but holds bytes that are not UTF-8 in a field
+    /// the decoder would skip (a fuzzed key) is refused, not read around (RFC 8259, 8.1).
+    #[test]
+    fn a_body_that_is_not_utf8_is_refused_even_in_a_skipped_field() {
+        let mut body = br#"{"v":1,"request_id":"r","size":1,"requesZ_id":"fz-"#.to_vec();
+        body.extend_from_slice(&[0xff, 0xfe]);
+        body.extend_from_slice(br#""}"#);
+        let e = decode::<Big>(&body, "submit request", "coordinator").unwrap_err();
+        assert!(e.to_string().contains("not UTF-8 at byte 50"), "{e}");
+        assert!(
+            decode::<Big>(
+                "{\"v\":1,\"request_id\":\"r\",\"size\":1,\"x\":\"é\"}".as_bytes(),
+                "x",
+                "agent"
+            )
+            .is_ok()
+        );
     }
 }
