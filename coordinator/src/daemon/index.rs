@@ -102,10 +102,21 @@ impl DecisionIndex {
     /// Applies one entry of the bucket's watch. An entry not newer than what the index holds
     /// for its key (a watch opened again replays the latest values) changes nothing.
     pub fn apply(&self, entry: &kv::Entry) {
+        self.apply_with(entry, None);
+    }
+
+    /// As [`DecisionIndex::apply`], with the listing of the value when this coordinator wrote
+    /// it (`own`: [`super::own_writes`], the value is then not read again).
+    pub fn apply_with(&self, entry: &kv::Entry, own: Option<super::own_writes::Listing>) {
         let change = (!entry.key.contains('/')).then(|| DecisionChange {
             request_id: entry.key.clone(),
             revision: entry.revision,
-            change: kind_of(entry),
+            change: match own {
+                Some((summary, clusters)) if entry.operation == kv::Operation::Put => {
+                    ChangeKind::Put { summary, clusters }
+                }
+                _ => kind_of(entry),
+            },
         });
         let freed = match &change {
             Some(DecisionChange {
@@ -355,6 +366,7 @@ pub fn spawn(co: Arc<Coordinator>) {
             let watch = if resume {
                 co.store.watch_from(seen + 1).await
             } else {
+                co.store.own_writes().clear();
                 co.store.watch().await
             };
             match watch {
@@ -364,7 +376,8 @@ pub fn spawn(co: Arc<Coordinator>) {
                         match entry {
                             Ok(e) => {
                                 co.drains.apply(&e);
-                                co.index.apply(&e);
+                                let own = co.store.own_writes().take(&e.key, e.revision);
+                                co.index.apply_with(&e, own);
                             }
                             Err(e) => {
                                 tracing::warn!(error = %e, "decisions index: the bucket watch failed; it restarts");

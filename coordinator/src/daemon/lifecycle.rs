@@ -137,7 +137,7 @@ pub async fn save(co: &Arc<Coordinator>, mut stored: StoredDecision, rev: u64) -
     }
     // Encoded once: the record written is the answer's body too.
     let record = fedvol_proto::encode(&stored);
-    match co.store.update_record(&id, record.clone(), rev).await {
+    match co.store.update_record(&id, &stored, record.clone(), rev).await {
         Ok(Write::Done(_)) => {
             tracing::info!(state = ?stored.state, chosen = ?stored.decision.chosen_cluster, "decision stored");
             outcome_reply(stored).with_record(record)

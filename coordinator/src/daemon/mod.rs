@@ -29,7 +29,8 @@
 //!   [`actions`]: commit, release and complete sent to an agent, and settling an unanswered
 //!   commit; [`waiting`]: the queue's record.
 //! - [`store`]: the decision bucket; [`index`]: the latest change of every decision, from this
-//!   coordinator's watch of the bucket (`list` and `changes` answer from it); [`quota`]: the
+//!   coordinator's watch of the bucket (`list` and `changes` answer from it), taking the
+//!   listings of this coordinator's own writes from [`own_writes`]; [`quota`]: the
 //!   usage ledgers in the bucket, admission by compare-and-set; [`replay`]: comparing a
 //!   replayed decision with the stored one; [`what_if`]: a stored record and the agents'
 //!   inventories read for a what-if.
@@ -60,6 +61,7 @@ pub mod jobs;
 pub mod lifecycle;
 pub mod metrics;
 pub mod ops;
+pub mod own_writes;
 pub mod per_user;
 pub mod policy;
 pub mod queue;

@@ -21,6 +21,7 @@ use fedvol_proto::decisions::StoredDecision;
 
 use super::config::KvConfig;
 use super::metrics::KvMetrics;
+use super::own_writes::OwnWrites;
 
 /// Why the store could not do what was asked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -53,6 +54,8 @@ pub struct DecisionStore {
     kv: kv::Store,
     /// Every write's duration and outcome (`fedvol_coordinator_kv_*`).
     metrics: KvMetrics,
+    /// The listings of the decisions written here, for the index ([`super::own_writes`]).
+    own: std::sync::Arc<OwnWrites>,
 }
 
 fn nats(e: impl std::fmt::Display) -> StoreError {
@@ -103,7 +106,14 @@ impl DecisionStore {
         Ok(DecisionStore {
             kv,
             metrics: KvMetrics::default(),
+            own: Default::default(),
         })
+    }
+
+    /// The listings of the decisions this store wrote, until the index's watch delivers them
+    /// ([`super::own_writes`]).
+    pub fn own_writes(&self) -> &OwnWrites {
+        &self.own
     }
 
     /// The same store, counting its writes into `metrics`.
@@ -171,15 +181,20 @@ impl DecisionStore {
     ///
     /// Errors: [`StoreError`].
     pub async fn create(&self, key: &str, value: &StoredDecision) -> Result<Write, StoreError> {
-        self.create_record(key, fedvol_proto::encode(value)).await
+        self.create_record(key, value, fedvol_proto::encode(value)).await
     }
 
-    /// As [`DecisionStore::create`], with the decision already encoded (`body`, from
+    /// As [`DecisionStore::create`], with `value` already encoded (`body`, from
     /// [`fedvol_proto::encode`]): a caller that answers with the same decision reuses the
     /// bytes ([`fedvol_proto::coordinator::SubmitReply::with_record`]).
     ///
     /// Errors: [`StoreError`].
-    pub async fn create_record(&self, key: &str, body: bytes::Bytes) -> Result<Write, StoreError> {
+    pub async fn create_record(
+        &self,
+        key: &str,
+        value: &StoredDecision,
+        body: bytes::Bytes,
+    ) -> Result<Write, StoreError> {
         let started = std::time::Instant::now();
         let written = match self.kv.create(key, body).await {
             Ok(rev) => Ok(Write::Done(rev)),
@@ -187,6 +202,7 @@ impl DecisionStore {
             Err(e) => Err(nats(e)),
         };
         self.count("create", &written, started);
+        self.wrote(key, value, &written);
         written
     }
 
@@ -194,18 +210,33 @@ impl DecisionStore {
     ///
     /// Errors: [`StoreError`].
     pub async fn update(&self, key: &str, value: &StoredDecision, revision: u64) -> Result<Write, StoreError> {
-        self.update_record(key, fedvol_proto::encode(value), revision).await
+        self.update_record(key, value, fedvol_proto::encode(value), revision)
+            .await
     }
 
-    /// As [`DecisionStore::update`], with the decision already encoded (see
+    /// As [`DecisionStore::update`], with `value` already encoded (see
     /// [`DecisionStore::create_record`]).
     ///
     /// Errors: [`StoreError`].
-    pub async fn update_record(&self, key: &str, body: bytes::Bytes, revision: u64) -> Result<Write, StoreError> {
+    pub async fn update_record(
+        &self,
+        key: &str,
+        value: &StoredDecision,
+        body: bytes::Bytes,
+        revision: u64,
+    ) -> Result<Write, StoreError> {
         let started = std::time::Instant::now();
         let written = self.update_encoded(key, body, revision).await;
         self.count("update", &written, started);
+        self.wrote(key, value, &written);
         written
+    }
+
+    /// Keeps the listing of `value`, written under `key` when `written` is done, for the index.
+    fn wrote(&self, key: &str, value: &StoredDecision, written: &Result<Write, StoreError>) {
+        if let Ok(Write::Done(rev)) = written {
+            self.own.wrote(key, *rev, value);
+        }
     }
 
     async fn update_encoded(&self, key: &str, body: bytes::Bytes, revision: u64) -> Result<Write, StoreError> {

@@ -282,8 +282,8 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
     let written = loop {
         tries += 1;
         let written = match replace {
-            Some(rev) => co.store.update_record(&id, record.clone(), rev).await,
-            None => co.store.create_record(&id, record.clone()).await,
+            Some(rev) => co.store.update_record(&id, &stored, record.clone(), rev).await,
+            None => co.store.create_record(&id, &stored, record.clone()).await,
         };
         match written {
             Ok(Write::Done(rev)) => break Ok(rev),
