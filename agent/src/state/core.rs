@@ -101,9 +101,13 @@ pub struct Core {
     /// every plan: prepared with `base`, then refreshed with `effective` (only the hosts in
     /// `prepared_hosts` and those the ledger now uses are read again).
     pub(super) prepared: Arc<Prepared>,
-    /// The hosts (zone index, host index) whose allocations in `prepared` may differ from
-    /// `base`'s: those the ledger used when it was last refreshed.
+    /// The hosts (zone index, host index) whose allocations in `prepared` and `effective` may
+    /// differ from `base`'s: those the ledger used when they were last built.
     pub(super) prepared_hosts: Vec<(usize, usize)>,
+    /// Whether `effective` is the effective inventory of `base` whose hosts other than
+    /// `prepared_hosts` are `base`'s own: then [`Core::rebuild`] may edit it in place
+    /// ([`Ledger::effective_patched`]). False after a new inventory, until the next rebuild.
+    pub(super) patchable: bool,
     pub(super) state: Arc<ClusterState>,
     pub(super) ledger: Ledger,
     pub(super) store: std::sync::Arc<Store>,
@@ -181,6 +185,7 @@ impl Core {
             effective: Arc::new(eff),
             prepared,
             prepared_hosts,
+            patchable: true,
             state: Arc::new(state),
             ledger,
             store: std::sync::Arc::new(store),
@@ -311,6 +316,7 @@ impl Core {
         self.index = InventoryIndex::new(&base);
         self.prepared = Arc::new(Prepared::new(&base));
         self.prepared_hosts = Vec::new();
+        self.patchable = false;
         self.base = Arc::new(base);
         self.merged = None;
         self.rebuild();
@@ -391,6 +397,9 @@ impl Core {
             })
     }
 
+    /// Rebuilds what plans read from the ledger: the effective inventory (edited in place when
+    /// no plan holds the last one, [`Ledger::effective_patched`]; else built afresh), its
+    /// prepared form (only the hosts whose use may have changed read again) and the live state.
     pub(super) fn rebuild(&mut self) {
         let generation = self.ledger.volumes_generation();
         let volumes = match &self.merged {
@@ -402,11 +411,23 @@ impl Core {
                 v
             }
         };
-        let (eff, state) = self.ledger.effective_with(&self.base, &self.index, volumes);
-        let (prepared, hosts) = self.prepare(&eff, &self.ledger);
-        self.prepared = Arc::new(prepared);
+        let hosts = self.ledger.hosts_in_use(&self.index);
+        let again = || self.prepared_hosts.iter().chain(&hosts).copied();
+        // Edited in place when no plan holds the last one (a plan in flight keeps its
+        // snapshot): only the hosts whose use may have changed are read again.
+        let state = match Arc::get_mut(&mut self.effective).filter(|_| self.patchable) {
+            Some(prev) => self
+                .ledger
+                .effective_patched(prev, &self.base, &self.index, volumes, again()),
+            None => {
+                let (eff, state) = self.ledger.effective_with(&self.base, &self.index, volumes);
+                self.effective = Arc::new(eff);
+                state
+            }
+        };
+        self.prepared = Arc::new(self.prepared.refreshed(&self.effective, again()));
         self.prepared_hosts = hosts;
-        self.effective = Arc::new(eff);
+        self.patchable = true;
         self.state = Arc::new(state);
     }
 

@@ -530,3 +530,81 @@ fn the_prepared_inventory_follows_holds_commits_releases_and_reloads() {
     );
     in_step(&core, "held after the reload");
 }
+
+/// Holds, commits, releases, completions and lapses at random, with a plan holding the last
+/// snapshot now and then (the inventory is then built afresh, not edited): after each change
+/// the effective inventory, its prepared form and the live state are those built afresh from
+/// the ledger, and every host the ledger does not use is `base`'s own (what editing in place,
+/// `Ledger::effective_patched`, relies on).
+#[test]
+fn the_effective_inventory_edited_in_place_is_the_one_built_afresh() {
+    use fedvol_common::funnel::Prepared;
+    let dir = tempfile::tempdir().unwrap();
+    let mut core = open(dir.path(), 12);
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let mut snapshot = None;
+    let (mut edited, mut fresh) = (0, 0);
+    for step in 0..400u64 {
+        let now = 1_000 + step * 100;
+        // A plan in flight keeps the last snapshot, half of the time.
+        snapshot = (next(2) == 0).then(|| core.snapshot());
+        let was = Arc::as_ptr(&core.effective);
+        let id = format!("r{}", next(16));
+        let wf = if next(4) == 0 { claim_workflow() } else { workflow() };
+        match next(5) {
+            0 | 1 => {
+                core.plan_and_hold(&msg(&id, wf), now).expect("store");
+            }
+            2 => {
+                if let Next::Run(work) = core.begin_commit(&ActionMsg::new(&id, 0), now).expect("store") {
+                    let results = work
+                        .into_iter()
+                        .map(|w| (w, DriverResult::Ok("/tmp/x/vol".into())))
+                        .collect();
+                    core.finish_commit(&id, results, now).expect("store");
+                }
+            }
+            3 => {
+                core.release(&id, 0, now).expect("store");
+            }
+            _ => {
+                if let Next::Run(work) = core.begin_complete(&id) {
+                    let results = work.into_iter().map(|w| (w, DriverResult::Ok("gone".into()))).collect();
+                    core.finish_complete(&id, results, now).expect("store");
+                }
+                core.sweep(now).expect("store");
+            }
+        }
+        if snapshot.is_none() && Arc::as_ptr(&core.effective) == was {
+            edited += 1;
+        } else {
+            fresh += 1;
+        }
+        let (eff, state) = core.ledger.effective(&core.base, &core.index);
+        assert_eq!(*core.effective, eff, "step {step}: the effective inventory");
+        assert_eq!(*core.state, state, "step {step}: the live state");
+        assert_eq!(*core.prepared, Prepared::new(&core.effective), "step {step}: prepared");
+        let used = core.ledger.hosts_in_use(&core.index);
+        for (zi, z) in core.effective.zones.iter().enumerate() {
+            for (hi, h) in z.hosts.iter().enumerate() {
+                if !used.contains(&(zi, hi)) {
+                    assert!(
+                        Arc::ptr_eq(h, &core.base.zones[zi].hosts[hi]),
+                        "step {step}: host {zi}/{hi} is base's"
+                    );
+                }
+            }
+        }
+    }
+    drop(snapshot);
+    assert!(
+        edited > 50 && fresh > 50,
+        "both ways were taken: {edited} edited, {fresh} fresh"
+    );
+}
