@@ -376,7 +376,7 @@ pub fn spawn(co: Arc<Coordinator>) {
                         match entry {
                             Ok(e) => {
                                 co.drains.apply(&e);
-                                let own = co.store.own_writes().take(&e.key, e.revision);
+                                let own = co.store.own_writes().take(&e.key, &e.value);
                                 co.index.apply_with(&e, own);
                             }
                             Err(e) => {

@@ -196,13 +196,14 @@ impl DecisionStore {
         body: bytes::Bytes,
     ) -> Result<Write, StoreError> {
         let started = std::time::Instant::now();
+        let ticket = self.own.expect(key, &body, value);
         let written = match self.kv.create(key, body).await {
             Ok(rev) => Ok(Write::Done(rev)),
             Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => Ok(Write::Conflict),
             Err(e) => Err(nats(e)),
         };
         self.count("create", &written, started);
-        self.wrote(key, value, &written);
+        self.own.settle(ticket, matches!(written, Ok(Write::Done(_))));
         written
     }
 
@@ -226,17 +227,11 @@ impl DecisionStore {
         revision: u64,
     ) -> Result<Write, StoreError> {
         let started = std::time::Instant::now();
+        let ticket = self.own.expect(key, &body, value);
         let written = self.update_encoded(key, body, revision).await;
         self.count("update", &written, started);
-        self.wrote(key, value, &written);
+        self.own.settle(ticket, matches!(written, Ok(Write::Done(_))));
         written
-    }
-
-    /// Keeps the listing of `value`, written under `key` when `written` is done, for the index.
-    fn wrote(&self, key: &str, value: &StoredDecision, written: &Result<Write, StoreError>) {
-        if let Ok(Write::Done(rev)) = written {
-            self.own.wrote(key, *rev, value);
-        }
     }
 
     async fn update_encoded(&self, key: &str, body: bytes::Bytes, revision: u64) -> Result<Write, StoreError> {
