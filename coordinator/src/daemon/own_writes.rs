@@ -133,50 +133,23 @@ impl OwnWrites {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::daemon::what_if::tests::stored;
     use fedvol_proto::decisions::DecisionState;
-
-    /// A decision of two clusters planned for alice, in `state`.
-    fn stored(state: DecisionState) -> StoredDecision {
-        use fedvol_common::synth::{self, SynthSizes};
-        let sizes = SynthSizes {
-            hosts: 6,
-            provisioners: 2,
-            volumes: 2,
-        };
-        let inventories = [synth::cluster("a", sizes), synth::cluster("b", sizes)];
-        let request = fedvol_common::funnel::PlanRequest::new("r", synth::workflow(1, 1), "alice").with_seed(7);
-        let decision = fedvol_common::offline::plan_locally(&inventories, &request);
-        StoredDecision {
-            priority_class: None,
-            priority: 0,
-            wait_for_capacity: false,
-            queued_ms: None,
-            run_failure: None,
-            state,
-            decision,
-            request,
-            attempts: vec![],
-            completion: None,
-            updated_ms: 1,
-            dry_run: false,
-            request_digest: None,
-        }
-    }
 
     #[test]
     fn a_listing_is_taken_once_for_the_bytes_written_under_its_key() {
         let own = OwnWrites::default();
         let s = stored(DecisionState::Committed);
         let body = fedvol_proto::encode(&s);
-        let t = own.expect("r", &body, &s);
+        let t = own.expect("r1", &body, &s);
         assert!(own.take("other", &body).is_none(), "another key is not ours");
-        assert!(own.take("r", b"{}").is_none(), "other bytes are not ours");
-        let (summary, counts) = own.take("r", &body).expect("our write");
+        assert!(own.take("r1", b"{}").is_none(), "other bytes are not ours");
+        let (summary, counts) = own.take("r1", &body).expect("our write");
         // What the index would have read from the value written.
-        let read = fedvol_proto::listing::listing("r".into(), &body).expect("a listing");
+        let read = fedvol_proto::listing::listing("r1".into(), &body).expect("a listing");
         assert_eq!((*summary, counts), read);
         assert_eq!(counts.asked, 2);
-        assert!(own.take("r", &body).is_none(), "taken once");
+        assert!(own.take("r1", &body).is_none(), "taken once");
         own.settle(t, true);
         assert!(own.is_empty());
     }

@@ -357,7 +357,7 @@ pub fn federations(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use fedvol_common::funnel::PlanRequest;
     use fedvol_common::synth::{self, SynthSizes};
     use fedvol_proto::agent::InventoryCut;
@@ -365,7 +365,8 @@ mod tests {
 
     use super::*;
 
-    fn stored(state: DecisionState) -> StoredDecision {
+    /// A decision of request `r1` on two clusters planned for alice, in `state`.
+    pub(crate) fn stored(state: DecisionState) -> StoredDecision {
         let sizes = SynthSizes {
             hosts: 6,
             provisioners: 2,
