@@ -41,12 +41,22 @@ pub async fn handle(shared: Arc<Shared>, msg: PlanMsg) -> Option<Result<PlanRepl
             if msg.reserve {
                 lock(&sh).plan_and_hold(&msg, now_ms()).map_err(|e| e.to_string())
             } else {
-                let (inv, prepared, state, manager, runner) = {
+                let (inv, prepared, state, manager, runner, generation) = {
                     let core = lock(&sh);
                     let (inv, prepared, state) = core.snapshot_for(&msg.request.request_id);
-                    (inv, prepared, state, core.resource_manager(), core.runner())
+                    (
+                        inv,
+                        prepared,
+                        state,
+                        core.resource_manager(),
+                        core.runner(),
+                        core.generation(),
+                    )
                 };
                 let mut decision = plan_with(runner.as_ref(), &inv, &prepared, &state, &msg.request);
+                // For the commit that may follow: admission at commit takes it when nothing
+                // changed meanwhile (kept only if still current).
+                lock(&sh).keep_plan(&msg.request, generation, &decision);
                 decision.resource_manager = manager;
                 Ok(PlanReply {
                     request_id: msg.request.request_id.clone(),

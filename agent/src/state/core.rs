@@ -12,7 +12,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use fedvol_common::decision::NewVolume;
+use fedvol_common::decision::{ClusterDecision, NewVolume};
 use fedvol_common::funnel::{ClusterState, PlanRequest, Prepared, VolumeId};
 use fedvol_common::model::{ClaimRef, Inventory, Provisioner};
 use fedvol_proto::Code;
@@ -122,6 +122,12 @@ pub struct Core {
     /// On a cluster that runs jobs as their users: who each request's user runs as, and what
     /// its jobs count ([`JobRunner`]); `None`: plans as requested, no `identity.user` stage.
     pub(super) runner: Option<Arc<dyn JobRunner>>,
+    /// Counts the changes of what plans read (`effective`, `prepared`, `state`, the
+    /// inventory): two plans of one request at the same generation decide the same.
+    pub(super) generation: u64,
+    /// Plans answered on the current state, by request id, for the commit that follows
+    /// ([`Core::keep_plan`]).
+    pub(super) kept: super::kept::KeptPlans,
 }
 
 /// What a cluster that runs committed jobs as their users adds to every plan of a request
@@ -194,6 +200,8 @@ impl Core {
             default_ttl_ms,
             source: None,
             runner: None,
+            generation: 0,
+            kept: Default::default(),
         }
     }
 
@@ -201,6 +209,7 @@ impl Core {
     /// requested.
     pub fn set_runner(&mut self, runner: Option<Arc<dyn JobRunner>>) {
         self.runner = runner;
+        self.generation += 1;
     }
 
     /// The runner, to plan outside the lock ([`plan_with`]).
@@ -231,15 +240,37 @@ impl Core {
         now_ms: u64,
     ) -> Result<fedvol_common::decision::ClusterDecision, CoreError> {
         self.sweep(now_ms)?;
-        let mut decision = plan_with(
-            self.runner.as_ref(),
-            &self.effective,
-            &self.prepared,
-            &self.state,
-            request,
-        );
+        let mut decision = match self.kept.take(request, self.generation) {
+            Some(d) => d,
+            None => plan_with(
+                self.runner.as_ref(),
+                &self.effective,
+                &self.prepared,
+                &self.state,
+                request,
+            ),
+        };
         decision.resource_manager = self.resource_manager();
         Ok(decision)
+    }
+
+    /// The generation of what plans read now, to give [`Core::keep_plan`] with a plan made on
+    /// [`Core::snapshot_for`]'s view of a request it does not know.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Keeps `decision`, planned for `request` on the state of `generation` (read with the
+    /// snapshot it planned on), for the commit that follows: admission at commit takes it
+    /// instead of planning again when nothing plans read changed since (the same inputs give
+    /// the same decision). Kept only when it is still current, on a cluster that does not run
+    /// jobs as their users (there a plan also reads the password database, which no generation
+    /// follows), and for a request with nothing held or committed here (its view is the usual
+    /// one).
+    pub fn keep_plan(&mut self, request: &PlanRequest, generation: u64, decision: &ClusterDecision) {
+        if generation == self.generation && self.runner.is_none() && !self.ledger.knows(&request.request_id) {
+            self.kept.keep(request, generation, decision);
+        }
     }
 
     /// Why the cluster is degraded, when it is: its live inventory source cannot be read
@@ -401,6 +432,7 @@ impl Core {
     /// no plan holds the last one, [`Ledger::effective_patched`]; else built afresh), its
     /// prepared form (only the hosts whose use may have changed read again) and the live state.
     pub(super) fn rebuild(&mut self) {
+        self.generation += 1;
         let generation = self.ledger.volumes_generation();
         let volumes = match &self.merged {
             Some(m) if m.generation() == generation => m.list().clone(),

@@ -2,7 +2,8 @@
 //! stream ([`store`], [`replicated`]), their
 //! in-memory form and the effective inventory ([`ledger`], the merged volume list kept change by
 //! change in [`merged`]), and the operations that change them,
-//! one module per concern on [`Core`]: [`hold`] (plan and hold), [`commit`], [`release`],
+//! one module per concern on [`Core`]: [`hold`] (plan and hold), [`commit`] (with the plans
+//! [`kept`] for it), [`release`],
 //! [`complete`], [`batch`] (the batch jobs a commit submitted), [`sweep`] (lapsed holds,
 //! pruning) and [`status`].
 
@@ -12,6 +13,7 @@ pub mod commit;
 pub mod complete;
 pub mod core;
 pub mod hold;
+pub mod kept;
 pub mod ledger;
 pub mod merged;
 pub mod records;

@@ -608,3 +608,49 @@ fn the_effective_inventory_edited_in_place_is_the_one_built_afresh() {
         "both ways were taken: {edited} edited, {fresh} fresh"
     );
 }
+
+/// Admission at commit takes the plan kept for the request when nothing plans read changed
+/// since it was planned (the same inputs decide the same), and plans again otherwise: a plan
+/// kept before another request's hold is not used.
+#[test]
+fn admission_at_commit_takes_the_plan_kept_on_the_same_state_only() {
+    use crate::state::core::plan_with;
+    let dir = tempfile::tempdir().unwrap();
+    let mut core = open(dir.path(), 4);
+    let with = |id: &str| ActionMsg {
+        request: Some(msg(id, workflow()).request),
+        attempt: 1,
+        ..ActionMsg::new(id, 0)
+    };
+    let held_decision = |core: &Core, id: &str| core.ledger.holds()[id].reply.decision.clone();
+    // A plan as the plan endpoint makes it, on the snapshot, kept at its generation; marked,
+    // so that the test can tell it from a plan made again.
+    let keep_marked = |core: &mut Core, id: &str| {
+        let req = msg(id, workflow()).request;
+        let (inv, prepared, state) = core.snapshot_for(id);
+        let mut d = plan_with(None, &inv, &prepared, &state, &req);
+        let fresh = d.clone();
+        d.elapsed_ms = 42.0;
+        let generation = core.generation();
+        core.keep_plan(&req, generation, &d);
+        fresh
+    };
+
+    let fresh = keep_marked(&mut core, "r1");
+    assert!(matches!(core.begin_commit(&with("r1"), 1_000).unwrap(), Next::Run(_)));
+    let mut held = held_decision(&core, "r1");
+    assert_eq!(held.elapsed_ms, 42.0, "the kept plan was taken");
+    held.elapsed_ms = fresh.elapsed_ms;
+    assert_eq!(held, fresh, "and it is the decision planning again gives");
+
+    // r2 is planned, then r1's hold changes what plans read: r2 is planned again.
+    keep_marked(&mut core, "r2");
+    core.plan_and_hold(&msg("r3", workflow()), 1_000).unwrap();
+    assert!(matches!(core.begin_commit(&with("r2"), 1_000).unwrap(), Next::Run(_)));
+    assert_eq!(
+        held_decision(&core, "r2").elapsed_ms,
+        0.0,
+        "planned again, not the kept plan"
+    );
+    assert!(core.kept.is_empty(), "the stale plan was dropped");
+}
