@@ -50,6 +50,15 @@ fn open(dir: &std::path::Path, hosts: usize) -> Core {
     Core::new("c1", inventory(hosts), store, Ledger::from_snapshot(snap), 30_000)
 }
 
+/// A commit that carries its request (admission at commit), attempt 1.
+fn with_request(id: &str) -> ActionMsg {
+    ActionMsg {
+        request: Some(msg(id, workflow()).request),
+        attempt: 1,
+        ..ActionMsg::new(id, 0)
+    }
+}
+
 /// Commits a hold whose provisionings all succeed.
 fn commit(core: &mut Core, id: &str) -> fedvol_proto::agent::ActionReply {
     let Next::Run(work) = core.begin_commit(&ActionMsg::new(id, 0), 1_000).expect("store") else {
@@ -333,18 +342,13 @@ fn a_completed_commit_keeps_a_small_record() {
 fn a_commit_with_its_request_plans_and_commits_on_the_current_state() {
     let dir = tempfile::tempdir().unwrap();
     let mut core = open(dir.path(), 1);
-    let with = |id: &str| ActionMsg {
-        request: Some(msg(id, workflow()).request),
-        attempt: 1,
-        ..ActionMsg::new(id, 0)
-    };
     // r1 is admitted: its hold is made `committing` at once.
-    let Next::Run(work) = core.begin_commit(&with("r1"), 1_000).unwrap() else {
+    let Next::Run(work) = core.begin_commit(&with_request("r1"), 1_000).unwrap() else {
         panic!("r1 fits")
     };
     assert_eq!(core.hold_count(), 1);
     // While r1 commits, r2 is told to ask again: the capacity is promised, not committed.
-    let Next::Answer(busy) = core.begin_commit(&with("r2"), 1_000).unwrap() else {
+    let Next::Answer(busy) = core.begin_commit(&with_request("r2"), 1_000).unwrap() else {
         panic!("r2 cannot fit now")
     };
     assert_eq!(
@@ -363,7 +367,7 @@ fn a_commit_with_its_request_plans_and_commits_on_the_current_state() {
         "{done:?}"
     );
     // Committed: now r2 no longer fits, for good.
-    let Next::Answer(full) = core.begin_commit(&with("r2"), 1_000).unwrap() else {
+    let Next::Answer(full) = core.begin_commit(&with_request("r2"), 1_000).unwrap() else {
         panic!("r2 cannot fit")
     };
     assert_eq!(full.error.unwrap().code.as_str(), "no_longer_fits");
@@ -617,11 +621,6 @@ fn admission_at_commit_takes_the_plan_kept_on_the_same_state_only() {
     use crate::state::core::plan_with;
     let dir = tempfile::tempdir().unwrap();
     let mut core = open(dir.path(), 4);
-    let with = |id: &str| ActionMsg {
-        request: Some(msg(id, workflow()).request),
-        attempt: 1,
-        ..ActionMsg::new(id, 0)
-    };
     let held_decision = |core: &Core, id: &str| core.ledger.holds()[id].reply.decision.clone();
     // A plan as the plan endpoint makes it, on the snapshot, kept at its generation; marked,
     // so that the test can tell it from a plan made again.
@@ -637,7 +636,10 @@ fn admission_at_commit_takes_the_plan_kept_on_the_same_state_only() {
     };
 
     let fresh = keep_marked(&mut core, "r1");
-    assert!(matches!(core.begin_commit(&with("r1"), 1_000).unwrap(), Next::Run(_)));
+    assert!(matches!(
+        core.begin_commit(&with_request("r1"), 1_000).unwrap(),
+        Next::Run(_)
+    ));
     let mut held = held_decision(&core, "r1");
     assert_eq!(held.elapsed_ms, 42.0, "the kept plan was taken");
     held.elapsed_ms = fresh.elapsed_ms;
@@ -646,7 +648,10 @@ fn admission_at_commit_takes_the_plan_kept_on_the_same_state_only() {
     // r2 is planned, then r1's hold changes what plans read: r2 is planned again.
     keep_marked(&mut core, "r2");
     core.plan_and_hold(&msg("r3", workflow()), 1_000).unwrap();
-    assert!(matches!(core.begin_commit(&with("r2"), 1_000).unwrap(), Next::Run(_)));
+    assert!(matches!(
+        core.begin_commit(&with_request("r2"), 1_000).unwrap(),
+        Next::Run(_)
+    ));
     assert_eq!(
         held_decision(&core, "r2").elapsed_ms,
         0.0,

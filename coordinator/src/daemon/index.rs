@@ -99,15 +99,11 @@ impl DecisionIndex {
         self.inner.write().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Applies one entry of the bucket's watch. An entry not newer than what the index holds
-    /// for its key (a watch opened again replays the latest values) changes nothing.
-    pub fn apply(&self, entry: &kv::Entry) {
-        self.apply_with(entry, None);
-    }
-
-    /// As [`DecisionIndex::apply`], with the listing of the value when this coordinator wrote
-    /// it (`own`: [`super::own_writes`], the value is then not read again).
-    pub fn apply_with(&self, entry: &kv::Entry, own: Option<super::own_writes::Listing>) {
+    /// Applies one entry of the bucket's watch, with the listing of its value when this
+    /// coordinator wrote it (`own`: [`super::own_writes`]; the value is then not read again).
+    /// An entry not newer than what the index holds for its key (a watch opened again replays
+    /// the latest values) changes nothing.
+    pub fn apply(&self, entry: &kv::Entry, own: Option<super::own_writes::Listing>) {
         let change = (!entry.key.contains('/')).then(|| DecisionChange {
             request_id: entry.key.clone(),
             revision: entry.revision,
@@ -377,7 +373,7 @@ pub fn spawn(co: Arc<Coordinator>) {
                             Ok(e) => {
                                 co.drains.apply(&e);
                                 let own = co.store.own_writes().take(&e.key, &e.value);
-                                co.index.apply_with(&e, own);
+                                co.index.apply(&e, own);
                             }
                             Err(e) => {
                                 tracing::warn!(error = %e, "decisions index: the bucket watch failed; it restarts");
