@@ -403,7 +403,7 @@ pub struct LoadResult {
 
 /// Error codes of answers worth asking again with the same request id (`clusters_unavailable`:
 /// clusters did not answer and nothing was booked; the coordinator plans the same id afresh).
-const RETRYABLE: [&str; 5] = [
+pub const RETRYABLE: [&str; 5] = [
     "store_unavailable",
     "nats_error",
     "commit_outcome_unknown",
