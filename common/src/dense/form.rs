@@ -77,10 +77,62 @@ impl<'de, T: Dense> Deserialize<'de> for Either<T> {
     }
 }
 
+/// A name → record map with each record in either form, read straight into the map it is
+/// (a map of [`Either`]s and then a second map of the records was two maps per answer, and at
+/// 1,000 clusters a plan reads 2,000 such maps). A name given twice keeps its first place and
+/// its last record, as `IndexMap`'s own reader does.
+pub(super) struct EitherMap<T>(pub(super) IndexMap<String, T>);
+
+impl<'de, T: Dense> Deserialize<'de> for EitherMap<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(PhantomData<T>);
+        impl<'de, T: Dense> Visitor<'de> for V<T> {
+            type Value = IndexMap<String, T>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a map")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut out = IndexMap::with_capacity(map.size_hint().unwrap_or(0).min(PREALLOCATED_MAX));
+                while let Some((k, v)) = map.next_entry::<String, Either<T>>()? {
+                    out.insert(k, v.0);
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_map(V(PhantomData)).map(EitherMap)
+    }
+}
+
+/// A list of records each in either form, read straight into its vector (as [`EitherMap`]).
+pub(super) struct EitherList<T>(pub(super) Vec<T>);
+
+impl<'de, T: Dense> Deserialize<'de> for EitherList<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(PhantomData<T>);
+        impl<'de, T: Dense> Visitor<'de> for V<T> {
+            type Value = Vec<T>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a sequence")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(PREALLOCATED_MAX));
+                while let Some(e) = seq.next_element::<Either<T>>()? {
+                    out.push(e.0);
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_seq(V(PhantomData)).map(EitherList)
+    }
+}
+
+/// At most this many elements are reserved from a reader's size hint (a hint is the
+/// sender's word, not a promise).
+const PREALLOCATED_MAX: usize = 4096;
+
 /// `deserialize_with` for a name → record map in either form, keeping the order.
 pub(super) fn read_map<'de, D: Deserializer<'de>, T: Dense>(d: D) -> Result<IndexMap<String, T>, D::Error> {
-    let items: IndexMap<String, Either<T>> = IndexMap::deserialize(d)?;
-    Ok(items.into_iter().map(|(k, e)| (k, e.0)).collect())
+    EitherMap::deserialize(d).map(|m| m.0)
 }
 
 /// The next element of an array form, required.

@@ -11,7 +11,7 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde::{Deserialize, Serialize};
 
-use super::form::{Compact, CompactList, CompactMap, Dense, Either, end, need, opt};
+use super::form::{Compact, CompactList, CompactMap, Dense, Either, EitherList, EitherMap, end, need, opt};
 use crate::decision::{ClusterDecision, JobDecision, Reason, Rejection, StageTrace, VolumeDecision, codes};
 
 /// `serialize_with` for one cluster's answer on its own (an agent's plan reply): a summary in
@@ -278,9 +278,9 @@ impl Dense for ClusterDecision {
         let feasible = need(&mut seq, 3, WHAT)?;
         let load = need(&mut seq, 4, WHAT)?;
         let soft_matched = need(&mut seq, 5, WHAT)?;
-        let volumes = need::<_, IndexMap<String, Either<VolumeDecision>>>(&mut seq, 6, WHAT)?;
-        let jobs = need::<_, IndexMap<String, Either<JobDecision>>>(&mut seq, 7, WHAT)?;
-        let trace = need::<_, Vec<Either<StageTrace>>>(&mut seq, 8, WHAT)?;
+        let volumes = need::<_, EitherMap<VolumeDecision>>(&mut seq, 6, WHAT)?.0;
+        let jobs = need::<_, EitherMap<JobDecision>>(&mut seq, 7, WHAT)?.0;
+        let trace = need::<_, EitherList<StageTrace>>(&mut seq, 8, WHAT)?.0;
         let holds_named_volume = opt(&mut seq)?.unwrap_or(false);
         let error = opt(&mut seq)?;
         let resource_manager = opt(&mut seq)?;
@@ -291,9 +291,9 @@ impl Dense for ClusterDecision {
             elapsed_ms,
             inventory_version,
             feasible,
-            volumes: volumes.into_iter().map(|(k, e)| (k, e.0)).collect(),
-            jobs: jobs.into_iter().map(|(k, e)| (k, e.0)).collect(),
-            trace: trace.into_iter().map(|e| e.0).collect(),
+            volumes,
+            jobs,
+            trace,
             error,
             soft_matched,
             load,

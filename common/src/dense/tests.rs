@@ -274,3 +274,60 @@ fn a_damaged_array_form_is_an_error_naming_the_shape() {
         .map(|e| e.to_string());
     assert!(e.is_some_and(|e| e.contains("[stage, subject")));
 }
+
+#[test]
+fn maps_and_lists_of_records_read_as_indexmap_and_vec_read_them() {
+    // The direct readers (`EitherMap`, `EitherList`) must accept, order and refuse exactly what
+    // a map or vector of `Either`s did: a duplicated name keeps its first place and last
+    // record, both forms mix, and a wrong shape is the same error.
+    let pick = |p: &str| json!(["automatic", p, null, "provision"]);
+    let object = serde_json::to_value(VolumeDecision {
+        mode: Mode::Named,
+        provisioner: Some("o".into()),
+        volume: Some("v".into()),
+        action: Some(Action::Existing),
+        error: None,
+        passed: None,
+        new_volume: None,
+    })
+    .unwrap();
+    let inputs = [
+        format!(r#"{{"a":{},"b":{},"a":{}}}"#, pick("p1"), object, pick("p3")),
+        "{}".to_string(),
+        format!(r#"{{"z":{},"y":{}}}"#, pick("p"), pick("q")),
+        "[]".to_string(),
+        r#"{"a":["automatic"]}"#.to_string(),
+        r#"{"a":3}"#.to_string(),
+    ];
+    for input in &inputs {
+        let before = serde_json::from_str::<IndexMap<String, Either<VolumeDecision>>>(input)
+            .map(|m| m.into_iter().map(|(k, e)| (k, e.0)).collect::<IndexMap<_, _>>())
+            .map_err(|e| e.to_string());
+        let now = serde_json::from_str::<super::form::EitherMap<VolumeDecision>>(input)
+            .map(|m| m.0)
+            .map_err(|e| e.to_string());
+        assert_eq!(now, before, "{input}");
+        if let Ok(m) = &now {
+            assert!(m.iter().eq(before.as_ref().unwrap().iter()), "{input}: the order");
+        }
+    }
+    let stages = [
+        json!([
+            ["host.power", "j", 3, 1, "x"],
+            stage("zone.hard_constraints", 2, 1, &[("y", 1)])
+        ])
+        .to_string(),
+        "[]".to_string(),
+        "{}".to_string(),
+        r#"[["host.power"]]"#.to_string(),
+    ];
+    for input in &stages {
+        let before = serde_json::from_str::<Vec<Either<StageTrace>>>(input)
+            .map(|v| v.into_iter().map(|e| e.0).collect::<Vec<_>>())
+            .map_err(|e| e.to_string());
+        let now = serde_json::from_str::<super::form::EitherList<StageTrace>>(input)
+            .map(|v| v.0)
+            .map_err(|e| e.to_string());
+        assert_eq!(now, before, "{input}");
+    }
+}

@@ -123,8 +123,9 @@ pub enum Arrived {
 /// One message routed to a gather: the cluster whose reply subject it arrived on, when.
 #[derive(Debug)]
 pub struct Routed {
-    /// The cluster the subject is for (an answer naming another is an impersonation).
-    pub cluster: String,
+    /// The cluster the subject is for (an answer naming another is an impersonation); shared
+    /// with its forwarding task, not copied per answer.
+    pub cluster: Arc<str>,
     /// When the forwarding task read it.
     pub at: Instant,
     /// What it was.
@@ -189,30 +190,37 @@ impl Replies {
         }
     }
 
-    /// Makes sure `cluster`'s answers are listened for: subscribes `<inbox>.<cluster>.*` the
-    /// first time and starts its forwarding task. The subscription reaches the server before
-    /// any later publish on the same connection.
+    /// Makes sure each of `clusters`' answers are listened for: subscribes `<inbox>.<c>.*`
+    /// the first time `c` is asked and starts its forwarding task. The subscriptions reach the
+    /// server before any later publish on the same connection. One lock for the whole list: a
+    /// plan asks every cluster.
     ///
-    /// Errors: the subscription failed ([`RpcError::Nats`]).
-    pub async fn watch(&self, client: &async_nats::Client, cluster: &str) -> Result<(), RpcError> {
+    /// Errors: a subscription failed ([`RpcError::Nats`]); the clusters before it are watched.
+    pub async fn watch<'a>(
+        &self,
+        client: &async_nats::Client,
+        clusters: impl IntoIterator<Item = &'a str>,
+    ) -> Result<(), RpcError> {
         let mut watched = self.watched.lock().await;
-        if watched.contains(cluster) {
-            return Ok(());
-        }
-        let subject = format!("{}.{cluster}.*", self.inbox);
-        let mut sub = client.subscribe(subject.clone()).await.map_err(|e| RpcError::Nats {
-            subject: subject.clone(),
-            message: e.to_string(),
-        })?;
-        watched.insert(cluster.to_string());
-        let table = self.table.clone();
-        let cluster = cluster.to_string();
-        tokio::spawn(async move {
-            while let Some(m) = sub.next().await {
-                forward(&table, &cluster, &m);
+        for cluster in clusters {
+            if watched.contains(cluster) {
+                continue;
             }
-            tracing::warn!(%subject, "plan answer subscription ended");
-        });
+            let subject = format!("{}.{cluster}.*", self.inbox);
+            let mut sub = client.subscribe(subject.clone()).await.map_err(|e| RpcError::Nats {
+                subject: subject.clone(),
+                message: e.to_string(),
+            })?;
+            watched.insert(cluster.to_string());
+            let table = self.table.clone();
+            let cluster: Arc<str> = Arc::from(cluster);
+            tokio::spawn(async move {
+                while let Some(m) = sub.next().await {
+                    forward(&table, &cluster, &m);
+                }
+                tracing::warn!(%subject, "plan answer subscription ended");
+            });
+        }
         Ok(())
     }
 
@@ -234,10 +242,10 @@ impl Replies {
 
 /// Routes one message that arrived on `cluster`'s subscription to the gather its subject's
 /// last token names (module docs).
-fn forward(table: &Shared, cluster: &str, m: &async_nats::Message) {
+fn forward(table: &Shared, cluster: &Arc<str>, m: &async_nats::Message) {
     let at = Instant::now();
     let Some(gather) = m.subject.rsplit('.').next().and_then(|n| n.parse::<u64>().ok()) else {
-        tracing::warn!(cluster, "a plan answer on a subject naming no gather: dropped");
+        tracing::warn!(cluster = %cluster, "a plan answer on a subject naming no gather: dropped");
         return;
     };
     let arrived = if is_no_responders(m) {
@@ -250,12 +258,12 @@ fn forward(table: &Shared, cluster: &str, m: &async_nats::Message) {
     };
     let t = lock(table);
     let Some(tx) = t.by_gather.get(&gather) else {
-        tracing::debug!(cluster, gather, "a plan answer no gather waits for: dropped");
+        tracing::debug!(cluster = %cluster, gather, "a plan answer no gather waits for: dropped");
         return;
     };
     // The gather may have ended meanwhile: then the answer is dropped.
     let _ = tx.send(Routed {
-        cluster: cluster.to_string(),
+        cluster: cluster.clone(),
         at,
         arrived,
     });
