@@ -212,6 +212,20 @@ pub struct StoredDecision {
 }
 
 impl StoredDecision {
+    /// Room to reserve for this record's encoding ([`crate::encode_sized`]), bytes: a generous
+    /// estimate (4 KiB, and per cluster 1 KiB for a summary, 32 KiB for a whole answer; a
+    /// summary at 100 hosts is about 0.5 KB, a whole answer 8–27 KB), since room never
+    /// written is never touched.
+    pub fn encoded_size_hint(&self) -> usize {
+        let clusters: usize = self
+            .decision
+            .clusters
+            .values()
+            .map(|c| if c.summarized { 1 << 10 } else { 32 << 10 })
+            .sum();
+        (4 << 10) + clusters
+    }
+
     /// The batch jobs of the committed attempt (empty when none ran or nothing committed).
     pub fn jobs(&self) -> &[crate::batch::BatchJob] {
         self.attempts

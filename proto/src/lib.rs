@@ -52,4 +52,4 @@ pub use code::{Code, ProtoError};
 pub use endpoint::{Endpoint, NoArgs, ReplyBody, RequestBody};
 pub use failure::Failure;
 pub use subjects::{DEFAULT_PREFIX, Subjects, subject_token};
-pub use version::{DEFAULT_MAX_BODY_BYTES, DecodeError, VERSION, decode, encode, now_ms};
+pub use version::{DEFAULT_MAX_BODY_BYTES, DecodeError, VERSION, decode, encode, encode_sized, now_ms};

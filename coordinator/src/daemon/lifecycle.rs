@@ -136,7 +136,7 @@ pub async fn save(co: &Arc<Coordinator>, mut stored: StoredDecision, rev: u64) -
         }
     }
     // Encoded once: the record written is the answer's body too.
-    let record = fedvol_proto::encode(&stored);
+    let record = fedvol_proto::encode_sized(&stored, stored.encoded_size_hint());
     match co.store.update_record(&id, &stored, record.clone(), rev).await {
         Ok(Write::Done(_)) => {
             tracing::info!(state = ?stored.state, chosen = ?stored.decision.chosen_cluster, "decision stored");

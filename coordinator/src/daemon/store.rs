@@ -181,7 +181,8 @@ impl DecisionStore {
     ///
     /// Errors: [`StoreError`].
     pub async fn create(&self, key: &str, value: &StoredDecision) -> Result<Write, StoreError> {
-        self.create_record(key, value, fedvol_proto::encode(value)).await
+        self.create_record(key, value, fedvol_proto::encode_sized(value, value.encoded_size_hint()))
+            .await
     }
 
     /// As [`DecisionStore::create`], with `value` already encoded (`body`, from
@@ -211,8 +212,13 @@ impl DecisionStore {
     ///
     /// Errors: [`StoreError`].
     pub async fn update(&self, key: &str, value: &StoredDecision, revision: u64) -> Result<Write, StoreError> {
-        self.update_record(key, value, fedvol_proto::encode(value), revision)
-            .await
+        self.update_record(
+            key,
+            value,
+            fedvol_proto::encode_sized(value, value.encoded_size_hint()),
+            revision,
+        )
+        .await
     }
 
     /// As [`DecisionStore::update`], with `value` already encoded (see

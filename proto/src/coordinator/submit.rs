@@ -7,7 +7,7 @@ use bytes::Bytes;
 use crate::code::ProtoError;
 use crate::decisions::StoredDecision;
 use crate::endpoint::{ReplyBody, RequestBody};
-use crate::version::encode;
+use crate::version::encode_sized;
 
 /// Submit: plan a workflow everywhere; commit unless `dry_run`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -125,7 +125,10 @@ impl ReplyBody for SubmitReply {
     /// From the stored record when the reply has it ([`SubmitReply::stored_record`]), else
     /// encoded.
     fn encode_body(&self) -> Bytes {
-        self.spliced().unwrap_or_else(|| encode(self))
+        self.spliced().unwrap_or_else(|| {
+            let capacity = self.stored.as_ref().map_or(128, StoredDecision::encoded_size_hint);
+            encode_sized(self, capacity)
+        })
     }
 }
 
@@ -219,6 +222,24 @@ mod stored_record_tests {
                 );
                 let back = Submit::decode_reply(&spliced, "client").unwrap().unwrap();
                 assert_eq!(back.stored.as_ref(), Some(&stored));
+            }
+        }
+    }
+
+    /// The room reserved for a record is at least what it takes (no buffer grows while a
+    /// decision is written), and the bytes are `encode`'s whatever the room.
+    #[test]
+    fn a_records_reserved_room_holds_it() {
+        for n in [0, 1, 4, 17, 40] {
+            let stored = crate::listing::tests::stored(n);
+            let bytes = encode(&stored);
+            assert!(
+                bytes.len() <= stored.encoded_size_hint(),
+                "{n} clusters: {} bytes",
+                bytes.len()
+            );
+            for room in [0, 7, stored.encoded_size_hint()] {
+                assert_eq!(crate::encode_sized(&stored, room), bytes, "{n} clusters, room {room}");
             }
         }
     }

@@ -278,7 +278,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
     let mut replace = replace;
     let mut tries = 0;
     // Encoded once: a decision that ends here is answered with the record written.
-    let record = fedvol_proto::encode(&stored);
+    let record = fedvol_proto::encode_sized(&stored, stored.encoded_size_hint());
     let written = loop {
         tries += 1;
         let written = match replace {
