@@ -111,17 +111,22 @@ pub fn decode<T: DeserializeOwned>(payload: &[u8], what: &str, speaker: &str) ->
     // JSON is UTF-8 (RFC 8259, section 8.1). Checked over the whole body: on the fast path the
     // decoder skips the strings of unknown fields without reading them, so a body with bytes
     // that are not UTF-8 there was accepted.
-    if let Err(e) = std::str::from_utf8(payload) {
-        return Err(DecodeError::NotAnObject {
-            what: what.to_string(),
-            detail: Some(format!("not UTF-8 at byte {} (JSON text is UTF-8)", e.valid_up_to())),
-        });
-    }
+    // Read as the text it was just found to be, so the decoder does not check each string's
+    // UTF-8 a second time.
+    let text = match std::str::from_utf8(payload) {
+        Ok(text) => text,
+        Err(e) => {
+            return Err(DecodeError::NotAnObject {
+                what: what.to_string(),
+                detail: Some(format!("not UTF-8 at byte {} (JSON text is UTF-8)", e.valid_up_to())),
+            });
+        }
+    };
     let fast = starts_versioned(payload);
     if !fast {
         check_version(payload, what, speaker)?;
     }
-    serde_json::from_slice(payload).map_err(|e| {
+    serde_json::from_str(text).map_err(|e| {
         if fast && let Err(v) = check_version(payload, what, speaker) {
             return v;
         }

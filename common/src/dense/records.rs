@@ -104,7 +104,12 @@ impl Dense for StageTrace {
         let considered: usize = need(&mut seq, 2, WHAT)?;
         let passed: usize = need(&mut seq, 3, WHAT)?;
         let reason_counts = match need(&mut seq, 4, WHAT)? {
-            Counts::All(code) => BTreeMap::from([(code, considered.saturating_sub(passed))]),
+            Counts::All(code) => {
+                // One entry: inserted, not sorted and bulk-built as `BTreeMap::from` does.
+                let mut one = BTreeMap::new();
+                one.insert(code, considered.saturating_sub(passed));
+                one
+            }
             Counts::Each(counts) => counts,
         };
         let omitted = opt(&mut seq)?.unwrap_or(considered.saturating_sub(passed));
