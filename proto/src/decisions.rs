@@ -212,16 +212,17 @@ pub struct StoredDecision {
 }
 
 impl StoredDecision {
-    /// Room to reserve for this record's encoding ([`crate::encode_sized`]), bytes: a generous
-    /// estimate (4 KiB, and per cluster 1 KiB for a summary, 32 KiB for a whole answer; a
-    /// summary at 100 hosts is about 0.5 KB, a whole answer 8–27 KB), since room never
-    /// written is never touched.
+    /// Room to reserve for this record's encoding ([`crate::encode_sized`]), bytes: an
+    /// estimate on the large side, so that the buffer never grows while a decision is written
+    /// (4 KiB, and per cluster 1 KiB for a summary, 16 KiB for a whole answer; at 100 hosts a
+    /// summary is about 0.5 KB and a whole answer about 8 KB). `encode_sized` gives back room
+    /// of more than four times what it wrote.
     pub fn encoded_size_hint(&self) -> usize {
         let clusters: usize = self
             .decision
             .clusters
             .values()
-            .map(|c| if c.summarized { 1 << 10 } else { 32 << 10 })
+            .map(|c| if c.summarized { 1 << 10 } else { 16 << 10 })
             .sum();
         (4 << 10) + clusters
     }

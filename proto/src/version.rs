@@ -82,8 +82,8 @@ pub fn encode<T: Serialize + ?Sized>(body: &T) -> Bytes {
 
 /// [`encode`] into a buffer that starts with room for `capacity` bytes: a caller that knows
 /// its body is large (a decision of 1,000 clusters is about 450 KB) spares the buffer's twelve
-/// doublings and their copies. Room not written is never touched, so a generous estimate
-/// costs address space, not memory.
+/// doublings and their copies. An estimate more than four times too large is cut back to
+/// the bytes' size after the write (one copy of a smaller body).
 pub fn encode_sized<T: Serialize + ?Sized>(body: &T, capacity: usize) -> Bytes {
     #[derive(Serialize)]
     struct Versioned<'a, T: ?Sized> {
@@ -93,7 +93,15 @@ pub fn encode_sized<T: Serialize + ?Sized>(body: &T, capacity: usize) -> Bytes {
     }
     let mut out = Vec::with_capacity(capacity);
     match serde_json::to_writer(&mut out, &Versioned { v: VERSION, body }) {
-        Ok(()) => Bytes::from(out),
+        Ok(()) => {
+            // The bytes keep their buffer for as long as they live (a record stays in
+            // `own_writes` until its write is seen): room of more than four times what was
+            // written is given back.
+            if out.capacity() > 4 * out.len().max(1 << 10) {
+                out.shrink_to_fit();
+            }
+            Bytes::from(out)
+        }
         Err(_) => Bytes::from(serde_json::to_vec(&serde_json::json!({ "v": VERSION })).unwrap_or_default()),
     }
 }
