@@ -155,13 +155,7 @@ mod tests {
         let index = InventoryIndex::new(&base);
         let mut ledger = Ledger::default();
         let mut merged = Merged::new(&ledger, &base, &index);
-        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut next = crate::state::tests::draws(0x9e37_79b9_7f4a_7c15);
         for step in 0..3000 {
             // A volume of the inventory, or one of 60 new names on its provisioners.
             let pick = next(100) as usize;

@@ -545,13 +545,7 @@ fn the_effective_inventory_edited_in_place_is_the_one_built_afresh() {
     use fedvol_common::funnel::Prepared;
     let dir = tempfile::tempdir().unwrap();
     let mut core = open(dir.path(), 12);
-    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
-    let mut next = |n: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % n
-    };
+    let mut next = draws(0x2545_f491_4f6c_dd1d);
     let mut snapshot = None;
     let (mut edited, mut fresh) = (0, 0);
     for step in 0..400u64 {
@@ -658,4 +652,15 @@ fn admission_at_commit_takes_the_plan_kept_on_the_same_state_only() {
         "planned again, not the kept plan"
     );
     assert!(core.kept.is_empty(), "the stale plan was dropped");
+}
+
+/// A seeded draw in `0..n` (xorshift64), for the randomized tests of this module and
+/// `merged`'s: the same seed gives the same steps on every run.
+pub(super) fn draws(mut seed: u64) -> impl FnMut(u64) -> u64 {
+    move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    }
 }

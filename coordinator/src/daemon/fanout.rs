@@ -102,7 +102,8 @@ pub async fn fan_out_to(
             .unzip()
     };
     let index: HashMap<&str, usize> = names.iter().enumerate().map(|(i, n)| (n.as_str(), i)).collect();
-    let mut pending = asked.iter().filter(|a| a.skipped.is_none()).count();
+    let waited = asked.iter().filter(|a| a.skipped.is_none()).count();
+    let mut pending = waited;
     let deadline_ms = asked_ms + wait.as_millis() as u64;
     let msg = PlanMsg {
         request: request.clone(),
@@ -152,9 +153,9 @@ pub async fn fan_out_to(
         );
     } else {
         tracing::info!(
-            waiting_for = pending,
+            waiting_for = waited,
             not_waited_for = ?not_waited_for().take(LOGGED_NAMES).collect::<Vec<_>>(),
-            not_waited_for_count = names.len() - pending,
+            not_waited_for_count = names.len() - waited,
             wait_ms = wait.as_millis() as u64,
             "plan sent to each cluster"
         );
@@ -237,7 +238,7 @@ pub async fn fan_out_to(
         }
     }
 
-    let skipped = names.len() - asked.iter().filter(|a| a.skipped.is_none()).count();
+    let skipped = names.len() - waited;
     let mut slots = IndexMap::with_capacity(names.len());
     for (name, a) in names.into_iter().zip(asked) {
         let slot = match (a.got, a.skipped) {

@@ -86,7 +86,8 @@ impl Entry {
         self.consecutive_timeouts >= SUSPECT_AFTER && self.last_heartbeat_sent_ms <= self.last_timeout_ms
     }
 
-    /// Whether a plan sent at `now_ms` waits for this cluster ([`Registry::expectation`]).
+    /// Whether a plan sent at `now_ms` waits for this cluster: not when it is presumed dead
+    /// (silent past its window) or suspect (timed out repeatedly, no heartbeat since).
     fn expectation(&self, now_ms: u64) -> Expectation {
         if !self.alive(now_ms) {
             return Expectation::Skip(Code::Unreachable.reason(format!(
@@ -215,7 +216,9 @@ impl Registry {
     }
 
     /// Whether a plan sent at `now_ms` should wait for `cluster` (unknown clusters are not
-    /// expected at all, so they get [`Expectation::Wait`] only if asked about).
+    /// expected at all, so they get [`Expectation::Wait`] only if asked about). Plans read the
+    /// rule through [`Registry::targets`]; the tests ask it for one cluster.
+    #[cfg(test)]
     pub fn expectation(&self, cluster: &str, now_ms: u64) -> Expectation {
         match self.clusters.get(cluster) {
             Some(e) => e.expectation(now_ms),
@@ -224,8 +227,9 @@ impl Registry {
     }
 
     /// Every known cluster among `only` (all of them when `None`), sorted by name, each with
-    /// [`Registry::expectation`] at `now_ms`: one walk of the registry for a plan's whole
-    /// fan-out (at 1,000 clusters a lookup per name was a visible share of a plan).
+    /// whether a plan sent at `now_ms` waits for it (dead or suspect: not waited for, the reason
+    /// given): one walk of the registry for a plan's whole fan-out (at 1,000 clusters a lookup
+    /// per name was a visible share of a plan).
     pub fn targets(&self, only: Option<&BTreeSet<String>>, now_ms: u64) -> Vec<(String, Expectation)> {
         self.clusters
             .iter()
