@@ -89,3 +89,39 @@ pub fn shown(o: &Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     )
 }
+
+/// Waits (20 s at most) until `fedvol clusters -o json`, run as `user`, lists every cluster of
+/// `names` heard by heartbeat (a replica listed), alive and not `restoring`, as a user waits for
+/// `fedvol clusters` before sending work: a fresh agent started with the restore gate as
+/// shipped answers `restoring` until a coordinator's reconciler restored it, on its first
+/// heartbeat (docs/design.md §6), so a cluster that is merely listed may still refuse a commit.
+///
+/// Panics (test failure) with the last listing when they never all are.
+pub async fn wait_ready_as(nats: &NatsServer, user: &str, names: &[&str]) {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let o = fedvol_as(nats, user, &["clusters", "-o", "json"]);
+        let ready = |doc: &serde_json::Value, n: &str| {
+            doc["clusters"].as_array().is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    c["name"] == n
+                        && c["alive"] == true
+                        && c["restoring"] != true
+                        && c["instances"].as_array().is_some_and(|i| !i.is_empty())
+                })
+            })
+        };
+        if o.status.success()
+            && let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&o.stdout)
+            && names.iter().all(|n| ready(&doc, n))
+        {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "clusters {names:?} never all alive and restored:\n{}",
+            shown(&o)
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}

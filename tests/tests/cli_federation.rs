@@ -33,18 +33,8 @@ async fn every_federation_command_works_against_a_live_federation() {
     std::fs::write(&wf, WORKFLOW).unwrap();
     let wf = wf.display().to_string();
 
-    // clusters: both known and alive.
-    let mut listed = false;
-    for _ in 0..50 {
-        let o = fedvol(&nats, &["clusters"]);
-        let (out, _) = text(&o);
-        if o.status.success() && out.contains("big") && out.contains("none") {
-            listed = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(listed, "fedvol clusters lists both clusters");
+    // clusters: both known, alive and restored (a fresh agent answers `restoring` until then).
+    fedvol_tests::cli::wait_ready_as(&nats, "alice", &["big", "none"]).await;
 
     // submit: exit 0, the table names the chosen cluster and why the other lost.
     let o = fedvol(&nats, &["submit", &wf, "--request-id", "cli-1"]);

@@ -5,7 +5,6 @@
 //! configuration says `choice: {cost: true}` applies it without the flag.
 
 use std::process::Output;
-use std::time::Duration;
 
 use fedvol_tests::NatsServer;
 use fedvol_tests::federation::{AgentProc, CoordinatorProc};
@@ -46,17 +45,10 @@ fn workflow(dir: &std::path::Path, policy: &str) -> String {
     p.display().to_string()
 }
 
-/// Waits until `fedvol clusters` lists every one of `names`.
+/// Waits until `fedvol clusters` lists every one of `names` alive and restored (a merely
+/// listed fresh agent may still answer `restoring`: CI on 7a3c06e failed on that).
 async fn until_known(nats: &NatsServer, names: &[&str]) {
-    for _ in 0..100 {
-        let o = fedvol(nats, &["clusters"]);
-        let out = String::from_utf8_lossy(&o.stdout).into_owned();
-        if o.status.success() && names.iter().all(|n| out.contains(n)) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("the coordinator never listed {names:?}");
+    fedvol_tests::cli::wait_ready_as(nats, "alice", names).await;
 }
 
 fn cost_step(decision: &serde_json::Value) -> Option<serde_json::Value> {

@@ -75,17 +75,8 @@ async fn the_web_view_shows_decisions_funnels_and_clusters_in_a_real_browser() {
         std::fs::write(f, WORKFLOW).unwrap();
     }
 
-    let mut known = false;
-    for _ in 0..50 {
-        let o = fedvol(&nats, "alice", &["clusters"]);
-        let out = String::from_utf8_lossy(&o.stdout);
-        if o.status.success() && out.contains("east") && out.contains("west") {
-            known = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(known, "the coordinator knows both clusters");
+    // Both known, alive and restored (a fresh agent answers `restoring` until then).
+    fedvol_tests::cli::wait_ready_as(&nats, "alice", &["east", "west"]).await;
 
     // alice's workflow fits only `east` (west denies her its provisioner); bob, in `physics`,
     // fits both.
