@@ -558,6 +558,9 @@ async fn a_commit_slower_than_the_coordinators_wait_is_never_booked_twice() {
     ];
     let _coord = coordinator_on(&nats.url(), &args).await;
     let client = nats.client().await;
+    // Both restored before the first submit: a cluster still `restoring` when it is planned
+    // is no fallback for a commit that fails on `a` (CI on d5bd444 failed on that).
+    wait_ready(&client, &["a", "b"]).await;
     let mut acked = std::collections::BTreeMap::new();
 
     // Thawed while the coordinator still asks what happened. Either `a`'s commit went through
