@@ -654,6 +654,33 @@ fn admission_at_commit_takes_the_plan_kept_on_the_same_state_only() {
     assert!(core.kept.is_empty(), "the stale plan was dropped");
 }
 
+/// A plan answered while another request's commit runs is not kept: that commit changes what
+/// plans read when it ends, so the copy would almost never be taken (copying and dropping every
+/// answer was 9% of an agent's CPU under a stream of submits). Once no commit runs, plans are
+/// kept again.
+#[test]
+fn no_plan_is_kept_while_a_commit_runs() {
+    use crate::state::core::plan_with;
+    let dir = tempfile::tempdir().unwrap();
+    let mut core = open(dir.path(), 4);
+    let keep = |core: &mut Core, id: &str| {
+        let req = msg(id, workflow()).request;
+        let (inv, prepared, state) = core.snapshot_for(id);
+        let d = plan_with(None, &inv, &prepared, &state, &req);
+        let generation = core.generation();
+        core.keep_plan(&req, generation, &d);
+    };
+    let Next::Run(work) = core.begin_commit(&with_request("r1"), 1_000).unwrap() else {
+        panic!("r1's commit starts");
+    };
+    keep(&mut core, "r2");
+    assert!(core.kept.is_empty(), "not kept while r1's commit runs");
+    let results = work.into_iter().map(|w| (w, DriverResult::Ok("/x".into()))).collect();
+    core.finish_commit("r1", results, 1_001).unwrap();
+    keep(&mut core, "r3");
+    assert_eq!(core.kept.len(), 1, "kept once no commit runs");
+}
+
 /// A seeded draw in `0..n` (xorshift64), for the randomized tests of this module and
 /// `merged`'s: the same seed gives the same steps on every run.
 pub(super) fn draws(mut seed: u64) -> impl FnMut(u64) -> u64 {
