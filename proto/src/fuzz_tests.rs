@@ -48,6 +48,7 @@ fn samples() -> Vec<Vec<u8>> {
         reserve: true,
         ttl_ms: 1000,
         summary: true,
+        dry_run: false,
     };
     let submit = SubmitMsg {
         priority: None,

@@ -43,6 +43,7 @@ fn plan_msg(id: &str, reserve: bool, ttl_ms: u64) -> PlanMsg {
         reserve,
         ttl_ms,
         summary: false,
+        dry_run: false,
     }
 }
 

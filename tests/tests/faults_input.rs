@@ -510,6 +510,7 @@ async fn fuzzed_requests_get_errors_change_nothing_and_everyone_keeps_serving() 
         reserve: false,
         ttl_ms: 0,
         summary: false,
+        dry_run: false,
     });
     let action = fedvol_tests::versioned_body(&ActionMsg::new("fz-none", deadline));
     let why = fedvol_tests::versioned_body(&WhyNotMsg {

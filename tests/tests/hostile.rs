@@ -51,6 +51,7 @@ async fn control_characters_in_names_are_refused_on_the_wire() {
         reserve: true,
         ttl_ms: 0,
         summary: false,
+        dry_run: false,
     };
     let answer = fedvol_tests::load::call_raw(
         &client,

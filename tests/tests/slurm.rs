@@ -141,6 +141,7 @@ async fn plan(client: &async_nats::Client, id: &str, cores: u64, constraint: &st
         reserve: false,
         ttl_ms: 0,
         summary: false,
+        dry_run: false,
     };
     ask(client, AgentOp::Plan, &msg).await
 }

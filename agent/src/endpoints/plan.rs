@@ -55,8 +55,10 @@ pub async fn handle(shared: Arc<Shared>, msg: PlanMsg) -> Option<Result<PlanRepl
                 };
                 let mut decision = plan_with(runner.as_ref(), &inv, &prepared, &state, &msg.request);
                 // For the commit that may follow: admission at commit takes it when nothing
-                // changed meanwhile (kept only if still current).
-                lock(&sh).keep_plan(&msg.request, generation, &decision);
+                // changed meanwhile (kept only if still current). None follows a dry run.
+                if !msg.dry_run {
+                    lock(&sh).keep_plan(&msg.request, generation, &decision);
+                }
                 decision.resource_manager = manager;
                 Ok(PlanReply {
                     request_id: msg.request.request_id.clone(),
@@ -97,4 +99,54 @@ pub async fn handle(shared: Arc<Shared>, msg: PlanMsg) -> Option<Result<PlanRepl
         "plan answered"
     );
     Some(if held { durable(&shared, reply).await } else { Ok(reply) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A plan answered for a dry run keeps nothing for admission at commit (no commit follows
+    /// it); one that a commit may follow is kept.
+    #[tokio::test]
+    async fn a_dry_run_plan_is_not_kept_for_a_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let inv = fedvol_formats::parse_inventory_str(
+            "inv.yaml",
+            "cluster: c1\nzones:\n  z1:\n    hosts:\n      - {name: h0, capacity: {cpu: 8, memory: 32GiB, instances: 4}}\n",
+            None,
+        )
+        .unwrap()
+        .value;
+        let (store, snap) = crate::state::backend::Store::open(&dir.path().join("state.redb")).unwrap();
+        let core = crate::state::Core::new(
+            "c1",
+            inv,
+            store,
+            crate::state::ledger::Ledger::from_snapshot(snap),
+            30_000,
+        );
+        let drivers =
+            crate::drivers::Drivers::new(None, "c1", fedvol_proto::Subjects::new("fedvol.v1"), Default::default());
+        let shared = Arc::new(Shared::new(core, drivers, "c1", 1 << 20, 16));
+        let wf = fedvol_formats::parse_workflow_str(
+            "wf.yaml",
+            "wf",
+            "version: v4\njobs:\n  j:\n    image: {uri: docker://a}\n    resource: {cpu: {cores: 1}, memory: {size: 1GiB}}\n",
+        )
+        .unwrap()
+        .value;
+        let plan = |id: &str, dry_run: bool| PlanMsg {
+            request: fedvol_common::funnel::PlanRequest::new(id, wf.clone(), "u"),
+            deadline_ms: u64::MAX,
+            reserve: false,
+            ttl_ms: 0,
+            summary: false,
+            dry_run,
+        };
+        let r = handle(shared.clone(), plan("dry", true)).await.unwrap().unwrap();
+        assert!(r.decision.feasible, "{r:?}");
+        assert_eq!(lock(&shared).kept_plans(), 0, "nothing kept for a dry run");
+        handle(shared.clone(), plan("real", false)).await.unwrap().unwrap();
+        assert_eq!(lock(&shared).kept_plans(), 1, "kept for the commit that may follow");
+    }
 }

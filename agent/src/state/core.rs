@@ -280,6 +280,11 @@ impl Core {
         }
     }
 
+    /// How many plans are kept for admission at commit ([`Core::keep_plan`]).
+    pub fn kept_plans(&self) -> usize {
+        self.kept.len()
+    }
+
     /// Why the cluster is degraded, when it is: its live inventory source cannot be read
     /// ([`fedvol_proto::agent::SourceStatus::degraded`]).
     pub fn degraded(&self) -> Option<String> {

@@ -42,6 +42,7 @@ fn msg(id: &str, wf: Workflow) -> PlanMsg {
         reserve: true,
         ttl_ms: 10_000,
         summary: false,
+        dry_run: false,
     }
 }
 

@@ -57,14 +57,20 @@ pub struct Gathered {
     pub gather_ms: f64,
 }
 
-/// Asks every known cluster to plan `request` (holding nothing) and gathers the answers for at
-/// most `wait` (module docs). When the registry knows no cluster yet (a coordinator that just
+/// Asks every known cluster to plan `request` (holding nothing; `dry_run`: no commit follows,
+/// so the agents keep nothing of their plans for one) and gathers the answers for at most
+/// `wait` (module docs). When the registry knows no cluster yet (a coordinator that just
 /// started), agents are discovered first.
 ///
 /// Errors: only when NATS itself fails (publish or subscribe); unanswered clusters are slots,
 /// not errors.
-pub async fn fan_out(co: &Arc<Coordinator>, request: &PlanRequest, wait: Duration) -> Result<Gathered, RpcError> {
-    fan_out_to(co, request, None, wait).await
+pub async fn fan_out(
+    co: &Arc<Coordinator>,
+    request: &PlanRequest,
+    dry_run: bool,
+    wait: Duration,
+) -> Result<Gathered, RpcError> {
+    fan_out_to(co, request, None, dry_run, wait).await
 }
 
 /// [`fan_out`] to the known clusters among `only` (all of them when `None`): how a plan asks
@@ -76,6 +82,7 @@ pub async fn fan_out_to(
     co: &Arc<Coordinator>,
     request: &PlanRequest,
     only: Option<&BTreeSet<String>>,
+    dry_run: bool,
     wait: Duration,
 ) -> Result<Gathered, RpcError> {
     if only.is_none() && co.registry().is_empty() {
@@ -113,6 +120,7 @@ pub async fn fan_out_to(
         // The decision keeps only three whole answers: past a few more, those are fetched
         // (`super::whole`) and the others cross NATS as summaries.
         summary: names.len() > fedvol_common::summary::AGENT_SUMMARIES_PAST,
+        dry_run,
     };
     let body = Plan::encode_request(&msg);
     // Answers arrive on each cluster's long-lived subscription, routed here by request id

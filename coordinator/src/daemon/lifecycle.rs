@@ -353,7 +353,7 @@ pub async fn plan(co: &Arc<Coordinator>, stored: &mut StoredDecision, wait_ms: u
     let asked = std::time::Instant::now();
     let until = asked + Duration::from_millis(wait_ms);
     let nats = |e: fedvol_proto::rpc::RpcError| error_reply(Code::NatsError, e.to_string());
-    let mut gathered = fan_out(co, &stored.request, Duration::from_millis(wait_ms))
+    let mut gathered = fan_out(co, &stored.request, stored.dry_run, Duration::from_millis(wait_ms))
         .await
         .map_err(nats)?;
     // The drains in force now among the clusters asked (docs/design.md §2.5): a drained
@@ -381,7 +381,7 @@ pub async fn plan(co: &Arc<Coordinator>, stored: &mut StoredDecision, wait_ms: u
         tracing::info!(restoring = ?restoring, left_ms = left.as_millis() as u64, "no answering cluster can place it; asking again the clusters waiting for their restore");
         tokio::time::sleep(Duration::from_millis(RESTORE_ASK_AGAIN_MS)).await;
         let left = until.saturating_duration_since(std::time::Instant::now());
-        let again = fan_out_to(co, &stored.request, Some(&restoring), left)
+        let again = fan_out_to(co, &stored.request, Some(&restoring), stored.dry_run, left)
             .await
             .map_err(nats)?;
         for (name, slot) in again.slots {

@@ -95,6 +95,7 @@ pub fn plan_body(workflow: &Workflow, id: &str, reserve: bool, summary: bool, wa
         reserve,
         ttl_ms: 0,
         summary,
+        dry_run: false,
     };
     Plan::encode_request(&msg).to_vec()
 }

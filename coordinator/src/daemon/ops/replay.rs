@@ -80,6 +80,8 @@ pub async fn replay(co: &Coordinator, q: &DecisionRef) -> Result<ReplayReply, Fa
         reserve: false,
         ttl_ms: 0,
         summary: false,
+        // A replay only compares: nothing is committed after it.
+        dry_run: true,
     };
     let answers = futures::future::join_all(answered.iter().map(|c| replan(co, c, &msg, wait))).await;
     let mut clusters: IndexMap<String, ClusterDecision> = IndexMap::new();
