@@ -35,6 +35,11 @@ pub async fn handle(shared: Arc<Shared>, msg: PlanMsg) -> Option<Result<PlanRepl
         return Some(Err(internal("the agent is shutting down")));
     };
     let msg_summary = msg.summary;
+    // This plan holds one admission permit itself (crate::service).
+    let alone = shared
+        .max_in_flight
+        .saturating_sub(shared.admission.available_permits())
+        <= 1;
     let compute = {
         let sh = shared.clone();
         move || {
@@ -55,8 +60,11 @@ pub async fn handle(shared: Arc<Shared>, msg: PlanMsg) -> Option<Result<PlanRepl
                 };
                 let mut decision = plan_with(runner.as_ref(), &inv, &prepared, &state, &msg.request);
                 // For the commit that may follow: admission at commit takes it when nothing
-                // changed meanwhile (kept only if still current). None follows a dry run.
-                if !msg.dry_run {
+                // changed meanwhile (kept only if still current). None follows a dry run; and
+                // while other requests are in progress here, their commits change the state
+                // before this plan's commit comes (under a stream of submits a kept copy was
+                // nearly always dropped untaken), so only a plan served alone is kept.
+                if !msg.dry_run && alone {
                     lock(&sh).keep_plan(&msg.request, generation, &decision);
                 }
                 decision.resource_manager = manager;
@@ -106,7 +114,8 @@ mod tests {
     use super::*;
 
     /// A plan answered for a dry run keeps nothing for admission at commit (no commit follows
-    /// it); one that a commit may follow is kept.
+    /// it), nor one answered while another request is in progress on the agent; one that a
+    /// commit may follow, served alone, is kept.
     #[tokio::test]
     async fn a_dry_run_plan_is_not_kept_for_a_commit() {
         let dir = tempfile::tempdir().unwrap();
@@ -146,7 +155,18 @@ mod tests {
         let r = handle(shared.clone(), plan("dry", true)).await.unwrap().unwrap();
         assert!(r.decision.feasible, "{r:?}");
         assert_eq!(lock(&shared).kept_plans(), 0, "nothing kept for a dry run");
+        // Served as the service serves it: holding its admission permit.
+        let permit = shared.admission.clone().try_acquire_owned().unwrap();
+        let other = shared.admission.clone().try_acquire_owned().unwrap();
+        handle(shared.clone(), plan("busy", false)).await.unwrap().unwrap();
+        assert_eq!(
+            lock(&shared).kept_plans(),
+            0,
+            "not kept while another request is in progress"
+        );
+        drop(other);
         handle(shared.clone(), plan("real", false)).await.unwrap().unwrap();
         assert_eq!(lock(&shared).kept_plans(), 1, "kept for the commit that may follow");
+        drop(permit);
     }
 }
