@@ -146,25 +146,8 @@ mod tests {
     #[test]
     fn state_series_are_read_at_each_scrape() {
         let dir = tempfile::tempdir().unwrap();
-        let inv = fedvol_formats::parse_inventory_str(
-            "inv.yaml",
-            "cluster: c1\nzones:\n  z1:\n    hosts:\n      - {name: h0, capacity: {cpu: 8, memory: 32GiB, instances: 4}}\n",
-            None,
-        )
-        .unwrap()
-        .value;
-        let version = inv.version.clone();
-        let (store, snap) = crate::state::backend::Store::open(&dir.path().join("state.redb")).unwrap();
-        let core = crate::state::Core::new(
-            "c1",
-            inv,
-            store,
-            crate::state::ledger::Ledger::from_snapshot(snap),
-            30_000,
-        );
-        let drivers =
-            crate::drivers::Drivers::new(None, "c1", fedvol_proto::Subjects::new("fedvol.v1"), Default::default());
-        let shared = Arc::new(Shared::new(core, drivers, "c1", 1 << 20, 16));
+        let shared = crate::shared::one_host_for_tests(dir.path());
+        let version = lock(&shared).inventory_version().to_string();
         let mut r = Registry::new("agent", "0");
         let state = StateCollector::default();
         r.register_collector(state.clone());

@@ -164,3 +164,27 @@ pub enum SyncError {
     #[error("the disk sync task failed: {0}")]
     Task(String),
 }
+
+/// What an endpoint's unit tests serve from: the state of cluster `c1` in `dir` (a fresh redb
+/// file), one zone `z1` with one host `h0` of 8 cores, 32 GiB and 4 instances, no NATS
+/// connection, at most 16 requests in flight.
+#[cfg(test)]
+pub(crate) fn one_host_for_tests(dir: &std::path::Path) -> Arc<Shared> {
+    let inv = fedvol_formats::parse_inventory_str(
+        "inv.yaml",
+        "cluster: c1\nzones:\n  z1:\n    hosts:\n      - {name: h0, capacity: {cpu: 8, memory: 32GiB, instances: 4}}\n",
+        None,
+    )
+    .expect("the test inventory")
+    .value;
+    let (store, snap) = crate::state::backend::Store::open(&dir.join("state.redb")).expect("the test state");
+    let core = Core::new(
+        "c1",
+        inv,
+        store,
+        crate::state::ledger::Ledger::from_snapshot(snap),
+        30_000,
+    );
+    let drivers = Drivers::new(None, "c1", fedvol_proto::Subjects::new("fedvol.v1"), Default::default());
+    Arc::new(Shared::new(core, drivers, "c1", 1 << 20, 16))
+}

@@ -48,6 +48,7 @@ fn the_previous_releases_requests_decode() {
     );
     let m = agent::Plan::decode_request(plan.as_bytes(), "agent").unwrap();
     assert!(m.reserve && m.request.request_id == "r-1");
+    assert!(!m.dry_run, "a commit may follow a plan of the previous release");
     let action = br#"{"v":1,"request_id":"r-1","deadline_ms":1900000000000}"#;
     for decoded in [
         agent::Commit::decode_request(action, "agent"),
@@ -451,4 +452,24 @@ fn failure_kinds_unavailable_and_restoring_read_with_the_previous_releases_types
     before.state = crate::decisions::DecisionState::Failed;
     before.attempts.clear();
     assert_eq!(before.failure(), Some(crate::decisions::FailureKind::NothingFits));
+}
+
+/// A plan's `dry_run` is an addition: written only when set (so a plan a commit may follow
+/// is the bytes the previous release sent), read back as sent.
+#[test]
+fn a_plans_dry_run_is_written_only_when_set() {
+    let request: fedvol_common::funnel::PlanRequest = serde_json::from_str(&request_json()).unwrap();
+    let mut msg = agent::PlanMsg {
+        request,
+        deadline_ms: 1_900_000_000_000,
+        reserve: false,
+        ttl_ms: 0,
+        summary: false,
+        dry_run: false,
+    };
+    let plain = agent::Plan::encode_request(&msg);
+    assert!(!String::from_utf8_lossy(&plain).contains("dry_run"));
+    msg.dry_run = true;
+    let dry = agent::Plan::encode_request(&msg);
+    assert!(agent::Plan::decode_request(&dry, "agent").unwrap().dry_run);
 }

@@ -90,30 +90,33 @@ pub fn shown(o: &Output) -> String {
     )
 }
 
+/// True when `listing` (the JSON of `fedvol clusters -o json`) lists cluster `name` heard by
+/// heartbeat (a replica listed), alive and not `restoring`: ready for work.
+pub fn listed_ready(listing: &serde_json::Value, name: &str) -> bool {
+    listing["clusters"].as_array().is_some_and(|cs| {
+        cs.iter().any(|c| {
+            c["name"] == name
+                && c["alive"] == true
+                && c["restoring"] != true
+                && c["instances"].as_array().is_some_and(|i| !i.is_empty())
+        })
+    })
+}
+
 /// Waits (20 s at most) until `fedvol clusters -o json`, run as `user`, lists every cluster of
-/// `names` heard by heartbeat (a replica listed), alive and not `restoring`, as a user waits for
-/// `fedvol clusters` before sending work: a fresh agent started with the restore gate as
-/// shipped answers `restoring` until a coordinator's reconciler restored it, on its first
-/// heartbeat (docs/design.md §6), so a cluster that is merely listed may still refuse a commit.
+/// `names` ready ([`listed_ready`]), as a user waits for `fedvol clusters` before sending work:
+/// a fresh agent started with the restore gate as shipped answers `restoring` until a
+/// coordinator's reconciler restored it, on its first heartbeat (docs/design.md §6), so a
+/// cluster that is merely listed may still refuse a commit.
 ///
 /// Panics (test failure) with the last listing when they never all are.
 pub async fn wait_ready_as(nats: &NatsServer, user: &str, names: &[&str]) {
     let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
         let o = fedvol_as(nats, user, &["clusters", "-o", "json"]);
-        let ready = |doc: &serde_json::Value, n: &str| {
-            doc["clusters"].as_array().is_some_and(|cs| {
-                cs.iter().any(|c| {
-                    c["name"] == n
-                        && c["alive"] == true
-                        && c["restoring"] != true
-                        && c["instances"].as_array().is_some_and(|i| !i.is_empty())
-                })
-            })
-        };
         if o.status.success()
             && let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&o.stdout)
-            && names.iter().all(|n| ready(&doc, n))
+            && names.iter().all(|n| listed_ready(&doc, n))
         {
             return;
         }

@@ -232,21 +232,9 @@ pub async fn wait_clusters_as(urls: &str, private_inbox: bool, names: &[&str]) {
         let o = fedvol_as(urls, "alice", "alice", private_inbox, &["clusters", "-o", "json"]);
         if o.status.success()
             && let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&o.stdout)
+            && names.iter().all(|n| crate::cli::listed_ready(&doc, n))
         {
-            let alive = |n: &str| {
-                doc["clusters"].as_array().is_some_and(|cs| {
-                    cs.iter().any(|c| {
-                        // Heard by heartbeat (a replica listed), alive, not restoring.
-                        c["name"] == n
-                            && c["alive"] == true
-                            && c["restoring"] != true
-                            && c["instances"].as_array().is_some_and(|i| !i.is_empty())
-                    })
-                })
-            };
-            if names.iter().all(|n| alive(n)) {
-                return;
-            }
+            return;
         }
         assert!(
             Instant::now() < end,

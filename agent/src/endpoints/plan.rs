@@ -119,24 +119,7 @@ mod tests {
     #[tokio::test]
     async fn a_dry_run_plan_is_not_kept_for_a_commit() {
         let dir = tempfile::tempdir().unwrap();
-        let inv = fedvol_formats::parse_inventory_str(
-            "inv.yaml",
-            "cluster: c1\nzones:\n  z1:\n    hosts:\n      - {name: h0, capacity: {cpu: 8, memory: 32GiB, instances: 4}}\n",
-            None,
-        )
-        .unwrap()
-        .value;
-        let (store, snap) = crate::state::backend::Store::open(&dir.path().join("state.redb")).unwrap();
-        let core = crate::state::Core::new(
-            "c1",
-            inv,
-            store,
-            crate::state::ledger::Ledger::from_snapshot(snap),
-            30_000,
-        );
-        let drivers =
-            crate::drivers::Drivers::new(None, "c1", fedvol_proto::Subjects::new("fedvol.v1"), Default::default());
-        let shared = Arc::new(Shared::new(core, drivers, "c1", 1 << 20, 16));
+        let shared = crate::shared::one_host_for_tests(dir.path());
         let wf = fedvol_formats::parse_workflow_str(
             "wf.yaml",
             "wf",
