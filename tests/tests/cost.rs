@@ -45,12 +45,6 @@ fn workflow(dir: &std::path::Path, policy: &str) -> String {
     p.display().to_string()
 }
 
-/// Waits until `fedvol clusters` lists every one of `names` alive and restored (a merely
-/// listed fresh agent may still answer `restoring`: CI on 7a3c06e failed on that).
-async fn until_known(nats: &NatsServer, names: &[&str]) {
-    fedvol_tests::cli::wait_ready_as(nats, "alice", names).await;
-}
-
 fn cost_step(decision: &serde_json::Value) -> Option<serde_json::Value> {
     decision["choice"]
         .as_array()
@@ -67,7 +61,7 @@ async fn prefer_cost_commits_on_the_cheaper_cluster_and_explains_why() {
     // `cheap` is busier (6 of 8 cores): least loaded picks `dear`.
     let _dear = AgentProc::start(&nats, 200, |d| priced("dear", d, "0.5", None, 0)).await;
     let cheap = AgentProc::start(&nats, 200, |d| priced("cheap", d, "0.1", None, 6)).await;
-    until_known(&nats, &["dear", "cheap"]).await;
+    fedvol_tests::cli::wait_ready_as(&nats, "alice", &["dear", "cheap"]).await;
     let dir = tempfile::tempdir().unwrap();
     let wf = workflow(dir.path(), "    policy: {timeout: {execute: 2h0m0s}}\n");
 
@@ -145,7 +139,7 @@ async fn a_coordinator_configured_for_cost_applies_it_without_the_flag() {
     // The same storage price; hosts at 2 and 0.5 per hour, the cheap one busier.
     let _dear = AgentProc::start(&nats, 200, |d| priced("dear", d, "0.1", Some("2"), 0)).await;
     let _cheap = AgentProc::start(&nats, 200, |d| priced("cheap", d, "0.1", Some("0.5"), 6)).await;
-    until_known(&nats, &["dear", "cheap"]).await;
+    fedvol_tests::cli::wait_ready_as(&nats, "alice", &["dear", "cheap"]).await;
     let wf = workflow(dir.path(), "");
 
     let o = fedvol(&nats, &["submit", &wf, "--request-id", "by-config", "-o", "json"]);

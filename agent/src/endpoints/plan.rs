@@ -35,11 +35,11 @@ pub async fn handle(shared: Arc<Shared>, msg: PlanMsg) -> Option<Result<PlanRepl
         return Some(Err(internal("the agent is shutting down")));
     };
     let msg_summary = msg.summary;
-    // This plan holds one admission permit itself (crate::service).
-    let alone = shared
+    // Requests served beside this one (it holds one admission permit itself: crate::service).
+    let others = shared
         .max_in_flight
         .saturating_sub(shared.admission.available_permits())
-        <= 1;
+        .saturating_sub(1);
     let compute = {
         let sh = shared.clone();
         move || {
@@ -59,13 +59,10 @@ pub async fn handle(shared: Arc<Shared>, msg: PlanMsg) -> Option<Result<PlanRepl
                     )
                 };
                 let mut decision = plan_with(runner.as_ref(), &inv, &prepared, &state, &msg.request);
-                // For the commit that may follow: admission at commit takes it when nothing
-                // changed meanwhile (kept only if still current). None follows a dry run; and
-                // while other requests are in progress here, their commits change the state
-                // before this plan's commit comes (under a stream of submits a kept copy was
-                // nearly always dropped untaken), so only a plan served alone is kept.
-                if !msg.dry_run && alone {
-                    lock(&sh).keep_plan(&msg.request, generation, &decision);
+                // For the commit that may follow (none follows a dry run): admission at commit
+                // takes it when nothing changed meanwhile (Core::keep_plan says when it is kept).
+                if !msg.dry_run {
+                    lock(&sh).keep_plan(&msg.request, generation, &decision, others);
                 }
                 decision.resource_manager = manager;
                 Ok(PlanReply {

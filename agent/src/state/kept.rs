@@ -4,9 +4,9 @@
 //! and the request is the same, that plan is the decision it would make (the funnel decides
 //! from its inputs alone: the seed is the request's). At 1 in flight that spares the chosen
 //! agent a second plan per submit (at 20,000 hosts, 2.3 ms of a 9.3 ms submit). A plan of an
-//! older generation is never taken. None is kept for a dry run, nor while other requests run on
-//! the agent (the plan endpoint) or a commit runs ([`super::core::Core::keep_plan`]): under load
-//! the state moves before the commit comes, and each copy was dropped untaken.
+//! older generation is never taken. None is kept for a dry run (the plan endpoint), nor while
+//! other requests are served or a commit runs ([`super::core::Core::keep_plan`]): under load the
+//! state moves before the commit comes, and each copy was dropped untaken.
 //!
 //! At most [`MAX_KEPT`] wait, the oldest going first; each is taken once.
 

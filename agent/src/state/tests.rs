@@ -626,7 +626,7 @@ fn admission_at_commit_takes_the_plan_kept_on_the_same_state_only() {
         let fresh = d.clone();
         d.elapsed_ms = 42.0;
         let generation = core.generation();
-        core.keep_plan(&req, generation, &d);
+        core.keep_plan(&req, generation, &d, 0);
         fresh
     };
 
@@ -669,7 +669,7 @@ fn no_plan_is_kept_while_a_commit_runs() {
         let (inv, prepared, state) = core.snapshot_for(id);
         let d = plan_with(None, &inv, &prepared, &state, &req);
         let generation = core.generation();
-        core.keep_plan(&req, generation, &d);
+        core.keep_plan(&req, generation, &d, 0);
     };
     let Next::Run(work) = core.begin_commit(&with_request("r1"), 1_000).unwrap() else {
         panic!("r1's commit starts");
