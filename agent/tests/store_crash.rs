@@ -26,7 +26,8 @@ fn hold(id: &str) -> Hold {
             cluster: "a".into(),
             decision: ClusterDecision::without_answer(ClusterStatus::Answered, 0.0, None),
             hold: None,
-        },
+        }
+        .into(),
         committing: false,
         committing_since_ms: 0,
         claims: Default::default(),

@@ -245,7 +245,8 @@ async fn a_replaced_writer_cannot_append_to_the_state_stream() {
                 cluster: "f".into(),
                 decision: ClusterDecision::without_answer(ClusterStatus::Answered, 0.0, None),
                 hold: None,
-            },
+            }
+            .into(),
             committing: true,
             committing_since_ms: 1,
             claims: Default::default(),

@@ -28,7 +28,7 @@ impl Core {
         let request_id = msg.request_id.as_str();
         if let Some(c) = self.ledger.commits().get(request_id) {
             let mut reply = c.reply.clone();
-            reply.decision = Some(c.plan_reply.decision.clone());
+            reply.decision = Some(c.plan_reply.read(request_id)?.decision);
             return Ok(Next::Answer(Box::new(reply)));
         }
         if self.in_flight.contains(request_id) {
@@ -305,14 +305,15 @@ impl Core {
         let mut reply = ActionReply::done(&self.cluster, &request_id, rec.outcomes);
         reply.jobs = jobs.clone();
         let mut answer = reply.clone();
-        answer.decision = Some(hold.reply.decision.clone());
+        // The commit keeps the hold's answer as the text the hold already encoded: no copy of
+        // the decision, no second encoding ([`super::reply`]).
         let commit = Commit {
             request_id: request_id.clone(),
             workflow: hold.workflow.clone(),
             allocations: hold.allocations().to_vec(),
             volumes: rec.volumes,
-            reply: reply.clone(),
-            plan_reply: hold.reply.clone(),
+            reply,
+            plan_reply: hold.reply.text().clone(),
             completion: None,
             completed_ms: 0,
             jobs,
@@ -323,6 +324,8 @@ impl Core {
             put_volumes: rec.put_volumes,
             ..Batch::default()
         })?;
+        // The ledger no longer holds the hold: its decision is moved into the answer, not copied.
+        answer.decision = Some(hold.reply.into_reply().decision);
         Ok(answer)
     }
 

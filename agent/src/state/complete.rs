@@ -9,6 +9,7 @@ use fedvol_proto::agent::ActionReply;
 
 use super::core::{Core, CoreError, DeleteWork, DriverResult, Next, event, outcome, refusal};
 use super::records::Holding;
+use super::reply::ReplyText;
 use super::store::Batch;
 
 impl Core {
@@ -141,8 +142,10 @@ impl Core {
         // allocations (no longer counted) are dropped, so a completed workflow costs a small
         // record, not its whole decision (the soak: ~20 KB of memory per completed workflow
         // for 10 minutes, hundreds of MiB per agent at ~50 completions/s).
-        commit.plan_reply.decision.trace = Vec::new();
-        commit.plan_reply.decision.allocations = Vec::new();
+        let mut kept = commit.plan_reply.read(request_id)?;
+        kept.decision.trace = Vec::new();
+        kept.decision.allocations = Vec::new();
+        commit.plan_reply = ReplyText::encode(&kept);
         commit.allocations = Vec::new();
         self.apply(Batch {
             put_commits: vec![commit],

@@ -40,6 +40,15 @@ pub enum CoreError {
     /// The durable store failed; the operation did not take effect.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A commit's kept answer did not read back (its text is checked when it is made or
+    /// loaded, so only damaged memory gets here); nothing changed.
+    #[error("the answer kept for request {request_id} does not read back: {message}")]
+    Unreadable {
+        /// The request.
+        request_id: String,
+        /// The decoding error.
+        message: String,
+    },
 }
 
 /// A provisioning the caller must run for a commit.

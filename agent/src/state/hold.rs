@@ -17,10 +17,10 @@ impl Core {
     pub fn plan_and_hold(&mut self, msg: &PlanMsg, now_ms: u64) -> Result<PlanReply, CoreError> {
         let id = &msg.request.request_id;
         if let Some(h) = self.ledger.holds().get(id) {
-            return Ok(h.reply.clone());
+            return Ok(PlanReply::clone(&h.reply));
         }
         if let Some(c) = self.ledger.commits().get(id) {
-            return Ok(c.plan_reply.clone());
+            return c.plan_reply.read(id);
         }
         let decision = self.plan_now(&msg.request, now_ms)?;
         let mut reply = PlanReply {
@@ -56,7 +56,7 @@ pub(super) fn new_hold(request: &PlanRequest, reply: PlanReply, expires_ms: u64,
         request_id: request.request_id.clone(),
         workflow: request.workflow.name.clone(),
         expires_ms,
-        reply,
+        reply: reply.into(),
         committing,
         committing_since_ms: 0,
         claims: request

@@ -19,6 +19,7 @@ pub mod merged;
 pub mod records;
 pub mod release;
 pub mod replicated;
+pub mod reply;
 pub mod status;
 pub mod store;
 pub mod sweep;

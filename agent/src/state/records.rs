@@ -5,7 +5,9 @@
 use fedvol_common::decision::{HostAllocation, NewVolume};
 use fedvol_common::funnel::VolumeId;
 use fedvol_common::model::PersistentVolume;
-use fedvol_proto::agent::{ActionReply, PlanReply, VolumeEvent};
+use fedvol_proto::agent::{ActionReply, VolumeEvent};
+
+use super::reply::{HeldReply, ReplyText};
 
 /// A reservation: what a plan chose, held under a lease until commit, release or expiry.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -16,8 +18,9 @@ pub struct Hold {
     pub workflow: String,
     /// Lapse time, ms since the epoch.
     pub expires_ms: u64,
-    /// The reply the plan gave (returned again for a repeated request id).
-    pub reply: PlanReply,
+    /// The reply the plan gave (returned again for a repeated request id), decoded for the
+    /// ledger and encoded once ([`super::reply`]).
+    pub reply: HeldReply,
     /// A commit of this hold has started (drivers may have created assets).
     #[serde(default)]
     pub committing: bool,
@@ -104,8 +107,9 @@ pub struct Commit {
     pub volumes: Vec<CommittedVolume>,
     /// The reply the commit gave.
     pub reply: ActionReply,
-    /// The plan reply the hold had (so a repeated reserving plan after commit answers the same).
-    pub plan_reply: PlanReply,
+    /// The plan reply the hold had (so a repeated reserving plan after commit answers the same),
+    /// kept as its text, the hold's own ([`super::reply`]).
+    pub plan_reply: ReplyText,
     /// The reply of `complete`, once the workflow ended.
     #[serde(default)]
     pub completion: Option<ActionReply>,

@@ -331,8 +331,9 @@ fn a_completed_commit_keeps_a_small_record() {
         .find(|c| c.request_id == "small")
         .expect("kept for the retention");
     assert!(c.completion.is_some());
-    assert!(c.plan_reply.decision.trace.is_empty(), "no trace kept");
-    assert!(c.allocations.is_empty() && c.plan_reply.decision.allocations.is_empty());
+    let kept = c.plan_reply.decode().unwrap();
+    assert!(kept.decision.trace.is_empty(), "no trace kept");
+    assert!(c.allocations.is_empty() && kept.decision.allocations.is_empty());
 }
 
 /// Admission at commit: a commit that carries its request and finds no hold plans
