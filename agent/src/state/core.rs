@@ -463,25 +463,24 @@ impl Core {
     pub(super) fn rebuild(&mut self) {
         self.generation += 1;
         let generation = self.ledger.volumes_generation();
-        let volumes = match &self.merged {
-            Some(m) if m.generation() == generation => m.list().clone(),
-            _ => {
-                let m = Merged::new(&self.ledger, &self.base, &self.index);
-                let v = m.list().clone();
-                self.merged = Some(m);
-                v
-            }
+        let merged = match &mut self.merged {
+            Some(m) if m.generation() == generation => m,
+            other => other.insert(Merged::new(&self.ledger, &self.base, &self.index)),
         };
         let hosts = self.ledger.hosts_in_use(&self.index);
         let again = || self.prepared_hosts.iter().chain(&hosts).copied();
         // Edited in place when no plan holds the last one (a plan in flight keeps its
-        // snapshot): only the hosts whose use may have changed are read again.
+        // snapshot): only the hosts whose use may have changed are read again, and the
+        // volumes are edited as the merged list was since (`Merged::bring`), not copied.
         let state = match Arc::get_mut(&mut self.effective).filter(|_| self.patchable) {
-            Some(prev) => self
-                .ledger
-                .effective_patched(prev, &self.base, &self.index, volumes, again()),
+            Some(prev) => {
+                if !merged.bring(&mut prev.volumes) {
+                    prev.volumes = merged.copy();
+                }
+                self.ledger.effective_patched(prev, &self.base, &self.index, again())
+            }
             None => {
-                let (eff, state) = self.ledger.effective_with(&self.base, &self.index, volumes);
+                let (eff, state) = self.ledger.effective_with(&self.base, &self.index, merged.copy());
                 self.effective = Arc::new(eff);
                 state
             }

@@ -351,7 +351,9 @@ impl Ledger {
 
     /// [`Ledger::effective_with`], made by editing `prev` in place instead of copying every
     /// host of `base`: `prev` must be the effective inventory of `base` that an earlier state of
-    /// this ledger gave (by either), and `hosts` (zone index, host index) every host whose
+    /// this ledger gave (by either), with its volumes already the merged ones of this ledger
+    /// ([`Ledger::merged_volumes`], without what holds add: they are added here), and `hosts`
+    /// (zone index, host index) every host whose
     /// capacity in use may differ since: the hosts that state used and the hosts this one uses
     /// ([`Ledger::hosts_in_use`] of each; repeats are harmless). Those hosts are read again
     /// from `base`, plus what this ledger holds on them; every other host keeps its pointer,
@@ -363,7 +365,6 @@ impl Ledger {
         prev: &mut Inventory,
         base: &Inventory,
         index: &InventoryIndex,
-        volumes: Vec<Arc<PersistentVolume>>,
         hosts: impl IntoIterator<Item = (usize, usize)>,
     ) -> ClusterState {
         for (zi, hi) in hosts {
@@ -389,7 +390,6 @@ impl Ledger {
                 None => host.clone(),
             };
         }
-        prev.volumes = volumes;
         self.held_volumes(&mut prev.volumes)
     }
 
