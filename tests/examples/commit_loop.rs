@@ -105,7 +105,11 @@ fn main() {
             let store = core.store();
             store.sync_through(store.written()).expect("the sync");
             let live = LIVE.load(Ordering::Relaxed);
-            println!("{:>8}  {per:>12.1}  {:>22}", i + 1, (live - live_before) / WINDOW as isize);
+            println!(
+                "{:>8}  {per:>12.1}  {:>22}",
+                i + 1,
+                (live - live_before) / WINDOW as isize
+            );
             live_before = live;
             window_start = Instant::now();
         }
