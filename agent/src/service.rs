@@ -6,7 +6,7 @@
 //! Around each handler, [`fedvol_proto::serve::answer`] refuses bodies over `maxBodyBytes`
 //! and malformed ones (`bad_request`, nothing changes), drops requests past their deadline,
 //! and replaces an answer over the server's `max_payload` with `reply_too_large`. State changes
-//! go through one lock ([`Core`]) and reach the disk before the reply ([`crate::shared::durable`]).
+//! go through one lock ([`crate::state::Core`]) and reach the disk before the reply ([`crate::shared::durable`]).
 
 use std::collections::HashMap;
 use std::future::Future;

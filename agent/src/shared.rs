@@ -33,7 +33,7 @@ pub struct Shared {
     pub max_in_flight: usize,
     /// Request and reload metrics (counted whether or not a metrics server runs).
     pub metrics: crate::metrics::AgentMetrics,
-    /// What `/readyz` answers: [`serve`] makes it ready once every endpoint is subscribed.
+    /// What `/readyz` answers: [`crate::service::serve`] makes it ready once every endpoint is subscribed.
     pub readiness: fedvol_obs::Readiness,
     /// Whether new commits wait for the coordinators' restore ([`crate::restore_gate`]).
     pub restore: crate::restore_gate::RestoreGate,

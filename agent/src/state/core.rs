@@ -1,6 +1,6 @@
 //! The agent's state machine ([`Core`]): what it holds, and the helpers its operations share
 //! (the operations themselves are in the sibling modules, one per concern). Every change is one
-//! [`Batch`] given to [`Core::apply`]: written to the store before the method returns (the
+//! [`Batch`] given to `Core::apply`: written to the store before the method returns (the
 //! service makes it durable before an answer that acknowledges it:
 //! [`super::backend::Store::sync_through`]), then applied to the ledger, and the effective
 //! inventory rebuilt, so the next plan sees it.

@@ -9,7 +9,7 @@
 //! record replaced by it, then the live records of volumes the inventory lacks, in key order).
 //! The order matters: plans are deterministic over it.
 //!
-//! The effective inventory starts from this list ([`super::core::Core::rebuild`]). Copied
+//! The effective inventory starts from this list (`Core::rebuild`). Copied
 //! there after every change, the copy cost one reference count increment per volume, and the
 //! old copy's drop one decrement, each a cache miss: a commit's cost grew with every volume
 //! the cluster has (at 4,000 volumes, 19% of an agent's commit in a loop of commits). So the

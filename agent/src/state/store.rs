@@ -355,7 +355,7 @@ impl RedbStore {
     /// Queues `batch` to be written by the next sync ([`super::backend::Store::sync_through`]),
     /// without touching the file; returns its sequence number.
     ///
-    /// Errors: more than [`MAX_QUEUED`] batches waited and writing them failed.
+    /// Errors: more than `MAX_QUEUED` (1,024) batches waited and writing them failed.
     pub fn write(&self, batch: &Batch) -> Result<u64, StoreError> {
         if batch.is_empty() {
             return Ok(self.written());
