@@ -472,6 +472,7 @@ impl Core {
         // Edited in place when no plan holds the last one (a plan in flight keeps its
         // snapshot): only the hosts whose use may have changed are read again, and the
         // volumes are edited as the merged list was since (`Merged::bring`), not copied.
+        let run = merged.sorted_run(&self.base);
         let state = match Arc::get_mut(&mut self.effective).filter(|_| self.patchable) {
             Some(prev) => {
                 if !merged.bring(&mut prev.volumes) {
@@ -485,7 +486,9 @@ impl Core {
                 state
             }
         };
-        self.prepared = Arc::new(self.prepared.refreshed(&self.effective, again()));
+        // The managed volumes run sorted after the inventory's own: a name lookup searches
+        // them by halves instead of walking every volume the agent made.
+        self.prepared = Arc::new(self.prepared.refreshed_sorted(&self.effective, again(), run));
         self.prepared_hosts = hosts;
         self.patchable = true;
         self.state = Arc::new(state);

@@ -121,6 +121,14 @@ impl Merged {
         &self.list
     }
 
+    /// Where in the list the live records of volumes the inventory `base` lacks lie: after the
+    /// inventory's volumes still there, to the end, sorted by record key (provisioner, U+001F,
+    /// name), each once: the run a plan's volume lookup may search by halves
+    /// (`fedvol_common::funnel::Prepared::refreshed_sorted`).
+    pub fn sorted_run(&self, base: &Inventory) -> std::ops::Range<usize> {
+        base.volumes.len() - self.gone.len()..self.list.len()
+    }
+
     /// The ledger's volumes generation this list follows.
     pub fn generation(&self) -> u64 {
         self.generation

@@ -590,6 +590,21 @@ fn the_effective_inventory_edited_in_place_is_the_one_built_afresh() {
         assert_eq!(*core.effective, eff, "step {step}: the effective inventory");
         assert_eq!(*core.state, state, "step {step}: the live state");
         assert_eq!(*core.prepared, Prepared::new(&core.effective), "step {step}: prepared");
+        // The volume index (with the managed volumes as a sorted run) finds what a walk finds.
+        let names = core.prepared.volume_names(&core.effective).expect("the volume index");
+        let walk = |p: &str, n: &str| {
+            core.effective
+                .volumes
+                .iter()
+                .find(|v| v.name == n && v.provisioner.as_deref() == Some(p))
+                .map(Arc::as_ptr)
+        };
+        for v in core.effective.volumes.iter().chain(core.base.volumes.iter()) {
+            for p in ["scratch", "keep"] {
+                let found = names.find(&core.effective, p, &v.name).map(|v| v as *const _);
+                assert_eq!(found, walk(p, &v.name), "step {step}: lookup of {p}/{}", v.name);
+            }
+        }
         let used = core.ledger.hosts_in_use(&core.index);
         for (zi, z) in core.effective.zones.iter().enumerate() {
             for (hi, h) in z.hosts.iter().enumerate() {
@@ -606,6 +621,76 @@ fn the_effective_inventory_edited_in_place_is_the_one_built_afresh() {
     assert!(
         edited > 50 && fresh > 50,
         "both ways were taken: {edited} edited, {fresh} fresh"
+    );
+}
+
+/// The volumes the agent's commits made run sorted after the inventory's own, and a plan's
+/// name lookup searches them by halves (`Prepared::refreshed_sorted`): after every commit and
+/// completion, made in an order their names do not sort in, every lookup finds what a walk
+/// over the inventory finds.
+#[test]
+fn name_lookups_search_the_volumes_commits_made_and_find_what_a_walk_finds() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut core = open(dir.path(), 60);
+    let check = |core: &Core, when: &str| {
+        let names = core.prepared.volume_names(&core.effective).expect("the volume index");
+        // Every live volume the commits made (the inventory has none of them) is in the run.
+        let live = core.ledger.volumes().values().filter(|mv| !mv.deleted).count();
+        assert_eq!(
+            names.indexed(),
+            core.base.volumes.len(),
+            "{when}: the inventory's own indexed"
+        );
+        assert_eq!(names.run_end() - names.indexed(), live, "{when}: the run");
+        assert_eq!(
+            names.run_end(),
+            core.effective.volumes.len() - core.ledger.holds().len(),
+            "{when}: the run ends where the holds' pending volumes begin"
+        );
+        let asked: Vec<String> = core
+            .effective
+            .volumes
+            .iter()
+            .map(|v| v.name.clone())
+            .chain(["none".to_string(), "c1-zz-scratch".to_string()])
+            .collect();
+        for n in &asked {
+            for p in ["scratch", "keep", "other"] {
+                let walk = core
+                    .effective
+                    .volumes
+                    .iter()
+                    .find(|v| &v.name == n && v.provisioner.as_deref() == Some(p))
+                    .map(Arc::as_ptr);
+                let found = names.find(&core.effective, p, n).map(|v| v as *const _);
+                assert_eq!(found, walk, "{when}: {p}/{n}");
+            }
+        }
+    };
+    for i in 0..40u64 {
+        let id = format!("r{:02}", (i * 17) % 40);
+        let Next::Run(work) = core.begin_commit(&with_request(&id), 1_000).unwrap() else {
+            panic!("{id} refused")
+        };
+        let results = work
+            .into_iter()
+            .map(|w| (w, DriverResult::Ok("/tmp/x/vol".into())))
+            .collect();
+        core.finish_commit(&id, results, 1_000).unwrap();
+        check(&core, &format!("commit {id}"));
+        if i % 5 == 4 {
+            let done = format!("r{:02}", (i * 3) % 40);
+            if let Next::Run(work) = core.begin_complete(&done) {
+                let results = work.into_iter().map(|w| (w, DriverResult::Ok("gone".into()))).collect();
+                core.finish_complete(&done, results, 1_000).unwrap();
+            }
+            check(&core, &format!("complete {done}"));
+        }
+    }
+    let names = core.prepared.volume_names(&core.effective).unwrap();
+    assert!(
+        names.run_end() - names.indexed() > 20,
+        "the run holds the commits' volumes"
     );
 }
 

@@ -34,7 +34,7 @@ pub struct Prepared {
     /// The funnel's `cluster_load` of the inventory.
     load: f64,
     /// Where each volume is, by provisioner and name (`None`: prepared for one plan).
-    volumes: Option<Arc<VolumeNames>>,
+    volumes: Option<VolumeNames>,
 }
 
 impl PartialEq for Prepared {
@@ -50,7 +50,7 @@ impl Prepared {
     /// volumes for their names).
     pub fn new(inv: &Inventory) -> Self {
         let mut prepared = Prepared::hosts_of(inv);
-        prepared.volumes = Some(Arc::new(VolumeNames::new(inv)));
+        prepared.volumes = Some(VolumeNames::new(inv));
         prepared
     }
 
@@ -94,7 +94,31 @@ impl Prepared {
     /// change, with the hosts whose allocations may have changed. An `inv` of another version
     /// or shape is prepared afresh.
     pub fn refreshed(&self, inv: &Inventory, hosts: impl IntoIterator<Item = (usize, usize)>) -> Self {
-        self.refreshed_with(inv, hosts, |v| v.clone())
+        self.refreshed_with(inv, hosts, |v| v.with_sorted_run(0), None)
+    }
+
+    /// [`Prepared::refreshed`] for the agent's inventory, whose volumes at positions `run` are
+    /// sorted by provisioner, then name, each once (the volumes it made or bound, after the
+    /// inventory's own: `agent::state::merged`), as the caller vouches for `inv` alone: the
+    /// volume index covers the volumes before `run.start` only (built again when it covers
+    /// another number), and a lookup searches the run by halves instead of walking it
+    /// ([`super::volume_names`]). A prepared form refreshed from this one by
+    /// [`Prepared::refreshed`] forgets the run.
+    pub fn refreshed_sorted(
+        &self,
+        inv: &Inventory,
+        hosts: impl IntoIterator<Item = (usize, usize)>,
+        run: std::ops::Range<usize>,
+    ) -> Self {
+        let mut p = self.refreshed_with(inv, hosts, |v| v.with_sorted_run(0), Some(run.start));
+        if let Some(v) = p.volumes.as_mut()
+            && v.indexed() == run.start
+            && run.end <= inv.volumes.len()
+        {
+            debug_assert!(v.runs_sorted(inv, run.end), "the volumes vouched sorted are not");
+            *v = v.with_sorted_run(run.end);
+        }
+        p
     }
 
     /// As [`Prepared::refreshed`], for an `inv` whose volumes are those `self` indexed with the
@@ -108,16 +132,18 @@ impl Prepared {
         hosts: impl IntoIterator<Item = (usize, usize)>,
         removed: &[usize],
     ) -> Self {
-        self.refreshed_with(inv, hosts, |v| Arc::new(v.edited(inv, removed)))
+        self.refreshed_with(inv, hosts, |v| v.edited(inv, removed), None)
     }
 
     /// [`Prepared::refreshed`] with the volume index `edit` makes of the current one, kept
-    /// when it still [covers](VolumeNames::covers) `inv`, else built again.
+    /// when it still [covers](VolumeNames::covers) `inv` (and indexes `first` volumes, when
+    /// given), else built again (over `first` volumes, when given).
     fn refreshed_with(
         &self,
         inv: &Inventory,
         hosts: impl IntoIterator<Item = (usize, usize)>,
-        edit: impl FnOnce(&Arc<VolumeNames>) -> Arc<VolumeNames>,
+        edit: impl FnOnce(&VolumeNames) -> VolumeNames,
+        first: Option<usize>,
     ) -> Self {
         if !self.fits(inv) {
             return Prepared::new(inv);
@@ -126,8 +152,8 @@ impl Prepared {
         allocated.refresh(&self.fixed, inv, hosts);
         let load = allocated.load();
         let volumes = match self.volumes.as_ref().map(edit) {
-            Some(v) if v.covers(inv) => v,
-            _ => Arc::new(VolumeNames::new(inv)),
+            Some(v) if v.covers(inv) && first.is_none_or(|n| v.indexed() == n) => v,
+            _ => VolumeNames::of_first(inv, first.unwrap_or(inv.volumes.len())),
         };
         Prepared {
             version: self.version.clone(),
@@ -168,7 +194,7 @@ impl Prepared {
     /// The volume index, when `inv` still starts with the volumes it indexed
     /// ([`VolumeNames::covers`], a comparison of pointers).
     pub fn volume_names(&self, inv: &Inventory) -> Option<&VolumeNames> {
-        self.volumes.as_deref().filter(|v| v.covers(inv))
+        self.volumes.as_ref().filter(|v| v.covers(inv))
     }
 }
 
