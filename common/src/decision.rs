@@ -395,11 +395,23 @@ impl ClusterDecision {
     /// each volume's `new_volume` dropped. What the cluster choice reads (status, feasibility,
     /// soft constraints met, load, a named volume held, cost) is untouched, so the choice
     /// ranks a summarized answer as it ranked the full one. Idempotent: an answer already
-    /// summarized (an agent's summary, past 16 clusters) is left as it is, not copied.
+    /// summarized (an agent's summary, past 16 clusters) is left as it is, not copied. What
+    /// stays is kept where it is (not copied, as [`ClusterDecision::summary`] copies it); the
+    /// result equals `summary()`.
     pub fn summarize(&mut self) {
-        if !self.summarized {
-            *self = self.summary();
+        if self.summarized {
+            return;
         }
+        for v in self.volumes.values_mut() {
+            v.new_volume = None;
+        }
+        self.trace.retain(StageTrace::kept_in_summary);
+        for t in &mut self.trace {
+            t.omitted += t.rejected.len();
+            t.rejected = Vec::new();
+        }
+        self.allocations = Vec::new();
+        self.summarized = true;
     }
 
     /// This answer's summary as a new value (the rule of [`ClusterDecision::summarize`]),

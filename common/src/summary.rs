@@ -222,6 +222,11 @@ mod tests {
         let (_, d) = decision(2, 100);
         for c in d.clusters.values() {
             assert!(!c.allocations.is_empty() && c.trace.iter().any(|t| !t.rejected.is_empty()));
+            // What the summary drops is there to drop: new volumes' specifications, stages that
+            // rejected nothing and ranking stages.
+            assert!(c.volumes.values().any(|v| v.new_volume.is_some()));
+            assert!(c.trace.iter().any(|t| t.passed == t.considered));
+            assert!(c.trace.iter().any(|t| t.stage.ends_with(".choice")));
             let mut in_place = c.clone();
             in_place.summarize();
             assert_eq!(c.summary(), in_place);
