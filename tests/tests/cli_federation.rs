@@ -437,6 +437,10 @@ async fn decisions_count_says_how_many_are_in_each_state_per_cluster() {
     let _coord = CoordinatorProc::start(&nats, &["--deadline-ms", "1500", "--discovery-ms", "300"]).await;
     let _big = AgentProc::start(&nats, 200, |d| slots_inventory("big", 4, d, "all")).await;
     let _none = AgentProc::start(&nats, 200, |d| slots_inventory("none", 2, d, "[physics]")).await;
+    // Both alive and restored before the submits: a fresh agent answers `restoring` until its
+    // restore, and "nothing fits" below needs every cluster's answer (CI on 6bfc1f3 got
+    // `clusters_unavailable` from `none`).
+    fedvol_tests::cli::wait_ready_as(&nats, "alice", &["big", "none"]).await;
     let dir = tempfile::tempdir().unwrap();
     let wf = dir.path().join("wf.yaml");
     std::fs::write(&wf, WORKFLOW).unwrap();
@@ -523,6 +527,8 @@ async fn decisions_are_found_filtered_and_shown_within_100_columns() {
     let _coord = CoordinatorProc::start(&nats, &["--deadline-ms", "1500", "--discovery-ms", "300"]).await;
     let _big = AgentProc::start(&nats, 200, |d| slots_inventory("big", 4, d, "all")).await;
     let _none = AgentProc::start(&nats, 200, |d| slots_inventory("none", 2, d, "[physics]")).await;
+    // Both alive and restored before the submits (a fresh agent answers `restoring` until then).
+    fedvol_tests::cli::wait_ready_as(&nats, "alice", &["big", "none"]).await;
     let dir = tempfile::tempdir().unwrap();
     let wf = dir.path().join("wf.yaml");
     std::fs::write(&wf, WORKFLOW).unwrap();
@@ -771,6 +777,8 @@ async fn why_not_explains_the_decision_as_it_was_made() {
     let _coord = CoordinatorProc::start(&nats, &["--deadline-ms", "1500", "--discovery-ms", "300"]).await;
     let big = AgentProc::start(&nats, 200, |d| slots_inventory("big", 3, d, "all")).await;
     let _none = AgentProc::start(&nats, 200, |d| slots_inventory("none", 2, d, "[physics]")).await;
+    // Both alive and restored before the submits (a fresh agent answers `restoring` until then).
+    fedvol_tests::cli::wait_ready_as(&nats, "alice", &["big", "none"]).await;
     let dir = tempfile::tempdir().unwrap();
     let wf = dir.path().join("wf.yaml");
     std::fs::write(&wf, WORKFLOW).unwrap();
