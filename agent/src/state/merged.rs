@@ -181,7 +181,7 @@ impl Merged {
             }
             None => {
                 let want = record.filter(|mv| !mv.deleted).map(|mv| mv.pv.clone());
-                let start = base.volumes.len() - self.gone.len();
+                let start = self.sorted_run(base).start;
                 match (self.tail.binary_search_by(|k| k.as_str().cmp(key)), want) {
                     (Ok(j), Some(v)) => self.set(start + j, v),
                     (Ok(j), None) => {
