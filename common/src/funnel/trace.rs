@@ -215,6 +215,62 @@ pub fn run_filter<T>(
     run_rule(trace, subject, candidates, name, &stage)
 }
 
+/// Records the ranking stage named `stage` over `n` candidates (indices `0..n`, in candidate
+/// order), whose rejections need no rule: `lost(i)` is the one reason code candidate `i` lost
+/// the ranking with (`None`: it was chosen, it passes). Only a listed candidate (the first
+/// trace-limit of the rejected) is named (`name(i)`) and given its message
+/// (`message(i, code)`); the others are counted per code and in `omitted`, as [`run_filter`]
+/// counts them.
+///
+/// The record equals [`run_filter`]'s with a check that pushes that one reason (a randomized
+/// test holds them equal), for a counter increment per candidate instead of a rule call behind
+/// a `dyn` and a `RefCell`: a ranking stage rejects every candidate but the chosen, so at 1,000
+/// hosts `host.choice` rejected 900 hosts per job through the rule machinery, 23% of an agent's
+/// CPU per plan (BENCHMARKS.md, "Submits (issue 39, eighth part)"). Returns how many passed.
+pub fn record_ranking(
+    trace: &mut Trace,
+    stage: &str,
+    subject: &str,
+    n: usize,
+    mut lost: impl FnMut(usize) -> Option<&'static str>,
+    name: impl Fn(usize) -> String,
+    message: impl Fn(usize, &'static str) -> String,
+) -> usize {
+    let mut rejected = Vec::new();
+    let mut omitted = 0;
+    // Codes in order of first appearance with their counts: a ranking has two or three.
+    let mut counts: Vec<(&'static str, usize)> = Vec::new();
+    for i in 0..n {
+        let Some(code) = lost(i) else { continue };
+        match counts.iter_mut().find(|(c, _)| same(c, code)) {
+            Some((_, k)) => *k += 1,
+            None => counts.push((code, 1)),
+        }
+        if rejected.len() < trace.limit {
+            rejected.push(Rejection {
+                candidate: name(i),
+                reasons: vec![crate::decision::Reason {
+                    code: code.to_string(),
+                    message: message(i, code),
+                }],
+            });
+        } else {
+            omitted += 1;
+        }
+    }
+    let passed = n - rejected.len() - omitted;
+    trace.stages.push(StageTrace {
+        stage: stage.to_string(),
+        subject: subject.to_string(),
+        considered: n,
+        passed,
+        rejected,
+        omitted,
+        reason_counts: counts.into_iter().map(|(c, k)| (c.to_string(), k)).collect(),
+    });
+    passed
+}
+
 /// FNV-1a 64-bit hash: stable across Rust versions and platforms (unlike `DefaultHasher`).
 pub fn fnv1a(data: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -305,6 +361,30 @@ mod tests {
             |_, r| r.push(Reason::new("x", "x")),
         );
         assert_eq!((all[0].rejected.len(), all[0].omitted), (100, 0));
+    }
+
+    proptest::proptest! {
+        /// `record_ranking` records what `run_filter` records for a check that pushes the one
+        /// code a candidate lost with: the same listed candidates, messages, omitted count,
+        /// per-code counts, considered and passed, at every listing limit.
+        #[test]
+        fn a_ranking_records_what_its_filter_records(
+            lost in proptest::collection::vec(proptest::option::of(0usize..3), 0..60),
+            limit in 0usize..8,
+        ) {
+            const CODES: [&str; 3] = ["policy_order", "fewer_soft_matches", "seeded_draw"];
+            let code = |i: usize| lost[i].map(|k| CODES[k]);
+            let mut filtered = Trace::new(limit);
+            let survivors = run_filter(&mut filtered, "host.choice", "job", (0..lost.len()).collect(), |i| format!("z/h{i}"), |i, r| {
+                if let Some(c) = code(*i) {
+                    r.fail(c, || format!("{c} for {i}"));
+                }
+            });
+            let mut ranked = Trace::new(limit);
+            let passed = record_ranking(&mut ranked, "host.choice", "job", lost.len(), code, |i| format!("z/h{i}"), |i, c| format!("{c} for {i}"));
+            proptest::prop_assert_eq!(passed, survivors.len());
+            proptest::prop_assert_eq!(&*ranked, &*filtered);
+        }
     }
 
     proptest::proptest! {

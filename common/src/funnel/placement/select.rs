@@ -13,7 +13,7 @@ use super::stages;
 use crate::decision::{Reason, codes};
 use crate::funnel::columns::host_load;
 use crate::funnel::tagsets::Answers;
-use crate::funnel::trace::Trace;
+use crate::funnel::trace::{Trace, record_ranking};
 use crate::funnel::{run_filter, seeded_pick};
 use crate::model::{Constraint, Host, PlacementPolicy, Tag};
 
@@ -444,36 +444,40 @@ pub(crate) fn record_host_choice(trace: &mut Trace, ctx: &JobCtx<'_>, pick: &Zon
         PlacementPolicy::Default => "DEFAULT (a seeded random draw)",
     };
     let chosen: Vec<&str> = pick.hosts.iter().map(|h| h.name.as_str()).collect();
-    let cands: Vec<(&Host, u32)> = pick
-        .fitting
-        .iter()
-        .map(|c| c.host())
-        .zip(pick.soft.iter().copied())
-        .collect();
     let first_name = &first.name;
-    run_filter(
+    // Every fitting host but the chosen loses: one compare per host, and only a listed host is
+    // named and explained (`record_ranking`).
+    let host = |i: usize| pick.fitting[i].host();
+    // `soft` has a score per fitting host (`multi_host`).
+    let n = pick.fitting.len().min(pick.soft.len());
+    let soft = |i: usize| pick.soft[i];
+    record_ranking(
         trace,
         stages::HOST_CHOICE,
         ctx.job(),
-        cands,
-        |(h, _)| format!("{}/{}", zone.name, h.name),
-        |(h, s), r| {
+        n,
+        |i| {
             // The picks are references into the same hosts as `fitting` (`rank_hosts`): one
             // pointer compare per candidate instead of a name compare.
-            if pick.hosts.iter().any(|c| std::ptr::eq(*c, *h)) {
-                return;
-            }
-            if *s < first_soft {
-                r.fail(codes::FEWER_SOFT_MATCHES, || {
-                    format!("meets {s} of {total} soft constraint(s); host `{first_name}` meets {first_soft}")
-                });
+            let h = host(i);
+            if pick.hosts.iter().any(|c| std::ptr::eq(*c, h)) {
+                None
+            } else if soft(i) < first_soft {
+                Some(codes::FEWER_SOFT_MATCHES)
             } else {
-                r.fail(codes::POLICY_ORDER, || {
-                    format!(
-                        "as many soft constraints as host `{first_name}`; placement policy {policy} chose {}",
-                        chosen.join(", ")
-                    )
-                });
+                Some(codes::POLICY_ORDER)
+            }
+        },
+        |i| format!("{}/{}", zone.name, host(i).name),
+        |i, code| {
+            let s = soft(i);
+            if code == codes::FEWER_SOFT_MATCHES {
+                format!("meets {s} of {total} soft constraint(s); host `{first_name}` meets {first_soft}")
+            } else {
+                format!(
+                    "as many soft constraints as host `{first_name}`; placement policy {policy} chose {}",
+                    chosen.join(", ")
+                )
             }
         },
     );
