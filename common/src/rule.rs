@@ -195,7 +195,9 @@ where
                 continue 'candidates;
             }
         }
-        candidates.swap(kept, i);
+        if kept != i {
+            candidates.swap(kept, i);
+        }
         kept += 1;
     }
     candidates.truncate(kept);
