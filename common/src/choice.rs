@@ -127,19 +127,44 @@ pub fn choose_among_drained<'a>(
     seed: u64,
     drained: &Drains,
 ) -> (Option<String>, Vec<ChoiceStep>) {
+    let mut steps = Vec::new();
+    let chosen = choose(req, clusters, seed, drained, Some(&mut steps));
+    (chosen, steps)
+}
+
+/// The cluster [`choose_among_drained`] chooses, without its steps: no rule writes why a
+/// cluster lost, and no step is built. For a caller that needs the winner alone (the runners-up
+/// a decision keeps in full, [`crate::summary::summarize_unlisted`]): at 4 clusters the
+/// messages of the runs whose steps were dropped (each load printed at up to six decimals) were
+/// 2% of the coordinator's CPU per submit.
+pub fn pick_among_drained<'a>(
+    req: &PlanRequest,
+    clusters: Vec<(&'a str, &'a ClusterDecision)>,
+    seed: u64,
+    drained: &Drains,
+) -> Option<String> {
+    choose(req, clusters, seed, drained, None)
+}
+
+/// The rules in order over `clusters`; each rule's step pushed onto `steps` when given (else
+/// nothing is recorded and no reason is written out).
+fn choose<'a>(
+    req: &PlanRequest,
+    clusters: Vec<(&'a str, &'a ClusterDecision)>,
+    seed: u64,
+    drained: &Drains,
+    mut steps: Option<&mut Vec<ChoiceStep>>,
+) -> Option<String> {
     let setup = Setup { req, seed };
     let all: Vec<Cand<'a>> = clusters;
-    let (mut kept, first) = run(feasible(&setup, &all).as_ref(), all);
-    let mut steps = vec![first];
+    let mut kept = run(feasible(&setup, &all).as_ref(), all, steps.as_deref_mut());
     if kept.is_empty() {
-        return (None, steps);
+        return None;
     }
     if !drained.is_empty() {
-        let (left, step) = run(not_drained(drained).as_ref(), kept);
-        steps.push(step);
-        kept = left;
+        kept = run(not_drained(drained).as_ref(), kept, steps.as_deref_mut());
         if kept.is_empty() {
-            return (None, steps);
+            return None;
         }
     }
     let cost: &[Prepare] = if req.choice.is_some_and(|o| o.cost) {
@@ -154,38 +179,51 @@ pub fn choose_among_drained<'a>(
     ];
     for prepare in ranking.into_iter().flatten() {
         let rule = prepare(&setup, &kept);
-        let (left, step) = run(rule.as_ref(), kept);
-        steps.push(step);
-        kept = left;
+        kept = run(rule.as_ref(), kept, steps.as_deref_mut());
     }
-    (kept.first().map(|(w, _)| w.to_string()), steps)
+    kept.first().map(|(w, _)| w.to_string())
 }
 
-/// Runs one rule ([`sift`]): keeps the clusters it accepts and records the others with every
-/// reason, as a [`ChoiceStep`].
-fn run<'a>(rule: &(dyn Rule<Cand<'a>> + 'a), cands: Vec<Cand<'a>>) -> (Vec<Cand<'a>>, ChoiceStep) {
-    /// The clusters a rule drops, each with every reason.
-    struct Dropped(Vec<Rejection>);
+/// Runs one rule ([`sift`]): keeps the clusters it accepts and, given `steps`, records the
+/// others with every reason as a [`ChoiceStep`] pushed there; without, the rule writes no
+/// reason out (a rule's messages are made only for a listed rejection, [`Reasons::fail`]).
+fn run<'a>(
+    rule: &(dyn Rule<Cand<'a>> + 'a),
+    cands: Vec<Cand<'a>>,
+    steps: Option<&mut Vec<ChoiceStep>>,
+) -> Vec<Cand<'a>> {
+    /// The clusters a rule drops, each with every reason, when `listed`.
+    struct Dropped {
+        listed: bool,
+        dropped: Vec<Rejection>,
+    }
     impl<'a> Recorder<Cand<'a>> for Dropped {
         fn detailed(&self, _: usize) -> bool {
-            true
+            self.listed
         }
         fn reject(&mut self, _: usize, (name, _): &Cand<'a>, reasons: &mut Reasons) {
-            self.0.push(Rejection {
-                candidate: name.to_string(),
-                reasons: reasons.take(),
-            });
+            if self.listed {
+                self.dropped.push(Rejection {
+                    candidate: name.to_string(),
+                    reasons: reasons.take(),
+                });
+            }
         }
     }
     let mut kept = cands;
-    let mut dropped = Dropped(Vec::new());
-    sift(&mut kept, &[rule], &mut dropped);
-    let step = ChoiceStep {
-        rule: rule.name().to_string(),
-        kept: kept.iter().map(|(n, _)| n.to_string()).collect(),
-        dropped: dropped.0,
+    let mut dropped = Dropped {
+        listed: steps.is_some(),
+        dropped: Vec::new(),
     };
-    (kept, step)
+    sift(&mut kept, &[rule], &mut dropped);
+    if let Some(steps) = steps {
+        steps.push(ChoiceStep {
+            rule: rule.name().to_string(),
+            kept: kept.iter().map(|(n, _)| n.to_string()).collect(),
+            dropped: dropped.dropped,
+        });
+    }
+    kept
 }
 
 /// The choice rule `name` with `check`.
@@ -205,10 +243,9 @@ fn feasible<'a>(_: &Setup<'a>, _: &[Cand<'a>]) -> ChoiceRule<'a> {
 fn not_drained<'a>(drained: &'a Drains) -> ChoiceRule<'a> {
     choice_rule(rules::DRAINED, move |(name, _), r| {
         if let Some(d) = drained.get(*name) {
-            r.push(Reason::new(
-                codes::DRAINED,
-                format!("{}; it answers plans but is never chosen for new work", d.describe()),
-            ));
+            r.fail(codes::DRAINED, || {
+                format!("{}; it answers plans but is never chosen for new work", d.describe())
+            });
         }
     })
 }
@@ -223,11 +260,10 @@ fn workflow_order<'a>(s: &Setup<'a>, kept: &[Cand<'a>]) -> ChoiceRule<'a> {
         (None, _) => {}
         (Some((best, _)), Some(mine)) if mine == best => {}
         (Some((best, lead)), mine) => {
-            let mine = mine.map_or("not listed".to_string(), |m| format!("listed {}", ordinal(m + 1)));
-            r.push(not_chosen(format!(
-                "{mine} in clusters:, {lead} is listed {}",
-                ordinal(best + 1)
-            )));
+            r.fail(codes::NOT_CHOSEN, || {
+                let mine = mine.map_or("not listed".to_string(), |m| format!("listed {}", ordinal(m + 1)));
+                format!("{mine} in clusters:, {lead} is listed {}", ordinal(best + 1))
+            });
         }
     })
 }
@@ -240,9 +276,9 @@ fn named_volume<'a>(_: &Setup<'a>, kept: &[Cand<'a>]) -> ChoiceRule<'a> {
         if let Some(h) = holder
             && !c.holds_named_volume
         {
-            r.push(not_chosen(format!(
-                "holds no volume the workflow requests by name; {h} does"
-            )));
+            r.fail(codes::NOT_CHOSEN, || {
+                format!("holds no volume the workflow requests by name; {h} does")
+            });
         }
     })
 }
@@ -256,10 +292,9 @@ fn soft_constraints<'a>(_: &Setup<'a>, kept: &[Cand<'a>]) -> ChoiceRule<'a> {
         .map_or("", |(n, _)| *n);
     choice_rule(rules::SOFT_CONSTRAINTS, move |(_, c), r| {
         if c.soft_matched < best {
-            r.push(not_chosen(format!(
-                "soft constraints matched {} < {best} ({lead})",
-                c.soft_matched
-            )));
+            r.fail(codes::NOT_CHOSEN, || {
+                format!("soft constraints matched {} < {best} ({lead})", c.soft_matched)
+            });
         }
     })
 }
@@ -283,17 +318,18 @@ fn cost<'a>(_: &Setup<'a>, kept: &[Cand<'a>]) -> ChoiceRule<'a> {
         match &c.cost {
             Some(e) if e.total - best <= best.abs() * COST_EPSILON => {}
             Some(e) => {
-                let (a, b) = two_costs(e.total, best);
-                r.push(not_chosen(format!(
-                    "estimated cost {a} > {b} ({lead}): {}",
-                    e.breakdown()
-                )));
+                r.fail(codes::NOT_CHOSEN, || {
+                    let (a, b) = two_costs(e.total, best);
+                    format!("estimated cost {a} > {b} ({lead}): {}", e.breakdown())
+                });
             }
-            None => r.push(not_chosen(format!(
-                "no cost estimate (no costPerGbHour on the provisioners its plan uses, no \
+            None => r.fail(codes::NOT_CHOSEN, || {
+                format!(
+                    "no cost estimate (no costPerGbHour on the provisioners its plan uses, no \
                  hostCostPerHour on its zones): ranks after priced clusters; {lead} is estimated at {}",
-                crate::cost::money(best)
-            ))),
+                    crate::cost::money(best)
+                )
+            }),
         }
     })
 }
@@ -307,8 +343,10 @@ fn least_loaded<'a>(_: &Setup<'a>, kept: &[Cand<'a>]) -> ChoiceRule<'a> {
         .map_or("", |(n, _)| *n);
     choice_rule(rules::LEAST_LOADED, move |(_, c), r| {
         if c.load.total_cmp(&best).is_gt() {
-            let (a, b) = loads(c.load, best);
-            r.push(not_chosen(format!("load {a} > {b} ({lead})")));
+            r.fail(codes::NOT_CHOSEN, || {
+                let (a, b) = loads(c.load, best);
+                format!("load {a} > {b} ({lead})")
+            });
         }
     })
 }
@@ -320,16 +358,14 @@ fn seeded_random<'a>(s: &Setup<'a>, kept: &[Cand<'a>]) -> ChoiceRule<'a> {
     let winner = kept.get(seeded_pick(seed, "cluster", n)).map_or("", |(w, _)| *w);
     choice_rule(rules::SEEDED_RANDOM, move |(name, _), r| {
         if *name != winner {
-            r.push(not_chosen(format!(
-                "tied with {} other cluster(s); the seeded draw (seed {seed}) chose {winner}",
-                n.saturating_sub(1)
-            )));
+            r.fail(codes::NOT_CHOSEN, || {
+                format!(
+                    "tied with {} other cluster(s); the seeded draw (seed {seed}) chose {winner}",
+                    n.saturating_sub(1)
+                )
+            });
         }
     })
-}
-
-fn not_chosen(msg: String) -> Reason {
-    Reason::new(codes::NOT_CHOSEN, msg)
 }
 
 /// Every reason a cluster's answer cannot be used (empty when it can): no answer, an error, or
@@ -728,6 +764,46 @@ mod tests {
         let (_, steps) = choose_cluster_drained(&wf(&[]), &cs, 1, &Drains::new());
         assert!(steps.iter().all(|s| s.rule != rules::DRAINED));
         assert_eq!(steps.len(), 6);
+    }
+
+    proptest::proptest! {
+        /// The winner alone (no step, no message: the runners-up of `summarize_unlisted`) is
+        /// the cluster the full choice picks, whatever decides it: feasibility, drains, the
+        /// workflow's order, named volumes, soft constraints, cost, load or the seeded draw.
+        #[test]
+        fn the_winner_alone_is_the_full_choice_s_winner(
+            clusters in proptest::collection::vec(
+                (proptest::bool::weighted(0.8), 0u32..3, 0u8..4, proptest::bool::weighted(0.2), proptest::option::of(1u8..4), proptest::bool::weighted(0.2)),
+                0..9,
+            ),
+            listed in proptest::collection::vec(0usize..9, 0..3),
+            priced_choice in proptest::bool::ANY,
+            seed in 0u64..1_000,
+        ) {
+            let names: Vec<String> = (0..clusters.len()).map(|i| format!("c{i}")).collect();
+            let mut cs = IndexMap::new();
+            let mut d = Drains::new();
+            for (i, (feasible, soft, load, named, cost, drained)) in clusters.iter().enumerate() {
+                let mut c = match cost {
+                    Some(total) => priced(f64::from(*load) / 4.0, f64::from(*total)),
+                    None => answer(*soft, f64::from(*load) / 4.0, *named),
+                };
+                c.feasible = *feasible;
+                c.soft_matched = *soft;
+                c.holds_named_volume = *named;
+                if *drained {
+                    d.insert(names[i].clone(), drain("ops", "test"));
+                }
+                cs.insert(names[i].clone(), c);
+            }
+            let order: Vec<&str> = listed.iter().filter_map(|i| names.get(*i).map(String::as_str)).collect();
+            let req = if priced_choice { with_cost(&order) } else { wf(&order) };
+            let among = || cs.iter().map(|(k, v)| (k.as_str(), v)).collect::<Vec<_>>();
+            proptest::prop_assert_eq!(
+                pick_among_drained(&req, among(), seed, &d),
+                choose_among_drained(&req, among(), seed, &d).0
+            );
+        }
     }
 
     #[test]

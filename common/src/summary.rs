@@ -7,7 +7,7 @@
 //! keeps what the choice and the explanation by counts need; the listing of which candidate
 //! failed which stage is recomputed on the agent by `why_not` when asked.
 
-use crate::choice::choose_among_drained;
+use crate::choice::pick_among_drained;
 use crate::decision::Decision;
 use crate::request::PlanRequest;
 
@@ -49,7 +49,7 @@ pub fn summarize_unlisted(req: &PlanRequest, decision: &mut Decision, listed: us
             .filter(|(name, _)| !kept.contains(name))
             .map(|(name, answer)| (name.as_str(), answer))
             .collect();
-        match choose_among_drained(req, among, decision.seed, &decision.drained).0 {
+        match pick_among_drained(req, among, decision.seed, &decision.drained) {
             Some(next) => kept.push(next),
             None => break,
         }
