@@ -45,7 +45,10 @@ fn main() {
     let state = ClusterState::default();
     let prepared = Prepared::new(&inv);
     let first = plan_prepared(&inv, &prepared, &state, &request);
-    assert!(first.feasible, "the bench's workflow fits the bench's cluster: {first:?}");
+    assert!(
+        first.feasible,
+        "the bench's workflow fits the bench's cluster: {first:?}"
+    );
     println!(
         "{plans} plans per round, one cluster of {hosts} hosts (1,000 volumes, 4 provisioners), one thread, {} stage records",
         first.trace.len()
