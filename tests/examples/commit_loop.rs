@@ -19,8 +19,8 @@ use std::time::Instant;
 use fedvol_agent::state::core::{DriverResult, Next};
 use fedvol_common::funnel::PlanRequest;
 use fedvol_proto::agent::ActionMsg;
-use fedvol_tests::bench::inventory::{Shape, inventory_yaml};
-use fedvol_tests::bench::workflow::{GROUP, USER, WORKFLOW_YAML};
+use fedvol_tests::bench::inventory::{Shape, inventory};
+use fedvol_tests::bench::workflow::{GROUP, USER, workflow};
 
 /// Heap bytes allocated and not yet freed.
 static LIVE: AtomicIsize = AtomicIsize::new(0);
@@ -61,13 +61,8 @@ fn main() {
         provisioners: 4,
         volumes: 1000,
     };
-    let text = inventory_yaml("c00", shape, &dir.path().join("storage"));
-    let inv = fedvol_formats::parse_inventory_str("c00.yaml", &text, None)
-        .expect("the bench's inventory")
-        .value;
-    let wf = fedvol_formats::parse_workflow_str("wf.yaml", "bench", WORKFLOW_YAML)
-        .expect("the bench's workflow")
-        .value;
+    let inv = inventory("c00", shape, &dir.path().join("storage")).expect("the bench's inventory");
+    let wf = workflow().expect("the bench's workflow");
     let (store, snap) = fedvol_agent::state::backend::Store::open(&dir.path().join("state.redb")).expect("the state");
     let ledger = fedvol_agent::state::ledger::Ledger::from_snapshot(snap);
     let mut core = fedvol_agent::state::Core::new("c00", inv, store, ledger, 30_000);

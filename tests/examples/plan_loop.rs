@@ -15,8 +15,8 @@ use std::time::Instant;
 use fedvol_common::funnel::prepared::Prepared;
 use fedvol_common::funnel::trace::STORED_TRACE_LIMIT;
 use fedvol_common::funnel::{ClusterState, PlanRequest, plan_prepared};
-use fedvol_tests::bench::inventory::{Shape, inventory_yaml};
-use fedvol_tests::bench::workflow::{GROUP, USER, WORKFLOW_YAML};
+use fedvol_tests::bench::inventory::{Shape, inventory};
+use fedvol_tests::bench::workflow::{GROUP, USER, workflow};
 
 fn main() {
     let args: Vec<usize> = std::env::args()
@@ -31,13 +31,8 @@ fn main() {
         provisioners: 4,
         volumes: 1000,
     };
-    let text = inventory_yaml("c00", shape, &dir.path().join("storage"));
-    let inv = fedvol_formats::parse_inventory_str("c00.yaml", &text, None)
-        .expect("the bench's inventory")
-        .value;
-    let wf = fedvol_formats::parse_workflow_str("wf.yaml", "bench", WORKFLOW_YAML)
-        .expect("the bench's workflow")
-        .value;
+    let inv = inventory("c00", shape, &dir.path().join("storage")).expect("the bench's inventory");
+    let wf = workflow().expect("the bench's workflow");
     let request = PlanRequest::new(String::from("loop"), wf, USER)
         .with_groups([GROUP])
         .with_seed(1)

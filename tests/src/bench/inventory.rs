@@ -43,6 +43,17 @@ pub fn cluster_name(i: usize) -> String {
     format!("c{i:02}")
 }
 
+/// [`inventory_yaml`] parsed as an agent reads an inventory file: what the in-process examples
+/// (`plan_loop`, `commit_loop`) plan on.
+///
+/// Errors: the diagnostics, should the generated text ever stop being valid.
+pub fn inventory(cluster: &str, shape: Shape, storage: &Path) -> Result<fedvol_common::model::Inventory, String> {
+    let text = inventory_yaml(cluster, shape, storage);
+    fedvol_formats::parse_inventory_str(&format!("{cluster}.yaml"), &text, None)
+        .map(|l| l.value)
+        .map_err(|d| format!("the benchmark inventory is invalid: {d}"))
+}
+
 /// The inventory text of cluster `cluster` of shape `shape`, with its hostpath provisioners
 /// under `storage` (`<storage>/prov-i`; the directories are not created here).
 pub fn inventory_yaml(cluster: &str, shape: Shape, storage: &Path) -> String {
