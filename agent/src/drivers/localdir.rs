@@ -105,10 +105,8 @@ pub fn create_with(base: &Path, name: &str, capacity: u128, space: Space) -> Res
         Err(e) => return Err(DriverError::Failed(format!("cannot create {}: {e}", path.display()))),
     }
     // Make the new entry durable before the caller records it (best effort: some file systems
-    // do not support syncing a directory).
-    if let Ok(dir) = std::fs::File::open(base) {
-        let _ = dir.sync_all();
-    }
+    // do not support syncing a directory); creations finishing together share the sync.
+    super::dirsync::sync_entry(base);
     Ok(MadeDir {
         path,
         existed: false,
@@ -219,9 +217,7 @@ pub fn create_as(
         )));
     }
     check_owner(&path)?;
-    if let Ok(dir) = std::fs::File::open(base) {
-        let _ = dir.sync_all();
-    }
+    super::dirsync::sync_entry(base);
     Ok(MadeDir {
         path,
         existed: false,

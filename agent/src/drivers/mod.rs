@@ -8,9 +8,13 @@
 //! - [`efs`]: no local action, the source is an EFS access point path;
 //! - [`external`]: an out-of-tree `vendor/name` provisioner asked over NATS with retries.
 //!
+//! [`localdir`] holds the directory mechanics `hostpath` and `nfs` share; [`dirsync`] makes a
+//! new directory's entry durable, one base `fsync` shared by the creations finishing together.
+//!
 //! [`Drivers`] picks the module from the provisioner's driver and logs every outcome with the
 //! request id (never a parameter value whose key looks secret, see [`secrets`]).
 
+pub mod dirsync;
 pub mod efs;
 pub mod external;
 pub mod hostpath;
