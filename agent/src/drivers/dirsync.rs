@@ -1,10 +1,10 @@
 //! A new volume directory's entry made durable by its base directory's `fsync`, shared by the
 //! creations that finish together: group commit, as the agent's state store does for its
-//! transactions (docs/design.md §6). A creator calls [`sync_entry`] after its `mkdir`
+//! transactions (docs/design.md §1, the agent). A creator calls [`sync_entry`] after its `mkdir`
 //! returned; the call returns once an `fsync` of the base that *began after* that `mkdir` has
 //! ended. One caller runs the `fsync` for every creator that arrived before it began; those
 //! arriving while it runs wait and share the next one. Before, every creation ran its own:
-//! at 64 submits in flight an agent ran one directory `fsync` per commit beside about 0.4 state
+//! at 64 submits in flight an agent ran one directory `fsync` per volume created beside 0.25–0.5 state
 //! syncs (BENCHMARKS.md, "Submits (issue 39, ninth part)").
 //!
 //! Invariant: a caller's ticket is taken after its change and only a sync begun with the count
