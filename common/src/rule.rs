@@ -29,6 +29,15 @@ pub trait Rule<T> {
 
     /// Records in `reasons` every reason `candidate` fails the rule; none recorded = kept.
     fn check(&self, candidate: &T, reasons: &mut Reasons);
+
+    /// Runs this rule alone, as rule number `k` of a chain, over `candidates`: each candidate
+    /// it drops goes to `recorder` with its reasons, the others stay in order. The default is
+    /// compiled once per rule type, so [`Rule::check`] is called directly (inlined for a
+    /// [`FnRule`]) rather than through the `dyn Rule` of every candidate: [`sift`] makes one
+    /// virtual call per rule, not one per rule and candidate.
+    fn sift_alone(&self, k: usize, candidates: &mut Vec<T>, recorder: &mut dyn Recorder<T>) {
+        sift_with(k, candidates, recorder, |c, r| self.check(c, r));
+    }
 }
 
 /// A rule made of a name and a check function (see [`rule`]).
@@ -158,42 +167,54 @@ pub trait Recorder<T> {
     fn reject(&mut self, rule: usize, candidate: &T, reasons: &mut Reasons);
 }
 
-/// Runs `rules` over `candidates` in one pass: each candidate is asked by the rules in order
-/// and stops at the first that records a reason, which hands it to `recorder`. Idle rules
+/// Runs `rules` over `candidates`, rule after rule: each rule judges the candidates every rule
+/// before it kept and hands each it drops, with its reasons, to `recorder`. Idle rules
 /// ([`Rule::idle`]) are not asked. Candidates keep their order; the survivors stay in
 /// `candidates`.
 ///
-/// Running the rules in one pass drops the same candidates, and hands the recorder the same
-/// rejections in the same order per rule, as running each rule alone on the survivors of the
-/// one before: checks are per candidate and candidates keep their order.
+/// A candidate stops at the first rule that drops it, and each rule sees the same candidates
+/// in the same order, as one pass asking every candidate of every rule in turn would: the
+/// recorder gets the same rejections in the same order per rule. Only the order of rejections
+/// *across* rules differs, which no recorder reads (each keeps its rules apart by number).
+/// Rule by rule, the check of each rule runs in a loop of its own ([`Rule::sift_alone`]),
+/// without a virtual call per candidate (BENCHMARKS.md, "Submits (issue 39, ninth part)").
 pub fn sift<'r, T, R>(candidates: &mut Vec<T>, rules: &[R], recorder: &mut impl Recorder<T>)
 where
     R: Deref<Target = dyn Rule<T> + 'r>,
     T: 'r,
 {
-    let active: Vec<(usize, &dyn Rule<T>)> = rules
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| !r.idle())
-        .map(|(i, r)| (i, &**r))
-        .collect();
-    // Whether each active rule's next drop is listed: asked again only after that rule drops.
-    let mut detailed: Vec<bool> = active.iter().map(|(k, _)| recorder.detailed(*k)).collect();
+    for (k, rule) in rules.iter().enumerate() {
+        if candidates.is_empty() {
+            break;
+        }
+        if !rule.idle() {
+            rule.sift_alone(k, candidates, recorder);
+        }
+    }
+}
+
+/// One rule, number `k`, whose check is `check`, over `candidates` ([`Rule::sift_alone`]).
+fn sift_with<T>(
+    k: usize,
+    candidates: &mut Vec<T>,
+    recorder: &mut dyn Recorder<T>,
+    mut check: impl FnMut(&T, &mut Reasons),
+) {
+    // Whether the next drop is listed: asked again only after a drop.
+    let mut listed = recorder.detailed(k);
     let mut reasons = Reasons::default();
     // Survivors move to the front in order, as `Vec::retain` would keep them; a plain loop keeps
     // the per-candidate work in one function on the hot path (100k hosts a job).
     let mut kept = 0;
-    'candidates: for i in 0..candidates.len() {
+    for i in 0..candidates.len() {
         let c = &candidates[i];
-        for ((k, rule), listed) in active.iter().zip(detailed.iter_mut()) {
-            reasons.list.clear();
-            reasons.detailed = *listed;
-            rule.check(c, &mut reasons);
-            if !reasons.list.is_empty() {
-                recorder.reject(*k, c, &mut reasons);
-                *listed = recorder.detailed(*k);
-                continue 'candidates;
-            }
+        reasons.list.clear();
+        reasons.detailed = listed;
+        check(c, &mut reasons);
+        if !reasons.list.is_empty() {
+            recorder.reject(k, c, &mut reasons);
+            listed = recorder.detailed(k);
+            continue;
         }
         if kept != i {
             candidates.swap(kept, i);
