@@ -42,7 +42,7 @@ pub(crate) fn usage<'l>(ctx: &'l JobCtx<'_>, zone: &str, host: &Host) -> (Free, 
 /// Only the hosts in `touched` sum the ledger ([`usage`]); every other host's use is its
 /// `allocated`, read from the columns of [`Prepared`] when the job needs no device and is not
 /// exclusive.
-pub(crate) fn capacity<'c, 'z, 'a>(ctx: &'c JobCtx<'c>, touched: &'c Touched<'z, 'a, 'c>) -> HostStage<'c, 'z, 'a> {
+pub(crate) fn capacity<'c, 'z, 'a>(ctx: &'c JobCtx<'c>, touched: &'c Touched<'z, 'a>) -> HostStage<'c, 'z, 'a> {
     let nothing = Resources::default();
     let need = &ctx.needs.per_node;
     let (fixed, allocated) = (ctx.prepared.fixed(), ctx.prepared.allocated());

@@ -109,28 +109,45 @@ pub(super) fn stage<'c, 'z, 'a>(
 /// The hosts earlier jobs of this workflow were placed on, per zone candidate: a host outside
 /// them holds nothing of this workflow, so its use is what the inventory says (`allocated`)
 /// without summing the ledger (the capacity stage and host ranking look at every host).
-pub(crate) struct Touched<'z, 'a, 'l> {
-    /// Per zone holding placed jobs: the names of its hosts they run on.
-    zones: Vec<(&'z ZoneCand<'a>, Vec<&'l str>)>,
+///
+/// Kept as the hosts' rows in [`Prepared`]'s columns ([`HostCand::at`]), found once per job by
+/// name: asking a host is then a search among a few numbers, not a compare of every placed
+/// host's name with the host's own (which read every host's name through its pointer, for
+/// every host in every pass of the job's placement).
+pub(crate) struct Touched<'z, 'a> {
+    /// Per zone holding placed jobs: the rows of its hosts they run on, ascending.
+    zones: Vec<(&'z ZoneCand<'a>, Vec<usize>)>,
     /// Every host may hold something (the reference path of tests).
     all: bool,
 }
 
-impl<'z, 'a, 'l> Touched<'z, 'a, 'l> {
+impl<'z, 'a> Touched<'z, 'a> {
     /// The hosts of `zones` that placed jobs of `ledger` run on (by zone and host name, as
-    /// [`PlacedJob::on`] matches them).
-    pub fn new(ledger: &'l Ledger, zones: &'z [ZoneCand<'a>]) -> Self {
+    /// [`PlacedJob::on`] matches them), as rows of `prepared`.
+    pub fn new(ledger: &Ledger, zones: &'z [ZoneCand<'a>], prepared: &Prepared) -> Self {
         let mut out = Vec::new();
         if !ledger.placed.is_empty() {
             for z in zones {
-                let names: Vec<&'l str> = ledger
+                let names: Vec<&str> = ledger
                     .placed
                     .iter()
                     .filter(|p| p.zone == z.zone.name)
                     .flat_map(|p| p.hosts.iter().map(String::as_str))
                     .collect();
-                if !names.is_empty() {
-                    out.push((z, names));
+                if names.is_empty() {
+                    continue;
+                }
+                let start = prepared.fixed().zone_start(z.index);
+                let rows: Vec<usize> = z
+                    .zone
+                    .hosts
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, h)| names.contains(&h.name.as_str()))
+                    .map(|(i, _)| start + i)
+                    .collect();
+                if !rows.is_empty() {
+                    out.push((z, rows));
                 }
             }
         }
@@ -140,23 +157,23 @@ impl<'z, 'a, 'l> Touched<'z, 'a, 'l> {
         }
     }
 
-    /// The names of the hosts of `zone` that placed jobs run on (empty for most zones).
-    pub fn in_zone(&self, zone: &ZoneCand<'_>) -> &[&'l str] {
+    /// The rows of the hosts of `zone` that placed jobs run on (empty for most zones).
+    pub fn in_zone(&self, zone: &ZoneCand<'_>) -> &[usize] {
         self.zones
             .iter()
             .find(|(z, _)| std::ptr::eq(*z, zone))
-            .map_or(&[], |(_, names)| names.as_slice())
+            .map_or(&[], |(_, rows)| rows.as_slice())
     }
 
     /// False when no placed job of this workflow runs on `c` (true when one may).
     pub fn may_hold(&self, c: &HostCand<'_, '_>) -> bool {
-        self.holds_in(self.in_zone(c.zone), c.host())
+        self.holds_in(self.in_zone(c.zone), c.at())
     }
 
-    /// [`Touched::may_hold`] for `host` of a zone, given `names` = [`Touched::in_zone`] of
-    /// that zone (the host's name is read only when `names` is not empty).
-    pub fn holds_in(&self, names: &[&str], host: &Host) -> bool {
-        self.all || (!names.is_empty() && names.contains(&host.name.as_str()))
+    /// [`Touched::may_hold`] for the host at `row` of a zone, given `rows` = [`Touched::in_zone`]
+    /// of that zone.
+    pub fn holds_in(&self, rows: &[usize], row: usize) -> bool {
+        self.all || (!rows.is_empty() && rows.binary_search(&row).is_ok())
     }
 }
 

@@ -205,7 +205,7 @@ fn place_one(trace: &mut Trace, inv: &Inventory, ctx: &JobCtx<'_>, project: &str
     let zs = nonempty(zones::limits(trace, ctx, zs), trace, job)?;
     let zs = nonempty(zones::profiles(trace, ctx, zs), trace, job)?;
     let hs = nonempty(hosts::candidates(&zs, ctx.prepared), trace, job)?;
-    let touched = hosts::Touched::new(ctx.ledger, &zs);
+    let touched = hosts::Touched::new(ctx.ledger, &zs, ctx.prepared);
     let stages = [
         hosts::power(ctx),
         hosts::hard_constraints(ctx, &zs),

@@ -139,12 +139,12 @@ pub(crate) fn rank_hosts<'a>(
     hosts: &[HostCand<'_, 'a>],
     soft: &[u32],
     only_best: bool,
-    touched: &Touched<'_, '_, '_>,
+    touched: &Touched<'_, '_>,
 ) -> Vec<&'a Host> {
     let z = zone.zone;
-    let names = touched.in_zone(zone);
+    let rows = touched.in_zone(zone);
     if only_best {
-        return best_host(ctx, zone, hosts, soft, |h| touched.holds_in(names, h))
+        return best_host(ctx, zone, hosts, soft, |at| touched.holds_in(rows, at))
             .into_iter()
             .collect();
     }
@@ -153,7 +153,7 @@ pub(crate) fn rank_hosts<'a>(
         .zip(soft.iter().copied())
         .map(|(c, s)| {
             let h = c.host();
-            let (load, free) = metrics(ctx, &z.name, h, c.at(), touched.holds_in(names, h));
+            let (load, free) = metrics(ctx, &z.name, h, c.at(), touched.holds_in(rows, c.at()));
             (s, load, free, h)
         })
         .collect();
@@ -189,7 +189,7 @@ fn best_host<'a>(
     zone: &ZoneCand<'a>,
     hosts: &[HostCand<'_, 'a>],
     soft: &[u32],
-    held: impl Fn(&Host) -> bool,
+    held: impl Fn(usize) -> bool,
 ) -> Option<&'a Host> {
     let z = zone.zone;
     let top = soft.iter().copied().max()?;
@@ -210,7 +210,7 @@ fn best_host<'a>(
             continue;
         }
         let h = c.host();
-        let (load, free) = metrics(ctx, &z.name, h, c.at(), held(h));
+        let (load, free) = metrics(ctx, &z.name, h, c.at(), held(c.at()));
         let better = match (&best, z.placement_policy) {
             (None, _) => true,
             (Some(b), PlacementPolicy::Binpack) => load > b.0,
@@ -288,7 +288,7 @@ pub(crate) fn multi_host<'z, 'a>(
     trace: &mut Trace,
     ctx: &JobCtx<'_>,
     hosts: &'z [HostCand<'z, 'a>],
-    touched: &Touched<'_, '_, '_>,
+    touched: &Touched<'_, '_>,
 ) -> Vec<ZonePick<'z, 'a>> {
     let n = ctx.needs.nodes;
     let answers = soft_answers(ctx);
