@@ -50,8 +50,8 @@ pub(crate) fn capacity<'c, 'z, 'a>(ctx: &'c JobCtx<'c>, touched: &'c Touched<'z,
     // workflow looks at cpu, memory and instances beside `allocated` alone.
     let plain = !ctx.needs.exclusive() && need.devices.values().all(|n| *n == 0);
     stage(stages::HOST_CAPACITY, false, move |c, r| {
-        let h = c.host();
         if touched.may_hold(c) {
+            let h = c.host();
             let (free, holders) = usage(ctx, c.zone_name(), h);
             check_capacity(ctx, h, &free.used, &free.workflow, &holders, r);
         } else if plain {
@@ -65,6 +65,7 @@ pub(crate) fn capacity<'c, 'z, 'a>(ctx: &'c JobCtx<'c>, touched: &'c Touched<'z,
                 }
             }
         } else {
+            let h = c.host();
             check_capacity(ctx, h, &h.allocated, &nothing, &[], r);
         }
     })
