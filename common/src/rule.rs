@@ -1,8 +1,8 @@
 //! The one shape of every rule that keeps or drops candidates: funnel stages (volume, zone and
 //! host stages, recorded in the trace) and the cross-cluster choice rules (recorded as
 //! `choice` steps). A [`Rule`] has a name and a check that records every reason a candidate
-//! fails into [`Reasons`]; [`sift`] runs a chain of rules over candidates in one pass and hands
-//! each dropped candidate, with its reasons, to a [`Recorder`].
+//! fails into [`Reasons`]; [`sift`] runs a chain of rules over candidates, rule after rule, and
+//! hands each dropped candidate, with its reasons, to a [`Recorder`].
 //!
 //! Modelled on Nomad's feasibility checkers (`scheduler/feasible.go`: `FeasibilityChecker`
 //! with `Feasible(node)`, the reason going to the context's metrics) and kube-scheduler's

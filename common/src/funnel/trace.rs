@@ -148,9 +148,9 @@ impl<T, N: Fn(&T) -> String> Recorder<T> for Records<N> {
     }
 }
 
-/// Runs a chain of named stages ([`Rule`]s) over `candidates` in one pass ([`sift`]): each
-/// candidate goes through the stages in order and stops at the first that rejects it, which
-/// records it; `name` names a candidate in the trace.
+/// Runs a chain of named stages ([`Rule`]s) over `candidates` ([`sift`], stage after stage):
+/// each candidate goes through the stages in order and stops at the first that rejects it,
+/// which records it; `name` names a candidate in the trace.
 ///
 /// Each stage's record (considered, passed, rejections with all reasons up to the trace's
 /// limit, exact counts per reason code for all) is appended to `trace`, in order, stopping

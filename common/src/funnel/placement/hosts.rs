@@ -4,8 +4,9 @@
 //! stage shape and [`Touched`] it shares are here.
 //!
 //! Each stage function prepares its check for one job and returns it as a
-//! [`Rule`](crate::rule::Rule); `place_one` runs them all in one pass over the hosts with
-//! [`run_rules`](crate::funnel::trace::run_rules) (the same records as one pass per stage). A
+//! [`Rule`](crate::rule::Rule); `place_one` runs them all over the hosts with
+//! [`run_rules`](crate::funnel::trace::run_rules), each stage over the hosts the stages before
+//! it kept, in one call of `sift` (the same records as one `run_rule` per stage). A
 //! stage with nothing to check for the job (no hard constraint, no affinity partner placed yet,
 //! no network wanted, no volume with node affinity or pin) is idle: recorded without looking at
 //! any host.

@@ -359,8 +359,9 @@ proptest! {
     }
 }
 
-/// Places `r`'s jobs on the fast path and on the reference path ([`super::reference`]: one pass
-/// per host stage, every check run on every host, every host's use summed from the ledger).
+/// Places `r`'s jobs on the fast path and on the reference path ([`super::reference`]: one
+/// `run_rule` per host stage, every check run on every host, every host's use summed from the
+/// ledger).
 fn both_paths(
     inv: &Inventory,
     r: &crate::funnel::PlanRequest,
@@ -386,7 +387,7 @@ fn three_volumes() -> indexmap::IndexMap<String, crate::decision::VolumeDecision
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
-    /// The fast path (all host stages in one pass over the hosts, stages with nothing to check
+    /// The fast path (all host stages in one `run_rules`, stages with nothing to check
     /// recorded without running, hosts no earlier job of the workflow runs on checked against
     /// their `allocated` alone) gives exactly the reference path's decisions and trace, with
     /// listing limits that cut stages' listings short (1, 2) or list everything (0).
