@@ -219,20 +219,26 @@ pub fn run_filter<T>(
 /// order), whose rejections need no rule: `lost(i)` is the one reason code candidate `i` lost
 /// the ranking with (`None`: it was chosen, it passes). Only a listed candidate (the first
 /// trace-limit of the rejected) is named (`name(i)`) and given its message
-/// (`message(i, code)`); the others are counted per code and in `omitted`, as [`run_filter`]
-/// counts them.
+/// (`message(i, code)`); once the listing is full, `tally(from)` gives, for the candidates
+/// `from..n` left, how many lost with each code (what `lost` says of them, counted: a ranking
+/// knows its counts without asking each candidate), and they are counted per code and in
+/// `omitted`, as [`run_filter`] counts them.
 ///
 /// The record equals [`run_filter`]'s with a check that pushes that one reason (a randomized
-/// test holds them equal), for a counter increment per candidate instead of a rule call behind
-/// a `dyn` and a `RefCell`: a ranking stage rejects every candidate but the chosen, so at 1,000
-/// hosts `host.choice` rejected 900 hosts per job through the rule machinery, 23% of an agent's
-/// CPU per plan (BENCHMARKS.md, "Submits (issue 39, eighth part)"). Returns how many passed.
+/// test holds them equal), for a counter increment per listed candidate instead of a rule call
+/// behind a `dyn` and a `RefCell` per candidate: a ranking stage rejects every candidate but the
+/// chosen, so at 1,000 hosts `host.choice` rejected 900 hosts per job through the rule
+/// machinery, 23% of an agent's CPU per plan (BENCHMARKS.md, "Submits (issue 39, eighth
+/// part)"); asking each one `lost` was still 11% of a plan ("tenth part"). Returns how many
+/// passed.
+#[allow(clippy::too_many_arguments)]
 pub fn record_ranking(
     trace: &mut Trace,
     stage: &str,
     subject: &str,
     n: usize,
     mut lost: impl FnMut(usize) -> Option<&'static str>,
+    tally: impl FnOnce(usize) -> Vec<(&'static str, usize)>,
     name: impl Fn(usize) -> String,
     message: impl Fn(usize, &'static str) -> String,
 ) -> usize {
@@ -240,13 +246,14 @@ pub fn record_ranking(
     let mut omitted = 0;
     // Codes in order of first appearance with their counts: a ranking has two or three.
     let mut counts: Vec<(&'static str, usize)> = Vec::new();
-    for i in 0..n {
-        let Some(code) = lost(i) else { continue };
-        match counts.iter_mut().find(|(c, _)| same(c, code)) {
-            Some((_, k)) => *k += 1,
-            None => counts.push((code, 1)),
-        }
-        if rejected.len() < trace.limit {
+    let mut count = |code: &'static str, k: usize| match counts.iter_mut().find(|(c, _)| same(c, code)) {
+        Some((_, m)) => *m += k,
+        None => counts.push((code, k)),
+    };
+    let mut i = 0;
+    while i < n && rejected.len() < trace.limit {
+        if let Some(code) = lost(i) {
+            count(code, 1);
             rejected.push(Rejection {
                 candidate: name(i),
                 reasons: vec![crate::decision::Reason {
@@ -254,8 +261,15 @@ pub fn record_ranking(
                     message: message(i, code),
                 }],
             });
-        } else {
-            omitted += 1;
+        }
+        i += 1;
+    }
+    if i < n {
+        for (code, k) in tally(i) {
+            if k > 0 {
+                count(code, k);
+                omitted += k;
+            }
         }
     }
     let passed = n - rejected.len() - omitted;
@@ -381,7 +395,11 @@ mod tests {
                 }
             });
             let mut ranked = Trace::new(limit);
-            let passed = record_ranking(&mut ranked, "host.choice", "job", lost.len(), code, |i| format!("z/h{i}"), |i, c| format!("{c} for {i}"));
+            // The tally counts what `code` says of the candidates left, as a ranking counts.
+            let tally = |from: usize| {
+                CODES.iter().map(|c| (*c, (from..lost.len()).filter(|&i| code(i) == Some(*c)).count())).collect()
+            };
+            let passed = record_ranking(&mut ranked, "host.choice", "job", lost.len(), code, tally, |i| format!("z/h{i}"), |i, c| format!("{c} for {i}"));
             proptest::prop_assert_eq!(passed, survivors.len());
             proptest::prop_assert_eq!(&*ranked, &*filtered);
         }

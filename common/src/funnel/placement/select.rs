@@ -29,6 +29,9 @@ pub(crate) struct ZonePick<'z, 'a> {
     pub zone: &'z ZoneCand<'a>,
     /// Chosen hosts, one per node, best first.
     pub hosts: Vec<&'a Host>,
+    /// The positions in `fitting` of `hosts`, in the same order: what the ranking's record
+    /// compares, without reading any host.
+    pub at: Vec<usize>,
     /// Every host of the zone that passed the host filters, in inventory order (a run of the
     /// host stages' survivors).
     pub fitting: &'z [HostCand<'z, 'a>],
@@ -132,7 +135,7 @@ fn metrics(ctx: &JobCtx<'_>, zone: &str, host: &Host, at: usize, held: bool) -> 
 ///
 /// With `only_best` (single-host jobs) only the first host of that order is computed, in one
 /// linear pass: the same host the full order would put first. `touched`: where earlier jobs of
-/// this workflow run (for the loads).
+/// this workflow run (for the loads). Returns positions in `hosts`, best first.
 pub(crate) fn rank_hosts<'a>(
     ctx: &JobCtx<'_>,
     zone: &ZoneCand<'a>,
@@ -140,7 +143,7 @@ pub(crate) fn rank_hosts<'a>(
     soft: &[u32],
     only_best: bool,
     touched: &Touched<'_, '_>,
-) -> Vec<&'a Host> {
+) -> Vec<usize> {
     let z = zone.zone;
     let rows = touched.in_zone(zone);
     if only_best {
@@ -148,16 +151,16 @@ pub(crate) fn rank_hosts<'a>(
             .into_iter()
             .collect();
     }
-    let mut keyed: Vec<(u32, f64, u128, &'a Host)> = hosts
+    let mut keyed: Vec<(u32, f64, u128, usize)> = hosts
         .iter()
         .zip(soft.iter().copied())
-        .map(|(c, s)| {
-            let h = c.host();
-            let (load, free) = metrics(ctx, &z.name, h, c.at(), touched.holds_in(rows, c.at()));
-            (s, load, free, h)
+        .enumerate()
+        .map(|(i, (c, s))| {
+            let (load, free) = metrics(ctx, &z.name, c.host(), c.at(), touched.holds_in(rows, c.at()));
+            (s, load, free, i)
         })
         .collect();
-    let by_soft = |a: &(u32, f64, u128, &Host), b: &(u32, f64, u128, &Host)| b.0.cmp(&a.0);
+    let by_soft = |a: &(u32, f64, u128, usize), b: &(u32, f64, u128, usize)| b.0.cmp(&a.0);
     match z.placement_policy {
         PlacementPolicy::Binpack => keyed.sort_by(|a, b| by_soft(a, b).then(b.1.total_cmp(&a.1))),
         PlacementPolicy::Spread => keyed.sort_by(|a, b| by_soft(a, b).then(a.1.total_cmp(&b.1))),
@@ -179,38 +182,32 @@ pub(crate) fn rank_hosts<'a>(
             keyed = out;
         }
     }
-    keyed.into_iter().map(|(_, _, _, h)| h).collect()
+    keyed.into_iter().map(|(_, _, _, i)| i).collect()
 }
 
 /// The first host of [`rank_hosts`]' order, found in one pass (stable sorts keep the earliest of
-/// equal keys, so ties go to the earliest host here too).
+/// equal keys, so ties go to the earliest host here too): its position in `hosts`.
 fn best_host<'a>(
     ctx: &JobCtx<'_>,
     zone: &ZoneCand<'a>,
     hosts: &[HostCand<'_, 'a>],
     soft: &[u32],
     held: impl Fn(usize) -> bool,
-) -> Option<&'a Host> {
+) -> Option<usize> {
     let z = zone.zone;
     let top = soft.iter().copied().max()?;
     if z.placement_policy == PlacementPolicy::Default {
-        let group: Vec<&'a Host> = hosts
-            .iter()
-            .zip(soft)
-            .filter(|(_, s)| **s == top)
-            .map(|(c, _)| c.host())
-            .collect();
+        let group: Vec<usize> = (0..hosts.len().min(soft.len())).filter(|&i| soft[i] == top).collect();
         let k = seeded_pick(ctx.seed, &format!("host:{}:{}", ctx.job(), z.name), group.len());
         return group.get(k.min(group.len().saturating_sub(1))).copied();
     }
     // Each policy compares one of the two metrics (both were computed with the prepared form).
-    let mut best: Option<(f64, u128, &'a Host)> = None;
-    for (c, s) in hosts.iter().zip(soft) {
+    let mut best: Option<(f64, u128, usize)> = None;
+    for (i, (c, s)) in hosts.iter().zip(soft).enumerate() {
         if *s != top {
             continue;
         }
-        let h = c.host();
-        let (load, free) = metrics(ctx, &z.name, h, c.at(), held(c.at()));
+        let (load, free) = metrics(ctx, &z.name, c.host(), c.at(), held(c.at()));
         let better = match (&best, z.placement_policy) {
             (None, _) => true,
             (Some(b), PlacementPolicy::Binpack) => load > b.0,
@@ -218,7 +215,7 @@ fn best_host<'a>(
             (Some(b), _) => free > b.1,
         };
         if better {
-            best = Some((load, free, h));
+            best = Some((load, free, i));
         }
     }
     best.map(|b| b.2)
@@ -238,17 +235,19 @@ fn net_name(n: Option<&str>) -> String {
     n.map_or_else(|| "the default network".to_string(), |n| format!("network `{n}`"))
 }
 
-/// Takes `n` hosts from `ranked` (policy order) that share a network: the first network, in
-/// order of first appearance among the ranked hosts, with at least `n` hosts gives its best `n`.
+/// Takes `n` hosts from `ranked` (positions in `fitting`, policy order) that share a network:
+/// the first network, in order of first appearance among the ranked hosts, with at least `n`
+/// hosts gives its best `n`. Returns their positions in `fitting`.
 ///
 /// Errors: text saying how many hosts fit and how many share a network at most.
-fn take_sharing<'a>(zone: &str, ranked: &[&'a Host], n: u64) -> Result<Vec<&'a Host>, String> {
+fn take_sharing(zone: &str, fitting: &[HostCand<'_, '_>], ranked: &[usize], n: u64) -> Result<Vec<usize>, String> {
     if n <= 1 {
         return ranked
             .first()
-            .map(|h| vec![*h])
+            .map(|i| vec![*i])
             .ok_or_else(|| format!("zone `{zone}` has no fitting host"));
     }
+    let host = |i: usize| fitting.get(i).map(HostCand::host);
     if (ranked.len() as u64) < n {
         return Err(format!(
             "zone `{zone}` has {} fitting hosts, the job needs {n}",
@@ -256,7 +255,7 @@ fn take_sharing<'a>(zone: &str, ranked: &[&'a Host], n: u64) -> Result<Vec<&'a H
         ));
     }
     let mut order: Vec<Option<&str>> = Vec::new();
-    for h in ranked {
+    for h in ranked.iter().filter_map(|&i| host(i)) {
         for net in nets(h) {
             if !order.contains(&net) {
                 order.push(net);
@@ -265,7 +264,11 @@ fn take_sharing<'a>(zone: &str, ranked: &[&'a Host], n: u64) -> Result<Vec<&'a H
     }
     let mut best: Option<(Option<&str>, usize)> = None;
     for net in order {
-        let group: Vec<&'a Host> = ranked.iter().copied().filter(|h| nets(h).contains(&net)).collect();
+        let group: Vec<usize> = ranked
+            .iter()
+            .copied()
+            .filter(|&i| host(i).is_some_and(|h| nets(h).contains(&net)))
+            .collect();
         if group.len() as u64 >= n {
             return Ok(group.into_iter().take(n as usize).collect());
         }
@@ -299,22 +302,25 @@ pub(crate) fn multi_host<'z, 'a>(
         .filter_map(|fitting| {
             let z = fitting.first()?.zone;
             let soft = soft_scores(ctx, z, fitting, &answers);
+            // Until the zone's hosts are taken below, `at` is the whole ranking (positions in
+            // `fitting`, best first) and `hosts` is empty.
             Some(ZonePick {
                 zone: z,
-                hosts: rank_hosts(ctx, z, fitting, &soft, n <= 1, touched),
+                hosts: Vec::new(),
+                at: rank_hosts(ctx, z, fitting, &soft, n <= 1, touched),
                 fitting,
                 soft,
             })
         })
         .collect();
-    let mut chosen: Vec<Vec<&'a Host>> = Vec::new();
+    let mut chosen: Vec<Vec<usize>> = Vec::new();
     let survivors = run_filter(
         trace,
         stages::ZONE_MULTI_HOST,
         ctx.job(),
         cands,
         |p| p.zone.zone.name.clone(),
-        |p, r| match take_sharing(&p.zone.zone.name, &p.hosts, n) {
+        |p, r| match take_sharing(&p.zone.zone.name, p.fitting, &p.at, n) {
             Ok(h) => chosen.push(h),
             Err(msg) => r.push(Reason::new(codes::MULTI_HOST, msg)),
         },
@@ -322,7 +328,15 @@ pub(crate) fn multi_host<'z, 'a>(
     survivors
         .into_iter()
         .zip(chosen)
-        .map(|(p, hosts)| ZonePick { hosts, ..p })
+        .map(|(p, at)| ZonePick {
+            hosts: at
+                .iter()
+                .filter_map(|&i| p.fitting.get(i))
+                .map(HostCand::host)
+                .collect(),
+            at,
+            ..p
+        })
         .collect()
 }
 
@@ -457,16 +471,30 @@ pub(crate) fn record_host_choice(trace: &mut Trace, ctx: &JobCtx<'_>, pick: &Zon
         ctx.job(),
         n,
         |i| {
-            // The picks are references into the same hosts as `fitting` (`rank_hosts`): one
-            // pointer compare per candidate instead of a name compare.
-            let h = host(i);
-            if pick.hosts.iter().any(|c| std::ptr::eq(*c, h)) {
+            // The picks are positions in `fitting` (`rank_hosts`): a compare per candidate,
+            // without reading the host.
+            if pick.at.contains(&i) {
                 None
             } else if soft(i) < first_soft {
                 Some(codes::FEWER_SOFT_MATCHES)
             } else {
                 Some(codes::POLICY_ORDER)
             }
+        },
+        |from| {
+            // What `lost` says of `from..n`, counted: the chosen pass, the others lost with
+            // fewer soft matches or to the policy's order.
+            let left = &pick.soft[from..n];
+            let chosen_left: Vec<u32> = pick
+                .at
+                .iter()
+                .filter(|&&i| (from..n).contains(&i))
+                .map(|&i| soft(i))
+                .collect();
+            let fewer = (left.iter().filter(|&&s| s < first_soft).count())
+                .saturating_sub(chosen_left.iter().filter(|&&s| s < first_soft).count());
+            let order = left.len().saturating_sub(chosen_left.len()).saturating_sub(fewer);
+            vec![(codes::FEWER_SOFT_MATCHES, fewer), (codes::POLICY_ORDER, order)]
         },
         |i| format!("{}/{}", zone.name, host(i).name),
         |i, code| {

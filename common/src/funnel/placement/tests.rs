@@ -927,6 +927,70 @@ fn soft_constraints_rank_hosts_before_the_placement_policy() {
     assert_eq!(codes_of(&trace, "host.choice", "j", "a/idle"), [codes::POLICY_ORDER]);
 }
 
+/// `host.choice` counts the hosts past its listing without asking each one
+/// (`record_ranking`'s tally): at every listing limit its record is the full listing's, cut
+/// after the limit, with the same per-code counts, passed and considered, for every policy,
+/// single- and multi-host jobs, soft constraints some hosts meet and hosts on two networks.
+#[test]
+fn host_choice_counts_the_unlisted_hosts_as_the_full_listing_does() {
+    use crate::funnel::trace::Trace;
+    let hosts: Vec<Host> = (0..40u64)
+        .map(|k| {
+            with(loaded(&format!("h{k}"), 16, 64, k % 7, u128::from(k % 5) * 4), |h| {
+                if k % 3 == 0 {
+                    h.tags = tags(&["gpu"]);
+                }
+                h.networks = strs(if k % 4 == 0 { &["ib0"] } else { &["eth0"] });
+            })
+        })
+        .collect();
+    for policy in [
+        PlacementPolicy::Binpack,
+        PlacementPolicy::Spread,
+        PlacementPolicy::SpreadMemory,
+        PlacementPolicy::Default,
+    ] {
+        let i = inv(vec![with(zone("a", hosts.clone()), |z| z.placement_policy = policy)]);
+        for (nodes, soft) in [
+            (1, &[][..]),
+            (1, &["gpu:soft"][..]),
+            (3, &["gpu:soft"][..]),
+            (4, &[][..]),
+        ] {
+            let j = with(job("j", &["data"]), |j| {
+                j.nodes = nodes;
+                j.constraints = cons(soft);
+            });
+            for seed in 0..4 {
+                let r = req(vec![j.clone()], seed);
+                let mut all = Trace::new(0);
+                super::place_jobs(&i, &r, &data(), &mut all);
+                let all = all.into_stages();
+                let full = stage(&all, "host.choice", "j");
+                assert!(
+                    !full.reason_counts.is_empty() && full.omitted == 0,
+                    "{policy:?} {nodes} {soft:?}"
+                );
+                for limit in [1, 2, 5, 39] {
+                    let mut cut = Trace::new(limit);
+                    super::place_jobs(&i, &r, &data(), &mut cut);
+                    let cut = cut.into_stages();
+                    let hc = stage(&cut, "host.choice", "j");
+                    let case = format!("{policy:?} nodes {nodes} soft {soft:?} seed {seed} limit {limit}");
+                    assert_eq!((hc.considered, hc.passed), (full.considered, full.passed), "{case}");
+                    assert_eq!(hc.reason_counts, full.reason_counts, "{case}");
+                    assert_eq!(
+                        hc.rejected[..],
+                        full.rejected[..limit.min(full.rejected.len())],
+                        "{case}"
+                    );
+                    assert_eq!(hc.omitted, full.rejected.len() - hc.rejected.len(), "{case}");
+                }
+            }
+        }
+    }
+}
+
 /// Cloud Assembly's provisioning funnel step 4.1: zones of equal priority are "sorted by matching soft constraints, using a
 /// combination of the cloud zone and compute capabilities": a zone scores what its best
 /// remaining host meets, not what the host its policy would pick without them meets.
