@@ -229,7 +229,7 @@ fn place_one(trace: &mut Trace, inv: &Inventory, ctx: &JobCtx<'_>, project: &str
     select::record_host_choice(trace, ctx, &pick);
     Ok(Chosen {
         zone: pick.zone.zone.name.clone(),
-        hosts: pick.hosts.iter().map(|h| h.name.clone()).collect(),
+        hosts: pick.hosts().map(|h| h.name.clone()).collect(),
         soft,
     })
 }

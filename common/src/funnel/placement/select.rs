@@ -27,10 +27,9 @@ use super::zones::ZoneCand;
 pub(crate) struct ZonePick<'z, 'a> {
     /// The zone.
     pub zone: &'z ZoneCand<'a>,
-    /// Chosen hosts, one per node, best first.
-    pub hosts: Vec<&'a Host>,
-    /// The positions in `fitting` of `hosts`, in the same order: what the ranking's record
-    /// compares, without reading any host.
+    /// The chosen hosts, one per node, best first, as positions in `fitting` (what the
+    /// ranking's record compares, without reading any host); [`ZonePick::hosts`] reads them.
+    /// Before [`multi_host`] takes the job's hosts, the zone's whole ranking.
     pub at: Vec<usize>,
     /// Every host of the zone that passed the host filters, in inventory order (a run of the
     /// host stages' survivors).
@@ -39,7 +38,12 @@ pub(crate) struct ZonePick<'z, 'a> {
     pub soft: Vec<u32>,
 }
 
-impl ZonePick<'_, '_> {
+impl<'a> ZonePick<'_, 'a> {
+    /// The chosen hosts, best first.
+    pub fn hosts(&self) -> impl Iterator<Item = &'a Host> + '_ {
+        self.at.iter().filter_map(|&i| self.fitting.get(i)).map(HostCand::host)
+    }
+
     /// The zone's soft score: the most soft constraints any of its fitting hosts meets.
     pub fn best_soft(&self) -> u32 {
         self.soft.iter().copied().max().unwrap_or(0)
@@ -302,11 +306,9 @@ pub(crate) fn multi_host<'z, 'a>(
         .filter_map(|fitting| {
             let z = fitting.first()?.zone;
             let soft = soft_scores(ctx, z, fitting, &answers);
-            // Until the zone's hosts are taken below, `at` is the whole ranking (positions in
-            // `fitting`, best first) and `hosts` is empty.
+            // Until the zone's hosts are taken below, `at` is the whole ranking.
             Some(ZonePick {
                 zone: z,
-                hosts: Vec::new(),
                 at: rank_hosts(ctx, z, fitting, &soft, n <= 1, touched),
                 fitting,
                 soft,
@@ -328,15 +330,7 @@ pub(crate) fn multi_host<'z, 'a>(
     survivors
         .into_iter()
         .zip(chosen)
-        .map(|(p, at)| ZonePick {
-            hosts: at
-                .iter()
-                .filter_map(|&i| p.fitting.get(i))
-                .map(HostCand::host)
-                .collect(),
-            at,
-            ..p
-        })
+        .map(|(p, at)| ZonePick { at, ..p })
         .collect()
 }
 
@@ -347,7 +341,7 @@ pub(crate) fn soft_matched(ctx: &JobCtx<'_>, pick: &ZonePick<'_, '_>) -> u32 {
         .needs
         .soft()
         .filter(|c| {
-            pick.hosts.iter().all(|h| {
+            pick.hosts().all(|h| {
                 let tags: Vec<&Tag> = pick.zone.zone.tags.iter().chain(&h.tags).collect();
                 c.holds(tags)
             })
@@ -445,7 +439,7 @@ pub(crate) fn choose_zone<'z, 'a>(
 /// (`fewer_soft_matches`), or the zone's placement policy ranked it after the chosen one(s)
 /// (`policy_order`; for a multi-host job also a host off the network the chosen hosts share).
 pub(crate) fn record_host_choice(trace: &mut Trace, ctx: &JobCtx<'_>, pick: &ZonePick<'_, '_>) {
-    let Some(first) = pick.hosts.first() else {
+    let Some(first) = pick.hosts().next() else {
         return;
     };
     let zone = pick.zone.zone;
@@ -457,7 +451,7 @@ pub(crate) fn record_host_choice(trace: &mut Trace, ctx: &JobCtx<'_>, pick: &Zon
         PlacementPolicy::SpreadMemory => "SPREAD_MEMORY (most free memory first)",
         PlacementPolicy::Default => "DEFAULT (a seeded random draw)",
     };
-    let chosen: Vec<&str> = pick.hosts.iter().map(|h| h.name.as_str()).collect();
+    let chosen: Vec<&str> = pick.hosts().map(|h| h.name.as_str()).collect();
     let first_name = &first.name;
     // Every fitting host but the chosen loses: one compare per host, and only a listed host is
     // named and explained (`record_ranking`).
