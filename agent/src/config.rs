@@ -30,6 +30,10 @@ pub enum InventorySource {
     Slurm(crate::slurm::SlurmConfig),
 }
 
+/// The heartbeat interval of an agent whose configuration sets none, ms (`heartbeatMs`; the
+/// shipped `deploy/config/agent.yaml` sets the same). Benchmarks start agents with it.
+pub const DEFAULT_HEARTBEAT_MS: u64 = 2000;
+
 /// Everything the agent needs to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentConfig {
@@ -42,7 +46,7 @@ pub struct AgentConfig {
     pub daemon: DaemonConfig,
     /// Directory of the state file (`state.redb`).
     pub data_dir: PathBuf,
-    /// Heartbeat interval, ms (default 2000).
+    /// Heartbeat interval, ms (default [`DEFAULT_HEARTBEAT_MS`]).
     pub heartbeat_ms: u64,
     /// Hold lease when a plan asks for none, ms (default 30000).
     pub hold_ttl_ms: u64,
@@ -78,7 +82,7 @@ impl AgentConfig {
             cluster: None,
             daemon: DaemonConfig::new(1024),
             data_dir,
-            heartbeat_ms: 2000,
+            heartbeat_ms: DEFAULT_HEARTBEAT_MS,
             hold_ttl_ms: 30_000,
             restore_wait_ms: 60_000,
             reload_poll_ms: 2000,
@@ -407,6 +411,8 @@ mod shipped {
         assert_eq!(c.cluster.as_deref(), Some("cluster-a"));
         assert!(c.inventory.ends_with("examples/clusters/cluster-a.yaml"));
         assert!(c.validate().is_ok());
+        // What the benchmark starts its agents with is what ships.
+        assert_eq!(c.heartbeat_ms, DEFAULT_HEARTBEAT_MS);
     }
 
     /// The Slurm example (deploy/examples/slurm) loads, and its inventory loads without zones.

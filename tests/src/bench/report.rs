@@ -34,8 +34,17 @@ pub struct RunConfig {
     /// nats-server's `max_payload`, bytes (0: the server's default, 1 MiB).
     #[serde(default)]
     pub nats_max_payload_bytes: usize,
+    /// The agents' heartbeat interval, ms. Results written before it was recorded were all
+    /// measured with 1,000 ms, which is what reading them gives.
+    #[serde(default = "heartbeat_before_it_was_recorded")]
+    pub heartbeat_ms: u64,
     /// Cargo profile of the binaries (`release`, `debug`).
     pub profile: String,
+}
+
+/// The heartbeat every benchmark run used before [`RunConfig::heartbeat_ms`] was recorded, ms.
+fn heartbeat_before_it_was_recorded() -> u64 {
+    1000
 }
 
 /// What one process cost during a measured window.
@@ -234,7 +243,7 @@ pub fn render_run(r: &RunResult) -> String {
         c.profile
     );
     out.push_str(&format!(
-        "submit request {} bytes, plan broadcast {} bytes, agent answer {} bytes (mean), decision {} bytes, nats-server max_payload {}\n",
+        "submit request {} bytes, plan broadcast {} bytes, agent answer {} bytes (mean), decision {} bytes, nats-server max_payload {}, heartbeat every {} ms\n",
         r.submit_bytes,
         r.plan_bytes,
         r.answer_bytes,
@@ -242,7 +251,8 @@ pub fn render_run(r: &RunResult) -> String {
         match c.nats_max_payload_bytes {
             0 => "default (1 MiB)".to_string(),
             n => format!("{n} bytes"),
-        }
+        },
+        c.heartbeat_ms
     ));
     if let Some(i) = &r.idle {
         out.push_str(&crate::bench::idle::render(i));
@@ -498,6 +508,7 @@ pub(crate) mod tests {
                 agent_processes: clusters,
                 deadline_ms: 10_000,
                 nats_max_payload_bytes: 0,
+                heartbeat_ms: 2000,
                 profile: "release".into(),
             },
             unix_ms: 1,

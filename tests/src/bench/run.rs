@@ -71,6 +71,10 @@ pub struct RunSpec {
     pub deadline_ms: u64,
     /// nats-server's `max_payload`, bytes (0: the server's default, 1 MiB).
     pub max_payload_bytes: usize,
+    /// The agents' heartbeat interval, ms (default: the shipped one,
+    /// [`fedvol_agent::config::DEFAULT_HEARTBEAT_MS`]). At rest and during every window each
+    /// agent heartbeats at this rate, and what that costs is in every process's CPU.
+    pub heartbeat_ms: u64,
     /// Where results are appended (`results.jsonl`), if anywhere.
     pub out: Option<PathBuf>,
 }
@@ -78,7 +82,7 @@ pub struct RunSpec {
 impl RunSpec {
     /// The defaults of `fedvol-bench run`: 4 clusters of 1,000 hosts, 4 provisioners, 1,000
     /// volumes, 1 in flight, every mode, 1 s warm-up, 10 s windows, 30 s answer wait,
-    /// nats-server's `max_payload` at [`DEFAULT_MAX_PAYLOAD_BYTES`].
+    /// nats-server's `max_payload` at [`DEFAULT_MAX_PAYLOAD_BYTES`], the shipped heartbeat.
     pub fn new() -> RunSpec {
         RunSpec {
             clusters: 4,
@@ -95,6 +99,7 @@ impl RunSpec {
             agent_processes: 0,
             deadline_ms: DEFAULT_DEADLINE_MS,
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+            heartbeat_ms: fedvol_agent::config::DEFAULT_HEARTBEAT_MS,
             out: None,
         }
     }
@@ -138,7 +143,7 @@ pub async fn run_federation(spec: &RunSpec) -> Result<Vec<RunResult>, String> {
         shape: spec.shape,
         agent_processes: spec.agent_processes,
         deadline_ms: spec.deadline_ms,
-        heartbeat_ms: 1000,
+        heartbeat_ms: spec.heartbeat_ms,
         max_payload_bytes: spec.max_payload_bytes,
     })
     .await?;
@@ -246,6 +251,7 @@ pub async fn run_federation(spec: &RunSpec) -> Result<Vec<RunResult>, String> {
                 agent_processes: processes,
                 deadline_ms: spec.deadline_ms,
                 nats_max_payload_bytes: spec.max_payload_bytes,
+                heartbeat_ms: spec.heartbeat_ms,
                 profile: profile(),
             },
             unix_ms: fedvol_proto::now_ms(),
@@ -322,13 +328,14 @@ pub fn write_outputs(out: &Path, results: &[RunResult], command: &str) -> Result
 fn provenance(results: &[RunResult], command: &str) -> String {
     let first = results.first().map(|r| &r.config);
     format!(
-        "Made by `{command}` on {}; binaries: {} profile; nats-server max_payload: {}. Each configuration and mode: at least {} ms of warm-up (longer until every request in flight had an answer), then a {} ms window.",
+        "Made by `{command}` on {}; binaries: {} profile; nats-server max_payload: {}; agents heartbeat every {} ms. Each configuration and mode: at least {} ms of warm-up (longer until every request in flight had an answer), then a {} ms window.",
         machine(),
         first.map(|c| c.profile.as_str()).unwrap_or("?"),
         match first.map(|c| c.nats_max_payload_bytes).unwrap_or(0) {
             0 => "default (1 MiB)".to_string(),
             n => format!("{n} bytes"),
         },
+        first.map(|c| c.heartbeat_ms).unwrap_or(0),
         first.map(|c| c.warmup_ms).unwrap_or(0),
         first.map(|c| c.window_ms).unwrap_or(0),
     )
@@ -437,6 +444,7 @@ pub async fn smoke(out: Option<PathBuf>) -> Result<RunResult, String> {
         agent_processes: 0,
         deadline_ms: 5000,
         max_payload_bytes: 0,
+        heartbeat_ms: fedvol_agent::config::DEFAULT_HEARTBEAT_MS,
         out: Some(out.clone()),
     };
     let result = run_federation(&spec)

@@ -189,7 +189,7 @@ pub async fn run(spec: &WhatIfSpec) -> Result<(), String> {
         shape: spec.shape,
         agent_processes: spec.agent_processes,
         deadline_ms: crate::bench::procs::DEFAULT_DEADLINE_MS,
-        heartbeat_ms: 1000,
+        heartbeat_ms: fedvol_agent::config::DEFAULT_HEARTBEAT_MS,
         max_payload_bytes: spec.max_payload_bytes,
     })
     .await?;

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use fedvol_agent::config::DEFAULT_HEARTBEAT_MS;
 use fedvol_tests::bench::agents::{AgentsSpec, serve_agents};
 use fedvol_tests::bench::inventory::Shape;
 use fedvol_tests::bench::procs::{DEFAULT_DEADLINE_MS, DEFAULT_MAX_PAYLOAD_BYTES};
@@ -88,6 +89,10 @@ struct Common {
     /// decision of 64 clusters of 1,000 hosts cannot be stored).
     #[arg(long, default_value_t = DEFAULT_MAX_PAYLOAD_BYTES)]
     nats_max_payload: usize,
+    /// The agents' heartbeat interval, ms (`heartbeatMs`; default: the shipped agent's). Every
+    /// process's CPU includes what the heartbeats cost at this rate.
+    #[arg(long, default_value_t = DEFAULT_HEARTBEAT_MS, value_parser = clap::value_parser!(u64).range(1..))]
+    heartbeat_ms: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -188,7 +193,7 @@ enum Command {
         #[arg(long)]
         data_dir: PathBuf,
         /// Heartbeat interval, ms.
-        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+        #[arg(long, default_value_t = DEFAULT_HEARTBEAT_MS, value_parser = clap::value_parser!(u64).range(1..))]
         heartbeat_ms: u64,
         /// Each agent logs in as NATS user `agent-<cluster>` with the example password
         /// `example-agent-<cluster>` (the shipped configurations, as the benchmark runs them).
@@ -244,6 +249,7 @@ fn base_spec(c: &Common) -> RunSpec {
     spec.agent_processes = c.agent_processes;
     spec.deadline_ms = c.deadline_ms;
     spec.max_payload_bytes = c.nats_max_payload;
+    spec.heartbeat_ms = c.heartbeat_ms;
     spec
 }
 
