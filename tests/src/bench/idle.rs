@@ -61,11 +61,11 @@ pub async fn measure(client: &async_nats::Client, members: &[Member], window: Du
     })
 }
 
-/// The idle line of a result, e.g. `idle: 1000 heartbeats/s; CPU ms per s: coordinator 12.0,
-/// nats-server 8.1, agents 30.2`.
+/// The idle lines of a result, e.g. `idle (5000 ms, no request): 500 heartbeats/s` and, indented,
+/// `CPU ms per second: coordinator 12.0, nats-server 8.1, agents 30.2`.
 pub fn render(r: &IdleResult) -> String {
     format!(
-        "idle ({} ms, no request): {:.0} heartbeats/s; CPU ms per second: coordinator {:.1}, nats-server {:.1}, agents {:.1}\n",
+        "idle ({} ms, no request): {:.0} heartbeats/s\n  CPU ms per second: coordinator {:.1}, nats-server {:.1}, agents {:.1}\n",
         r.window_ms, r.heartbeats_per_s, r.coordinator_cpu_ms_per_s, r.nats_cpu_ms_per_s, r.agents_cpu_ms_per_s
     )
 }

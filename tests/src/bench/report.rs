@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::Path;
 
-use comfy_table::{Cell, CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
+use comfy_table::{Cell, CellAlignment, ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 
 use crate::bench::driver::Measured;
 use crate::bench::procs::{Member, peak_rss_kib};
@@ -218,6 +218,18 @@ impl RunResult {
     }
 }
 
+/// The widest a printed line may be: tables wrap their headers to fit.
+pub const COLUMNS: u16 = 100;
+
+/// An empty table in the bench's style, at most [`COLUMNS`] wide.
+fn table() -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_width(COLUMNS);
+    t
+}
+
 fn right(s: impl ToString) -> Cell {
     Cell::new(s.to_string()).set_alignment(CellAlignment::Right)
 }
@@ -230,35 +242,31 @@ fn mib(k: Option<u64>) -> String {
 /// The tables of one result, as printed after each configuration.
 pub fn render_run(r: &RunResult) -> String {
     let c = &r.config;
+    // Four lines of at most 100 columns: the configuration, how it ran, the message sizes.
     let mut out = format!(
-        "clusters {} × hosts {} (provisioners {}, volumes {}), in flight {}, window {} ms after at least {} ms warm-up, {} agent process(es), {} build\n",
-        c.clusters,
-        c.hosts,
-        c.provisioners,
-        c.volumes,
-        c.in_flight,
-        c.window_ms,
-        c.warmup_ms,
-        c.agent_processes,
-        c.profile
+        "clusters {} × hosts {} (provisioners {}, volumes {}), in flight {}, {} build\n",
+        c.clusters, c.hosts, c.provisioners, c.volumes, c.in_flight, c.profile
     );
     out.push_str(&format!(
-        "submit request {} bytes, plan broadcast {} bytes, agent answer {} bytes (mean), decision {} bytes, nats-server max_payload {}, heartbeat every {} ms\n",
-        r.submit_bytes,
-        r.plan_bytes,
-        r.answer_bytes,
+        "window {} ms after at least {} ms warm-up, {} agent process(es), heartbeat every {} ms\n",
+        c.window_ms, c.warmup_ms, c.agent_processes, c.heartbeat_ms
+    ));
+    out.push_str(&format!(
+        "submit request {} bytes, plan broadcast {} bytes, agent answer {} bytes (mean)\n",
+        r.submit_bytes, r.plan_bytes, r.answer_bytes
+    ));
+    out.push_str(&format!(
+        "decision {} bytes, nats-server max_payload {}\n",
         r.decision_bytes,
         match c.nats_max_payload_bytes {
             0 => "default (1 MiB)".to_string(),
             n => format!("{n} bytes"),
-        },
-        c.heartbeat_ms
+        }
     ));
     if let Some(i) = &r.idle {
         out.push_str(&crate::bench::idle::render(i));
     }
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
+    let mut t = table();
     t.set_header(vec![
         "mode",
         "warm-up s",
@@ -303,8 +311,7 @@ pub fn render_run(r: &RunResult) -> String {
             }
         }
     }
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
+    let mut t = table();
     let mut header = vec!["process".to_string()];
     header.extend(r.modes.iter().map(|m| format!("{} CPU ms/req", m.mode)));
     header.push("peak RSS MiB".into());
@@ -541,5 +548,44 @@ pub(crate) mod tests {
         assert!(md.contains("| 4 | 1000 | 64 | submit | 50.0 |"), "{md}");
         assert!(md.contains("| 1 | 100 | 1 | plan | 0.25 | 0.25 |"), "{md}");
         assert!(read_jsonl(&dir.path().join("missing.jsonl")).is_err());
+    }
+
+    /// What a run prints fits 100 columns with the widest figures runs on this machine gave
+    /// (a six-digit count and a five-digit rate at 256 raw requests in flight, latencies near
+    /// a second, an error count, submit in the mode column, every mode's process columns):
+    /// the headers wrap, the figures do not.
+    #[test]
+    fn a_run_prints_at_most_100_columns() {
+        let mut r = sample(1000, 100_000, 256);
+        for m in &mut r.modes {
+            m.ok = 109_927;
+            m.throughput_rps = 13_738.8;
+            m.p50_ms = 565.25;
+            m.p90_ms = 794.11;
+            m.p99_ms = 890.37;
+            m.max_ms = 933.89;
+            m.cpu_ms_per_request = 326.09;
+            m.late = 256;
+        }
+        r.modes[0].procs[0].label = "agents c500-c999".into();
+        r.decision_bytes = 452_890;
+        r.idle = Some(crate::bench::idle::IdleResult {
+            window_ms: 15_001,
+            heartbeats_per_s: 1000.0,
+            coordinator_cpu_ms_per_s: 150.7,
+            nats_cpu_ms_per_s: 440.7,
+            agents_cpu_ms_per_s: 540.0,
+        });
+        let text = render_run(&r);
+        for line in text.lines() {
+            assert!(
+                line.chars().count() <= usize::from(COLUMNS),
+                "{} columns: {line}\n{text}",
+                line.chars().count()
+            );
+        }
+        for figure in ["109927", "13738.8", "565.25", "933.89", "326.09", "timeout: 2"] {
+            assert!(text.contains(figure), "{figure} whole: {text}");
+        }
     }
 }
