@@ -8,7 +8,8 @@
 //! (`store_unavailable`, `nats_error`, `commit_outcome_unknown`), sends the **same** request id again until it gets an
 //! answer or `retry_for` passed: what a careful client does, and what lets a coordinator take
 //! over a decision another one abandoned. Every `committed` answer is an acknowledgement the
-//! checker ([`crate::checker`]) must find again in the final state.
+//! checker ([`crate::checker`]) must find again in the final state. A `complete` its cluster did
+//! not answer (`timed_out`, `unreachable`) is sent again the same way, also while the load stops.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -411,6 +412,18 @@ pub const RETRYABLE: [&str; 5] = [
     "clusters_unavailable",
 ];
 
+/// Error codes of a `complete` that say its cluster did not answer (the agent was down or
+/// killed midway), on top of [`RETRYABLE`]: the careful client asks again.
+pub const COMPLETE_RETRYABLE: [&str; 7] = [
+    "timed_out",
+    "unreachable",
+    "store_unavailable",
+    "nats_error",
+    "commit_outcome_unknown",
+    "overloaded",
+    "clusters_unavailable",
+];
+
 fn outcome_of(r: &Result<SubmitReply, CallError>) -> Outcome {
     match r {
         Ok(reply) => match (&reply.error, &reply.stored) {
@@ -578,8 +591,16 @@ async fn submitter(
                         break;
                     }
                     // An agent that is down answers nothing: the coordinator says so
-                    // (timed_out, unreachable); ask again while the retry window lasts.
-                    if first.elapsed() >= spec.retry_for || stop.load(Ordering::SeqCst) && o.answered() {
+                    // (timed_out, unreachable); ask again while the retry window lasts, also
+                    // once the load stops: the agent may have completed it and lost only its
+                    // answer (killed right after), and the store says `committed` until a
+                    // complete is answered. A careful client asks until it is told what
+                    // became of it (the coordinator's own answer says the agent answers a
+                    // repeated complete with its first answer); other refusals end the
+                    // asking when the load stops.
+                    let unanswered_by_cluster = !o.answered()
+                        || matches!(&o, Outcome::Error(code) if COMPLETE_RETRYABLE.contains(&code.as_str()));
+                    if first.elapsed() >= spec.retry_for || stop.load(Ordering::SeqCst) && !unanswered_by_cluster {
                         break;
                     }
                     tokio::time::sleep(Duration::from_millis(100)).await;

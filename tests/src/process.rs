@@ -16,11 +16,14 @@ pub struct Spawned {
     child: Child,
     label: String,
     log: PathBuf,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl Spawned {
-    /// Starts `cmd` with stdin closed and stdout+stderr appended to a fresh log file.
+    /// Starts `cmd` with stdin closed and stdout+stderr appended to a fresh log file, removed
+    /// with the process, or kept under `$FEDVOL_TEST_KEEP_LOGS` when that names a directory
+    /// (each start its own `<program>-XXXXXX/output.log`: a restarted daemon's earlier runs too),
+    /// to read after a failed fault run.
     ///
     /// Panics (test failure) when the program cannot be started, naming it.
     /// A command that talks to a shipped test server logs in as its role's NATS user first
@@ -28,8 +31,7 @@ impl Spawned {
     pub fn start(mut cmd: Command) -> Spawned {
         crate::shipped::login(&mut cmd);
         let label = format!("{cmd:?}");
-        let dir = tempfile::tempdir().expect("a temporary directory for the process log");
-        let log = dir.path().join("output.log");
+        let (dir, log) = log_dir(&cmd);
         let out = File::options()
             .create(true)
             .append(true)
@@ -136,6 +138,32 @@ impl Spawned {
         }
         self.kill();
         None
+    }
+}
+
+/// Where a process's log goes: a directory removed with the process, or one kept under
+/// `$FEDVOL_TEST_KEEP_LOGS`.
+fn log_dir(cmd: &Command) -> (Option<tempfile::TempDir>, PathBuf) {
+    let program = Path::new(cmd.get_program())
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    match std::env::var_os("FEDVOL_TEST_KEEP_LOGS") {
+        Some(keep) if !keep.is_empty() => {
+            std::fs::create_dir_all(&keep).expect("the directory $FEDVOL_TEST_KEEP_LOGS");
+            let dir = tempfile::Builder::new()
+                .prefix(&format!("{program}-"))
+                .tempdir_in(&keep)
+                .expect("a log directory under $FEDVOL_TEST_KEEP_LOGS")
+                .keep();
+            let log = dir.join("output.log");
+            (None, log)
+        }
+        _ => {
+            let dir = tempfile::tempdir().expect("a temporary directory for the process log");
+            let log = dir.path().join("output.log");
+            (Some(dir), log)
+        }
     }
 }
 
