@@ -209,6 +209,24 @@ pub struct StoredDecision {
     /// with its `completion`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_failure: Option<String>,
+    /// A `complete` its cluster did not answer (`timed_out`, `unreachable`): the user asked
+    /// for it and the coordinators keep sending it until the cluster answers (the agent answers
+    /// a repeated complete with its first answer), the lease holder too when the coordinator
+    /// that was asked is gone. Absent otherwise, and once a complete was answered (the decision
+    /// is then `completed`, or stays `committed` when its cluster refused, e.g. `jobs_running`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completing: Option<Completing>,
+}
+
+/// A `complete` asked for and not answered yet by the decision's cluster
+/// ([`StoredDecision::completing`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Completing {
+    /// When its cluster first left it unanswered, ms since the epoch.
+    pub since_ms: u64,
+    /// The complete asked to cancel the workflow's batch jobs first (`fedvol cancel`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancel: bool,
 }
 
 impl StoredDecision {
@@ -265,6 +283,7 @@ impl StoredDecision {
         };
         self.run_failure = failure;
         self.completion = Some(completion);
+        self.completing = None;
     }
 }
 

@@ -35,6 +35,13 @@ struct Peek {
     queued_ms: Option<u64>,
     #[serde(default)]
     run_failure: Option<String>,
+    #[serde(default)]
+    completing: Option<PeekCompleting>,
+}
+
+#[derive(Deserialize)]
+struct PeekCompleting {
+    since_ms: u64,
 }
 
 #[derive(Deserialize)]
@@ -176,6 +183,7 @@ pub fn listing(request_id: String, bytes: &[u8]) -> Result<(DecisionSummary, Clu
         jobs,
         reason,
         failure,
+        completing_since_ms: p.completing.map(|c| c.since_ms),
     };
     Ok((summary, p.decision.clusters.0))
 }
@@ -248,6 +256,7 @@ pub(crate) mod tests {
             wait_for_capacity: false,
             queued_ms: Some(7),
             run_failure: None,
+            completing: None,
         }
     }
 
@@ -263,6 +272,15 @@ pub(crate) mod tests {
             assert!(counts.feasible > 0 && counts.answered < counts.asked, "{counts:?}");
             assert_eq!(summary.jobs.len(), 1);
         }
+        // A complete its cluster has not answered is listed, read from the bytes as decoded.
+        let mut s = stored(3);
+        s.completing = Some(crate::decisions::Completing {
+            since_ms: 99,
+            cancel: true,
+        });
+        let (summary, _) = listing("r".into(), &crate::encode(&s)).unwrap();
+        assert_eq!(summary, DecisionSummary::of("r".into(), &s));
+        assert_eq!(summary.completing_since_ms, Some(99));
     }
 
     /// Why a failed or refused decision is so travels in its summary (`reason`, read by

@@ -593,6 +593,7 @@ mod tests {
             wait_for_capacity: false,
             queued_ms: None,
             run_failure: None,
+            completing: None,
             state,
             decision: Decision {
                 quota: Vec::new(),

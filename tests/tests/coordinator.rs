@@ -616,6 +616,101 @@ async fn an_unanswered_complete_is_finished_by_the_coordinator() {
     assert!(!st.committed.contains(&"late-1".to_string()), "{st:?}");
 }
 
+/// The same unanswered `complete`, but the coordinator that was asked is killed (`kill -9`)
+/// right after answering `timed_out`: its own tries die with it. The decision says so in the
+/// bucket (`completing`, since when), and the coordinator started in its place, holding the
+/// reconciler's lease, completes it once the agent answers again. Before, the decision stayed
+/// `committed` for good while the agent, once thawed, still held it (and a fault run's agent
+/// that had applied the complete before dying had released it: RELIABILITY.md, bugs 13, 20).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_complete_is_finished_after_its_coordinator_died() {
+    let _serial = SERIAL.lock().await;
+    let nats = NatsServer::start();
+    let a = slots(&nats, "a", 2, 100).await;
+    let mut coord = CoordinatorProc::start(
+        &nats,
+        &[
+            "--deadline-ms",
+            "800",
+            "--commit-timeout-ms",
+            "1000",
+            "--discovery-ms",
+            "300",
+            "--reconcile-every-ms",
+            "300",
+        ],
+    )
+    .await;
+    let client = nats.client().await;
+    wait_alive(&client, "a", true).await;
+    let (d, _) = submit(&client, "alice", &submit_msg("orphaned-1", job_workflow("o"))).await;
+    assert_eq!(d.state, DecisionState::Committed);
+
+    a.proc.signal(Signal::SIGSTOP);
+    let asked = fedvol_proto::now_ms();
+    let r: SubmitReply = op::<api::Complete>(
+        &client,
+        "alice",
+        &DecisionRef {
+            request_id: "orphaned-1".into(),
+            cancel: false,
+            whole: None,
+        },
+    )
+    .await;
+    assert_eq!(
+        r.error.expect("the frozen agent does not answer").code,
+        fedvol_proto::Code::TimedOut
+    );
+    let stored = get(&client, "orphaned-1").await.stored.unwrap();
+    assert_eq!(stored.state, DecisionState::Committed);
+    let since = stored
+        .completing
+        .as_ref()
+        .expect("the unanswered complete is in the record")
+        .since_ms;
+    assert!(since >= asked, "{since} < {asked}");
+    // `decisions list` says so too (from the coordinator's index, which follows the bucket).
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let listed: ListReply = op::<api::List>(&client, "alice", &NoArgs {}).await;
+        let row = listed.decisions.into_iter().find(|s| s.request_id == "orphaned-1");
+        if row.as_ref().and_then(|r| r.completing_since_ms) == Some(since) {
+            break;
+        }
+        assert!(Instant::now() < end, "listed as {row:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // The coordinator that was asked dies with its tries; another starts in its place.
+    coord.restart().await;
+    a.proc.signal(Signal::SIGCONT);
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let s = get(&client, "orphaned-1").await.stored.unwrap();
+        if s.state == DecisionState::Completed {
+            assert!(s.completing.is_none(), "{:?}", s.completing);
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "still {:?}, completing {:?}",
+            s.state,
+            s.completing
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        coord
+            .proc
+            .log()
+            .contains("reconciler: completing a decision whose complete its cluster has not answered"),
+        "the new coordinator's reconciler did it"
+    );
+    let st = status(&client, "a").await;
+    assert!(!st.committed.contains(&"orphaned-1".to_string()), "{st:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn decisions_survive_a_coordinator_kill_and_a_second_one_serves_meanwhile() {
     let _serial = SERIAL.lock().await;

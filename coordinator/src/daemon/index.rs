@@ -149,6 +149,18 @@ impl DecisionIndex {
         self.pick(|s| (s.state == DecisionState::Planned && !s.dry_run).then_some(s.updated_ms))
     }
 
+    /// The committed decisions with a `complete` their cluster has not answered yet: request
+    /// id → (since when, ms since the epoch; the decision's user). The reconciler finishes them
+    /// (`ops::complete::finish_marked`).
+    pub fn completing(&self) -> HashMap<String, (u64, String)> {
+        self.pick(|s| {
+            (s.state == DecisionState::Committed)
+                .then_some(s.completing_since_ms)
+                .flatten()
+                .map(|t| (t, s.user.clone()))
+        })
+    }
+
     /// The committed decisions whose commit submitted batch jobs: the ones the reconciler
     /// follows (`daemon::jobs`).
     pub fn running_jobs(&self) -> std::collections::HashSet<String> {
@@ -413,6 +425,7 @@ mod tests {
                     jobs: Vec::new(),
                     reason: None,
                     failure: None,
+                    completing_since_ms: None,
                 }),
                 clusters: fedvol_proto::coordinator::ClusterCounts::default(),
             },

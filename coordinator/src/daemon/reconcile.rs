@@ -19,6 +19,10 @@
 //! [`super::index::DecisionIndex::room_freed`]), and every 15
 //! ticks drops quota-ledger entries no live decision stands behind ([`super::quota::sweep`]).
 //!
+//! The holder also completes the committed decisions whose `complete` their cluster did not
+//! answer and whose coordinator may be gone with its own tries (`completing` in the record:
+//! [`super::ops::complete::finish_marked`]).
+//!
 //! The holder also follows the batch jobs of committed decisions on clusters that run them
 //! ([`super::jobs`]), storing each decision `completed` or `failed` once its jobs ended.
 //!
@@ -117,6 +121,7 @@ pub fn spawn(co: Arc<Coordinator>, instance: String, every: Duration) {
             settle_abandoned(&co, &mut planned, &mut next_try).await;
             let mut running = co.index.running_jobs();
             super::jobs::follow(&co, &mut running).await;
+            super::ops::complete::finish_marked(&co).await;
             super::restore::check_generations(&co, &mut generations).await;
             super::queue::drain(&co).await;
             if retention > 0 && collected.is_none_or(|t| t.elapsed() >= collect_every) {

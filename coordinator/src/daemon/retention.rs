@@ -123,6 +123,7 @@ mod tests {
             jobs: Vec::new(),
             reason: None,
             failure: None,
+            completing_since_ms: None,
         }
     }
 

@@ -198,6 +198,7 @@ pub fn read_record(bytes: &[u8]) -> Result<StoredDecision, String> {
         wait_for_capacity: false,
         queued_ms: None,
         run_failure: slim.run_failure,
+        completing: None,
     })
 }
 
@@ -380,6 +381,7 @@ pub(crate) mod tests {
             priority: 0,
             wait_for_capacity: false,
             queued_ms: None,
+            completing: None,
             run_failure: None,
             state,
             decision,

@@ -48,6 +48,10 @@ pub struct DecisionSummary {
     /// earlier releases).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<crate::decisions::FailureKind>,
+    /// A committed decision whose `complete` its cluster has not answered yet: since when, ms
+    /// since the epoch ([`crate::decisions::Completing`]); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completing_since_ms: Option<u64>,
 }
 
 /// The most characters of [`DecisionSummary::reason`]; a longer reason is cut, ending in `…`.
@@ -109,6 +113,7 @@ impl DecisionSummary {
             queued_ms: stored.queued_ms,
             jobs: stored.jobs().to_vec(),
             failure: stored.failure(),
+            completing_since_ms: stored.completing.as_ref().map(|c| c.since_ms),
         }
     }
 }

@@ -52,7 +52,27 @@ pub fn stored_table(s: &StoredDecision, all: bool) -> String {
     if let Some(c) = &s.completion {
         out.push_str(&format!("completed: {}\n", outcome_line(c)));
     }
+    if let Some(line) = completing_line(s, fedvol_proto::now_ms()) {
+        out.push_str(&line);
+    }
     out
+}
+
+/// For a decision whose `complete` its cluster has not answered yet
+/// ([`StoredDecision::completing`]): since when, and that the coordinators keep sending it.
+fn completing_line(s: &StoredDecision, now_ms: u64) -> Option<String> {
+    let c = s.completing.as_ref()?;
+    let cluster = s.decision.chosen_cluster.as_deref().unwrap_or("its cluster");
+    let what = if c.cancel { "cancel" } else { "complete" };
+    Some(layout::para(
+        "completing: ",
+        "  ",
+        &format!(
+            "asked {}; {} has not answered the {what} yet, the coordinators keep sending it",
+            words::ago(c.since_ms, now_ms),
+            printable(cluster)
+        ),
+    ))
 }
 
 /// One line of `commit attempts:`. An attempt still `pending` was sent and its outcome was
@@ -156,4 +176,65 @@ pub fn job_lines(j: &BatchJob, indent: &str) -> String {
         out.push_str(&layout::para(&more, &format!("{more}  "), &p));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fedvol_common::funnel::PlanRequest;
+    use fedvol_common::synth::{self, SynthSizes};
+    use fedvol_proto::decisions::Completing;
+
+    fn committed() -> StoredDecision {
+        let sizes = SynthSizes {
+            hosts: 2,
+            provisioners: 1,
+            volumes: 1,
+        };
+        let request = PlanRequest::new("r1", synth::workflow(1, 1), "alice").with_seed(7);
+        let decision = fedvol_common::offline::plan_locally(&[synth::cluster("east", sizes)], &request);
+        StoredDecision {
+            state: DecisionState::Committed,
+            decision,
+            request,
+            attempts: vec![],
+            completion: None,
+            updated_ms: 1_000,
+            dry_run: false,
+            request_digest: None,
+            priority_class: None,
+            priority: 0,
+            wait_for_capacity: false,
+            queued_ms: None,
+            run_failure: None,
+            completing: None,
+        }
+    }
+
+    /// `decisions show` of a decision whose `complete` its cluster has not answered says so,
+    /// since when, and that it is still being sent; nothing is said otherwise.
+    #[test]
+    fn an_unanswered_complete_is_shown() {
+        let mut s = committed();
+        assert!(!stored_table(&s, false).contains("completing:"));
+        s.completing = Some(Completing {
+            since_ms: 1_000,
+            cancel: false,
+        });
+        let line = completing_line(&s, 43_000).expect("a line");
+        assert_eq!(
+            line,
+            "completing: asked 42s ago; east has not answered the complete yet, the coordinators keep sending it\n"
+        );
+        s.completing = Some(Completing {
+            since_ms: 1_000,
+            cancel: true,
+        });
+        assert!(
+            completing_line(&s, 1_000)
+                .unwrap()
+                .contains("asked now; east has not answered the cancel")
+        );
+        assert!(stored_table(&s, false).contains("completing: asked"));
+    }
 }

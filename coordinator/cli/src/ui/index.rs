@@ -328,6 +328,7 @@ mod tests {
                 queued_ms: None,
                 jobs: Vec::new(),
                 failure: None,
+                completing_since_ms: None,
                 request_id: "r".into(),
                 workflow: wf.into(),
                 state,

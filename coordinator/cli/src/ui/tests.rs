@@ -29,6 +29,7 @@ fn stored(workflow: &str, user: &str) -> StoredDecision {
         wait_for_capacity: false,
         queued_ms: None,
         run_failure: None,
+        completing: None,
         state: DecisionState::Committed,
         decision,
         request,

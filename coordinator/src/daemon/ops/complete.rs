@@ -8,7 +8,7 @@ use fedvol_common::choice::rules;
 use fedvol_common::decision::{ChoiceStep, Rejection};
 use fedvol_proto::agent;
 use fedvol_proto::coordinator::{DecisionRef, SubmitReply};
-use fedvol_proto::decisions::{DecisionState, StoredDecision};
+use fedvol_proto::decisions::{Completing, DecisionState, StoredDecision};
 use fedvol_proto::rpc::RpcError;
 use fedvol_proto::{Code, now_ms};
 
@@ -127,11 +127,14 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
             Err(e) => {
                 tracing::warn!(cluster = %cluster, error = %e, "complete failed");
                 let mut error = e.error();
-                if matches!(
+                let unanswered = matches!(
                     e,
                     ActionError::Rpc(RpcError::TimedOut { .. } | RpcError::NoResponders(_))
-                ) && finish_later(co, q, user)
-                {
+                );
+                if unanswered {
+                    mark_completing(co, &mut stored, rev, q.cancel).await;
+                }
+                if unanswered && finish_later(co, q, user) {
                     error.message = format!(
                         "{}; the coordinator keeps completing it on {cluster} for the next {} min (the agent answers a repeated complete with its first answer): `fedvol decisions show {}` says when it did",
                         error.message,
@@ -152,6 +155,14 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
                 .clone()
                 .unwrap_or_else(|| Code::BadAnswer.error("complete refused without a reason"));
             tracing::warn!(cluster = %cluster, code = %err.code, "complete refused");
+            if stored.completing.is_some() {
+                // Answered at last, with a refusal: nobody completes it on its own any more.
+                stored.completing = None;
+                stored.updated_ms = now_ms();
+                if let Err(e) = co.store.update(&q.request_id, &stored, rev).await {
+                    tracing::warn!(error = %e, "the end of an unanswered complete could not be stored");
+                }
+            }
             return SubmitReply {
                 stored: Some(stored),
                 error: Some(err),
@@ -191,6 +202,64 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
         }
     }
     error_reply(Code::StoreUnavailable, "the decision kept changing; try again")
+}
+
+/// Stores that `stored` (revision `rev`) has a `complete` its cluster did not answer
+/// ([`StoredDecision::completing`], kept from the first time): the lease holder finishes it
+/// when the coordinator that was asked is gone ([`finish_marked`]). Best effort: a failed or
+/// conflicting write is logged, and this coordinator still tries again ([`finish_later`]).
+async fn mark_completing(co: &Coordinator, stored: &mut StoredDecision, rev: u64, cancel: bool) {
+    if stored.completing.is_some() {
+        return;
+    }
+    let now = now_ms();
+    stored.completing = Some(Completing { since_ms: now, cancel });
+    stored.updated_ms = now;
+    match co.store.update(&stored.decision.request_id, stored, rev).await {
+        Ok(Write::Done(_)) => {}
+        Ok(Write::Conflict) => {
+            tracing::info!("an unanswered complete not marked: the decision changed meanwhile")
+        }
+        Err(e) => tracing::warn!(error = %e, "an unanswered complete could not be marked"),
+    }
+}
+
+/// The lease holder's part of an unanswered `complete` (the reconciler, each tick): every
+/// decision stored `committed` with [`StoredDecision::completing`] older than the commit
+/// phase's bound ([`commit_phase_bound_ms`]) is completed again in the background here as its
+/// coordinator would ([`finish_later`]; one task per id, so a tick while one runs adds
+/// nothing): the coordinator that was asked may be gone, and with it its own tries. Two
+/// coordinators completing one decision at once is safe: the agent answers a repeated
+/// complete with its first answer, and the record is changed by compare-and-set.
+pub async fn finish_marked(co: &Arc<Coordinator>) {
+    let bound = commit_phase_bound_ms(co);
+    let now = now_ms();
+    for (id, (since, user)) in co.index.completing() {
+        let running = || co.completing.lock().unwrap_or_else(|p| p.into_inner()).contains(&id);
+        if now.saturating_sub(since) <= bound || running() {
+            continue;
+        }
+        // Whether the complete asked to cancel the jobs is in the record only.
+        let cancel = match co.store.get(&id).await {
+            Ok(Some((s, _))) => match s.completing {
+                Some(c) if s.state == DecisionState::Committed => c.cancel,
+                _ => continue,
+            },
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::warn!(request_id = %id, error = %e, "reconciler: cannot read a decision being completed");
+                continue;
+            }
+        };
+        let q = DecisionRef {
+            request_id: id,
+            cancel,
+            whole: None,
+        };
+        if finish_later(co, &q, &user) {
+            tracing::warn!(request_id = %q.request_id, since_ms = since, "reconciler: completing a decision whose complete its cluster has not answered");
+        }
+    }
 }
 
 /// How long a coordinator keeps completing a decision whose `complete` went unanswered.

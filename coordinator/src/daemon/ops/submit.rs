@@ -234,6 +234,7 @@ pub async fn submit(co: Arc<Coordinator>, user: &str, msg: SubmitMsg) -> SubmitR
         dry_run: msg.dry_run,
         request_digest: kept.then(|| digest.clone()),
         run_failure: None,
+        completing: None,
         priority_class,
         priority,
         wait_for_capacity: msg.wait_for_capacity && !msg.dry_run,
