@@ -222,7 +222,7 @@ pub struct StoredDecision {
 /// ([`StoredDecision::completing`]).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Completing {
-    /// When its cluster first left it unanswered, ms since the epoch.
+    /// When the first complete its cluster left unanswered was sent, ms since the epoch.
     pub since_ms: u64,
     /// The complete asked to cancel the workflow's batch jobs first (`fedvol cancel`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

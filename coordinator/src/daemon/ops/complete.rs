@@ -118,6 +118,7 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
             }
         };
         let wait = co.cfg.commit_timeout_ms;
+        let asked_ms = now_ms();
         let msg = agent::ActionMsg {
             cancel: q.cancel,
             ..agent::ActionMsg::new(&q.request_id, now_ms() + wait)
@@ -132,7 +133,7 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
                     ActionError::Rpc(RpcError::TimedOut { .. } | RpcError::NoResponders(_))
                 );
                 if unanswered {
-                    mark_completing(co, &mut stored, rev, q.cancel).await;
+                    mark_completing(co, &mut stored, rev, asked_ms, q.cancel).await;
                 }
                 if unanswered && finish_later(co, q, user) {
                     error.message = format!(
@@ -205,16 +206,19 @@ pub async fn complete(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> Sub
 }
 
 /// Stores that `stored` (revision `rev`) has a `complete` its cluster did not answer
-/// ([`StoredDecision::completing`], kept from the first time): the lease holder finishes it
+/// ([`StoredDecision::completing`], sent at `asked_ms`, ms since the epoch; the first such
+/// complete is kept): the lease holder finishes it
 /// when the coordinator that was asked is gone ([`finish_marked`]). Best effort: a failed or
 /// conflicting write is logged, and this coordinator still tries again ([`finish_later`]).
-async fn mark_completing(co: &Coordinator, stored: &mut StoredDecision, rev: u64, cancel: bool) {
+async fn mark_completing(co: &Coordinator, stored: &mut StoredDecision, rev: u64, asked_ms: u64, cancel: bool) {
     if stored.completing.is_some() {
         return;
     }
-    let now = now_ms();
-    stored.completing = Some(Completing { since_ms: now, cancel });
-    stored.updated_ms = now;
+    stored.completing = Some(Completing {
+        since_ms: asked_ms,
+        cancel,
+    });
+    stored.updated_ms = now_ms();
     match co.store.update(&stored.decision.request_id, stored, rev).await {
         Ok(Write::Done(_)) => {}
         Ok(Write::Conflict) => {
