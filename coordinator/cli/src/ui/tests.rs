@@ -432,3 +432,21 @@ fn the_what_if_page_shows_the_report_and_escapes_names() {
         ["a".to_string(), "b".to_string()]
     );
 }
+
+/// A decision whose `complete` its cluster has not answered says so on its page, with when it
+/// was asked; the cluster's name escaped like every other.
+#[test]
+fn an_unanswered_complete_is_shown_on_the_page() {
+    let mut s = stored("w", "alice");
+    let plain = pages::decision::body("r1", &s, None).into_string();
+    assert!(!plain.contains("id=\"completing\""), "{plain}");
+    s.decision.chosen_cluster = Some(HOSTILE.into());
+    s.completing = Some(fedvol_proto::decisions::Completing {
+        since_ms: 1_740_830_405_000,
+        cancel: false,
+    });
+    let page = pages::decision::body("r1", &s, None).into_string();
+    assert!(page.contains("id=\"completing\""), "{page}");
+    assert!(page.contains("complete asked 2025-03-01T12:00:05Z"), "{page}");
+    assert!(!page.contains("<script>"), "{page}");
+}

@@ -244,6 +244,15 @@ pub fn body_with(key: &str, s: &StoredDecision, problem: Option<&str>, whole: Op
                 dt { "Failed because" }
                 dd #run-failure { (badge("failed", Kind::Bad)) " " (fedvol_common::limits::printable(f)) }
             }
+            @if let Some(c) = &s.completing {
+                dt { "Completing" }
+                dd #completing {
+                    (badge("unanswered", Kind::Warn)) " "
+                    (if c.cancel { "cancel" } else { "complete" }) " asked " (crate::render::words::utc(c.since_ms)) "; "
+                    (fedvol_common::limits::printable(d.chosen_cluster.as_deref().unwrap_or("its cluster")))
+                    " has not answered it yet, the coordinators keep sending it"
+                }
+            }
             @if let Some(r) = &d.refused {
                 dt {
                     @if s.state == fedvol_proto::decisions::DecisionState::Queued { "Waiting" }
