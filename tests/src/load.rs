@@ -413,16 +413,8 @@ pub const RETRYABLE: [&str; 5] = [
 ];
 
 /// Error codes of a `complete` that say its cluster did not answer (the agent was down or
-/// killed midway), on top of [`RETRYABLE`]: the careful client asks again.
-pub const COMPLETE_RETRYABLE: [&str; 7] = [
-    "timed_out",
-    "unreachable",
-    "store_unavailable",
-    "nats_error",
-    "commit_outcome_unknown",
-    "overloaded",
-    "clusters_unavailable",
-];
+/// killed midway): with [`RETRYABLE`], the careful client asks again.
+pub const CLUSTER_UNANSWERED: [&str; 2] = ["timed_out", "unreachable"];
 
 fn outcome_of(r: &Result<SubmitReply, CallError>) -> Outcome {
     match r {
@@ -599,7 +591,8 @@ async fn submitter(
                     // repeated complete with its first answer); other refusals end the
                     // asking when the load stops.
                     let unanswered_by_cluster = !o.answered()
-                        || matches!(&o, Outcome::Error(code) if COMPLETE_RETRYABLE.contains(&code.as_str()));
+                        || matches!(&o, Outcome::Error(code)
+                            if CLUSTER_UNANSWERED.contains(&code.as_str()) || RETRYABLE.contains(&code.as_str()));
                     if first.elapsed() >= spec.retry_for || stop.load(Ordering::SeqCst) && !unanswered_by_cluster {
                         break;
                     }
