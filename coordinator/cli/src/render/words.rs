@@ -81,6 +81,17 @@ pub fn state_with(s: DecisionState, f: Option<FailureKind>) -> String {
     }
 }
 
+/// A listed decision's state in words ([`state_with`]), and `committed (completing)` for a
+/// committed one whose `complete` its cluster has not answered yet
+/// (`DecisionSummary::completing_since_ms`): `decisions list` (and `decisions watch`, which
+/// shortens that one to `completing`).
+pub fn listed_state(d: &fedvol_proto::coordinator::DecisionSummary) -> String {
+    if d.state == DecisionState::Committed && d.completing_since_ms.is_some() {
+        return format!("{} (completing)", state(d.state));
+    }
+    state_with(d.state, d.failure)
+}
+
 /// Every state, in lifecycle order (the web view's state filter offers these).
 pub const STATES: [DecisionState; 6] = [
     DecisionState::Queued,
@@ -145,6 +156,22 @@ mod tests {
         );
         assert_eq!(state_with(DecisionState::Failed, None), "failed");
         assert_eq!(state_with(DecisionState::Committed, None), "committed");
+    }
+
+    /// `decisions list` and `watch` say when a committed decision's complete is unanswered.
+    #[test]
+    fn a_listed_decision_being_completed_says_so() {
+        let mut d: fedvol_proto::coordinator::DecisionSummary = serde_json::from_value(serde_json::json!({
+            "request_id": "r", "workflow": "w", "state": "committed", "chosen_cluster": "c",
+            "updated_ms": 1
+        }))
+        .unwrap();
+        assert_eq!(listed_state(&d), "committed");
+        d.completing_since_ms = Some(1);
+        assert_eq!(listed_state(&d), "committed (completing)");
+        d.state = DecisionState::Failed;
+        d.failure = Some(FailureKind::JobFailed);
+        assert_eq!(listed_state(&d), "failed (job failed)");
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::cli::print::print_doc;
 use crate::commands::{Leading, Run};
 use crate::render::Output;
 use crate::render::layout::{bordered, truncate, width};
-use crate::render::words::{ago, state as state_name, state_with};
+use crate::render::words::{ago, listed_state, state as state_name};
 
 /// `fedvol decisions list`: filters combine (all must hold).
 #[derive(Debug, clap::Args)]
@@ -169,7 +169,7 @@ pub fn list_table(v: &[api::DecisionSummary], wide: bool, now: u64, known: &[&st
             let state = match (&d.priority_class, d.state) {
                 _ if d.dry_run => format!("{} (dry run)", state_name(d.state)),
                 (Some(c), DecisionState::Queued) => format!("queued ({c})"),
-                _ => state_with(d.state, d.failure),
+                _ => listed_state(d),
             };
             t.add_row(vec![
                 match id_room {

@@ -64,7 +64,15 @@ async fn watch(client: &Client, o: Output) -> u8 {
     let mut failing = false;
     // The state each decision was last seen in, to say what changed.
     let mut seen: std::collections::HashMap<String, String> = std::collections::HashMap::new();
-    let words = |s: &api::DecisionSummary| crate::render::words::state_with(s.state, s.failure);
+    // A committed decision whose complete is unanswered reads `completing`, short enough
+    // for the CHANGE column (`committed → completing`, `completing → completed`).
+    let words = |s: &api::DecisionSummary| {
+        if s.state == DecisionState::Committed && s.completing_since_ms.is_some() {
+            "completing".to_string()
+        } else {
+            crate::render::words::listed_state(s)
+        }
+    };
     let table_view = matches!(o, Output::Table | Output::Wide);
     let mut page = WatchPage::default();
     loop {

@@ -53,6 +53,7 @@ pub fn row(key: &str, slot: &Slot) -> Markup {
                     td {
                         (state_badge(r.summary.state))
                         @if let Some(f) = r.summary.failure { " " (super::failure_badge(f)) }
+                        @if r.summary.completing_since_ms.is_some() { " " (badge("completing", Kind::Warn)) }
                         @if r.dry_run { " " (badge("dry run", Kind::Info)) }
                     }
                     td {
