@@ -555,6 +555,79 @@ async fn a_frozen_agent_becomes_suspect_and_its_late_answer_is_released() {
     drop((a, b));
 }
 
+/// A federation whose cluster `a` left a `complete` unanswered: the parts, kept alive together,
+/// and the complete's answer.
+struct FrozenComplete {
+    a: AgentProc,
+    coord: CoordinatorProc,
+    client: async_nats::Client,
+    /// The answer to the complete sent while `a` was frozen.
+    reply: SubmitReply,
+    /// Just before the complete was sent, ms since the epoch.
+    asked_ms: u64,
+    _nats: NatsServer,
+}
+
+/// Starts NATS, agent `a` (2 hosts) and a coordinator with a 1 s commit timeout and `extra`
+/// arguments; commits `id` on `a`, freezes `a` (SIGSTOP) and asks to complete `id` as alice.
+async fn complete_on_a_frozen_agent(id: &str, extra: &[&str]) -> FrozenComplete {
+    let nats = NatsServer::start();
+    let a = slots(&nats, "a", 2, 100).await;
+    let mut args = vec![
+        "--deadline-ms",
+        "800",
+        "--commit-timeout-ms",
+        "1000",
+        "--discovery-ms",
+        "300",
+    ];
+    args.extend_from_slice(extra);
+    let coord = CoordinatorProc::start(&nats, &args).await;
+    let client = nats.client().await;
+    wait_alive(&client, "a", true).await;
+    let (d, _) = submit(&client, "alice", &submit_msg(id, job_workflow("l"))).await;
+    assert_eq!(d.state, DecisionState::Committed);
+
+    a.proc.signal(Signal::SIGSTOP);
+    let asked_ms = fedvol_proto::now_ms();
+    let reply: SubmitReply = op::<api::Complete>(
+        &client,
+        "alice",
+        &DecisionRef {
+            request_id: id.into(),
+            cancel: false,
+            whole: None,
+        },
+    )
+    .await;
+    FrozenComplete {
+        a,
+        coord,
+        client,
+        reply,
+        asked_ms,
+        _nats: nats,
+    }
+}
+
+/// Waits (`within` at most) until `id` is stored `completed`, and returns it.
+async fn wait_completed(client: &async_nats::Client, id: &str, within: Duration) -> StoredDecision {
+    let end = Instant::now() + within;
+    loop {
+        let s = get(client, id).await.stored.unwrap();
+        if s.state == DecisionState::Completed {
+            return s;
+        }
+        assert!(
+            Instant::now() < end,
+            "still {:?}, completing {:?}",
+            s.state,
+            s.completing
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// A `complete` its cluster does not answer (the agent frozen) is answered `timed_out`,
 /// saying the coordinator keeps completing it; once the agent answers again the coordinator's
 /// background try stores the decision `completed` and the agent holds nothing, with no retry by
@@ -564,55 +637,18 @@ async fn a_frozen_agent_becomes_suspect_and_its_late_answer_is_released() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unanswered_complete_is_finished_by_the_coordinator() {
     let _serial = SERIAL.lock().await;
-    let nats = NatsServer::start();
-    let a = slots(&nats, "a", 2, 100).await;
-    let _coord = CoordinatorProc::start(
-        &nats,
-        &[
-            "--deadline-ms",
-            "800",
-            "--commit-timeout-ms",
-            "1000",
-            "--discovery-ms",
-            "300",
-        ],
-    )
-    .await;
-    let client = nats.client().await;
-    wait_alive(&client, "a", true).await;
-    let (d, _) = submit(&client, "alice", &submit_msg("late-1", job_workflow("l"))).await;
-    assert_eq!(d.state, DecisionState::Committed);
-
-    a.proc.signal(Signal::SIGSTOP);
-    let r: SubmitReply = op::<api::Complete>(
-        &client,
-        "alice",
-        &DecisionRef {
-            request_id: "late-1".into(),
-            cancel: false,
-            whole: None,
-        },
-    )
-    .await;
-    let e = r.error.expect("the frozen agent does not answer");
+    let f = complete_on_a_frozen_agent("late-1", &[]).await;
+    let e = f.reply.error.expect("the frozen agent does not answer");
     assert_eq!(e.code, fedvol_proto::Code::TimedOut, "{e:?}");
     assert!(e.message.contains("keeps completing it on a"), "{}", e.message);
     assert_eq!(
-        get(&client, "late-1").await.stored.unwrap().state,
+        get(&f.client, "late-1").await.stored.unwrap().state,
         DecisionState::Committed
     );
 
-    a.proc.signal(Signal::SIGCONT);
-    let end = Instant::now() + Duration::from_secs(20);
-    loop {
-        let state = get(&client, "late-1").await.stored.unwrap().state;
-        if state == DecisionState::Completed {
-            break;
-        }
-        assert!(Instant::now() < end, "still {state:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let st = status(&client, "a").await;
+    f.a.proc.signal(Signal::SIGCONT);
+    wait_completed(&f.client, "late-1", Duration::from_secs(20)).await;
+    let st = status(&f.client, "a").await;
     assert!(!st.committed.contains(&"late-1".to_string()), "{st:?}");
 }
 
@@ -625,41 +661,10 @@ async fn an_unanswered_complete_is_finished_by_the_coordinator() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unanswered_complete_is_finished_after_its_coordinator_died() {
     let _serial = SERIAL.lock().await;
-    let nats = NatsServer::start();
-    let a = slots(&nats, "a", 2, 100).await;
-    let mut coord = CoordinatorProc::start(
-        &nats,
-        &[
-            "--deadline-ms",
-            "800",
-            "--commit-timeout-ms",
-            "1000",
-            "--discovery-ms",
-            "300",
-            "--reconcile-every-ms",
-            "300",
-        ],
-    )
-    .await;
-    let client = nats.client().await;
-    wait_alive(&client, "a", true).await;
-    let (d, _) = submit(&client, "alice", &submit_msg("orphaned-1", job_workflow("o"))).await;
-    assert_eq!(d.state, DecisionState::Committed);
-
-    a.proc.signal(Signal::SIGSTOP);
-    let asked = fedvol_proto::now_ms();
-    let r: SubmitReply = op::<api::Complete>(
-        &client,
-        "alice",
-        &DecisionRef {
-            request_id: "orphaned-1".into(),
-            cancel: false,
-            whole: None,
-        },
-    )
-    .await;
+    let mut f = complete_on_a_frozen_agent("orphaned-1", &["--reconcile-every-ms", "300"]).await;
+    let client = f.client.clone();
     assert_eq!(
-        r.error.expect("the frozen agent does not answer").code,
+        f.reply.error.take().expect("the frozen agent does not answer").code,
         fedvol_proto::Code::TimedOut
     );
     let stored = get(&client, "orphaned-1").await.stored.unwrap();
@@ -669,7 +674,7 @@ async fn an_unanswered_complete_is_finished_after_its_coordinator_died() {
         .as_ref()
         .expect("the unanswered complete is in the record")
         .since_ms;
-    assert!(since >= asked, "{since} < {asked}");
+    assert!(since >= f.asked_ms, "{since} < {}", f.asked_ms);
     // `decisions list` says so too (from the coordinator's index, which follows the bucket).
     let end = Instant::now() + Duration::from_secs(10);
     loop {
@@ -683,25 +688,12 @@ async fn an_unanswered_complete_is_finished_after_its_coordinator_died() {
     }
 
     // The coordinator that was asked dies with its tries; another starts in its place.
-    coord.restart().await;
-    a.proc.signal(Signal::SIGCONT);
-    let end = Instant::now() + Duration::from_secs(30);
-    loop {
-        let s = get(&client, "orphaned-1").await.stored.unwrap();
-        if s.state == DecisionState::Completed {
-            assert!(s.completing.is_none(), "{:?}", s.completing);
-            break;
-        }
-        assert!(
-            Instant::now() < end,
-            "still {:?}, completing {:?}",
-            s.state,
-            s.completing
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    f.coord.restart().await;
+    f.a.proc.signal(Signal::SIGCONT);
+    let s = wait_completed(&client, "orphaned-1", Duration::from_secs(30)).await;
+    assert!(s.completing.is_none(), "{:?}", s.completing);
     assert!(
-        coord
+        f.coord
             .proc
             .log()
             .contains("reconciler: completing a decision whose complete its cluster has not answered"),

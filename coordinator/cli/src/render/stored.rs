@@ -181,34 +181,12 @@ pub fn job_lines(j: &BatchJob, indent: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fedvol_common::funnel::PlanRequest;
-    use fedvol_common::synth::{self, SynthSizes};
     use fedvol_proto::decisions::Completing;
 
     fn committed() -> StoredDecision {
-        let sizes = SynthSizes {
-            hosts: 2,
-            provisioners: 1,
-            volumes: 1,
-        };
-        let request = PlanRequest::new("r1", synth::workflow(1, 1), "alice").with_seed(7);
-        let decision = fedvol_common::offline::plan_locally(&[synth::cluster("east", sizes)], &request);
-        StoredDecision {
-            state: DecisionState::Committed,
-            decision,
-            request,
-            attempts: vec![],
-            completion: None,
-            updated_ms: 1_000,
-            dry_run: false,
-            request_digest: None,
-            priority_class: None,
-            priority: 0,
-            wait_for_capacity: false,
-            queued_ms: None,
-            run_failure: None,
-            completing: None,
-        }
+        let mut s = crate::ui::tests::stored("w", "alice");
+        s.decision.chosen_cluster = Some("east".into());
+        s
     }
 
     /// `decisions show` of a decision whose `complete` its cluster has not answered says so,

@@ -18,7 +18,7 @@ pub mod index;
 pub mod pages;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -12,7 +12,9 @@ use crate::feed::FeedEvent;
 
 const HOSTILE: &str = "<script>alert(1)</script>";
 
-fn stored(workflow: &str, user: &str) -> StoredDecision {
+/// A committed decision of `workflow` by `user`, planned offline on two synthetic clusters
+/// (`east`, `we<i>st`); also the render tests' fixture.
+pub(crate) fn stored(workflow: &str, user: &str) -> StoredDecision {
     let sizes = SynthSizes {
         hosts: 4,
         provisioners: 2,
