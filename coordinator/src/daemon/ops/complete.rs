@@ -312,7 +312,13 @@ fn finish_later(co: &Arc<Coordinator>, q: &DecisionRef, user: &str) -> bool {
                 break;
             }
             if tokio::time::Instant::now() + pause > end {
-                tracing::warn!(request_id = %q.request_id, "an unanswered complete still unanswered after {} min: left to the user", FINISH_LATER_FOR.as_secs() / 60);
+                // The record's `completing` mark, when stored, outlives this task: the
+                // reconciler's lease holder starts the tries again (`finish_marked`).
+                tracing::warn!(
+                    request_id = %q.request_id,
+                    "an unanswered complete still unanswered after {} min: this coordinator stops; the reconciler's lease holder tries again while the decision is marked completing",
+                    FINISH_LATER_FOR.as_secs() / 60
+                );
                 break;
             }
             pause = (pause * 2).min(FINISH_LATER_MAX_PAUSE);
