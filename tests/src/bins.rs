@@ -25,8 +25,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 
-/// The workspace root (the parent of this crate's directory).
+/// The workspace root, where the shipped files (`deploy/`) are read: `$FEDVOL_WORKSPACE` when
+/// set (binaries run from another copy of the tree, as `scripts/device-bench run` does on a
+/// machine where the checkout lies elsewhere), otherwise the parent of this crate's directory
+/// as it was built.
 pub fn workspace_root() -> PathBuf {
+    if let Some(root) = std::env::var_os("FEDVOL_WORKSPACE") {
+        return PathBuf::from(root);
+    }
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
     here.parent().unwrap_or(here).to_path_buf()
 }
