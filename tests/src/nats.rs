@@ -58,8 +58,46 @@ pub(crate) fn server_binary() -> PathBuf {
         })
 }
 
-/// A loopback port nobody listens on right now (bind 127.0.0.1:0, read the port, close).
+/// A loopback port nobody listens on right now, below the kernel's ephemeral range and not
+/// handed out before by this process: the port is probed (bound on 127.0.0.1 and closed) and
+/// used later by another process, so one the kernel could hand to any outgoing connection
+/// meanwhile (the ephemeral range, where `bind(0)` picks) could be taken before the server
+/// binds it. CI once saw a three-node cluster's monitor port so taken ("address already in
+/// use"). Falls back to `bind(0)` when no port below the range is free (or the range starts
+/// too low to leave room).
 pub fn free_port() -> u16 {
+    use std::collections::HashSet;
+    use std::sync::{Mutex, OnceLock};
+    /// The lowest port tried; below are the well-known and many services' ports.
+    const LOWEST: u16 = 10_000;
+    static GIVEN: OnceLock<Mutex<(HashSet<u16>, u32)>> = OnceLock::new();
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|t| t.split_whitespace().next().and_then(|n| n.parse::<u16>().ok()))
+        .unwrap_or(32_768);
+    let span = u32::from(ephemeral_low.saturating_sub(LOWEST));
+    if span >= 1_000 {
+        let given = GIVEN.get_or_init(|| {
+            // Each test process starts at its own place in the span (its id and the time).
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos())
+                .unwrap_or(0);
+            Mutex::new((
+                HashSet::new(),
+                std::process::id().wrapping_mul(7_919).wrapping_add(nanos),
+            ))
+        });
+        let mut g = given.lock().unwrap_or_else(|p| p.into_inner());
+        for _ in 0..span {
+            g.1 = g.1.wrapping_add(1);
+            let port = LOWEST + (g.1 % span) as u16;
+            if !g.0.contains(&port) && TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
+                g.0.insert(port);
+                return port;
+            }
+        }
+    }
     TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -414,6 +452,24 @@ mod tests {
     use async_nats::connection::State;
     use async_nats::jetstream;
     use bytes::Bytes;
+
+    #[test]
+    fn free_ports_are_distinct_bindable_and_below_the_ephemeral_range() {
+        let low: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|t| t.split_whitespace().next().and_then(|n| n.parse().ok()))
+            .unwrap_or(32_768);
+        let ports: Vec<u16> = (0..200).map(|_| free_port()).collect();
+        let distinct: std::collections::HashSet<u16> = ports.iter().copied().collect();
+        assert_eq!(distinct.len(), ports.len(), "a port handed out twice: {ports:?}");
+        if low >= 11_000 {
+            assert!(ports.iter().all(|p| (10_000..low).contains(p)), "{ports:?} (ephemeral from {low})");
+        }
+        // Each is free: a listener takes it.
+        for p in &ports[..20] {
+            TcpListener::bind((Ipv4Addr::LOCALHOST, *p)).unwrap_or_else(|e| panic!("port {p}: {e}"));
+        }
+    }
 
     #[tokio::test]
     async fn jetstream_state_and_port_survive_a_restart() {
