@@ -463,7 +463,10 @@ mod tests {
         let distinct: std::collections::HashSet<u16> = ports.iter().copied().collect();
         assert_eq!(distinct.len(), ports.len(), "a port handed out twice: {ports:?}");
         if low >= 11_000 {
-            assert!(ports.iter().all(|p| (10_000..low).contains(p)), "{ports:?} (ephemeral from {low})");
+            assert!(
+                ports.iter().all(|p| (10_000..low).contains(p)),
+                "{ports:?} (ephemeral from {low})"
+            );
         }
         // Each is free: a listener takes it.
         for p in &ports[..20] {
