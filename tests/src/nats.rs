@@ -71,11 +71,15 @@ pub fn free_port() -> u16 {
     /// The lowest port tried; below are the well-known and many services' ports.
     const LOWEST: u16 = 10_000;
     static GIVEN: OnceLock<Mutex<(HashSet<u16>, u32)>> = OnceLock::new();
-    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|t| t.split_whitespace().next().and_then(|n| n.parse::<u16>().ok()))
-        .unwrap_or(32_768);
-    let span = u32::from(ephemeral_low.saturating_sub(LOWEST));
+    // The ports below the ephemeral range, read once per process.
+    static SPAN: OnceLock<u32> = OnceLock::new();
+    let span = *SPAN.get_or_init(|| {
+        let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|t| t.split_whitespace().next().and_then(|n| n.parse::<u16>().ok()))
+            .unwrap_or(32_768);
+        u32::from(ephemeral_low.saturating_sub(LOWEST))
+    });
     if span >= 1_000 {
         let given = GIVEN.get_or_init(|| {
             // Each test process starts at its own place in the span (its id and the time).
